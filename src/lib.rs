@@ -1,0 +1,14 @@
+//! crawlcache: a local caching forward proxy for web crawlers.
+//!
+//! A request flows down the modules once: [`proxy`] asks [`robots`] for the
+//! verdict, asks [`cache`] for the decision, asks [`store`] for the bytes, and
+//! only the upstream client (used by the proxy and by the robots fetcher)
+//! talks to origins.
+
+pub mod admin;
+pub mod cache;
+pub mod config;
+pub mod proxy;
+pub mod robots;
+pub mod store;
+pub mod tls;
