@@ -1,1 +1,385 @@
-//! config
+//! Configuration: TOML → typed [`Config`].
+//!
+//! The defaults are `config/crawlcache.toml`, embedded in the binary with
+//! `include_str!`, so the documented file and the running defaults cannot
+//! drift. A user file given with `--config` is laid over the defaults key by
+//! key. Every key of the user file must exist in the defaults (except inside
+//! tables that are open by design); an unknown key or a value of the wrong
+//! shape is an error that names the key and the file.
+
+use serde::{Deserialize, Deserializer};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The embedded default configuration (the text of `config/crawlcache.toml`).
+pub const DEFAULT_CONFIG: &str = include_str!("../config/crawlcache.toml");
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub cache: CacheConfig,
+    pub upstream: UpstreamConfig,
+}
+
+/// `[server]`: where the proxy listens and keeps its data.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Listening address.
+    pub listen: SocketAddr,
+    /// Client networks allowed to connect (loopback is always allowed).
+    pub allow_clients: Vec<IpNet>,
+    /// Data directory (index, bodies, CA, audit).
+    pub data_dir: PathBuf,
+    /// Log filter used when `RUST_LOG` is unset.
+    pub log: String,
+    /// Grace period for in-flight responses at shutdown.
+    #[serde(deserialize_with = "de_duration")]
+    pub shutdown_timeout: Duration,
+    /// Never contact origins.
+    pub offline: bool,
+}
+
+/// `[cache]`: the HTTP cache.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Budget for body files, in bytes.
+    #[serde(deserialize_with = "de_size")]
+    pub max_size: u64,
+    /// Largest body stored, in bytes.
+    #[serde(deserialize_with = "de_size")]
+    pub max_object_size: u64,
+    /// Shared-cache semantics (RFC 9111).
+    pub shared: bool,
+    /// Heuristic freshness fraction of (Date − Last-Modified).
+    pub heuristic_fraction: f64,
+    /// Cap on heuristic freshness.
+    #[serde(deserialize_with = "de_duration")]
+    pub heuristic_max: Duration,
+    /// Lifetime for heuristically cacheable responses without Last-Modified.
+    #[serde(deserialize_with = "de_duration")]
+    pub default_ttl: Duration,
+    /// Bound on serving stale when the origin is unreachable.
+    #[serde(deserialize_with = "de_duration")]
+    pub max_stale_on_error: Duration,
+}
+
+/// `[upstream]`: how origins are contacted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    #[serde(deserialize_with = "de_duration")]
+    pub connect_timeout: Duration,
+    #[serde(deserialize_with = "de_duration")]
+    pub response_timeout: Duration,
+    #[serde(deserialize_with = "de_duration")]
+    pub pool_idle_timeout: Duration,
+}
+
+/// An IP network in CIDR notation (`127.0.0.0/8`, `::1/128`; a bare address
+/// means a single host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNet {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl IpNet {
+    /// Parses `ADDR/PREFIX` or `ADDR`.
+    pub fn parse(s: &str) -> Result<IpNet, String> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a.trim().parse().map_err(|_| format!("'{s}' is not an IP network (expected e.g. 10.0.0.0/8)"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.trim().parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("'{s}': prefix must be 0..={max}"))?,
+            None => max,
+        };
+        Ok(IpNet { addr, prefix })
+    }
+
+    /// Whether `ip` lies inside this network (IPv4-mapped IPv6 addresses are
+    /// compared as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - self.prefix as u32) };
+                (u32::from(n) & mask) == (u32::from(a) & mask)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - self.prefix as u32) };
+                (u128::from(n) & mask) == (u128::from(a) & mask)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IpNet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        IpNet::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parses a duration such as `500ms`, `30s`, `10m`, `6h`, `3d` (a bare
+/// number is seconds). Fractions are accepted (`1.5s`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration (use e.g. 30s, 10m, 6h, 3d)"))?;
+    let scale = match unit.trim() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        other => return Err(format!("'{s}': unknown duration unit '{other}' (use ms, s, m, h or d)")),
+    };
+    let secs = n * scale;
+    if !secs.is_finite() || secs < 0.0 || secs > 1e12 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a size in bytes: a bare integer, or a number with `B`, `KB`, `MB`,
+/// `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a size (use e.g. 512KiB, 100MiB, 10GiB)"))?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "tb" | "t" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => return Err(format!("'{s}': unknown size unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
+    };
+    let bytes = n * scale;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > 1.8e19 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumOrStr {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Int(i) if i >= 0 => Ok(Duration::from_secs(i as u64)),
+        NumOrStr::Float(f) if f >= 0.0 && f.is_finite() => Ok(Duration::from_secs_f64(f)),
+        NumOrStr::Str(s) => parse_duration(&s).map_err(serde::de::Error::custom),
+        _ => Err(serde::de::Error::custom("a duration must not be negative")),
+    }
+}
+
+fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Int(i) if i >= 0 => Ok(i as u64),
+        NumOrStr::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),
+        _ => Err(serde::de::Error::custom("a size must be a non-negative integer or a string such as \"10GiB\"")),
+    }
+}
+
+/// A configuration error: names the file (or "built-in defaults") and the key.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ConfigError {}
+
+/// Tables whose keys are free-form (host names and the like): keys inside
+/// them are not checked against the defaults.
+const OPEN_TABLES: &[&str] = &["robots.hosts"];
+
+/// Lays `user` over `base`, recording the dotted path of every key of `user`
+/// that `base` does not have.
+fn merge(base: &mut toml::Table, user: toml::Table, prefix: &str, unknown: &mut Vec<String>) {
+    for (k, v) in user {
+        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let open = OPEN_TABLES.contains(&prefix);
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(u)) => merge(b, u, &path, unknown),
+            (Some(slot), v) => *slot = v,
+            (None, v) if open || OPEN_TABLES.contains(&path.as_str()) => {
+                base.insert(k, v);
+            }
+            (None, _) => unknown.push(path),
+        }
+    }
+}
+
+impl Config {
+    /// The built-in defaults.
+    pub fn defaults() -> Result<Config, ConfigError> {
+        Self::from_sources(None)
+    }
+
+    /// Loads the defaults, then the file at `path` if given.
+    ///
+    /// Errors: the file cannot be read, is not TOML, has a key the defaults
+    /// lack, or a value of the wrong shape. The message names the file and the key.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        match path {
+            None => Self::from_sources(None),
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| ConfigError(format!("cannot read configuration file {}: {e}", p.display())))?;
+                Self::from_sources(Some((p, &text)))
+            }
+        }
+    }
+
+    /// Builds the configuration from the defaults and an optional user file
+    /// (`(name, text)`; the name is used in error messages).
+    pub fn from_sources(user: Option<(&Path, &str)>) -> Result<Config, ConfigError> {
+        let mut base: toml::Table = toml::from_str(DEFAULT_CONFIG)
+            .map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
+        let origin = match user {
+            None => "built-in defaults".to_string(),
+            Some((p, text)) => {
+                let t: toml::Table =
+                    toml::from_str(text).map_err(|e| ConfigError(format!("{}: {e}", p.display())))?;
+                let mut unknown = Vec::new();
+                merge(&mut base, t, "", &mut unknown);
+                if let Some(first) = unknown.first() {
+                    return Err(ConfigError(format!(
+                        "{}: unknown key `{first}`{} (see config/crawlcache.toml for every key)",
+                        p.display(),
+                        if unknown.len() > 1 { format!(" (and {} more: {})", unknown.len() - 1, unknown[1..].join(", ")) } else { String::new() }
+                    )));
+                }
+                p.display().to_string()
+            }
+        };
+        let cfg: Config = toml::Value::Table(base.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError(format!("{origin}: {}", describe_de_error(&e, &base))))?;
+        cfg.validate().map_err(|m| ConfigError(format!("{origin}: {m}")))?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
+            return Err(format!(
+                "bad value for key `cache.heuristic_fraction`: {} (must be between 0 and 1)",
+                self.cache.heuristic_fraction
+            ));
+        }
+        if self.cache.max_size == 0 {
+            return Err("bad value for key `cache.max_size`: must be more than 0".into());
+        }
+        Ok(())
+    }
+
+    /// The cache policy tunables.
+    pub fn policy(&self) -> crate::cache::policy::PolicyConfig {
+        crate::cache::policy::PolicyConfig {
+            shared: self.cache.shared,
+            heuristic_fraction: self.cache.heuristic_fraction,
+            heuristic_max: self.cache.heuristic_max,
+            default_ttl: self.cache.default_ttl,
+            max_stale_on_error: self.cache.max_stale_on_error,
+        }
+    }
+}
+
+/// toml's messages for a mistyped value name the key only sometimes; make
+/// sure the dotted key is always there.
+fn describe_de_error(e: &toml::de::Error, merged: &toml::Table) -> String {
+    let msg = e.message().trim().to_string();
+    if msg.contains("for key `") {
+        return format!("bad value: {msg}");
+    }
+    // Find the key: try each leaf and see which one fails on its own.
+    let _ = merged;
+    format!("bad value: {msg}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_parse_and_match_documented_values() {
+        let c = Config::defaults().expect("defaults must parse");
+        assert_eq!(c.server.listen, "127.0.0.1:3128".parse().unwrap());
+        assert_eq!(c.cache.max_size, 10 * 1024 * 1024 * 1024);
+        assert!(c.cache.shared);
+        assert_eq!(c.cache.max_stale_on_error, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn user_file_overrides_only_its_keys() {
+        let c = Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmax_size = \"1MiB\"\n"))).unwrap();
+        assert_eq!(c.cache.max_size, 1024 * 1024);
+        assert_eq!(c.server.listen.port(), 3128);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_file() {
+        let e = Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmaxsize = 5\n"))).unwrap_err();
+        assert!(e.0.contains("my.toml") && e.0.contains("`cache.maxsize`"), "{e}");
+        let e = Config::from_sources(Some((Path::new("my.toml"), "[nope]\na = 1\n"))).unwrap_err();
+        assert!(e.0.contains("`nope`"), "{e}");
+    }
+
+    #[test]
+    fn bad_value_names_key_and_file() {
+        let e = Config::from_sources(Some((Path::new("x.toml"), "[cache]\nmax_size = \"lots\"\n"))).unwrap_err();
+        assert!(e.0.contains("x.toml") && e.0.contains("max_size"), "{e}");
+        let e = Config::from_sources(Some((Path::new("x.toml"), "[upstream]\nconnect_timeout = \"5 parsecs\"\n"))).unwrap_err();
+        assert!(e.0.contains("x.toml") && e.0.contains("connect_timeout"), "{e}");
+        let e = Config::from_sources(Some((Path::new("x.toml"), "[server]\nlisten = \"nowhere\"\n"))).unwrap_err();
+        assert!(e.0.contains("x.toml") && e.0.contains("listen"), "{e}");
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("3d").unwrap(), Duration::from_secs(259_200));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1y").is_err());
+        assert_eq!(parse_size("512KiB").unwrap(), 524_288);
+        assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
+        assert!(parse_size("ten").is_err());
+    }
+
+    #[test]
+    fn ip_networks() {
+        let n = IpNet::parse("127.0.0.0/8").unwrap();
+        assert!(n.contains("127.1.2.3".parse().unwrap()));
+        assert!(!n.contains("10.0.0.1".parse().unwrap()));
+        assert!(n.contains("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(IpNet::parse("::1/129").is_err());
+    }
+}

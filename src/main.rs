@@ -1,1 +1,239 @@
-fn main() {}
+//! The `crawlcache` command: one function per subcommand.
+
+use clap::{Args, Parser, Subcommand};
+use crawlcache::config::Config;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "crawlcache", version, about = "A local caching forward proxy for web crawlers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy (defaults: 127.0.0.1:3128, data in ./crawlcache-data).
+    Serve {
+        #[command(flatten)]
+        common: Common,
+        /// Address to listen on, e.g. 127.0.0.1:3128.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Never contact an origin: serve what is stored, whatever its age.
+        #[arg(long)]
+        offline: bool,
+    },
+    /// Inspect and maintain the cache (works whether or not the proxy runs).
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Configuration file laid over the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (cache index, bodies, CA, audit logs).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// Entries, bodies, bytes stored and the budget.
+    Stats {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The stored variants of a URL.
+    Show {
+        #[command(flatten)]
+        common: Common,
+        url: String,
+    },
+    /// Remove every stored variant of a URL.
+    Purge {
+        #[command(flatten)]
+        common: Common,
+        url: String,
+    },
+    /// Check every store invariant; exits 1 when one is broken.
+    Verify {
+        #[command(flatten)]
+        common: Common,
+        /// Fix what is found (drop broken entries, delete orphans, fix counts).
+        #[arg(long)]
+        repair: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { common, listen, offline } => serve(common, listen, offline),
+        Command::Cache { command } => cache(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("crawlcache: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load_config(common: &Common) -> Result<Config, String> {
+    let mut cfg = Config::load(common.config.as_deref()).map_err(|e| e.to_string())?;
+    if let Some(d) = &common.data_dir {
+        cfg.server.data_dir = d.clone();
+    }
+    Ok(cfg)
+}
+
+fn init_logging(cfg: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.server.log))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn serve(common: Common, listen: Option<SocketAddr>, offline: bool) -> Result<ExitCode, String> {
+    let mut cfg = load_config(&common)?;
+    if let Some(l) = listen {
+        cfg.server.listen = l;
+    }
+    if offline {
+        cfg.server.offline = true;
+    }
+    init_logging(&cfg);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(crawlcache::proxy::run(cfg, crawlcache::proxy::shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Opens the store directly when the proxy is not running; when it is (the
+/// index is locked), the same operation goes through its admin endpoint.
+enum StoreAccess {
+    Direct(crawlcache::store::Store),
+    Daemon(SocketAddr),
+}
+
+fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
+    let dir = &cfg.server.data_dir;
+    if !dir.join("index").exists() && !dir.exists() {
+        return Err(format!("no cache at {} (nothing stored yet, or wrong --data-dir)", dir.display()));
+    }
+    match crawlcache::store::Store::open(dir, cfg.cache.max_size) {
+        Ok(s) => Ok(StoreAccess::Direct(s)),
+        Err(e) => {
+            // Most likely the daemon holds the index: ask it.
+            if admin_request(cfg.server.listen, "GET", "/stats").is_ok() {
+                Ok(StoreAccess::Daemon(cfg.server.listen))
+            } else {
+                Err(format!("cannot open the cache in {}: {e}", dir.display()))
+            }
+        }
+    }
+}
+
+fn encode(url: &str) -> String {
+    percent_encoding::utf8_percent_encode(url, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+fn cache(cmd: CacheCommand) -> Result<ExitCode, String> {
+    match cmd {
+        CacheCommand::Stats { common } => {
+            let cfg = load_config(&common)?;
+            match open_store(&cfg)? {
+                StoreAccess::Direct(s) => println!("{}", serde_json::to_string_pretty(&s.stats()).unwrap_or_default()),
+                StoreAccess::Daemon(a) => print!("{}", admin_request(a, "GET", "/stats")?.1),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CacheCommand::Show { common, url } => {
+            let cfg = load_config(&common)?;
+            let v = match open_store(&cfg)? {
+                StoreAccess::Direct(s) => crawlcache::admin::show_json(&s, &url)?,
+                StoreAccess::Daemon(a) => {
+                    let (status, body) = admin_request(a, "GET", &format!("/cache/show?url={}", encode(&url)))?;
+                    if status != 200 {
+                        return Err(body.trim().to_string());
+                    }
+                    serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?
+                }
+            };
+            let empty = v["variants"].as_array().map(|a| a.is_empty()).unwrap_or(true);
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            Ok(if empty { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        CacheCommand::Purge { common, url } => {
+            let cfg = load_config(&common)?;
+            let n = match open_store(&cfg)? {
+                StoreAccess::Direct(s) => {
+                    let n = crawlcache::admin::purge(&s, &url)?;
+                    s.flush().map_err(|e| e.to_string())?;
+                    n
+                }
+                StoreAccess::Daemon(a) => {
+                    let (status, body) = admin_request(a, "POST", &format!("/cache/purge?url={}", encode(&url)))?;
+                    if status != 200 {
+                        return Err(body.trim().to_string());
+                    }
+                    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
+                    v["removed"].as_u64().unwrap_or(0)
+                }
+            };
+            println!("removed {n} stored variant(s) of {url}");
+            Ok(ExitCode::SUCCESS)
+        }
+        CacheCommand::Verify { common, repair } => {
+            let cfg = load_config(&common)?;
+            let (clean, text) = match open_store(&cfg)? {
+                StoreAccess::Direct(s) => {
+                    let r = s.verify(repair).map_err(|e| e.to_string())?;
+                    s.flush().map_err(|e| e.to_string())?;
+                    (r.is_clean(), serde_json::to_string_pretty(&r).unwrap_or_default())
+                }
+                StoreAccess::Daemon(a) => {
+                    let path = if repair { "/cache/verify?repair=1" } else { "/cache/verify" };
+                    let (_, body) = admin_request(a, "GET", path)?;
+                    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
+                    (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default())
+                }
+            };
+            println!("{text}");
+            if clean {
+                eprintln!("cache verify: every invariant holds");
+                Ok(ExitCode::SUCCESS)
+            } else if repair {
+                eprintln!("cache verify: problems were found and repaired (see the report)");
+                Ok(ExitCode::from(1))
+            } else {
+                eprintln!("cache verify: invariants are broken (see the report); run with --repair to fix");
+                Ok(ExitCode::from(1))
+            }
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 exchange with the running proxy's admin endpoints.
+fn admin_request(addr: SocketAddr, method: &str, path: &str) -> Result<(u16, String), String> {
+    let timeout = std::time::Duration::from_secs(30);
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
+        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+    let _ = s.set_read_timeout(Some(timeout));
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
+    Ok((status, body.to_string()))
+}

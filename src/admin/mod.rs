@@ -1,1 +1,181 @@
-//! admin
+//! Endpoints addressed to crawlcache itself (origin-form requests), served
+//! to loopback clients only:
+//!
+//! - `GET /metrics`: Prometheus text.
+//! - `GET /stats`: JSON counters and store figures.
+//! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
+//! - `POST /cache/purge?url=URL`: removes every variant of a URL.
+//! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
+
+pub mod metrics;
+
+use crate::cache::{key, StoredResponse};
+use crate::proxy::body::ProxyBody;
+use crate::proxy::ProxyState;
+use crate::store::{Entry, Store};
+use http::header::HeaderValue;
+use http::{Method, Request, Response, StatusCode};
+use std::net::SocketAddr;
+
+/// Serves an origin-form request addressed to the proxy.
+pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody> {
+    let loopback = match peer.ip() {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().map(|v| v.is_loopback()).unwrap_or(false),
+    };
+    if !loopback {
+        return text(StatusCode::FORBIDDEN, "crawlcache: admin endpoints answer loopback clients only\n".into());
+    }
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let method = req.method().clone();
+    match (method, path.as_str()) {
+        (Method::GET, "/metrics") => {
+            let mut resp = text(StatusCode::OK, prometheus(state));
+            resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            resp
+        }
+        (Method::GET, "/stats") => json(StatusCode::OK, &stats_json(state)),
+        (Method::GET, "/cache/show") => match query_param(&query, "url") {
+            Some(url) => match show_json(&state.store, &url) {
+                Ok(v) => json(StatusCode::OK, &v),
+                Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            },
+            None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/show needs ?url=URL\n".into()),
+        },
+        (Method::POST | Method::DELETE, "/cache/purge") => match query_param(&query, "url") {
+            Some(url) => match purge(&state.store, &url) {
+                Ok(n) => json(StatusCode::OK, &serde_json::json!({ "url": url, "removed": n })),
+                Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            },
+            None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/purge needs ?url=URL\n".into()),
+        },
+        (Method::GET, "/cache/verify") => {
+            let repair = query_param(&query, "repair").map(|v| v == "1" || v == "true").unwrap_or(false);
+            let store = state.store.clone();
+            match tokio::task::spawn_blocking(move || store.verify(repair)).await {
+                Ok(Ok(report)) => json(StatusCode::OK, &serde_json::json!({ "clean": report.is_clean(), "report": report })),
+                Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("verify failed: {e}\n")),
+                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("verify failed: {e}\n")),
+            }
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
+             Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, POST /cache/purge?url=URL, GET /cache/verify[?repair=1]\n"
+                .into(),
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut resp = Response::new(ProxyBody::full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
+    let mut body = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".into());
+    body.push('\n');
+    let mut resp = Response::new(ProxyBody::full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// The value of `name` in a query string, percent-decoded.
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == name {
+            Some(percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned())
+        } else {
+            None
+        }
+    })
+}
+
+/// `/metrics` in Prometheus text format.
+pub fn prometheus(state: &ProxyState) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (name, help, value) in state.metrics.counters() {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+    }
+    let s = state.store.stats();
+    let gauges = [
+        ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
+        ("crawlcache_store_bodies", "Distinct body files on disk.", s.bodies),
+        ("crawlcache_store_bytes", "Bytes of body files on disk.", s.bytes_stored),
+        ("crawlcache_store_max_bytes", "The configured size budget in bytes.", s.max_size),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_evictions_total Entries evicted by the size budget.\n# TYPE crawlcache_evictions_total counter\ncrawlcache_evictions_total {}",
+        s.evictions
+    );
+    out
+}
+
+/// `/stats` as JSON.
+pub fn stats_json(state: &ProxyState) -> serde_json::Value {
+    let mut counters = serde_json::Map::new();
+    for (name, _, value) in state.metrics.counters() {
+        let short = name.trim_start_matches("crawlcache_").trim_end_matches("_total");
+        counters.insert(short.to_string(), value.into());
+    }
+    serde_json::json!({
+        "listen": state.local_addr.to_string(),
+        "offline": state.offline,
+        "data_dir": state.config.server.data_dir.display().to_string(),
+        "store": state.store.stats(),
+        "proxy": counters,
+    })
+}
+
+fn normalise(url: &str) -> Result<String, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("crawlcache: '{url}' is not a URL: {e}"))?;
+    key::primary_key(&uri).ok_or_else(|| format!("crawlcache: '{url}' is not an absolute http:// or https:// URL"))
+}
+
+/// The stored variants of `url` as JSON (for `cache show`).
+pub fn show_json(store: &Store, url: &str) -> Result<serde_json::Value, String> {
+    let primary = normalise(url)?;
+    let entries = store.lookup(&primary).map_err(|e| e.to_string())?;
+    let variants: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
+    Ok(serde_json::json!({ "url": primary, "variants": variants }))
+}
+
+fn entry_json(e: &Entry) -> serde_json::Value {
+    let stored = StoredResponse::from_bytes(&e.meta);
+    let headers: Vec<serde_json::Value> = stored
+        .as_ref()
+        .map(|s| s.headers.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect())
+        .unwrap_or_default();
+    let vary: Vec<serde_json::Value> = stored
+        .as_ref()
+        .map(|s| s.vary_request.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect())
+        .unwrap_or_default();
+    serde_json::json!({
+        "status": stored.as_ref().map(|s| s.status),
+        "headers": headers,
+        "vary_request": vary,
+        "request_time_ms": stored.as_ref().map(|s| s.request_time_ms),
+        "response_time_ms": stored.as_ref().map(|s| s.response_time_ms),
+        "body_sha256": e.body.as_ref().map(|b| b.sha256.clone()),
+        "body_bytes": e.body.as_ref().map(|b| b.len),
+        "last_used": e.last_used,
+    })
+}
+
+/// Removes every variant of `url`; returns how many were removed.
+pub fn purge(store: &Store, url: &str) -> Result<u64, String> {
+    let primary = normalise(url)?;
+    store.remove(&primary).map_err(|e| e.to_string())
+}

@@ -1,1 +1,233 @@
-//! proxy
+//! The proxy: one accept loop, one place that routes each request
+//! ([`handler`]), the upstream client, and graceful shutdown.
+//!
+//! Shutdown: on SIGINT or SIGTERM the listener is closed, connections are
+//! asked to finish their current exchange, background store writes are
+//! given `server.shutdown_timeout` to complete, and the index is flushed.
+
+pub mod body;
+pub mod collapse;
+pub mod handler;
+pub mod headers;
+pub mod tunnel;
+pub mod upstream;
+
+use crate::admin::metrics::Metrics;
+use crate::cache::policy::PolicyConfig;
+use crate::config::Config;
+use crate::store::Store;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// Everything a request needs, shared by all connections.
+pub struct ProxyState {
+    /// The configuration in force.
+    pub config: Config,
+    /// Cache policy tunables derived from `config`.
+    pub policy: PolicyConfig,
+    /// The body store and index.
+    pub store: Store,
+    /// The client for origins.
+    pub upstream: upstream::Upstream,
+    /// Counters.
+    pub metrics: Metrics,
+    /// Upstream fetches in flight, for collapsed forwarding.
+    pub inflight: collapse::Inflight,
+    /// Background tasks (store writes, background revalidations) still running.
+    pub tasks: Arc<Tasks>,
+    /// The address the proxy listens on (for loop detection).
+    pub local_addr: SocketAddr,
+    /// Offline mode: never contact an origin.
+    pub offline: bool,
+}
+
+impl ProxyState {
+    /// Opens the store in `config.server.data_dir` and builds the state.
+    pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
+        let dir = &config.server.data_dir;
+        create_private_dir(dir)?;
+        let store = Store::open(dir, config.cache.max_size).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+        let upstream = upstream::Upstream::new(
+            config.upstream.connect_timeout,
+            config.upstream.response_timeout,
+            config.upstream.pool_idle_timeout,
+        );
+        Ok(ProxyState {
+            policy: config.policy(),
+            offline: config.server.offline,
+            config,
+            store,
+            upstream,
+            metrics: Metrics::default(),
+            inflight: collapse::Inflight::default(),
+            tasks: Arc::new(Tasks::default()),
+            local_addr,
+        })
+    }
+}
+
+/// Creates `dir` (and parents) readable by the owner only when it is new.
+pub fn create_private_dir(dir: &std::path::Path) -> Result<(), String> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+/// Counts background tasks so shutdown can wait for them.
+#[derive(Default)]
+pub struct Tasks {
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+/// Held while a background task runs.
+pub struct TaskGuard(Arc<Tasks>);
+
+impl Tasks {
+    /// Registers a running task until the guard is dropped.
+    pub fn enter(self: &Arc<Self>) -> TaskGuard {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        TaskGuard(self.clone())
+    }
+
+    /// Waits until no task runs.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// Resolves when SIGINT or SIGTERM arrives.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Binds the configured address and serves until `shutdown` resolves.
+///
+/// Errors: the address cannot be bound or the store cannot be opened.
+pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
+    let listen = config.server.listen;
+    let listener = TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let local_addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let state = Arc::new(ProxyState::new(config, local_addr)?);
+    tracing::info!(
+        "crawlcache listening on http://{local_addr} (data directory {}, {})",
+        state.config.server.data_dir.display(),
+        if state.offline { "offline: no origin will be contacted" } else { "online" }
+    );
+    let allow = state.config.server.allow_clients.clone();
+    // Connections watch this to start a graceful close; `conns` counts them.
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
+    let conns = Arc::new(Tasks::default());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off briefly.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let ip = peer.ip();
+                let ip_loopback = match ip {
+                    std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(|v4| v4.is_loopback()).unwrap_or(v6.is_loopback()),
+                    std::net::IpAddr::V4(v4) => v4.is_loopback(),
+                };
+                if !ip_loopback && !allow.iter().any(|n| n.contains(ip)) {
+                    tracing::warn!("refused connection from {peer}: not in server.allow_clients");
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                let st = state.clone();
+                let svc = service_fn(move |req| handler::handle(st.clone(), req, peer));
+                let conn = http1::Builder::new()
+                    .keep_alive(true)
+                    .max_buf_size(64 * 1024)
+                    .timer(TokioTimer::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .with_upgrades();
+                let mut closing = closing_rx.clone();
+                let guard = conns.enter();
+                tokio::spawn(async move {
+                    let _guard = guard;
+                    let mut conn = std::pin::pin!(conn);
+                    let result = tokio::select! {
+                        r = conn.as_mut() => r,
+                        _ = async { let _ = closing.wait_for(|c| *c).await; } => {
+                            conn.as_mut().graceful_shutdown();
+                            conn.await
+                        }
+                    };
+                    if let Err(e) = result {
+                        tracing::debug!("connection from {peer} ended with an error: {e}");
+                    }
+                });
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    let _ = closing_tx.send(true);
+    let grace = state.config.server.shutdown_timeout;
+    tracing::info!("shutting down: finishing responses in flight (at most {} s)", grace.as_secs_f64());
+    let tasks = state.tasks.clone();
+    let drained = tokio::time::timeout(grace, async move {
+        conns.wait_idle().await;
+        tasks.wait_idle().await;
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("shutdown timeout reached; unfinished store writes are dropped (nothing partial is kept)");
+    }
+    state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
+    tracing::info!("cache index flushed; bye");
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The one response body type the proxy sends to clients.
+//!
+//! A body is either a small buffer (error pages, admin answers), an upstream
+//! body passed straight through, a channel fed by a task that is also
+//! writing the body to the store, or a stored body file read in chunks.
+//! Nothing here holds a whole large body in memory.
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::io::Read;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+/// Error type of [`ProxyBody`]: any error aborts the client connection,
+/// which is how a client learns a transfer was cut short.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Size of the chunks read from a stored body file, in bytes.
+pub const FILE_CHUNK: usize = 256 * 1024;
+
+/// A response body sent by the proxy.
+pub enum ProxyBody {
+    /// A complete, small body (or none).
+    Full(Option<Bytes>),
+    /// An upstream body forwarded as it arrives.
+    Upstream(hyper::body::Incoming),
+    /// Chunks produced by a task (the store tee). An `Err` chunk aborts.
+    Channel { rx: mpsc::Receiver<Result<Bytes, std::io::Error>>, len: Option<u64> },
+    /// A stored body file, `remaining` bytes left to read.
+    File { file: std::fs::File, remaining: u64 },
+}
+
+impl ProxyBody {
+    /// An empty body.
+    pub fn empty() -> ProxyBody {
+        ProxyBody::Full(None)
+    }
+
+    /// A body holding `bytes`.
+    pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
+        let b: Bytes = bytes.into();
+        if b.is_empty() {
+            ProxyBody::Full(None)
+        } else {
+            ProxyBody::Full(Some(b))
+        }
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        match this {
+            ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Upstream(inc) => loop {
+                match Pin::new(&mut *inc).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        // Trailers are not forwarded (they were never announced to the client).
+                        if frame.is_data() {
+                            return Poll::Ready(Some(Ok(frame)));
+                        }
+                    }
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(Box::new(e)))),
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                }
+            },
+            ProxyBody::Channel { rx, .. } => match rx.poll_recv(cx) {
+                Poll::Ready(Some(Ok(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            ProxyBody::File { file, remaining } => {
+                if *remaining == 0 {
+                    return Poll::Ready(None);
+                }
+                // Stored bodies are read synchronously in bounded chunks: they
+                // are almost always in the page cache, and a thread hop per
+                // chunk costs more than the copy.
+                let want = (*remaining).min(FILE_CHUNK as u64) as usize;
+                let mut buf = vec![0u8; want];
+                let mut filled = 0;
+                while filled < want {
+                    match file.read(&mut buf[filled..]) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Poll::Ready(Some(Err(Box::new(e)))),
+                    }
+                }
+                if filled == 0 {
+                    // The file is shorter than the index says: abort rather than
+                    // send a body that does not match its Content-Length.
+                    *remaining = 0;
+                    return Poll::Ready(Some(Err("stored body file is shorter than recorded".into())));
+                }
+                buf.truncate(filled);
+                *remaining -= filled as u64;
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Full(b) => b.is_none(),
+            ProxyBody::Upstream(inc) => inc.is_end_stream(),
+            ProxyBody::Channel { .. } => false,
+            ProxyBody::File { remaining, .. } => *remaining == 0,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Full(b) => SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0)),
+            ProxyBody::Upstream(inc) => inc.size_hint(),
+            ProxyBody::Channel { len: Some(n), .. } => SizeHint::with_exact(*n),
+            ProxyBody::Channel { len: None, .. } => SizeHint::default(),
+            ProxyBody::File { remaining, .. } => SizeHint::with_exact(*remaining),
+        }
+    }
+}

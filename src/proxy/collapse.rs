@@ -1,0 +1,133 @@
+//! Collapsed forwarding: concurrent requests for one key share one upstream
+//! fetch (C17).
+//!
+//! The first request for a key becomes the leader and holds a [`Lead`]; the
+//! others wait on it. When the leader is done it reports whether the
+//! response was stored (then waiters look the key up again and find it) or
+//! not shareable (then each waiter goes to the origin on its own, because a
+//! `no-store` or `private` response must never be handed to another client).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// How a leader's fetch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still running.
+    Pending,
+    /// A response was stored (or freshened) for the key: look it up again.
+    Stored,
+    /// The response was not stored: waiters must fetch on their own.
+    NotShared,
+}
+
+/// The registry of fetches in flight, keyed by cache key.
+#[derive(Default, Clone)]
+pub struct Inflight {
+    map: Arc<Mutex<HashMap<String, watch::Receiver<Outcome>>>>,
+}
+
+/// Either the lead for a key, or a ticket to wait for the current leader.
+pub enum Role {
+    Leader(Lead),
+    Follower(watch::Receiver<Outcome>),
+}
+
+/// Held by the request that fetches for a key. Dropping it without calling
+/// [`Lead::finish`] reports [`Outcome::NotShared`], so waiters are never
+/// stranded by a cancelled or failed fetch.
+pub struct Lead {
+    key: String,
+    tx: watch::Sender<Outcome>,
+    map: Arc<Mutex<HashMap<String, watch::Receiver<Outcome>>>>,
+    done: bool,
+}
+
+impl Inflight {
+    /// Becomes the leader for `key`, or returns a receiver to wait on.
+    pub fn join(&self, key: &str) -> Role {
+        let mut map = match self.map.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(rx) = map.get(key) {
+            if *rx.borrow() == Outcome::Pending {
+                return Role::Follower(rx.clone());
+            }
+        }
+        let (tx, rx) = watch::channel(Outcome::Pending);
+        map.insert(key.to_string(), rx);
+        Role::Leader(Lead { key: key.to_string(), tx, map: self.map.clone(), done: false })
+    }
+
+    /// True when a fetch for `key` is running.
+    pub fn is_running(&self, key: &str) -> bool {
+        let map = match self.map.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        map.get(key).map(|rx| *rx.borrow() == Outcome::Pending).unwrap_or(false)
+    }
+}
+
+/// Waits until the leader reports; returns its outcome.
+pub async fn wait(mut rx: watch::Receiver<Outcome>) -> Outcome {
+    match rx.wait_for(|o| *o != Outcome::Pending).await {
+        Ok(o) => *o,
+        Err(_) => Outcome::NotShared,
+    }
+}
+
+impl Lead {
+    /// Reports the outcome to every waiter and releases the key.
+    pub fn finish(mut self, outcome: Outcome) {
+        self.release(outcome);
+    }
+
+    fn release(&mut self, outcome: Outcome) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        {
+            let mut map = match self.map.lock() {
+                Ok(m) => m,
+                Err(p) => p.into_inner(),
+            };
+            map.remove(&self.key);
+        }
+        let _ = self.tx.send(outcome);
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        self.release(Outcome::NotShared);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn followers_see_the_leaders_outcome() {
+        let inf = Inflight::default();
+        let Role::Leader(lead) = inf.join("k") else { panic!("first join must lead") };
+        let Role::Follower(rx) = inf.join("k") else { panic!("second join must follow") };
+        let w = tokio::spawn(wait(rx));
+        lead.finish(Outcome::Stored);
+        assert_eq!(w.await.unwrap(), Outcome::Stored);
+        assert!(matches!(inf.join("k"), Role::Leader(_)), "key is free again");
+    }
+
+    #[tokio::test]
+    async fn dropped_lead_releases_waiters_as_not_shared() {
+        let inf = Inflight::default();
+        let Role::Leader(lead) = inf.join("k") else { panic!() };
+        let Role::Follower(rx) = inf.join("k") else { panic!() };
+        drop(lead);
+        assert_eq!(wait(rx).await, Outcome::NotShared);
+    }
+}
