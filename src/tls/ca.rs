@@ -15,9 +15,7 @@ use rcgen::{Certificate, KeyPair};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{
-    CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime,
-};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{RootCertStore, ServerConfig};
 
 use super::leaf::{ca_params, leaf_params, LeafName, LEAF_RENEW_MARGIN};
@@ -432,8 +430,8 @@ fn read_key(path: &Path) -> Result<KeyPair, TlsError> {
         path: path.to_owned(),
         cause,
     };
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| invalid("it is not a PEM text file".into()))?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| invalid("it is not a PEM text file".into()))?;
     let key = KeyPair::from_pem(text).map_err(|err| {
         invalid(format!(
             "expected an unencrypted PKCS#8 \"PRIVATE KEY\" PEM block ({err})"
@@ -470,7 +468,8 @@ fn write_new_file(dir: &Path, path: &Path, contents: &[u8], mode: u32) -> Result
     let temp_path = temp.path().to_owned();
     temp.write_all(contents)
         .map_err(|err| TlsError::io("write", &temp_path, err))?;
-    set_mode(temp.as_file(), mode).map_err(|err| TlsError::io("set permissions of", &temp_path, err))?;
+    set_mode(temp.as_file(), mode)
+        .map_err(|err| TlsError::io("set permissions of", &temp_path, err))?;
     temp.as_file()
         .sync_all()
         .map_err(|err| TlsError::io("sync", &temp_path, err))?;
@@ -519,7 +518,7 @@ fn ensure_data_dir(data_dir: &Path) -> Result<(), TlsError> {
         Ok(meta) if !meta.is_dir() => Err(TlsError::io(
             "use as the data directory",
             data_dir,
-            io::Error::new(io::ErrorKind::Other, "it is not a directory"),
+            io::Error::other("it is not a directory"),
         )),
         Ok(meta) => {
             let mode = meta.permissions().mode();
@@ -569,13 +568,14 @@ fn ensure_ca_dir(ca_dir: &Path) -> Result<(), TlsError> {
         Ok(meta) if !meta.is_dir() => Err(TlsError::io(
             "use as the CA directory",
             ca_dir,
-            io::Error::new(io::ErrorKind::Other, "it is not a directory"),
+            io::Error::other("it is not a directory"),
         )),
         Ok(meta) => {
             let mode = meta.permissions().mode();
             if mode & 0o077 != 0 {
-                fs::set_permissions(ca_dir, fs::Permissions::from_mode(0o700))
-                    .map_err(|err| TlsError::io("restrict permissions (to 0700) of", ca_dir, err))?;
+                fs::set_permissions(ca_dir, fs::Permissions::from_mode(0o700)).map_err(|err| {
+                    TlsError::io("restrict permissions (to 0700) of", ca_dir, err)
+                })?;
                 tracing::warn!(
                     dir = %ca_dir.display(),
                     old_mode = format!("{:o}", mode & 0o7777),
@@ -597,7 +597,11 @@ fn ensure_ca_dir(ca_dir: &Path) -> Result<(), TlsError> {
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    match fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+    match fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(err) => return Err(TlsError::io("create directory", dir, err)),
     }
@@ -645,8 +649,14 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let not_after = now + Duration::from_secs(10 * 24 * 3600);
         assert!(is_fresh(not_after, now));
-        assert!(is_fresh(not_after, not_after - Duration::from_secs(24 * 3600 + 1)));
-        assert!(!is_fresh(not_after, not_after - Duration::from_secs(24 * 3600)));
+        assert!(is_fresh(
+            not_after,
+            not_after - Duration::from_secs(24 * 3600 + 1)
+        ));
+        assert!(!is_fresh(
+            not_after,
+            not_after - Duration::from_secs(24 * 3600)
+        ));
         assert!(!is_fresh(not_after, not_after + Duration::from_secs(1)));
     }
 }

@@ -9,8 +9,8 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, KeyUsagePurpose, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyUsagePurpose, SanType, SerialNumber,
 };
 use rustls::pki_types::DnsName;
 
@@ -186,7 +186,16 @@ mod tests {
 
     #[test]
     fn hosts_that_are_neither_are_refused() {
-        for bad in ["", " ", ".", "bad host", "a..b", "[example.com]", "[::1", "fe80::1%eth0"] {
+        for bad in [
+            "",
+            " ",
+            ".",
+            "bad host",
+            "a..b",
+            "[example.com]",
+            "[::1",
+            "fe80::1%eth0",
+        ] {
             assert!(
                 matches!(LeafName::parse(bad), Err(TlsError::InvalidHost { .. })),
                 "{bad:?} should be refused"
@@ -200,9 +209,12 @@ mod tests {
         let (params, not_after) =
             leaf_params(&LeafName::Dns("example.com".into()), now, [0xff; 16]).unwrap();
         assert_eq!(not_after, now + LEAF_VALIDITY);
-        assert_eq!(params.not_after, (now + LEAF_VALIDITY).into());
-        assert_eq!(params.not_before, (now - BACKDATE).into());
-        assert_eq!(params.extended_key_usages, vec![ExtendedKeyUsagePurpose::ServerAuth]);
+        assert_eq!(SystemTime::from(params.not_after), now + LEAF_VALIDITY);
+        assert_eq!(SystemTime::from(params.not_before), now - BACKDATE);
+        assert_eq!(
+            params.extended_key_usages,
+            vec![ExtendedKeyUsagePurpose::ServerAuth]
+        );
         // The serial is positive and keeps its 16 bytes.
         let serial = params.serial_number.unwrap().to_bytes();
         assert_eq!(serial.len(), 16);
@@ -214,7 +226,7 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let params = ca_params(now, [0; 16]);
         assert_eq!(params.is_ca, IsCa::Ca(BasicConstraints::Constrained(0)));
-        assert_eq!(params.not_after, (now + CA_VALIDITY).into());
+        assert_eq!(SystemTime::from(params.not_after), now + CA_VALIDITY);
         assert!(params.key_usages.contains(&KeyUsagePurpose::KeyCertSign));
     }
 }

@@ -25,9 +25,7 @@ use super::TlsError;
 /// Errors: [`TlsError::Io`] if the extra CA file cannot be read,
 /// [`TlsError::InvalidCertificate`] if it holds no certificate or a
 /// certificate that cannot be a trust anchor, [`TlsError::Config`].
-pub fn upstream_client_config(
-    extra_ca_file: Option<&Path>,
-) -> Result<Arc<ClientConfig>, TlsError> {
+pub fn upstream_client_config(extra_ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = extra_ca_file {
@@ -147,11 +145,16 @@ fn describe_rustls_error(err: &rustls::Error) -> String {
 #[allow(deprecated)] // matching the context-free variants older rustls versions produce
 fn describe_certificate_error(err: &CertificateError) -> String {
     match err {
-        CertificateError::UnknownIssuer => "the origin's certificate is not trusted: UnknownIssuer \
+        CertificateError::UnknownIssuer => {
+            "the origin's certificate is not trusted: UnknownIssuer \
              (it is not signed by a known certificate authority; if the origin uses a private CA, \
              add that CA's certificate to the extra CA file in the configuration)"
-            .to_owned(),
-        CertificateError::NotValidForNameContext { expected, presented } => {
+                .to_owned()
+        }
+        CertificateError::NotValidForNameContext {
+            expected,
+            presented,
+        } => {
             let name = expected.to_str();
             if presented.is_empty() {
                 format!("the origin's certificate is not valid for name {name} (it names no host)")
@@ -213,9 +216,14 @@ mod tests {
 
     #[test]
     fn unknown_issuer_is_found_through_io_error_wrappers() {
-        let err = wrapped(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer));
+        let err = wrapped(rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer,
+        ));
         let text = describe_tls_error(err.as_ref()).unwrap();
-        assert!(text.starts_with("the origin's certificate is not trusted: UnknownIssuer"), "{text}");
+        assert!(
+            text.starts_with("the origin's certificate is not trusted: UnknownIssuer"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -251,7 +259,10 @@ mod tests {
             rustls::AlertDescription::HandshakeFailure,
         ));
         let text = describe_tls_error(err.as_ref()).unwrap();
-        assert!(text.starts_with("the TLS handshake with the origin failed"), "{text}");
+        assert!(
+            text.starts_with("the TLS handshake with the origin failed"),
+            "{text}"
+        );
     }
 
     #[test]
