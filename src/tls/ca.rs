@@ -16,6 +16,7 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::server::ServerSessionMemoryCache;
 use rustls::{RootCertStore, ServerConfig};
 
 use super::leaf::{ca_params, leaf_params, LeafName, LEAF_RENEW_MARGIN};
@@ -24,6 +25,12 @@ use super::TlsError;
 /// How many leaf configurations are kept in memory (least recently used
 /// first out).
 pub const LEAF_CACHE_CAPACITY: usize = 4096;
+
+/// TLS sessions remembered per leaf configuration for resumption. rustls
+/// allocates a configuration's session cache up front (256 entries, about
+/// 30 KiB, by default); with thousands of cached leaves that adds up, and a
+/// client resuming with one host rarely needs more than this.
+const SESSIONS_PER_LEAF: usize = 32;
 
 /// File name of the CA certificate inside `<data_dir>/ca/`.
 const CERT_FILE: &str = "ca.pem";
@@ -233,6 +240,7 @@ impl CertificateAuthority {
                 source,
             })?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.session_storage = ServerSessionMemoryCache::new(SESSIONS_PER_LEAF);
         Ok((Arc::new(config), not_after))
     }
 }
