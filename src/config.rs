@@ -22,6 +22,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub cache: CacheConfig,
     pub upstream: UpstreamConfig,
+    pub tls: TlsConfig,
 }
 
 /// `[server]`: where the proxy listens and keeps its data.
@@ -78,6 +79,33 @@ pub struct UpstreamConfig {
     pub response_timeout: Duration,
     #[serde(deserialize_with = "de_duration")]
     pub pool_idle_timeout: Duration,
+    /// Extra CA certificates (PEM) trusted for origins; empty for none.
+    pub extra_ca_file: PathBuf,
+}
+
+/// `[tls]`: CONNECT interception.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Intercept CONNECT tunnels with the local CA.
+    pub intercept: bool,
+    /// Host patterns tunnelled untouched.
+    pub bypass_hosts: Vec<String>,
+}
+
+impl TlsConfig {
+    /// Whether `host` matches a `bypass_hosts` pattern (case-insensitive;
+    /// `*.example.org` matches `example.org` and its subdomains).
+    pub fn is_bypassed(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.bypass_hosts.iter().any(|p| {
+            let p = p.trim().trim_end_matches('.').to_ascii_lowercase();
+            match p.strip_prefix("*.") {
+                Some(suffix) => host == suffix || host.ends_with(&format!(".{suffix}")),
+                None => host == p,
+            }
+        })
+    }
 }
 
 /// An IP network in CIDR notation (`127.0.0.0/8`, `::1/128`; a bare address
@@ -372,6 +400,16 @@ mod tests {
         assert_eq!(parse_size("512KiB").unwrap(), 524_288);
         assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
         assert!(parse_size("ten").is_err());
+    }
+
+    #[test]
+    fn bypass_patterns() {
+        let t = TlsConfig { intercept: true, bypass_hosts: vec!["*.example.org".into(), "Bank.example".into()] };
+        assert!(t.is_bypassed("example.org"));
+        assert!(t.is_bypassed("a.b.example.org"));
+        assert!(!t.is_bypassed("badexample.org"));
+        assert!(t.is_bypassed("bank.example."));
+        assert!(!t.is_bypassed("www.bank.example"));
     }
 
     #[test]

@@ -32,6 +32,15 @@ enum Command {
         #[command(subcommand)]
         command: CacheCommand,
     },
+    /// Print the path of the local CA certificate clients must trust for
+    /// HTTPS through the proxy (creating the CA if there is none yet).
+    Ca {
+        #[command(flatten)]
+        common: Common,
+        /// Print the certificate itself (PEM) instead of its path.
+        #[arg(long)]
+        pem: bool,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -78,6 +87,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { common, listen, offline } => serve(common, listen, offline),
         Command::Cache { command } => cache(command),
+        Command::Ca { common, pem } => ca(common, pem),
     };
     match result {
         Ok(code) => code,
@@ -86,6 +96,20 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn ca(common: Common, pem: bool) -> Result<ExitCode, String> {
+    let cfg = load_config(&common)?;
+    crawlcache::proxy::create_private_dir(&cfg.server.data_dir)?;
+    let ca = crawlcache::tls::CertificateAuthority::load_or_create(&cfg.server.data_dir).map_err(|e| e.to_string())?;
+    if pem {
+        print!("{}", ca.cert_pem());
+    } else {
+        let path = ca.cert_path();
+        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        println!("{}", abs.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_config(common: &Common) -> Result<Config, String> {

@@ -41,16 +41,50 @@ pub async fn handle(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socket
 
 async fn route(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
     if req.method() == Method::CONNECT {
-        return super::tunnel::connect(state, req).await;
+        return super::tunnel::connect(state, req, peer).await;
     }
     let uri = req.uri().clone();
     if uri.scheme().is_none() || uri.authority().is_none() {
         return crate::admin::handle(&state, req, peer).await;
     }
-    if uri.scheme_str() != Some("http") {
+    proxy_request(state, req).await
+}
+
+/// Requests decrypted inside an intercepted CONNECT tunnel to `authority`:
+/// an origin-form target becomes `https://authority/path`, then the request
+/// takes the same path as a plain-HTTP one.
+pub async fn handle_in_tunnel(
+    state: Arc<ProxyState>,
+    mut req: Request<Incoming>,
+    authority: http::uri::Authority,
+) -> Result<Response<ProxyBody>, Infallible> {
+    if req.uri().scheme().is_none() {
+        let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+        match Uri::builder().scheme("https").authority(authority.clone()).path_and_query(pq).build() {
+            Ok(u) => *req.uri_mut() = u,
+            Err(e) => {
+                return Ok(error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: bad request target: {e}"), "fwd=bypass"));
+            }
+        }
+    }
+    if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some("https") {
+        return Ok(error_response(
+            StatusCode::MISDIRECTED_REQUEST,
+            &format!("crawlcache: this tunnel is for https://{authority} only"),
+            "fwd=bypass",
+        ));
+    }
+    Ok(proxy_request(state, req).await)
+}
+
+/// A request with an absolute target: the cache path for GET and HEAD,
+/// pass-through for the other methods.
+async fn proxy_request(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let uri = req.uri().clone();
+    if !matches!(uri.scheme_str(), Some("http") | Some("https")) {
         return error_response(
             StatusCode::BAD_REQUEST,
-            "crawlcache: only http:// targets can be requested in absolute form; https:// goes through CONNECT",
+            &format!("crawlcache: cannot proxy {uri}: only http:// and https:// targets are supported"),
             "fwd=bypass; detail=scheme",
         );
     }
@@ -76,7 +110,8 @@ async fn route(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr)
 /// True when `uri` names this proxy's own listening socket.
 fn targets_self(state: &ProxyState, uri: &Uri) -> bool {
     let Some(auth) = uri.authority() else { return false };
-    let port = auth.port_u16().unwrap_or(80);
+    let default_port = if uri.scheme_str() == Some("https") { 443 } else { 80 };
+    let port = auth.port_u16().unwrap_or(default_port);
     if port != state.local_addr.port() {
         return false;
     }

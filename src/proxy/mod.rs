@@ -45,6 +45,8 @@ pub struct ProxyState {
     pub local_addr: SocketAddr,
     /// Offline mode: never contact an origin.
     pub offline: bool,
+    /// The local certificate authority used to intercept CONNECT tunnels.
+    pub ca: crate::tls::CertificateAuthority,
 }
 
 impl ProxyState {
@@ -53,7 +55,12 @@ impl ProxyState {
         let dir = &config.server.data_dir;
         create_private_dir(dir)?;
         let store = Store::open(dir, config.cache.max_size).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+        let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
+        let extra = &config.upstream.extra_ca_file;
+        let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
+        let tls = crate::tls::upstream_client_config(extra).map_err(|e| e.to_string())?;
         let upstream = upstream::Upstream::new(
+            tls,
             config.upstream.connect_timeout,
             config.upstream.response_timeout,
             config.upstream.pool_idle_timeout,
@@ -68,6 +75,7 @@ impl ProxyState {
             inflight: collapse::Inflight::default(),
             tasks: Arc::new(Tasks::default()),
             local_addr,
+            ca,
         })
     }
 }

@@ -1,34 +1,45 @@
-//! `CONNECT host:port` (RFC 9110 section 9.3.6): a blind tunnel. Nothing
-//! that passes through it is cached.
+//! `CONNECT host:port` (RFC 9110 section 9.3.6).
+//!
+//! With `tls.intercept` (the default) the tunnel is terminated here: the
+//! client's TLS is accepted with a leaf certificate for `host` signed by
+//! crawlcache's local CA, and the HTTP/1.1 requests inside go through the
+//! same cache path as plain HTTP, keyed as `https://host[:port]/...`.
+//! Hosts matching `tls.bypass_hosts` (or every host, with interception off)
+//! get a blind tunnel: bytes are copied both ways and nothing is cached.
 
 use super::body::ProxyBody;
-use super::handler::error_response;
+use super::handler::{error_response, handle_in_tunnel};
 use super::ProxyState;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Answers a CONNECT request: opens the TCP connection to the target first
-/// (so a failure becomes a 502 naming the cause), then answers 200 and
-/// copies bytes both ways once the client's connection is upgraded.
-pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<ProxyBody> {
+/// Answers a CONNECT request (200, then the tunnel runs in its own task),
+/// or an error naming the cause.
+pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
     let Some(authority) = req.uri().authority().cloned() else {
         return error_response(StatusCode::BAD_REQUEST, "crawlcache: CONNECT needs a host:port target", "fwd=bypass");
     };
-    if state.offline {
-        return error_response(
-            StatusCode::GATEWAY_TIMEOUT,
-            &format!("crawlcache is offline: cannot open a tunnel to {authority}"),
-            "fwd=bypass; detail=offline",
-        );
-    }
     let port = authority.port_u16().unwrap_or(443);
     let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
     if port == state.local_addr.port()
         && (host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false))
     {
         return error_response(StatusCode::LOOP_DETECTED, "crawlcache: CONNECT to this proxy itself refused", "fwd=bypass; detail=loop");
+    }
+    if state.config.tls.intercept && !state.config.tls.is_bypassed(&host) {
+        return intercept(state, req, authority, host, peer);
+    }
+    if state.offline {
+        return error_response(
+            StatusCode::GATEWAY_TIMEOUT,
+            &format!("crawlcache is offline: cannot open a tunnel to {authority}"),
+            "fwd=bypass; detail=offline",
+        );
     }
     let timeout = state.config.upstream.connect_timeout;
     let upstream = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port))).await {
@@ -54,6 +65,62 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>) -> Response
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
             }
             Err(e) => tracing::debug!("CONNECT upgrade to {authority} failed: {e}"),
+        }
+    });
+    Response::new(ProxyBody::empty())
+}
+
+/// Terminates the client's TLS with a leaf for `host` and serves the
+/// requests inside through the cache.
+fn intercept(
+    state: Arc<ProxyState>,
+    req: Request<Incoming>,
+    authority: http::uri::Authority,
+    host: String,
+    peer: SocketAddr,
+) -> Response<ProxyBody> {
+    let server_config = match state.ca.server_config_for(&host) {
+        Ok(c) => c,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_GATEWAY,
+                &format!("crawlcache: cannot make a certificate for {host}: {e}"),
+                "fwd=bypass; detail=tls",
+            )
+        }
+    };
+    // Requests keep the CONNECT authority; the default port is elided by
+    // the cache key.
+    tokio::spawn(async move {
+        let upgraded = match hyper::upgrade::on(req).await {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::debug!("CONNECT upgrade from {peer} to {authority} failed: {e}");
+                return;
+            }
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
+        let tls = match tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(TokioIo::new(upgraded))).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::info!("TLS handshake with client {peer} for {authority} failed (does it trust the crawlcache CA? see `crawlcache ca`): {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::info!("TLS handshake with client {peer} for {authority} timed out");
+                return;
+            }
+        };
+        let st = state.clone();
+        let auth = authority.clone();
+        let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone()));
+        let conn = http1::Builder::new()
+            .keep_alive(true)
+            .max_buf_size(64 * 1024)
+            .timer(TokioTimer::new())
+            .serve_connection(TokioIo::new(tls), svc);
+        if let Err(e) = conn.await {
+            tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
         }
     });
     Response::new(ProxyBody::empty())

@@ -7,10 +7,12 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// The connector used for origins.
-pub type Connector = HttpConnector;
+/// The connector used for origins: plain TCP for `http://`, verified TLS for
+/// `https://`.
+pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
 /// Why an upstream exchange failed, with a sentence for the client.
 #[derive(Debug, Clone)]
@@ -66,17 +68,19 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// A client with the given connect timeout, response-head timeout and
-    /// idle-connection lifetime.
-    pub fn new(connect_timeout: Duration, response_timeout: Duration, pool_idle_timeout: Duration) -> Upstream {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(connect_timeout));
-        http.set_nodelay(true);
-        http.enforce_http(false);
+    /// A client verifying origins' TLS with `tls`, with the given connect
+    /// timeout, response-head timeout and idle-connection lifetime.
+    pub fn new(
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        pool_idle_timeout: Duration,
+    ) -> Upstream {
+        let connector = crate::tls::upstream_connector(tls, connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(pool_idle_timeout)
             .pool_max_idle_per_host(32)
-            .build(http);
+            .build(connector);
         Upstream { client, response_timeout }
     }
 
@@ -113,11 +117,12 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error) -> UpstreamErro
         }
         src = e.source();
     }
+    if let Some(sentence) = crate::tls::describe_tls_error(err) {
+        return UpstreamError { kind: UpstreamErrorKind::Tls, message: format!("TLS with origin {host} failed: {sentence}") };
+    }
     let lower = chain.to_ascii_lowercase();
     let kind = if lower.contains("dns error") || lower.contains("failed to lookup") || lower.contains("name or service not known") {
         UpstreamErrorKind::Dns
-    } else if lower.contains("certificate") || lower.contains("tls") {
-        UpstreamErrorKind::Tls
     } else if io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out") {
         UpstreamErrorKind::Timeout
     } else if err.is_connect() {
