@@ -223,9 +223,13 @@ fn terminate(child: &mut Child, limit: Duration) -> Result<ExitStatus, String> {
 // crawlcache
 // ---------------------------------------------------------------------------
 
-/// Path of the crawlcache binary cargo built for these tests.
-pub fn crawlcache_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_crawlcache")
+/// Path of the crawlcache binary: `$CRAWLCACHE_TEST_BIN` when set (to run
+/// the tests against another build), else the one cargo built for them.
+pub fn crawlcache_bin() -> PathBuf {
+    match std::env::var_os("CRAWLCACHE_TEST_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_crawlcache")),
+    }
 }
 
 /// A running `crawlcache serve`, stopped with SIGTERM on drop.
@@ -268,7 +272,7 @@ impl Proxy {
             }
             let mut child = cmd
                 .spawn()
-                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", crawlcache_bin()));
+                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", crawlcache_bin().display()));
             let what = format!(
                 "crawlcache serve --listen {addr} --data-dir {} {}",
                 data_dir.display(),
