@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The one test command: `bash tests/run.sh [cargo test args...]`.
+#
+# Installs what the integration tests drive (nginx, wget) when missing, then
+# runs `cargo test` in the dev profile, passing any arguments through, e.g.
+#   bash tests/run.sh --test crawl_e2e -- --nocapture
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# nginx lives in /usr/sbin, which a non-root PATH may lack.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+missing=()
+command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+command -v wget >/dev/null 2>&1 || missing+=(wget)
+
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "tests/run.sh: missing ${missing[*]}; the integration tests need them." >&2
+        echo "  Install them as root (apt-get install -y ${missing[*]}) or run this script as root." >&2
+        exit 1
+    fi
+    echo "tests/run.sh: installing ${missing[*]} (apt-get) ..."
+    export DEBIAN_FRONTEND=noninteractive
+    log=$(mktemp)
+    # Keep the packages' maintainer scripts from starting a system nginx on
+    # port 80: the tests run their own, on loopback ports.
+    made_policy=
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    status=0
+    apt-get update -qq >"$log" 2>&1 &&
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1 || status=$?
+    [[ -n $made_policy ]] && rm -f /usr/sbin/policy-rc.d
+    if ((status)); then
+        tail -n 30 "$log" >&2
+        echo "tests/run.sh: apt-get install ${missing[*]} failed (exit $status)" >&2
+        exit 1
+    fi
+    rm -f "$log"
+    for m in "${missing[@]}"; do
+        command -v "$m" >/dev/null 2>&1 || { echo "tests/run.sh: $m still not found after installing" >&2; exit 1; }
+    done
+fi
+
+# The end-to-end crawl serves the Rust book from the toolchain's rust-docs.
+book="$(rustc --print sysroot)/share/doc/rust/html/book/index.html"
+if [[ ! -f $book ]]; then
+    echo "tests/run.sh: warning: $book is missing; tests/crawl_e2e.rs will fail." >&2
+    echo "  Install it with: rustup component add rust-docs" >&2
+fi
+
+# --no-fail-fast: one failing test binary must not hide the others.
+exec cargo test --no-fail-fast "$@"
