@@ -238,6 +238,7 @@ pub struct Proxy {
     addr: SocketAddr,
     data_dir: PathBuf,
     logs: TestDir,
+    config_dir: Option<TestDir>,
 }
 
 impl Proxy {
@@ -248,6 +249,12 @@ impl Proxy {
     /// port when the chosen one was taken meanwhile. Panics, showing stderr,
     /// when the binary exits early or never becomes ready.
     pub fn start(data_dir: &Path, extra_args: &[&str]) -> Proxy {
+        Proxy::start_program(&crawlcache_bin(), data_dir, extra_args)
+    }
+
+    /// [`Proxy::start`] with another program in place of crawlcache (the
+    /// harness self-tests use a stub).
+    pub fn start_program(program: &Path, data_dir: &Path, extra_args: &[&str]) -> Proxy {
         let logs = TestDir::new("proxy-logs");
         let stderr_path = logs.join("stderr.log");
         let mut last_failure = String::new();
@@ -256,7 +263,7 @@ impl Proxy {
             let open = |p: PathBuf| {
                 fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()))
             };
-            let mut cmd = Command::new(crawlcache_bin());
+            let mut cmd = Command::new(program);
             cmd.arg("serve")
                 .arg("--listen")
                 .arg(addr.to_string())
@@ -272,14 +279,16 @@ impl Proxy {
             }
             let mut child = cmd
                 .spawn()
-                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", crawlcache_bin().display()));
-            let what = format!(
-                "crawlcache serve --listen {addr} --data-dir {} {}",
-                data_dir.display(),
-                extra_args.join(" ")
-            );
+                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));
+            let mut what = format!("{} serve --listen {addr} --data-dir {}", program.display(), data_dir.display());
+            for a in extra_args {
+                what.push(' ');
+                what.push_str(a);
+            }
             match wait_ready(&mut child, addr, &what, &stderr_path) {
-                Ok(()) => return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs },
+                Ok(()) => {
+                    return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs, config_dir: None }
+                }
                 Err(ReadyError::PortTaken(msg)) => last_failure = msg,
                 Err(ReadyError::Fatal(msg)) => {
                     let _ = terminate(&mut child, STOP_TIMEOUT);
@@ -288,6 +297,29 @@ impl Proxy {
             }
         }
         panic!("crawlcache could not listen on a free port in 5 attempts; last failure:\n{last_failure}");
+    }
+
+    /// Like [`Proxy::start`], with `config_toml` written to a file (outside
+    /// the data directory) and passed as `--config FILE`.
+    pub fn start_with_config(data_dir: &Path, config_toml: &str, extra_args: &[&str]) -> Proxy {
+        let dir = TestDir::new("proxy-config");
+        let path = dir.join("crawlcache.toml");
+        fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
+        let mut args: Vec<&str> = vec!["--config", &path_str];
+        args.extend_from_slice(extra_args);
+        let mut proxy = Proxy::start(data_dir, &args);
+        proxy.config_dir = Some(dir);
+        proxy
+    }
+
+    /// Stops this proxy cleanly (exit 0 required) and starts a new one on the
+    /// same data directory with exactly `extra_args` (e.g. `&["--offline"]`;
+    /// earlier arguments and `--config` are not carried over), on a new port.
+    pub fn restart(self, extra_args: &[&str]) -> Proxy {
+        let data_dir = self.data_dir.clone();
+        self.stop_cleanly();
+        Proxy::start(&data_dir, extra_args)
     }
 
     /// The proxy's listening address (127.0.0.1:PORT).
