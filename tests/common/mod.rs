@@ -157,12 +157,23 @@ pub fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The last `n` lines of the file at `path`, or a note saying it is unreadable.
+/// The last `n` lines of the file at `path`, or a note saying it is
+/// unreadable. When a Rust panic message lies before those lines (a long
+/// backtrace followed it), its first lines are shown first.
 pub fn tail_file(path: &Path, n: usize) -> String {
-    match fs::read(path) {
-        Ok(bytes) => tail(&String::from_utf8_lossy(&bytes), n),
-        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    let text = match fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => return format!("(cannot read {}: {e})", path.display()),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(n);
+    let mut out = String::new();
+    if let Some(p) = lines[..start].iter().position(|l| l.contains("panicked at")) {
+        out.push_str(&lines[p..(p + 3).min(start)].join("\n"));
+        out.push_str("\n[...]\n");
     }
+    out.push_str(&lines[start..].join("\n"));
+    out
 }
 
 /// Finds an executable: `$override_var` if set, else `name` on PATH, else the
