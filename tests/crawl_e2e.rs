@@ -74,8 +74,7 @@ fn rust_book_crawl_is_served_from_cache_then_offline_byte_identical() {
 
     // 3. Origin gone, proxy restarted offline on the same store.
     nginx.stop();
-    proxy.stop_cleanly();
-    let offline = Proxy::start(&data_dir, &["--offline"]);
+    let offline = proxy.restart(&["--offline"]);
     let run3 = wget_mirror(&start_url, Some(&offline.url()), &work.join("run3"), CRAWL_LIMIT, "run 3, offline");
     assert_trees_equal(&expected, &read_tree(&run3.out_dir), "run 3 (offline, restarted, nginx stopped) vs direct");
     offline.stop_cleanly();

@@ -214,3 +214,39 @@ fn free_ports_are_bindable() {
 fn run_bounded_kills_a_command_that_overruns() {
     run_bounded(std::process::Command::new("sleep").arg("10"), Duration::from_millis(200), "sleep 10");
 }
+
+fn stub_proxy() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stub_proxy.py")
+}
+
+#[test]
+fn proxy_helper_waits_for_stats_and_stops_with_sigterm() {
+    let data = TestDir::new("stub-data");
+    let proxy = Proxy::start_program(&stub_proxy(), data.path(), &[]);
+    let stats = proxy.admin("/stats");
+    assert_eq!(stats.status, 200, "{}", stats.describe());
+    let resp = proxy.get("http://127.0.0.1:9/absolute", &[]);
+    assert_eq!(resp.text(), "http://127.0.0.1:9/absolute", "the request went out in absolute-form");
+    assert_eq!(resp.cache_status().as_deref(), Some("crawlcache; fwd=uri-miss"));
+    assert!(proxy.stderr().contains("stub: listening on"), "stderr is captured: {:?}", proxy.stderr());
+    let addr = proxy.addr();
+    let status = proxy.stop();
+    assert!(status.success(), "the stub exits 0 on SIGTERM, got {status}");
+    assert!(Conn::try_open(addr, Duration::from_millis(500)).is_err(), "nothing listens on {addr} after stop");
+}
+
+#[test]
+fn proxy_helper_reports_an_early_exit_with_its_stderr() {
+    let data = TestDir::new("stub-data");
+    let result = std::panic::catch_unwind(|| {
+        Proxy::start_program(&stub_proxy(), data.path(), &["--fail-at-start", "3"]);
+    });
+    let payload = result.expect_err("a program that exits at start must make Proxy::start panic");
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("exited with exit status: 3"), "the message gives the exit status: {msg}");
+    assert!(msg.contains("stub: failing at start as asked"), "the message shows stderr: {msg}");
+}

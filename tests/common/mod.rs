@@ -157,12 +157,23 @@ pub fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The last `n` lines of the file at `path`, or a note saying it is unreadable.
+/// The last `n` lines of the file at `path`, or a note saying it is
+/// unreadable. When a Rust panic message lies before those lines (a long
+/// backtrace followed it), its first lines are shown first.
 pub fn tail_file(path: &Path, n: usize) -> String {
-    match fs::read(path) {
-        Ok(bytes) => tail(&String::from_utf8_lossy(&bytes), n),
-        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    let text = match fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => return format!("(cannot read {}: {e})", path.display()),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(n);
+    let mut out = String::new();
+    if let Some(p) = lines[..start].iter().position(|l| l.contains("panicked at")) {
+        out.push_str(&lines[p..(p + 3).min(start)].join("\n"));
+        out.push_str("\n[...]\n");
     }
+    out.push_str(&lines[start..].join("\n"));
+    out
 }
 
 /// Finds an executable: `$override_var` if set, else `name` on PATH, else the
@@ -238,6 +249,7 @@ pub struct Proxy {
     addr: SocketAddr,
     data_dir: PathBuf,
     logs: TestDir,
+    config_dir: Option<TestDir>,
 }
 
 impl Proxy {
@@ -248,6 +260,12 @@ impl Proxy {
     /// port when the chosen one was taken meanwhile. Panics, showing stderr,
     /// when the binary exits early or never becomes ready.
     pub fn start(data_dir: &Path, extra_args: &[&str]) -> Proxy {
+        Proxy::start_program(&crawlcache_bin(), data_dir, extra_args)
+    }
+
+    /// [`Proxy::start`] with another program in place of crawlcache (the
+    /// harness self-tests use a stub).
+    pub fn start_program(program: &Path, data_dir: &Path, extra_args: &[&str]) -> Proxy {
         let logs = TestDir::new("proxy-logs");
         let stderr_path = logs.join("stderr.log");
         let mut last_failure = String::new();
@@ -256,7 +274,7 @@ impl Proxy {
             let open = |p: PathBuf| {
                 fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()))
             };
-            let mut cmd = Command::new(crawlcache_bin());
+            let mut cmd = Command::new(program);
             cmd.arg("serve")
                 .arg("--listen")
                 .arg(addr.to_string())
@@ -272,14 +290,16 @@ impl Proxy {
             }
             let mut child = cmd
                 .spawn()
-                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", crawlcache_bin().display()));
-            let what = format!(
-                "crawlcache serve --listen {addr} --data-dir {} {}",
-                data_dir.display(),
-                extra_args.join(" ")
-            );
+                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));
+            let mut what = format!("{} serve --listen {addr} --data-dir {}", program.display(), data_dir.display());
+            for a in extra_args {
+                what.push(' ');
+                what.push_str(a);
+            }
             match wait_ready(&mut child, addr, &what, &stderr_path) {
-                Ok(()) => return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs },
+                Ok(()) => {
+                    return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs, config_dir: None }
+                }
                 Err(ReadyError::PortTaken(msg)) => last_failure = msg,
                 Err(ReadyError::Fatal(msg)) => {
                     let _ = terminate(&mut child, STOP_TIMEOUT);
@@ -288,6 +308,29 @@ impl Proxy {
             }
         }
         panic!("crawlcache could not listen on a free port in 5 attempts; last failure:\n{last_failure}");
+    }
+
+    /// Like [`Proxy::start`], with `config_toml` written to a file (outside
+    /// the data directory) and passed as `--config FILE`.
+    pub fn start_with_config(data_dir: &Path, config_toml: &str, extra_args: &[&str]) -> Proxy {
+        let dir = TestDir::new("proxy-config");
+        let path = dir.join("crawlcache.toml");
+        fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
+        let mut args: Vec<&str> = vec!["--config", &path_str];
+        args.extend_from_slice(extra_args);
+        let mut proxy = Proxy::start(data_dir, &args);
+        proxy.config_dir = Some(dir);
+        proxy
+    }
+
+    /// Stops this proxy cleanly (exit 0 required) and starts a new one on the
+    /// same data directory with exactly `extra_args` (e.g. `&["--offline"]`;
+    /// earlier arguments and `--config` are not carried over), on a new port.
+    pub fn restart(self, extra_args: &[&str]) -> Proxy {
+        let data_dir = self.data_dir.clone();
+        self.stop_cleanly();
+        Proxy::start(&data_dir, extra_args)
     }
 
     /// The proxy's listening address (127.0.0.1:PORT).
