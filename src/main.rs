@@ -156,11 +156,14 @@ fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
     match crawlcache::store::Store::open(dir, cfg.cache.max_size) {
         Ok(s) => Ok(StoreAccess::Direct(s)),
         Err(e) => {
-            // Most likely the daemon holds the index: ask it.
-            if admin_request(cfg.server.listen, "GET", "/stats").is_ok() {
-                Ok(StoreAccess::Daemon(cfg.server.listen))
-            } else {
-                Err(format!("cannot open the cache in {}: {e}", dir.display()))
+            // Most likely a running proxy holds the index: ask it, at the
+            // address it recorded in the data directory.
+            let recorded = std::fs::read_to_string(dir.join(crawlcache::proxy::ADDR_FILE))
+                .ok()
+                .and_then(|s| s.trim().parse::<SocketAddr>().ok());
+            match recorded {
+                Some(addr) if admin_request(addr, "GET", "/stats").is_ok() => Ok(StoreAccess::Daemon(addr)),
+                _ => Err(format!("cannot open the cache in {}: {e}", dir.display())),
             }
         }
     }

@@ -25,6 +25,9 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+/// File in the data directory holding the running proxy's address.
+pub const ADDR_FILE: &str = "proxy.addr";
+
 /// Everything a request needs, shared by all connections.
 pub struct ProxyState {
     /// The configuration in force.
@@ -167,6 +170,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         state.config.server.data_dir.display(),
         if state.offline { "offline: no origin will be contacted" } else { "online" }
     );
+    // Tells `crawlcache cache ...` where the running proxy answers while it
+    // holds the index.
+    let addr_file = state.config.server.data_dir.join(ADDR_FILE);
+    if let Err(e) = std::fs::write(&addr_file, format!("{local_addr}\n")) {
+        tracing::warn!("cannot write {}: {e}", addr_file.display());
+    }
     let allow = state.config.server.allow_clients.clone();
     // Connections watch this to start a graceful close; `conns` counts them.
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
@@ -236,6 +245,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         tracing::warn!("shutdown timeout reached; unfinished store writes are dropped (nothing partial is kept)");
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
+    let _ = std::fs::remove_file(&addr_file);
     tracing::info!("cache index flushed; bye");
     Ok(())
 }
