@@ -6,14 +6,62 @@
 //! synced, and renamed into place only once it is complete
 //! ([`BodyWriter::finish`]). Metadata (entries, variants, reference counts,
 //! LRU order) lives in sled; every update that must agree with another (an
-//! entry and the reference counts it changes) is one sled transaction.
+//! entry and the reference counts it changes) is one sled transaction
+//! (see `index.rs` for the trees).
 //!
 //! The store knows nothing about HTTP: an entry is addressed by a primary key
 //! (a string chosen by the cache layer) and a secondary key (bytes chosen by
 //! the cache layer from `Vary`), and carries opaque metadata bytes plus a
 //! reference to at most one body.
+//!
+//! Life cycle of a body file, and why a committed entry never points at a
+//! deleted file:
+//! 1. [`BodyWriter::finish`] renames the file into place (or finds it there)
+//!    under the lock stripe of its hash and *pins* it in memory.
+//! 2. [`Store::insert`] commits the entry and the reference count in one
+//!    transaction, then drops the pin.
+//! 3. A transaction that drops a count to zero only queues the hash. The
+//!    queue is reaped after the operation: under the stripe locks, hashes
+//!    that are still unreferenced and unpinned are deleted, after a sled
+//!    flush made the zero count durable (so a crash cannot bring back an
+//!    entry whose file is gone).
+//!
+//! Crashes: a body renamed but never referenced (crash between steps 1 and
+//! 2, or between a flush and the unlink in step 3) is an orphan; temporary
+//! files are leftovers. Both are harmless: `open` sweeps temporary files
+//! always, and orphans when the previous run did not close cleanly (no
+//! `clean-shutdown` marker); [`Store::verify`] reports and repairs both.
+//!
+//! LRU: every entry carries a stamp from one monotonic counter; the `lru`
+//! tree maps stamp to entry. [`Store::touch`] only records a new stamp in
+//! memory; pending stamps are written in batches (every
+//! [`TOUCH_BATCH`] touches), before an entry would be evicted, by
+//! [`Store::flush`] and when the store is closed.
+//!
+//! Budget: `max_size` bounds the bytes of distinct body files. After each
+//! insert the least recently used entries are evicted until the total fits.
+//! A body larger than the whole budget is refused with
+//! [`StoreError::TooLarge`] (already while it is written): storing it would
+//! first evict everything else and then the body itself.
 
+mod blobs;
+mod index;
+mod verify;
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+
+pub use blobs::BodyWriter;
+use blobs::{io_err, sync_dir, BodyFile, Blobs};
+use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, EvictStep, Hash, Index, Record};
+
+/// Pending touches written to the index once this many have accumulated.
+pub const TOUCH_BATCH: usize = 1024;
+/// Name of the marker file a clean close leaves in the store directory.
+const CLEAN_MARKER: &str = "clean-shutdown";
 
 /// Errors from the store. Every variant names what failed; none of them is
 /// ever turned into a panic.
@@ -25,6 +73,11 @@ pub enum StoreError {
     Index(String),
     /// The body named by an entry is missing from `bodies/`.
     MissingBody(String),
+    /// A body of `len` bytes (or more) exceeds the whole budget of
+    /// `max_size` bytes; it is not stored and nothing else was evicted.
+    TooLarge { len: u64, max_size: u64 },
+    /// Another process (a running crawlcache) holds the index of `dir`.
+    InUse { dir: PathBuf },
 }
 
 impl std::fmt::Display for StoreError {
@@ -33,10 +86,29 @@ impl std::fmt::Display for StoreError {
             StoreError::Io { what, source } => write!(f, "{what}: {source}"),
             StoreError::Index(m) => write!(f, "cache index: {m}"),
             StoreError::MissingBody(h) => write!(f, "body {h} is missing from the store"),
+            StoreError::TooLarge { len, max_size } => write!(
+                f,
+                "body of {len} bytes exceeds the whole cache budget of {max_size} bytes; not stored \
+                 (raise the cache's maximum size to keep bodies this large)"
+            ),
+            StoreError::InUse { dir } => write!(
+                f,
+                "the data directory {} is in use by a running crawlcache (its index is locked); \
+                 stop that process first, or give this one another data directory",
+                dir.display()
+            ),
         }
     }
 }
-impl std::error::Error for StoreError {}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 /// A complete body that has been hashed, synced and renamed into place.
 /// Returned by [`BodyWriter::finish`]; handed to [`Store::insert`].
@@ -85,14 +157,17 @@ pub struct VerifyReport {
     pub bodies_checked: u64,
     /// Body files whose content does not hash to their name.
     pub corrupt_bodies: Vec<String>,
-    /// Entries pointing at a body file that does not exist.
+    /// Hashes named by entries whose body file does not exist.
     pub missing_bodies: Vec<String>,
-    /// Body files no entry references.
+    /// Body files no entry references (hashes; paths for stray files).
     pub orphan_bodies: Vec<String>,
     /// Hashes whose stored reference count differs from the real count.
     pub refcount_mismatches: Vec<String>,
     /// Leftover temporary files.
     pub leftover_tmp: Vec<String>,
+    /// Other index inconsistencies: undecodable records, LRU rows that
+    /// disagree with their entries, wrong totals.
+    pub index_problems: Vec<String>,
     /// True when `repair` was requested and every problem was fixed.
     pub repaired: bool,
 }
@@ -105,39 +180,133 @@ impl VerifyReport {
             && self.orphan_bodies.is_empty()
             && self.refcount_mismatches.is_empty()
             && self.leftover_tmp.is_empty()
+            && self.index_problems.is_empty()
     }
 }
 
+/// Locks a mutex, ignoring poisoning (every guarded state stays valid when a
+/// holder panics).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The shared state behind every [`Store`] clone and [`BodyWriter`].
+pub(crate) struct Inner {
+    dir: PathBuf,
+    pub(crate) max_size: u64,
+    pub(crate) index: Index,
+    pub(crate) blobs: Blobs,
+    /// Touches not yet written: entry key -> newest stamp.
+    pending: Mutex<HashMap<Vec<u8>, u64>>,
+    next_stamp: AtomicU64,
+    evictions: AtomicU64,
+    /// Serialises eviction so concurrent inserts do not over-evict.
+    evict_lock: Mutex<()>,
+    /// Hashes whose count reached zero; their files are deleted by `reap`.
+    reap_queue: Mutex<HashSet<Hash>>,
+    reap_lock: Mutex<()>,
+    /// Shared by every mutation; taken exclusively by `verify`.
+    pub(crate) maintenance: RwLock<()>,
+}
+
 /// Handle to an open store. Cheap to clone; all clones share one index.
+/// The store closes (pending touches written, index flushed, clean-shutdown
+/// marker left) when the last clone and the last [`BodyWriter`] are dropped.
 #[derive(Clone)]
 pub struct Store {
-    _todo: std::sync::Arc<()>,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.inner.dir).field("max_size", &self.inner.max_size).finish()
+    }
 }
 
 impl Store {
     /// Opens (creating if needed) the store under `dir` with a budget of
     /// `max_size` bytes of body files, and sweeps leftovers of a previous run
-    /// (temporary files). Errors: the directory cannot be created or the index
-    /// cannot be opened (for example because another process holds it).
+    /// (temporary files always; orphan body files when the previous run did
+    /// not close cleanly). Errors: `Io` when the directory cannot be created,
+    /// `InUse` when another process holds the index, `Index` when sled fails.
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
-        let _ = (dir, max_size);
-        todo!()
+        let blobs = Blobs::new(dir);
+        for d in [dir, blobs.bodies.as_path(), blobs.tmp.as_path()] {
+            fs::create_dir_all(d).map_err(io_err("create store directory", d))?;
+        }
+        let db = sled::Config::new().path(dir.join("index")).open().map_err(|e| match e {
+            sled::Error::Io(ref io) if io.to_string().contains("could not acquire lock") => {
+                StoreError::InUse { dir: dir.to_path_buf() }
+            }
+            e => StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display())),
+        })?;
+        let index = Index::new(db)?;
+
+        let marker = dir.join(CLEAN_MARKER);
+        let clean = marker.exists();
+        if clean {
+            fs::remove_file(&marker).map_err(io_err("remove", &marker))?;
+            sync_dir(dir)?;
+        }
+        let swept = blobs.sweep_tmp(true)?;
+        if !swept.is_empty() {
+            tracing::info!(count = swept.len(), "removed leftover temporary body files");
+        }
+        if !clean {
+            let mut orphans = 0u64;
+            for f in blobs.walk()? {
+                if let BodyFile::Valid(h, path) = f {
+                    if !index.is_referenced(&h)? {
+                        fs::remove_file(&path).map_err(io_err("remove orphan body", &path))?;
+                        orphans += 1;
+                    }
+                }
+            }
+            if orphans > 0 {
+                tracing::info!(count = orphans, "removed orphan body files left by an unclean shutdown");
+            }
+        }
+        let next_stamp = index.max_stamp()? + 1;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                max_size,
+                index,
+                blobs,
+                pending: Mutex::new(HashMap::new()),
+                next_stamp: AtomicU64::new(next_stamp),
+                evictions: AtomicU64::new(0),
+                evict_lock: Mutex::new(()),
+                reap_queue: Mutex::new(HashSet::new()),
+                reap_lock: Mutex::new(()),
+                maintenance: RwLock::new(()),
+            }),
+        })
     }
 
     /// The directory the store lives in.
     pub fn dir(&self) -> &Path {
-        todo!()
+        &self.inner.dir
     }
 
     /// Starts writing a new body into a temporary file.
+    /// Errors: `Io` when the temporary file cannot be created.
     pub fn begin_body(&self) -> Result<BodyWriter, StoreError> {
-        todo!()
+        BodyWriter::create(Arc::clone(&self.inner))
     }
 
     /// All variants stored under `primary_key`, in no particular order.
+    /// Undecodable records are skipped with a warning.
     pub fn lookup(&self, primary_key: &str) -> Result<Vec<Entry>, StoreError> {
-        let _ = primary_key;
-        todo!()
+        let mut out = Vec::new();
+        for item in self.inner.index.entries.scan_prefix(primary_prefix(primary_key)) {
+            let (k, v) = item.map_err(sled_err)?;
+            if let Some(e) = decode_entry(&k, &v) {
+                out.push(e);
+            }
+        }
+        self.inner.overlay_pending(&mut out);
+        Ok(out)
     }
 
     /// Stores (or replaces) the variant `(primary_key, secondary_key)` with
@@ -145,6 +314,10 @@ impl Store {
     /// (a replaced body loses a reference; a body whose count reaches zero is
     /// deleted). Then evicts least-recently-used entries until the bytes
     /// stored fit the budget. Returns the number of entries evicted.
+    ///
+    /// Errors: `TooLarge` when `body` is larger than the whole budget (the
+    /// store is left unchanged, the body file released); `MissingBody` when
+    /// the body file is not in the store; `Index` on sled failures.
     pub fn insert(
         &self,
         primary_key: &str,
@@ -152,100 +325,364 @@ impl Store {
         meta: &[u8],
         body: Option<&CommittedBody>,
     ) -> Result<u64, StoreError> {
-        let _ = (primary_key, secondary_key, meta, body);
-        todo!()
+        let inner = &self.inner;
+        let _m = inner.read_maintenance();
+        let body = match body {
+            None => None,
+            Some(b) => {
+                let h = parse_hash(&b.sha256)
+                    .ok_or_else(|| StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256)))?;
+                Some((h, b.len))
+            }
+        };
+        if let Some((h, len)) = body {
+            if len > inner.max_size {
+                inner.release_pin(&h);
+                inner.reap();
+                return Err(StoreError::TooLarge { len, max_size: inner.max_size });
+            }
+            inner.hold_for_insert(&h)?;
+        }
+        let key = entry_key(primary_key, secondary_key);
+        let rec = Record { stamp: inner.stamp(), body, meta: meta.to_vec() };
+        let result = inner.index.put(&key, &rec);
+        if let Some((h, _)) = body {
+            inner.release_pin(&h);
+        }
+        let released = match result {
+            Ok(r) => r,
+            Err(e) => {
+                inner.reap();
+                return Err(e);
+            }
+        };
+        inner.queue_reap(&released.zero);
+        let evicted = inner.evict_to_budget();
+        inner.reap();
+        evicted
+    }
+
+    /// Releases a body returned by [`BodyWriter::finish`] that will not be
+    /// inserted after all: its file is deleted unless an entry references it.
+    pub fn discard_body(&self, body: &CommittedBody) {
+        if let Some(h) = parse_hash(&body.sha256) {
+            let _m = self.inner.read_maintenance();
+            self.inner.release_pin(&h);
+            self.inner.reap();
+        }
     }
 
     /// Replaces only the metadata of an existing variant (a 304 freshening,
     /// RFC 9111 section 4.3.4) and marks it used. Returns false if the variant
-    /// no longer exists.
-    pub fn update_meta(
-        &self,
-        primary_key: &str,
-        secondary_key: &[u8],
-        meta: &[u8],
-    ) -> Result<bool, StoreError> {
-        let _ = (primary_key, secondary_key, meta);
-        todo!()
+    /// no longer exists. Errors: `Index` on sled failures or a corrupt record.
+    pub fn update_meta(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8]) -> Result<bool, StoreError> {
+        let _m = self.inner.read_maintenance();
+        let key = entry_key(primary_key, secondary_key);
+        self.inner.index.restamp(&key, self.inner.stamp(), Some(meta))
     }
 
-    /// Marks a variant as just used (LRU order). Cheap; may be batched.
+    /// Marks a variant as just used (LRU order). Cheap: the new stamp is kept
+    /// in memory and written with the next batch (see [`TOUCH_BATCH`]), by
+    /// [`Store::flush`], or at close. Touching a missing variant does nothing.
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
-        let _ = (primary_key, secondary_key);
-        todo!()
+        let key = entry_key(primary_key, secondary_key);
+        let stamp = self.inner.stamp();
+        let full = {
+            let mut pending = lock(&self.inner.pending);
+            pending.insert(key, stamp);
+            pending.len() >= TOUCH_BATCH
+        };
+        if full {
+            let _m = self.inner.read_maintenance();
+            self.inner.apply_touches();
+        }
     }
 
     /// Opens a stored body for reading. Errors with `MissingBody` if the file
-    /// is gone.
+    /// is gone (or `sha256` is not a hash), `Io` if it cannot be opened.
     pub fn open_body(&self, sha256: &str) -> Result<std::fs::File, StoreError> {
-        let _ = sha256;
-        todo!()
+        if parse_hash(sha256).is_none() {
+            return Err(StoreError::MissingBody(sha256.to_string()));
+        }
+        let path = self.body_path(sha256);
+        match fs::File::open(&path) {
+            Ok(f) => Ok(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::MissingBody(sha256.to_string())),
+            Err(e) => Err(io_err("open body", &path)(e)),
+        }
     }
 
     /// The path of a stored body file (it may not exist).
     pub fn body_path(&self, sha256: &str) -> PathBuf {
-        let _ = sha256;
-        todo!()
+        self.inner.blobs.path_hex(sha256)
     }
 
     /// Removes every variant under `primary_key` (purge, or invalidation per
     /// RFC 9111 section 4.4). Returns how many variants were removed.
     pub fn remove(&self, primary_key: &str) -> Result<u64, StoreError> {
-        let _ = primary_key;
-        todo!()
+        let inner = &self.inner;
+        let _m = inner.read_maintenance();
+        let mut keys = Vec::new();
+        for k in inner.index.entries.scan_prefix(primary_prefix(primary_key)).keys() {
+            keys.push(k.map_err(sled_err)?.to_vec());
+        }
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let released = inner.index.remove(&keys)?;
+        inner.queue_reap(&released.zero);
+        inner.reap();
+        Ok(released.removed)
     }
 
     /// Removes one variant. Returns whether it existed.
     pub fn remove_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<bool, StoreError> {
-        let _ = (primary_key, secondary_key);
-        todo!()
+        let inner = &self.inner;
+        let _m = inner.read_maintenance();
+        let released = inner.index.remove(&[entry_key(primary_key, secondary_key)])?;
+        inner.queue_reap(&released.zero);
+        inner.reap();
+        Ok(released.removed > 0)
     }
 
     /// Every entry in the index (for `cache show`, stats and verify).
+    /// Undecodable records are skipped with a warning.
     pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
-        todo!()
+        let mut out = Vec::new();
+        for item in self.inner.index.entries.iter() {
+            let (k, v) = item.map_err(sled_err)?;
+            if let Some(e) = decode_entry(&k, &v) {
+                out.push(e);
+            }
+        }
+        self.inner.overlay_pending(&mut out);
+        Ok(out)
     }
 
-    /// Current counters.
+    /// Current counters (kept in the index, not computed by a scan).
     pub fn stats(&self) -> StoreStats {
-        todo!()
+        let totals = self.inner.index.totals().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read the store's totals");
+            Default::default()
+        });
+        StoreStats {
+            entries: totals.entries,
+            bodies: totals.bodies,
+            bytes_stored: totals.bytes,
+            max_size: self.inner.max_size,
+            evictions: self.inner.evictions.load(Ordering::Relaxed),
+        }
     }
 
     /// Checks every invariant of SPEC section 3 and, with `repair`, fixes what
     /// it finds (drops entries with missing or corrupt bodies, deletes orphans
-    /// and leftovers, rewrites reference counts).
+    /// and leftovers, rewrites reference counts, LRU rows and totals). Hashes
+    /// every body file, so it reads the whole store. Other operations wait
+    /// while it runs. Errors: `Io` / `Index` when the store cannot be read.
     pub fn verify(&self, repair: bool) -> Result<VerifyReport, StoreError> {
-        let _ = repair;
-        todo!()
+        let inner = &self.inner;
+        let _m = inner.maintenance.write().unwrap_or_else(|e| e.into_inner());
+        inner.apply_touches();
+        inner.reap();
+        verify::run(inner, repair)
     }
 
-    /// Flushes the index to disk (called at shutdown).
+    /// Writes pending touches, deletes released bodies, and flushes the index
+    /// to disk (called at shutdown). Errors: `Index` when sled cannot flush.
     pub fn flush(&self) -> Result<(), StoreError> {
-        todo!()
+        let _m = self.inner.read_maintenance();
+        self.inner.apply_touches();
+        self.inner.reap();
+        self.inner.index.db.flush().map_err(sled_err)?;
+        Ok(())
     }
 }
 
-/// A body being written: bytes go to a temporary file and into a SHA-256.
-pub struct BodyWriter {
-    _todo: (),
+/// Decodes one `entries` row; `None` (with a warning) if it is corrupt.
+fn decode_entry(key: &[u8], value: &[u8]) -> Option<Entry> {
+    let Some((primary_key, secondary_key)) = split_entry_key(key) else {
+        tracing::warn!(key = ?String::from_utf8_lossy(key), "skipping an index entry with a malformed key");
+        return None;
+    };
+    let Some(rec) = Record::decode(value) else {
+        tracing::warn!(primary_key, "skipping an undecodable index record (run cache verify)");
+        return None;
+    };
+    Some(Entry {
+        primary_key,
+        secondary_key,
+        meta: rec.meta,
+        body: rec.body.map(|(h, len)| CommittedBody { sha256: hex::encode(h), len }),
+        last_used: rec.stamp,
+    })
 }
 
-impl BodyWriter {
-    /// Appends `chunk`. Errors (for example a full disk) leave nothing behind
-    /// once the writer is dropped.
-    pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
-        let _ = chunk;
-        todo!()
+impl Inner {
+    fn read_maintenance(&self) -> RwLockReadGuard<'_, ()> {
+        self.maintenance.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Bytes written so far.
-    pub fn len(&self) -> u64 {
-        todo!()
+    /// A fresh LRU stamp, larger than every earlier one.
+    fn stamp(&self) -> u64 {
+        self.next_stamp.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Syncs the file and renames it to its content address (or drops it if
-    /// that body already exists). Only a complete body may be finished.
-    pub fn finish(self) -> Result<CommittedBody, StoreError> {
-        todo!()
+    /// Replaces `last_used` by pending (not yet written) touches.
+    fn overlay_pending(&self, entries: &mut [Entry]) {
+        let pending = lock(&self.pending);
+        if pending.is_empty() {
+            return;
+        }
+        for e in entries {
+            if let Some(&s) = pending.get(&entry_key(&e.primary_key, &e.secondary_key)) {
+                e.last_used = e.last_used.max(s);
+            }
+        }
+    }
+
+    /// Writes every pending touch to the index. Failures are logged: a lost
+    /// touch only makes an entry look older than it is.
+    fn apply_touches(&self) {
+        let batch = std::mem::take(&mut *lock(&self.pending));
+        for (key, stamp) in batch {
+            if let Err(e) = self.index.restamp(&key, stamp, None) {
+                tracing::warn!(error = %e, "could not record a cache hit in the LRU order");
+            }
+        }
+    }
+
+    /// Makes sure the file of `hash` exists and cannot be deleted until the
+    /// matching `release_pin`: adopts the pin left by `finish`, or takes one.
+    fn hold_for_insert(&self, hash: &Hash) -> Result<(), StoreError> {
+        let path = self.blobs.path(hash);
+        let mut pins = self.blobs.lock_stripe(Blobs::stripe_of(hash));
+        if !path.is_file() {
+            if let Some(n) = pins.get_mut(hash) {
+                *n -= 1;
+                if *n == 0 {
+                    pins.remove(hash);
+                }
+            }
+            return Err(StoreError::MissingBody(hex::encode(hash)));
+        }
+        pins.entry(*hash).or_insert(1);
+        Ok(())
+    }
+
+    /// Drops one pin of `hash`; queues it for deletion if nothing else holds it.
+    fn release_pin(&self, hash: &Hash) {
+        if self.blobs.unpin(hash) {
+            self.queue_reap(&[*hash]);
+        }
+    }
+
+    pub(crate) fn queue_reap(&self, hashes: &[Hash]) {
+        if !hashes.is_empty() {
+            lock(&self.reap_queue).extend(hashes.iter().copied());
+        }
+    }
+
+    /// Deletes the queued body files that are still unreferenced and
+    /// unpinned. Holds their stripe locks from the check to the unlink, with a
+    /// sled flush in between so the zero counts are durable before any file
+    /// goes. Failures are logged: an undeleted file is an orphan for the next
+    /// sweep, never a dangling entry.
+    fn reap(&self) {
+        let _g = lock(&self.reap_lock);
+        let queued: Vec<Hash> = lock(&self.reap_queue).drain().collect();
+        if queued.is_empty() {
+            return;
+        }
+        let mut stripes: Vec<usize> = queued.iter().map(Blobs::stripe_of).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        // Ascending order; no other code holds more than one stripe at a time.
+        let guards: HashMap<usize, _> = stripes.iter().map(|&i| (i, self.blobs.lock_stripe(i))).collect();
+        let mut doomed = Vec::new();
+        for h in &queued {
+            let pinned = guards.get(&Blobs::stripe_of(h)).map(|g| Blobs::pinned(g, h)).unwrap_or(true);
+            if pinned {
+                continue;
+            }
+            match self.index.is_referenced(h) {
+                Ok(false) => doomed.push(*h),
+                Ok(true) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot read a reference count; keeping the body"),
+            }
+        }
+        if doomed.is_empty() {
+            return;
+        }
+        if let Err(e) = self.index.db.flush() {
+            tracing::warn!(error = %e, "cannot flush the index; released bodies are kept for now");
+            lock(&self.reap_queue).extend(doomed);
+            return;
+        }
+        for h in doomed {
+            let path = self.blobs.path(&h);
+            match fs::remove_file(&path) {
+                Ok(()) => tracing::debug!(body = %hex::encode(h), "deleted unreferenced body"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot delete unreferenced body"),
+            }
+        }
+        drop(guards);
+    }
+
+    /// Evicts least-recently-used entries until the bytes stored fit the
+    /// budget. Returns how many entries went.
+    fn evict_to_budget(&self) -> Result<u64, StoreError> {
+        let _g = lock(&self.evict_lock);
+        let mut evicted = 0;
+        loop {
+            let totals = self.index.totals()?;
+            if totals.bytes <= self.max_size {
+                break;
+            }
+            let Some((stamp, key)) = self.index.oldest()? else {
+                tracing::warn!(bytes = totals.bytes, "bytes stored exceed the budget but no entry is left (run cache verify)");
+                break;
+            };
+            // A hit not yet written makes this entry recent: record it instead.
+            let touched = lock(&self.pending).remove(&key);
+            if let Some(s) = touched {
+                if s > stamp && self.index.restamp(&key, s, None).is_ok() {
+                    continue;
+                }
+            }
+            match self.index.evict(stamp)? {
+                EvictStep::Skipped => {}
+                EvictStep::Evicted { key, released } => {
+                    evicted += 1;
+                    self.evictions.fetch_add(1, Ordering::Relaxed);
+                    if let Some((pk, _)) = split_entry_key(&key) {
+                        tracing::debug!(primary_key = pk, "evicted by the size budget");
+                    }
+                    self.queue_reap(&released.zero);
+                }
+            }
+        }
+        Ok(evicted)
     }
 }
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.apply_touches();
+        let pinned = self.blobs.clear_pins();
+        self.queue_reap(&pinned);
+        self.reap();
+        match self.index.db.flush() {
+            Ok(_) => {
+                let marker = self.dir.join(CLEAN_MARKER);
+                if let Err(e) = fs::write(&marker, b"") {
+                    tracing::warn!(path = %marker.display(), error = %e, "cannot leave the clean-shutdown marker");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot flush the cache index at close"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

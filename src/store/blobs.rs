@@ -1,0 +1,421 @@
+//! Body files: content-addressed paths, the streaming [`BodyWriter`], pins
+//! that keep a just-finished body alive until its entry is committed, and the
+//! sweeps of temporary and orphan files.
+//!
+//! Layout under the store directory:
+//! - `bodies/ab/cd/abcd...`: one file per distinct body, named by the
+//!   lower-case hex SHA-256 of its bytes;
+//! - `tmp/<pid>-<n>.tmp`: bodies being written; never read, swept at open.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sha2::{Digest, Sha256};
+
+use super::index::{parse_hash, Hash};
+use super::{lock, CommittedBody, Inner, StoreError};
+
+/// Number of lock stripes guarding the life cycle of body files.
+const STRIPES: usize = 256;
+/// Buffer size for writing and hashing bodies (bytes).
+const BUF_SIZE: usize = 64 * 1024;
+
+/// Wraps an I/O error with what was being done and to which path.
+pub(crate) fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
+    let what = format!("{what} {}", path.display());
+    move |source| StoreError::Io { what, source }
+}
+
+/// Fsyncs a directory so that renames and unlinks in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("sync directory", dir))
+}
+
+/// The body files and the in-process state that guards them.
+pub(crate) struct Blobs {
+    /// `<dir>/bodies`.
+    pub bodies: PathBuf,
+    /// `<dir>/tmp`.
+    pub tmp: PathBuf,
+    /// Per-stripe pin counts: a pinned body file is never deleted. Locking a
+    /// stripe also serialises "is this file present / rename it into place"
+    /// against "delete it because nothing references it".
+    stripes: Vec<Mutex<HashMap<Hash, u32>>>,
+    /// Names of temporary files of live writers (verify must not report them).
+    live_tmp: Mutex<HashSet<String>>,
+    /// Counter for temporary file names.
+    next_tmp: AtomicU64,
+}
+
+/// What a walk of `bodies/` found.
+pub(crate) enum BodyFile {
+    /// A file whose name is a hash, at its fanned-out place.
+    Valid(Hash, PathBuf),
+    /// Anything else (a stray file, a misplaced or misnamed file, a directory
+    /// where a file belongs).
+    Stray(PathBuf),
+}
+
+impl Blobs {
+    pub fn new(dir: &Path) -> Blobs {
+        Blobs {
+            bodies: dir.join("bodies"),
+            tmp: dir.join("tmp"),
+            stripes: (0..STRIPES).map(|_| Mutex::new(HashMap::new())).collect(),
+            live_tmp: Mutex::new(HashSet::new()),
+            next_tmp: AtomicU64::new(0),
+        }
+    }
+
+    /// `bodies/ab/cd/<hash>` for a hex hash (a hex string that is not a
+    /// SHA-256 maps to `bodies/invalid`, which never exists).
+    pub fn path_hex(&self, sha256: &str) -> PathBuf {
+        match parse_hash(sha256) {
+            Some(h) => self.path(&h),
+            None => self.bodies.join("invalid"),
+        }
+    }
+
+    /// `bodies/ab/cd/<hash>`.
+    pub fn path(&self, hash: &Hash) -> PathBuf {
+        let hex = hex::encode(hash);
+        self.bodies.join(&hex[..2]).join(&hex[2..4]).join(&hex)
+    }
+
+    pub fn stripe_of(hash: &Hash) -> usize {
+        hash[0] as usize % STRIPES
+    }
+
+    pub fn lock_stripe(&self, i: usize) -> MutexGuard<'_, HashMap<Hash, u32>> {
+        lock(&self.stripes[i % STRIPES])
+    }
+
+    /// Whether `hash` is pinned (checked under its stripe lock by the caller).
+    pub fn pinned(pins: &HashMap<Hash, u32>, hash: &Hash) -> bool {
+        pins.get(hash).copied().unwrap_or(0) > 0
+    }
+
+    /// Removes one pin of `hash`; returns true if it was the last.
+    pub fn unpin(&self, hash: &Hash) -> bool {
+        let mut pins = self.lock_stripe(Self::stripe_of(hash));
+        match pins.get_mut(hash) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                pins.remove(hash);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// Every pinned hash (verify skips them; drop releases them).
+    pub fn all_pinned(&self) -> HashSet<Hash> {
+        let mut out = HashSet::new();
+        for s in &self.stripes {
+            out.extend(lock(s).keys().copied());
+        }
+        out
+    }
+
+    /// Forgets every pin (at close).
+    pub fn clear_pins(&self) -> Vec<Hash> {
+        let mut out = Vec::new();
+        for s in &self.stripes {
+            out.extend(lock(s).drain().map(|(h, _)| h));
+        }
+        out
+    }
+
+    fn live_tmp_names(&self) -> HashSet<String> {
+        lock(&self.live_tmp).clone()
+    }
+
+    /// Removes every file in `tmp/` that no live writer owns. Returns the
+    /// names found (removed only if `remove`).
+    pub fn sweep_tmp(&self, remove: bool) -> Result<Vec<String>, StoreError> {
+        let live = self.live_tmp_names();
+        let mut found = Vec::new();
+        let rd = match fs::read_dir(&self.tmp) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+            Err(e) => return Err(io_err("list", &self.tmp)(e)),
+        };
+        for ent in rd {
+            let ent = ent.map_err(io_err("list", &self.tmp))?;
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if live.contains(&name) {
+                continue;
+            }
+            if remove {
+                let p = ent.path();
+                let r = if p.is_dir() { fs::remove_dir_all(&p) } else { fs::remove_file(&p) };
+                match r {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_err("remove leftover temporary file", &p)(e)),
+                }
+            }
+            found.push(name);
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Lists everything under `bodies/` (no hashing).
+    pub fn walk(&self) -> Result<Vec<BodyFile>, StoreError> {
+        fn list(dir: &Path) -> Result<Vec<(String, PathBuf, bool)>, StoreError> {
+            let rd = match fs::read_dir(dir) {
+                Ok(rd) => rd,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(io_err("list", dir)(e)),
+            };
+            let mut out = Vec::new();
+            for ent in rd {
+                let ent = ent.map_err(io_err("list", dir))?;
+                let is_dir = ent.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                out.push((ent.file_name().to_string_lossy().into_owned(), ent.path(), is_dir));
+            }
+            out.sort();
+            Ok(out)
+        }
+        let mut out = Vec::new();
+        for (n1, p1, d1) in list(&self.bodies)? {
+            if !d1 || n1.len() != 2 {
+                out.push(BodyFile::Stray(p1));
+                continue;
+            }
+            for (n2, p2, d2) in list(&p1)? {
+                if !d2 || n2.len() != 2 {
+                    out.push(BodyFile::Stray(p2));
+                    continue;
+                }
+                for (n3, p3, d3) in list(&p2)? {
+                    match parse_hash(&n3) {
+                        Some(h) if !d3 && n3[..2] == n1 && n3[2..4] == n2 => out.push(BodyFile::Valid(h, p3)),
+                        _ => out.push(BodyFile::Stray(p3)),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates the fan-out directories of `path` if needed, syncing the
+    /// directories that gained an entry.
+    fn ensure_parent(&self, path: &Path) -> Result<(), StoreError> {
+        let Some(cd) = path.parent() else { return Ok(()) };
+        if cd.is_dir() {
+            return Ok(());
+        }
+        let ab = cd.parent().unwrap_or(&self.bodies);
+        let ab_existed = ab.is_dir();
+        fs::create_dir_all(cd).map_err(io_err("create directory", cd))?;
+        sync_dir(ab)?;
+        if !ab_existed {
+            sync_dir(&self.bodies)?;
+        }
+        Ok(())
+    }
+}
+
+/// Streams a file through SHA-256. Returns the digest and the length in bytes.
+pub(crate) fn hash_file(path: &Path) -> io::Result<(Hash, u64)> {
+    let mut f = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut len = 0u64;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        len += n as u64;
+    }
+    Ok((hasher.finalize().into(), len))
+}
+
+/// A body being written: bytes go to a temporary file under `tmp/` and into a
+/// SHA-256. Nothing is held in memory beyond a 64 KiB buffer. Dropping a
+/// writer that was not finished, or any write error, removes the temporary
+/// file.
+pub struct BodyWriter {
+    pub(crate) inner: Arc<Inner>,
+    file: Option<BufWriter<File>>,
+    tmp_name: String,
+    tmp_path: PathBuf,
+    hasher: Sha256,
+    len: u64,
+    /// Set once the temporary file is gone (finished, or removed after an error).
+    closed: bool,
+    /// Test hook: fail writes with ENOSPC once this many bytes were written.
+    #[cfg(test)]
+    pub(crate) fail_after: Option<u64>,
+}
+
+impl BodyWriter {
+    /// Creates the temporary file.
+    pub(crate) fn create(inner: Arc<Inner>) -> Result<BodyWriter, StoreError> {
+        let blobs = &inner.blobs;
+        let n = blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let tmp_name = format!("{}-{}.tmp", std::process::id(), n);
+        let tmp_path = blobs.tmp.join(&tmp_name);
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp_path)
+            .map_err(io_err("create temporary body file", &tmp_path))?;
+        lock(&blobs.live_tmp).insert(tmp_name.clone());
+        Ok(BodyWriter {
+            inner,
+            file: Some(BufWriter::with_capacity(BUF_SIZE, file)),
+            tmp_name,
+            tmp_path,
+            hasher: Sha256::new(),
+            len: 0,
+            closed: false,
+            #[cfg(test)]
+            fail_after: None,
+        })
+    }
+
+    /// Appends `chunk` to the body.
+    ///
+    /// Errors: `Io` when the write fails (for example ENOSPC), `TooLarge` once
+    /// the body exceeds the store's whole budget (`max_size` bytes; such a
+    /// body could never be stored). After an error the temporary file is
+    /// already removed and every further call fails.
+    pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        let Some(file) = self.file.as_mut() else {
+            return Err(StoreError::Io {
+                what: format!("write {}", self.tmp_path.display()),
+                source: io::Error::new(io::ErrorKind::Other, "the body writer already failed"),
+            });
+        };
+        let new_len = self.len + chunk.len() as u64;
+        let max_size = self.inner.max_size;
+        if new_len > max_size {
+            self.discard();
+            return Err(StoreError::TooLarge { len: new_len, max_size });
+        }
+        #[cfg(test)]
+        let injected = self.fail_after.filter(|&n| new_len > n).map(|_| io::Error::from_raw_os_error(28));
+        #[cfg(not(test))]
+        let injected: Option<io::Error> = None;
+        let result = match injected {
+            Some(e) => Err(e),
+            None => file.write_all(chunk),
+        };
+        if let Err(e) = result {
+            let what = format!("write temporary body file {}", self.tmp_path.display());
+            self.discard();
+            return Err(StoreError::Io { what, source: e });
+        }
+        self.hasher.update(chunk);
+        self.len = new_len;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Syncs the file and renames it to its content address (or drops it if
+    /// that body already exists intact). Only a complete body may be
+    /// finished. The returned body is pinned (it cannot be deleted) until it
+    /// is passed to [`super::Store::insert`] or [`super::Store::discard_body`].
+    ///
+    /// Errors: `Io` when syncing or renaming fails; the temporary file is
+    /// removed and nothing was stored.
+    pub fn finish(mut self) -> Result<CommittedBody, StoreError> {
+        let Some(buffered) = self.file.take() else {
+            return Err(StoreError::Io {
+                what: format!("finish {}", self.tmp_path.display()),
+                source: io::Error::new(io::ErrorKind::Other, "the body writer already failed"),
+            });
+        };
+        let file = buffered
+            .into_inner()
+            .map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
+        file.sync_all().map_err(io_err("sync temporary body file", &self.tmp_path))?;
+        drop(file);
+
+        let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
+        let len = self.len;
+        let inner = Arc::clone(&self.inner);
+        let _maintenance = inner.maintenance.read().unwrap_or_else(|e| e.into_inner());
+        let blobs = &inner.blobs;
+        let target = blobs.path(&hash);
+        let mut pins = blobs.lock_stripe(Blobs::stripe_of(&hash));
+        let intact = fs::metadata(&target).map(|m| m.is_file() && m.len() == len).unwrap_or(false);
+        if intact {
+            // Same content already stored (the name is its hash): keep that one.
+            if let Err(e) = fs::remove_file(&self.tmp_path) {
+                tracing::warn!(path = %self.tmp_path.display(), error = %e, "could not remove duplicate temporary body");
+            }
+        } else {
+            blobs.ensure_parent(&target)?;
+            fs::rename(&self.tmp_path, &target).map_err(io_err("rename body into place at", &target))?;
+            // From here the temporary file is gone: the target is a complete
+            // body (possibly not yet referenced, which the sweeps handle).
+            self.closed = true;
+            if let Some(cd) = target.parent() {
+                if let Err(e) = sync_dir(cd) {
+                    drop(pins);
+                    inner.queue_reap(&[hash]);
+                    return Err(e);
+                }
+            }
+        }
+        *pins.entry(hash).or_insert(0) += 1;
+        drop(pins);
+        self.closed = true;
+        lock(&blobs.live_tmp).remove(&self.tmp_name);
+        Ok(CommittedBody { sha256: hex::encode(hash), len })
+    }
+
+    /// Closes and removes the temporary file.
+    fn discard(&mut self) {
+        self.file = None;
+        if !self.closed {
+            self.closed = true;
+            match fs::remove_file(&self.tmp_path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(path = %self.tmp_path.display(), error = %e, "could not remove temporary body file; it will be swept at the next start")
+                }
+            }
+        }
+        lock(&self.inner.blobs.live_tmp).remove(&self.tmp_name);
+    }
+}
+
+impl Drop for BodyWriter {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
+
+impl std::fmt::Debug for BodyWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BodyWriter").field("tmp", &self.tmp_path).field("len", &self.len).finish()
+    }
+}

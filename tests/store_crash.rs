@@ -1,0 +1,147 @@
+//! Crash safety of the store (SPEC section 3): a process killed at any moment
+//! leaves either the old state or the new one, and the next start cleans up
+//! what the crash left (temporary files, bodies renamed but never indexed).
+//!
+//! The crashing process is this test binary run again in "child" mode (the
+//! `child_process` test below does nothing unless the environment asks it
+//! to); the child is killed with SIGKILL, no destructor runs.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crawlcache::store::Store;
+use sha2::{Digest, Sha256};
+
+const CHILD_MODE: &str = "CRAWLCACHE_STORE_TEST_CHILD";
+const CHILD_DIR: &str = "CRAWLCACHE_STORE_TEST_DIR";
+const BUDGET: u64 = 64 * 1024;
+
+fn kill_self() -> ! {
+    let _ = Command::new("kill").arg("-KILL").arg(std::process::id().to_string()).status();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn put(store: &Store, url: &str, bytes: &[u8]) {
+    let mut w = store.begin_body().unwrap();
+    for chunk in bytes.chunks(1000) {
+        w.write(chunk).unwrap();
+    }
+    let body = w.finish().unwrap();
+    store.insert(url, b"", url.as_bytes(), Some(&body)).unwrap();
+}
+
+/// Not a test of its own: the body of the child processes.
+#[test]
+fn child_process() {
+    let Ok(mode) = std::env::var(CHILD_MODE) else { return };
+    let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
+    let store = Store::open(&dir, BUDGET).unwrap();
+    match mode.as_str() {
+        "finish-then-crash" => {
+            let mut w = store.begin_body().unwrap();
+            w.write(b"renamed into place, then the power went out").unwrap();
+            w.finish().unwrap();
+            let mut half = store.begin_body().unwrap();
+            half.write(b"half a body").unwrap();
+            kill_self();
+        }
+        "churn" => {
+            println!("READY");
+            let seed = std::process::id() as usize;
+            for i in 0usize.. {
+                let n = i.wrapping_mul(2654435761).wrapping_add(seed);
+                let url = format!("http://e/{}", n % 40);
+                match n % 7 {
+                    0 => {
+                        store.remove(&url).unwrap();
+                    }
+                    1 => store.touch(&url, b""),
+                    2 => {
+                        // A writer abandoned mid-body (a dropped connection).
+                        let mut w = store.begin_body().unwrap();
+                        w.write(&vec![9u8; 5000]).unwrap();
+                    }
+                    // Bodies shared by several URLs, replaced, evicted.
+                    _ => put(&store, &url, &vec![(n % 11) as u8; 1000 + (n % 11) * 900]),
+                }
+            }
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+fn child(mode: &str, dir: &Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["child_process", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_MODE, mode)
+        .env(CHILD_DIR, dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.path().is_dir() {
+                out.extend(files_in(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_crash_between_rename_and_index_leaves_an_orphan_swept_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = child("finish-then-crash", dir.path()).wait().unwrap();
+    assert!(!status.success());
+    let hash = hex::encode(Sha256::digest(b"renamed into place, then the power went out"));
+    let orphan = dir.path().join("bodies").join(&hash[..2]).join(&hash[2..4]).join(&hash);
+    assert!(orphan.exists(), "the child got as far as the rename");
+    assert_eq!(files_in(&dir.path().join("tmp")).len(), 1, "and left a temporary file");
+
+    let store = Store::open(dir.path(), BUDGET).unwrap();
+    assert!(!orphan.exists(), "an unclean shutdown makes open sweep orphans");
+    assert!(files_in(&dir.path().join("tmp")).is_empty());
+    let report = store.verify(false).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}
+
+#[test]
+fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
+    let dir = tempfile::tempdir().unwrap();
+    for (round, ms) in [5u64, 40, 120, 300, 17, 600].into_iter().enumerate() {
+        let mut c = child("churn", dir.path());
+        let mut out = BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("READY") {
+            line.clear();
+            if out.read_line(&mut line).unwrap() == 0 {
+                panic!("child exited before it was ready: {:?}", c.wait());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(ms));
+        c.kill().unwrap();
+        c.wait().unwrap();
+
+        let store = Store::open(dir.path(), BUDGET).unwrap();
+        let report = store.verify(false).unwrap();
+        assert!(report.is_clean(), "round {round} (killed after {ms} ms): {report:?}");
+        let stats = store.stats();
+        assert!(stats.bytes_stored <= BUDGET, "{stats:?}");
+        for e in store.entries().unwrap() {
+            assert_eq!(e.meta, e.primary_key.as_bytes(), "an entry is never half written");
+            let body = e.body.unwrap();
+            let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
+            assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256);
+        }
+    }
+}
