@@ -298,3 +298,70 @@ impl<'a> Iterator for Directives<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cc(value: &str) -> CacheControl {
+        CacheControl::from_lines([value.as_bytes()])
+    }
+
+    #[test]
+    fn directives_are_case_insensitive_and_whitespace_tolerant() {
+        let c = cc("  Public ,MAX-AGE=60,\tno-transform , , immutable");
+        assert!(c.public && c.no_transform && c.immutable);
+        assert_eq!(c.max_age, Some(60));
+    }
+
+    #[test]
+    fn commas_inside_quoted_strings_do_not_split() {
+        let c = cc("no-cache=\"Set-Cookie, X-Foo\", private=\"a\", max-age=5");
+        assert!(!c.no_cache && !c.private);
+        assert_eq!(c.no_cache_fields, vec!["set-cookie", "x-foo"]);
+        assert_eq!(c.private_fields, vec!["a"]);
+        assert_eq!(c.max_age, Some(5));
+        let c = cc("ext=\"a\\\"b, max-age=9\", s-maxage=7");
+        assert_eq!((c.max_age, c.s_maxage), (None, Some(7)));
+    }
+
+    #[test]
+    fn token_form_qualified_directive() {
+        assert_eq!(cc("no-cache=Set-Cookie").no_cache_fields, vec!["set-cookie"]);
+    }
+
+    #[test]
+    fn invalid_delta_seconds_count_as_zero_for_freshness() {
+        for v in ["max-age=600s", "max-age=-1", "max-age=1.5", "max-age='5'", "max-age=", "max-age", "max-age =5", "max-age= 5"] {
+            assert_eq!(cc(v).max_age, Some(0), "{v}");
+        }
+        assert_eq!(cc("max-age=\"3600\"").max_age, Some(3600));
+        assert_eq!(cc("max-age=2147483649").max_age, Some(DELTA_SECONDS_MAX));
+    }
+
+    #[test]
+    fn request_directives_parse() {
+        let c = cc("max-stale, min-fresh=10, only-if-cached, no-store");
+        assert_eq!(c.max_stale, Some(None));
+        assert_eq!(c.min_fresh, Some(10));
+        assert!(c.only_if_cached && c.no_store);
+        assert_eq!(cc("max-stale=5, max-stale").max_stale, Some(Some(5)));
+        assert_eq!(cc("max-stale=5, max-stale=3").max_stale, Some(Some(3)));
+        assert_eq!(cc("min-fresh=5, min-fresh=30").min_fresh, Some(30));
+    }
+
+    #[test]
+    fn rfc5861_directives() {
+        let c = cc("stale-while-revalidate=60, stale-if-error=\"120\", stale-if-error=90");
+        assert_eq!((c.stale_while_revalidate, c.stale_if_error), (Some(60), Some(90)));
+        assert_eq!(cc("stale-while-revalidate=soon").stale_while_revalidate, None);
+    }
+
+    #[test]
+    fn junk_never_fails() {
+        for v in ["", ",,,", "=", "\"", "=\"", "max-age=\"", "\\", "a=\"\\", ";;;", "max-age=1;x=2", "no-cache=\"", "\u{7f}"] {
+            let _ = cc(v);
+        }
+        assert!(cc("junk\"x\", no-store").no_store);
+    }
+}

@@ -134,3 +134,94 @@ pub fn nominated_fields(response_headers: &http::HeaderMap, request_headers: &ht
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderMap, HeaderName, HeaderValue};
+
+    fn key(uri: &str) -> Option<String> {
+        primary_key(&uri.parse::<http::Uri>().ok()?)
+    }
+
+    fn hm(fields: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (n, v) in fields {
+            map.append(HeaderName::from_bytes(n.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn primary_key_normalises_scheme_host_port_and_fragment() {
+        assert_eq!(key("HTTP://Example.COM:80/a?b").as_deref(), Some("http://example.com/a?b"));
+        assert_eq!(key("https://Example.com:443/A/%7e?Q=1").as_deref(), Some("https://example.com/A/%7e?Q=1"));
+        assert_eq!(key("http://example.com:443/").as_deref(), Some("http://example.com:443/"));
+        assert_eq!(key("https://example.com:80/").as_deref(), Some("https://example.com:80/"));
+        assert_eq!(key("http://example.com").as_deref(), Some("http://example.com/"));
+        assert_eq!(key("http://example.com?x").as_deref(), Some("http://example.com/?x"));
+        assert_eq!(key("http://user:pw@example.com/p").as_deref(), Some("http://example.com/p"));
+        assert_eq!(key("http://[::1]:8080/p").as_deref(), Some("http://[::1]:8080/p"));
+        assert_eq!(key("ftp://example.com/"), None);
+        assert_eq!(key("/relative"), None);
+    }
+
+    #[test]
+    fn primary_key_drops_the_fragment() {
+        // http::Uri refuses '#'; a fragment that reached the key would be cut.
+        if let Ok(uri) = "http://example.com/a?b#c".parse::<http::Uri>() {
+            assert_eq!(primary_key(&uri).as_deref(), Some("http://example.com/a?b"));
+        }
+    }
+
+    #[test]
+    fn secondary_key_is_empty_without_vary_and_none_for_star() {
+        assert_eq!(secondary_key(&HeaderMap::new(), &hm(&[("accept", "x")])), Some(vec![]));
+        assert_eq!(secondary_key(&hm(&[("vary", "")]), &hm(&[("accept", "x")])), Some(vec![]));
+        assert_eq!(secondary_key(&hm(&[("vary", "Accept, *")]), &HeaderMap::new()), None);
+        assert_eq!(secondary_key(&hm(&[("vary", "accept"), ("vary", "*")]), &HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn secondary_key_distinguishes_values_absence_and_empty() {
+        let vary = hm(&[("vary", "Accept")]);
+        let json = secondary_key(&vary, &hm(&[("accept", "application/json")]));
+        let text = secondary_key(&vary, &hm(&[("accept", "text/plain")]));
+        let absent = secondary_key(&vary, &HeaderMap::new());
+        let empty = secondary_key(&vary, &hm(&[("accept", "")]));
+        assert_ne!(json, text);
+        assert_ne!(absent, empty);
+        assert_ne!(json, absent);
+        // Whitespace folded, lines combined with ", ".
+        assert_eq!(
+            secondary_key(&vary, &hm(&[("accept", "  text/plain,   text/html ")])),
+            secondary_key(&vary, &hm(&[("accept", "text/plain, text/html")]))
+        );
+        assert_eq!(
+            secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])),
+            secondary_key(&vary, &hm(&[("accept", "a, b")]))
+        );
+    }
+
+    #[test]
+    fn secondary_key_is_unambiguous_across_names() {
+        // "ab" + "c" must differ from "a" + "bc".
+        let vary = hm(&[("vary", "Foo, Bar")]);
+        let a = secondary_key(&vary, &hm(&[("foo", "ab"), ("bar", "c")]));
+        let b = secondary_key(&vary, &hm(&[("foo", "a"), ("bar", "bc")]));
+        assert_ne!(a, b);
+        // Names case-insensitive and deduplicated; three-way mismatch detected.
+        let v3 = hm(&[("vary", "Foo, BAR"), ("vary", "foo, Baz")]);
+        let req = hm(&[("foo", "1"), ("bar", "abc"), ("baz", "789")]);
+        assert_eq!(secondary_key(&v3, &req), secondary_key(&hm(&[("vary", "foo, bar, baz")]), &req));
+        assert_ne!(secondary_key(&v3, &req), secondary_key(&v3, &hm(&[("foo", "1"), ("bar", "abc4"), ("baz", "789")])));
+    }
+
+    #[test]
+    fn nominated_fields_lists_present_lines() {
+        let vary = hm(&[("vary", "Accept, X-Absent")]);
+        let req = hm(&[("accept", "a"), ("accept", "b"), ("other", "c")]);
+        assert_eq!(nominated_fields(&vary, &req), vec![("accept".to_string(), b"a".to_vec()), ("accept".to_string(), b"b".to_vec())]);
+        assert!(nominated_fields(&hm(&[("vary", "*")]), &req).is_empty());
+    }
+}

@@ -300,9 +300,11 @@ pub enum OriginError {
 /// Whether a stale stored response may be served because the origin failed:
 /// within `stale-if-error` (RFC 5861 section 4; request or response
 /// directive) for status 500/502/503/504 or an unreachable origin; or, when
-/// unreachable, within `cfg.max_stale_on_error` of staleness. Never for
-/// `must-revalidate`, `proxy-revalidate` (shared), `no-cache` responses, or a
-/// request with `no-cache`.
+/// unreachable and the response carries no `stale-if-error` of its own,
+/// within `cfg.max_stale_on_error` of staleness (not for `s-maxage`, which
+/// implies `proxy-revalidate`). Never for `must-revalidate`,
+/// `proxy-revalidate` (shared), `no-cache` responses, or a request with
+/// `no-cache`. A fresh response is trivially allowed (staleness 0).
 pub fn may_serve_stale_on_error(
     request_headers: &HeaderMap,
     stored: &StoredResponse,
@@ -336,8 +338,11 @@ pub fn may_serve_stale_on_error(
         }
     }
     // RFC 9111 section 4.2.4: a disconnected cache may serve stale, within
-    // the configured bound, unless s-maxage (implied proxy-revalidate) forbids it.
+    // the configured bound, unless s-maxage (implied proxy-revalidate)
+    // forbids it, or the origin set its own bound with stale-if-error (C22:
+    // past that window an unreachable origin is an error).
     error == OriginError::Unreachable
+        && cc.stale_if_error.is_none()
         && !(cfg.shared && cc.s_maxage.is_some())
         && !cfg.max_stale_on_error.is_zero()
         && staleness <= cfg.max_stale_on_error
@@ -419,6 +424,21 @@ pub fn freshen(
         if !NOT_UPDATED_BY_304.contains(&name.as_str()) && !stored.headers.iter().any(|(n, _)| n == name) {
             headers.push((name.clone(), value.clone()));
         }
+    }
+    // Section 4.2.3 restarts from the 304: its Age (none: 0) and its Date
+    // (none: the time it was received, RFC 9110 section 6.6.1), so that the
+    // stored response's old Age and Date are not counted again.
+    if !update.iter().any(|(n, _)| n == "age") {
+        headers.retain(|(n, _)| n != "age");
+    }
+    if !update.iter().any(|(n, _)| n == "date") {
+        let date = httpdate::fmt_http_date(response_time).into_bytes();
+        match headers.iter_mut().find(|(n, _)| n == "date") {
+            Some(line) => line.1 = date,
+            None => headers.push(("date".to_string(), date)),
+        }
+        let mut seen = false;
+        headers.retain(|(n, _)| n != "date" || !std::mem::replace(&mut seen, true));
     }
     StoredResponse {
         status: stored.status,
