@@ -9,9 +9,86 @@
 /// The primary cache key for an absolute URI such as
 /// `HTTP://Example.COM:80/a?b#c` → `http://example.com/a?b`. Returns `None`
 /// when the URI has no scheme or host, or the scheme is not http or https.
+/// User information in the authority is dropped; an empty path becomes `/`.
 pub fn primary_key(uri: &http::Uri) -> Option<String> {
-    let _ = uri;
-    todo!()
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let host = uri.host()?;
+    if host.is_empty() {
+        return None;
+    }
+    let mut key = String::with_capacity(scheme.len() + host.len() + uri.path().len() + 16);
+    key.push_str(&scheme);
+    key.push_str("://");
+    key.push_str(&host.to_ascii_lowercase());
+    if let Some(port) = uri.port_u16() {
+        if port != default_port {
+            key.push(':');
+            key.push_str(&port.to_string());
+        }
+    }
+    let path = uri.path();
+    if path.is_empty() || !path.starts_with('/') {
+        key.push('/');
+    }
+    key.push_str(path.split('#').next().unwrap_or(""));
+    if let Some(q) = uri.query() {
+        key.push('?');
+        key.push_str(q.split('#').next().unwrap_or(""));
+    }
+    Some(key)
+}
+
+/// The field names nominated by the `Vary` lines of `response_headers`
+/// (lower-case, in order, duplicates removed); `None` for `Vary: *`.
+pub fn vary_names(response_headers: &http::HeaderMap) -> Option<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    for line in response_headers.get_all(http::header::VARY) {
+        for name in line.as_bytes().split(|&b| b == b',') {
+            let name = name.trim_ascii();
+            if name.is_empty() {
+                continue;
+            }
+            if name == b"*" {
+                return None;
+            }
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    Some(names)
+}
+
+/// The request's value for one nominated field: its lines combined with
+/// `, `, whitespace runs folded to one space, trimmed; `None` when absent.
+fn normalized_value(request_headers: &http::HeaderMap, name: &str) -> Option<Vec<u8>> {
+    let mut lines = request_headers.get_all(name).iter().peekable();
+    lines.peek()?;
+    let mut out = Vec::new();
+    for (i, line) in lines.enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        let mut in_ws = false;
+        for &b in line.as_bytes().trim_ascii() {
+            if b == b' ' || b == b'\t' {
+                in_ws = true;
+                continue;
+            }
+            if in_ws {
+                out.push(b' ');
+                in_ws = false;
+            }
+            out.push(b);
+        }
+    }
+    Some(out)
 }
 
 /// The secondary key for a response whose `Vary` field lines are in
@@ -22,13 +99,129 @@ pub fn primary_key(uri: &http::Uri) -> Option<String> {
 /// `, `, and whitespace runs folded to one space and trimmed; an absent field
 /// differs from an empty one. Returns `Some(vec![])` when there is no `Vary`,
 /// and `None` for `Vary: *` (a response that never matches a later request).
+///
+/// Encoding (unambiguous): for each nominated field, the name's length as
+/// 4 bytes big-endian, the name, then `0xFF` when the request lacks the
+/// field, or `0x01`, the value's length as 4 bytes big-endian, the value.
 pub fn secondary_key(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Option<Vec<u8>> {
-    let _ = (response_headers, request_headers);
-    todo!()
+    let names = vary_names(response_headers)?;
+    let mut key = Vec::new();
+    for name in &names {
+        key.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        key.extend_from_slice(name.as_bytes());
+        match normalized_value(request_headers, name) {
+            None => key.push(0xFF),
+            Some(v) => {
+                key.push(0x01);
+                key.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                key.extend_from_slice(&v);
+            }
+        }
+    }
+    Some(key)
 }
 
-/// The request field lines nominated by `Vary` (for display in `cache show`).
+/// The request field lines nominated by `Vary` (for display in `cache show`):
+/// names lower-case, lines as received; absent fields are omitted. Empty for
+/// `Vary: *`.
 pub fn nominated_fields(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
-    let _ = (response_headers, request_headers);
-    todo!()
+    let names = vary_names(response_headers).unwrap_or_default();
+    let mut out = Vec::new();
+    for name in names {
+        for v in request_headers.get_all(name.as_str()) {
+            out.push((name.clone(), v.as_bytes().to_vec()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderMap, HeaderName, HeaderValue};
+
+    fn key(uri: &str) -> Option<String> {
+        primary_key(&uri.parse::<http::Uri>().ok()?)
+    }
+
+    fn hm(fields: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (n, v) in fields {
+            map.append(HeaderName::from_bytes(n.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn primary_key_normalises_scheme_host_port_and_fragment() {
+        assert_eq!(key("HTTP://Example.COM:80/a?b").as_deref(), Some("http://example.com/a?b"));
+        assert_eq!(key("https://Example.com:443/A/%7e?Q=1").as_deref(), Some("https://example.com/A/%7e?Q=1"));
+        assert_eq!(key("http://example.com:443/").as_deref(), Some("http://example.com:443/"));
+        assert_eq!(key("https://example.com:80/").as_deref(), Some("https://example.com:80/"));
+        assert_eq!(key("http://example.com").as_deref(), Some("http://example.com/"));
+        assert_eq!(key("http://example.com?x").as_deref(), Some("http://example.com/?x"));
+        assert_eq!(key("http://user:pw@example.com/p").as_deref(), Some("http://example.com/p"));
+        assert_eq!(key("http://[::1]:8080/p").as_deref(), Some("http://[::1]:8080/p"));
+        assert_eq!(key("ftp://example.com/"), None);
+        assert_eq!(key("/relative"), None);
+    }
+
+    #[test]
+    fn primary_key_drops_the_fragment() {
+        // http::Uri refuses '#'; a fragment that reached the key would be cut.
+        if let Ok(uri) = "http://example.com/a?b#c".parse::<http::Uri>() {
+            assert_eq!(primary_key(&uri).as_deref(), Some("http://example.com/a?b"));
+        }
+    }
+
+    #[test]
+    fn secondary_key_is_empty_without_vary_and_none_for_star() {
+        assert_eq!(secondary_key(&HeaderMap::new(), &hm(&[("accept", "x")])), Some(vec![]));
+        assert_eq!(secondary_key(&hm(&[("vary", "")]), &hm(&[("accept", "x")])), Some(vec![]));
+        assert_eq!(secondary_key(&hm(&[("vary", "Accept, *")]), &HeaderMap::new()), None);
+        assert_eq!(secondary_key(&hm(&[("vary", "accept"), ("vary", "*")]), &HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn secondary_key_distinguishes_values_absence_and_empty() {
+        let vary = hm(&[("vary", "Accept")]);
+        let json = secondary_key(&vary, &hm(&[("accept", "application/json")]));
+        let text = secondary_key(&vary, &hm(&[("accept", "text/plain")]));
+        let absent = secondary_key(&vary, &HeaderMap::new());
+        let empty = secondary_key(&vary, &hm(&[("accept", "")]));
+        assert_ne!(json, text);
+        assert_ne!(absent, empty);
+        assert_ne!(json, absent);
+        // Whitespace folded, lines combined with ", ".
+        assert_eq!(
+            secondary_key(&vary, &hm(&[("accept", "  text/plain,   text/html ")])),
+            secondary_key(&vary, &hm(&[("accept", "text/plain, text/html")]))
+        );
+        assert_eq!(
+            secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])),
+            secondary_key(&vary, &hm(&[("accept", "a, b")]))
+        );
+    }
+
+    #[test]
+    fn secondary_key_is_unambiguous_across_names() {
+        // "ab" + "c" must differ from "a" + "bc".
+        let vary = hm(&[("vary", "Foo, Bar")]);
+        let a = secondary_key(&vary, &hm(&[("foo", "ab"), ("bar", "c")]));
+        let b = secondary_key(&vary, &hm(&[("foo", "a"), ("bar", "bc")]));
+        assert_ne!(a, b);
+        // Names case-insensitive and deduplicated; three-way mismatch detected.
+        let v3 = hm(&[("vary", "Foo, BAR"), ("vary", "foo, Baz")]);
+        let req = hm(&[("foo", "1"), ("bar", "abc"), ("baz", "789")]);
+        assert_eq!(secondary_key(&v3, &req), secondary_key(&hm(&[("vary", "foo, bar, baz")]), &req));
+        assert_ne!(secondary_key(&v3, &req), secondary_key(&v3, &hm(&[("foo", "1"), ("bar", "abc4"), ("baz", "789")])));
+    }
+
+    #[test]
+    fn nominated_fields_lists_present_lines() {
+        let vary = hm(&[("vary", "Accept, X-Absent")]);
+        let req = hm(&[("accept", "a"), ("accept", "b"), ("other", "c")]);
+        assert_eq!(nominated_fields(&vary, &req), vec![("accept".to_string(), b"a".to_vec()), ("accept".to_string(), b"b".to_vec())]);
+        assert!(nominated_fields(&hm(&[("vary", "*")]), &req).is_empty());
+    }
 }

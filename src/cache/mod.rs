@@ -11,6 +11,9 @@ pub mod cache_control;
 pub mod key;
 pub mod policy;
 
+#[cfg(test)]
+mod tests;
+
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

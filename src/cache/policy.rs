@@ -3,7 +3,8 @@
 //! Each function names the section it implements. None does I/O or reads
 //! the clock; `now` is always a parameter.
 
-use super::StoredResponse;
+use super::cache_control::{delta_seconds, CacheControl, DELTA_SECONDS_MAX};
+use super::{from_millis, to_millis, StoredResponse};
 use http::{HeaderMap, Method};
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +25,11 @@ pub struct PolicyConfig {
     /// How long past its lifetime a stored response may be served when the
     /// origin cannot be reached at all (RFC 9111 section 4.2.4); zero disables.
     pub max_stale_on_error: Duration,
+    /// Store and replay `Set-Cookie` / `Set-Cookie2` (false, the default: a
+    /// shared crawler cache never replays one client's cookies to another;
+    /// RFC 9111 section 7.3 leaves it to the cache). True only for a
+    /// conformance run that expects cookies to be cached like any field.
+    pub store_set_cookie: bool,
 }
 
 impl Default for PolicyConfig {
@@ -34,6 +40,7 @@ impl Default for PolicyConfig {
             heuristic_max: Duration::from_secs(86_400),
             default_ttl: Duration::ZERO,
             max_stale_on_error: Duration::from_secs(86_400),
+            store_set_cookie: false,
         }
     }
 }
@@ -68,8 +75,44 @@ pub fn storable(
     response_headers: &HeaderMap,
     cfg: &PolicyConfig,
 ) -> Result<(), NotStorable> {
-    let _ = (method, request_headers, status, response_headers, cfg);
-    todo!()
+    if method != Method::GET {
+        return Err(NotStorable::Method);
+    }
+    if !(200..=999).contains(&status) || status == 206 || status == 304 {
+        return Err(NotStorable::Status);
+    }
+    let req_cc = CacheControl::from_headers(request_headers);
+    let cc = CacheControl::from_response_headers(response_headers);
+    if cc.must_understand && !status_understood(status) {
+        // Section 5.2.2.3: only a cache that understands the status may store.
+        return Err(NotStorable::Status);
+    }
+    // Section 5.2.2.3: with must-understand and an understood status, the
+    // response's no-store is ignored; the request's never is (5.2.1.5).
+    if req_cc.no_store || (cc.no_store && !cc.must_understand) {
+        return Err(NotStorable::NoStore);
+    }
+    if cfg.shared && cc.private {
+        return Err(NotStorable::Private);
+    }
+    if cfg.shared
+        && request_headers.contains_key(http::header::AUTHORIZATION)
+        && !(cc.public || cc.s_maxage.is_some() || cc.must_revalidate)
+    {
+        return Err(NotStorable::Authorization);
+    }
+    if super::key::vary_names(response_headers).is_none() {
+        return Err(NotStorable::VaryStar);
+    }
+    let explicit = cc.public
+        || cc.max_age.is_some()
+        || (cfg.shared && cc.s_maxage.is_some())
+        || (!cfg.shared && cc.private)
+        || response_headers.contains_key(http::header::EXPIRES);
+    if !explicit && !heuristically_cacheable(status) {
+        return Err(NotStorable::NoFreshnessOrValidator);
+    }
+    Ok(())
 }
 
 /// The field lines to store for a response (RFC 9111 section 3.1): drops
@@ -78,8 +121,28 @@ pub fn storable(
 /// qualified `no-cache="..."` and, in a shared cache, `private="..."`.
 /// Names lower-cased, order and repetitions kept.
 pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec<(String, Vec<u8>)> {
-    let _ = (response_headers, cfg);
-    todo!()
+    let cc = CacheControl::from_response_headers(response_headers);
+    let connection: Vec<String> = response_headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut out = Vec::with_capacity(response_headers.len());
+    for (name, value) in response_headers {
+        let n = name.as_str();
+        if is_hop_by_hop(n)
+            || connection.iter().any(|c| c == n)
+            || (!cfg.store_set_cookie && is_set_cookie(n))
+            || cc.no_cache_fields.iter().any(|f| f == n)
+            || (cfg.shared && cc.private_fields.iter().any(|f| f == n))
+        {
+            continue;
+        }
+        out.push((n.to_string(), value.as_bytes().to_vec()));
+    }
+    out
 }
 
 /// RFC 9111 section 4.2.1 / 4.2.2: the freshness lifetime of a stored
@@ -88,15 +151,52 @@ pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec
 /// 15.1) from `Last-Modified`, then `cfg.default_ttl` for those codes. An
 /// invalid `Expires` means already expired. Never negative.
 pub fn freshness_lifetime(stored: &StoredResponse, cfg: &PolicyConfig) -> Duration {
-    let _ = (stored, cfg);
-    todo!()
+    let cc = CacheControl::from_stored(&stored.headers);
+    let headers = &stored.headers;
+    if cfg.shared {
+        if let Some(s) = cc.s_maxage {
+            return Duration::from_secs(s);
+        }
+    }
+    if let Some(m) = cc.max_age {
+        return Duration::from_secs(m);
+    }
+    let date = || single_date(headers, "date").unwrap_or_else(|| from_millis(stored.response_time_ms));
+    if headers.iter().any(|(n, _)| n == "expires") {
+        // Section 5.3: an invalid Expires (or several) is a time in the past.
+        return match single_date(headers, "expires") {
+            Some(expires) => expires.duration_since(date()).unwrap_or(Duration::ZERO),
+            None => Duration::ZERO,
+        };
+    }
+    if !(heuristically_cacheable(stored.status) || cc.public) {
+        return Duration::ZERO;
+    }
+    // Section 4.2.2: heuristic freshness, only without explicit expiration.
+    match single_date(headers, "last-modified") {
+        Some(lm) => {
+            let since = date().duration_since(lm).unwrap_or(Duration::ZERO);
+            let fraction = if cfg.heuristic_fraction.is_finite() { cfg.heuristic_fraction.max(0.0) } else { 0.0 };
+            let secs = (since.as_secs_f64() * fraction).min(cfg.heuristic_max.as_secs_f64());
+            Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO).min(cfg.heuristic_max)
+        }
+        None => cfg.default_ttl,
+    }
 }
 
 /// RFC 9111 section 4.2.3: the current age of a stored response at `now`
 /// (`apparent_age`, `corrected_age_value` from `Age`, `resident_time`).
 pub fn current_age(stored: &StoredResponse, now: SystemTime) -> Duration {
-    let _ = (stored, now);
-    todo!()
+    let request_time = from_millis(stored.request_time_ms.min(stored.response_time_ms));
+    let response_time = from_millis(stored.response_time_ms);
+    let age_value = Duration::from_secs(age_value(&stored.headers));
+    let date_value = single_date(&stored.headers, "date").unwrap_or(response_time);
+    let apparent_age = response_time.duration_since(date_value).unwrap_or(Duration::ZERO);
+    let response_delay = response_time.duration_since(request_time).unwrap_or(Duration::ZERO);
+    let corrected_age_value = age_value + response_delay;
+    let corrected_initial_age = apparent_age.max(corrected_age_value);
+    let resident_time = now.duration_since(response_time).unwrap_or(Duration::ZERO);
+    corrected_initial_age + resident_time
 }
 
 /// What to do with a stored response that matched the request (primary and
@@ -132,8 +232,59 @@ pub struct Decision {
 /// response `no-cache`, `must-revalidate`, `proxy-revalidate`; RFC 5861
 /// `stale-while-revalidate`).
 pub fn decide(request_headers: &HeaderMap, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
-    let _ = (request_headers, stored, now, cfg);
-    todo!()
+    let req = CacheControl::from_headers(request_headers);
+    let cc = CacheControl::from_stored(&stored.headers);
+    let lifetime_ms = freshness_lifetime(stored, cfg).as_millis() as i128;
+    let age_ms = current_age(stored, now).as_millis() as i128;
+    // Section 4.2: fresh when freshness_lifetime > current_age.
+    let stale = lifetime_ms <= age_ms;
+    let remaining_ms = lifetime_ms - age_ms;
+    let decision = |reuse| Decision {
+        reuse,
+        age: (age_ms / 1000).min(u64::MAX as i128) as u64,
+        ttl: remaining_ms.div_euclid(1000).clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+        stale,
+    };
+    // 5.2.1.4 (and Pragma, 5.4): the client wants validation.
+    // 5.2.2.4: unqualified no-cache in the response: always validate.
+    if req.no_cache || cc.no_cache {
+        return decision(Reuse::Revalidate);
+    }
+    // 5.2.1.1: the client does not accept an age beyond max-age.
+    if let Some(max_age) = req.max_age {
+        if age_ms > i128::from(max_age) * 1000 {
+            return decision(Reuse::Revalidate);
+        }
+    }
+    // 5.2.1.3: the client wants it fresh for at least min-fresh more seconds.
+    if let Some(min_fresh) = req.min_fresh {
+        if remaining_ms < i128::from(min_fresh) * 1000 {
+            return decision(Reuse::Revalidate);
+        }
+    }
+    if !stale {
+        return decision(Reuse::Serve);
+    }
+    let staleness_ms = age_ms - lifetime_ms;
+    if forbids_stale(&cc, cfg) {
+        return decision(Reuse::Revalidate);
+    }
+    // 5.2.1.2: max-stale lets the client accept a stale response, unless the
+    // response forbids it; s-maxage implies proxy-revalidate (5.2.2.10).
+    if !(cfg.shared && cc.s_maxage.is_some()) {
+        match req.max_stale {
+            Some(None) => return decision(Reuse::Serve),
+            Some(Some(n)) if staleness_ms <= i128::from(n) * 1000 => return decision(Reuse::Serve),
+            _ => {}
+        }
+    }
+    // RFC 5861 section 3: stale-while-revalidate.
+    if let Some(swr) = cc.stale_while_revalidate {
+        if staleness_ms <= i128::from(swr) * 1000 {
+            return decision(Reuse::ServeStaleAndRevalidate);
+        }
+    }
+    decision(Reuse::Revalidate)
 }
 
 /// Why an origin failed, for [`may_serve_stale_on_error`].
@@ -149,9 +300,11 @@ pub enum OriginError {
 /// Whether a stale stored response may be served because the origin failed:
 /// within `stale-if-error` (RFC 5861 section 4; request or response
 /// directive) for status 500/502/503/504 or an unreachable origin; or, when
-/// unreachable, within `cfg.max_stale_on_error` of staleness. Never for
-/// `must-revalidate`, `proxy-revalidate` (shared), `no-cache` responses, or a
-/// request with `no-cache`.
+/// unreachable and the response carries no `stale-if-error` of its own,
+/// within `cfg.max_stale_on_error` of staleness (not for `s-maxage`, which
+/// implies `proxy-revalidate`). Never for `must-revalidate`,
+/// `proxy-revalidate` (shared), `no-cache` responses, or a request with
+/// `no-cache`. A fresh response is trivially allowed (staleness 0).
 pub fn may_serve_stale_on_error(
     request_headers: &HeaderMap,
     stored: &StoredResponse,
@@ -159,24 +312,86 @@ pub fn may_serve_stale_on_error(
     now: SystemTime,
     cfg: &PolicyConfig,
 ) -> bool {
-    let _ = (request_headers, stored, error, now, cfg);
-    todo!()
+    let req = CacheControl::from_headers(request_headers);
+    let cc = CacheControl::from_stored(&stored.headers);
+    if req.no_cache || forbids_stale(&cc, cfg) {
+        return false;
+    }
+    let is_error = match error {
+        OriginError::Status(code) => matches!(code, 500 | 502 | 503 | 504),
+        OriginError::Unreachable => true,
+    };
+    if !is_error {
+        return false;
+    }
+    let lifetime = freshness_lifetime(stored, cfg);
+    let age = current_age(stored, now);
+    let staleness = age.saturating_sub(lifetime);
+    // RFC 5861 section 4: stale-if-error in the response or the request.
+    let window = match (cc.stale_if_error, req.stale_if_error) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    if let Some(window) = window {
+        if staleness <= Duration::from_secs(window) {
+            return true;
+        }
+    }
+    // RFC 9111 section 4.2.4: a disconnected cache may serve stale, within
+    // the configured bound, unless s-maxage (implied proxy-revalidate)
+    // forbids it, or the origin set its own bound with stale-if-error (C22:
+    // past that window an unreachable origin is an error).
+    error == OriginError::Unreachable
+        && cc.stale_if_error.is_none()
+        && !(cfg.shared && cc.s_maxage.is_some())
+        && !cfg.max_stale_on_error.is_zero()
+        && staleness <= cfg.max_stale_on_error
 }
 
 /// RFC 9111 section 4.3.1: the validators to send when revalidating `stored`:
 /// `If-None-Match` with the stored `ETag`, and `If-Modified-Since` with the
 /// stored `Last-Modified` (only when there is one).
 pub fn conditional_headers(stored: &StoredResponse) -> Vec<(http::header::HeaderName, http::HeaderValue)> {
-    let _ = stored;
-    todo!()
+    let mut out = Vec::with_capacity(2);
+    if let Some(etag) = stored_value(&stored.headers, "etag") {
+        if let Ok(v) = http::HeaderValue::from_bytes(etag) {
+            out.push((http::header::IF_NONE_MATCH, v));
+        }
+    }
+    // Section 4.3.1: Last-Modified is sent as If-Modified-Since (only a valid date).
+    if let Some(lm) = stored_value(&stored.headers, "last-modified") {
+        if parse_date(lm).is_some() {
+            if let Ok(v) = http::HeaderValue::from_bytes(lm) {
+                out.push((http::header::IF_MODIFIED_SINCE, v));
+            }
+        }
+    }
+    out
 }
 
 /// RFC 9111 section 4.3.3 / 4.3.4: does a 304 with `response_headers` apply
 /// to `stored`? (Strong ETag match when the 304 has an ETag; otherwise
 /// Last-Modified; otherwise true for a single stored response.)
 pub fn not_modified_matches(stored: &StoredResponse, response_headers: &HeaderMap) -> bool {
-    let _ = (stored, response_headers);
-    todo!()
+    let new_etag = response_headers.get(http::header::ETAG).map(|v| v.as_bytes());
+    if let Some(new_etag) = new_etag {
+        return match (stored_value(&stored.headers, "etag"), parse_etag(new_etag)) {
+            (Some(old), Some(new)) if !new.weak => {
+                parse_etag(old).is_some_and(|old| !old.weak && old.tag == new.tag)
+            }
+            // A weak validator in the 304: weak comparison (section 4.3.4
+            // selects by weak validators only when no strong one is sent).
+            (Some(old), Some(new)) => parse_etag(old).is_some_and(|old| old.tag == new.tag),
+            _ => false,
+        };
+    }
+    if let Some(new_lm) = response_headers.get(http::header::LAST_MODIFIED) {
+        return match (stored_value(&stored.headers, "last-modified").and_then(parse_date), parse_date(new_lm.as_bytes())) {
+            (Some(old), Some(new)) => old == new,
+            _ => false,
+        };
+    }
+    true
 }
 
 /// RFC 9111 section 4.3.4: the stored response freshened by a 304: each
@@ -190,8 +405,49 @@ pub fn freshen(
     response_time: SystemTime,
     cfg: &PolicyConfig,
 ) -> StoredResponse {
-    let _ = (stored, response_headers, request_time, response_time, cfg);
-    todo!()
+    let mut headers: Vec<(String, Vec<u8>)> = Vec::with_capacity(stored.headers.len() + 4);
+    let update = headers_to_store(response_headers, cfg);
+    let updates = |name: &str| !NOT_UPDATED_BY_304.contains(&name) && update.iter().any(|(n, _)| n == name);
+    let mut placed: Vec<&str> = Vec::new();
+    for (name, value) in &stored.headers {
+        if updates(name) {
+            // Replace all same-named lines, at the position of the first one.
+            if !placed.contains(&name.as_str()) {
+                placed.push(name.as_str());
+                headers.extend(update.iter().filter(|(n, _)| n == name).cloned());
+            }
+        } else {
+            headers.push((name.clone(), value.clone()));
+        }
+    }
+    for (name, value) in &update {
+        if !NOT_UPDATED_BY_304.contains(&name.as_str()) && !stored.headers.iter().any(|(n, _)| n == name) {
+            headers.push((name.clone(), value.clone()));
+        }
+    }
+    // Section 4.2.3 restarts from the 304: its Age (none: 0) and its Date
+    // (none: the time it was received, RFC 9110 section 6.6.1), so that the
+    // stored response's old Age and Date are not counted again.
+    if !update.iter().any(|(n, _)| n == "age") {
+        headers.retain(|(n, _)| n != "age");
+    }
+    if !update.iter().any(|(n, _)| n == "date") {
+        let date = httpdate::fmt_http_date(response_time).into_bytes();
+        match headers.iter_mut().find(|(n, _)| n == "date") {
+            Some(line) => line.1 = date,
+            None => headers.push(("date".to_string(), date)),
+        }
+        let mut seen = false;
+        headers.retain(|(n, _)| n != "date" || !std::mem::replace(&mut seen, true));
+    }
+    StoredResponse {
+        status: stored.status,
+        headers,
+        request_time_ms: to_millis(request_time),
+        response_time_ms: to_millis(response_time),
+        url: stored.url.clone(),
+        vary_request: stored.vary_request.clone(),
+    }
 }
 
 /// RFC 9111 section 4.3.2: may a fresh stored response answer the client's
@@ -200,8 +456,25 @@ pub fn freshen(
 /// when `If-Modified-Since` is not earlier than the stored `Last-Modified`
 /// (or `Date`) and the status is 200.
 pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse) -> bool {
-    let _ = (request_headers, stored);
-    todo!()
+    let inm: Vec<&[u8]> = request_headers.get_all(http::header::IF_NONE_MATCH).iter().map(|v| v.as_bytes()).collect();
+    if !inm.is_empty() {
+        let stored_etag = stored_value(&stored.headers, "etag").and_then(parse_etag);
+        return inm.iter().flat_map(|line| split_etag_list(line)).any(|candidate| {
+            if candidate == b"*" {
+                return true;
+            }
+            // RFC 9110 section 13.1.2: weak comparison.
+            matches!((&stored_etag, parse_etag(candidate)), (Some(s), Some(c)) if s.tag == c.tag)
+        });
+    }
+    if stored.status != 200 {
+        return false;
+    }
+    let Some(ims) = request_headers.get(http::header::IF_MODIFIED_SINCE).and_then(|v| parse_date(v.as_bytes())) else {
+        return false;
+    };
+    let validator = single_date(&stored.headers, "last-modified").or_else(|| single_date(&stored.headers, "date"));
+    validator.is_some_and(|lm| lm <= ims)
 }
 
 /// RFC 9111 section 4.4: the primary keys to invalidate after a response
@@ -210,6 +483,235 @@ pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse)
 /// resolved against the target). Empty for safe methods and for error
 /// statuses (only 2xx and 3xx invalidate).
 pub fn invalidation_targets(method: &Method, status: u16, primary_key: &str, response_headers: &HeaderMap) -> Vec<String> {
-    let _ = (method, status, primary_key, response_headers);
-    todo!()
+    if is_safe(method) || !(200..400).contains(&status) {
+        return Vec::new();
+    }
+    let mut out = vec![primary_key.to_string()];
+    let Some(target) = primary_key.parse::<http::Uri>().ok() else {
+        return out;
+    };
+    for name in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
+        for value in response_headers.get_all(name) {
+            let Ok(reference) = std::str::from_utf8(value.as_bytes()) else { continue };
+            let Some(resolved) = resolve_reference(&target, reference.trim()) else { continue };
+            let Some(key) = resolved.parse::<http::Uri>().ok().as_ref().and_then(super::key::primary_key) else {
+                continue;
+            };
+            if same_origin(&key, primary_key) && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    out
+}
+
+/// RFC 9110 section 15.1: status codes that are heuristically cacheable.
+pub fn heuristically_cacheable(status: u16) -> bool {
+    matches!(status, 200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501)
+}
+
+/// Status codes whose caching requirements this cache implements (RFC 9111
+/// section 5.2.2.3, `must-understand`): the final codes defined by RFC 9110
+/// except 206 (no partial storage) and 304.
+pub fn status_understood(status: u16) -> bool {
+    matches!(status, 200..=205 | 300..=303 | 305 | 307 | 308 | 400..=417 | 421..=426 | 500..=505)
+}
+
+/// RFC 9110 section 9.2.1: safe methods (all others invalidate, section 4.4).
+fn is_safe(method: &Method) -> bool {
+    matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE")
+}
+
+/// RFC 9111 section 3.1: fields never stored (hop-by-hop, RFC 9110 section
+/// 7.6.1, and those specific to the proxy, section 11.7).
+fn is_hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "proxy-authentication-info"
+    )
+}
+
+fn is_set_cookie(name: &str) -> bool {
+    name == "set-cookie" || name == "set-cookie2"
+}
+
+/// Fields a 304 never changes in the stored response (RFC 9111 section 3.2):
+/// they describe the stored content itself (its length, coding, digest,
+/// range, and the validator that identifies it).
+const NOT_UPDATED_BY_304: &[&str] =
+    &["content-length", "content-encoding", "content-md5", "content-range", "digest", "content-digest", "repr-digest", "etag"];
+
+/// When a stale response must not be served at all (RFC 9111 section 4.2.4,
+/// 5.2.2.2, 5.2.2.4, 5.2.2.8): must-revalidate, no-cache, and in a shared
+/// cache proxy-revalidate.
+fn forbids_stale(cc: &CacheControl, cfg: &PolicyConfig) -> bool {
+    cc.must_revalidate || cc.no_cache || (cfg.shared && cc.proxy_revalidate)
+}
+
+/// The value of the only line named `name`; `None` when absent or repeated.
+fn stored_value<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    let mut lines = headers.iter().filter(|(n, _)| n == name);
+    let first = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    Some(first.1.as_slice())
+}
+
+/// An HTTP-date (RFC 9110 section 5.6.7, all three formats); `None` if invalid.
+fn parse_date(value: &[u8]) -> Option<SystemTime> {
+    let s = std::str::from_utf8(value).ok()?.trim();
+    httpdate::parse_http_date(s).ok()
+}
+
+/// The date in the only line named `name`; `None` when absent, repeated or invalid.
+fn single_date(headers: &[(String, Vec<u8>)], name: &str) -> Option<SystemTime> {
+    stored_value(headers, name).and_then(parse_date)
+}
+
+/// `age_value` of RFC 9111 section 4.2.3, in seconds, from the stored `Age`.
+///
+/// Absent: 0. A single line holding delta-seconds: that value (saturated at
+/// 2147483648). Anything else (several lines, a list, a sign, a fraction, a
+/// parameter, junk) is invalid and makes the response as old as possible,
+/// hence stale: the conservative reading the HTTP caching test suite
+/// (http-cache-tests 0.4.5, `age-parse-*`) requires. RFC 9111 section 5.1
+/// would use a list's first member instead.
+pub fn age_value(headers: &[(String, Vec<u8>)]) -> u64 {
+    let mut lines = headers.iter().filter(|(n, _)| n == "age");
+    let Some((_, first)) = lines.next() else { return 0 };
+    if lines.next().is_some() {
+        return DELTA_SECONDS_MAX;
+    }
+    delta_seconds(first.trim_ascii()).unwrap_or(DELTA_SECONDS_MAX)
+}
+
+/// An entity tag (RFC 9110 section 8.8.3).
+struct EntityTag<'a> {
+    weak: bool,
+    /// The opaque tag including its quotes.
+    tag: &'a [u8],
+}
+
+fn parse_etag(value: &[u8]) -> Option<EntityTag<'_>> {
+    let v = value.trim_ascii();
+    let (weak, tag) = match v.strip_prefix(b"W/") {
+        Some(rest) => (true, rest),
+        None => (false, v),
+    };
+    if tag.len() >= 2 && tag[0] == b'"' && tag[tag.len() - 1] == b'"' {
+        Some(EntityTag { weak, tag })
+    } else if !tag.is_empty() && !tag.contains(&b'"') && !tag.contains(&b',') {
+        // Unquoted (invalid but common): compared as is.
+        Some(EntityTag { weak, tag })
+    } else {
+        None
+    }
+}
+
+/// Splits an `If-None-Match` list on commas outside quoted strings.
+fn split_etag_list(line: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let (mut start, mut in_quote) = (0, false);
+    for (i, &b) in line.iter().enumerate() {
+        match b {
+            b'"' => in_quote = !in_quote,
+            b',' if !in_quote => {
+                out.push(line[start..i].trim_ascii());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(line[start..].trim_ascii());
+    out.retain(|t| !t.is_empty());
+    out
+}
+
+/// The origin (`scheme://host[:port]`) of a primary key.
+fn origin_of(key: &str) -> &str {
+    let after = key.find("://").map_or(0, |i| i + 3);
+    match key[after..].find(['/', '?']) {
+        Some(i) => &key[..after + i],
+        None => key,
+    }
+}
+
+fn same_origin(a: &str, b: &str) -> bool {
+    origin_of(a) == origin_of(b)
+}
+
+/// Resolves a URI reference against an absolute `base` (RFC 3986 section 5.2).
+fn resolve_reference(base: &http::Uri, reference: &str) -> Option<String> {
+    let reference = reference.split('#').next().unwrap_or("");
+    let scheme = base.scheme_str()?;
+    let authority = base.authority()?.as_str();
+    let has_scheme = reference
+        .find(':')
+        .is_some_and(|i| i > 0 && reference[..i].bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) && reference.as_bytes()[0].is_ascii_alphabetic());
+    if has_scheme {
+        return Some(reference.to_string());
+    }
+    if let Some(rest) = reference.strip_prefix("//") {
+        return Some(format!("{scheme}://{rest}"));
+    }
+    let base_path = if base.path().is_empty() { "/" } else { base.path() };
+    let (path, query) = match reference.find('?') {
+        Some(i) => (&reference[..i], Some(&reference[i + 1..])),
+        None => (reference, None),
+    };
+    let (path, query) = if path.is_empty() {
+        (base_path.to_string(), query.or(if reference.is_empty() { base.query() } else { None }))
+    } else if path.starts_with('/') {
+        (remove_dot_segments(path), query)
+    } else {
+        let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
+        (remove_dot_segments(&format!("{dir}{path}")), query)
+    };
+    let mut out = format!("{scheme}://{authority}{path}");
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    Some(out)
+}
+
+/// RFC 3986 section 5.2.4.
+fn remove_dot_segments(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').collect();
+    let last = segments.len().saturating_sub(1);
+    for (i, seg) in segments.iter().enumerate() {
+        match *seg {
+            "." => {
+                if i == last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                if out.len() > 1 {
+                    out.pop();
+                }
+                if i == last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    let joined = out.join("/");
+    if joined.starts_with('/') {
+        joined
+    } else {
+        format!("/{joined}")
+    }
 }
