@@ -56,6 +56,8 @@ pub struct CacheConfig {
     pub max_object_size: u64,
     /// Shared-cache semantics (RFC 9111).
     pub shared: bool,
+    /// Store and replay `Set-Cookie`.
+    pub store_set_cookie: bool,
     /// Heuristic freshness fraction of (Date − Last-Modified).
     pub heuristic_fraction: f64,
     /// Cap on heuristic freshness.
@@ -336,6 +338,7 @@ impl Config {
             heuristic_max: self.cache.heuristic_max,
             default_ttl: self.cache.default_ttl,
             max_stale_on_error: self.cache.max_stale_on_error,
+            store_set_cookie: self.cache.store_set_cookie,
         }
     }
 }
