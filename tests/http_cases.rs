@@ -32,6 +32,19 @@ fn from_now(secs: i64) -> String {
     }
 }
 
+/// Polls `/stats` until `done` holds (at most 5 s), returning the last value.
+fn wait_for_stats(proxy: &Proxy, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = proxy.admin("/stats");
+        let v: serde_json::Value = serde_json::from_slice(&stats.body).expect("stats JSON");
+        if done(&v) || std::time::Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn status_of(r: &Response) -> String {
     r.cache_status().unwrap_or_default()
 }
@@ -155,9 +168,10 @@ fn c06_request_no_store_stores_nothing() {
     let third = proxy.get(&url, &[]);
     assert!(status_of(&third).contains("uri-miss"), "step 3 is a miss: {}", status_of(&third));
     assert_eq!(origin.request_count(), 3);
-    let stats = proxy.admin("/stats");
-    let v: serde_json::Value = serde_json::from_slice(&stats.body).expect("stats JSON");
+    // The body is published just after the client's transfer ends.
+    let v = wait_for_stats(&proxy, |v| v["store"]["bodies"] != 0);
     assert_eq!(v["store"]["bodies"], 1, "only step 3's body is on disk: {v}");
+    assert_eq!(v["store"]["entries"], 1, "{v}");
 }
 
 /// C07: a shared cache never stores `private`; `private="Set-Cookie"` stores

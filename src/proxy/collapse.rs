@@ -61,13 +61,14 @@ impl Inflight {
         Role::Leader(Lead { key: key.to_string(), tx, map: self.map.clone(), done: false })
     }
 
-    /// True when a fetch for `key` is running.
-    pub fn is_running(&self, key: &str) -> bool {
+    /// A receiver to wait on if a fetch for `key` is running, without ever
+    /// becoming the leader (for requests that must not lead, such as HEAD).
+    pub fn follow(&self, key: &str) -> Option<watch::Receiver<Outcome>> {
         let map = match self.map.lock() {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
-        map.get(key).map(|rx| *rx.borrow() == Outcome::Pending).unwrap_or(false)
+        map.get(key).filter(|rx| *rx.borrow() == Outcome::Pending).cloned()
     }
 }
 

@@ -34,6 +34,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::mpsc;
 
+/// Largest total size of a request's header fields, in bytes (as Squid's
+/// default `request_header_max_size`). Larger requests get 431.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
 /// Entry point for every request on a client connection.
 pub async fn handle(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Result<Response<ProxyBody>, Infallible> {
     Ok(route(state, req, peer).await)
@@ -98,6 +102,14 @@ async fn proxy_request(state: Arc<ProxyState>, req: Request<Incoming>) -> Respon
     let Some(primary) = key::primary_key(&uri) else {
         return error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: cannot use target URI {uri}"), "fwd=bypass");
     };
+    let header_bytes: usize = req.headers().iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    if header_bytes > MAX_HEADER_BYTES {
+        return error_response(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            &format!("crawlcache: the request's header fields total {header_bytes} bytes; the limit is {MAX_HEADER_BYTES}"),
+            "fwd=bypass",
+        );
+    }
     Metrics::inc(&state.metrics.requests);
     if req.method() == Method::GET || req.method() == Method::HEAD {
         let (parts, _body) = req.into_parts();
@@ -252,6 +264,16 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
             );
         }
         let fwd = if had_any { "vary-miss" } else { "uri-miss" };
+        if is_head && collapse_allowed {
+            // A HEAD never leads a fetch (its response has no body to
+            // store), but it can wait for a GET that is being stored.
+            if let Some(rx) = state.inflight.follow(&primary) {
+                Metrics::inc(&state.metrics.collapsed);
+                if collapse::wait(rx).await == Outcome::Stored {
+                    continue;
+                }
+            }
+        }
         if is_head || !collapse_allowed {
             return fetch(&state, &parts, &primary, None, fwd, None).await;
         }
