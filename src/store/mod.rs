@@ -543,10 +543,10 @@ impl Inner {
     /// Writes every pending touch to the index. Failures are logged: a lost
     /// touch only makes an entry look older than it is.
     fn apply_touches(&self) {
-        let batch = std::mem::take(&mut *lock(&self.pending));
-        for (key, stamp) in batch {
-            if let Err(e) = self.index.restamp(&key, stamp, None) {
-                tracing::warn!(error = %e, "could not record a cache hit in the LRU order");
+        let batch: Vec<(Vec<u8>, u64)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
+        for chunk in batch.chunks(256) {
+            if let Err(e) = self.index.restamp_many(chunk) {
+                tracing::warn!(error = %e, "could not record cache hits in the LRU order");
             }
         }
     }
