@@ -278,7 +278,8 @@ impl Store {
     /// Opens (creating if needed) the store under `dir` with a budget of
     /// `max_size` bytes of body files, and sweeps leftovers of a previous run
     /// (temporary files always; orphan body files when the previous run did
-    /// not close cleanly). Errors: `Io` when the directory cannot be created,
+    /// not close cleanly), then evicts entries until the budget is met.
+    /// Errors: `Io` when the directory cannot be created,
     /// `InUse` when another process holds the index, `Index` when sled fails.
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
         let blobs = Blobs::new(dir);
@@ -339,7 +340,15 @@ impl Store {
             .name("crawlcache-store".into())
             .spawn(move || maintenance_loop(weak, wake_rx))
             .map_err(|source| StoreError::Io { what: "start the store's background thread".into(), source })?;
-        Ok(Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner })
+        let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
+        // A crash between an insert and its eviction, or a smaller budget
+        // than last time, leaves more bytes than the budget allows.
+        let evicted = store.inner.evict_to_budget()?;
+        if evicted > 0 {
+            tracing::info!(evicted, max_size, "evicted entries to fit the size budget at start-up");
+            store.inner.wake_if_reaping();
+        }
+        Ok(store)
     }
 
     /// The directory the store lives in.
