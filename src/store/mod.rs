@@ -21,10 +21,12 @@
 //! 2. [`Store::insert`] commits the entry and the reference count in one
 //!    transaction, then drops the pin.
 //! 3. A transaction that drops a count to zero only queues the hash. The
-//!    queue is reaped after the operation: under the stripe locks, hashes
-//!    that are still unreferenced and unpinned are deleted, after a sled
-//!    flush made the zero count durable (so a crash cannot bring back an
-//!    entry whose file is gone).
+//!    queue is reaped by the background thread (promptly, or at the latest
+//!    within a second; [`Store::flush`] and close reap too): under the stripe
+//!    locks, hashes that are still unreferenced and unpinned are deleted,
+//!    after a sled flush made the zero count durable (so a crash cannot
+//!    bring back an entry whose file is gone). Until then the budget already
+//!    counts the bytes as freed; the disk holds them a little longer.
 //!
 //! Crashes: a body renamed but never referenced (crash between steps 1 and
 //! 2, or between a flush and the unlink in step 3) is an orphan; temporary
@@ -41,8 +43,9 @@
 //! above), so the fsync that makes a zero count durable is off the insert
 //! path and shared by many deletions.
 //!
-//! Budget: `max_size` bounds the bytes of distinct body files. After each
-//! insert the least recently used entries are evicted until the total fits.
+//! Budget: `max_size` bounds the bytes of distinct body files (metadata and
+//! the index are not counted). After each insert, and at open, the least
+//! recently used entries are evicted until the total fits.
 //! A body larger than the whole budget is refused with
 //! [`StoreError::TooLarge`] (already while it is written): storing it would
 //! first evict everything else and then the body itself.
