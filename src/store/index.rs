@@ -343,7 +343,7 @@ impl Index {
 
     /// Whether a reference-count row exists for `hash`.
     pub fn is_referenced(&self, hash: &Hash) -> Result<bool, StoreError> {
-        Ok(self.refs.contains_key(hash).map_err(sled_err)?)
+        self.refs.contains_key(hash).map_err(sled_err)
     }
 
     /// Stores `rec` under `key`, replacing any previous record, in one
