@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 const CHILD_MODE: &str = "CRAWLCACHE_STORE_TEST_CHILD";
 const CHILD_DIR: &str = "CRAWLCACHE_STORE_TEST_DIR";
-const BUDGET: u64 = 64 * 1024;
+const BUDGET: u64 = 40 * 1024;
 
 fn kill_self() -> ! {
     let _ = Command::new("kill").arg("-KILL").arg(std::process::id().to_string()).status();
@@ -66,7 +66,7 @@ fn child_process() {
                         w.write(&vec![9u8; 5000]).unwrap();
                     }
                     // Bodies shared by several URLs, replaced, evicted.
-                    _ => put(&store, &url, &vec![(n % 11) as u8; 1000 + (n % 11) * 900]),
+                    _ => put(&store, &url, &vec![(n % 23) as u8; 1000 + (n % 23) * 400]),
                 }
             }
         }
@@ -137,6 +137,7 @@ fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
         assert!(report.is_clean(), "round {round} (killed after {ms} ms): {report:?}");
         let stats = store.stats();
         assert!(stats.bytes_stored <= BUDGET, "{stats:?}");
+        eprintln!("round {round}: killed after {ms} ms: {stats:?}");
         for e in store.entries().unwrap() {
             assert_eq!(e.meta, e.primary_key.as_bytes(), "an entry is never half written");
             let body = e.body.unwrap();

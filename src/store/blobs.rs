@@ -300,7 +300,7 @@ impl BodyWriter {
         let Some(file) = self.file.as_mut() else {
             return Err(StoreError::Io {
                 what: format!("write {}", self.tmp_path.display()),
-                source: io::Error::new(io::ErrorKind::Other, "the body writer already failed"),
+                source: io::Error::other("the body writer already failed"),
             });
         };
         let new_len = self.len + chunk.len() as u64;
@@ -348,7 +348,7 @@ impl BodyWriter {
         let Some(buffered) = self.file.take() else {
             return Err(StoreError::Io {
                 what: format!("finish {}", self.tmp_path.display()),
-                source: io::Error::new(io::ErrorKind::Other, "the body writer already failed"),
+                source: io::Error::other("the body writer already failed"),
             });
         };
         let file = buffered

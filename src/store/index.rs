@@ -343,7 +343,7 @@ impl Index {
 
     /// Whether a reference-count row exists for `hash`.
     pub fn is_referenced(&self, hash: &Hash) -> Result<bool, StoreError> {
-        Ok(self.refs.contains_key(hash).map_err(sled_err)?)
+        self.refs.contains_key(hash).map_err(sled_err)
     }
 
     /// Stores `rec` under `key`, replacing any previous record, in one
@@ -397,6 +397,30 @@ impl Index {
                 }
                 tx_put_totals(counters, &totals)?;
                 Ok(released)
+            })
+            .map_err(tx_err)
+    }
+
+    /// Moves each entry of `batch` (entry key, stamp) to its new LRU stamp,
+    /// in one transaction (recorded cache hits). Missing entries, entries
+    /// already stamped later and undecodable records are skipped.
+    pub fn restamp_many(&self, batch: &[(Vec<u8>, u64)]) -> Result<(), StoreError> {
+        (&self.entries, &self.lru)
+            .transaction(|(entries, lru)| {
+                for (key, stamp) in batch {
+                    let Some(v) = entries.get(key)? else { continue };
+                    let Some(mut rec) = Record::decode(&v) else { continue };
+                    if rec.stamp >= *stamp {
+                        continue;
+                    }
+                    if lru.get(rec.stamp.to_be_bytes())?.as_deref() == Some(key.as_slice()) {
+                        lru.remove(&rec.stamp.to_be_bytes()[..])?;
+                    }
+                    rec.stamp = *stamp;
+                    lru.insert(&stamp.to_be_bytes()[..], key.as_slice())?;
+                    entries.insert(key.as_slice(), rec.encode())?;
+                }
+                Ok(())
             })
             .map_err(tx_err)
     }

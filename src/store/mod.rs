@@ -21,10 +21,12 @@
 //! 2. [`Store::insert`] commits the entry and the reference count in one
 //!    transaction, then drops the pin.
 //! 3. A transaction that drops a count to zero only queues the hash. The
-//!    queue is reaped after the operation: under the stripe locks, hashes
-//!    that are still unreferenced and unpinned are deleted, after a sled
-//!    flush made the zero count durable (so a crash cannot bring back an
-//!    entry whose file is gone).
+//!    queue is reaped by the background thread (promptly, or at the latest
+//!    within a second; [`Store::flush`] and close reap too): under the stripe
+//!    locks, hashes that are still unreferenced and unpinned are deleted,
+//!    after a sled flush made the zero count durable (so a crash cannot
+//!    bring back an entry whose file is gone). Until then the budget already
+//!    counts the bytes as freed; the disk holds them a little longer.
 //!
 //! Crashes: a body renamed but never referenced (crash between steps 1 and
 //! 2, or between a flush and the unlink in step 3) is an orphan; temporary
@@ -34,12 +36,16 @@
 //!
 //! LRU: every entry carries a stamp from one monotonic counter; the `lru`
 //! tree maps stamp to entry. [`Store::touch`] only records a new stamp in
-//! memory; pending stamps are written in batches (every
-//! [`TOUCH_BATCH`] touches), before an entry would be evicted, by
-//! [`Store::flush`] and when the store is closed.
+//! memory; pending stamps are written in batched transactions by a
+//! background thread (every second, or as soon as [`TOUCH_BATCH`] are
+//! pending), before an entry would be evicted, by [`Store::flush`] and when
+//! the store is closed. The same thread reaps released bodies (step 3
+//! above), so the fsync that makes a zero count durable is off the insert
+//! path and shared by many deletions.
 //!
-//! Budget: `max_size` bounds the bytes of distinct body files. After each
-//! insert the least recently used entries are evicted until the total fits.
+//! Budget: `max_size` bounds the bytes of distinct body files (metadata and
+//! the index are not counted). After each insert, and at open, the least
+//! recently used entries are evicted until the total fits.
 //! A body larger than the whole budget is refused with
 //! [`StoreError::TooLarge`] (already while it is written): storing it would
 //! first evict everything else and then the body itself.
@@ -52,7 +58,10 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, Weak};
+use std::time::Duration;
 
 pub use blobs::BodyWriter;
 use blobs::{io_err, sync_dir, BodyFile, Blobs};
@@ -60,6 +69,11 @@ use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, Ev
 
 /// Pending touches written to the index once this many have accumulated.
 pub const TOUCH_BATCH: usize = 1024;
+/// Past this many pending touches the caller of `touch` writes them itself
+/// (back-pressure when the background thread cannot keep up).
+const TOUCH_LIMIT: usize = 16 * TOUCH_BATCH;
+/// How often the background thread writes touches and reaps bodies.
+const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
 /// Name of the marker file a clean close leaves in the store directory.
 const CLEAN_MARKER: &str = "clean-shutdown";
 
@@ -207,6 +221,43 @@ pub(crate) struct Inner {
     reap_lock: Mutex<()>,
     /// Shared by every mutation; taken exclusively by `verify`.
     pub(crate) maintenance: RwLock<()>,
+    /// Wakes the background thread (`true`: work to do, `false`: stop).
+    wake: Mutex<mpsc::Sender<bool>>,
+    /// Set while a wake-up is queued, so hot paths send at most one.
+    wake_queued: AtomicBool,
+}
+
+/// Stops and joins the background thread when the last [`Store`] clone goes.
+struct Closer {
+    wake: mpsc::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        let _ = self.wake.send(false);
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                tracing::warn!("the store's background thread panicked");
+            }
+        }
+    }
+}
+
+/// The background thread: writes pending touches and reaps released bodies
+/// every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
+fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
+    loop {
+        match wake.recv_timeout(MAINTENANCE_INTERVAL) {
+            Ok(true) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        inner.wake_queued.store(false, Ordering::Release);
+        let _m = inner.read_maintenance();
+        inner.apply_touches();
+        inner.reap();
+    }
 }
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
@@ -214,6 +265,9 @@ pub(crate) struct Inner {
 /// marker left) when the last clone and the last [`BodyWriter`] are dropped.
 #[derive(Clone)]
 pub struct Store {
+    // Declared first so it is dropped first: the background thread is
+    // joined before the last reference to `inner` goes.
+    _closer: Arc<Closer>,
     inner: Arc<Inner>,
 }
 
@@ -227,7 +281,8 @@ impl Store {
     /// Opens (creating if needed) the store under `dir` with a budget of
     /// `max_size` bytes of body files, and sweeps leftovers of a previous run
     /// (temporary files always; orphan body files when the previous run did
-    /// not close cleanly). Errors: `Io` when the directory cannot be created,
+    /// not close cleanly), then evicts entries until the budget is met.
+    /// Errors: `Io` when the directory cannot be created,
     /// `InUse` when another process holds the index, `Index` when sled fails.
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
         let blobs = Blobs::new(dir);
@@ -267,8 +322,8 @@ impl Store {
             }
         }
         let next_stamp = index.max_stamp()? + 1;
-        Ok(Store {
-            inner: Arc::new(Inner {
+        let (wake_tx, wake_rx) = mpsc::channel();
+        let inner = Arc::new(Inner {
                 dir: dir.to_path_buf(),
                 max_size,
                 index,
@@ -280,8 +335,23 @@ impl Store {
                 reap_queue: Mutex::new(HashSet::new()),
                 reap_lock: Mutex::new(()),
                 maintenance: RwLock::new(()),
-            }),
-        })
+                wake: Mutex::new(wake_tx.clone()),
+                wake_queued: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&inner);
+        let thread = std::thread::Builder::new()
+            .name("crawlcache-store".into())
+            .spawn(move || maintenance_loop(weak, wake_rx))
+            .map_err(|source| StoreError::Io { what: "start the store's background thread".into(), source })?;
+        let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
+        // A crash between an insert and its eviction, or a smaller budget
+        // than last time, leaves more bytes than the budget allows.
+        let evicted = store.inner.evict_to_budget()?;
+        if evicted > 0 {
+            tracing::info!(evicted, max_size, "evicted entries to fit the size budget at start-up");
+            store.inner.wake_if_reaping();
+        }
+        Ok(store)
     }
 
     /// The directory the store lives in.
@@ -358,7 +428,7 @@ impl Store {
         };
         inner.queue_reap(&released.zero);
         let evicted = inner.evict_to_budget();
-        inner.reap();
+        inner.wake_if_reaping();
         evicted
     }
 
@@ -387,14 +457,16 @@ impl Store {
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
         let key = entry_key(primary_key, secondary_key);
         let stamp = self.inner.stamp();
-        let full = {
+        let pending = {
             let mut pending = lock(&self.inner.pending);
             pending.insert(key, stamp);
-            pending.len() >= TOUCH_BATCH
+            pending.len()
         };
-        if full {
+        if pending >= TOUCH_LIMIT {
             let _m = self.inner.read_maintenance();
             self.inner.apply_touches();
+        } else if pending >= TOUCH_BATCH {
+            self.inner.wake();
         }
     }
 
@@ -431,7 +503,7 @@ impl Store {
         }
         let released = inner.index.remove(&keys)?;
         inner.queue_reap(&released.zero);
-        inner.reap();
+        inner.wake_if_reaping();
         Ok(released.removed)
     }
 
@@ -441,7 +513,7 @@ impl Store {
         let _m = inner.read_maintenance();
         let released = inner.index.remove(&[entry_key(primary_key, secondary_key)])?;
         inner.queue_reap(&released.zero);
-        inner.reap();
+        inner.wake_if_reaping();
         Ok(released.removed > 0)
     }
 
@@ -522,6 +594,20 @@ impl Inner {
         self.maintenance.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Wakes the background thread (at most one wake-up queued at a time).
+    fn wake(&self) {
+        if !self.wake_queued.swap(true, Ordering::AcqRel) {
+            let _ = lock(&self.wake).send(true);
+        }
+    }
+
+    /// Wakes the background thread if bodies wait to be deleted.
+    fn wake_if_reaping(&self) {
+        if !lock(&self.reap_queue).is_empty() {
+            self.wake();
+        }
+    }
+
     /// A fresh LRU stamp, larger than every earlier one.
     fn stamp(&self) -> u64 {
         self.next_stamp.fetch_add(1, Ordering::Relaxed)
@@ -543,10 +629,10 @@ impl Inner {
     /// Writes every pending touch to the index. Failures are logged: a lost
     /// touch only makes an entry look older than it is.
     fn apply_touches(&self) {
-        let batch = std::mem::take(&mut *lock(&self.pending));
-        for (key, stamp) in batch {
-            if let Err(e) = self.index.restamp(&key, stamp, None) {
-                tracing::warn!(error = %e, "could not record a cache hit in the LRU order");
+        let batch: Vec<(Vec<u8>, u64)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
+        for chunk in batch.chunks(256) {
+            if let Err(e) = self.index.restamp_many(chunk) {
+                tracing::warn!(error = %e, "could not record cache hits in the LRU order");
             }
         }
     }

@@ -180,6 +180,7 @@ pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreErro
     }
 
     if !repair || report.is_clean() {
+        report.repaired = repair; // nothing to fix
         return Ok(report);
     }
 
