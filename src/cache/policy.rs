@@ -151,7 +151,11 @@ pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec
 /// 15.1) from `Last-Modified`, then `cfg.default_ttl` for those codes. An
 /// invalid `Expires` means already expired. Never negative.
 pub fn freshness_lifetime(stored: &StoredResponse, cfg: &PolicyConfig) -> Duration {
-    let cc = CacheControl::from_stored(&stored.headers);
+    lifetime_with(stored, &CacheControl::from_stored(&stored.headers), cfg)
+}
+
+/// [`freshness_lifetime`] with the stored response's directives already parsed.
+fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig) -> Duration {
     let headers = &stored.headers;
     if cfg.shared {
         if let Some(s) = cc.s_maxage {
@@ -234,7 +238,7 @@ pub struct Decision {
 pub fn decide(request_headers: &HeaderMap, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
     let req = CacheControl::from_headers(request_headers);
     let cc = CacheControl::from_stored(&stored.headers);
-    let lifetime_ms = freshness_lifetime(stored, cfg).as_millis() as i128;
+    let lifetime_ms = lifetime_with(stored, &cc, cfg).as_millis() as i128;
     let age_ms = current_age(stored, now).as_millis() as i128;
     // Section 4.2: fresh when freshness_lifetime > current_age.
     let stale = lifetime_ms <= age_ms;
@@ -324,7 +328,7 @@ pub fn may_serve_stale_on_error(
     if !is_error {
         return false;
     }
-    let lifetime = freshness_lifetime(stored, cfg);
+    let lifetime = lifetime_with(stored, &cc, cfg);
     let age = current_age(stored, now);
     let staleness = age.saturating_sub(lifetime);
     // RFC 5861 section 4: stale-if-error in the response or the request.
