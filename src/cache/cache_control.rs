@@ -286,7 +286,7 @@ impl<'a> Iterator for Directives<'a> {
                         Some(v) => Cow::Owned(v),
                         // Closing quote excluded (absent when unterminated).
                         None => {
-                            let end = if s[self.i - 1] == b'"' && self.i - 1 >= start { self.i - 1 } else { self.i };
+                            let end = if s[self.i - 1] == b'"' && self.i > start { self.i - 1 } else { self.i };
                             Cow::Borrowed(&s[start..end])
                         }
                     });
