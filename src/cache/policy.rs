@@ -2,6 +2,28 @@
 //!
 //! Each function names the section it implements. None does I/O or reads
 //! the clock; `now` is always a parameter.
+//!
+//! Choices where the RFCs leave room (pinned by tests in `tests.rs`):
+//! - `Vary: *` (in any member of any line) is not storable ([`NotStorable::VaryStar`]).
+//! - `Set-Cookie` / `Set-Cookie2` are stripped before storing (C08), unless
+//!   `PolicyConfig::store_set_cookie`; a qualified `no-cache="set-cookie"` or
+//!   `private="set-cookie"` strips them regardless.
+//! - Heuristic freshness (section 4.2.2): `heuristic_fraction` of
+//!   (`Date` − `Last-Modified`), capped at `heuristic_max`, for heuristically
+//!   cacheable statuses or `public`, only without `max-age`, `s-maxage` or
+//!   `Expires` (even an invalid one); without `Last-Modified`, `default_ttl`.
+//! - An invalid `Age` (several lines, a list, a sign, a fraction) makes the
+//!   response stale ([`age_value`]).
+//! - `s-maxage` implies `proxy-revalidate` (section 5.2.2.10): no `max-stale`
+//!   and no disconnected stale serving; but the origin's explicit
+//!   `stale-while-revalidate` / `stale-if-error` still apply (C23).
+//! - A response's own `stale-if-error` bounds stale serving on error, also
+//!   when the origin is unreachable (C22 step 4); `max_stale_on_error` applies
+//!   only to responses without it.
+//! - A 304 never changes the fields that describe the stored content
+//!   (`Content-Length`, `Content-Encoding`, `Content-MD5`, `Content-Range`,
+//!   digests, `ETag`), and restarts the age calculation from its own `Age`
+//!   and `Date`.
 
 use super::cache_control::{delta_seconds, CacheControl, DELTA_SECONDS_MAX};
 use super::{from_millis, to_millis, StoredResponse};
