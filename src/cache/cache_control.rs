@@ -48,6 +48,8 @@ pub struct CacheControl {
     pub stale_if_error: Option<u64>,
 }
 
+use std::borrow::Cow;
+
 /// delta-seconds saturate here (RFC 9111 section 1.2.2).
 pub const DELTA_SECONDS_MAX: u64 = 2_147_483_648;
 
@@ -91,7 +93,7 @@ impl CacheControl {
         cc
     }
 
-    fn apply(&mut self, name: &[u8], arg: Option<Vec<u8>>) {
+    fn apply(&mut self, name: &[u8], arg: Option<Cow<'_, [u8]>>) {
         let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
         if is("max-age") {
             self.max_age = Some(min_opt(self.max_age, delta_or_zero(arg.as_deref())));
@@ -235,7 +237,7 @@ fn is_delim(b: u8) -> bool {
 }
 
 impl<'a> Iterator for Directives<'a> {
-    type Item = (&'a [u8], Option<Vec<u8>>);
+    type Item = (&'a [u8], Option<Cow<'a, [u8]>>);
 
     fn next(&mut self) -> Option<Self::Item> {
         let s = self.s;
@@ -261,26 +263,39 @@ impl<'a> Iterator for Directives<'a> {
                 self.i += 1;
                 if self.i < s.len() && s[self.i] == b'"' {
                     self.i += 1;
-                    let mut v = Vec::new();
+                    let start = self.i;
+                    let mut escaped: Option<Vec<u8>> = None;
                     while self.i < s.len() {
                         let b = s[self.i];
                         self.i += 1;
                         match b {
                             b'"' => break,
                             b'\\' if self.i < s.len() => {
+                                let v = escaped.get_or_insert_with(|| s[start..self.i - 1].to_vec());
                                 v.push(s[self.i]);
                                 self.i += 1;
                             }
-                            _ => v.push(b),
+                            _ => {
+                                if let Some(v) = escaped.as_mut() {
+                                    v.push(b);
+                                }
+                            }
                         }
                     }
-                    arg = Some(v);
+                    arg = Some(match escaped {
+                        Some(v) => Cow::Owned(v),
+                        // Closing quote excluded (absent when unterminated).
+                        None => {
+                            let end = if s[self.i - 1] == b'"' && self.i > start { self.i - 1 } else { self.i };
+                            Cow::Borrowed(&s[start..end])
+                        }
+                    });
                 } else {
                     let a = self.i;
                     while self.i < s.len() && !matches!(s[self.i], b',' | b' ' | b'\t' | b';') {
                         self.i += 1;
                     }
-                    arg = Some(s[a..self.i].to_vec());
+                    arg = Some(Cow::Borrowed(&s[a..self.i]));
                 }
             } else {
                 // `max-age =3600`: whitespace before `=` is not allowed; the
@@ -290,7 +305,7 @@ impl<'a> Iterator for Directives<'a> {
                     j += 1;
                 }
                 if j < s.len() && s[j] == b'=' {
-                    arg = Some(Vec::new());
+                    arg = Some(Cow::Borrowed(&[][..]));
                 }
             }
             self.skip_to_comma();

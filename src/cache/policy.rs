@@ -2,6 +2,28 @@
 //!
 //! Each function names the section it implements. None does I/O or reads
 //! the clock; `now` is always a parameter.
+//!
+//! Choices where the RFCs leave room (pinned by tests in `tests.rs`):
+//! - `Vary: *` (in any member of any line) is not storable ([`NotStorable::VaryStar`]).
+//! - `Set-Cookie` / `Set-Cookie2` are stripped before storing (C08), unless
+//!   `PolicyConfig::store_set_cookie`; a qualified `no-cache="set-cookie"` or
+//!   `private="set-cookie"` strips them regardless.
+//! - Heuristic freshness (section 4.2.2): `heuristic_fraction` of
+//!   (`Date` − `Last-Modified`), capped at `heuristic_max`, for heuristically
+//!   cacheable statuses or `public`, only without `max-age`, `s-maxage` or
+//!   `Expires` (even an invalid one); without `Last-Modified`, `default_ttl`.
+//! - An invalid `Age` (several lines, a list, a sign, a fraction) makes the
+//!   response stale ([`age_value`]).
+//! - `s-maxage` implies `proxy-revalidate` (section 5.2.2.10): no `max-stale`
+//!   and no disconnected stale serving; but the origin's explicit
+//!   `stale-while-revalidate` / `stale-if-error` still apply (C23).
+//! - A response's own `stale-if-error` bounds stale serving on error, also
+//!   when the origin is unreachable (C22 step 4); `max_stale_on_error` applies
+//!   only to responses without it.
+//! - A 304 never changes the fields that describe the stored content
+//!   (`Content-Length`, `Content-Encoding`, `Content-MD5`, `Content-Range`,
+//!   digests, `ETag`), and restarts the age calculation from its own `Age`
+//!   and `Date`.
 
 use super::cache_control::{delta_seconds, CacheControl, DELTA_SECONDS_MAX};
 use super::{from_millis, to_millis, StoredResponse};
@@ -151,7 +173,11 @@ pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec
 /// 15.1) from `Last-Modified`, then `cfg.default_ttl` for those codes. An
 /// invalid `Expires` means already expired. Never negative.
 pub fn freshness_lifetime(stored: &StoredResponse, cfg: &PolicyConfig) -> Duration {
-    let cc = CacheControl::from_stored(&stored.headers);
+    lifetime_with(stored, &CacheControl::from_stored(&stored.headers), cfg)
+}
+
+/// [`freshness_lifetime`] with the stored response's directives already parsed.
+fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig) -> Duration {
     let headers = &stored.headers;
     if cfg.shared {
         if let Some(s) = cc.s_maxage {
@@ -234,7 +260,7 @@ pub struct Decision {
 pub fn decide(request_headers: &HeaderMap, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
     let req = CacheControl::from_headers(request_headers);
     let cc = CacheControl::from_stored(&stored.headers);
-    let lifetime_ms = freshness_lifetime(stored, cfg).as_millis() as i128;
+    let lifetime_ms = lifetime_with(stored, &cc, cfg).as_millis() as i128;
     let age_ms = current_age(stored, now).as_millis() as i128;
     // Section 4.2: fresh when freshness_lifetime > current_age.
     let stale = lifetime_ms <= age_ms;
@@ -324,7 +350,7 @@ pub fn may_serve_stale_on_error(
     if !is_error {
         return false;
     }
-    let lifetime = freshness_lifetime(stored, cfg);
+    let lifetime = lifetime_with(stored, &cc, cfg);
     let age = current_age(stored, now);
     let staleness = age.saturating_sub(lifetime);
     // RFC 5861 section 4: stale-if-error in the response or the request.
