@@ -107,7 +107,8 @@ fn describe_line(r: &LineReport) -> String {
         (LineTag::Unknown, false) if m.is_comment => "comment",
         (LineTag::Unknown, false) => "not a directive",
     };
-    let mut s = format!("line {:>5}  {kind:<15}", r.line);
+    let mut s = format!("line {:>5}  {kind}", r.line);
+    s.extend(std::iter::repeat_n(' ', 15usize.saturating_sub(kind.len())));
     if let (Some(k), Some(v)) = (&r.key, &r.value) {
         s.push_str(&format!("  {k}: {v}"));
     }
@@ -127,6 +128,7 @@ fn describe_line(r: &LineReport) -> String {
     if !flags.is_empty() {
         s.push_str(&format!("  [{}]", flags.join("; ")));
     }
+    s.truncate(s.trim_end().len());
     s
 }
 
