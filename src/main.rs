@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "crawlcache", version, about = "A caching forward proxy for web crawlers")]
+#[command(
+    name = "crawlcache",
+    version,
+    about = "A caching forward proxy for web crawlers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,9 +53,20 @@ enum RobotsCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Robots(RobotsCommand::Check { robots, agent, lines, urls }) => {
-            let args = robots_cli::CheckArgs { robots, agent, urls, lines };
-            robots_cli::check(&args, &mut io::stdout().lock(), &mut io::stderr().lock()).map_err(|e| e.to_string())
+        Command::Robots(RobotsCommand::Check {
+            robots,
+            agent,
+            lines,
+            urls,
+        }) => {
+            let args = robots_cli::CheckArgs {
+                robots,
+                agent,
+                urls,
+                lines,
+            };
+            robots_cli::check(&args, &mut io::stdout().lock(), &mut io::stderr().lock())
+                .map_err(|e| e.to_string())
         }
         Command::Robots(RobotsCommand::Batch { dir }) => {
             let mut out = io::BufWriter::new(io::stdout().lock());

@@ -81,7 +81,11 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    const ALLOWED_NO_RULE: Verdict = Verdict { allowed: true, rule: None, line: None };
+    const ALLOWED_NO_RULE: Verdict = Verdict {
+        allowed: true,
+        rule: None,
+        line: None,
+    };
 }
 
 impl RobotsTxt {
@@ -90,7 +94,9 @@ impl RobotsTxt {
     /// any length; never fails and never panics. An empty or rule-less body
     /// allows everything.
     pub fn parse(body: &[u8]) -> RobotsTxt {
-        RobotsTxt { inner: Arc::new(Compiled::parse(body)) }
+        RobotsTxt {
+            inner: Arc::new(Compiled::parse(body)),
+        }
     }
 
     /// Decides whether `product_token` may crawl `url` (RFC 9309 §2.2.2).
@@ -106,7 +112,11 @@ impl RobotsTxt {
     /// for the allocation-free form.
     pub fn check(&self, product_token: &str, url: &str) -> Verdict {
         match self.decide(product_token, url) {
-            Some((allowed, rule, line)) => Verdict { allowed, rule: Some(rule.to_owned()), line: Some(line) },
+            Some((allowed, rule, line)) => Verdict {
+                allowed,
+                rule: Some(rule.to_owned()),
+                line: Some(line),
+            },
             None => Verdict::ALLOWED_NO_RULE,
         }
     }
@@ -114,7 +124,8 @@ impl RobotsTxt {
     /// [`RobotsTxt::check`] without the deciding rule: `true` when
     /// `product_token` may crawl `url`.
     pub fn is_allowed(&self, product_token: &str, url: &str) -> bool {
-        self.decide(product_token, url).is_none_or(|(allowed, _, _)| allowed)
+        self.decide(product_token, url)
+            .is_none_or(|(allowed, _, _)| allowed)
     }
 
     /// The deciding rule as (allowed, text, line), `None` when no rule
@@ -135,7 +146,9 @@ impl RobotsTxt {
     /// value in file order. `None` when those groups have none. Not part of
     /// RFC 9309 (§2.2.4 allows reading it); Google ignores it.
     pub fn crawl_delay(&self, product_token: &str) -> Option<f64> {
-        self.inner.rule_set(product_token).and_then(|s| s.crawl_delay)
+        self.inner
+            .rule_set(product_token)
+            .and_then(|s| s.crawl_delay)
     }
 
     /// The non-empty `Sitemap` values in file order, as written (invalid
@@ -154,7 +167,10 @@ impl RobotsTxt {
 /// Whether `token` is a product token a crawler can obey rules for
 /// (RFC 9309 §2.2.1: `[a-zA-Z_-]+`; Google's `IsValidUserAgentToObey`).
 pub fn is_valid_product_token(token: &str) -> bool {
-    !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
 }
 
 /// Derives the product token from a full `User-Agent` header value: the
@@ -180,7 +196,14 @@ mod tests {
     #[test]
     fn rfc9309_2_2_2_robots_txt_is_implicitly_allowed() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\n");
-        assert_eq!(r.check("FooBot", "http://x/robots.txt"), Verdict { allowed: true, rule: None, line: None });
+        assert_eq!(
+            r.check("FooBot", "http://x/robots.txt"),
+            Verdict {
+                allowed: true,
+                rule: None,
+                line: None
+            }
+        );
         assert!(r.is_allowed("FooBot", "/robots.txt"));
         // Only that exact URI: other paths and queries follow the rules.
         assert!(!r.is_allowed("FooBot", "http://x/robots.txt?x=1"));
@@ -193,17 +216,42 @@ mod tests {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\nAllow: /pub\n");
         assert_eq!(
             r.check("x", "http://e/private"),
-            Verdict { allowed: false, rule: Some("Disallow: /".into()), line: Some(2) }
+            Verdict {
+                allowed: false,
+                rule: Some("Disallow: /".into()),
+                line: Some(2)
+            }
         );
-        assert_eq!(r.check("x", "/pub/a"), Verdict { allowed: true, rule: Some("Allow: /pub".into()), line: Some(3) });
+        assert_eq!(
+            r.check("x", "/pub/a"),
+            Verdict {
+                allowed: true,
+                rule: Some("Allow: /pub".into()),
+                line: Some(3)
+            }
+        );
     }
 
     #[test]
     fn product_token_from_user_agent_takes_first_product_name() {
-        assert_eq!(product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(), Some("ExampleBot"));
-        assert_eq!(product_token_from_user_agent("examplebot").as_deref(), Some("examplebot"));
-        assert_eq!(product_token_from_user_agent("Example-Bot_x (x)").as_deref(), Some("Example-Bot_x"));
-        assert_eq!(product_token_from_user_agent("Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"), None);
+        assert_eq!(
+            product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(),
+            Some("ExampleBot")
+        );
+        assert_eq!(
+            product_token_from_user_agent("examplebot").as_deref(),
+            Some("examplebot")
+        );
+        assert_eq!(
+            product_token_from_user_agent("Example-Bot_x (x)").as_deref(),
+            Some("Example-Bot_x")
+        );
+        assert_eq!(
+            product_token_from_user_agent(
+                "Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"
+            ),
+            None
+        );
         assert_eq!(product_token_from_user_agent("Bot2/1.0"), None);
         assert_eq!(product_token_from_user_agent(""), None);
     }

@@ -84,7 +84,13 @@ impl Pattern {
                 mask.extend(piece);
             }
         }
-        Pattern { body: body.into(), prefix_len, has_star: star.is_some(), anchored, mask }
+        Pattern {
+            body: body.into(),
+            prefix_len,
+            has_star: star.is_some(),
+            anchored,
+            mask,
+        }
     }
 
     /// The literal bytes every matching path starts with.
@@ -103,7 +109,11 @@ impl Pattern {
         if !self.has_star {
             return !self.anchored || path.len() == self.body.len();
         }
-        if !self.mask.is_empty() && !path_mask.get_or_insert_with(|| PairMask::of(path)).contains(&self.mask) {
+        if !self.mask.is_empty()
+            && !path_mask
+                .get_or_insert_with(|| PairMask::of(path))
+                .contains(&self.mask)
+        {
             return false;
         }
         self.matches_after_prefix(path)
@@ -114,7 +124,9 @@ impl Pattern {
     /// end of the path when the pattern is anchored.
     fn matches_after_prefix(&self, path: &[u8]) -> bool {
         let mut pos = self.prefix_len;
-        let mut pieces = self.body[self.prefix_len + 1..].split(|&b| b == b'*').peekable();
+        let mut pieces = self.body[self.prefix_len + 1..]
+            .split(|&b| b == b'*')
+            .peekable();
         while let Some(piece) = pieces.next() {
             let rest = &path[pos..];
             if pieces.peek().is_none() {
@@ -182,10 +194,18 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
     let b = url.as_bytes();
     let search_start = if b.starts_with(b"//") { 2 } else { 0 };
     let is_path_start = |c: &u8| matches!(c, b'/' | b'?' | b';');
-    let find_from = |from: usize, pred: &dyn Fn(&u8) -> bool| b[from.min(b.len())..].iter().position(pred).map(|p| p + from);
+    let find_from = |from: usize, pred: &dyn Fn(&u8) -> bool| {
+        b[from.min(b.len())..]
+            .iter()
+            .position(pred)
+            .map(|p| p + from)
+    };
 
     let early_path = find_from(search_start, &is_path_start);
-    let scheme_end = b[search_start..].windows(3).position(|w| w == b"://").map(|p| p + search_start);
+    let scheme_end = b[search_start..]
+        .windows(3)
+        .position(|w| w == b"://")
+        .map(|p| p + search_start);
     let authority_start = match (scheme_end, early_path) {
         (Some(s), Some(p)) if p < s => search_start,
         (Some(s), _) => s + 3,

@@ -80,7 +80,11 @@ impl RuleSet {
         });
         ids.dedup();
         let dispatch = (ids.len() >= DISPATCH_MIN_RULES).then(|| Dispatch::new(rules, &ids));
-        RuleSet { order: ids.into(), dispatch, crawl_delay }
+        RuleSet {
+            order: ids.into(),
+            dispatch,
+            crawl_delay,
+        }
     }
 
     /// The first rule, in decision order, whose pattern matches `path`.
@@ -121,7 +125,10 @@ impl Dispatch {
                 None => lists.iter_mut().for_each(|l| l.push(id)),
             }
         }
-        Dispatch { by_byte, lists: lists.into_iter().map(Vec::into_boxed_slice).collect() }
+        Dispatch {
+            by_byte,
+            lists: lists.into_iter().map(Vec::into_boxed_slice).collect(),
+        }
     }
 }
 
@@ -151,7 +158,10 @@ struct Group {
 /// Cuts a `User-agent` value at the first byte outside `[A-Za-z_-]`
 /// (Google's `ExtractUserAgent`): `Googlebot/2.1` gives `Googlebot`.
 pub(crate) fn extract_product_token(value: &[u8]) -> &[u8] {
-    let end = value.iter().position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_')).unwrap_or(value.len());
+    let end = value
+        .iter()
+        .position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
+        .unwrap_or(value.len());
     &value[..end]
 }
 
@@ -168,7 +178,9 @@ pub(crate) fn parse_crawl_delay(value: &[u8]) -> Option<f64> {
     if !text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         return None;
     }
-    text.parse::<f64>().ok().filter(|d| d.is_finite() && *d >= 0.0)
+    text.parse::<f64>()
+        .ok()
+        .filter(|d| d.is_finite() && *d >= 0.0)
 }
 
 impl Compiled {
@@ -240,14 +252,23 @@ impl Compiled {
                     KeyType::Unknown => {
                         if key.eq_ignore_ascii_case(b"crawl-delay") {
                             match (groups.last_mut(), parse_crawl_delay(value)) {
-                                (None, _) => report.note = Some("ignored: no User-agent line before this Crawl-delay"),
-                                (Some(_), None) => report.note = Some("ignored: Crawl-delay is not a number of seconds"),
+                                (None, _) => {
+                                    report.note =
+                                        Some("ignored: no User-agent line before this Crawl-delay")
+                                }
+                                (Some(_), None) => {
+                                    report.note =
+                                        Some("ignored: Crawl-delay is not a number of seconds")
+                                }
                                 (Some(g), Some(d)) => match g.crawl_delay {
                                     None => {
                                         g.crawl_delay = Some(d);
                                         report.note = Some("Crawl-delay recorded for this group");
                                     }
-                                    Some(_) => report.note = Some("ignored: the group already has a Crawl-delay"),
+                                    Some(_) => {
+                                        report.note =
+                                            Some("ignored: the group already has a Crawl-delay")
+                                    }
                                 },
                             }
                         }
@@ -276,14 +297,19 @@ impl Compiled {
         let mut set_of: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut make = |group_ids: Vec<u32>, sets: &mut Vec<RuleSet>| -> u32 {
             *set_of.entry(group_ids).or_insert_with_key(|ids| {
-                let rules = ids.iter().flat_map(|&g| groups[g as usize].rules.iter().copied()).collect();
+                let rules = ids
+                    .iter()
+                    .flat_map(|&g| groups[g as usize].rules.iter().copied())
+                    .collect();
                 let delay = ids.iter().find_map(|&g| groups[g as usize].crawl_delay);
                 sets.push(RuleSet::new(&self.rules, rules, delay));
                 (sets.len() - 1) as u32
             })
         };
-        let mut agents: Vec<(Box<[u8]>, u32)> =
-            by_agent.into_iter().map(|(name, ids)| (Box::from(name), make(ids, &mut self.sets))).collect();
+        let mut agents: Vec<(Box<[u8]>, u32)> = by_agent
+            .into_iter()
+            .map(|(name, ids)| (Box::from(name), make(ids, &mut self.sets)))
+            .collect();
         agents.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         self.agents = agents;
         if !global.is_empty() {
@@ -298,10 +324,16 @@ impl Compiled {
         let token = product_token.as_bytes();
         let named = self
             .agents
-            .binary_search_by(|(name, _)| name.iter().copied().cmp(token.iter().map(u8::to_ascii_lowercase)))
+            .binary_search_by(|(name, _)| {
+                name.iter()
+                    .copied()
+                    .cmp(token.iter().map(u8::to_ascii_lowercase))
+            })
             .ok()
             .map(|i| self.agents[i].1);
-        named.or(self.global).and_then(|i| self.sets.get(i as usize))
+        named
+            .or(self.global)
+            .and_then(|i| self.sets.get(i as usize))
     }
 }
 
@@ -343,22 +375,44 @@ mod tests {
         assert_eq!(parse_crawl_delay(b"10"), Some(10.0));
         assert_eq!(parse_crawl_delay(b".5"), Some(0.5));
         assert_eq!(parse_crawl_delay(b"1e9"), Some(1e9));
-        for junk in [&b"abc"[..], b"-1", b"inf", b"NaN", b"", b"5s", b"1e999", b"+3"] {
-            assert_eq!(parse_crawl_delay(junk), None, "{:?}", String::from_utf8_lossy(junk));
+        for junk in [
+            &b"abc"[..],
+            b"-1",
+            b"inf",
+            b"NaN",
+            b"",
+            b"5s",
+            b"1e999",
+            b"+3",
+        ] {
+            assert_eq!(
+                parse_crawl_delay(junk),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(junk)
+            );
         }
     }
 
     #[test]
     fn google_index_htm_allow_derives_directory_pattern() {
-        assert_eq!(index_htm_directory(b"/d/index.html").as_deref(), Some(&b"/d/$"[..]));
-        assert_eq!(index_htm_directory(b"/d/index.htm").as_deref(), Some(&b"/d/$"[..]));
+        assert_eq!(
+            index_htm_directory(b"/d/index.html").as_deref(),
+            Some(&b"/d/$"[..])
+        );
+        assert_eq!(
+            index_htm_directory(b"/d/index.htm").as_deref(),
+            Some(&b"/d/$"[..])
+        );
         assert_eq!(index_htm_directory(b"/d/index.php"), None);
         assert_eq!(index_htm_directory(b"index.html"), None);
     }
 
     #[test]
     fn dispatch_lists_keep_decision_order() {
-        let body: String = (0..40).map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char)).collect();
+        let body: String = (0..40)
+            .map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char))
+            .collect();
         let c = Compiled::parse(format!("User-agent: *\nAllow: /*q\n{body}").as_bytes());
         let set = &c.sets[c.global.unwrap() as usize];
         assert!(set.dispatch.is_some());
