@@ -167,10 +167,30 @@ fn c34_crawl_delay_fractional_recorded_invalid_ignored_rules_unaffected() {
     assert_eq!(r.crawl_delay("otherbot"), Some(5.0));
     let r =
         RobotsTxt::parse(b"User-agent: *\nCrawl-delay: 5\n\nUser-agent: fastbot\nDisallow: /x\n");
+    assert_eq!(r.crawl_delay("otherbot"), Some(5.0));
     assert_eq!(
         r.crawl_delay("fastbot"),
         None,
-        "a named group without Crawl-delay does not inherit '*'"
+        "the delay applies to the User-agent lines above it"
+    );
+    assert!(
+        !r.is_allowed("fastbot", "/x") && !r.is_allowed("otherbot", "/x"),
+        "Google's grouping for rules"
+    );
+    let r =
+        RobotsTxt::parse(b"User-agent: fastbot\nDisallow: /x\n\nUser-agent: *\nCrawl-delay: 5\n");
+    assert_eq!(
+        r.crawl_delay("fastbot"),
+        None,
+        "a named group does not inherit the delay of '*'"
+    );
+    let r = RobotsTxt::parse(
+        b"User-agent: a\nUser-agent: b\nCrawl-delay: 3\nCrawl-delay: 4\nDisallow: /\n",
+    );
+    assert_eq!(
+        (r.crawl_delay("a"), r.crawl_delay("B")),
+        (Some(3.0), Some(3.0)),
+        "first value wins"
     );
 }
 

@@ -4,7 +4,7 @@
 //! [`RobotsTxt::parse`] reads a body once into a compiled rule set;
 //! [`RobotsTxt::check`] then answers (product token, URL) questions without
 //! looking at the body again. The parse keeps a [`LineReport`] per line, the
-//! `Sitemap` values and the `Crawl-delay` of each group.
+//! `Sitemap` values and the `Crawl-delay` values.
 //!
 //! # Behaviour (Google's library, which implements RFC 9309)
 //! - Lines end at LF, CR or CRLF; a leading, possibly partial, UTF-8 BOM is
@@ -31,9 +31,13 @@
 //!   escaping, `*` and `$` included) wins; `Allow` wins ties; an empty
 //!   pattern matches nothing. `Allow: /d/index.htm*` also allows `/d/`.
 //! - `Crawl-delay` (not in RFC 9309; §2.2.4 lets crawlers read other
-//!   records) is recorded per group: the first valid value of the groups that
-//!   apply, in seconds, fractions allowed, invalid values ignored. It never
-//!   ends a group, as in Google's parser.
+//!   records; Google ignores it) is recorded in seconds, fractions allowed,
+//!   invalid values ignored. It never ends a group (as in Google's parser, so
+//!   the rules are unaffected), and it applies to the `User-agent` lines above
+//!   it in its group: in `User-agent: *` / `Crawl-delay: 10` / `User-agent:
+//!   fastbot` / `Disallow: /x` both agents share the rule, only `*` gets the
+//!   delay. A token gets the first such value in file order, from the groups
+//!   that apply to it (those naming it, else the `*` groups).
 //!
 //! # Deliberate deviations from Google's library
 //! 1. **`/robots.txt` is always allowed** (RFC 9309 §2.2.2: "The
@@ -59,7 +63,7 @@ use rules::Compiled;
 use std::sync::Arc;
 
 /// A compiled robots.txt: every group's rules in decision order, the
-/// `Sitemap` values, per-group `Crawl-delay`, and a report per line.
+/// `Sitemap` values, `Crawl-delay` values, and a report per line.
 ///
 /// Cheap to clone (the compiled data is shared), `Send` and `Sync`.
 #[derive(Debug, Clone)]
@@ -141,14 +145,15 @@ impl RobotsTxt {
         Some((rule.allow, &rule.text, rule.line))
     }
 
-    /// The `Crawl-delay` in seconds from the groups that apply to
-    /// `product_token` (those naming it, else the `*` groups): the first valid
-    /// value in file order. `None` when those groups have none. Not part of
-    /// RFC 9309 (§2.2.4 allows reading it); Google ignores it.
+    /// The `Crawl-delay` in seconds for `product_token`: the first valid
+    /// value, in file order, that follows a `User-agent` line of its group
+    /// naming the token (or `*`, when no group names the token). `None` when
+    /// there is none. Not part of RFC 9309 (§2.2.4 allows reading it); Google
+    /// ignores it.
     pub fn crawl_delay(&self, product_token: &str) -> Option<f64> {
         self.inner
-            .rule_set(product_token)
-            .and_then(|s| s.crawl_delay)
+            .applicable(product_token)
+            .and_then(|a| a.crawl_delay)
     }
 
     /// The non-empty `Sitemap` values in file order, as written (invalid

@@ -62,11 +62,10 @@ struct Dispatch {
 pub(crate) struct RuleSet {
     order: Box<[u32]>,
     dispatch: Option<Dispatch>,
-    pub(crate) crawl_delay: Option<f64>,
 }
 
 impl RuleSet {
-    fn new(rules: &[Rule], mut ids: Vec<u32>, crawl_delay: Option<f64>) -> RuleSet {
+    fn new(rules: &[Rule], mut ids: Vec<u32>) -> RuleSet {
         // Rules that can never match (empty patterns have priority 0 and
         // never decide; a literal prefix not starting with '/' never agrees
         // with a path) are left out.
@@ -83,7 +82,6 @@ impl RuleSet {
         RuleSet {
             order: ids.into(),
             dispatch,
-            crawl_delay,
         }
     }
 
@@ -137,22 +135,50 @@ impl Dispatch {
 pub(crate) struct Compiled {
     pub(crate) rules: Vec<Rule>,
     pub(crate) sets: Vec<RuleSet>,
-    /// Lower-cased product tokens named by some group, sorted, with the index
-    /// of their rule set.
-    pub(crate) agents: Vec<(Box<[u8]>, u32)>,
-    /// The rule set of the `*` groups, when there are any.
-    pub(crate) global: Option<u32>,
+    /// Every product token some group names, sorted by lower-cased name.
+    pub(crate) agents: Vec<Agent>,
+    /// What applies to tokens no group names: the `*` groups, if any.
+    pub(crate) global: Option<Applicable>,
     pub(crate) sitemaps: Vec<String>,
     pub(crate) lines: Vec<LineReport>,
+}
+
+/// What applies to one product token: its rule set and `Crawl-delay`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Applicable {
+    /// Index into [`Compiled::sets`].
+    pub(crate) set: u32,
+    /// Seconds.
+    pub(crate) crawl_delay: Option<f64>,
+}
+
+/// A product token named by some group.
+#[derive(Debug, Clone)]
+pub(crate) struct Agent {
+    /// Lower-cased.
+    name: Box<[u8]>,
+    applicable: Applicable,
 }
 
 /// A group while it is being read.
 #[derive(Default)]
 struct Group {
+    /// Lower-cased product tokens, each once, in the order named.
     agents: Vec<Vec<u8>>,
+    /// Whether a `*` line is part of the group.
     global: bool,
     rules: Vec<u32>,
-    crawl_delay: Option<f64>,
+    crawl_delays: Vec<CrawlDelay>,
+}
+
+/// A valid `Crawl-delay` line and the `User-agent` lines of its group above
+/// it, the ones it applies to.
+struct CrawlDelay {
+    seconds: f64,
+    /// `Group::agents[..agents_above]` are named above the line.
+    agents_above: usize,
+    /// Whether `*` is named above the line.
+    global_above: bool,
 }
 
 /// Cuts a `User-agent` value at the first byte outside `[A-Za-z_-]`
@@ -260,16 +286,16 @@ impl Compiled {
                                     report.note =
                                         Some("ignored: Crawl-delay is not a number of seconds")
                                 }
-                                (Some(g), Some(d)) => match g.crawl_delay {
-                                    None => {
-                                        g.crawl_delay = Some(d);
-                                        report.note = Some("Crawl-delay recorded for this group");
-                                    }
-                                    Some(_) => {
-                                        report.note =
-                                            Some("ignored: the group already has a Crawl-delay")
-                                    }
-                                },
+                                (Some(g), Some(seconds)) => {
+                                    g.crawl_delays.push(CrawlDelay {
+                                        seconds,
+                                        agents_above: g.agents.len(),
+                                        global_above: g.global,
+                                    });
+                                    report.note = Some(
+                                        "Crawl-delay recorded for the User-agent lines above it",
+                                    );
+                                }
                             }
                         }
                     }
@@ -295,45 +321,76 @@ impl Compiled {
         }
         // Agents named by the same groups share one rule set.
         let mut set_of: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut make = |group_ids: Vec<u32>, sets: &mut Vec<RuleSet>| -> u32 {
-            *set_of.entry(group_ids).or_insert_with_key(|ids| {
-                let rules = ids
+        let mut set_for = |group_ids: &[u32], sets: &mut Vec<RuleSet>| -> u32 {
+            if let Some(&i) = set_of.get(group_ids) {
+                return i;
+            }
+            let rules = group_ids
+                .iter()
+                .flat_map(|&g| groups[g as usize].rules.iter().copied())
+                .collect();
+            sets.push(RuleSet::new(&self.rules, rules));
+            let i = (sets.len() - 1) as u32;
+            set_of.insert(group_ids.to_vec(), i);
+            i
+        };
+        // The first Crawl-delay, in file order, below a line naming the agent.
+        let delay_for = |group_ids: &[u32], applies: &dyn Fn(&Group, &CrawlDelay) -> bool| {
+            group_ids.iter().find_map(|&g| {
+                let g = &groups[g as usize];
+                g.crawl_delays
                     .iter()
-                    .flat_map(|&g| groups[g as usize].rules.iter().copied())
-                    .collect();
-                let delay = ids.iter().find_map(|&g| groups[g as usize].crawl_delay);
-                sets.push(RuleSet::new(&self.rules, rules, delay));
-                (sets.len() - 1) as u32
+                    .find(|d| applies(g, d))
+                    .map(|d| d.seconds)
             })
         };
-        let mut agents: Vec<(Box<[u8]>, u32)> = by_agent
+        let mut agents: Vec<Agent> = by_agent
             .into_iter()
-            .map(|(name, ids)| (Box::from(name), make(ids, &mut self.sets)))
+            .map(|(name, ids)| {
+                let crawl_delay = delay_for(&ids, &|g, d| {
+                    g.agents[..d.agents_above]
+                        .iter()
+                        .any(|a| a.as_slice() == name)
+                });
+                let set = set_for(&ids, &mut self.sets);
+                Agent {
+                    name: name.into(),
+                    applicable: Applicable { set, crawl_delay },
+                }
+            })
             .collect();
-        agents.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        agents.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         self.agents = agents;
         if !global.is_empty() {
-            self.global = Some(make(global, &mut self.sets));
+            self.global = Some(Applicable {
+                set: set_for(&global, &mut self.sets),
+                crawl_delay: delay_for(&global, &|_, d| d.global_above),
+            });
         }
     }
 
-    /// The rule set that applies to `product_token`: the merged groups naming
-    /// it, else the `*` groups, else none.
+    /// What applies to `product_token`: the merged groups naming it
+    /// (compared case-insensitively), else the `*` groups, else nothing.
     #[inline]
-    pub(crate) fn rule_set(&self, product_token: &str) -> Option<&RuleSet> {
+    pub(crate) fn applicable(&self, product_token: &str) -> Option<Applicable> {
         let token = product_token.as_bytes();
-        let named = self
-            .agents
-            .binary_search_by(|(name, _)| {
-                name.iter()
+        self.agents
+            .binary_search_by(|a| {
+                a.name
+                    .iter()
                     .copied()
                     .cmp(token.iter().map(u8::to_ascii_lowercase))
             })
             .ok()
-            .map(|i| self.agents[i].1);
-        named
+            .map(|i| self.agents[i].applicable)
             .or(self.global)
-            .and_then(|i| self.sets.get(i as usize))
+    }
+
+    /// The rule set that applies to `product_token`, if any.
+    #[inline]
+    pub(crate) fn rule_set(&self, product_token: &str) -> Option<&RuleSet> {
+        self.applicable(product_token)
+            .and_then(|a| self.sets.get(a.set as usize))
     }
 }
 
@@ -414,7 +471,7 @@ mod tests {
             .map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char))
             .collect();
         let c = Compiled::parse(format!("User-agent: *\nAllow: /*q\n{body}").as_bytes());
-        let set = &c.sets[c.global.unwrap() as usize];
+        let set = c.rule_set("anybot").unwrap();
         assert!(set.dispatch.is_some());
         assert_eq!(set.decide(&c.rules, b"/ax10").map(|r| r.line), Some(13));
         assert_eq!(set.decide(&c.rules, b"/ax10q").map(|r| r.line), Some(13));
