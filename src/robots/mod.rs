@@ -9,7 +9,8 @@
 //! # Behaviour (Google's library, which implements RFC 9309)
 //! - Lines end at LF, CR or CRLF; a leading, possibly partial, UTF-8 BOM is
 //!   skipped; `#` starts a comment anywhere; lines are cut after
-//!   [`MAX_LINE_BYTES`] bytes; a NUL byte ends a line. There is no size limit
+//!   [`MAX_LINE_BYTES`] bytes; the rest of a line after a NUL byte is
+//!   ignored (Google reads lines as C strings). There is no size limit
 //!   on the body: keeping only the first 500 KiB is the fetcher's job.
 //! - Keys match by case-insensitive prefix, with Google's accepted
 //!   misspellings (`useragent`, `user agent`, `dissallow`, `dissalow`,
@@ -44,9 +45,12 @@
 //!    /robots.txt URI is implicitly allowed"): a URL whose path and query are
 //!    exactly `/robots.txt` is allowed whatever the rules say; Google's
 //!    library applies the rules to it. The verdict then has no rule and no
-//!    line. Tested by `rfc9309_2_2_2_robots_txt_is_implicitly_allowed`
-//!    below and by the probe-vector test, which expects the opposite of
-//!    Google's answer for exactly this record.
+//!    line. `/robots.txt?x` and `/robots.txt/x` follow the rules. Tested by
+//!    `robots::tests::rfc9309_2_2_2_robots_txt_is_implicitly_allowed` and by
+//!    `tests/robots_vectors.rs`
+//!    `google_probe_vectors_agree_except_documented_robots_txt_deviation`,
+//!    which expects the opposite of Google's answer for exactly that record
+//!    (`robots_txt_disallow_all`).
 //!
 //! Nothing else deviates: the vector, probe and corpus tests in `tests/`
 //! compare every verdict with Google's.
