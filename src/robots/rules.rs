@@ -25,7 +25,7 @@
 //! can agree with it.
 
 use super::parse::{for_each_line, KeyType, LineReport};
-use super::pattern::{PairMask, Pattern};
+use super::pattern::{head_of, PairMask, Pattern};
 use super::{escape_pattern, parse};
 use std::collections::HashMap;
 
@@ -46,6 +46,28 @@ pub(crate) struct Rule {
 /// Lists shorter than this are scanned whole; longer ones get a [`Dispatch`].
 const DISPATCH_MIN_RULES: usize = 16;
 
+/// A rule in a candidate list, with its [`super::pattern::Screen`] inline so
+/// that rejecting it touches only this entry.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    head: u64,
+    head_mask: u64,
+    pairs: PairMask,
+    id: u32,
+}
+
+impl Candidate {
+    fn new(rules: &[Rule], id: u32) -> Candidate {
+        let s = rules[id as usize].pattern.screen();
+        Candidate {
+            head: s.head,
+            head_mask: s.head_mask,
+            pairs: s.pairs,
+            id,
+        }
+    }
+}
+
 /// Rule lists keyed by the path's second byte.
 #[derive(Debug, Clone)]
 struct Dispatch {
@@ -54,13 +76,14 @@ struct Dispatch {
     /// `lists[0]`: the rules whose literal prefix is empty or `/`, which is
     /// all a one-byte path can match; every other list adds to those the
     /// rules whose prefix's second byte is that list's byte. All sorted.
-    lists: Vec<Box<[u32]>>,
+    lists: Vec<Box<[Candidate]>>,
 }
 
 /// The rules that apply to one set of groups, in decision order.
 #[derive(Debug, Clone)]
 pub(crate) struct RuleSet {
-    order: Box<[u32]>,
+    /// All candidates in decision order (empty when `dispatch` is used).
+    order: Box<[Candidate]>,
     dispatch: Option<Dispatch>,
 }
 
@@ -79,27 +102,45 @@ impl RuleSet {
         });
         ids.dedup();
         let dispatch = (ids.len() >= DISPATCH_MIN_RULES).then(|| Dispatch::new(rules, &ids));
-        RuleSet {
-            order: ids.into(),
-            dispatch,
-        }
+        // With a dispatch the whole order is never scanned, so it is not kept.
+        let order = match dispatch {
+            Some(_) => Box::default(),
+            None => ids.iter().map(|&id| Candidate::new(rules, id)).collect(),
+        };
+        RuleSet { order, dispatch }
     }
 
     /// The first rule, in decision order, whose pattern matches `path`.
     #[inline]
     pub(crate) fn decide<'r>(&self, rules: &'r [Rule], path: &[u8]) -> Option<&'r Rule> {
-        let candidates: &[u32] = match &self.dispatch {
+        let candidates: &[Candidate] = match &self.dispatch {
             Some(d) => match path.get(1) {
                 Some(&b) => &d.lists[usize::from(d.by_byte[usize::from(b)])],
                 None => &d.lists[0],
             },
             None => &self.order,
         };
-        let mut path_mask: Option<PairMask> = None;
-        candidates
-            .iter()
-            .filter_map(|&id| rules.get(id as usize))
-            .find(|rule| rule.pattern.matches(path, &mut path_mask))
+        let head = head_of(path);
+        // Computed once, when the first candidate needs it.
+        let mut path_pairs: Option<PairMask> = None;
+        for c in candidates {
+            if head & c.head_mask != c.head {
+                continue;
+            }
+            if !c.pairs.is_empty()
+                && !path_pairs
+                    .get_or_insert_with(|| PairMask::of(path))
+                    .contains(&c.pairs)
+            {
+                continue;
+            }
+            if let Some(rule) = rules.get(c.id as usize) {
+                if rule.pattern.matches(path) {
+                    return Some(rule);
+                }
+            }
+        }
+        None
     }
 }
 
@@ -107,7 +148,7 @@ impl Dispatch {
     fn new(rules: &[Rule], sorted: &[u32]) -> Dispatch {
         let second = |id: u32| rules[id as usize].pattern.prefix().get(1).copied();
         let mut by_byte = Box::new([0u16; 256]);
-        let mut lists: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut lists: Vec<Vec<Candidate>> = vec![Vec::new()];
         for &id in sorted {
             if let Some(b) = second(id) {
                 if by_byte[usize::from(b)] == 0 {
@@ -118,9 +159,10 @@ impl Dispatch {
             }
         }
         for &id in sorted {
+            let c = Candidate::new(rules, id);
             match second(id) {
-                Some(b) => lists[usize::from(by_byte[usize::from(b)])].push(id),
-                None => lists.iter_mut().for_each(|l| l.push(id)),
+                Some(b) => lists[usize::from(by_byte[usize::from(b)])].push(c),
+                None => lists.iter_mut().for_each(|l| l.push(c)),
             }
         }
         Dispatch {
