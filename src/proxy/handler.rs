@@ -589,7 +589,16 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
     };
     let store = state.store.clone();
     let (primary, sk, meta) = (job.primary.clone(), job.secondary_key.clone(), job.stored.to_bytes());
-    match tokio::task::spawn_blocking(move || store.insert(&primary, &sk, &meta, Some(&committed))).await {
+    let inserted = tokio::task::spawn_blocking(move || {
+        let r = store.insert(&primary, &sk, &meta, Some(&committed));
+        if r.is_err() {
+            // Release the finished file now rather than at close.
+            store.discard_body(&committed);
+        }
+        r
+    })
+    .await;
+    match inserted {
         Ok(Ok(_evicted)) => {
             Metrics::inc(&state.metrics.stored);
             Outcome::Stored
