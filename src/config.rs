@@ -291,15 +291,16 @@ impl Config {
     /// Builds the configuration from the defaults and an optional user file
     /// (`(name, text)`; the name is used in error messages).
     pub fn from_sources(user: Option<(&Path, &str)>) -> Result<Config, ConfigError> {
-        let mut base: toml::Table = toml::from_str(DEFAULT_CONFIG)
-            .map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
+        let defaults: toml::Table =
+            toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
+        let mut merged = defaults.clone();
+        let mut user_table = toml::Table::new();
         let origin = match user {
             None => "built-in defaults".to_string(),
             Some((p, text)) => {
-                let t: toml::Table =
-                    toml::from_str(text).map_err(|e| ConfigError(format!("{}: {e}", p.display())))?;
+                user_table = toml::from_str(text).map_err(|e| ConfigError(format!("{}: {e}", p.display())))?;
                 let mut unknown = Vec::new();
-                merge(&mut base, t, "", &mut unknown);
+                merge(&mut merged, user_table.clone(), "", &mut unknown);
                 if let Some(first) = unknown.first() {
                     return Err(ConfigError(format!(
                         "{}: unknown key `{first}`{} (see config/crawlcache.toml for every key)",
@@ -310,9 +311,18 @@ impl Config {
                 p.display().to_string()
             }
         };
-        let cfg: Config = toml::Value::Table(base.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError(format!("{origin}: {}", describe_de_error(&e, &base))))?;
+        let cfg: Config = match toml::Value::Table(merged).try_into() {
+            Ok(c) => c,
+            Err(e) => {
+                let e: toml::de::Error = e;
+                let key = bad_key(&defaults, &user_table);
+                let msg = e.message().trim().to_string();
+                return Err(ConfigError(match key {
+                    Some(k) => format!("{origin}: bad value for key `{k}`: {msg}"),
+                    None => format!("{origin}: bad value: {msg}"),
+                }));
+            }
+        };
         cfg.validate().map_err(|m| ConfigError(format!("{origin}: {m}")))?;
         Ok(cfg)
     }
@@ -343,16 +353,41 @@ impl Config {
     }
 }
 
-/// toml's messages for a mistyped value name the key only sometimes; make
-/// sure the dotted key is always there.
-fn describe_de_error(e: &toml::de::Error, merged: &toml::Table) -> String {
-    let msg = e.message().trim().to_string();
-    if msg.contains("for key `") {
-        return format!("bad value: {msg}");
+/// The dotted path of the first key of `user` whose value, laid alone over
+/// the defaults, does not deserialize (toml's messages for a mistyped value
+/// do not always name the key).
+fn bad_key(defaults: &toml::Table, user: &toml::Table) -> Option<String> {
+    fn leaves(t: &toml::Table, prefix: &str, out: &mut Vec<(Vec<String>, toml::Value)>) {
+        for (k, v) in t {
+            let mut path: Vec<String> = if prefix.is_empty() { vec![] } else { prefix.split('.').map(String::from).collect() };
+            path.push(k.clone());
+            match v {
+                toml::Value::Table(sub) if !sub.is_empty() => leaves(sub, &path.join("."), out),
+                _ => out.push((path, v.clone())),
+            }
+        }
     }
-    // Find the key: try each leaf and see which one fails on its own.
-    let _ = merged;
-    format!("bad value: {msg}")
+    let mut all = Vec::new();
+    leaves(user, "", &mut all);
+    for (path, value) in all {
+        let mut t = defaults.clone();
+        let mut cur = &mut t;
+        for (i, seg) in path.iter().enumerate() {
+            if i + 1 == path.len() {
+                cur.insert(seg.clone(), value.clone());
+            } else {
+                let entry = cur.entry(seg.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                match entry {
+                    toml::Value::Table(next) => cur = next,
+                    _ => return Some(path.join(".")),
+                }
+            }
+        }
+        if toml::Value::Table(t).try_into::<Config>().is_err() {
+            return Some(path.join("."));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
