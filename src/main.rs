@@ -41,6 +41,35 @@ enum Command {
         #[arg(long)]
         pem: bool,
     },
+    /// robots.txt tools (RFC 9309, verdicts as Google's library gives them).
+    #[command(subcommand)]
+    Robots(RobotsCommand),
+}
+
+#[derive(Subcommand)]
+enum RobotsCommand {
+    /// Test URLs against a robots.txt file for one product token.
+    Check {
+        /// The robots.txt file.
+        #[arg(long, value_name = "FILE")]
+        robots: PathBuf,
+        /// The product token, e.g. ExampleBot.
+        #[arg(long, value_name = "TOKEN")]
+        agent: String,
+        /// Also print how every line of the file was understood.
+        #[arg(long)]
+        lines: bool,
+        /// URLs (absolute, or paths) to check.
+        #[arg(required = true, value_name = "URL")]
+        urls: Vec<String>,
+    },
+    /// Read JSON lines on stdin ({"robots"|"file", "agent"|"user_agent", "url"}),
+    /// write one verdict per line: {"allowed", "rule", "line"}.
+    Batch {
+        /// Folder that "file" names are relative to.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -88,6 +117,7 @@ fn main() -> ExitCode {
         Command::Serve { common, listen, offline } => serve(common, listen, offline),
         Command::Cache { command } => cache(command),
         Command::Ca { common, pem } => ca(common, pem),
+        Command::Robots(command) => robots(command),
     };
     match result {
         Ok(code) => code,
@@ -96,6 +126,22 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn robots(command: RobotsCommand) -> Result<ExitCode, String> {
+    use crawlcache::robots::cli as robots_cli;
+    match command {
+        RobotsCommand::Check { robots, agent, lines, urls } => {
+            let args = robots_cli::CheckArgs { robots, agent, urls, lines };
+            robots_cli::check(&args, &mut std::io::stdout().lock(), &mut std::io::stderr().lock()).map_err(|e| e.to_string())?;
+        }
+        RobotsCommand::Batch { dir } => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            robots_cli::batch(&dir, &mut std::io::stdin().lock(), &mut out).map_err(|e| format!("robots batch: {e}"))?;
+            out.flush().map_err(|e| format!("robots batch: {e}"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn ca(common: Common, pem: bool) -> Result<ExitCode, String> {

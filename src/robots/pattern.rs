@@ -1,0 +1,267 @@
+//! Compiled `Allow`/`Disallow` patterns and the URL path they are matched
+//! against (RFC 9309 §2.2.2, §2.2.3).
+//!
+//! A pattern is compiled once: escaped (see [`super::escape_pattern`]), its
+//! trailing `$` turned into an end anchor, its literal prefix (before the
+//! first `*`) measured, and the byte pairs of its other literal pieces folded
+//! into a 256-bit [`PairMask`]. Matching a path then costs one prefix compare
+//! for plain patterns; wildcard patterns are first screened with the mask and
+//! only then searched piece by piece, leftmost first. Nothing allocates.
+
+use std::borrow::Cow;
+
+/// A set of hashed adjacent byte pairs, 256 bits wide.
+///
+/// Every literal piece of a wildcard pattern must occur in the path, so every
+/// byte pair inside a piece must occur in the path too: when the pattern's
+/// mask is not a subset of the path's mask the pattern cannot match. The test
+/// has false positives (hash collisions), never false negatives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PairMask([u64; 4]);
+
+impl PairMask {
+    #[inline]
+    fn insert(&mut self, a: u8, b: u8) {
+        let h = (u32::from(a) << 8 | u32::from(b)).wrapping_mul(0x9E37_79B1) >> 24;
+        self.0[(h >> 6) as usize] |= 1u64 << (h & 63);
+    }
+
+    /// The pairs of every window of two bytes in `bytes`.
+    pub(crate) fn of(bytes: &[u8]) -> PairMask {
+        let mut m = PairMask::default();
+        m.extend(bytes);
+        m
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        for w in bytes.windows(2) {
+            self.insert(w[0], w[1]);
+        }
+    }
+
+    #[inline]
+    fn contains(&self, other: &PairMask) -> bool {
+        (self.0[0] & other.0[0]) == other.0[0]
+            && (self.0[1] & other.0[1]) == other.0[1]
+            && (self.0[2] & other.0[2]) == other.0[2]
+            && (self.0[3] & other.0[3]) == other.0[3]
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+}
+
+/// A compiled pattern. `*` matches any sequence of bytes, a final `$` anchors
+/// the end, every other byte (a `$` elsewhere included) matches itself.
+/// Matching starts at the first byte of the path.
+#[derive(Debug, Clone)]
+pub(crate) struct Pattern {
+    /// The escaped pattern without its end anchor.
+    body: Box<[u8]>,
+    /// Bytes before the first `*` (all of `body` when it has none).
+    prefix_len: usize,
+    /// Whether `body` contains a `*`.
+    has_star: bool,
+    /// Whether the pattern ended with `$`.
+    anchored: bool,
+    /// Byte pairs of the literal pieces after the first `*`.
+    mask: PairMask,
+}
+
+impl Pattern {
+    /// Compiles an already escaped pattern.
+    pub(crate) fn new(escaped: &[u8]) -> Pattern {
+        let (body, anchored) = match escaped.split_last() {
+            Some((b'$', body)) => (body, true),
+            _ => (escaped, false),
+        };
+        let star = body.iter().position(|&b| b == b'*');
+        let prefix_len = star.unwrap_or(body.len());
+        let mut mask = PairMask::default();
+        if let Some(star) = star {
+            for piece in body[star..].split(|&b| b == b'*') {
+                mask.extend(piece);
+            }
+        }
+        Pattern { body: body.into(), prefix_len, has_star: star.is_some(), anchored, mask }
+    }
+
+    /// The literal bytes every matching path starts with.
+    pub(crate) fn prefix(&self) -> &[u8] {
+        &self.body[..self.prefix_len]
+    }
+
+    /// Whether the pattern matches `path`. `path_mask` caches the path's
+    /// [`PairMask`] across the patterns tried for one check; it is computed
+    /// the first time a wildcard pattern needs it.
+    #[inline]
+    pub(crate) fn matches(&self, path: &[u8], path_mask: &mut Option<PairMask>) -> bool {
+        if !path.starts_with(self.prefix()) {
+            return false;
+        }
+        if !self.has_star {
+            return !self.anchored || path.len() == self.body.len();
+        }
+        if !self.mask.is_empty() && !path_mask.get_or_insert_with(|| PairMask::of(path)).contains(&self.mask) {
+            return false;
+        }
+        self.matches_after_prefix(path)
+    }
+
+    /// Matches the pieces after the first `*`, each at its leftmost possible
+    /// place (which is always right for `*`-only globs), the last one at the
+    /// end of the path when the pattern is anchored.
+    fn matches_after_prefix(&self, path: &[u8]) -> bool {
+        let mut pos = self.prefix_len;
+        let mut pieces = self.body[self.prefix_len + 1..].split(|&b| b == b'*').peekable();
+        while let Some(piece) = pieces.next() {
+            let rest = &path[pos..];
+            if pieces.peek().is_none() {
+                return if self.anchored {
+                    rest.len() >= piece.len() && rest.ends_with(piece)
+                } else {
+                    find(rest, piece).is_some()
+                };
+            }
+            match find(rest, piece) {
+                Some(at) => pos += at + piece.len(),
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+/// Position of the first occurrence of `needle` in `hay`.
+#[inline]
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let Some((&first, tail)) = needle.split_first() else {
+        return Some(0);
+    };
+    if hay.len() < needle.len() {
+        return None;
+    }
+    let last_start = hay.len() - needle.len();
+    let mut i = 0;
+    while i <= last_start {
+        match hay[i..=last_start].iter().position(|&b| b == first) {
+            None => return None,
+            Some(off) => {
+                let at = i + off;
+                if &hay[at + 1..at + needle.len()] == tail {
+                    return Some(at);
+                }
+                i = at + 1;
+            }
+        }
+    }
+    None
+}
+
+/// The part of a URL that robots.txt rules are matched against: path,
+/// params and query, without scheme, authority and fragment; always starts
+/// with `/`. Follows Google's `GetPathParamsQuery`:
+///
+/// - two leading slashes start a scheme-relative authority (`//a/b/c` → `/b/c`);
+/// - `://` marks the scheme only when no `/`, `?` or `;` comes before it;
+/// - without a scheme the text up to the first `/`, `?` or `;` is taken as the
+///   authority (`a/b` → `/b`, `example.com?a` → `/?a`);
+/// - the URL is not decoded or normalised in any way; an empty or path-less
+///   URL gives `/`.
+///
+/// Additionally the result is cut at the first NUL byte, as Google's matcher
+/// reads the path as a C string.
+///
+/// ```
+/// use crawlcache::robots::path_params_query;
+/// assert_eq!(path_params_query("http://example.com/a/b?c=d#frag"), "/a/b?c=d");
+/// assert_eq!(path_params_query(""), "/");
+/// ```
+pub fn path_params_query(url: &str) -> Cow<'_, str> {
+    let b = url.as_bytes();
+    let search_start = if b.starts_with(b"//") { 2 } else { 0 };
+    let is_path_start = |c: &u8| matches!(c, b'/' | b'?' | b';');
+    let find_from = |from: usize, pred: &dyn Fn(&u8) -> bool| b[from.min(b.len())..].iter().position(pred).map(|p| p + from);
+
+    let early_path = find_from(search_start, &is_path_start);
+    let scheme_end = b[search_start..].windows(3).position(|w| w == b"://").map(|p| p + search_start);
+    let authority_start = match (scheme_end, early_path) {
+        (Some(s), Some(p)) if p < s => search_start,
+        (Some(s), _) => s + 3,
+        (None, _) => search_start,
+    };
+    let Some(path_start) = find_from(authority_start, &is_path_start) else {
+        return Cow::Borrowed("/");
+    };
+    let hash = find_from(search_start, &|c| *c == b'#');
+    if hash.is_some_and(|h| h < path_start) {
+        return Cow::Borrowed("/");
+    }
+    let mut path = &url[path_start..hash.unwrap_or(url.len())];
+    if let Some(nul) = path.bytes().position(|c| c == 0) {
+        path = &path[..nul];
+    }
+    if path.starts_with('/') {
+        Cow::Borrowed(path)
+    } else {
+        Cow::Owned(format!("/{path}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pattern: &str, path: &str) -> bool {
+        Pattern::new(pattern.as_bytes()).matches(path.as_bytes(), &mut None)
+    }
+
+    #[test]
+    fn rfc9309_2_2_3_star_matches_any_sequence_and_dollar_anchors_the_end() {
+        assert!(m("/fish*.php", "/fish/salmon.php"));
+        assert!(m("/*.php$", "/a.php"));
+        assert!(!m("/*.php$", "/a.php?x"));
+        assert!(m("/*.html$", "/a.html/b.html"));
+        assert!(m("/*/b/", "/a/x/b/"));
+        assert!(m("/**/x", "/q/x"));
+        assert!(m("*a", "/xa"));
+        assert!(m("/a*$", "/a/anything"));
+        assert!(m("/cat*$", "/cat"));
+        assert!(!m("/cat*$", "/dog/cat"));
+    }
+
+    #[test]
+    fn rfc9309_2_2_2_match_starts_at_first_octet_of_path() {
+        assert!(!m("a", "/a"));
+        assert!(m("/", "/anything"));
+        assert!(m("", "/anything"));
+    }
+
+    #[test]
+    fn google_dollar_is_literal_unless_last() {
+        assert!(m("/a$b", "/a$b"));
+        assert!(m("/a$$", "/a$"));
+        assert!(!m("/a$$", "/a$b"));
+        assert!(!m("$", "/"));
+    }
+
+    #[test]
+    fn find_locates_leftmost_occurrence() {
+        assert_eq!(find(b"abcabc", b"ca"), Some(2));
+        assert_eq!(find(b"aaab", b"ab"), Some(2));
+        assert_eq!(find(b"ab", b"abc"), None);
+        assert_eq!(find(b"", b""), Some(0));
+    }
+
+    #[test]
+    fn google_get_path_params_query_edge_cases() {
+        assert_eq!(path_params_query("example.com/a;b#c"), "/a;b");
+        assert_eq!(path_params_query("//a/b/c"), "/b/c");
+        assert_eq!(path_params_query("a/b"), "/b");
+        assert_eq!(path_params_query("http://x/#a/b"), "/");
+        assert_eq!(path_params_query("http://x/a\0b"), "/a");
+        assert_eq!(path_params_query("/a://b"), "/a://b");
+        assert_eq!(path_params_query("//"), "/");
+    }
+}
