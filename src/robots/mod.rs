@@ -48,6 +48,11 @@
 //! compare every verdict with Google's.
 
 pub mod cli;
+pub mod fetch;
+pub mod politeness;
+pub mod registry;
+pub mod settings;
+pub mod snapshot;
 mod parse;
 mod pattern;
 mod rules;
