@@ -162,7 +162,7 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
             }
         }
     }
-    out.sort_by(|a, b| a.at().cmp(&b.at()));
+    out.sort_by_key(AuditRecord::at);
     Ok(out)
 }
 

@@ -48,6 +48,7 @@
 //! compare every verdict with Google's.
 
 pub mod cli;
+pub mod enforce;
 pub mod fetch;
 pub mod politeness;
 pub mod registry;
