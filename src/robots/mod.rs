@@ -50,6 +50,7 @@
 pub mod cli;
 pub mod enforce;
 pub mod fetch;
+pub mod http_fetch;
 pub mod politeness;
 pub mod registry;
 pub mod settings;
