@@ -2,7 +2,9 @@
 //! faces of the robots engine. `main.rs` only parses arguments and calls
 //! these.
 
-use super::{is_valid_product_token, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict};
+use super::{
+    is_valid_product_token, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -48,8 +50,12 @@ pub struct CheckArgs {
 ///
 /// Errors: the robots file cannot be read, or `out` cannot be written.
 pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
-    let body = std::fs::read(&args.robots)
-        .map_err(|e| CliError(format!("cannot read robots.txt file '{}': {e}", args.robots.display())))?;
+    let body = std::fs::read(&args.robots).map_err(|e| {
+        CliError(format!(
+            "cannot read robots.txt file '{}': {e}",
+            args.robots.display()
+        ))
+    })?;
     let robots = RobotsTxt::parse(&body);
 
     if !is_valid_product_token(&args.agent) {
@@ -107,7 +113,8 @@ fn describe_line(r: &LineReport) -> String {
         (LineTag::Unknown, false) if m.is_comment => "comment",
         (LineTag::Unknown, false) => "not a directive",
     };
-    let mut s = format!("line {:>5}  {kind:<15}", r.line);
+    let mut s = format!("line {:>5}  {kind}", r.line);
+    s.extend(std::iter::repeat_n(' ', 15usize.saturating_sub(kind.len())));
     if let (Some(k), Some(v)) = (&r.key, &r.value) {
         s.push_str(&format!("  {k}: {v}"));
     }
@@ -127,6 +134,7 @@ fn describe_line(r: &LineReport) -> String {
     if !flags.is_empty() {
         s.push_str(&format!("  [{}]", flags.join("; ")));
     }
+    s.truncate(s.trim_end().len());
     s
 }
 
@@ -175,12 +183,19 @@ pub fn batch(dir: &Path, input: &mut dyn BufRead, out: &mut dyn Write) -> io::Re
         summary.inputs += 1;
         match answer(dir, &buf, &mut cache) {
             Ok(v) => {
-                let line = BatchVerdict { allowed: v.allowed, rule: v.rule.as_deref(), line: v.line };
+                let line = BatchVerdict {
+                    allowed: v.allowed,
+                    rule: v.rule.as_deref(),
+                    line: v.line,
+                };
                 serde_json::to_writer(&mut *out, &line)?;
             }
             Err(e) => {
                 summary.errors += 1;
-                serde_json::to_writer(&mut *out, &serde_json::json!({ "error": format!("input line {number}: {e}") }))?;
+                serde_json::to_writer(
+                    &mut *out,
+                    &serde_json::json!({ "error": format!("input line {number}: {e}") }),
+                )?;
             }
         }
         out.write_all(b"\n")?;
@@ -196,7 +211,11 @@ enum Source {
     File(String),
 }
 
-fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> Result<Verdict, String> {
+fn answer(
+    dir: &Path,
+    line: &[u8],
+    cache: &mut Option<(Source, RobotsTxt)>,
+) -> Result<Verdict, String> {
     let value: Value = serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
     let obj = value.as_object().ok_or("expected a JSON object")?;
     let text = |key: &str| -> Result<Option<&str>, String> {
@@ -216,7 +235,9 @@ fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> R
     } else if let Some(file) = text("file")? {
         Source::File(file.to_owned())
     } else {
-        return Err("missing \"robots\" (the body, a string) or \"file\" (a name under --dir)".to_owned());
+        return Err(
+            "missing \"robots\" (the body, a string) or \"file\" (a name under --dir)".to_owned(),
+        );
     };
     let robots = match cache {
         Some((cached, robots)) if *cached == source => robots,
@@ -225,7 +246,9 @@ fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> R
                 Source::Body(b) => b.as_bytes().to_vec(),
                 Source::File(f) => {
                     let path = dir.join(f);
-                    std::fs::read(&path).map_err(|e| format!("cannot read robots.txt file '{}': {e}", path.display()))?
+                    std::fs::read(&path).map_err(|e| {
+                        format!("cannot read robots.txt file '{}': {e}", path.display())
+                    })?
                 }
             };
             &mut cache.insert((source, RobotsTxt::parse(&body))).1

@@ -4,12 +4,13 @@
 //! [`RobotsTxt::parse`] reads a body once into a compiled rule set;
 //! [`RobotsTxt::check`] then answers (product token, URL) questions without
 //! looking at the body again. The parse keeps a [`LineReport`] per line, the
-//! `Sitemap` values and the `Crawl-delay` of each group.
+//! `Sitemap` values and the `Crawl-delay` values.
 //!
 //! # Behaviour (Google's library, which implements RFC 9309)
 //! - Lines end at LF, CR or CRLF; a leading, possibly partial, UTF-8 BOM is
 //!   skipped; `#` starts a comment anywhere; lines are cut after
-//!   [`MAX_LINE_BYTES`] bytes; a NUL byte ends a line. There is no size limit
+//!   [`MAX_LINE_BYTES`] bytes; the rest of a line after a NUL byte is
+//!   ignored (Google reads lines as C strings). There is no size limit
 //!   on the body: keeping only the first 500 KiB is the fetcher's job.
 //! - Keys match by case-insensitive prefix, with Google's accepted
 //!   misspellings (`useragent`, `user agent`, `dissallow`, `dissalow`,
@@ -31,18 +32,25 @@
 //!   escaping, `*` and `$` included) wins; `Allow` wins ties; an empty
 //!   pattern matches nothing. `Allow: /d/index.htm*` also allows `/d/`.
 //! - `Crawl-delay` (not in RFC 9309; §2.2.4 lets crawlers read other
-//!   records) is recorded per group: the first valid value of the groups that
-//!   apply, in seconds, fractions allowed, invalid values ignored. It never
-//!   ends a group, as in Google's parser.
+//!   records; Google ignores it) is recorded in seconds, fractions allowed,
+//!   invalid values ignored. It never ends a group (as in Google's parser, so
+//!   the rules are unaffected), and it applies to the `User-agent` lines above
+//!   it in its group: in `User-agent: *` / `Crawl-delay: 10` / `User-agent:
+//!   fastbot` / `Disallow: /x` both agents share the rule, only `*` gets the
+//!   delay. A token gets the first such value in file order, from the groups
+//!   that apply to it (those naming it, else the `*` groups).
 //!
 //! # Deliberate deviations from Google's library
 //! 1. **`/robots.txt` is always allowed** (RFC 9309 §2.2.2: "The
 //!    /robots.txt URI is implicitly allowed"): a URL whose path and query are
 //!    exactly `/robots.txt` is allowed whatever the rules say; Google's
 //!    library applies the rules to it. The verdict then has no rule and no
-//!    line. Tested by `rfc9309_2_2_2_robots_txt_is_implicitly_allowed`
-//!    below and by the probe-vector test, which expects the opposite of
-//!    Google's answer for exactly this record.
+//!    line. `/robots.txt?x` and `/robots.txt/x` follow the rules. Tested by
+//!    `robots::tests::rfc9309_2_2_2_robots_txt_is_implicitly_allowed` and by
+//!    `tests/robots_vectors.rs`
+//!    `google_probe_vectors_agree_except_documented_robots_txt_deviation`,
+//!    which expects the opposite of Google's answer for exactly that record
+//!    (`robots_txt_disallow_all`).
 //!
 //! Nothing else deviates: the vector, probe and corpus tests in `tests/`
 //! compare every verdict with Google's.
@@ -66,7 +74,7 @@ use rules::Compiled;
 use std::sync::Arc;
 
 /// A compiled robots.txt: every group's rules in decision order, the
-/// `Sitemap` values, per-group `Crawl-delay`, and a report per line.
+/// `Sitemap` values, `Crawl-delay` values, and a report per line.
 ///
 /// Cheap to clone (the compiled data is shared), `Send` and `Sync`.
 #[derive(Debug, Clone)]
@@ -88,7 +96,11 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    const ALLOWED_NO_RULE: Verdict = Verdict { allowed: true, rule: None, line: None };
+    const ALLOWED_NO_RULE: Verdict = Verdict {
+        allowed: true,
+        rule: None,
+        line: None,
+    };
 }
 
 impl RobotsTxt {
@@ -97,7 +109,9 @@ impl RobotsTxt {
     /// any length; never fails and never panics. An empty or rule-less body
     /// allows everything.
     pub fn parse(body: &[u8]) -> RobotsTxt {
-        RobotsTxt { inner: Arc::new(Compiled::parse(body)) }
+        RobotsTxt {
+            inner: Arc::new(Compiled::parse(body)),
+        }
     }
 
     /// Decides whether `product_token` may crawl `url` (RFC 9309 §2.2.2).
@@ -113,7 +127,11 @@ impl RobotsTxt {
     /// for the allocation-free form.
     pub fn check(&self, product_token: &str, url: &str) -> Verdict {
         match self.decide(product_token, url) {
-            Some((allowed, rule, line)) => Verdict { allowed, rule: Some(rule.to_owned()), line: Some(line) },
+            Some((allowed, rule, line)) => Verdict {
+                allowed,
+                rule: Some(rule.to_owned()),
+                line: Some(line),
+            },
             None => Verdict::ALLOWED_NO_RULE,
         }
     }
@@ -121,7 +139,8 @@ impl RobotsTxt {
     /// [`RobotsTxt::check`] without the deciding rule: `true` when
     /// `product_token` may crawl `url`.
     pub fn is_allowed(&self, product_token: &str, url: &str) -> bool {
-        self.decide(product_token, url).is_none_or(|(allowed, _, _)| allowed)
+        self.decide(product_token, url)
+            .is_none_or(|(allowed, _, _)| allowed)
     }
 
     /// The deciding rule as (allowed, text, line), `None` when no rule
@@ -137,12 +156,15 @@ impl RobotsTxt {
         Some((rule.allow, &rule.text, rule.line))
     }
 
-    /// The `Crawl-delay` in seconds from the groups that apply to
-    /// `product_token` (those naming it, else the `*` groups): the first valid
-    /// value in file order. `None` when those groups have none. Not part of
-    /// RFC 9309 (§2.2.4 allows reading it); Google ignores it.
+    /// The `Crawl-delay` in seconds for `product_token`: the first valid
+    /// value, in file order, that follows a `User-agent` line of its group
+    /// naming the token (or `*`, when no group names the token). `None` when
+    /// there is none. Not part of RFC 9309 (§2.2.4 allows reading it); Google
+    /// ignores it.
     pub fn crawl_delay(&self, product_token: &str) -> Option<f64> {
-        self.inner.rule_set(product_token).and_then(|s| s.crawl_delay)
+        self.inner
+            .applicable(product_token)
+            .and_then(|a| a.crawl_delay)
     }
 
     /// The non-empty `Sitemap` values in file order, as written (invalid
@@ -161,7 +183,10 @@ impl RobotsTxt {
 /// Whether `token` is a product token a crawler can obey rules for
 /// (RFC 9309 §2.2.1: `[a-zA-Z_-]+`; Google's `IsValidUserAgentToObey`).
 pub fn is_valid_product_token(token: &str) -> bool {
-    !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
 }
 
 /// Derives the product token from a full `User-Agent` header value: the
@@ -187,7 +212,14 @@ mod tests {
     #[test]
     fn rfc9309_2_2_2_robots_txt_is_implicitly_allowed() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\n");
-        assert_eq!(r.check("FooBot", "http://x/robots.txt"), Verdict { allowed: true, rule: None, line: None });
+        assert_eq!(
+            r.check("FooBot", "http://x/robots.txt"),
+            Verdict {
+                allowed: true,
+                rule: None,
+                line: None
+            }
+        );
         assert!(r.is_allowed("FooBot", "/robots.txt"));
         // Only that exact URI: other paths and queries follow the rules.
         assert!(!r.is_allowed("FooBot", "http://x/robots.txt?x=1"));
@@ -200,17 +232,42 @@ mod tests {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\nAllow: /pub\n");
         assert_eq!(
             r.check("x", "http://e/private"),
-            Verdict { allowed: false, rule: Some("Disallow: /".into()), line: Some(2) }
+            Verdict {
+                allowed: false,
+                rule: Some("Disallow: /".into()),
+                line: Some(2)
+            }
         );
-        assert_eq!(r.check("x", "/pub/a"), Verdict { allowed: true, rule: Some("Allow: /pub".into()), line: Some(3) });
+        assert_eq!(
+            r.check("x", "/pub/a"),
+            Verdict {
+                allowed: true,
+                rule: Some("Allow: /pub".into()),
+                line: Some(3)
+            }
+        );
     }
 
     #[test]
     fn product_token_from_user_agent_takes_first_product_name() {
-        assert_eq!(product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(), Some("ExampleBot"));
-        assert_eq!(product_token_from_user_agent("examplebot").as_deref(), Some("examplebot"));
-        assert_eq!(product_token_from_user_agent("Example-Bot_x (x)").as_deref(), Some("Example-Bot_x"));
-        assert_eq!(product_token_from_user_agent("Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"), None);
+        assert_eq!(
+            product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(),
+            Some("ExampleBot")
+        );
+        assert_eq!(
+            product_token_from_user_agent("examplebot").as_deref(),
+            Some("examplebot")
+        );
+        assert_eq!(
+            product_token_from_user_agent("Example-Bot_x (x)").as_deref(),
+            Some("Example-Bot_x")
+        );
+        assert_eq!(
+            product_token_from_user_agent(
+                "Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"
+            ),
+            None
+        );
         assert_eq!(product_token_from_user_agent("Bot2/1.0"), None);
         assert_eq!(product_token_from_user_agent(""), None);
     }

@@ -3,10 +3,13 @@
 //!
 //! A pattern is compiled once: escaped (see [`super::escape_pattern`]), its
 //! trailing `$` turned into an end anchor, its literal prefix (before the
-//! first `*`) measured, and the byte pairs of its other literal pieces folded
-//! into a 256-bit [`PairMask`]. Matching a path then costs one prefix compare
-//! for plain patterns; wildcard patterns are first screened with the mask and
-//! only then searched piece by piece, leftmost first. Nothing allocates.
+//! first `*`) measured, and a [`Screen`] derived: the first eight bytes of
+//! the prefix as one integer, and the byte pairs of the rest of its literal
+//! pieces folded into a 256-bit [`PairMask`]. A check compares the screen
+//! with the path's first eight bytes and pair mask, both computed once, so
+//! most patterns are rejected with a few integer operations and no call;
+//! survivors are compared in full, wildcard pieces searched leftmost first.
+//! Nothing allocates.
 
 use std::borrow::Cow;
 
@@ -40,16 +43,37 @@ impl PairMask {
     }
 
     #[inline]
-    fn contains(&self, other: &PairMask) -> bool {
+    pub(crate) fn contains(&self, other: &PairMask) -> bool {
         (self.0[0] & other.0[0]) == other.0[0]
             && (self.0[1] & other.0[1]) == other.0[1]
             && (self.0[2] & other.0[2]) == other.0[2]
             && (self.0[3] & other.0[3]) == other.0[3]
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0 == [0; 4]
     }
+}
+
+/// Cheap necessary conditions for a pattern to match a path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Screen {
+    /// The first (up to) eight prefix bytes, little-endian.
+    pub(crate) head: u64,
+    /// Which bytes of `head` are prefix bytes.
+    pub(crate) head_mask: u64,
+    /// Byte pairs of the literal pieces not covered by `head`.
+    pub(crate) pairs: PairMask,
+}
+
+/// The first (up to) eight bytes of `bytes`, little-endian, zero-padded.
+/// Paths and patterns hold no NUL byte, so padding never equals a real byte.
+#[inline]
+pub(crate) fn head_of(bytes: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    let n = bytes.len().min(8);
+    buf[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(buf)
 }
 
 /// A compiled pattern. `*` matches any sequence of bytes, a final `$` anchors
@@ -65,8 +89,7 @@ pub(crate) struct Pattern {
     has_star: bool,
     /// Whether the pattern ended with `$`.
     anchored: bool,
-    /// Byte pairs of the literal pieces after the first `*`.
-    mask: PairMask,
+    screen: Screen,
 }
 
 impl Pattern {
@@ -78,13 +101,32 @@ impl Pattern {
         };
         let star = body.iter().position(|&b| b == b'*');
         let prefix_len = star.unwrap_or(body.len());
-        let mut mask = PairMask::default();
-        if let Some(star) = star {
-            for piece in body[star..].split(|&b| b == b'*') {
-                mask.extend(piece);
-            }
+        let head_len = prefix_len.min(8);
+        let mut pairs = PairMask::default();
+        // Pairs wholly inside the head are already checked by it.
+        if head_len > 0 {
+            pairs.extend(&body[head_len - 1..prefix_len]);
         }
-        Pattern { body: body.into(), prefix_len, has_star: star.is_some(), anchored, mask }
+        for piece in body[prefix_len..].split(|&b| b == b'*') {
+            pairs.extend(piece);
+        }
+        let screen = Screen {
+            head: head_of(&body[..head_len]),
+            head_mask: u64::MAX.checked_shr(64 - 8 * head_len as u32).unwrap_or(0),
+            pairs,
+        };
+        Pattern {
+            body: body.into(),
+            prefix_len,
+            has_star: star.is_some(),
+            anchored,
+            screen,
+        }
+    }
+
+    /// Necessary conditions for a match, see [`Screen`].
+    pub(crate) fn screen(&self) -> Screen {
+        self.screen
     }
 
     /// The literal bytes every matching path starts with.
@@ -92,19 +134,14 @@ impl Pattern {
         &self.body[..self.prefix_len]
     }
 
-    /// Whether the pattern matches `path`. `path_mask` caches the path's
-    /// [`PairMask`] across the patterns tried for one check; it is computed
-    /// the first time a wildcard pattern needs it.
+    /// Whether the pattern matches `path`.
     #[inline]
-    pub(crate) fn matches(&self, path: &[u8], path_mask: &mut Option<PairMask>) -> bool {
+    pub(crate) fn matches(&self, path: &[u8]) -> bool {
         if !path.starts_with(self.prefix()) {
             return false;
         }
         if !self.has_star {
             return !self.anchored || path.len() == self.body.len();
-        }
-        if !self.mask.is_empty() && !path_mask.get_or_insert_with(|| PairMask::of(path)).contains(&self.mask) {
-            return false;
         }
         self.matches_after_prefix(path)
     }
@@ -114,7 +151,9 @@ impl Pattern {
     /// end of the path when the pattern is anchored.
     fn matches_after_prefix(&self, path: &[u8]) -> bool {
         let mut pos = self.prefix_len;
-        let mut pieces = self.body[self.prefix_len + 1..].split(|&b| b == b'*').peekable();
+        let mut pieces = self.body[self.prefix_len + 1..]
+            .split(|&b| b == b'*')
+            .peekable();
         while let Some(piece) = pieces.next() {
             let rest = &path[pos..];
             if pieces.peek().is_none() {
@@ -182,10 +221,18 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
     let b = url.as_bytes();
     let search_start = if b.starts_with(b"//") { 2 } else { 0 };
     let is_path_start = |c: &u8| matches!(c, b'/' | b'?' | b';');
-    let find_from = |from: usize, pred: &dyn Fn(&u8) -> bool| b[from.min(b.len())..].iter().position(pred).map(|p| p + from);
+    let find_from = |from: usize, pred: &dyn Fn(&u8) -> bool| {
+        b[from.min(b.len())..]
+            .iter()
+            .position(pred)
+            .map(|p| p + from)
+    };
 
     let early_path = find_from(search_start, &is_path_start);
-    let scheme_end = b[search_start..].windows(3).position(|w| w == b"://").map(|p| p + search_start);
+    let scheme_end = b[search_start..]
+        .windows(3)
+        .position(|w| w == b"://")
+        .map(|p| p + search_start);
     let authority_start = match (scheme_end, early_path) {
         (Some(s), Some(p)) if p < s => search_start,
         (Some(s), _) => s + 3,
@@ -214,7 +261,16 @@ mod tests {
     use super::*;
 
     fn m(pattern: &str, path: &str) -> bool {
-        Pattern::new(pattern.as_bytes()).matches(path.as_bytes(), &mut None)
+        let p = Pattern::new(pattern.as_bytes());
+        let s = p.screen();
+        let screened = head_of(path.as_bytes()) & s.head_mask == s.head
+            && PairMask::of(path.as_bytes()).contains(&s.pairs);
+        let full = p.matches(path.as_bytes());
+        assert!(
+            screened || !full,
+            "screen rejects a match: {pattern:?} {path:?}"
+        );
+        full
     }
 
     #[test]

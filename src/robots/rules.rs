@@ -25,7 +25,7 @@
 //! can agree with it.
 
 use super::parse::{for_each_line, KeyType, LineReport};
-use super::pattern::{PairMask, Pattern};
+use super::pattern::{head_of, PairMask, Pattern};
 use super::{escape_pattern, parse};
 use std::collections::HashMap;
 
@@ -46,6 +46,28 @@ pub(crate) struct Rule {
 /// Lists shorter than this are scanned whole; longer ones get a [`Dispatch`].
 const DISPATCH_MIN_RULES: usize = 16;
 
+/// A rule in a candidate list, with its [`super::pattern::Screen`] inline so
+/// that rejecting it touches only this entry.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    head: u64,
+    head_mask: u64,
+    pairs: PairMask,
+    id: u32,
+}
+
+impl Candidate {
+    fn new(rules: &[Rule], id: u32) -> Candidate {
+        let s = rules[id as usize].pattern.screen();
+        Candidate {
+            head: s.head,
+            head_mask: s.head_mask,
+            pairs: s.pairs,
+            id,
+        }
+    }
+}
+
 /// Rule lists keyed by the path's second byte.
 #[derive(Debug, Clone)]
 struct Dispatch {
@@ -54,19 +76,19 @@ struct Dispatch {
     /// `lists[0]`: the rules whose literal prefix is empty or `/`, which is
     /// all a one-byte path can match; every other list adds to those the
     /// rules whose prefix's second byte is that list's byte. All sorted.
-    lists: Vec<Box<[u32]>>,
+    lists: Vec<Box<[Candidate]>>,
 }
 
 /// The rules that apply to one set of groups, in decision order.
 #[derive(Debug, Clone)]
 pub(crate) struct RuleSet {
-    order: Box<[u32]>,
+    /// All candidates in decision order (empty when `dispatch` is used).
+    order: Box<[Candidate]>,
     dispatch: Option<Dispatch>,
-    pub(crate) crawl_delay: Option<f64>,
 }
 
 impl RuleSet {
-    fn new(rules: &[Rule], mut ids: Vec<u32>, crawl_delay: Option<f64>) -> RuleSet {
+    fn new(rules: &[Rule], mut ids: Vec<u32>) -> RuleSet {
         // Rules that can never match (empty patterns have priority 0 and
         // never decide; a literal prefix not starting with '/' never agrees
         // with a path) are left out.
@@ -80,24 +102,45 @@ impl RuleSet {
         });
         ids.dedup();
         let dispatch = (ids.len() >= DISPATCH_MIN_RULES).then(|| Dispatch::new(rules, &ids));
-        RuleSet { order: ids.into(), dispatch, crawl_delay }
+        // With a dispatch the whole order is never scanned, so it is not kept.
+        let order = match dispatch {
+            Some(_) => Box::default(),
+            None => ids.iter().map(|&id| Candidate::new(rules, id)).collect(),
+        };
+        RuleSet { order, dispatch }
     }
 
     /// The first rule, in decision order, whose pattern matches `path`.
     #[inline]
     pub(crate) fn decide<'r>(&self, rules: &'r [Rule], path: &[u8]) -> Option<&'r Rule> {
-        let candidates: &[u32] = match &self.dispatch {
+        let candidates: &[Candidate] = match &self.dispatch {
             Some(d) => match path.get(1) {
                 Some(&b) => &d.lists[usize::from(d.by_byte[usize::from(b)])],
                 None => &d.lists[0],
             },
             None => &self.order,
         };
-        let mut path_mask: Option<PairMask> = None;
-        candidates
-            .iter()
-            .filter_map(|&id| rules.get(id as usize))
-            .find(|rule| rule.pattern.matches(path, &mut path_mask))
+        let head = head_of(path);
+        // Computed once, when the first candidate needs it.
+        let mut path_pairs: Option<PairMask> = None;
+        for c in candidates {
+            if head & c.head_mask != c.head {
+                continue;
+            }
+            if !c.pairs.is_empty()
+                && !path_pairs
+                    .get_or_insert_with(|| PairMask::of(path))
+                    .contains(&c.pairs)
+            {
+                continue;
+            }
+            if let Some(rule) = rules.get(c.id as usize) {
+                if rule.pattern.matches(path) {
+                    return Some(rule);
+                }
+            }
+        }
+        None
     }
 }
 
@@ -105,7 +148,7 @@ impl Dispatch {
     fn new(rules: &[Rule], sorted: &[u32]) -> Dispatch {
         let second = |id: u32| rules[id as usize].pattern.prefix().get(1).copied();
         let mut by_byte = Box::new([0u16; 256]);
-        let mut lists: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut lists: Vec<Vec<Candidate>> = vec![Vec::new()];
         for &id in sorted {
             if let Some(b) = second(id) {
                 if by_byte[usize::from(b)] == 0 {
@@ -116,12 +159,16 @@ impl Dispatch {
             }
         }
         for &id in sorted {
+            let c = Candidate::new(rules, id);
             match second(id) {
-                Some(b) => lists[usize::from(by_byte[usize::from(b)])].push(id),
-                None => lists.iter_mut().for_each(|l| l.push(id)),
+                Some(b) => lists[usize::from(by_byte[usize::from(b)])].push(c),
+                None => lists.iter_mut().for_each(|l| l.push(c)),
             }
         }
-        Dispatch { by_byte, lists: lists.into_iter().map(Vec::into_boxed_slice).collect() }
+        Dispatch {
+            by_byte,
+            lists: lists.into_iter().map(Vec::into_boxed_slice).collect(),
+        }
     }
 }
 
@@ -130,28 +177,59 @@ impl Dispatch {
 pub(crate) struct Compiled {
     pub(crate) rules: Vec<Rule>,
     pub(crate) sets: Vec<RuleSet>,
-    /// Lower-cased product tokens named by some group, sorted, with the index
-    /// of their rule set.
-    pub(crate) agents: Vec<(Box<[u8]>, u32)>,
-    /// The rule set of the `*` groups, when there are any.
-    pub(crate) global: Option<u32>,
+    /// Every product token some group names, sorted by lower-cased name.
+    pub(crate) agents: Vec<Agent>,
+    /// What applies to tokens no group names: the `*` groups, if any.
+    pub(crate) global: Option<Applicable>,
     pub(crate) sitemaps: Vec<String>,
     pub(crate) lines: Vec<LineReport>,
+}
+
+/// What applies to one product token: its rule set and `Crawl-delay`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Applicable {
+    /// Index into [`Compiled::sets`].
+    pub(crate) set: u32,
+    /// Seconds.
+    pub(crate) crawl_delay: Option<f64>,
+}
+
+/// A product token named by some group.
+#[derive(Debug, Clone)]
+pub(crate) struct Agent {
+    /// Lower-cased.
+    name: Box<[u8]>,
+    applicable: Applicable,
 }
 
 /// A group while it is being read.
 #[derive(Default)]
 struct Group {
+    /// Lower-cased product tokens, each once, in the order named.
     agents: Vec<Vec<u8>>,
+    /// Whether a `*` line is part of the group.
     global: bool,
     rules: Vec<u32>,
-    crawl_delay: Option<f64>,
+    crawl_delays: Vec<CrawlDelay>,
+}
+
+/// A valid `Crawl-delay` line and the `User-agent` lines of its group above
+/// it, the ones it applies to.
+struct CrawlDelay {
+    seconds: f64,
+    /// `Group::agents[..agents_above]` are named above the line.
+    agents_above: usize,
+    /// Whether `*` is named above the line.
+    global_above: bool,
 }
 
 /// Cuts a `User-agent` value at the first byte outside `[A-Za-z_-]`
 /// (Google's `ExtractUserAgent`): `Googlebot/2.1` gives `Googlebot`.
 pub(crate) fn extract_product_token(value: &[u8]) -> &[u8] {
-    let end = value.iter().position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_')).unwrap_or(value.len());
+    let end = value
+        .iter()
+        .position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
+        .unwrap_or(value.len());
     &value[..end]
 }
 
@@ -168,7 +246,9 @@ pub(crate) fn parse_crawl_delay(value: &[u8]) -> Option<f64> {
     if !text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         return None;
     }
-    text.parse::<f64>().ok().filter(|d| d.is_finite() && *d >= 0.0)
+    text.parse::<f64>()
+        .ok()
+        .filter(|d| d.is_finite() && *d >= 0.0)
 }
 
 impl Compiled {
@@ -240,15 +320,24 @@ impl Compiled {
                     KeyType::Unknown => {
                         if key.eq_ignore_ascii_case(b"crawl-delay") {
                             match (groups.last_mut(), parse_crawl_delay(value)) {
-                                (None, _) => report.note = Some("ignored: no User-agent line before this Crawl-delay"),
-                                (Some(_), None) => report.note = Some("ignored: Crawl-delay is not a number of seconds"),
-                                (Some(g), Some(d)) => match g.crawl_delay {
-                                    None => {
-                                        g.crawl_delay = Some(d);
-                                        report.note = Some("Crawl-delay recorded for this group");
-                                    }
-                                    Some(_) => report.note = Some("ignored: the group already has a Crawl-delay"),
-                                },
+                                (None, _) => {
+                                    report.note =
+                                        Some("ignored: no User-agent line before this Crawl-delay")
+                                }
+                                (Some(_), None) => {
+                                    report.note =
+                                        Some("ignored: Crawl-delay is not a number of seconds")
+                                }
+                                (Some(g), Some(seconds)) => {
+                                    g.crawl_delays.push(CrawlDelay {
+                                        seconds,
+                                        agents_above: g.agents.len(),
+                                        global_above: g.global,
+                                    });
+                                    report.note = Some(
+                                        "Crawl-delay recorded for the User-agent lines above it",
+                                    );
+                                }
                             }
                         }
                     }
@@ -274,34 +363,76 @@ impl Compiled {
         }
         // Agents named by the same groups share one rule set.
         let mut set_of: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut make = |group_ids: Vec<u32>, sets: &mut Vec<RuleSet>| -> u32 {
-            *set_of.entry(group_ids).or_insert_with_key(|ids| {
-                let rules = ids.iter().flat_map(|&g| groups[g as usize].rules.iter().copied()).collect();
-                let delay = ids.iter().find_map(|&g| groups[g as usize].crawl_delay);
-                sets.push(RuleSet::new(&self.rules, rules, delay));
-                (sets.len() - 1) as u32
+        let mut set_for = |group_ids: &[u32], sets: &mut Vec<RuleSet>| -> u32 {
+            if let Some(&i) = set_of.get(group_ids) {
+                return i;
+            }
+            let rules = group_ids
+                .iter()
+                .flat_map(|&g| groups[g as usize].rules.iter().copied())
+                .collect();
+            sets.push(RuleSet::new(&self.rules, rules));
+            let i = (sets.len() - 1) as u32;
+            set_of.insert(group_ids.to_vec(), i);
+            i
+        };
+        // The first Crawl-delay, in file order, below a line naming the agent.
+        let delay_for = |group_ids: &[u32], applies: &dyn Fn(&Group, &CrawlDelay) -> bool| {
+            group_ids.iter().find_map(|&g| {
+                let g = &groups[g as usize];
+                g.crawl_delays
+                    .iter()
+                    .find(|d| applies(g, d))
+                    .map(|d| d.seconds)
             })
         };
-        let mut agents: Vec<(Box<[u8]>, u32)> =
-            by_agent.into_iter().map(|(name, ids)| (Box::from(name), make(ids, &mut self.sets))).collect();
-        agents.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut agents: Vec<Agent> = by_agent
+            .into_iter()
+            .map(|(name, ids)| {
+                let crawl_delay = delay_for(&ids, &|g, d| {
+                    g.agents[..d.agents_above]
+                        .iter()
+                        .any(|a| a.as_slice() == name)
+                });
+                let set = set_for(&ids, &mut self.sets);
+                Agent {
+                    name: name.into(),
+                    applicable: Applicable { set, crawl_delay },
+                }
+            })
+            .collect();
+        agents.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         self.agents = agents;
         if !global.is_empty() {
-            self.global = Some(make(global, &mut self.sets));
+            self.global = Some(Applicable {
+                set: set_for(&global, &mut self.sets),
+                crawl_delay: delay_for(&global, &|_, d| d.global_above),
+            });
         }
     }
 
-    /// The rule set that applies to `product_token`: the merged groups naming
-    /// it, else the `*` groups, else none.
+    /// What applies to `product_token`: the merged groups naming it
+    /// (compared case-insensitively), else the `*` groups, else nothing.
+    #[inline]
+    pub(crate) fn applicable(&self, product_token: &str) -> Option<Applicable> {
+        let token = product_token.as_bytes();
+        self.agents
+            .binary_search_by(|a| {
+                a.name
+                    .iter()
+                    .copied()
+                    .cmp(token.iter().map(u8::to_ascii_lowercase))
+            })
+            .ok()
+            .map(|i| self.agents[i].applicable)
+            .or(self.global)
+    }
+
+    /// The rule set that applies to `product_token`, if any.
     #[inline]
     pub(crate) fn rule_set(&self, product_token: &str) -> Option<&RuleSet> {
-        let token = product_token.as_bytes();
-        let named = self
-            .agents
-            .binary_search_by(|(name, _)| name.iter().copied().cmp(token.iter().map(u8::to_ascii_lowercase)))
-            .ok()
-            .map(|i| self.agents[i].1);
-        named.or(self.global).and_then(|i| self.sets.get(i as usize))
+        self.applicable(product_token)
+            .and_then(|a| self.sets.get(a.set as usize))
     }
 }
 
@@ -343,24 +474,46 @@ mod tests {
         assert_eq!(parse_crawl_delay(b"10"), Some(10.0));
         assert_eq!(parse_crawl_delay(b".5"), Some(0.5));
         assert_eq!(parse_crawl_delay(b"1e9"), Some(1e9));
-        for junk in [&b"abc"[..], b"-1", b"inf", b"NaN", b"", b"5s", b"1e999", b"+3"] {
-            assert_eq!(parse_crawl_delay(junk), None, "{:?}", String::from_utf8_lossy(junk));
+        for junk in [
+            &b"abc"[..],
+            b"-1",
+            b"inf",
+            b"NaN",
+            b"",
+            b"5s",
+            b"1e999",
+            b"+3",
+        ] {
+            assert_eq!(
+                parse_crawl_delay(junk),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(junk)
+            );
         }
     }
 
     #[test]
     fn google_index_htm_allow_derives_directory_pattern() {
-        assert_eq!(index_htm_directory(b"/d/index.html").as_deref(), Some(&b"/d/$"[..]));
-        assert_eq!(index_htm_directory(b"/d/index.htm").as_deref(), Some(&b"/d/$"[..]));
+        assert_eq!(
+            index_htm_directory(b"/d/index.html").as_deref(),
+            Some(&b"/d/$"[..])
+        );
+        assert_eq!(
+            index_htm_directory(b"/d/index.htm").as_deref(),
+            Some(&b"/d/$"[..])
+        );
         assert_eq!(index_htm_directory(b"/d/index.php"), None);
         assert_eq!(index_htm_directory(b"index.html"), None);
     }
 
     #[test]
     fn dispatch_lists_keep_decision_order() {
-        let body: String = (0..40).map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char)).collect();
+        let body: String = (0..40)
+            .map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char))
+            .collect();
         let c = Compiled::parse(format!("User-agent: *\nAllow: /*q\n{body}").as_bytes());
-        let set = &c.sets[c.global.unwrap() as usize];
+        let set = c.rule_set("anybot").unwrap();
         assert!(set.dispatch.is_some());
         assert_eq!(set.decide(&c.rules, b"/ax10").map(|r| r.line), Some(13));
         assert_eq!(set.decide(&c.rules, b"/ax10q").map(|r| r.line), Some(13));
