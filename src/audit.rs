@@ -49,6 +49,28 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
+    /// A record for a request that arrived at `at`, with the robots fields
+    /// from `robots` (`None` when `robots.mode = "off"`). The cache status,
+    /// upstream status, bytes and milliseconds start empty; set them when
+    /// the response is done.
+    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<&crate::robots::enforce::RobotsCheck>) -> AuditRecord {
+        AuditRecord {
+            time: format_rfc3339(at),
+            method: method.to_string(),
+            url: url.to_string(),
+            agent: robots.map(|r| r.agent.clone()),
+            robots_sha256: robots.map(|r| r.sha256.clone()),
+            disposition: robots.map(|r| r.disposition.as_str().to_string()),
+            verdict: robots.map(|r| Self::verdict_str(r.verdict.allowed).to_string()),
+            rule: robots.and_then(|r| r.verdict.rule.clone()),
+            line: robots.and_then(|r| r.verdict.line),
+            cache_status: String::new(),
+            upstream_status: None,
+            bytes: 0,
+            ms: 0,
+        }
+    }
+
     /// The verdict string for `allowed`: `allowed` or `disallowed`.
     pub fn verdict_str(allowed: bool) -> &'static str {
         if allowed {

@@ -173,29 +173,56 @@ pub struct RedirectDetails {
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum FetchOutcome {
     /// 2xx: the body was parsed.
-    Ok { status: u16 },
+    Ok {
+        /// The status code.
+        status: u16,
+    },
     /// 304 to a conditional request: the stored body is still current.
     NotModified,
     /// 4xx other than 429: no rules.
-    ClientError { status: u16 },
+    ClientError {
+        /// The status code.
+        status: u16,
+    },
     /// 429 Too Many Requests.
     TooManyRequests,
     /// 5xx.
-    ServerError { status: u16 },
+    ServerError {
+        /// The status code.
+        status: u16,
+    },
     /// Any other status (1xx, 3xx without `Location`, unsolicited 304, ...).
-    UnexpectedStatus { status: u16 },
+    UnexpectedStatus {
+        /// The status code.
+        status: u16,
+    },
     /// No response in time.
     Timeout,
     /// The host name did not resolve.
-    Dns { detail: String },
+    Dns {
+        /// The resolver's message.
+        detail: String,
+    },
     /// The connection could not be made (refused, reset, TLS failure).
-    Connect { detail: String },
+    Connect {
+        /// The cause.
+        detail: String,
+    },
     /// Any other transport failure.
-    Other { detail: String },
+    Other {
+        /// The cause.
+        detail: String,
+    },
     /// A redirect outside the configured scope.
-    RedirectRefused { to: String },
+    RedirectRefused {
+        /// The refused target URL.
+        to: String,
+    },
     /// More than five redirects.
-    TooManyRedirects { to: String },
+    TooManyRedirects {
+        /// The target of the redirect not followed.
+        to: String,
+    },
 }
 
 impl FetchOutcome {
