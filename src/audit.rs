@@ -349,6 +349,42 @@ mod tests {
     }
 
     #[test]
+    fn record_from_a_robots_check_carries_the_rules_sha256_and_verdict() {
+        use crate::robots::enforce::RobotsCheck;
+        use crate::robots::registry::Rules;
+        use crate::robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, Windows};
+        let t = at("2026-11-30T12:00:00Z");
+        let body = b"User-agent: *\nDisallow: /private\n";
+        let rules = Rules::new(Snapshot {
+            origin: Origin::new("http", "a.test", 80),
+            status: RobotsStatus::Fetched,
+            body: body.to_vec(),
+            truncated: false,
+            sha256: sha256_hex(body),
+            etag: None,
+            last_modified: None,
+            fetched_at: t,
+            validated_at: t,
+            http_status: Some(200),
+            redirects: RedirectDetails::default(),
+            last_outcome: FetchOutcome::Ok { status: 200 },
+            last_attempt: t,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+        });
+        let check = RobotsCheck::new(&rules, Disposition::StaleUsable, &Windows::default(), t, "Bot", "http://a.test/private/1");
+        let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(&check));
+        assert_eq!(r.robots_sha256.as_deref(), Some(sha256_hex(body).as_str()));
+        assert_eq!((r.verdict.as_deref(), r.rule.as_deref(), r.line), (Some("disallowed"), Some("Disallow: /private"), Some(2)));
+        assert_eq!(r.disposition.as_deref(), Some("stale_usable"));
+        assert_eq!(r.agent.as_deref(), Some("Bot"));
+        assert_eq!(r.time, "2026-11-30T12:00:00.000Z");
+        let off = AuditRecord::new(t, "GET", "http://a.test/", None);
+        assert!(off.verdict.is_none() && off.robots_sha256.is_none());
+    }
+
+    #[test]
     fn concurrent_writers_never_interleave() {
         let dir = tempfile::tempdir().unwrap();
         let log = Arc::new(AuditLog::open(dir.path()).unwrap());
