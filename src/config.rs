@@ -23,6 +23,8 @@ pub struct Config {
     pub cache: CacheConfig,
     pub upstream: UpstreamConfig,
     pub tls: TlsConfig,
+    /// `[robots]`: robots.txt snapshots, enforcement, politeness.
+    pub robots: crate::robots::settings::RobotsConfig,
 }
 
 /// `[server]`: where the proxy listens and keeps its data.
@@ -337,6 +339,7 @@ impl Config {
         if self.cache.max_size == 0 {
             return Err("bad value for key `cache.max_size`: must be more than 0".into());
         }
+        self.robots.validate()?;
         Ok(())
     }
 
@@ -426,6 +429,24 @@ mod tests {
         assert!(e.0.contains("x.toml") && e.0.contains("connect_timeout"), "{e}");
         let e = Config::from_sources(Some((Path::new("x.toml"), "[server]\nlisten = \"nowhere\"\n"))).unwrap_err();
         assert!(e.0.contains("x.toml") && e.0.contains("listen"), "{e}");
+    }
+
+    #[test]
+    fn robots_section_defaults_and_host_overrides() {
+        let c = Config::defaults().unwrap();
+        assert_eq!(c.robots, crate::robots::settings::RobotsConfig::default());
+        let c = Config::from_sources(Some((
+            Path::new("r.toml"),
+            "[robots]\nmode = \"enforce\"\nfresh = \"2s\"\nstale_usable = \"4s\"\nhard_max = \"6s\"\n[robots.hosts.\"a.example\"]\nfresh = \"1s\"\n",
+        )))
+        .unwrap();
+        assert_eq!(c.robots.mode, crate::robots::settings::RobotsMode::Enforce);
+        assert_eq!(c.robots.windows_for("a.example").fresh, Duration::from_secs(1));
+        assert_eq!(c.robots.windows_for("b.example").fresh, Duration::from_secs(2));
+        let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfreshness = \"1h\"\n"))).unwrap_err();
+        assert!(e.0.contains("`robots.freshness`"), "{e}");
+        let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfresh = \"5d\"\n"))).unwrap_err();
+        assert!(e.0.contains("r.toml") && e.0.contains("fresh"), "{e}");
     }
 
     #[test]

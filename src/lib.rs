@@ -6,6 +6,7 @@
 //! talks to origins.
 
 pub mod admin;
+pub mod audit;
 pub mod cache;
 pub mod config;
 pub mod proxy;

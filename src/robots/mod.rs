@@ -56,6 +56,13 @@
 //! compare every verdict with Google's.
 
 pub mod cli;
+pub mod enforce;
+pub mod fetch;
+pub mod http_fetch;
+pub mod politeness;
+pub mod registry;
+pub mod settings;
+pub mod snapshot;
 mod parse;
 mod pattern;
 mod rules;

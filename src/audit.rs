@@ -1,0 +1,414 @@
+//! The audit trail: one JSON line per proxied request (SPEC §4).
+//!
+//! Lines go to `<data_dir>/audit/audit-YYYY-MM-DD.jsonl`, the date being the
+//! UTC date of the record's `time`, so files rotate daily by themselves.
+//! [`AuditLog::append`] writes each line with a single `write` on a file
+//! opened for appending, under a mutex: concurrent writers never interleave.
+//! [`skips`] reads the files back and lists the disallowed requests.
+
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One proxied request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// When the request arrived, RFC 3339 in UTC with milliseconds
+    /// (`2026-11-30T01:02:03.456Z`).
+    pub time: String,
+    /// Request method.
+    pub method: String,
+    /// Absolute target URL.
+    pub url: String,
+    /// The product token checked (`null` when robots handling is off or no
+    /// token could be derived).
+    pub agent: Option<String>,
+    /// SHA-256 (hex) of the robots.txt snapshot in force (`null` when robots
+    /// handling is off).
+    pub robots_sha256: Option<String>,
+    /// `fetched`, `cached`, `stale_usable`, `stale_degraded` or `expired`.
+    pub disposition: Option<String>,
+    /// `allowed` or `disallowed`.
+    pub verdict: Option<String>,
+    /// The deciding rule (`Disallow: /private`, `rules unavailable`, ...).
+    pub rule: Option<String>,
+    /// The deciding rule's 1-based line in the robots.txt.
+    pub line: Option<u32>,
+    /// The `Cache-Status` value, or a short form such as `hit`, `miss`,
+    /// `blocked`.
+    pub cache_status: String,
+    /// Status code from the origin, `null` when it was not contacted.
+    pub upstream_status: Option<u16>,
+    /// Response body bytes sent to the client.
+    pub bytes: u64,
+    /// Milliseconds from request to end of response.
+    pub ms: u64,
+}
+
+impl AuditRecord {
+    /// A record for a request that arrived at `at`, with the robots fields
+    /// from `robots` (`None` when `robots.mode = "off"`). The cache status,
+    /// upstream status, bytes and milliseconds start empty; set them when
+    /// the response is done.
+    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<&crate::robots::enforce::RobotsCheck>) -> AuditRecord {
+        AuditRecord {
+            time: format_rfc3339(at),
+            method: method.to_string(),
+            url: url.to_string(),
+            agent: robots.map(|r| r.agent.clone()),
+            robots_sha256: robots.map(|r| r.sha256.clone()),
+            disposition: robots.map(|r| r.disposition.as_str().to_string()),
+            verdict: robots.map(|r| Self::verdict_str(r.verdict.allowed).to_string()),
+            rule: robots.and_then(|r| r.verdict.rule.clone()),
+            line: robots.and_then(|r| r.verdict.line),
+            cache_status: String::new(),
+            upstream_status: None,
+            bytes: 0,
+            ms: 0,
+        }
+    }
+
+    /// The verdict string for `allowed`: `allowed` or `disallowed`.
+    pub fn verdict_str(allowed: bool) -> &'static str {
+        if allowed {
+            "allowed"
+        } else {
+            "disallowed"
+        }
+    }
+
+    /// Whether the record is a disallowed request.
+    pub fn is_disallowed(&self) -> bool {
+        self.verdict.as_deref() == Some("disallowed")
+    }
+
+    /// The record's time, parsed back (`None` if malformed).
+    pub fn at(&self) -> Option<SystemTime> {
+        parse_rfc3339(&self.time)
+    }
+}
+
+/// The audit directory inside a data directory: `<data_dir>/audit`.
+pub fn audit_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("audit")
+}
+
+/// The file for the UTC day of `at`: `audit-YYYY-MM-DD.jsonl`.
+pub fn file_name(at: SystemTime) -> String {
+    format!("audit-{}.jsonl", &format_rfc3339(at)[..10])
+}
+
+/// The audit writer for one directory.
+pub struct AuditLog {
+    dir: PathBuf,
+    file: Mutex<Option<(String, File)>>,
+}
+
+impl AuditLog {
+    /// A writer into `dir` (created, owner-only on Unix, if missing).
+    /// Errors: the directory cannot be created.
+    pub fn open(dir: &Path) -> io::Result<AuditLog> {
+        std::fs::create_dir_all(dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        Ok(AuditLog { dir: dir.to_path_buf(), file: Mutex::new(None) })
+    }
+
+    /// The directory written to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends `record` as one line to the file of its day (switching files
+    /// when the day changes). The line is written with one `write_all` on an
+    /// append-mode file while holding the writer's lock. Errors: the file
+    /// cannot be opened or written; the caller logs them and carries on.
+    pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let day = record.time.get(..10).filter(|d| is_date(d)).map(str::to_owned).unwrap_or_else(|| format_rfc3339(SystemTime::now())[..10].to_owned());
+        let mut guard = match self.file.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if guard.as_ref().is_none_or(|(d, _)| *d != day) {
+            let path = self.dir.join(format!("audit-{day}.jsonl"));
+            let f = OpenOptions::new().create(true).append(true).open(&path)?;
+            *guard = Some((day, f));
+        }
+        match guard.as_mut() {
+            Some((_, f)) => f.write_all(&line),
+            None => Err(io::Error::other("audit file not open")),
+        }
+    }
+}
+
+fn is_date(d: &str) -> bool {
+    d.len() == 10 && d.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
+}
+
+/// The disallowed requests recorded in `dir` at or after `since`, oldest
+/// first (for `crawlcache audit skips [--since DURATION]`). Files of days
+/// before `since` are not read; malformed lines are skipped. A missing
+/// directory gives an empty list. Errors: a file cannot be read.
+pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
+    let first_day = format!("audit-{}.jsonl", &format_rfc3339(since)[..10]);
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with("audit-") && n.ends_with(".jsonl") && n.len() == first_day.len() && n >= first_day.as_str()
+                })
+            })
+            .collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let f = File::open(&path)?;
+        for line in BufReader::new(f).split(b'\n') {
+            let line = line?;
+            let Ok(rec) = serde_json::from_slice::<AuditRecord>(&line) else { continue };
+            if rec.is_disallowed() && rec.at().is_some_and(|t| t >= since) {
+                out.push(rec);
+            }
+        }
+    }
+    out.sort_by_key(AuditRecord::at);
+    Ok(out)
+}
+
+/// Formats `t` as RFC 3339 in UTC with milliseconds: `2026-11-30T01:02:03.456Z`.
+/// Times before 1970 are written as the epoch.
+pub fn format_rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let secs = d.as_secs();
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, dd) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`); `None` when
+/// malformed or before 1970.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() < 20 || !is_date(s.get(..10)?) || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok()).flatten()
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos: u64 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 9 {
+                nanos = nanos * 10 + u64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        for _ in (i - start).min(9)..9 {
+            nanos *= 10;
+        }
+    }
+    let offset: i64 = match s.get(i..)? {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && o.as_bytes()[3] == b':' => {
+            let oh = num(i + 1..i + 3)?;
+            let om = num(i + 4..i + 6)?;
+            let v = oh * 3600 + om * 60;
+            if o.starts_with('-') {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset;
+    let secs = u64::try_from(secs).ok()?;
+    UNIX_EPOCH.checked_add(Duration::new(secs, nanos as u32))
+}
+
+// Howard Hinnant's civil calendar algorithms (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn at(s: &str) -> SystemTime {
+        parse_rfc3339(s).expect("valid time")
+    }
+
+    fn rec(time: SystemTime, url: &str, allowed: bool) -> AuditRecord {
+        AuditRecord {
+            time: format_rfc3339(time),
+            method: "GET".into(),
+            url: url.into(),
+            agent: Some("ExampleBot".into()),
+            robots_sha256: Some("ab".repeat(32)),
+            disposition: Some("cached".into()),
+            verdict: Some(AuditRecord::verdict_str(allowed).into()),
+            rule: (!allowed).then(|| "Disallow: /private".into()),
+            line: (!allowed).then_some(2),
+            cache_status: "crawlcache; fwd=uri-miss".into(),
+            upstream_status: allowed.then_some(200),
+            bytes: 12,
+            ms: 3,
+        }
+    }
+
+    #[test]
+    fn rfc3339_round_trip_and_known_values() {
+        assert_eq!(format_rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        assert_eq!(format_rfc3339(t), "2023-11-14T22:13:20.123Z");
+        assert_eq!(parse_rfc3339("2023-11-14T22:13:20.123Z"), Some(t));
+        assert_eq!(parse_rfc3339("2023-11-14T23:13:20.123+01:00"), Some(t));
+        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z").map(format_rfc3339).as_deref(), Some("2024-02-29T00:00:00.000Z"));
+        for bad in ["", "2023-11-14", "2023-13-14T00:00:00Z", "2023-11-14T00:00:00", "2023-11-14T00:00:00.Z", "x023-11-14T00:00:00Z"] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn lines_are_json_rotate_by_day_and_skips_lists_disallowed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path()).unwrap();
+        let d1 = at("2026-11-29T23:59:59.000Z");
+        let d2 = at("2026-11-30T00:00:01.000Z");
+        log.append(&rec(d1, "http://a/private/1", false)).unwrap();
+        log.append(&rec(d1, "http://a/ok", true)).unwrap();
+        log.append(&rec(d2, "http://a/private/2", false)).unwrap();
+        log.append(&rec(d2 + Duration::from_secs(5), "http://a/ok2", true)).unwrap();
+        let f1 = std::fs::read_to_string(dir.path().join("audit-2026-11-29.jsonl")).unwrap();
+        let f2 = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
+        assert_eq!((f1.lines().count(), f2.lines().count()), (2, 2));
+        for l in f1.lines().chain(f2.lines()) {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            for k in ["time", "method", "url", "agent", "robots_sha256", "disposition", "verdict", "rule", "line", "cache_status", "upstream_status", "bytes", "ms"] {
+                assert!(v.get(k).is_some(), "{k} missing in {l}");
+            }
+        }
+        let all = skips(dir.path(), d1 - Duration::from_secs(3600)).unwrap();
+        assert_eq!(all.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/1", "http://a/private/2"]);
+        let later = skips(dir.path(), d2).unwrap();
+        assert_eq!(later.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/2"]);
+        assert!(skips(&dir.path().join("none"), d1).unwrap().is_empty());
+    }
+
+    #[test]
+    fn record_from_a_robots_check_carries_the_rules_sha256_and_verdict() {
+        use crate::robots::enforce::RobotsCheck;
+        use crate::robots::registry::Rules;
+        use crate::robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, Windows};
+        let t = at("2026-11-30T12:00:00Z");
+        let body = b"User-agent: *\nDisallow: /private\n";
+        let rules = Rules::new(Snapshot {
+            origin: Origin::new("http", "a.test", 80),
+            status: RobotsStatus::Fetched,
+            body: body.to_vec(),
+            truncated: false,
+            sha256: sha256_hex(body),
+            etag: None,
+            last_modified: None,
+            fetched_at: t,
+            validated_at: t,
+            http_status: Some(200),
+            redirects: RedirectDetails::default(),
+            last_outcome: FetchOutcome::Ok { status: 200 },
+            last_attempt: t,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+        });
+        let check = RobotsCheck::new(&rules, Disposition::StaleUsable, &Windows::default(), t, "Bot", "http://a.test/private/1");
+        let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(&check));
+        assert_eq!(r.robots_sha256.as_deref(), Some(sha256_hex(body).as_str()));
+        assert_eq!((r.verdict.as_deref(), r.rule.as_deref(), r.line), (Some("disallowed"), Some("Disallow: /private"), Some(2)));
+        assert_eq!(r.disposition.as_deref(), Some("stale_usable"));
+        assert_eq!(r.agent.as_deref(), Some("Bot"));
+        assert_eq!(r.time, "2026-11-30T12:00:00.000Z");
+        let off = AuditRecord::new(t, "GET", "http://a.test/", None);
+        assert!(off.verdict.is_none() && off.robots_sha256.is_none());
+    }
+
+    #[test]
+    fn concurrent_writers_never_interleave() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(AuditLog::open(dir.path()).unwrap());
+        let t = at("2026-11-30T12:00:00Z");
+        let long = format!("http://a/{}", "x".repeat(5000));
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let log = log.clone();
+                let url = format!("{long}/{i}");
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        log.append(&rec(t, &url, false)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 1600);
+        assert!(text.lines().all(|l| serde_json::from_str::<AuditRecord>(l).is_ok()));
+        // A torn or foreign line in a file is skipped by the reader.
+        std::fs::write(dir.path().join("audit-2026-11-30.jsonl"), format!("{text}{{not json\n")).unwrap();
+        assert_eq!(skips(dir.path(), t).unwrap().len(), 1600);
+    }
+}

@@ -1,0 +1,246 @@
+//! What the proxy does with a verdict (`robots.mode`), pure.
+//!
+//! [`RobotsCheck::new`] gathers, for one request, the verdict, the snapshot's
+//! state and SHA-256 and the disposition; [`RobotsCheck::action`] says
+//! whether the request may go on (`off`, `annotate`, or allowed under
+//! `enforce`) or is answered by the proxy (403, or 503 for expired rules);
+//! [`RobotsCheck::status_header`] is the `Robots-Status` response field.
+
+use super::registry::Rules;
+use super::settings::RobotsMode;
+use super::snapshot::{Disposition, RobotsStatus, State, Windows};
+use super::{product_token_from_user_agent, Verdict};
+use std::time::SystemTime;
+
+/// The `Robots-Status` response field name.
+pub const ROBOTS_STATUS_HEADER: &str = "robots-status";
+
+/// The product token to check a request with (RFC 9309 §2.2.1):
+/// `robots.agent` when set, else the product token of the request's
+/// `User-Agent` ([`product_token_from_user_agent`]), else `*` (only the `*`
+/// groups apply).
+pub fn product_token(configured: &str, user_agent: Option<&str>) -> String {
+    let c = configured.trim();
+    if !c.is_empty() {
+        return c.to_string();
+    }
+    user_agent.and_then(product_token_from_user_agent).unwrap_or_else(|| "*".to_string())
+}
+
+/// The robots side of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RobotsCheck {
+    /// The product token checked.
+    pub agent: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The snapshot's state when checked.
+    pub state: State,
+    /// How the rules were obtained.
+    pub disposition: Disposition,
+    /// The snapshot's status.
+    pub status: RobotsStatus,
+    /// SHA-256 (hex) of the rules in force.
+    pub sha256: String,
+    /// The robots.txt URL the rules come from.
+    pub robots_url: String,
+    /// The snapshot's age in seconds.
+    pub age_secs: u64,
+    /// The host's hard maximum in seconds.
+    pub hard_max_secs: u64,
+}
+
+/// What the proxy does with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Go on (cache, then origin).
+    Forward,
+    /// Answer with this status and plain-text body; never contact the
+    /// origin, never serve from cache.
+    Refuse {
+        /// 403 (disallowed) or 503 (rules too old).
+        status: u16,
+        /// Names the rule and the robots.txt URL.
+        body: String,
+    },
+}
+
+impl RobotsCheck {
+    /// Checks `url` for `agent` against `rules` (obtained with
+    /// `disposition`) at `now` under `windows`.
+    pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: &str, url: &str) -> RobotsCheck {
+        let state = rules.snapshot.state(windows, now);
+        RobotsCheck {
+            agent: agent.to_string(),
+            verdict: rules.verdict(state, agent, url),
+            state,
+            disposition,
+            status: rules.snapshot.status,
+            sha256: rules.snapshot.sha256.clone(),
+            robots_url: rules.snapshot.origin.robots_url(),
+            age_secs: rules.snapshot.age(now).as_secs(),
+            hard_max_secs: windows.hard_max.as_secs(),
+        }
+    }
+
+    /// The action under `mode`: `off` and `annotate` always forward;
+    /// `enforce` refuses a disallowed request with 403 naming the rule and
+    /// the robots.txt URL, or 503 "host not crawlable: rules too old" when
+    /// the snapshot is expired (SPEC §4).
+    pub fn action(&self, mode: RobotsMode) -> Action {
+        if mode != RobotsMode::Enforce || self.verdict.allowed {
+            return Action::Forward;
+        }
+        if self.state == State::Expired && self.status != RobotsStatus::Unavailable {
+            return Action::Refuse {
+                status: 503,
+                body: format!(
+                    "host not crawlable: rules too old\nThe robots.txt snapshot from {} is {} s old (hard maximum {} s) and could not be refreshed.\nRun `crawlcache robots refresh` or retry later.\n",
+                    self.robots_url, self.age_secs, self.hard_max_secs
+                ),
+            };
+        }
+        let rule = self.verdict.rule.as_deref().unwrap_or("(no rule)");
+        let line = self.verdict.line.map(|l| format!(" (line {l})")).unwrap_or_default();
+        let why = if self.status == RobotsStatus::Unavailable {
+            "the robots.txt could not be fetched, so everything is disallowed (RFC 9309 section 2.3.1.4)".to_string()
+        } else {
+            format!("rule `{rule}`{line}")
+        };
+        Action::Refuse {
+            status: 403,
+            body: format!(
+                "blocked by robots.txt: {why}\nrobots.txt: {}\nagent: {}\nsha256: {}\n",
+                self.robots_url, self.agent, self.sha256
+            ),
+        }
+    }
+
+    /// The `Robots-Status` field value: the verdict, then `rule`, `line`
+    /// (when known), `sha256`, `disposition` as parameters, e.g.
+    /// `disallowed; rule="Disallow: /private"; line=2; sha256="ab…"; disposition=cached`.
+    /// Strings are quoted with `\` escapes; bytes outside printable ASCII
+    /// are percent-encoded, so the value is always a valid field value.
+    pub fn status_header(&self) -> String {
+        let mut s = String::from(if self.verdict.allowed { "allowed" } else { "disallowed" });
+        if let Some(r) = &self.verdict.rule {
+            s.push_str("; rule=");
+            s.push_str(&quote(r));
+        }
+        if let Some(l) = self.verdict.line {
+            s.push_str(&format!("; line={l}"));
+        }
+        s.push_str(&format!("; sha256=\"{}\"; disposition={}", self.sha256, self.disposition.as_str()));
+        s
+    }
+}
+
+fn quote(v: &str) -> String {
+    let mut out = String::with_capacity(v.len() + 2);
+    out.push('"');
+    for b in v.bytes() {
+        match b {
+            b'"' | b'\\' => {
+                out.push('\\');
+                out.push(b as char);
+            }
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::robots::snapshot::{sha256_hex, FetchOutcome, Origin, RedirectDetails, Snapshot};
+    use std::time::Duration;
+
+    fn rules(status: RobotsStatus, body: &str, at: SystemTime) -> Rules {
+        Rules::new(Snapshot {
+            origin: Origin::new("http", "example.org", 80),
+            status,
+            body: body.as_bytes().to_vec(),
+            truncated: false,
+            sha256: sha256_hex(body.as_bytes()),
+            etag: None,
+            last_modified: None,
+            fetched_at: at,
+            validated_at: at,
+            http_status: Some(200),
+            redirects: RedirectDetails::default(),
+            last_outcome: FetchOutcome::Ok { status: 200 },
+            last_attempt: at,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+        })
+    }
+
+    #[test]
+    fn product_token_from_config_then_user_agent_then_star() {
+        assert_eq!(product_token("MyBot", Some("Other/1.0")), "MyBot");
+        assert_eq!(product_token("", Some("ExampleBot/2.1 (+http://e.org)")), "ExampleBot");
+        assert_eq!(product_token("", Some("Mozilla/5.0 (X11)")), "*");
+        assert_eq!(product_token("", None), "*");
+    }
+
+    #[test]
+    fn enforce_refuses_disallowed_with_rule_and_robots_url_annotate_forwards() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /private\n", t);
+        let w = Windows::default();
+        let c = RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/private/a");
+        assert!(!c.verdict.allowed);
+        assert_eq!(c.action(RobotsMode::Annotate), Action::Forward);
+        assert_eq!(c.action(RobotsMode::Off), Action::Forward);
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status, body } => {
+                assert_eq!(status, 403);
+                assert!(body.contains("Disallow: /private") && body.contains("line 2") && body.contains("http://example.org/robots.txt"), "{body}");
+            }
+            a => panic!("{a:?}"),
+        }
+        assert_eq!(
+            c.status_header(),
+            format!("disallowed; rule=\"Disallow: /private\"; line=2; sha256=\"{}\"; disposition=cached", r.snapshot.sha256)
+        );
+        let ok = RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/public");
+        assert_eq!(ok.action(RobotsMode::Enforce), Action::Forward);
+        assert!(ok.status_header().starts_with("allowed; sha256="));
+    }
+
+    #[test]
+    fn expired_rules_give_503_unavailable_rules_give_403() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let w = Windows::default();
+        let later = t + Duration::from_secs(4 * 86_400);
+        let r = rules(RobotsStatus::Absent, "", t);
+        let c = RobotsCheck::new(&r, Disposition::Expired, &w, later, "Bot", "http://example.org/a");
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status: 503, body } => assert!(body.starts_with("host not crawlable: rules too old"), "{body}"),
+            a => panic!("{a:?}"),
+        }
+        let r = rules(RobotsStatus::Unavailable, "", t);
+        let c = RobotsCheck::new(&r, Disposition::Fetched, &w, t, "Bot", "http://example.org/a");
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status: 403, body } => assert!(body.contains("could not be fetched"), "{body}"),
+            a => panic!("{a:?}"),
+        }
+        assert!(c.status_header().starts_with("disallowed; rule=\"rules unavailable\"; sha256="));
+    }
+
+    #[test]
+    fn header_value_is_always_printable_ascii() {
+        let t = SystemTime::UNIX_EPOCH;
+        let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /ä\"\\\t\n", t);
+        let mut c = RobotsCheck::new(&r, Disposition::Cached, &Windows::default(), t, "Bot", "/x");
+        c.verdict = Verdict { allowed: false, rule: Some("Disallow: /ä\"\\\t".into()), line: Some(2) };
+        let h = c.status_header();
+        assert!(h.contains("rule=\"Disallow: /%C3%A4\\\"\\\\%09\""), "{h}");
+        assert!(h.bytes().all(|b| (0x20..0x7f).contains(&b)), "{h}");
+        assert!(http::HeaderValue::from_str(&h).is_ok());
+    }
+}

@@ -1,0 +1,557 @@
+//! Fetching robots.txt: redirects (RFC 9309 §2.3.1.2), mapping responses
+//! and failures to a snapshot status (§2.3.1.1, §2.3.1.3, §2.3.1.4), and the
+//! retry back-off.
+//!
+//! The network is behind [`RobotsFetch`], so everything here runs in tests
+//! without sockets. [`fetch_robots`] follows redirects through it;
+//! [`apply_fetch`] is the pure decision that turns the result (and the
+//! previous snapshot, if any) into the snapshot to use from now on.
+
+use super::snapshot::{
+    sha256_hex, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Validators, Windows,
+    MAX_ROBOTS_BYTES,
+};
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+/// Most redirects followed for one robots.txt (RFC 9309 §2.3.1.2: "SHOULD
+/// follow at least five consecutive redirects").
+pub const MAX_REDIRECT_HOPS: usize = 5;
+
+/// One robots.txt response as the fetcher saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawRobotsResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// `Location` field (as sent; may be relative).
+    pub location: Option<String>,
+    /// `ETag` field.
+    pub etag: Option<String>,
+    /// `Last-Modified` field.
+    pub last_modified: Option<String>,
+    /// `Retry-After` field (delay-seconds or an HTTP-date, RFC 9110 §10.2.3).
+    pub retry_after: Option<String>,
+    /// The body, at most [`MAX_ROBOTS_BYTES`] bytes (the fetcher stops
+    /// reading there; extra bytes given here are dropped).
+    pub body: Vec<u8>,
+    /// Whether the body was cut at [`MAX_ROBOTS_BYTES`].
+    pub truncated: bool,
+}
+
+/// A transport failure: no HTTP response was received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    /// No response within the configured time.
+    Timeout,
+    /// The host name did not resolve.
+    Dns(String),
+    /// The connection could not be made (refused, reset, TLS handshake).
+    Connect(String),
+    /// Anything else.
+    Other(String),
+}
+
+/// The future a [`RobotsFetch`] returns.
+pub type FetchFuture = Pin<Box<dyn Future<Output = Result<RawRobotsResponse, FetchError>> + Send>>;
+
+/// The network side of robots.txt fetching, implemented over the proxy's
+/// upstream client (and by scripted fakes in tests).
+///
+/// `fetch` sends one `GET url` — never following redirects itself — with
+/// `If-None-Match` / `If-Modified-Since` from `validators` when given, and
+/// reads at most [`MAX_ROBOTS_BYTES`] of the body.
+pub trait RobotsFetch: Send + Sync + 'static {
+    /// One GET of `url` (absolute). See the trait docs.
+    fn fetch(&self, url: &str, validators: Option<Validators>) -> FetchFuture;
+}
+
+/// Which redirects of a robots.txt request are followed (`robots.redirects`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RedirectPolicy {
+    /// The host must stay the same; scheme and port may change (default).
+    #[default]
+    SameHost,
+    /// Scheme, host and port must stay the same.
+    SameOrigin,
+    /// Any `http`/`https` target (RFC 9309 §2.3.1.2 behaviour).
+    Any,
+}
+
+impl RedirectPolicy {
+    /// Parses `same-host`, `same-origin` or `any`.
+    pub fn parse(s: &str) -> Result<RedirectPolicy, String> {
+        match s.trim() {
+            "same-host" => Ok(RedirectPolicy::SameHost),
+            "same-origin" => Ok(RedirectPolicy::SameOrigin),
+            "any" => Ok(RedirectPolicy::Any),
+            other => Err(format!("'{other}' is not a redirect policy (use same-host, same-origin or any)")),
+        }
+    }
+
+    /// `same-host`, `same-origin` or `any`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedirectPolicy::SameHost => "same-host",
+            RedirectPolicy::SameOrigin => "same-origin",
+            RedirectPolicy::Any => "any",
+        }
+    }
+
+    /// Whether a redirect of `origin`'s robots.txt to `target` may be
+    /// followed. Scope is always judged against the origin whose rules are
+    /// wanted, not the previous hop.
+    pub fn allows(self, origin: &Origin, target: &Origin) -> bool {
+        match self {
+            RedirectPolicy::SameHost => target.host == origin.host,
+            RedirectPolicy::SameOrigin => target == origin,
+            RedirectPolicy::Any => true,
+        }
+    }
+}
+
+/// Resolves a `Location` value against the URL it answered (RFC 9110
+/// §10.2.2, RFC 3986 §5.2 for the forms seen in practice: absolute,
+/// scheme-relative `//host/p`, absolute path `/p`, relative `p`). The
+/// fragment is dropped. `None` when `base` is not absolute or the result is
+/// not `http`/`https`.
+pub fn resolve_location(base: &str, location: &str) -> Option<String> {
+    let location = location.trim();
+    let location = location.split('#').next().unwrap_or("");
+    let (scheme, rest) = base.split_once("://")?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let resolved = if let Some(i) = location.find("://") {
+        let s = &location[..i];
+        if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.') {
+            return None;
+        }
+        location.to_string()
+    } else if let Some(r) = location.strip_prefix("//") {
+        format!("{scheme}://{r}")
+    } else if location.starts_with('/') {
+        format!("{scheme}://{authority}{location}")
+    } else if location.is_empty() {
+        return None;
+    } else if location.starts_with('?') {
+        let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+        format!("{scheme}://{}{location}", &rest[..path_end])
+    } else {
+        let path = &rest[authority_end..];
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        let dir = match path.rfind('/') {
+            Some(i) => &path[..=i],
+            None => "/",
+        };
+        format!("{scheme}://{authority}{dir}{location}")
+    };
+    Origin::from_url(&resolved)?;
+    let lower = resolved.to_ascii_lowercase();
+    (lower.starts_with("http://") || lower.starts_with("https://")).then_some(resolved)
+}
+
+/// Parses `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date,
+/// as an absolute time relative to `now`. `None` when malformed.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<SystemTime> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        let secs: u64 = v.parse().unwrap_or(u64::MAX).min(10 * 365 * 86_400);
+        return now.checked_add(Duration::from_secs(secs));
+    }
+    httpdate::parse_http_date(v).ok()
+}
+
+/// Retry back-off after failed robots.txt fetches: the first retry after
+/// `initial`, each further one twice as late, capped at `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Delay after the first failure (default 1 min).
+    pub initial: Duration,
+    /// Longest delay (default 1 h).
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff { initial: Duration::from_secs(60), max: Duration::from_secs(3600) }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` consecutive failures (1 → `initial`,
+    /// 2 → twice that, ...), at most `max`. Zero failures → zero.
+    pub fn delay(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let factor = 1u32.checked_shl(failures.saturating_sub(1).min(30)).unwrap_or(u32::MAX);
+        self.initial.checked_mul(factor).unwrap_or(self.max).min(self.max)
+    }
+
+    /// The earliest automatic retry after `failures` consecutive failures
+    /// at `now`: `now + delay(failures)`, and never before `retry_after`
+    /// (RFC 9110 §10.2.3).
+    pub fn next_retry(&self, failures: u32, retry_after: Option<SystemTime>, now: SystemTime) -> SystemTime {
+        let backoff = now.checked_add(self.delay(failures)).unwrap_or(now);
+        match retry_after {
+            Some(r) if r > backoff => r,
+            _ => backoff,
+        }
+    }
+}
+
+/// What [`fetch_robots`] got: the outcome, the final response if there was
+/// one, and the redirects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResult {
+    /// How the attempt ended.
+    pub outcome: FetchOutcome,
+    /// The last response received (the one the outcome is about), if any.
+    pub response: Option<RawRobotsResponse>,
+    /// Redirects followed or refused.
+    pub redirects: RedirectDetails,
+}
+
+fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+/// Fetches `origin`'s robots.txt through `fetcher`, following up to
+/// [`MAX_REDIRECT_HOPS`] redirects allowed by `policy` (RFC 9309 §2.3.1.2).
+/// `validators` are sent on every hop.
+///
+/// A redirect outside the policy, or a sixth one, ends the attempt with
+/// [`FetchOutcome::RedirectRefused`] / [`FetchOutcome::TooManyRedirects`]
+/// and the destination in [`RedirectDetails::refused`]. Never fails: every
+/// transport error becomes an outcome.
+pub async fn fetch_robots(
+    fetcher: &dyn RobotsFetch,
+    origin: &Origin,
+    validators: Option<Validators>,
+    policy: RedirectPolicy,
+) -> FetchResult {
+    let mut url = origin.robots_url();
+    let mut redirects = RedirectDetails::default();
+    loop {
+        let resp = match fetcher.fetch(&url, validators.clone()).await {
+            Ok(r) => r,
+            Err(e) => {
+                let outcome = match e {
+                    FetchError::Timeout => FetchOutcome::Timeout,
+                    FetchError::Dns(d) => FetchOutcome::Dns { detail: d },
+                    FetchError::Connect(d) => FetchOutcome::Connect { detail: d },
+                    FetchError::Other(d) => FetchOutcome::Other { detail: d },
+                };
+                return FetchResult { outcome, response: None, redirects };
+            }
+        };
+        if is_redirect(resp.status) {
+            if let Some(target) = resp.location.as_deref().and_then(|l| resolve_location(&url, l)) {
+                let target_origin = Origin::from_url(&target);
+                if redirects.hops.len() >= MAX_REDIRECT_HOPS {
+                    redirects.refused = Some(target.clone());
+                    redirects.refused_reason = Some(format!("more than {MAX_REDIRECT_HOPS} redirects"));
+                    return FetchResult { outcome: FetchOutcome::TooManyRedirects { to: target }, response: Some(resp), redirects };
+                }
+                if !target_origin.as_ref().is_some_and(|t| policy.allows(origin, t)) {
+                    redirects.refused = Some(target.clone());
+                    redirects.refused_reason = Some(format!("outside the {} redirect policy", policy.as_str()));
+                    return FetchResult { outcome: FetchOutcome::RedirectRefused { to: target }, response: Some(resp), redirects };
+                }
+                redirects.hops.push(target.clone());
+                redirects.final_url = Some(target.clone());
+                url = target;
+                continue;
+            }
+        }
+        let outcome = classify_status(resp.status);
+        return FetchResult { outcome, response: Some(resp), redirects };
+    }
+}
+
+/// Maps a final (non-followed) status code to an outcome: 2xx → `Ok`
+/// (§2.3.1.1), 304 → `NotModified`, 429 → `TooManyRequests`, other 4xx →
+/// `ClientError` (§2.3.1.3), 5xx → `ServerError` (§2.3.1.4), anything else
+/// (1xx, other 3xx, a redirect without a usable `Location`, 6xx+) →
+/// `UnexpectedStatus`.
+pub fn classify_status(status: u16) -> FetchOutcome {
+    match status {
+        200..=299 => FetchOutcome::Ok { status },
+        304 => FetchOutcome::NotModified,
+        429 => FetchOutcome::TooManyRequests,
+        400..=499 => FetchOutcome::ClientError { status },
+        500..=599 => FetchOutcome::ServerError { status },
+        _ => FetchOutcome::UnexpectedStatus { status },
+    }
+}
+
+/// Turns a fetch attempt started at `now` into the snapshot to use from now
+/// on (RFC 9309 §2.3.1, §2.4):
+/// - 2xx → `fetched` with the first [`MAX_ROBOTS_BYTES`] of the body;
+/// - 304 → `previous` with its age reset (same body and SHA-256); a 304
+///   without a good previous snapshot is treated as unavailable;
+/// - 4xx except 429 → `absent`;
+/// - anything else (429, 5xx, transport failure, refused redirect) → the
+///   previous snapshot when it is good (`fetched`/`absent`) and not expired
+///   under `windows`, with the failure recorded and a retry scheduled;
+///   otherwise a new `unavailable` snapshot. Retries follow `backoff`,
+///   never before `Retry-After`.
+pub fn apply_fetch(
+    origin: &Origin,
+    previous: Option<&Snapshot>,
+    result: FetchResult,
+    windows: &Windows,
+    backoff: &Backoff,
+    now: SystemTime,
+) -> Snapshot {
+    let FetchResult { outcome, response, redirects } = result;
+    let response = response.unwrap_or_default();
+    let good_previous = previous.filter(|p| p.status.is_good());
+    let fresh = |status: RobotsStatus, mut body: Vec<u8>, truncated: bool| {
+        let truncated = truncated || body.len() > MAX_ROBOTS_BYTES;
+        body.truncate(MAX_ROBOTS_BYTES);
+        Snapshot {
+            origin: origin.clone(),
+            status,
+            sha256: sha256_hex(&body),
+            body,
+            truncated,
+            etag: response.etag.clone(),
+            last_modified: response.last_modified.clone(),
+            fetched_at: now,
+            validated_at: now,
+            http_status: Some(response.status),
+            redirects: redirects.clone(),
+            last_outcome: outcome.clone(),
+            last_attempt: now,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+        }
+    };
+    match &outcome {
+        FetchOutcome::Ok { .. } => return fresh(RobotsStatus::Fetched, response.body.clone(), response.truncated),
+        FetchOutcome::ClientError { .. } => {
+            let mut s = fresh(RobotsStatus::Absent, Vec::new(), false);
+            s.etag = None;
+            s.last_modified = None;
+            return s;
+        }
+        FetchOutcome::NotModified => {
+            if let Some(p) = good_previous {
+                let mut s = p.clone();
+                s.validated_at = now;
+                s.last_outcome = outcome;
+                s.last_attempt = now;
+                s.failures = 0;
+                s.retry_after = None;
+                s.next_retry = None;
+                // RFC 9111 §4.3.4: a 304 may carry updated validators.
+                if response.etag.is_some() {
+                    s.etag = response.etag.clone();
+                }
+                if response.last_modified.is_some() {
+                    s.last_modified = response.last_modified.clone();
+                }
+                return s;
+            }
+        }
+        _ => {}
+    }
+    // Failure: keep a good previous snapshot while it is inside its windows.
+    let retry_after = response.retry_after.as_deref().and_then(|v| parse_retry_after(v, now));
+    let failures = previous.map_or(0, |p| p.failures).saturating_add(1);
+    let next_retry = Some(backoff.next_retry(failures, retry_after, now));
+    if let Some(p) = good_previous.filter(|p| p.state(windows, now) != State::Expired) {
+        let mut s = p.clone();
+        s.last_outcome = outcome;
+        s.last_attempt = now;
+        s.failures = failures;
+        s.retry_after = retry_after;
+        s.next_retry = next_retry;
+        return s;
+    }
+    let mut s = fresh(RobotsStatus::Unavailable, Vec::new(), false);
+    s.etag = None;
+    s.last_modified = None;
+    s.http_status = (response.status != 0).then_some(response.status);
+    s.failures = failures;
+    s.retry_after = retry_after;
+    s.next_retry = next_retry;
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    fn t0() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    /// Answers by URL from a script; records the URLs asked.
+    struct Script {
+        answers: HashMap<String, Result<RawRobotsResponse, FetchError>>,
+        asked: Mutex<Vec<String>>,
+    }
+
+    impl RobotsFetch for Script {
+        fn fetch(&self, url: &str, _v: Option<Validators>) -> FetchFuture {
+            if let Ok(mut a) = self.asked.lock() {
+                a.push(url.to_string());
+            }
+            let r = self.answers.get(url).cloned().unwrap_or(Err(FetchError::Connect("no script".into())));
+            Box::pin(async move { r })
+        }
+    }
+
+    fn redirect(to: &str) -> Result<RawRobotsResponse, FetchError> {
+        Ok(RawRobotsResponse { status: 301, location: Some(to.into()), ..Default::default() })
+    }
+
+    fn ok(body: &str) -> Result<RawRobotsResponse, FetchError> {
+        Ok(RawRobotsResponse { status: 200, body: body.as_bytes().to_vec(), ..Default::default() })
+    }
+
+    fn script(pairs: Vec<(&str, Result<RawRobotsResponse, FetchError>)>) -> Script {
+        Script { answers: pairs.into_iter().map(|(u, r)| (u.to_string(), r)).collect(), asked: Mutex::new(vec![]) }
+    }
+
+    fn run<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(f)
+    }
+
+    #[test]
+    fn rfc9309_2_3_1_2_five_same_host_redirects_are_followed() {
+        let o = Origin::new("http", "a.test", 80);
+        let s = script(vec![
+            ("http://a.test/robots.txt", redirect("/r1")),
+            ("http://a.test/r1", redirect("https://a.test/r2")),
+            ("https://a.test/r2", redirect("http://a.test:8080/r3")),
+            ("http://a.test:8080/r3", redirect("r4")),
+            ("http://a.test:8080/r4", redirect("//a.test/r5")),
+            ("http://a.test/r5", ok("User-agent: *\nDisallow: /\n")),
+        ]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost));
+        assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
+        assert_eq!(r.redirects.hops.len(), 5);
+        assert_eq!(r.redirects.final_url.as_deref(), Some("http://a.test/r5"));
+        assert_eq!(r.redirects.refused, None);
+    }
+
+    #[test]
+    fn rfc9309_2_3_1_2_a_sixth_redirect_is_refused_and_recorded() {
+        let o = Origin::new("http", "a.test", 80);
+        let s = script(vec![
+            ("http://a.test/robots.txt", redirect("/r1")),
+            ("http://a.test/r1", redirect("/r2")),
+            ("http://a.test/r2", redirect("/r3")),
+            ("http://a.test/r3", redirect("/r4")),
+            ("http://a.test/r4", redirect("/r5")),
+            ("http://a.test/r5", redirect("/r6")),
+            ("http://a.test/r6", ok("")),
+        ]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any));
+        assert_eq!(r.outcome, FetchOutcome::TooManyRedirects { to: "http://a.test/r6".into() });
+        assert_eq!(r.redirects.refused.as_deref(), Some("http://a.test/r6"));
+        assert!(!s.asked.lock().unwrap().contains(&"http://a.test/r6".to_string()));
+        let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(snap.status, RobotsStatus::Unavailable);
+        assert_eq!(snap.redirects.refused.as_deref(), Some("http://a.test/r6"));
+    }
+
+    #[test]
+    fn redirect_scope_by_policy() {
+        let o = Origin::new("http", "a.test", 80);
+        let s = script(vec![("http://a.test/robots.txt", redirect("http://b.test/robots.txt")), ("http://b.test/robots.txt", ok("x"))]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost));
+        assert_eq!(r.outcome, FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() });
+        assert_eq!(r.redirects.refused.as_deref(), Some("http://b.test/robots.txt"));
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any));
+        assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
+        assert_eq!(r.redirects.final_url.as_deref(), Some("http://b.test/robots.txt"));
+
+        let s = script(vec![("http://a.test/robots.txt", redirect("https://a.test/robots.txt")), ("https://a.test/robots.txt", ok("x"))]);
+        assert_eq!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost)).outcome, FetchOutcome::Ok { status: 200 });
+        assert!(matches!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameOrigin)).outcome, FetchOutcome::RedirectRefused { .. }));
+    }
+
+    #[test]
+    fn status_classes_map_to_statuses() {
+        let o = Origin::new("http", "a.test", 80);
+        let w = Windows::default();
+        let b = Backoff::default();
+        let snap = |status: u16| {
+            let r = FetchResult {
+                outcome: classify_status(status),
+                response: Some(RawRobotsResponse { status, body: b"User-agent: *\nDisallow: /\n".to_vec(), ..Default::default() }),
+                redirects: RedirectDetails::default(),
+            };
+            apply_fetch(&o, None, r, &w, &b, t0()).status
+        };
+        assert_eq!(snap(200), RobotsStatus::Fetched);
+        assert_eq!(snap(203), RobotsStatus::Fetched);
+        for s in [400, 401, 403, 404, 410, 451] {
+            assert_eq!(snap(s), RobotsStatus::Absent, "{s}");
+        }
+        for s in [429, 500, 502, 503, 599, 304, 300, 100] {
+            assert_eq!(snap(s), RobotsStatus::Unavailable, "{s}");
+        }
+    }
+
+    #[test]
+    fn body_is_cut_at_500_kib() {
+        let o = Origin::new("http", "a.test", 80);
+        let body = vec![b'#'; MAX_ROBOTS_BYTES + 10];
+        let r = FetchResult {
+            outcome: FetchOutcome::Ok { status: 200 },
+            response: Some(RawRobotsResponse { status: 200, body, ..Default::default() }),
+            redirects: RedirectDetails::default(),
+        };
+        let s = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(s.body.len(), MAX_ROBOTS_BYTES);
+        assert!(s.truncated);
+        assert_eq!(s.sha256, sha256_hex(&vec![b'#'; MAX_ROBOTS_BYTES]));
+    }
+
+    #[test]
+    fn rfc9110_10_2_3_retry_after_seconds_and_date() {
+        assert_eq!(parse_retry_after("120", t0()), Some(t0() + Duration::from_secs(120)));
+        let date = httpdate::fmt_http_date(t0() + Duration::from_secs(7200));
+        assert_eq!(parse_retry_after(&date, t0()), Some(t0() + Duration::from_secs(7200)));
+        assert_eq!(parse_retry_after("soon", t0()), None);
+        assert_eq!(parse_retry_after("-5", t0()), None);
+        assert!(parse_retry_after("99999999999999999999999", t0()).is_some());
+    }
+
+    #[test]
+    fn backoff_doubles_from_one_minute_capped_and_never_before_retry_after() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(1), Duration::from_secs(60));
+        assert_eq!(b.delay(2), Duration::from_secs(120));
+        assert_eq!(b.delay(4), Duration::from_secs(480));
+        assert_eq!(b.delay(50), Duration::from_secs(3600));
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(3600));
+        assert_eq!(b.next_retry(1, None, t0()), t0() + Duration::from_secs(60));
+        let ra = t0() + Duration::from_secs(7200);
+        assert_eq!(b.next_retry(1, Some(ra), t0()), ra);
+        assert_eq!(b.next_retry(1, Some(t0() + Duration::from_secs(5)), t0()), t0() + Duration::from_secs(60));
+    }
+
+    #[test]
+    fn location_resolution() {
+        let base = "http://a.test:8080/dir/robots.txt?x";
+        assert_eq!(resolve_location(base, "/x").as_deref(), Some("http://a.test:8080/x"));
+        assert_eq!(resolve_location(base, "y.txt").as_deref(), Some("http://a.test:8080/dir/y.txt"));
+        assert_eq!(resolve_location(base, "//b.test/z").as_deref(), Some("http://b.test/z"));
+        assert_eq!(resolve_location(base, "HTTPS://b.test/z#f").as_deref(), Some("HTTPS://b.test/z"));
+        assert_eq!(resolve_location(base, "?q").as_deref(), Some("http://a.test:8080/dir/robots.txt?q"));
+        assert_eq!(resolve_location(base, "ftp://b.test/"), None);
+        assert_eq!(resolve_location(base, ""), None);
+        assert_eq!(resolve_location(base, "http://:99999/"), None);
+    }
+}

@@ -1,0 +1,104 @@
+//! [`RobotsFetch`] over the proxy's upstream client: the only way robots.txt
+//! requests reach origins.
+//!
+//! One `GET` per call, never following redirects (the caller does, RFC 9309
+//! §2.3.1.2), conditional when validators are given (RFC 9110 §13.1.1,
+//! §13.1.3), reading at most `max_bytes` of a 2xx body (RFC 9309 §2.5) within
+//! the body timeout. Bodies of other statuses are not read.
+
+use super::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
+use super::snapshot::Validators;
+use crate::proxy::body::ProxyBody;
+use crate::proxy::upstream::{Upstream, UpstreamErrorKind};
+use http::header::{ACCEPT, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER, USER_AGENT};
+use http::{HeaderMap, Request};
+use http_body_util::BodyExt;
+use std::time::Duration;
+
+/// Fetches robots.txt files through an [`Upstream`].
+#[derive(Clone)]
+pub struct UpstreamRobotsFetch {
+    upstream: Upstream,
+    user_agent: String,
+    body_timeout: Duration,
+    max_bytes: usize,
+}
+
+impl UpstreamRobotsFetch {
+    /// A fetcher sending `User-Agent: user_agent`, giving up on a body not
+    /// complete within `body_timeout` after the response head, and keeping
+    /// at most `max_bytes` bytes (500 KiB: `snapshot::MAX_ROBOTS_BYTES`).
+    /// Connect and response-head timeouts are the upstream client's.
+    pub fn new(upstream: Upstream, user_agent: impl Into<String>, body_timeout: Duration, max_bytes: usize) -> UpstreamRobotsFetch {
+        UpstreamRobotsFetch { upstream, user_agent: user_agent.into(), body_timeout, max_bytes }
+    }
+}
+
+fn header(h: &HeaderMap, name: http::header::HeaderName) -> Option<String> {
+    h.get(name).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string())
+}
+
+impl RobotsFetch for UpstreamRobotsFetch {
+    fn fetch(&self, url: &str, validators: Option<Validators>) -> FetchFuture {
+        let this = self.clone();
+        let url = url.to_string();
+        Box::pin(async move {
+            let uri: http::Uri = url.parse().map_err(|e| FetchError::Other(format!("bad robots.txt URL {url}: {e}")))?;
+            let mut req = Request::get(uri).header(ACCEPT, "text/plain, */*;q=0.5");
+            if !this.user_agent.is_empty() {
+                req = req.header(USER_AGENT, this.user_agent.as_str());
+            }
+            if let Some(v) = validators {
+                if let Some(etag) = v.etag {
+                    req = req.header(IF_NONE_MATCH, etag);
+                }
+                if let Some(lm) = v.last_modified {
+                    req = req.header(IF_MODIFIED_SINCE, lm);
+                }
+            }
+            let req = req.body(ProxyBody::empty()).map_err(|e| FetchError::Other(format!("cannot build the request for {url}: {e}")))?;
+            let resp = this.upstream.send(req).await.map_err(|e| match e.kind {
+                UpstreamErrorKind::Dns => FetchError::Dns(e.message),
+                UpstreamErrorKind::Connect | UpstreamErrorKind::Tls => FetchError::Connect(e.message),
+                UpstreamErrorKind::Timeout => FetchError::Timeout,
+                UpstreamErrorKind::Protocol => FetchError::Other(e.message),
+            })?;
+            let status = resp.status().as_u16();
+            let h = resp.headers();
+            let mut raw = RawRobotsResponse {
+                status,
+                location: header(h, LOCATION),
+                etag: header(h, ETAG),
+                last_modified: header(h, LAST_MODIFIED),
+                retry_after: header(h, RETRY_AFTER),
+                body: Vec::new(),
+                truncated: false,
+            };
+            if !(200..300).contains(&status) {
+                return Ok(raw);
+            }
+            let mut body = resp.into_body();
+            let max = this.max_bytes;
+            let read = async {
+                while let Some(frame) = body.frame().await {
+                    let frame = frame.map_err(|e| FetchError::Other(format!("robots.txt body from {url} cut short: {e}")))?;
+                    if let Ok(data) = frame.into_data() {
+                        let room = max.saturating_sub(raw.body.len());
+                        if data.len() > room {
+                            raw.body.extend_from_slice(&data[..room]);
+                            raw.truncated = true;
+                            break;
+                        }
+                        raw.body.extend_from_slice(&data);
+                    }
+                }
+                Ok::<(), FetchError>(())
+            };
+            match tokio::time::timeout(this.body_timeout, read).await {
+                Err(_) => Err(FetchError::Timeout),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(())) => Ok(raw),
+            }
+        })
+    }
+}

@@ -1,0 +1,422 @@
+//! The per-origin robots.txt registry: one [`Rules`] (snapshot and parsed
+//! rule set) per origin, persisted in a `sled::Tree`, refreshed so that a
+//! crawler never waits twice (RFC 9309 §2.4, SPEC §4).
+//!
+//! - The first sight of an origin waits for a fetch; concurrent first-sight
+//!   callers share that one fetch.
+//! - Afterwards [`RobotsRegistry::rules_for`] always answers at once from
+//!   memory. When the snapshot is due for a refresh (no longer fresh, or
+//!   `unavailable`, and past its back-off), the call starts one background
+//!   conditional refresh; further callers see that one in flight and start
+//!   none (collapsed per origin).
+//! - [`RobotsRegistry::refresh`] forces a conditional refresh now (joining
+//!   one already in flight) and waits for it.
+//! - Every fetch attempt counts as a request to the origin: the
+//!   [`FetchHook`] is called before it (for pacing) and
+//!   [`RobotsRegistry::fetch_count`] counts it.
+//!
+//! Rule sets are parsed once per new body and shared; a 304 or a kept
+//! snapshot reuses the parsed set.
+//!
+//! Times: a fetch is stamped with the `now` of the call that started it
+//! (the request time), so snapshot ages follow the caller's clock.
+
+use super::fetch::{apply_fetch, fetch_robots, RobotsFetch};
+use super::settings::RobotsConfig;
+use super::snapshot::{Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
+use super::{RobotsTxt, Verdict};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// A snapshot with its body parsed once.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// Its body parsed (an empty rule set, allowing everything, unless the
+    /// status is `fetched`; use [`Rules::verdict`], which knows the status).
+    pub robots: RobotsTxt,
+}
+
+impl Rules {
+    /// Parses `snapshot`'s body (only for `fetched`).
+    pub fn new(snapshot: Snapshot) -> Rules {
+        let robots = match snapshot.status {
+            RobotsStatus::Fetched => RobotsTxt::parse(&snapshot.body),
+            _ => RobotsTxt::parse(b""),
+        };
+        Rules { snapshot, robots }
+    }
+
+    /// The verdict for `product_token` on `url` in `state`
+    /// ([`super::snapshot::verdict_for`]).
+    pub fn verdict(&self, state: State, product_token: &str, url: &str) -> Verdict {
+        super::snapshot::verdict_for(&self.snapshot, &self.robots, state, product_token, url)
+    }
+}
+
+/// Called before every robots.txt fetch attempt with the origin whose rules
+/// are fetched, so that the attempt counts as a request to that origin for
+/// pacing. Must not block.
+pub type FetchHook = Arc<dyn Fn(&Origin) + Send + Sync>;
+
+type Inflight = watch::Receiver<Option<Arc<Rules>>>;
+
+#[derive(Default)]
+struct Slot {
+    current: Option<Arc<Rules>>,
+    inflight: Option<Inflight>,
+}
+
+struct Inner {
+    tree: sled::Tree,
+    fetcher: Arc<dyn RobotsFetch>,
+    config: RobotsConfig,
+    slots: Mutex<HashMap<String, Slot>>,
+    hook: Mutex<Option<FetchHook>>,
+    fetches: AtomicU64,
+    outcomes: Mutex<HashMap<&'static str, u64>>,
+}
+
+/// The per-origin registry (see the module docs). Cheap to clone; all
+/// clones share one state.
+#[derive(Clone)]
+pub struct RobotsRegistry {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Reads one origin's snapshot from `tree` (the store's `robots` tree),
+/// without a registry: for `crawlcache robots show` while the proxy is
+/// stopped. `Ok(None)` when there is none; an error names the origin.
+pub fn load_snapshot(tree: &sled::Tree, origin: &Origin) -> Result<Option<Snapshot>, String> {
+    match tree.get(origin.key().as_bytes()) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("the stored robots.txt snapshot of {origin} cannot be decoded: {e}")),
+        Err(e) => Err(format!("cannot read the robots.txt snapshot of {origin}: {e}")),
+    }
+}
+
+/// Every snapshot in `tree`, in key order; undecodable records are skipped.
+pub fn list_snapshots(tree: &sled::Tree) -> Vec<Snapshot> {
+    tree.iter().filter_map(|r| r.ok()).filter_map(|(_, v)| serde_json::from_slice(&v).ok()).collect()
+}
+
+/// A human-readable description of `snapshot` at `now` for `crawlcache
+/// robots show` and the admin endpoint: state, age, status, SHA-256,
+/// validators, redirects, last outcome, retry schedule, then the body.
+pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let state = if snapshot.status == RobotsStatus::Unavailable { "unavailable" } else { snapshot.state(windows, now).as_str() };
+    let _ = writeln!(s, "origin:        {}", snapshot.origin);
+    let _ = writeln!(s, "robots url:    {}", snapshot.origin.robots_url());
+    let _ = writeln!(s, "state:         {state}");
+    let _ = writeln!(s, "age:           {}s", snapshot.age(now).as_secs());
+    let _ = writeln!(s, "status:        {}", snapshot.status.as_str());
+    let _ = writeln!(s, "sha256:        {}", snapshot.sha256);
+    let _ = writeln!(s, "etag:          {}", snapshot.etag.as_deref().unwrap_or("-"));
+    let _ = writeln!(s, "last-modified: {}", snapshot.last_modified.as_deref().unwrap_or("-"));
+    let _ = writeln!(s, "fetched at:    {}", httpdate::fmt_http_date(snapshot.fetched_at));
+    let _ = writeln!(s, "validated at:  {}", httpdate::fmt_http_date(snapshot.validated_at));
+    let _ = writeln!(s, "last attempt:  {} ({})", httpdate::fmt_http_date(snapshot.last_attempt), snapshot.last_outcome);
+    let _ = writeln!(s, "failures:      {}", snapshot.failures);
+    if let Some(r) = snapshot.retry_after {
+        let _ = writeln!(s, "retry-after:   {}", httpdate::fmt_http_date(r));
+    }
+    if let Some(r) = snapshot.next_retry {
+        let _ = writeln!(s, "next retry:    {}", httpdate::fmt_http_date(r));
+    }
+    let r = &snapshot.redirects;
+    let _ = writeln!(s, "redirects:     {}", r.hops.len());
+    for h in &r.hops {
+        let _ = writeln!(s, "  -> {h}");
+    }
+    if let Some(f) = &r.final_url {
+        let _ = writeln!(s, "final url:     {f}");
+    }
+    if let Some(d) = &r.refused {
+        let _ = writeln!(s, "refused:       {d} ({})", r.refused_reason.as_deref().unwrap_or("outside scope"));
+    }
+    let _ = writeln!(s, "body:          {} bytes{}", snapshot.body.len(), if snapshot.truncated { " (truncated)" } else { "" });
+    if !snapshot.body.is_empty() {
+        s.push('\n');
+        s.push_str(&String::from_utf8_lossy(&snapshot.body));
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+    }
+    s
+}
+
+impl RobotsRegistry {
+    /// A registry persisting in `tree` (the store passes
+    /// `db.open_tree("robots")`), fetching through `fetcher`, with the
+    /// windows, redirect policy, size limit and back-off of `config`.
+    /// Snapshots already in `tree` are loaded lazily, on first use of their
+    /// origin.
+    pub fn new(tree: sled::Tree, fetcher: Arc<dyn RobotsFetch>, config: RobotsConfig) -> RobotsRegistry {
+        RobotsRegistry {
+            inner: Arc::new(Inner {
+                tree,
+                fetcher,
+                config,
+                slots: Mutex::new(HashMap::new()),
+                hook: Mutex::new(None),
+                fetches: AtomicU64::new(0),
+                outcomes: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Installs the hook called before every fetch attempt (pacing).
+    pub fn set_fetch_hook(&self, hook: FetchHook) {
+        *lock(&self.inner.hook) = Some(hook);
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RobotsConfig {
+        &self.inner.config
+    }
+
+    /// The windows of `origin`'s host.
+    pub fn windows(&self, origin: &Origin) -> Windows {
+        self.inner.config.windows_for(&origin.host)
+    }
+
+    /// The rules in force for `origin` at `now`, and how they were obtained.
+    ///
+    /// Waits only at the first sight of the origin (no snapshot in memory or
+    /// in the tree): then it fetches (or joins the fetch already running)
+    /// and returns [`Disposition::Fetched`]. Otherwise it returns at once
+    /// with the disposition of the snapshot's state, after starting one
+    /// background refresh when due ([`Snapshot::refresh_due`]) and none is
+    /// in flight. Never fails: a fetch that cannot be made gives an
+    /// `unavailable` snapshot.
+    pub async fn rules_for(&self, origin: &Origin, now: SystemTime) -> (Arc<Rules>, Disposition) {
+        let windows = self.windows(origin);
+        let rx = {
+            let mut slots = lock(&self.inner.slots);
+            let slot = self.slot(&mut slots, origin);
+            if let Some(cur) = slot.current.clone() {
+                if slot.inflight.is_none() && cur.snapshot.refresh_due(&windows, now) {
+                    slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now));
+                }
+                let state = cur.snapshot.state(&windows, now);
+                return (cur, Disposition::from_state(state));
+            }
+            match &slot.inflight {
+                Some(rx) => rx.clone(),
+                None => {
+                    let rx = self.spawn_fetch(origin.clone(), None, now);
+                    slot.inflight = Some(rx.clone());
+                    rx
+                }
+            }
+        };
+        (self.wait(origin, rx, now).await, Disposition::Fetched)
+    }
+
+    /// Forces a conditional refresh of `origin` now, whatever the snapshot's
+    /// age or back-off (for `crawlcache robots refresh` and the admin
+    /// endpoint), and returns the resulting rules. Joins a fetch already in
+    /// flight instead of starting a second one.
+    pub async fn refresh(&self, origin: &Origin, now: SystemTime) -> Arc<Rules> {
+        let rx = {
+            let mut slots = lock(&self.inner.slots);
+            let slot = self.slot(&mut slots, origin);
+            match &slot.inflight {
+                Some(rx) => rx.clone(),
+                None => {
+                    let rx = self.spawn_fetch(origin.clone(), slot.current.clone(), now);
+                    slot.inflight = Some(rx.clone());
+                    rx
+                }
+            }
+        };
+        self.wait(origin, rx, now).await
+    }
+
+    /// The current rules of `origin` without fetching (memory, else the
+    /// tree); `None` if it was never fetched.
+    pub fn current(&self, origin: &Origin) -> Option<Arc<Rules>> {
+        let mut slots = lock(&self.inner.slots);
+        self.slot(&mut slots, origin).current.clone()
+    }
+
+    /// Every origin in memory with its snapshot's age at `now` (for the
+    /// `robots_snapshot_age_seconds{origin}` gauge).
+    pub fn ages(&self, now: SystemTime) -> Vec<(Origin, Duration)> {
+        let slots = lock(&self.inner.slots);
+        let mut v: Vec<_> = slots
+            .values()
+            .filter_map(|s| s.current.as_ref())
+            .map(|r| (r.snapshot.origin.clone(), r.snapshot.age(now)))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// How many fetch attempts were made (each counts as a request to its
+    /// origin).
+    pub fn fetch_count(&self) -> u64 {
+        self.inner.fetches.load(Ordering::Relaxed)
+    }
+
+    /// Fetch attempts by outcome label ([`FetchOutcome::label`]), for
+    /// `robots_fetch_total{outcome}`; sorted by label.
+    pub fn fetch_outcomes(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<_> = lock(&self.inner.outcomes).iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort();
+        v
+    }
+
+    /// Whether a fetch of `origin` is in flight (for tests and status pages).
+    pub fn is_refreshing(&self, origin: &Origin) -> bool {
+        lock(&self.inner.slots).get(&origin.key()).is_some_and(|s| s.inflight.is_some())
+    }
+
+    /// Flushes the tree to disk.
+    pub fn flush(&self) -> Result<(), String> {
+        self.inner.tree.flush().map(|_| ()).map_err(|e| format!("cannot flush robots.txt snapshots: {e}"))
+    }
+
+    /// The slot of `origin`, loading its snapshot from the tree the first
+    /// time.
+    fn slot<'a>(&self, slots: &'a mut HashMap<String, Slot>, origin: &Origin) -> &'a mut Slot {
+        let slot = slots.entry(origin.key()).or_default();
+        if slot.current.is_none() && slot.inflight.is_none() {
+            match load_snapshot(&self.inner.tree, origin) {
+                Ok(Some(s)) => slot.current = Some(Arc::new(Rules::new(s))),
+                Ok(None) => {}
+                Err(e) => tracing::warn!("{e}; fetching it again"),
+            }
+        }
+        slot
+    }
+
+    async fn wait(&self, origin: &Origin, mut rx: Inflight, now: SystemTime) -> Arc<Rules> {
+        let got = match rx.wait_for(|v| v.is_some()).await {
+            Ok(v) => v.clone(),
+            Err(_) => None,
+        };
+        match got {
+            Some(r) => r,
+            None => {
+                // The fetch task ended without an answer (it cannot, short of
+                // a panic): the rules are unknown.
+                let previous = self.current(origin);
+                previous.unwrap_or_else(|| Arc::new(Rules::new(unavailable(origin, "robots.txt fetch task ended", now))))
+            }
+        }
+    }
+
+    fn spawn_fetch(&self, origin: Origin, previous: Option<Arc<Rules>>, now: SystemTime) -> Inflight {
+        let (tx, rx) = watch::channel(None);
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let mut guard = InflightGuard { inner: inner.clone(), key: origin.key(), done: false };
+            let rules = inner.fetch(&origin, previous, now).await;
+            {
+                let mut slots = lock(&inner.slots);
+                let slot = slots.entry(origin.key()).or_default();
+                slot.current = Some(rules.clone());
+                slot.inflight = None;
+            }
+            guard.done = true;
+            drop(guard);
+            let _ = tx.send(Some(rules));
+        });
+        rx
+    }
+}
+
+/// Clears an origin's in-flight mark if its fetch task dies early, so later
+/// calls can start another.
+struct InflightGuard {
+    inner: Arc<Inner>,
+    key: String,
+    done: bool,
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(slot) = lock(&self.inner.slots).get_mut(&self.key) {
+            slot.inflight = None;
+        }
+    }
+}
+
+fn unavailable(origin: &Origin, detail: &str, now: SystemTime) -> Snapshot {
+    Snapshot {
+        origin: origin.clone(),
+        status: RobotsStatus::Unavailable,
+        body: Vec::new(),
+        truncated: false,
+        sha256: super::snapshot::sha256_hex(b""),
+        etag: None,
+        last_modified: None,
+        fetched_at: now,
+        validated_at: now,
+        http_status: None,
+        redirects: RedirectDetails::default(),
+        last_outcome: FetchOutcome::Other { detail: detail.to_string() },
+        last_attempt: now,
+        failures: 1,
+        retry_after: None,
+        next_retry: None,
+    }
+}
+
+impl Inner {
+    /// One attempt: hook, fetch with redirects, cap, map, persist, parse.
+    async fn fetch(&self, origin: &Origin, previous: Option<Arc<Rules>>, now: SystemTime) -> Arc<Rules> {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let hook = lock(&self.hook).clone();
+        if let Some(h) = hook {
+            h(origin);
+        }
+        let validators = previous.as_ref().and_then(|p| p.snapshot.validators());
+        let mut result = fetch_robots(&*self.fetcher, origin, validators, self.config.redirects).await;
+        let max = usize::try_from(self.config.max_size).unwrap_or(usize::MAX);
+        if let Some(r) = result.response.as_mut() {
+            if r.body.len() > max {
+                r.body.truncate(max);
+                r.truncated = true;
+            }
+        }
+        *lock(&self.outcomes).entry(result.outcome.label()).or_insert(0) += 1;
+        tracing::debug!(origin = %origin, outcome = %result.outcome, "robots.txt fetch");
+        let windows = self.config.windows_for(&origin.host);
+        let snapshot = apply_fetch(origin, previous.as_ref().map(|p| &p.snapshot), result, &windows, &self.config.backoff(), now);
+        match serde_json::to_vec(&snapshot) {
+            Ok(bytes) => {
+                if let Err(e) = self.tree.insert(origin.key().as_bytes(), bytes) {
+                    tracing::warn!("cannot store the robots.txt snapshot of {origin}: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("cannot encode the robots.txt snapshot of {origin}: {e}"),
+        }
+        // Reuse the parsed rules when the body did not change (304, kept).
+        match previous {
+            Some(p) if p.snapshot.status == snapshot.status && p.snapshot.sha256 == snapshot.sha256 => {
+                Arc::new(Rules { snapshot, robots: p.robots.clone() })
+            }
+            _ => Arc::new(Rules::new(snapshot)),
+        }
+    }
+}

@@ -1,0 +1,661 @@
+//! robots.txt snapshots and their three windows (RFC 9309 §2.4), pure.
+//!
+//! A [`Snapshot`] is what crawlcache knows about one origin's robots.txt:
+//! the body it kept (first [`MAX_ROBOTS_BYTES`] bytes), its SHA-256, the
+//! validators for a conditional refresh, when it was fetched and last
+//! validated, its [`RobotsStatus`], redirect details and the outcome of the
+//! latest attempt (with the back-off schedule after failures).
+//!
+//! Its [`State`] follows from its age — the time since it was last validated
+//! (a 200, or a 304 that reset the age) — and the [`Windows`] of its host:
+//! `fresh` (used as is), `stale_usable` and `stale_degraded` (used while a
+//! background refresh is attempted), `expired` (the host is not crawlable).
+//! RFC 9309 §2.4 says crawlers SHOULD NOT use a cached robots.txt for more
+//! than 24 hours unless it is unreachable; the defaults (6 h, 24 h, 3 days)
+//! refresh well inside that and keep the older copy only while refreshes
+//! fail.
+//!
+//! Nothing here reads the clock: every function takes `now`.
+
+use super::{path_params_query, RobotsTxt, Verdict};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+/// The largest robots.txt body kept, in bytes (500 KiB; RFC 9309 §2.5 asks
+/// crawlers to parse at least 500 kibibytes). Bytes beyond it are dropped.
+pub const MAX_ROBOTS_BYTES: usize = 500 * 1024;
+
+/// A robots.txt origin: scheme, host and port (RFC 9309 §2.3: the rules of
+/// `/robots.txt` apply to that scheme, host and port only).
+///
+/// The scheme and host are lower-case; the port is always explicit (80 for
+/// `http`, 443 for `https` when the URL elides it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Origin {
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Host name or IP literal (IPv6 in brackets), lower-case, no trailing dot.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Origin {
+    /// An origin from its parts; the scheme and host are lower-cased and a
+    /// trailing dot of the host removed.
+    pub fn new(scheme: &str, host: &str, port: u16) -> Origin {
+        Origin {
+            scheme: scheme.to_ascii_lowercase(),
+            host: host.trim_end_matches('.').to_ascii_lowercase(),
+            port,
+        }
+    }
+
+    /// The default port of `scheme` (80 for `http`, 443 for `https`).
+    pub fn default_port(scheme: &str) -> Option<u16> {
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        }
+    }
+
+    /// The origin of an absolute `http://` or `https://` URL, or of a bare
+    /// origin such as `https://example.org:8443`. A string without a scheme
+    /// (`example.org`, `example.org:8080`) is taken as `http`. User info is
+    /// ignored. `None` for other schemes, an empty host or a bad port.
+    pub fn from_url(url: &str) -> Option<Origin> {
+        let url = url.trim();
+        let (scheme, rest) = match url.find("://") {
+            Some(i) => (&url[..i], &url[i + 3..]),
+            None => ("http", url),
+        };
+        let default = Self::default_port(scheme)?;
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+        let (host, port) = if let Some(stripped) = authority.strip_prefix('[') {
+            let close = stripped.find(']')?;
+            let host = &authority[..close + 2];
+            let after = &stripped[close + 1..];
+            if after.is_empty() || after == ":" {
+                (host, default)
+            } else {
+                (host, after.strip_prefix(':')?.parse::<u16>().ok()?)
+            }
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, "")) => (h, default),
+                Some((h, p)) => (h, p.parse::<u16>().ok()?),
+                None => (authority, default),
+            }
+        };
+        if host.is_empty() {
+            return None;
+        }
+        Some(Origin::new(scheme, host, port))
+    }
+
+    /// The key under which this origin's snapshot is persisted:
+    /// `scheme://host:port`, port always present.
+    pub fn key(&self) -> String {
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+
+    /// The URL of this origin's robots.txt (RFC 9309 §2.3), default port elided.
+    pub fn robots_url(&self) -> String {
+        format!("{self}/robots.txt")
+    }
+}
+
+/// `scheme://host[:port]`, the port elided when it is the scheme's default.
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if Self::default_port(&self.scheme) == Some(self.port) {
+            write!(f, "{}://{}", self.scheme, self.host)
+        } else {
+            write!(f, "{}://{}:{}", self.scheme, self.host, self.port)
+        }
+    }
+}
+
+/// What a snapshot says about the origin's rules (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RobotsStatus {
+    /// A 2xx response: the body is the rules (RFC 9309 §2.3.1.1).
+    Fetched,
+    /// A 4xx other than 429: no rules published, everything allowed
+    /// (RFC 9309 §2.3.1.3).
+    Absent,
+    /// 429, 5xx, a network failure or a refused redirect: the rules are
+    /// unknown, everything disallowed (RFC 9309 §2.3.1.4).
+    Unavailable,
+}
+
+impl RobotsStatus {
+    /// `fetched`, `absent` or `unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RobotsStatus::Fetched => "fetched",
+            RobotsStatus::Absent => "absent",
+            RobotsStatus::Unavailable => "unavailable",
+        }
+    }
+
+    /// Whether the status is a usable answer (`fetched` or `absent`), i.e. a
+    /// snapshot worth keeping when a later refresh fails.
+    pub fn is_good(self) -> bool {
+        matches!(self, RobotsStatus::Fetched | RobotsStatus::Absent)
+    }
+}
+
+/// The redirects followed to get a robots.txt (RFC 9309 §2.3.1.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedirectDetails {
+    /// Every redirect target followed, in order (absolute URLs). Empty when
+    /// the first response was not a redirect.
+    pub hops: Vec<String>,
+    /// The URL whose response was used, when a redirect was followed.
+    pub final_url: Option<String>,
+    /// A redirect target that was not followed (outside the configured
+    /// scope, or a sixth hop); the snapshot is then `unavailable`.
+    pub refused: Option<String>,
+    /// Why `refused` was not followed, e.g. `other host under same-host`.
+    pub refused_reason: Option<String>,
+}
+
+/// The outcome of one fetch attempt, for display and the
+/// `robots_fetch_total{outcome}` metric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum FetchOutcome {
+    /// 2xx: the body was parsed.
+    Ok {
+        /// The status code.
+        status: u16,
+    },
+    /// 304 to a conditional request: the stored body is still current.
+    NotModified,
+    /// 4xx other than 429: no rules.
+    ClientError {
+        /// The status code.
+        status: u16,
+    },
+    /// 429 Too Many Requests.
+    TooManyRequests,
+    /// 5xx.
+    ServerError {
+        /// The status code.
+        status: u16,
+    },
+    /// Any other status (1xx, 3xx without `Location`, unsolicited 304, ...).
+    UnexpectedStatus {
+        /// The status code.
+        status: u16,
+    },
+    /// No response in time.
+    Timeout,
+    /// The host name did not resolve.
+    Dns {
+        /// The resolver's message.
+        detail: String,
+    },
+    /// The connection could not be made (refused, reset, TLS failure).
+    Connect {
+        /// The cause.
+        detail: String,
+    },
+    /// Any other transport failure.
+    Other {
+        /// The cause.
+        detail: String,
+    },
+    /// A redirect outside the configured scope.
+    RedirectRefused {
+        /// The refused target URL.
+        to: String,
+    },
+    /// More than five redirects.
+    TooManyRedirects {
+        /// The target of the redirect not followed.
+        to: String,
+    },
+}
+
+impl FetchOutcome {
+    /// The metric label: `fetched`, `not_modified`, `absent`, `rate_limited`,
+    /// `server_error`, `unexpected_status`, `timeout`, `dns`, `connect`,
+    /// `other`, `redirect_refused`, `too_many_redirects`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            FetchOutcome::Ok { .. } => "fetched",
+            FetchOutcome::NotModified => "not_modified",
+            FetchOutcome::ClientError { .. } => "absent",
+            FetchOutcome::TooManyRequests => "rate_limited",
+            FetchOutcome::ServerError { .. } => "server_error",
+            FetchOutcome::UnexpectedStatus { .. } => "unexpected_status",
+            FetchOutcome::Timeout => "timeout",
+            FetchOutcome::Dns { .. } => "dns",
+            FetchOutcome::Connect { .. } => "connect",
+            FetchOutcome::Other { .. } => "other",
+            FetchOutcome::RedirectRefused { .. } => "redirect_refused",
+            FetchOutcome::TooManyRedirects { .. } => "too_many_redirects",
+        }
+    }
+}
+
+impl fmt::Display for FetchOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FetchOutcome::Ok { status } => write!(f, "{status}"),
+            FetchOutcome::NotModified => f.write_str("304 not modified"),
+            FetchOutcome::ClientError { status } => write!(f, "{status} (no rules published)"),
+            FetchOutcome::TooManyRequests => f.write_str("429 too many requests"),
+            FetchOutcome::ServerError { status } => write!(f, "{status} server error"),
+            FetchOutcome::UnexpectedStatus { status } => write!(f, "unexpected status {status}"),
+            FetchOutcome::Timeout => f.write_str("timeout"),
+            FetchOutcome::Dns { detail } => write!(f, "DNS failure: {detail}"),
+            FetchOutcome::Connect { detail } => write!(f, "connection failure: {detail}"),
+            FetchOutcome::Other { detail } => write!(f, "fetch failure: {detail}"),
+            FetchOutcome::RedirectRefused { to } => write!(f, "redirect to {to} refused"),
+            FetchOutcome::TooManyRedirects { to } => write!(f, "more than 5 redirects (next: {to})"),
+        }
+    }
+}
+
+/// One origin's robots.txt as crawlcache knows it (SPEC §4). Serialisable;
+/// persisted as JSON (body in hex) by the registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Whose rules these are.
+    pub origin: Origin,
+    /// `fetched`, `absent` or `unavailable`.
+    pub status: RobotsStatus,
+    /// The body kept: the first [`MAX_ROBOTS_BYTES`] bytes of a 2xx response;
+    /// empty for `absent` and `unavailable`.
+    #[serde(with = "hex_body")]
+    pub body: Vec<u8>,
+    /// Whether the response body was longer than what was kept.
+    pub truncated: bool,
+    /// Lower-case hex SHA-256 of `body` (of the empty body for `absent` and
+    /// `unavailable`).
+    pub sha256: String,
+    /// `ETag` of the response, for `If-None-Match`.
+    pub etag: Option<String>,
+    /// `Last-Modified` of the response, for `If-Modified-Since`.
+    pub last_modified: Option<String>,
+    /// When the status and body were obtained (the request time of the fetch).
+    pub fetched_at: SystemTime,
+    /// When they were last confirmed: `fetched_at`, or the time of the latest
+    /// 304. The snapshot's age counts from here (RFC 9309 §2.4).
+    pub validated_at: SystemTime,
+    /// Status code of the response the status came from, if there was one.
+    pub http_status: Option<u16>,
+    /// Redirects followed (or refused) on the fetch that produced the status.
+    pub redirects: RedirectDetails,
+    /// Outcome of the most recent attempt (which may have failed while this
+    /// snapshot was kept).
+    pub last_outcome: FetchOutcome,
+    /// When the most recent attempt was made.
+    pub last_attempt: SystemTime,
+    /// Consecutive failed attempts since the last success (0 after one).
+    pub failures: u32,
+    /// `Retry-After` of the last failed attempt, as an absolute time.
+    pub retry_after: Option<SystemTime>,
+    /// No automatic retry before this time (back-off after a failure, never
+    /// sooner than `retry_after`). `None` after a success.
+    pub next_retry: Option<SystemTime>,
+}
+
+/// Lower-case hex SHA-256 of `body`.
+pub fn sha256_hex(body: &[u8]) -> String {
+    hex::encode(Sha256::digest(body))
+}
+
+mod hex_body {
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(b))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        hex::decode(s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Snapshot {
+    /// The time since the snapshot was last validated, in whole
+    /// nanoseconds; zero when `now` is earlier (clock set back).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.validated_at).unwrap_or(Duration::ZERO)
+    }
+
+    /// The snapshot's state at `now` under `windows` ([`Windows::state`]).
+    pub fn state(&self, windows: &Windows, now: SystemTime) -> State {
+        windows.state(self.age(now))
+    }
+
+    /// Whether a background (automatic) refresh should start at `now`:
+    /// never before `next_retry` (back-off and `Retry-After`, RFC 9309
+    /// §2.3.1.4 / RFC 9110 §10.2.3); then always for an `unavailable`
+    /// snapshot, and for a good one once it is no longer fresh (RFC 9309 §2.4).
+    pub fn refresh_due(&self, windows: &Windows, now: SystemTime) -> bool {
+        if let Some(next) = self.next_retry {
+            if now < next {
+                return false;
+            }
+        }
+        match self.status {
+            RobotsStatus::Unavailable => true,
+            _ => self.state(windows, now) != State::Fresh,
+        }
+    }
+
+    /// The validators for a conditional refresh (RFC 9110 §13.1.1, §13.1.3),
+    /// only for a `fetched` snapshot that has at least one: `absent` and
+    /// `unavailable` snapshots are always fetched unconditionally.
+    pub fn validators(&self) -> Option<Validators> {
+        if self.status != RobotsStatus::Fetched || (self.etag.is_none() && self.last_modified.is_none()) {
+            return None;
+        }
+        Some(Validators { etag: self.etag.clone(), last_modified: self.last_modified.clone() })
+    }
+}
+
+/// Validators sent on a conditional robots.txt request: `If-None-Match`
+/// from the stored `ETag`, `If-Modified-Since` from the stored `Last-Modified`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    /// The stored `ETag`, sent as `If-None-Match`.
+    pub etag: Option<String>,
+    /// The stored `Last-Modified`, sent as `If-Modified-Since`.
+    pub last_modified: Option<String>,
+}
+
+/// The three windows of a snapshot, measured from its last validation
+/// (`robots.fresh`, `robots.stale_usable`, `robots.hard_max`; per host in
+/// `[robots.hosts."HOST"]`). Each bound is an age, not a length after the
+/// previous one: with the defaults a snapshot is fresh below 6 h, stale but
+/// usable below 24 h, degraded below 3 days, and expired from then on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Windows {
+    /// Age below which the snapshot is used as is (default 6 h).
+    pub fresh: Duration,
+    /// Age below which a stale snapshot is still fully usable (default 24 h).
+    pub stale_usable: Duration,
+    /// Age from which the snapshot is expired and the host not crawlable
+    /// (default 3 days).
+    pub hard_max: Duration,
+}
+
+impl Default for Windows {
+    fn default() -> Windows {
+        Windows {
+            fresh: Duration::from_secs(6 * 3600),
+            stale_usable: Duration::from_secs(24 * 3600),
+            hard_max: Duration::from_secs(3 * 86_400),
+        }
+    }
+}
+
+impl Windows {
+    /// The state of a snapshot of age `age`: below `fresh` → `Fresh`, below
+    /// `stale_usable` → `StaleUsable`, below `hard_max` → `StaleDegraded`,
+    /// else `Expired`.
+    pub fn state(&self, age: Duration) -> State {
+        if age < self.fresh {
+            State::Fresh
+        } else if age < self.stale_usable {
+            State::StaleUsable
+        } else if age < self.hard_max {
+            State::StaleDegraded
+        } else {
+            State::Expired
+        }
+    }
+}
+
+/// A snapshot's state (SPEC §4; RFC 9309 §2.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Used as is.
+    Fresh,
+    /// Used; a background refresh is attempted.
+    StaleUsable,
+    /// Still used, but old; a background refresh is attempted.
+    StaleDegraded,
+    /// Too old: the host is not crawlable until a refresh succeeds.
+    Expired,
+}
+
+impl State {
+    /// `fresh`, `stale_usable`, `stale_degraded` or `expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Fresh => "fresh",
+            State::StaleUsable => "stale_usable",
+            State::StaleDegraded => "stale_degraded",
+            State::Expired => "expired",
+        }
+    }
+}
+
+/// How the rules for a request were obtained: the audit trail's
+/// `disposition` and the `robots_disposition_total{disposition}` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    /// The request waited for the origin's first robots.txt fetch.
+    Fetched,
+    /// A fresh snapshot was used.
+    Cached,
+    /// A stale-usable snapshot was used (a background refresh runs or is
+    /// scheduled).
+    StaleUsable,
+    /// A stale-degraded snapshot was used (likewise).
+    StaleDegraded,
+    /// The snapshot was expired: the host is not crawlable.
+    Expired,
+}
+
+impl Disposition {
+    /// The disposition of a request that found a snapshot in `state`.
+    pub fn from_state(state: State) -> Disposition {
+        match state {
+            State::Fresh => Disposition::Cached,
+            State::StaleUsable => Disposition::StaleUsable,
+            State::StaleDegraded => Disposition::StaleDegraded,
+            State::Expired => Disposition::Expired,
+        }
+    }
+
+    /// `fetched`, `cached`, `stale_usable`, `stale_degraded` or `expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Fetched => "fetched",
+            Disposition::Cached => "cached",
+            Disposition::StaleUsable => "stale_usable",
+            Disposition::StaleDegraded => "stale_degraded",
+            Disposition::Expired => "expired",
+        }
+    }
+}
+
+/// The rule text of a verdict given while the rules are unknown.
+pub const RULE_UNAVAILABLE: &str = "rules unavailable";
+/// The rule text of a verdict given while the snapshot is expired.
+pub const RULE_TOO_OLD: &str = "rules too old";
+
+/// The verdict for `product_token` on `url` under a snapshot in `state`
+/// whose body parsed into `rules`:
+/// - the URL `/robots.txt` itself is always allowed (RFC 9309 §2.2.2);
+/// - `unavailable` → disallowed, rule [`RULE_UNAVAILABLE`] (RFC 9309 §2.3.1.4);
+/// - expired → disallowed, rule [`RULE_TOO_OLD`] (SPEC §4);
+/// - `absent` → allowed, no rule (RFC 9309 §2.3.1.3);
+/// - `fetched` → [`RobotsTxt::check`].
+pub fn verdict_for(snapshot: &Snapshot, rules: &RobotsTxt, state: State, product_token: &str, url: &str) -> Verdict {
+    if path_params_query(url) == "/robots.txt" {
+        return Verdict { allowed: true, rule: None, line: None };
+    }
+    match (snapshot.status, state) {
+        (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(RULE_UNAVAILABLE.into()), line: None },
+        (_, State::Expired) => Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None },
+        (RobotsStatus::Absent, _) => Verdict { allowed: true, rule: None, line: None },
+        (RobotsStatus::Fetched, _) => rules.check(product_token, url),
+    }
+}
+
+/// How the proxy answers a client's own `GET /robots.txt` (SPEC §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientAnswer {
+    /// 200 with the kept body (`fetched`, not expired).
+    Body(Vec<u8>),
+    /// 404: the origin publishes no rules (`absent`, not expired).
+    NotFound,
+    /// 503: the rules are unknown or too old; the text says which.
+    Unavailable(&'static str),
+}
+
+impl ClientAnswer {
+    /// The answer for a snapshot in `state`.
+    pub fn for_snapshot(snapshot: &Snapshot, state: State) -> ClientAnswer {
+        match (snapshot.status, state) {
+            (RobotsStatus::Unavailable, _) => ClientAnswer::Unavailable(RULE_UNAVAILABLE),
+            (_, State::Expired) => ClientAnswer::Unavailable(RULE_TOO_OLD),
+            (RobotsStatus::Absent, _) => ClientAnswer::NotFound,
+            (RobotsStatus::Fetched, _) => ClientAnswer::Body(snapshot.body.clone()),
+        }
+    }
+
+    /// The HTTP status code: 200, 404 or 503.
+    pub fn status(&self) -> u16 {
+        match self {
+            ClientAnswer::Body(_) => 200,
+            ClientAnswer::NotFound => 404,
+            ClientAnswer::Unavailable(_) => 503,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: u64 = 3600;
+
+    fn t0() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    pub(crate) fn fetched(body: &[u8], at: SystemTime) -> Snapshot {
+        Snapshot {
+            origin: Origin::new("http", "example.org", 80),
+            status: RobotsStatus::Fetched,
+            body: body.to_vec(),
+            truncated: false,
+            sha256: sha256_hex(body),
+            etag: Some("\"v1\"".into()),
+            last_modified: None,
+            fetched_at: at,
+            validated_at: at,
+            http_status: Some(200),
+            redirects: RedirectDetails::default(),
+            last_outcome: FetchOutcome::Ok { status: 200 },
+            last_attempt: at,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+        }
+    }
+
+    #[test]
+    fn rfc9309_2_4_window_transitions_with_default_windows() {
+        let w = Windows::default();
+        let s = fetched(b"User-agent: *\nDisallow: /x\n", t0());
+        assert_eq!(s.state(&w, t0() + Duration::from_secs(H)), State::Fresh);
+        assert_eq!(s.state(&w, t0() + Duration::from_secs(12 * H)), State::StaleUsable);
+        assert_eq!(s.state(&w, t0() + Duration::from_secs(48 * H)), State::StaleDegraded);
+        assert_eq!(s.state(&w, t0() + Duration::from_secs(96 * H)), State::Expired);
+        // Bounds: each window ends exactly at its age.
+        assert_eq!(w.state(Duration::from_secs(6 * H)), State::StaleUsable);
+        assert_eq!(w.state(Duration::from_secs(24 * H)), State::StaleDegraded);
+        assert_eq!(w.state(Duration::from_secs(72 * H)), State::Expired);
+        // A clock set back gives age zero, not a panic.
+        assert_eq!(s.age(t0() - Duration::from_secs(10)), Duration::ZERO);
+    }
+
+    #[test]
+    fn refresh_due_only_after_fresh_and_never_before_next_retry() {
+        let w = Windows::default();
+        let mut s = fetched(b"", t0());
+        assert!(!s.refresh_due(&w, t0() + Duration::from_secs(H)));
+        assert!(s.refresh_due(&w, t0() + Duration::from_secs(7 * H)));
+        s.next_retry = Some(t0() + Duration::from_secs(8 * H));
+        assert!(!s.refresh_due(&w, t0() + Duration::from_secs(7 * H)));
+        assert!(s.refresh_due(&w, t0() + Duration::from_secs(8 * H)));
+        s.status = RobotsStatus::Unavailable;
+        s.next_retry = None;
+        assert!(s.refresh_due(&w, t0()), "unavailable: retry whenever the back-off allows");
+    }
+
+    #[test]
+    fn verdicts_by_status_and_state() {
+        let body = b"User-agent: *\nDisallow: /private\n";
+        let rules = RobotsTxt::parse(body);
+        let mut s = fetched(body, t0());
+        let v = verdict_for(&s, &rules, State::Fresh, "Bot", "http://example.org/private/a");
+        assert_eq!(v, Verdict { allowed: false, rule: Some("Disallow: /private".into()), line: Some(2) });
+        assert!(verdict_for(&s, &rules, State::StaleDegraded, "Bot", "/public").allowed);
+        let v = verdict_for(&s, &rules, State::Expired, "Bot", "/public");
+        assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None });
+        // RFC 9309 §2.2.2: /robots.txt is always allowed, even when expired.
+        assert!(verdict_for(&s, &rules, State::Expired, "Bot", "http://example.org/robots.txt").allowed);
+        s.status = RobotsStatus::Absent;
+        assert_eq!(verdict_for(&s, &rules, State::Fresh, "Bot", "/private"), Verdict { allowed: true, rule: None, line: None });
+        s.status = RobotsStatus::Unavailable;
+        let v = verdict_for(&s, &rules, State::Fresh, "Bot", "/public");
+        assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_UNAVAILABLE.into()), line: None });
+    }
+
+    #[test]
+    fn client_answers() {
+        let mut s = fetched(b"User-agent: *\n", t0());
+        assert_eq!(ClientAnswer::for_snapshot(&s, State::Fresh), ClientAnswer::Body(b"User-agent: *\n".to_vec()));
+        assert_eq!(ClientAnswer::for_snapshot(&s, State::Expired).status(), 503);
+        s.status = RobotsStatus::Absent;
+        assert_eq!(ClientAnswer::for_snapshot(&s, State::StaleUsable).status(), 404);
+        s.status = RobotsStatus::Unavailable;
+        assert_eq!(ClientAnswer::for_snapshot(&s, State::Fresh).status(), 503);
+    }
+
+    #[test]
+    fn origins_from_urls() {
+        assert_eq!(Origin::from_url("http://Example.ORG/a?b"), Some(Origin::new("http", "example.org", 80)));
+        assert_eq!(Origin::from_url("HTTPS://example.org:8443"), Some(Origin::new("https", "example.org", 8443)));
+        assert_eq!(Origin::from_url("https://u:p@example.org./x"), Some(Origin::new("https", "example.org", 443)));
+        assert_eq!(Origin::from_url("http://[::1]:8080/x"), Some(Origin::new("http", "[::1]", 8080)));
+        assert_eq!(Origin::from_url("http://[::1]/x"), Some(Origin::new("http", "[::1]", 80)));
+        assert_eq!(Origin::from_url("example.org:81"), Some(Origin::new("http", "example.org", 81)));
+        assert_eq!(Origin::from_url("ftp://example.org/"), None);
+        assert_eq!(Origin::from_url("http://example.org:99999/"), None);
+        assert_eq!(Origin::from_url("http:///x"), None);
+        let o = Origin::new("https", "example.org", 443);
+        assert_eq!(o.robots_url(), "https://example.org/robots.txt");
+        assert_eq!(o.key(), "https://example.org:443");
+        assert_eq!(Origin::new("http", "h", 8080).robots_url(), "http://h:8080/robots.txt");
+    }
+
+    #[test]
+    fn snapshot_round_trips_through_json() {
+        let mut s = fetched(&[0u8, 0xff, b'a'], t0());
+        s.redirects.hops.push("http://example.org/r".into());
+        s.last_outcome = FetchOutcome::Connect { detail: "refused".into() };
+        let j = serde_json::to_string(&s).unwrap();
+        let back: Snapshot = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, s);
+    }
+}

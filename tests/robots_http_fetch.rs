@@ -1,0 +1,252 @@
+//! The robots.txt fetcher over the real upstream client, against a local
+//! origin whose responses the test scripts; and the registry on top of it
+//! in real time with short windows (issue 5, "It must show" 2 and 3).
+
+use crawlcache::robots::enforce::{Action, RobotsCheck};
+use crawlcache::robots::fetch::{FetchError, RobotsFetch};
+use crawlcache::robots::http_fetch::UpstreamRobotsFetch;
+use crawlcache::robots::registry::RobotsRegistry;
+use crawlcache::robots::settings::{RobotsConfig, RobotsMode};
+use crawlcache::robots::snapshot::{Disposition, Origin, RobotsStatus, Validators, MAX_ROBOTS_BYTES};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// One scripted answer: raw bytes after a delay, or no answer at all.
+#[derive(Clone)]
+enum Reply {
+    Raw(Vec<u8>, Duration),
+    Hang,
+}
+
+/// A local origin: answers each path from its script (404 otherwise) and
+/// logs every request head.
+#[derive(Clone, Default)]
+struct LocalOrigin {
+    script: Arc<Mutex<HashMap<String, Reply>>>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl LocalOrigin {
+    async fn start() -> (LocalOrigin, u16) {
+        let o = LocalOrigin::default();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let me = o.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&buf).to_string();
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    me.log.lock().unwrap().push(head);
+                    let reply = me.script.lock().unwrap().get(&path).cloned();
+                    match reply {
+                        Some(Reply::Hang) => tokio::time::sleep(Duration::from_secs(3600)).await,
+                        Some(Reply::Raw(bytes, delay)) => {
+                            tokio::time::sleep(delay).await;
+                            let _ = sock.write_all(&bytes).await;
+                        }
+                        None => {
+                            let _ = sock.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+                        }
+                    }
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        (o, port)
+    }
+
+    fn set(&self, path: &str, status: &str, headers: &[(&str, &str)], body: &[u8]) {
+        self.set_delayed(path, status, headers, body, Duration::ZERO);
+    }
+
+    fn set_delayed(&self, path: &str, status: &str, headers: &[(&str, &str)], body: &[u8], delay: Duration) {
+        let mut r = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+        for (k, v) in headers {
+            r.push_str(&format!("{k}: {v}\r\n"));
+        }
+        r.push_str("\r\n");
+        let mut bytes = r.into_bytes();
+        bytes.extend_from_slice(body);
+        self.script.lock().unwrap().insert(path.to_string(), Reply::Raw(bytes, delay));
+    }
+
+    fn hang(&self, path: &str) {
+        self.script.lock().unwrap().insert(path.to_string(), Reply::Hang);
+    }
+
+    fn requests_for(&self, path: &str) -> Vec<String> {
+        self.log.lock().unwrap().iter().filter(|h| h.split_whitespace().nth(1) == Some(path)).cloned().collect()
+    }
+}
+
+fn fetcher(response_timeout: Duration) -> UpstreamRobotsFetch {
+    let tls = crawlcache::tls::upstream_client_config(None).unwrap();
+    let up = crawlcache::proxy::upstream::Upstream::new(tls, Duration::from_secs(2), response_timeout, Duration::from_secs(30));
+    UpstreamRobotsFetch::new(up, "crawlcache-test/1.0", response_timeout, MAX_ROBOTS_BYTES)
+}
+
+const RULES: &str = "User-agent: *\nDisallow: /private\n";
+
+#[tokio::test]
+async fn responses_headers_and_conditional_requests() {
+    let (origin, port) = LocalOrigin::start().await;
+    let f = fetcher(Duration::from_secs(5));
+    let url = format!("http://127.0.0.1:{port}/robots.txt");
+    origin.set("/robots.txt", "200 OK", &[("ETag", "\"v1\""), ("Last-Modified", "Sun, 29 Nov 2026 00:00:00 GMT")], RULES.as_bytes());
+    let r = f.fetch(&url, None).await.unwrap();
+    assert_eq!((r.status, r.body.as_slice(), r.truncated), (200, RULES.as_bytes(), false));
+    assert_eq!(r.etag.as_deref(), Some("\"v1\""));
+    assert_eq!(r.last_modified.as_deref(), Some("Sun, 29 Nov 2026 00:00:00 GMT"));
+
+    origin.set("/robots.txt", "304 Not Modified", &[("ETag", "\"v1\"")], b"");
+    let v = Validators { etag: Some("\"v1\"".into()), last_modified: Some("Sun, 29 Nov 2026 00:00:00 GMT".into()) };
+    let r = f.fetch(&url, Some(v)).await.unwrap();
+    assert_eq!(r.status, 304);
+    let head = origin.requests_for("/robots.txt").pop().unwrap().to_ascii_lowercase();
+    assert!(head.contains("if-none-match: \"v1\""), "{head}");
+    assert!(head.contains("if-modified-since: sun, 29 nov 2026 00:00:00 gmt"), "{head}");
+    assert!(head.contains("user-agent: crawlcache-test/1.0"), "{head}");
+
+    origin.set("/robots.txt", "429 Too Many Requests", &[("Retry-After", "120")], b"slow down");
+    let r = f.fetch(&url, None).await.unwrap();
+    assert_eq!((r.status, r.retry_after.as_deref(), r.body.len()), (429, Some("120"), 0));
+
+    origin.set("/robots.txt", "301 Moved Permanently", &[("Location", "/elsewhere.txt")], b"");
+    let r = f.fetch(&url, None).await.unwrap();
+    assert_eq!((r.status, r.location.as_deref()), (301, Some("/elsewhere.txt")));
+}
+
+#[tokio::test]
+async fn body_cut_at_500_kib() {
+    let (origin, port) = LocalOrigin::start().await;
+    let f = fetcher(Duration::from_secs(5));
+    let big = vec![b'#'; 600 * 1024];
+    origin.set("/robots.txt", "200 OK", &[], &big);
+    let r = f.fetch(&format!("http://127.0.0.1:{port}/robots.txt"), None).await.unwrap();
+    assert_eq!(r.body.len(), MAX_ROBOTS_BYTES);
+    assert!(r.truncated);
+}
+
+#[tokio::test]
+async fn refused_connection_and_timeout() {
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let f = fetcher(Duration::from_millis(300));
+    let e = f.fetch(&format!("http://127.0.0.1:{port}/robots.txt"), None).await.unwrap_err();
+    assert!(matches!(e, FetchError::Connect(_)), "{e:?}");
+
+    let (origin, port) = LocalOrigin::start().await;
+    origin.hang("/robots.txt");
+    let e = f.fetch(&format!("http://127.0.0.1:{port}/robots.txt"), None).await.unwrap_err();
+    assert_eq!(e, FetchError::Timeout);
+}
+
+fn registry(config: RobotsConfig, timeout: Duration) -> RobotsRegistry {
+    let db = sled::Config::new().temporary(true).open().unwrap();
+    RobotsRegistry::new(db.open_tree("robots").unwrap(), Arc::new(fetcher(timeout)), config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_and_redirects_against_a_local_origin() {
+    let (origin, port) = LocalOrigin::start().await;
+    let reg = registry(RobotsConfig::default(), Duration::from_millis(500));
+    let now = SystemTime::now();
+    let o = Origin::new("http", "127.0.0.1", port);
+
+    // Five redirects within the host, then the rules.
+    origin.set("/robots.txt", "301 Moved", &[("Location", "/r1")], b"");
+    for i in 1..5 {
+        origin.set(&format!("/r{i}"), "302 Found", &[("Location", &format!("/r{}", i + 1))], b"");
+    }
+    origin.set("/r5", "200 OK", &[], RULES.as_bytes());
+    let (rules, d) = reg.rules_for(&o, now).await;
+    assert_eq!((d, rules.snapshot.status, rules.snapshot.redirects.hops.len()), (Disposition::Fetched, RobotsStatus::Fetched, 5));
+    let check = RobotsCheck::new(&rules, d, &reg.windows(&o), now, "Bot", &format!("http://127.0.0.1:{port}/private/x"));
+    assert!(matches!(check.action(RobotsMode::Enforce), Action::Refuse { status: 403, .. }));
+
+    // A sixth redirect: unavailable, destination recorded.
+    origin.set("/r5", "302 Found", &[("Location", "/r6")], b"");
+    origin.set("/r6", "200 OK", &[], RULES.as_bytes());
+    let rules = reg.refresh(&o, now + Duration::from_secs(1)).await;
+    // The previous good snapshot is still inside its windows: kept.
+    assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
+    assert_eq!(origin.requests_for("/r6").len(), 0, "the sixth hop is never requested");
+    let o2 = Origin::new("http", "localhost", port);
+    let (rules, _) = reg.rules_for(&o2, now).await;
+    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some(format!("http://localhost:{port}/r6").as_str()));
+
+    // Another host under same-host: 127.0.0.1 → localhost.
+    let (cross, cport) = LocalOrigin::start().await;
+    cross.set("/robots.txt", "301 Moved", &[("Location", &format!("http://localhost:{cport}/robots.txt"))], b"");
+    let (rules, _) = reg.rules_for(&Origin::new("http", "127.0.0.1", cport), now).await;
+    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(cross.requests_for("/robots.txt").len(), 1, "the other host was not contacted");
+
+    // 404, 403 → absent; 503 → unavailable.
+    for (status, want) in [("404 Not Found", RobotsStatus::Absent), ("403 Forbidden", RobotsStatus::Absent), ("503 Busy", RobotsStatus::Unavailable)] {
+        let (o, p) = LocalOrigin::start().await;
+        o.set("/robots.txt", status, &[], b"");
+        let (rules, _) = reg.rules_for(&Origin::new("http", "127.0.0.1", p), now).await;
+        assert_eq!(rules.snapshot.status, want, "{status}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_time_twenty_requests_after_the_fresh_window_make_one_fetch_and_none_waits() {
+    let (origin, port) = LocalOrigin::start().await;
+    let config = RobotsConfig {
+        fresh: Duration::from_secs(2),
+        stale_usable: Duration::from_secs(10),
+        hard_max: Duration::from_secs(20),
+        ..RobotsConfig::default()
+    };
+    let reg = registry(config, Duration::from_secs(5));
+    let o = Origin::new("http", "127.0.0.1", port);
+    origin.set("/robots.txt", "200 OK", &[("ETag", "\"v1\"")], RULES.as_bytes());
+    let (_, d) = reg.rules_for(&o, SystemTime::now()).await;
+    assert_eq!(d, Disposition::Fetched);
+    assert_eq!(origin.requests_for("/robots.txt").len(), 1);
+
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // The origin takes a second to answer the refresh.
+    origin.set_delayed("/robots.txt", "304 Not Modified", &[("ETag", "\"v1\"")], b"", Duration::from_secs(1));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let reg = reg.clone();
+            let o = o.clone();
+            tokio::spawn(async move { reg.rules_for(&o, SystemTime::now()).await.1 })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), Disposition::StaleUsable);
+    }
+    assert!(started.elapsed() < Duration::from_millis(500), "no request waited for the refresh: {:?}", started.elapsed());
+    for _ in 0..300 {
+        if !reg.is_refreshing(&o) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let heads = origin.requests_for("/robots.txt");
+    assert_eq!(heads.len(), 2, "exactly one refresh reached the origin");
+    assert!(heads[1].to_ascii_lowercase().contains("if-none-match: \"v1\""));
+    // The refresh is stamped with the time of the request that started it,
+    // about a second ago: fresh again.
+    assert_eq!(reg.rules_for(&o, SystemTime::now()).await.1, Disposition::Cached, "the 304 reset the age");
+}
