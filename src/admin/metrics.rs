@@ -33,6 +33,15 @@ pub struct Metrics {
     pub bytes_from_cache: AtomicU64,
     /// Non-GET/HEAD requests passed through.
     pub passthrough: AtomicU64,
+    /// robots dispositions (`robots_disposition_total{disposition}`).
+    pub robots_fetched: AtomicU64,
+    pub robots_cached: AtomicU64,
+    pub robots_stale_usable: AtomicU64,
+    pub robots_stale_degraded: AtomicU64,
+    pub robots_expired: AtomicU64,
+    /// robots verdicts (`robots_verdict_total{verdict}`).
+    pub robots_allowed: AtomicU64,
+    pub robots_disallowed: AtomicU64,
 }
 
 impl Metrics {

@@ -29,6 +29,37 @@ pub enum ProxyBody {
     Channel { rx: mpsc::Receiver<Result<Bytes, std::io::Error>>, len: Option<u64> },
     /// A stored body file, `remaining` bytes left to read.
     File { file: std::fs::File, remaining: u64 },
+    /// Another body whose bytes are counted for the audit line, written when
+    /// the body is done or dropped.
+    Audited(Box<ProxyBody>, AuditGuard),
+}
+
+/// Writes a request's audit line once its response body is finished (or
+/// abandoned), with the bytes actually sent and the elapsed milliseconds.
+pub struct AuditGuard {
+    log: std::sync::Arc<crate::audit::AuditLog>,
+    record: Option<crate::audit::AuditRecord>,
+    started: std::time::Instant,
+    bytes: u64,
+}
+
+impl AuditGuard {
+    /// A guard that will append `record` to `log`.
+    pub fn new(log: std::sync::Arc<crate::audit::AuditLog>, record: crate::audit::AuditRecord, started: std::time::Instant) -> AuditGuard {
+        AuditGuard { log, record: Some(record), started, bytes: 0 }
+    }
+}
+
+impl Drop for AuditGuard {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.record.take() {
+            r.bytes = self.bytes;
+            r.ms = self.started.elapsed().as_millis() as u64;
+            if let Err(e) = self.log.append(&r) {
+                tracing::warn!("cannot write the audit log in {}: {e}", self.log.dir().display());
+            }
+        }
+    }
 }
 
 impl ProxyBody {
@@ -75,6 +106,15 @@ impl Body for ProxyBody {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
+            ProxyBody::Audited(inner, guard) => {
+                let r = Pin::new(inner.as_mut()).poll_frame(cx);
+                if let Poll::Ready(Some(Ok(f))) = &r {
+                    if let Some(d) = f.data_ref() {
+                        guard.bytes += d.len() as u64;
+                    }
+                }
+                r
+            }
             ProxyBody::File { file, remaining } => {
                 if *remaining == 0 {
                     return Poll::Ready(None);
@@ -112,6 +152,7 @@ impl Body for ProxyBody {
             ProxyBody::Upstream(inc) => inc.is_end_stream(),
             ProxyBody::Channel { .. } => false,
             ProxyBody::File { remaining, .. } => *remaining == 0,
+            ProxyBody::Audited(inner, _) => inner.is_end_stream(),
         }
     }
 
@@ -122,6 +163,7 @@ impl Body for ProxyBody {
             ProxyBody::Channel { len: Some(n), .. } => SizeHint::with_exact(*n),
             ProxyBody::Channel { len: None, .. } => SizeHint::default(),
             ProxyBody::File { remaining, .. } => SizeHint::with_exact(*remaining),
+            ProxyBody::Audited(inner, _) => inner.size_hint(),
         }
     }
 }

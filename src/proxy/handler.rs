@@ -16,6 +16,7 @@
 use super::body::ProxyBody;
 use super::collapse::{self, Lead, Outcome, Role};
 use super::headers::{add_via, remove_hop_by_hop, set_cache_status};
+use super::robots_gate;
 use super::upstream::UpstreamError;
 use super::ProxyState;
 use crate::admin::metrics::Metrics;
@@ -111,12 +112,41 @@ async fn proxy_request(state: Arc<ProxyState>, req: Request<Incoming>) -> Respon
         );
     }
     Metrics::inc(&state.metrics.requests);
-    if req.method() == Method::GET || req.method() == Method::HEAD {
-        let (parts, _body) = req.into_parts();
-        cached(state, parts, primary).await
-    } else {
-        passthrough(state, req, primary).await
+    let started = std::time::Instant::now();
+    let arrived = SystemTime::now();
+    let method = req.method().clone();
+    let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let gate = robots_gate::gate(&state, &method, &primary, user_agent.as_deref()).await;
+    let (check, mut response) = match gate {
+        robots_gate::Gate::Answer { check, response } => (check, response),
+        robots_gate::Gate::Forward { check, pace } => {
+            let mut req = req;
+            if let Some(p) = pace {
+                req.extensions_mut().insert(p);
+            }
+            let response = if method == Method::GET || method == Method::HEAD {
+                let (parts, _body) = req.into_parts();
+                cached(state.clone(), parts, primary.clone()).await
+            } else {
+                passthrough(state.clone(), req, primary.clone()).await
+            };
+            (check, response)
+        }
+    };
+    if let Some(c) = &check {
+        robots_gate::annotate(&mut response, c);
     }
+    let mut record = robots_gate::audit_record(arrived, &method, &primary, check.as_ref());
+    let cache_status = response.headers().get("cache-status").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    record.upstream_status = cache_status
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("fwd-status="))
+        .and_then(|v| v.parse().ok());
+    record.cache_status = cache_status;
+    let (parts, body) = response.into_parts();
+    let body = if method == Method::HEAD { body } else { body };
+    let guard = super::body::AuditGuard::new(state.audit.clone(), record, started);
+    Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
 }
 
 /// True when `uri` names this proxy's own listening socket.
@@ -387,6 +417,7 @@ async fn fetch(
     replaces: Option<&Entry>,
 ) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.misses);
+    robots_gate::pace(state, parts.extensions.get()).await;
     let request_time = SystemTime::now();
     let req = upstream_request(parts, ProxyBody::empty());
     match state.upstream.send(req).await {
@@ -628,6 +659,7 @@ async fn revalidate(
     lead: Option<Lead>,
 ) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.revalidations);
+    robots_gate::pace(state, parts.extensions.get()).await;
     let request_time = SystemTime::now();
     let mut req = upstream_request(parts, ProxyBody::empty());
     *req.method_mut() = Method::GET;
@@ -740,6 +772,7 @@ async fn passthrough(state: Arc<ProxyState>, req: Request<Incoming>, primary: St
         );
     }
     let (parts, body) = req.into_parts();
+    robots_gate::pace(&state, parts.extensions.get()).await;
     let up = upstream_request(&parts, ProxyBody::Upstream(body));
     match state.upstream.send(up).await {
         Err(e) => upstream_failure(&state, &e, "method"),

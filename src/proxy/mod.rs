@@ -9,6 +9,7 @@ pub mod body;
 pub mod collapse;
 pub mod handler;
 pub mod headers;
+pub mod robots_gate;
 pub mod tunnel;
 pub mod upstream;
 
@@ -50,6 +51,12 @@ pub struct ProxyState {
     pub offline: bool,
     /// The local certificate authority used to intercept CONNECT tunnels.
     pub ca: crate::tls::CertificateAuthority,
+    /// robots.txt snapshots per origin.
+    pub robots: crate::robots::registry::RobotsRegistry,
+    /// Crawl-delay pacing per origin.
+    pub pacer: Arc<crate::robots::politeness::Pacer>,
+    /// The audit trail.
+    pub audit: Arc<crate::audit::AuditLog>,
 }
 
 impl ProxyState {
@@ -68,7 +75,23 @@ impl ProxyState {
             config.upstream.response_timeout,
             config.upstream.pool_idle_timeout,
         );
+        let robots = robots_registry(&config, &store, upstream.clone())?;
+        let pacer = Arc::new(crate::robots::politeness::Pacer::new());
+        if config.robots.honor_crawl_delay {
+            // A robots.txt fetch counts as a request to its origin.
+            let (p, min) = (pacer.clone(), config.robots.min_delay);
+            robots.set_fetch_hook(Arc::new(move |o: &crate::robots::snapshot::Origin| {
+                p.reserve(&o.key(), min, std::time::SystemTime::now());
+            }));
+        }
+        let audit_dir = crate::audit::audit_dir(dir);
+        let audit = Arc::new(
+            crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
+        );
         Ok(ProxyState {
+            robots,
+            pacer,
+            audit,
             policy: config.policy(),
             offline: config.server.offline,
             config,
@@ -81,6 +104,18 @@ impl ProxyState {
             ca,
         })
     }
+}
+
+/// The robots.txt registry over the store's index, fetching through `upstream`.
+pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstream) -> Result<crate::robots::registry::RobotsRegistry, String> {
+    let tree = store.extra_tree("robots").map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
+    let fetch = crate::robots::http_fetch::UpstreamRobotsFetch::new(
+        upstream,
+        format!("crawlcache/{}", env!("CARGO_PKG_VERSION")),
+        config.upstream.response_timeout,
+        config.robots.max_size as usize,
+    );
+    Ok(crate::robots::registry::RobotsRegistry::new(tree, Arc::new(fetch), config.robots.clone()))
 }
 
 /// Creates `dir` (and parents) readable by the owner only when it is new.
@@ -243,6 +278,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     .await;
     if drained.is_err() {
         tracing::warn!("shutdown timeout reached; unfinished store writes are dropped (nothing partial is kept)");
+    }
+    if let Err(e) = state.robots.flush() {
+        tracing::warn!("{e}");
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
     let _ = std::fs::remove_file(&addr_file);

@@ -559,6 +559,16 @@ impl Store {
         verify::run(inner, repair)
     }
 
+    /// A named sled tree in the same index, for other persistent state that
+    /// lives beside the cache (robots.txt snapshots). Its name must not be
+    /// one of the store's own trees (`entries`, `lru`, `refs`, `counters`).
+    pub fn extra_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+        if matches!(name, "entries" | "lru" | "refs" | "counters") {
+            return Err(StoreError::Index(format!("tree name {name} is reserved by the store")));
+        }
+        self.inner.index.db.open_tree(name).map_err(sled_err)
+    }
+
     /// Writes pending touches, deletes released bodies, and flushes the index
     /// to disk (called at shutdown). Errors: `Index` when sled cannot flush.
     pub fn flush(&self) -> Result<(), StoreError> {
