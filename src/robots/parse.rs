@@ -381,7 +381,9 @@ pub fn escape_pattern(src: &[u8]) -> Cow<'_, [u8]> {
 mod tests {
     use super::*;
 
-    fn lines(body: &[u8]) -> Vec<(u32, LineMetadata, Option<(KeyType, Vec<u8>, Vec<u8>)>)> {
+    type Owned = (u32, LineMetadata, Option<(KeyType, Vec<u8>, Vec<u8>)>);
+
+    fn lines(body: &[u8]) -> Vec<Owned> {
         let mut out = Vec::new();
         for_each_line(body, |l| {
             out.push((

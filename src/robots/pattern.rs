@@ -221,34 +221,36 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
     let b = url.as_bytes();
     let search_start = if b.starts_with(b"//") { 2 } else { 0 };
     let is_path_start = |c: &u8| matches!(c, b'/' | b'?' | b';');
-    let find_from = |from: usize, pred: &dyn Fn(&u8) -> bool| {
-        b[from.min(b.len())..]
-            .iter()
-            .position(pred)
+    let first_path_char = |from: usize| {
+        b.get(from..)
+            .and_then(|rest| rest.iter().position(is_path_start))
             .map(|p| p + from)
     };
 
-    let early_path = find_from(search_start, &is_path_start);
-    let scheme_end = b[search_start..]
-        .windows(3)
-        .position(|w| w == b"://")
-        .map(|p| p + search_start);
-    let authority_start = match (scheme_end, early_path) {
-        (Some(s), Some(p)) if p < s => search_start,
-        (Some(s), _) => s + 3,
-        (None, _) => search_start,
-    };
-    let Some(path_start) = find_from(authority_start, &is_path_start) else {
+    let Some(early_path) = first_path_char(search_start) else {
         return Cow::Borrowed("/");
     };
-    let hash = find_from(search_start, &|c| *c == b'#');
-    if hash.is_some_and(|h| h < path_start) {
+    // A "://" marks the scheme only when no path character comes before it;
+    // then the first path character is its first '/'.
+    let is_scheme = early_path > search_start && b[early_path - 1..].starts_with(b"://");
+    let path_start = if is_scheme {
+        match first_path_char(early_path + 2) {
+            Some(p) => p,
+            None => return Cow::Borrowed("/"),
+        }
+    } else {
+        early_path
+    };
+    // A fragment before the path leaves no path.
+    if b[search_start..path_start].contains(&b'#') {
         return Cow::Borrowed("/");
     }
-    let mut path = &url[path_start..hash.unwrap_or(url.len())];
-    if let Some(nul) = path.bytes().position(|c| c == 0) {
-        path = &path[..nul];
-    }
+    // The fragment is dropped; a NUL ends the path (Google reads a C string).
+    let end = b[path_start..]
+        .iter()
+        .position(|&c| c == b'#' || c == 0)
+        .map_or(b.len(), |p| p + path_start);
+    let path = &url[path_start..end];
     if path.starts_with('/') {
         Cow::Borrowed(path)
     } else {
@@ -259,6 +261,54 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Google's `GetPathParamsQuery` step by step (plus the NUL cut), to
+    /// check the single-pass version against.
+    fn reference_path_params_query(url: &str) -> String {
+        let b = url.as_bytes();
+        let start = if b.starts_with(b"//") { 2 } else { 0 };
+        let find = |from: usize, pred: &dyn Fn(u8) -> bool| {
+            b.get(from..)
+                .and_then(|r| r.iter().position(|&c| pred(c)))
+                .map(|p| p + from)
+        };
+        let is_path = |c: u8| matches!(c, b'/' | b'?' | b';');
+        let early_path = find(start, &is_path).unwrap_or(usize::MAX);
+        let mut protocol_end = b
+            .get(start..)
+            .and_then(|r| r.windows(3).position(|w| w == b"://"))
+            .map_or(usize::MAX, |p| p + start);
+        if early_path < protocol_end {
+            protocol_end = usize::MAX;
+        }
+        protocol_end = if protocol_end == usize::MAX {
+            start
+        } else {
+            protocol_end + 3
+        };
+        let Some(path_start) = find(protocol_end, &is_path) else {
+            return "/".into();
+        };
+        let hash = find(start, &|c| c == b'#').unwrap_or(usize::MAX);
+        if hash < path_start {
+            return "/".into();
+        }
+        let mut path = url[path_start..hash.min(url.len())].to_string();
+        if !path.starts_with('/') {
+            path.insert(0, '/');
+        }
+        path.split('\0').next().unwrap_or_default().to_string()
+    }
+
+    proptest! {
+        #[test]
+        fn google_get_path_params_query_single_pass_agrees_with_reference(
+            url in "[/:?;#a.\\x00]{0,12}"
+        ) {
+            prop_assert_eq!(path_params_query(&url).into_owned(), reference_path_params_query(&url));
+        }
+    }
 
     fn m(pattern: &str, path: &str) -> bool {
         let p = Pattern::new(pattern.as_bytes());
