@@ -35,6 +35,9 @@ enum Command {
     /// robots.txt tools (RFC 9309, verdicts as Google's library gives them).
     #[command(subcommand)]
     Robots(RobotsCommand),
+    /// The audit trail of proxied requests.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Print the path of the local CA certificate clients must trust for
     /// HTTPS through the proxy (creating the CA if there is none yet).
     Ca {
@@ -69,6 +72,33 @@ enum RobotsCommand {
         /// Folder that "file" names are relative to.
         #[arg(long, value_name = "DIR", default_value = ".")]
         dir: PathBuf,
+    },
+    /// Print an origin's robots.txt snapshot: state, age, status, SHA-256,
+    /// ETag, redirects and body.
+    Show {
+        #[command(flatten)]
+        common: Common,
+        /// The origin, e.g. https://example.org or http://example.org:8080.
+        origin: String,
+    },
+    /// Refresh robots.txt snapshots now (conditionally), whatever their age:
+    /// the given origins, or every known one.
+    Refresh {
+        #[command(flatten)]
+        common: Common,
+        origins: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// List the requests robots.txt disallowed (JSON lines).
+    Skips {
+        #[command(flatten)]
+        common: Common,
+        /// Only requests newer than this (e.g. 30m, 6h, 7d).
+        #[arg(long, value_name = "DURATION", default_value = "1d")]
+        since: String,
     },
 }
 
@@ -118,6 +148,7 @@ fn main() -> ExitCode {
         Command::Cache { command } => cache(command),
         Command::Ca { common, pem } => ca(common, pem),
         Command::Robots(cmd) => robots(cmd),
+        Command::Audit(AuditCommand::Skips { common, since }) => audit_skips(common, &since),
     };
     match result {
         Ok(code) => code,
@@ -139,7 +170,96 @@ fn robots(cmd: RobotsCommand) -> Result<ExitCode, String> {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             robots_cli::batch(&dir, &mut std::io::stdin().lock(), &mut out).map_err(|e| format!("robots batch: {e}"))?;
         }
+        RobotsCommand::Show { common, origin } => return robots_show(common, &origin),
+        RobotsCommand::Refresh { common, origins } => return robots_refresh(common, &origins),
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_origin(s: &str) -> Result<crawlcache::robots::snapshot::Origin, String> {
+    crawlcache::robots::snapshot::Origin::from_url(s).ok_or_else(|| format!("'{s}' is not an origin (expected e.g. https://example.org or http://host:8080)"))
+}
+
+fn robots_show(common: Common, origin: &str) -> Result<ExitCode, String> {
+    let cfg = load_config(&common)?;
+    let origin = parse_origin(origin)?;
+    match open_store(&cfg)? {
+        StoreAccess::Direct(store) => {
+            let tree = store.extra_tree("robots").map_err(|e| e.to_string())?;
+            match crawlcache::robots::registry::load_snapshot(&tree, &origin)? {
+                Some(snap) => {
+                    let windows = cfg.robots.windows_for(&origin.host);
+                    print!("{}", crawlcache::robots::registry::describe(&snap, &windows, std::time::SystemTime::now()));
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => {
+                    eprintln!("no robots.txt snapshot for {origin} yet");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        StoreAccess::Daemon(a) => {
+            let (status, body) = admin_request(a, "GET", &format!("/robots/show?origin={}", encode(&origin.to_string())))?;
+            print!("{body}");
+            Ok(if status == 200 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+    }
+}
+
+fn robots_refresh(common: Common, origins: &[String]) -> Result<ExitCode, String> {
+    let cfg = load_config(&common)?;
+    let parsed = origins.iter().map(|o| parse_origin(o)).collect::<Result<Vec<_>, _>>()?;
+    match open_store(&cfg)? {
+        StoreAccess::Daemon(a) => {
+            if parsed.is_empty() {
+                print!("{}", admin_request(a, "POST", "/robots/refresh")?.1);
+            }
+            for o in &parsed {
+                let (status, body) = admin_request(a, "POST", &format!("/robots/refresh?origin={}", encode(&o.to_string())))?;
+                if status != 200 {
+                    return Err(body.trim().to_string());
+                }
+                print!("{body}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreAccess::Direct(store) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+            let out = rt.block_on(async {
+                let state = crawlcache::proxy::ProxyState::from_store(cfg.clone(), store.clone())?;
+                let targets = if parsed.is_empty() {
+                    let tree = store.extra_tree("robots").map_err(|e| e.to_string())?;
+                    crawlcache::robots::registry::list_snapshots(&tree).into_iter().map(|s| s.origin).collect()
+                } else {
+                    parsed
+                };
+                let mut out = String::new();
+                for o in targets {
+                    let rules = state.robots.refresh(&o, std::time::SystemTime::now()).await;
+                    out.push_str(&crawlcache::robots::registry::describe(&rules.snapshot, &state.robots.windows(&o), std::time::SystemTime::now()));
+                    out.push('\n');
+                }
+                state.robots.flush()?;
+                Ok::<String, String>(out)
+            })?;
+            store.flush().map_err(|e| e.to_string())?;
+            print!("{out}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn audit_skips(common: Common, since: &str) -> Result<ExitCode, String> {
+    let cfg = load_config(&common)?;
+    let d = crawlcache::config::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
+    let dir = crawlcache::audit::audit_dir(&cfg.server.data_dir);
+    let from = std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH);
+    let records = crawlcache::audit::skips(&dir, from).map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;
+    let mut out = std::io::stdout().lock();
+    for r in &records {
+        let _ = writeln!(out, "{}", serde_json::to_string(r).unwrap_or_default());
+    }
+    eprintln!("{} disallowed request(s) since {}", records.len(), crawlcache::audit::format_rfc3339(from));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,7 +16,9 @@ use std::time::{Duration, SystemTime};
 fn start(handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy, TestDir) {
     let dir = TestDir::new("http-case");
     let origin = Origin::start(handler);
-    let proxy = Proxy::start(&dir.subdir("data"), &[]);
+    // These cases are about HTTP caching alone: robots.txt handling is off
+    // so the origin sees only the requests each case makes.
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), "[robots]\nmode = \"off\"\n", &[]);
     (origin, proxy, dir)
 }
 

@@ -6,6 +6,9 @@
 //! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
 //! - `POST /cache/purge?url=URL`: removes every variant of a URL.
 //! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
+//! - `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot of an origin.
+//! - `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now (of
+//!   every known origin without `origin`).
 
 pub mod metrics;
 
@@ -50,6 +53,33 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             },
             None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/purge needs ?url=URL\n".into()),
         },
+        (Method::GET, "/robots/show") => match query_param(&query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
+            Some(origin) => match state.robots.current(&origin) {
+                Some(rules) => {
+                    let text = crate::robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now());
+                    text_ok(text)
+                }
+                None => text(StatusCode::NOT_FOUND, format!("crawlcache: no robots.txt snapshot for {origin} yet\n")),
+            },
+            None => text(StatusCode::BAD_REQUEST, "crawlcache: /robots/show needs ?origin=http://host[:port]\n".into()),
+        },
+        (Method::POST, "/robots/refresh") => {
+            let now = std::time::SystemTime::now();
+            let origins: Vec<crate::robots::snapshot::Origin> = match query_param(&query, "origin") {
+                Some(o) => match crate::robots::snapshot::Origin::from_url(&o) {
+                    Some(origin) => vec![origin],
+                    None => return text(StatusCode::BAD_REQUEST, format!("crawlcache: '{o}' is not an origin (http://host[:port])\n")),
+                },
+                None => state.robots.ages(now).into_iter().map(|(o, _)| o).collect(),
+            };
+            let mut out = String::new();
+            for origin in origins {
+                let rules = state.robots.refresh(&origin, now).await;
+                out.push_str(&crate::robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now()));
+                out.push('\n');
+            }
+            text_ok(out)
+        }
         (Method::GET, "/cache/verify") => {
             let repair = query_param(&query, "repair").map(|v| v == "1" || v == "true").unwrap_or(false);
             let store = state.store.clone();
@@ -62,10 +92,15 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
         _ => text(
             StatusCode::NOT_FOUND,
             "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
-             Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, POST /cache/purge?url=URL, GET /cache/verify[?repair=1]\n"
+             Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, POST /cache/purge?url=URL, GET /cache/verify[?repair=1],\n\
+             GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
                 .into(),
         ),
     }
+}
+
+fn text_ok(body: String) -> Response<ProxyBody> {
+    text(StatusCode::OK, body)
 }
 
 fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
@@ -115,12 +150,40 @@ pub fn prometheus(state: &ProxyState) -> String {
     for (name, help, value) in gauges {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
     }
+    let now = std::time::SystemTime::now();
+    let _ = writeln!(out, "# HELP robots_snapshot_age_seconds Age of the robots.txt snapshot in force, per origin.\n# TYPE robots_snapshot_age_seconds gauge");
+    for (origin, age) in state.robots.ages(now) {
+        let _ = writeln!(out, "robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
+    }
+    let m = &state.metrics;
+    let g = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "# HELP robots_disposition_total Requests by how the robots rules in force were obtained.\n# TYPE robots_disposition_total counter");
+    for (label, c) in [
+        ("fetched", &m.robots_fetched),
+        ("cached", &m.robots_cached),
+        ("stale_usable", &m.robots_stale_usable),
+        ("stale_degraded", &m.robots_stale_degraded),
+        ("expired", &m.robots_expired),
+    ] {
+        let _ = writeln!(out, "robots_disposition_total{{disposition=\"{label}\"}} {}", g(c));
+    }
+    let _ = writeln!(out, "# HELP robots_verdict_total Requests by robots verdict.\n# TYPE robots_verdict_total counter");
+    let _ = writeln!(out, "robots_verdict_total{{verdict=\"allowed\"}} {}", g(&m.robots_allowed));
+    let _ = writeln!(out, "robots_verdict_total{{verdict=\"disallowed\"}} {}", g(&m.robots_disallowed));
+    let _ = writeln!(out, "# HELP robots_fetch_total robots.txt fetch attempts by outcome.\n# TYPE robots_fetch_total counter");
+    for (label, n) in state.robots.fetch_outcomes() {
+        let _ = writeln!(out, "robots_fetch_total{{outcome=\"{label}\"}} {n}");
+    }
     let _ = writeln!(
         out,
         "# HELP crawlcache_evictions_total Entries evicted by the size budget.\n# TYPE crawlcache_evictions_total counter\ncrawlcache_evictions_total {}",
         s.evictions
     );
     out
+}
+
+fn prom_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// `/stats` as JSON.

@@ -65,6 +65,17 @@ impl ProxyState {
         let dir = &config.server.data_dir;
         create_private_dir(dir)?;
         let store = Store::open(dir, config.cache.max_size).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+        Self::build(config, store, local_addr)
+    }
+
+    /// The state over an already open store, not listening anywhere (for
+    /// commands such as `robots refresh` run while the proxy is stopped).
+    pub fn from_store(config: Config, store: Store) -> Result<ProxyState, String> {
+        Self::build(config, store, SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    fn build(config: Config, store: Store, local_addr: SocketAddr) -> Result<ProxyState, String> {
+        let dir = &config.server.data_dir;
         let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
         let extra = &config.upstream.extra_ca_file;
         let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };

@@ -46,7 +46,19 @@ pub async fn gate(state: &ProxyState, method: &Method, url: &str, user_agent: Op
         return Gate::Forward { check: None, pace: None };
     };
     let now = SystemTime::now();
-    let (rules, disposition) = state.robots.rules_for(&origin, now).await;
+    let (rules, disposition) = if state.offline {
+        // Offline: never fetch; use the stored snapshot as it is, or run
+        // without rules if this origin was never seen.
+        match state.robots.current(&origin) {
+            Some(r) => {
+                let d = Disposition::from_state(r.snapshot.state(&state.robots.windows(&origin), now));
+                (r, d)
+            }
+            None => return Gate::Forward { check: None, pace: None },
+        }
+    } else {
+        state.robots.rules_for(&origin, now).await
+    };
     state.metrics.robots_disposition(disposition);
     let windows = state.robots.windows(&origin);
     let agent = enforce::product_token(&cfg.agent, user_agent);
