@@ -1,0 +1,316 @@
+//! robots.txt as a first-class resource, through the real proxy against
+//! scripted origins on loopback (issue 5, "It must show" items 2-4, and
+//! the proxy side of item 1). The window arithmetic itself is tested with
+//! an injected clock in `src/robots/snapshot.rs` and `tests/robots_registry.rs`.
+
+mod common;
+
+use common::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+fn config(mode: &str, extra: &str) -> String {
+    format!("[robots]\nmode = \"{mode}\"\n{extra}\n[upstream]\nresponse_timeout = \"2s\"\n")
+}
+
+fn start(mode: &str, extra: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy, TestDir) {
+    let dir = TestDir::new("robots-proxy");
+    let origin = Origin::start(handler);
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), &config(mode, extra), &[]);
+    (origin, proxy, dir)
+}
+
+fn robots_requests(origin: &Origin) -> usize {
+    origin.requests().iter().filter(|r| r.path() == "/robots.txt").count()
+}
+
+fn page_requests(origin: &Origin, path: &str) -> usize {
+    origin.requests().iter().filter(|r| r.path() == path).count()
+}
+
+fn site(req: &RecordedRequest) -> Reply {
+    match req.path() {
+        "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain")], ROBOTS.as_bytes()),
+        _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
+    }
+}
+
+fn audit_lines(data_dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let dir = data_dir.join("audit");
+    let Ok(rd) = std::fs::read_dir(&dir) else { return out };
+    let mut files: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    files.sort();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            out.push(serde_json::from_str(line).unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {line}")));
+        }
+    }
+    out
+}
+
+/// Waits until the audit log holds at least `n` lines (it is written when
+/// each response body is finished).
+fn wait_audit(data_dir: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lines = audit_lines(data_dir);
+        if lines.len() >= n || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Item 4: in enforce mode a disallowed URL never reaches the origin and the
+/// client gets a 403 naming the rule and the robots.txt URL; an allowed one
+/// is fetched; both are in the audit trail with the rules' SHA-256.
+#[test]
+fn enforce_blocks_disallowed_urls_before_the_origin() {
+    let (origin, proxy, _d) = start("enforce", "", site);
+    let blocked = proxy.get(&origin.url("/private/x"), &[("User-Agent", "ExampleBot/1.0")]);
+    assert_eq!(blocked.status, 403, "{}", blocked.describe());
+    let text = blocked.text();
+    assert!(text.contains("Disallow: /private"), "the body names the rule: {text}");
+    assert!(text.contains(&origin.url("/robots.txt")), "the body names the robots.txt URL: {text}");
+    assert_eq!(page_requests(&origin, "/private/x"), 0, "the origin never saw the disallowed URL");
+    assert!(blocked.header("robots-status").unwrap_or("").starts_with("disallowed"), "{}", blocked.describe());
+
+    let ok = proxy.get(&origin.url("/public"), &[("User-Agent", "ExampleBot/1.0")]);
+    assert_eq!((ok.status, ok.text()), (200, "page".to_string()));
+    assert_eq!(robots_requests(&origin), 1, "first sight fetched robots.txt once");
+
+    let lines = wait_audit(proxy.data_dir(), 2);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let sha = sha256_hex(ROBOTS.as_bytes());
+    for l in &lines {
+        assert_eq!(l["robots_sha256"], sha.as_str(), "every audit line carries the SHA-256 of the rules: {l}");
+        assert_eq!(l["agent"], "ExampleBot");
+    }
+    assert_eq!(lines[0]["verdict"], "disallowed");
+    assert_eq!(lines[0]["rule"], "Disallow: /private");
+    assert_eq!(lines[0]["disposition"], "fetched", "the first request waited for the first fetch");
+    assert_eq!(lines[1]["verdict"], "allowed");
+    assert_eq!(lines[1]["upstream_status"], 200);
+
+    let skips = crawlcache_cmd(&["audit", "skips", "--data-dir", &proxy.data_dir().display().to_string()], Duration::from_secs(20));
+    let out = String::from_utf8_lossy(&skips.stdout);
+    assert_eq!(out.lines().count(), 1, "audit skips lists exactly the disallowed request: {out}");
+    assert!(out.contains("/private/x"));
+}
+
+/// Item 4: annotate mode fetches a disallowed URL, and both the header and
+/// the audit line carry the verdict.
+#[test]
+fn annotate_fetches_and_records_the_verdict() {
+    let (origin, proxy, _d) = start("annotate", "", site);
+    let r = proxy.get(&origin.url("/private/y"), &[("User-Agent", "ExampleBot/1.0")]);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()));
+    assert_eq!(page_requests(&origin, "/private/y"), 1);
+    let h = r.header("robots-status").unwrap_or("").to_string();
+    assert!(h.starts_with("disallowed") && h.contains("Disallow: /private") && h.contains("line=2"), "{h}");
+    assert!(h.contains(&sha256_hex(ROBOTS.as_bytes())), "{h}");
+    let lines = wait_audit(proxy.data_dir(), 1);
+    assert_eq!(lines[0]["verdict"], "disallowed");
+    assert_eq!(lines[0]["line"], 2);
+}
+
+/// A client's own GET of robots.txt is answered from the snapshot: the body
+/// when fetched, 404 when absent, 503 when unavailable.
+#[test]
+fn client_robots_txt_is_answered_from_the_snapshot() {
+    let (origin, proxy, _d) = start("annotate", "", site);
+    let r = proxy.get(&origin.url("/robots.txt"), &[]);
+    assert_eq!((r.status, r.text()), (200, ROBOTS.to_string()));
+    let r = proxy.get(&origin.url("/robots.txt"), &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(robots_requests(&origin), 1, "the second answer came from the snapshot");
+
+    let (o404, p404, _d2) = start("annotate", "", |_| Reply::new(404, &[], b"nope"));
+    assert_eq!(p404.get(&o404.url("/robots.txt"), &[]).status, 404);
+    let (o503, p503, _d3) = start("annotate", "", |_| Reply::new(503, &[], b"down"));
+    assert_eq!(p503.get(&o503.url("/robots.txt"), &[]).status, 503);
+}
+
+/// Item 3: fetch outcomes at first sight, in enforce mode: 200 applies the
+/// rules; 404, 410 and 403 allow everything; 429, 500 and 503 disallow
+/// everything.
+#[test]
+fn fetch_outcomes_at_first_sight() {
+    for (status, allowed) in [(404, true), (410, true), (403, true), (429, false), (500, false), (503, false)] {
+        let (origin, proxy, _d) = start("enforce", "", move |req| match req.path() {
+            "/robots.txt" => Reply::new(status, &[("Retry-After", "120")], b"robots says no"),
+            _ => Reply::ok(&[], b"page"),
+        });
+        let r = proxy.get(&origin.url("/anything"), &[("User-Agent", "ExampleBot")]);
+        if allowed {
+            assert_eq!(r.status, 200, "robots.txt {status}: everything allowed: {}", r.describe());
+            assert_eq!(page_requests(&origin, "/anything"), 1);
+        } else {
+            assert_eq!(r.status, 403, "robots.txt {status}: everything disallowed: {}", r.describe());
+            assert_eq!(page_requests(&origin, "/anything"), 0, "robots.txt {status}: the page is never fetched");
+        }
+    }
+}
+
+/// Item 3: an origin that refuses connections, or whose robots.txt times
+/// out, is disallowed at first sight.
+#[test]
+fn unreachable_or_slow_robots_means_disallow_all() {
+    let dir = TestDir::new("robots-proxy");
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), &config("enforce", ""), &[]);
+    let dead = format!("http://127.0.0.1:{}/page", free_port());
+    let r = proxy.get(&dead, &[("User-Agent", "ExampleBot")]);
+    assert_eq!(r.status, 403, "connection refused: {}", r.describe());
+    assert!(r.text().contains("could not be fetched"), "{}", r.text());
+
+    let origin = Origin::start(|req| match req.path() {
+        "/robots.txt" => Reply::ok(&[], b"User-agent: *\nAllow: /\n").delayed(Duration::from_secs(4)),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy.get(&origin.url("/page"), &[("User-Agent", "ExampleBot")]);
+    assert_eq!(r.status, 403, "robots.txt timed out (response_timeout 2s): {}", r.describe());
+    assert_eq!(page_requests(&origin, "/page"), 0);
+}
+
+/// Item 3: five redirects within the host are followed; a sixth, or one to
+/// another host under the default `same-host`, makes the rules unavailable.
+#[test]
+fn redirects_within_the_host_are_followed_up_to_five() {
+    let hops = |n: usize| {
+        move |req: &RecordedRequest| {
+            let p = req.path().to_string();
+            if p == "/robots.txt" {
+                return Reply::new(301, &[("Location", "/r1")], b"");
+            }
+            if let Some(i) = p.strip_prefix("/r").and_then(|i| i.parse::<usize>().ok()) {
+                if i < n {
+                    return Reply::new(302, &[("Location", &format!("/r{}", i + 1))], b"");
+                }
+                return Reply::ok(&[], b"User-agent: *\nDisallow: /x\n");
+            }
+            Reply::ok(&[], b"page")
+        }
+    };
+    // 5 hops: /robots.txt -> r1 -> r2 -> r3 -> r4 -> r5 (rules)
+    let (origin, proxy, _d) = start("enforce", "", hops(5));
+    assert_eq!(proxy.get(&origin.url("/x"), &[("User-Agent", "ExampleBot")]).status, 403, "rules from the 5th hop apply");
+    assert_eq!(proxy.get(&origin.url("/y"), &[("User-Agent", "ExampleBot")]).status, 200);
+    // 6 hops: unavailable, everything disallowed.
+    let (origin6, proxy6, _d6) = start("enforce", "", hops(6));
+    let r = proxy6.get(&origin6.url("/y"), &[("User-Agent", "ExampleBot")]);
+    assert_eq!(r.status, 403, "a sixth hop makes the rules unavailable: {}", r.describe());
+    // Cross-host redirect under same-host.
+    let (ox, px, _dx) = start("enforce", "", |req| match req.path() {
+        "/robots.txt" => Reply::new(301, &[("Location", "http://localhost:9/robots.txt")], b""),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = px.get(&ox.url("/y"), &[("User-Agent", "ExampleBot")]);
+    assert_eq!(r.status, 403, "a redirect to another host is not followed: {}", r.describe());
+}
+
+/// Item 2: only the first sight waits; after the fresh window, 20
+/// concurrent requests cause exactly one background robots fetch, and all
+/// of them are answered before that fetch completes.
+#[test]
+fn stale_rules_are_refreshed_once_in_the_background() {
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let slow_done: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let (f2, s2) = (fetches.clone(), slow_done.clone());
+    let (origin, proxy, _d) = start(
+        "enforce",
+        "fresh = \"1s\"\nstale_usable = \"30s\"\nhard_max = \"60s\"",
+        move |req| match req.path() {
+            "/robots.txt" => {
+                let n = f2.fetch_add(1, Ordering::SeqCst);
+                if n == 0 {
+                    Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes())
+                } else {
+                    // The refresh is slow; record roughly when it will end.
+                    *s2.lock().unwrap() = Some(Instant::now() + Duration::from_millis(1500));
+                    Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes()).delayed(Duration::from_millis(1500))
+                }
+            }
+            _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
+        },
+    );
+    assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200);
+    assert_eq!(robots_requests(&origin), 1, "first sight: one fetch");
+    std::thread::sleep(Duration::from_millis(1300));
+    let addr = proxy.addr();
+    let url = origin.url("/a");
+    let handles: Vec<_> = (0..20)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let r = proxy_get(addr, &url, &[("User-Agent", "ExampleBot")]);
+                (r.status, Instant::now())
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("client thread")).collect();
+    let refresh_end = slow_done.lock().unwrap().expect("a background refresh was made");
+    for (status, at) in &results {
+        assert_eq!(*status, 200);
+        assert!(*at < refresh_end, "every request was answered before the background refresh finished");
+    }
+    origin.wait_for_requests(2, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1700));
+    assert_eq!(robots_requests(&origin), 2, "exactly one background refresh for 20 requests");
+    let reqs = origin.requests();
+    let refresh = reqs.iter().filter(|r| r.path() == "/robots.txt").nth(1).expect("the refresh");
+    assert_eq!(refresh.header("if-none-match"), Some("\"r1\""), "refreshes are conditional");
+}
+
+/// Item 1 (proxy side): once the snapshot is past its hard maximum and the
+/// origin's robots.txt keeps failing, enforce mode answers 503 "rules too old".
+#[test]
+fn expired_rules_block_the_host_in_enforce_mode() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let (origin, proxy, _d) = start(
+        "enforce",
+        "fresh = \"1s\"\nstale_usable = \"2s\"\nhard_max = \"3s\"\nretry_initial = \"100ms\"\nretry_max = \"200ms\"",
+        move |req| match req.path() {
+            "/robots.txt" if n2.fetch_add(1, Ordering::SeqCst) == 0 => Reply::ok(&[], ROBOTS.as_bytes()),
+            "/robots.txt" => Reply::new(500, &[], b"broken"),
+            _ => Reply::ok(&[("Cache-Control", "no-store")], b"page"),
+        },
+    );
+    assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    // Stale but inside its windows: the old rules are kept despite the 500.
+    assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200, "the previous snapshot is kept");
+    std::thread::sleep(Duration::from_millis(2000));
+    let r = proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]);
+    assert_eq!(r.status, 503, "{}", r.describe());
+    assert!(r.text().contains("rules too old"), "{}", r.text());
+}
+
+/// Snapshots survive a restart: no new robots.txt fetch after it.
+#[test]
+fn snapshots_survive_a_restart() {
+    let (origin, proxy, _d) = start("enforce", "", site);
+    assert_eq!(proxy.get(&origin.url("/private/1"), &[("User-Agent", "ExampleBot")]).status, 403);
+    let proxy = proxy.restart(&["--config", &{
+        let p = _d.join("again.toml");
+        std::fs::write(&p, config("enforce", "")).expect("config");
+        p.display().to_string()
+    }]);
+    assert_eq!(proxy.get(&origin.url("/private/2"), &[("User-Agent", "ExampleBot")]).status, 403);
+    assert_eq!(robots_requests(&origin), 1, "the persisted snapshot was used after the restart");
+    let show = crawlcache_cmd(
+        &["robots", "show", "--data-dir", &proxy.data_dir().display().to_string(), &format!("http://127.0.0.1:{}", origin.port())],
+        Duration::from_secs(20),
+    );
+    let out = String::from_utf8_lossy(&show.stdout);
+    assert!(out.contains("status:        fetched") && out.contains("Disallow: /private"), "robots show: {out}");
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    crawlcache::robots::snapshot::sha256_hex(b)
+}
