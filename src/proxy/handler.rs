@@ -144,7 +144,6 @@ async fn proxy_request(state: Arc<ProxyState>, req: Request<Incoming>) -> Respon
         .and_then(|v| v.parse().ok());
     record.cache_status = cache_status;
     let (parts, body) = response.into_parts();
-    let body = if method == Method::HEAD { body } else { body };
     let guard = super::body::AuditGuard::new(state.audit.clone(), record, started);
     Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
 }
