@@ -33,13 +33,25 @@ NGINX_ONLY=0
 for arg in "$@"; do
     case $arg in
         --nginx-only) NGINX_ONLY=1 ;;
-        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "benches/load.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac
 done
 
 say() { printf '[load] %s\n' "$*" >&2; }
 die() { printf '[load] error: %s\n' "$*" >&2; exit 1; }
+
+# wrk's duration syntax (plain seconds, or a number with s, m or h) in seconds.
+duration_secs() {
+    local n=${1%[smh]}
+    [[ $n =~ ^[0-9]+$ ]] || die "DURATION=$1: use seconds, or a number with s, m or h"
+    case $1 in
+        *m) echo $((n * 60)) ;;
+        *h) echo $((n * 3600)) ;;
+        *) echo "$n" ;;
+    esac
+}
+duration_secs "$DURATION" >/dev/null
 
 # --- tools ---------------------------------------------------------------
 missing=()
@@ -211,9 +223,16 @@ if ((!NGINX_ONLY)); then
         url="http://127.0.0.1:$ORIGIN_PORT/$size.bin"
         curl -fsS -o /dev/null --max-time 30 -x "http://127.0.0.1:$CC_PORT" "$url" ||
             die "crawlcache could not fetch $url"
-        cs=$(curl -fsS -o /dev/null -D - --max-time 30 -x "http://127.0.0.1:$CC_PORT" "$url" |
-            tr -d '\r' | awk -F': ' 'tolower($1) == "cache-status" { print $2 }')
-        [[ $cs == *hit* ]] || die "crawlcache did not serve $url from cache (Cache-Status: ${cs:-none})"
+        # The body is published (synced, indexed) after the first response
+        # ends: allow a few tries, as for nginx above.
+        cs=""
+        for _ in 1 2 3 4 5; do
+            cs=$(curl -fsS -o /dev/null -D - --max-time 30 -x "http://127.0.0.1:$CC_PORT" "$url" |
+                tr -d '\r' | awk -F': ' 'tolower($1) == "cache-status" { print $2 }')
+            [[ $cs == *"; hit"* ]] && break
+            sleep 0.2
+        done
+        [[ $cs == *"; hit"* ]] || die "crawlcache did not serve $url from cache (Cache-Status: ${cs:-none})"
     done
     say "crawlcache on 127.0.0.1:$CC_PORT (pid $CC_PID), warm"
 fi
@@ -235,7 +254,7 @@ EOF
 # (request target) with Host $3.
 run_wrk() {
     local out secs
-    secs=$(( $(echo "$DURATION" | tr -dc '0-9') + 60 ))
+    secs=$(( $(duration_secs "$DURATION") + 60 ))
     out=$(timeout "$secs" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s \
         -s "$WORK/request.lua" "$1" -- "$2" "$3") || die "wrk against $1 failed: $out"
     echo "$out" >>"$WORK/wrk.log"
@@ -251,7 +270,16 @@ vmhwm() {
     awk '/^VmHWM:/ { printf "%.1f MiB", $2 / 1024 }' "/proc/$1/status"
 }
 
+# crawlcache's counters (GET /stats) as "requests hits misses revalidations".
+cc_counters() {
+    curl -fsS --noproxy '*' --max-time 5 "http://127.0.0.1:$CC_PORT/stats" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["proxy"]
+print(*(p.get(k, 0) for k in ("requests", "hits", "misses", "revalidations")))'
+}
+
 origin_lines_before=$(wc -l <"$WORK/origin.access.log")
+((NGINX_ONLY)) || read -r cc_req0 cc_hit0 cc_miss0 cc_reval0 < <(cc_counters)
 rows=()
 for size in $SIZES; do
     say "wrk -t$THREADS -c$CONNECTIONS -d$DURATION: $size via nginx proxy_cache ..."
@@ -267,6 +295,11 @@ for size in $SIZES; do
         "$size" "$n_rps" "$n_err" "$c_rps" "$c_err" "$ratio" "$(vmhwm "$CC_PID")")")
 done
 origin_hits=$(( $(wc -l <"$WORK/origin.access.log") - origin_lines_before ))
+cc_line=""
+if ((!NGINX_ONLY)); then
+    read -r cc_req1 cc_hit1 cc_miss1 cc_reval1 < <(cc_counters)
+    cc_line="crawlcache during the measurements: $((cc_req1 - cc_req0)) requests, $((cc_hit1 - cc_hit0)) hits, $((cc_miss1 - cc_miss0)) misses, $((cc_reval1 - cc_reval0)) revalidations (GET /stats)"
+fi
 
 echo
 echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, cache hits on loopback, $(nproc) cores"
@@ -274,3 +307,4 @@ printf '%-6s %14s %8s %17s %8s %7s %14s\n' size "nginx req/s" errors "crawlcache
 printf '%s\n' "${rows[@]}"
 echo "(errors: socket errors + non-2xx/3xx responses; RSS: crawlcache's VmHWM, peak so far)"
 echo "origin requests during the measurements: $origin_hits (0 means both caches served every request)"
+[[ -z $cc_line ]] || echo "$cc_line"
