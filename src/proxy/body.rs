@@ -123,23 +123,18 @@ impl Body for ProxyBody {
                 // are almost always in the page cache, and a thread hop per
                 // chunk costs more than the copy.
                 let want = (*remaining).min(FILE_CHUNK as u64) as usize;
-                let mut buf = vec![0u8; want];
-                let mut filled = 0;
-                while filled < want {
-                    match file.read(&mut buf[filled..]) {
-                        Ok(0) => break,
-                        Ok(n) => filled += n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Poll::Ready(Some(Err(Box::new(e)))),
-                    }
+                // Read into uninitialised capacity: no zeroing pass.
+                let mut buf = Vec::with_capacity(want);
+                if let Err(e) = (&mut *file).take(want as u64).read_to_end(&mut buf) {
+                    return Poll::Ready(Some(Err(Box::new(e))));
                 }
+                let filled = buf.len();
                 if filled == 0 {
                     // The file is shorter than the index says: abort rather than
                     // send a body that does not match its Content-Length.
                     *remaining = 0;
                     return Poll::Ready(Some(Err("stored body file is shorter than recorded".into())));
                 }
-                buf.truncate(filled);
                 *remaining -= filled as u64;
                 Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
             }

@@ -16,6 +16,7 @@
 use super::body::ProxyBody;
 use super::collapse::{self, Lead, Outcome, Role};
 use super::headers::{add_via, remove_hop_by_hop, set_cache_status};
+use super::meta_cache::Decoded;
 use super::robots_gate;
 use super::upstream::UpstreamError;
 use super::ProxyState;
@@ -182,23 +183,27 @@ pub fn error_response(status: StatusCode, message: &str, cache_status: &str) -> 
 
 /// The stored variant that matches the request, if any (RFC 9111 section
 /// 4.1: when several match, the most recent response is used).
-fn lookup_variant(state: &ProxyState, primary: &str, request_headers: &HeaderMap) -> Result<Option<(Entry, StoredResponse)>, StoreError> {
-    let mut best: Option<(Entry, StoredResponse)> = None;
-    for entry in state.store.lookup(primary)? {
-        let Some(stored) = StoredResponse::from_bytes(&entry.meta) else {
+/// Also says whether any variant at all is stored under the URI (to tell a
+/// `vary-miss` from a `uri-miss`).
+fn lookup_variant(state: &ProxyState, primary: &str, request_headers: &HeaderMap) -> Result<(Option<(Entry, Arc<Decoded>)>, bool), StoreError> {
+    let mut best: Option<(Entry, Arc<Decoded>)> = None;
+    let entries = state.store.lookup(primary)?;
+    let any = !entries.is_empty();
+    for entry in entries {
+        let Some(decoded) = state.meta_cache.decode(&entry.meta) else {
             tracing::warn!("dropping unreadable cache entry for {primary}");
             let _ = state.store.remove_variant(primary, &entry.secondary_key);
             continue;
         };
-        let Some(sk) = key::secondary_key(&stored.header_map(), request_headers) else { continue };
+        let Some(sk) = key::secondary_key(&decoded.headers, request_headers) else { continue };
         if sk != entry.secondary_key {
             continue;
         }
-        if best.as_ref().map(|(_, b)| stored.response_time_ms > b.response_time_ms).unwrap_or(true) {
-            best = Some((entry, stored));
+        if best.as_ref().map(|(_, b)| decoded.stored.response_time_ms > b.stored.response_time_ms).unwrap_or(true) {
+            best = Some((entry, decoded));
         }
     }
-    Ok(best)
+    Ok((best, any))
 }
 
 /// GET and HEAD: the cache path.
@@ -210,22 +215,22 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
         rounds += 1;
         let collapse_allowed = rounds <= 3;
         let now = SystemTime::now();
-        let found = match lookup_variant(&state, &primary, &parts.headers) {
+        let (found, had_any) = match lookup_variant(&state, &primary, &parts.headers) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!("cache lookup for {primary} failed, forwarding: {e}");
-                None
+                (None, false)
             }
         };
-        let had_any = found.is_some() || state.store.lookup(&primary).map(|v| !v.is_empty()).unwrap_or(false);
-        if let Some((entry, stored)) = found {
+        if let Some((entry, decoded)) = found {
+            let stored = &decoded.stored;
             if state.offline {
                 let d = policy::decide(&parts.headers, &stored, now, &state.policy);
                 let status = format!("hit; ttl={}; detail=offline", d.ttl);
                 if d.stale {
                     Metrics::inc(&state.metrics.stale_served);
                 }
-                match serve_stored(&state, &parts, &primary, &entry, &stored, d.age, &status) {
+                match serve_stored(&state, &parts, &primary, &entry, stored, Some(&decoded.headers), d.age, &status) {
                     Some(r) => return r,
                     None => continue,
                 }
@@ -237,16 +242,16 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
                         Metrics::inc(&state.metrics.stale_served);
                     }
                     let status = format!("hit; ttl={}", d.ttl);
-                    match serve_stored(&state, &parts, &primary, &entry, &stored, d.age, &status) {
+                    match serve_stored(&state, &parts, &primary, &entry, stored, Some(&decoded.headers), d.age, &status) {
                         Some(r) => return r,
                         None => continue,
                     }
                 }
                 Reuse::ServeStaleAndRevalidate => {
-                    spawn_background_revalidation(&state, &parts, &primary, &entry, &stored);
+                    spawn_background_revalidation(&state, &parts, &primary, &entry, stored);
                     Metrics::inc(&state.metrics.stale_served);
                     let status = format!("hit; ttl={}; detail=stale-while-revalidate", d.ttl);
-                    match serve_stored(&state, &parts, &primary, &entry, &stored, d.age, &status) {
+                    match serve_stored(&state, &parts, &primary, &entry, stored, Some(&decoded.headers), d.age, &status) {
                         Some(r) => return r,
                         None => continue,
                     }
@@ -264,7 +269,7 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
                     }
                     if collapse_allowed {
                         match state.inflight.join(&primary) {
-                            Role::Leader(lead) => return revalidate(&state, &parts, &primary, entry, stored, Some(lead)).await,
+                            Role::Leader(lead) => return revalidate(&state, &parts, &primary, entry, stored.clone(), Some(lead)).await,
                             Role::Follower(rx) => {
                                 Metrics::inc(&state.metrics.collapsed);
                                 if collapse::wait(rx).await == Outcome::Stored {
@@ -273,7 +278,7 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
                             }
                         }
                     }
-                    return revalidate(&state, &parts, &primary, entry, stored, None).await;
+                    return revalidate(&state, &parts, &primary, entry, stored.clone(), None).await;
                 }
             }
         }
@@ -319,7 +324,8 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
     }
 }
 
-/// Serves a stored response; `None` if its body has vanished (the entry is
+/// Serves a stored response (`prebuilt`: its header map, when already
+/// decoded); `None` if its body has vanished (the entry is
 /// then dropped and the caller looks again).
 fn serve_stored(
     state: &ProxyState,
@@ -327,11 +333,15 @@ fn serve_stored(
     primary: &str,
     entry: &Entry,
     stored: &StoredResponse,
+    prebuilt: Option<&HeaderMap>,
     age: u64,
     cache_status: &str,
 ) -> Option<Response<ProxyBody>> {
     let is_head = parts.method == Method::HEAD;
-    let mut headers = stored.header_map();
+    let mut headers = match prebuilt {
+        Some(h) => h.clone(),
+        None => stored.header_map(),
+    };
     headers.insert(http::header::AGE, HeaderValue::from(age));
     add_via(&mut headers);
     set_cache_status(&mut headers, cache_status);
@@ -699,7 +709,7 @@ async fn revalidate(
             }
             let age = policy::current_age(&fresh, now).as_secs();
             let ttl = policy::freshness_lifetime(&fresh, &state.policy).as_secs() as i64 - age as i64;
-            serve_stored(state, parts, primary, &entry, &fresh, age, &format!("fwd=stale; fwd-status=304; ttl={ttl}"))
+            serve_stored(state, parts, primary, &entry, &fresh, None, age, &format!("fwd=stale; fwd-status=304; ttl={ttl}"))
                 .unwrap_or_else(|| error_response(StatusCode::BAD_GATEWAY, "crawlcache: stored body vanished during revalidation", "fwd=stale"))
         }
         Ok(resp) => {
@@ -738,7 +748,7 @@ fn serve_stale_on_error(
     Metrics::inc(&state.metrics.stale_served);
     let age = policy::current_age(stored, now).as_secs();
     let ttl = policy::freshness_lifetime(stored, &state.policy).as_secs() as i64 - age as i64;
-    serve_stored(state, parts, primary, entry, stored, age, &format!("hit; ttl={ttl}; fwd=stale; {detail}"))
+    serve_stored(state, parts, primary, entry, stored, None, age, &format!("hit; ttl={ttl}; fwd=stale; {detail}"))
 }
 
 /// stale-while-revalidate: one background revalidation per key.

@@ -9,6 +9,7 @@ pub mod body;
 pub mod collapse;
 pub mod handler;
 pub mod headers;
+pub mod meta_cache;
 pub mod robots_gate;
 pub mod tunnel;
 pub mod upstream;
@@ -57,6 +58,8 @@ pub struct ProxyState {
     pub pacer: Arc<crate::robots::politeness::Pacer>,
     /// The audit trail.
     pub audit: Arc<crate::audit::AuditLog>,
+    /// Decoded stored response heads, so hits skip parsing.
+    pub meta_cache: meta_cache::MetaCache,
 }
 
 impl ProxyState {
@@ -100,6 +103,7 @@ impl ProxyState {
             crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
         );
         Ok(ProxyState {
+            meta_cache: meta_cache::MetaCache::new(8192),
             robots,
             pacer,
             audit,
