@@ -46,6 +46,13 @@ if ((${#missing[@]})); then
     done
 fi
 
+# tests/https_proxy.rs drives Python requests through the proxy.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import requests' >/dev/null 2>&1; then
+    echo "tests/run.sh: installing the Python module requests (pip) ..."
+    python3 -m pip install --quiet requests ||
+        echo "tests/run.sh: warning: pip install requests failed; tests/https_proxy.rs will fail." >&2
+fi
+
 # The end-to-end crawl serves the Rust book from the toolchain's rust-docs.
 book="$(rustc --print sysroot)/share/doc/rust/html/book/index.html"
 if [[ ! -f $book ]]; then
