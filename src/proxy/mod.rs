@@ -60,6 +60,11 @@ pub struct ProxyState {
     pub audit: Arc<crate::audit::AuditLog>,
     /// Decoded stored response heads, so hits skip parsing.
     pub meta_cache: meta_cache::MetaCache,
+    /// Set to true at shutdown: client connections (plain and intercepted)
+    /// finish their current exchange and close.
+    pub closing: tokio::sync::watch::Sender<bool>,
+    /// Client connections still open (plain and intercepted).
+    pub conns: Arc<Tasks>,
 }
 
 impl ProxyState {
@@ -103,6 +108,8 @@ impl ProxyState {
             crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
         );
         Ok(ProxyState {
+            closing: tokio::sync::watch::channel(false).0,
+            conns: Arc::new(Tasks::default()),
             meta_cache: meta_cache::MetaCache::new(8192),
             robots,
             pacer,
@@ -227,9 +234,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         tracing::warn!("cannot write {}: {e}", addr_file.display());
     }
     let allow = state.config.server.allow_clients.clone();
-    // Connections watch this to start a graceful close; `conns` counts them.
-    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
-    let conns = Arc::new(Tasks::default());
+    let conns = state.conns.clone();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -261,7 +266,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
                     .timer(TokioTimer::new())
                     .serve_connection(TokioIo::new(stream), svc)
                     .with_upgrades();
-                let mut closing = closing_rx.clone();
+                let mut closing = state.closing.subscribe();
                 let guard = conns.enter();
                 tokio::spawn(async move {
                     let _guard = guard;
@@ -282,7 +287,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         }
     }
     drop(listener);
-    let _ = closing_tx.send(true);
+    let _ = state.closing.send(true);
     let grace = state.config.server.shutdown_timeout;
     tracing::info!("shutting down: finishing responses in flight (at most {} s)", grace.as_secs_f64());
     let tasks = state.tasks.clone();

@@ -119,7 +119,18 @@ fn intercept(
             .max_buf_size(64 * 1024)
             .timer(TokioTimer::new())
             .serve_connection(TokioIo::new(tls), svc);
-        if let Err(e) = conn.await {
+        // Counted and closed gracefully at shutdown, like plain connections.
+        let _guard = state.conns.enter();
+        let mut closing = state.closing.subscribe();
+        let mut conn = std::pin::pin!(conn);
+        let result = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = async { let _ = closing.wait_for(|c| *c).await; } => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = result {
             tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
         }
     });
