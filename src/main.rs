@@ -7,6 +7,17 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Like `println!`, but a closed stdout (`crawlcache cache show URL | head`)
+/// ends the output quietly instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {{ let _ = writeln!(std::io::stdout(), $($t)*); }};
+}
+
+/// Like `print!`, without the panic on a closed stdout.
+macro_rules! out {
+    ($($t:tt)*) => {{ let _ = write!(std::io::stdout(), $($t)*); }};
+}
+
 #[derive(Parser)]
 #[command(name = "crawlcache", version, about = "A local caching forward proxy for web crawlers")]
 struct Cli {
@@ -189,7 +200,7 @@ fn robots_show(common: Common, origin: &str) -> Result<ExitCode, String> {
             match crawlcache::robots::registry::load_snapshot(&tree, &origin)? {
                 Some(snap) => {
                     let windows = cfg.robots.windows_for(&origin.host);
-                    print!("{}", crawlcache::robots::registry::describe(&snap, &windows, std::time::SystemTime::now()));
+                    out!("{}", crawlcache::robots::registry::describe(&snap, &windows, std::time::SystemTime::now()));
                     Ok(ExitCode::SUCCESS)
                 }
                 None => {
@@ -200,7 +211,7 @@ fn robots_show(common: Common, origin: &str) -> Result<ExitCode, String> {
         }
         StoreAccess::Daemon(a) => {
             let (status, body) = admin_request(a, "GET", &format!("/robots/show?origin={}", encode(&origin.to_string())))?;
-            print!("{body}");
+            out!("{body}");
             Ok(if status == 200 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
     }
@@ -212,14 +223,14 @@ fn robots_refresh(common: Common, origins: &[String]) -> Result<ExitCode, String
     match open_store(&cfg)? {
         StoreAccess::Daemon(a) => {
             if parsed.is_empty() {
-                print!("{}", admin_request(a, "POST", "/robots/refresh")?.1);
+                out!("{}", admin_request(a, "POST", "/robots/refresh")?.1);
             }
             for o in &parsed {
                 let (status, body) = admin_request(a, "POST", &format!("/robots/refresh?origin={}", encode(&o.to_string())))?;
                 if status != 200 {
                     return Err(body.trim().to_string());
                 }
-                print!("{body}");
+                out!("{body}");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -243,7 +254,7 @@ fn robots_refresh(common: Common, origins: &[String]) -> Result<ExitCode, String
                 Ok::<String, String>(out)
             })?;
             store.flush().map_err(|e| e.to_string())?;
-            print!("{out}");
+            out!("{out}");
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -268,11 +279,11 @@ fn ca(common: Common, pem: bool) -> Result<ExitCode, String> {
     crawlcache::proxy::create_private_dir(&cfg.server.data_dir)?;
     let ca = crawlcache::tls::CertificateAuthority::load_or_create(&cfg.server.data_dir).map_err(|e| e.to_string())?;
     if pem {
-        print!("{}", ca.cert_pem());
+        out!("{}", ca.cert_pem());
     } else {
         let path = ca.cert_path();
         let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        println!("{}", abs.display());
+        outln!("{}", abs.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -343,8 +354,8 @@ fn cache(cmd: CacheCommand) -> Result<ExitCode, String> {
         CacheCommand::Stats { common } => {
             let cfg = load_config(&common)?;
             match open_store(&cfg)? {
-                StoreAccess::Direct(s) => println!("{}", serde_json::to_string_pretty(&s.stats()).unwrap_or_default()),
-                StoreAccess::Daemon(a) => print!("{}", admin_request(a, "GET", "/stats")?.1),
+                StoreAccess::Direct(s) => outln!("{}", serde_json::to_string_pretty(&s.stats()).unwrap_or_default()),
+                StoreAccess::Daemon(a) => out!("{}", admin_request(a, "GET", "/stats")?.1),
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -361,7 +372,7 @@ fn cache(cmd: CacheCommand) -> Result<ExitCode, String> {
                 }
             };
             let empty = v["variants"].as_array().map(|a| a.is_empty()).unwrap_or(true);
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             Ok(if empty { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         CacheCommand::Purge { common, url } => {
@@ -381,7 +392,7 @@ fn cache(cmd: CacheCommand) -> Result<ExitCode, String> {
                     v["removed"].as_u64().unwrap_or(0)
                 }
             };
-            println!("removed {n} stored variant(s) of {url}");
+            outln!("removed {n} stored variant(s) of {url}");
             Ok(ExitCode::SUCCESS)
         }
         CacheCommand::Verify { common, repair } => {
@@ -399,7 +410,7 @@ fn cache(cmd: CacheCommand) -> Result<ExitCode, String> {
                     (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default())
                 }
             };
-            println!("{text}");
+            outln!("{text}");
             if clean {
                 eprintln!("cache verify: every invariant holds");
                 Ok(ExitCode::SUCCESS)
