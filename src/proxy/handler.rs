@@ -478,6 +478,8 @@ fn respond_with_upstream(
     }
 
     let origin_headers = rparts.headers.clone();
+    // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
+    rparts.version = Version::HTTP_11;
     remove_hop_by_hop(&mut rparts.headers);
     add_via(&mut rparts.headers);
 
@@ -795,6 +797,7 @@ async fn passthrough(state: Arc<ProxyState>, req: Request<Incoming>, primary: St
                 }
             }
             let (mut rparts, body) = resp.into_parts();
+            rparts.version = Version::HTTP_11;
             remove_hop_by_hop(&mut rparts.headers);
             add_via(&mut rparts.headers);
             set_cache_status(&mut rparts.headers, &format!("fwd=method; fwd-status={status}"));

@@ -87,7 +87,7 @@ impl ProxyState {
         let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
         let extra = &config.upstream.extra_ca_file;
         let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-        let tls = crate::tls::upstream_client_config(extra).map_err(|e| e.to_string())?;
+        let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
         let upstream = upstream::Upstream::new(
             tls,
             config.upstream.connect_timeout,

@@ -61,6 +61,12 @@ pub async fn gate(state: &ProxyState, method: &Method, url: &str, user_agent: Op
     };
     state.metrics.robots_disposition(disposition);
     let windows = state.robots.windows(&origin);
+    if disposition == Disposition::Fetched && rules.snapshot.status == crate::robots::snapshot::RobotsStatus::Unavailable {
+        tracing::warn!(
+            "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (`crawlcache robots refresh {origin}` retries now)",
+            rules.snapshot.last_outcome
+        );
+    }
     let agent = enforce::product_token(&cfg.agent, user_agent);
     let check = RobotsCheck::new(&rules, disposition, &windows, now, &agent, url);
     state.metrics.robots_verdict(check.verdict.allowed);

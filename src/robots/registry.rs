@@ -198,15 +198,17 @@ impl RobotsRegistry {
     /// The rules in force for `origin` at `now`, and how they were obtained.
     ///
     /// Waits only at the first sight of the origin (no snapshot in memory or
-    /// in the tree): then it fetches (or joins the fetch already running)
-    /// and returns [`Disposition::Fetched`]. Otherwise it returns at once
+    /// in the tree), or when its snapshot is past the hard maximum and a
+    /// refresh may be tried: then it fetches (or joins the fetch already
+    /// running) and returns [`Disposition::Fetched`] (or `Expired` if the
+    /// refresh failed and the old snapshot is all there is). Otherwise it returns at once
     /// with the disposition of the snapshot's state, after starting one
     /// background refresh when due ([`Snapshot::refresh_due`]) and none is
     /// in flight. Never fails: a fetch that cannot be made gives an
     /// `unavailable` snapshot.
     pub async fn rules_for(&self, origin: &Origin, now: SystemTime) -> (Arc<Rules>, Disposition) {
         let windows = self.windows(origin);
-        let rx = {
+        let (rx, was_expired) = {
             let mut slots = lock(&self.inner.slots);
             let slot = self.slot(&mut slots, origin);
             if let Some(cur) = slot.current.clone() {
@@ -214,18 +216,32 @@ impl RobotsRegistry {
                     slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now));
                 }
                 let state = cur.snapshot.state(&windows, now);
-                return (cur, Disposition::from_state(state));
-            }
-            match &slot.inflight {
-                Some(rx) => rx.clone(),
-                None => {
-                    let rx = self.spawn_fetch(origin.clone(), None, now);
-                    slot.inflight = Some(rx.clone());
-                    rx
+                if state != State::Expired {
+                    return (cur, Disposition::from_state(state));
+                }
+                // Expired rules cannot be used at all: as at first sight,
+                // wait for the refresh (when back-off allows one) instead of
+                // refusing a request the fresh rules may well allow.
+                match &slot.inflight {
+                    Some(rx) => (rx.clone(), true),
+                    None => return (cur, Disposition::Expired),
+                }
+            } else {
+                match &slot.inflight {
+                    Some(rx) => (rx.clone(), false),
+                    None => {
+                        let rx = self.spawn_fetch(origin.clone(), None, now);
+                        slot.inflight = Some(rx.clone());
+                        (rx, false)
+                    }
                 }
             }
         };
-        (self.wait(origin, rx, now).await, Disposition::Fetched)
+        let rules = self.wait(origin, rx, now).await;
+        if was_expired && rules.snapshot.state(&windows, now) == State::Expired {
+            return (rules, Disposition::Expired);
+        }
+        (rules, Disposition::Fetched)
     }
 
     /// Forces a conditional refresh of `origin` now, whatever the snapshot's
