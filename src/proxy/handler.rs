@@ -337,7 +337,7 @@ fn serve_stored(
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     *resp.headers_mut() = headers;
-    Some(resp)
+    Some(super::range::narrow(parts, stored, resp))
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).

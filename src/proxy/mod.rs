@@ -9,6 +9,7 @@ pub mod body;
 pub mod collapse;
 pub mod handler;
 pub mod headers;
+pub mod range;
 pub mod tunnel;
 pub mod upstream;
 
