@@ -599,6 +599,11 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
     })
     .await;
     match inserted {
+        Ok(Ok(_evicted)) if state.invalidations.since(&job.primary, job.stored.request_time_ms) => {
+            // Invalidated while it was being stored (RFC 9111 section 4.4).
+            let _ = state.store.remove_variant(&job.primary, &job.secondary_key);
+            Outcome::NotShared
+        }
         Ok(Ok(_evicted)) => {
             Metrics::inc(&state.metrics.stored);
             Outcome::Stored
@@ -746,6 +751,7 @@ async fn passthrough(state: Arc<ProxyState>, req: Request<Incoming>, primary: St
         Ok(resp) => {
             let status = resp.status().as_u16();
             for target in policy::invalidation_targets(&parts.method, status, &primary, resp.headers()) {
+                state.invalidations.record(&target, to_millis(SystemTime::now()));
                 match state.store.remove(&target) {
                     Ok(n) if n > 0 => tracing::debug!("invalidated {target} ({n} variants) after {} {primary}", parts.method),
                     Ok(_) => {}

@@ -9,6 +9,7 @@ pub mod body;
 pub mod collapse;
 pub mod handler;
 pub mod headers;
+pub mod invalidate;
 pub mod range;
 pub mod tunnel;
 pub mod upstream;
@@ -51,6 +52,9 @@ pub struct ProxyState {
     pub offline: bool,
     /// The local certificate authority used to intercept CONNECT tunnels.
     pub ca: crate::tls::CertificateAuthority,
+    /// Recent invalidations, so a response still being stored when its URL
+    /// is invalidated does not stay (RFC 9111 section 4.4).
+    pub invalidations: invalidate::Invalidations,
 }
 
 impl ProxyState {
@@ -80,6 +84,7 @@ impl ProxyState {
             tasks: Arc::new(Tasks::default()),
             local_addr,
             ca,
+            invalidations: invalidate::Invalidations::default(),
         })
     }
 }
