@@ -587,28 +587,25 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
             return Outcome::NotShared;
         }
     };
-    let store = state.store.clone();
+    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
     let (primary, sk, meta) = (job.primary.clone(), job.secondary_key.clone(), job.stored.to_bytes());
     let inserted = tokio::task::spawn_blocking(move || {
-        let r = store.insert(&primary, &sk, &meta, Some(&committed));
-        if r.is_err() {
+        // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
+        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
+        if !matches!(r, Some(Ok(_))) {
             // Release the finished file now rather than at close.
-            store.discard_body(&committed);
+            st.store.discard_body(&committed);
         }
-        r
+        r.ok_or(())
     })
     .await;
     match inserted {
-        Ok(Ok(_evicted)) if state.invalidations.since(&job.primary, job.stored.request_time_ms) => {
-            // Invalidated while it was being stored (RFC 9111 section 4.4).
-            let _ = state.store.remove_variant(&job.primary, &job.secondary_key);
-            Outcome::NotShared
-        }
-        Ok(Ok(_evicted)) => {
+        Ok(Err(())) => Outcome::NotShared,
+        Ok(Ok(Ok(_evicted))) => {
             Metrics::inc(&state.metrics.stored);
             Outcome::Stored
         }
-        Ok(Err(e)) => {
+        Ok(Ok(Err(e))) => {
             Metrics::inc(&state.metrics.store_errors);
             tracing::warn!("indexing {} failed: {e}", job.primary);
             Outcome::NotShared
@@ -751,8 +748,7 @@ async fn passthrough(state: Arc<ProxyState>, req: Request<Incoming>, primary: St
         Ok(resp) => {
             let status = resp.status().as_u16();
             for target in policy::invalidation_targets(&parts.method, status, &primary, resp.headers()) {
-                state.invalidations.record(&target, to_millis(SystemTime::now()));
-                match state.store.remove(&target) {
+                match state.invalidations.invalidate(&target, to_millis(SystemTime::now()), || state.store.remove(&target)) {
                     Ok(n) if n > 0 => tracing::debug!("invalidated {target} ({n} variants) after {} {primary}", parts.method),
                     Ok(_) => {}
                     Err(e) => tracing::warn!("invalidating {target} failed: {e}"),

@@ -3,18 +3,20 @@
 //!
 //! A GET's body is published to the store only after its last byte reached
 //! the client, so an unsafe request that succeeds in between (the same
-//! client's next request, or another client's) would invalidate nothing
-//! and the older response would then appear in the cache. Each
-//! invalidation is recorded here with its time; a publish for a request
-//! sent no later than that is undone.
+//! client's next request, or another client's) would find nothing to
+//! invalidate and the older response would then appear in the cache. Each
+//! invalidation is therefore recorded with its time, and a publish for a
+//! request sent no later than that is dropped.
 //!
-//! Ordering makes this race-free: [`Invalidations::record`] happens before
-//! the store removal, and [`Invalidations::since`] is checked after the
-//! insert, so either the removal sees the inserted entry or the check sees
-//! the record.
+//! A read-write gate makes this race-free: [`Invalidations::publish`]
+//! checks and inserts under the shared side, [`Invalidations::invalidate`]
+//! records and removes under the exclusive side. Either the insert happens
+//! before the removal (which then deletes it), or the record is visible to
+//! the check (which then skips the insert); no reader ever sees the entry
+//! after the unsafe request's response was sent.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 /// Most keys remembered; beyond this the record is cleared and every
 /// request sent before the clearing counts as invalidated.
@@ -23,6 +25,8 @@ const MAX_KEYS: usize = 4096;
 /// Recent invalidations by primary key.
 #[derive(Default)]
 pub struct Invalidations {
+    /// Shared by publishes, exclusive for an invalidation.
+    gate: RwLock<()>,
     inner: Mutex<Recent>,
 }
 
@@ -36,9 +40,27 @@ struct Recent {
 }
 
 impl Invalidations {
-    /// Records that `primary` was invalidated at `now_ms` (ms since the
-    /// epoch). Call before removing it from the store.
-    pub fn record(&self, primary: &str, now_ms: u64) {
+    /// Invalidates `primary` at `now_ms` (ms since the epoch): records it,
+    /// then runs `remove` (the store removal) while no publish can run, and
+    /// returns what `remove` returned.
+    pub fn invalidate<R>(&self, primary: &str, now_ms: u64, remove: impl FnOnce() -> R) -> R {
+        let _exclusive = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        self.record(primary, now_ms);
+        remove()
+    }
+
+    /// Runs `insert` (publishing a response to `primary` whose request was
+    /// sent at `request_time_ms`) unless `primary` was invalidated at or
+    /// after that time; `None` when it was (nothing inserted).
+    pub fn publish<R>(&self, primary: &str, request_time_ms: u64, insert: impl FnOnce() -> R) -> Option<R> {
+        let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        if self.since(primary, request_time_ms) {
+            return None;
+        }
+        Some(insert())
+    }
+
+    fn record(&self, primary: &str, now_ms: u64) {
         let mut r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if r.at_ms.len() >= MAX_KEYS && !r.at_ms.contains_key(primary) {
             let newest = r.at_ms.values().copied().max().unwrap_or(0);
@@ -49,10 +71,8 @@ impl Invalidations {
         *entry = (*entry).max(now_ms);
     }
 
-    /// True when `primary` was invalidated at or after `request_time_ms`
-    /// (when the request whose response is being stored was sent): that
-    /// response must not stay in the cache. Call after inserting it.
-    pub fn since(&self, primary: &str, request_time_ms: u64) -> bool {
+    /// True when `primary` was invalidated at or after `request_time_ms`.
+    fn since(&self, primary: &str, request_time_ms: u64) -> bool {
         let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         request_time_ms <= r.floor_ms || r.at_ms.get(primary).is_some_and(|&at| at >= request_time_ms)
     }
@@ -63,7 +83,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_invalidation_after_the_request_was_sent_undoes_the_store() {
+    fn publish_runs_the_insert_unless_invalidated_since_the_request() {
+        let inv = Invalidations::default();
+        assert_eq!(inv.publish("http://a.test/x", 900, || 1), Some(1));
+        assert_eq!(inv.invalidate("http://a.test/x", 1_000, || "removed"), "removed");
+        assert_eq!(inv.publish("http://a.test/x", 900, || 1), None);
+        assert_eq!(inv.publish("http://a.test/x", 1_001, || 1), Some(1));
+    }
+
+    #[test]
+    fn an_invalidation_after_the_request_was_sent_counts() {
         let inv = Invalidations::default();
         inv.record("http://a.test/x", 1_000);
         assert!(inv.since("http://a.test/x", 900));
