@@ -154,3 +154,27 @@ fn a_list_valued_age_makes_the_response_stale() {
     proxy.get(&url, &[]);
     assert_eq!(origin.request_count(), 2, "the stored response was not reused without asking the origin");
 }
+
+/// RFC 9111 section 4.1: a stored variant matches a request whose selecting
+/// field differs only in whitespace around list members, or (for
+/// `Accept-Language` / `Accept-Encoding`) in case; a different preference
+/// order is still a different variant.
+#[test]
+fn vary_matches_requests_that_differ_only_in_list_whitespace_or_case() {
+    let (origin, proxy, _d) = start(|_| {
+        Reply::ok(&[("Cache-Control", "max-age=3600"), ("Vary", "Accept-Encoding, Accept-Language")], b"variant")
+    });
+    let url = origin.url("/v");
+    proxy.get(&url, &[("Accept-Encoding", "gzip, br"), ("Accept-Language", "en, de")]);
+    for headers in [
+        [("Accept-Encoding", "gzip,br"), ("Accept-Language", "en,de")],
+        [("Accept-Encoding", " GZIP ,  br "), ("Accept-Language", "eN, De")],
+    ] {
+        let r = proxy.get(&url, &headers);
+        assert!(r.cache_status().unwrap_or_default().contains("; hit"), "{headers:?}: {}", r.describe());
+    }
+    assert_eq!(origin.request_count(), 1);
+    let reordered = proxy.get(&url, &[("Accept-Encoding", "gzip, br"), ("Accept-Language", "de, en")]);
+    assert!(!reordered.cache_status().unwrap_or_default().contains("; hit"), "{}", reordered.describe());
+    assert_eq!(origin.request_count(), 2);
+}
