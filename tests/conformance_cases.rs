@@ -178,3 +178,42 @@ fn vary_matches_requests_that_differ_only_in_list_whitespace_or_case() {
     assert!(!reordered.cache_status().unwrap_or_default().contains("; hit"), "{}", reordered.describe());
     assert_eq!(origin.request_count(), 2);
 }
+
+/// RFC 9111 section 4.3.5: a HEAD that has to go to the origin because the
+/// stored GET response is stale freshens that stored response when the
+/// origin's `200` agrees with it (same validators and length), so the next
+/// GET is a hit; a HEAD showing a different `ETag` drops the stored body.
+#[test]
+fn head_freshens_a_stored_get_or_drops_it_when_the_validators_disagree() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let gets = Arc::new(AtomicUsize::new(0));
+    let gets2 = gets.clone();
+    let (origin, proxy, _d) = start(move |req| {
+        let changed = req.path().ends_with("/changed");
+        let etag = if changed && req.method == "HEAD" { "\"v2\"" } else { "\"v1\"" };
+        if req.method == "GET" {
+            gets2.fetch_add(1, Ordering::SeqCst);
+            // Stored already stale: revalidation needed before reuse.
+            return Reply::ok(&[("Cache-Control", "max-age=0"), ("ETag", etag)], b"body-v1");
+        }
+        Reply::raw(format!("HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\nETag: {etag}\r\nX-Head: yes\r\nContent-Length: 7\r\n\r\n").as_bytes())
+    });
+    let same = origin.url("/same");
+    proxy.get(&same, &[]);
+    let head = Conn::open(proxy.addr()).send("HEAD", &same, &[], b"");
+    assert_eq!(head.status, 200, "{}", head.describe());
+    assert!(head.body.is_empty());
+    let after = proxy.get(&same, &[]);
+    assert_eq!(after.text(), "body-v1");
+    assert!(after.cache_status().unwrap_or_default().contains("; hit"), "freshened by the HEAD: {}", after.describe());
+    assert_eq!(after.header("x-head"), Some("yes"), "fields from the HEAD's 200 are stored");
+    assert_eq!(gets.load(Ordering::SeqCst), 1);
+
+    let changed = origin.url("/changed");
+    proxy.get(&changed, &[]);
+    Conn::open(proxy.addr()).send("HEAD", &changed, &[], b"");
+    let refetched = proxy.get(&changed, &[]);
+    assert!(!refetched.cache_status().unwrap_or_default().contains("; hit"), "{}", refetched.describe());
+    assert_eq!(gets.load(Ordering::SeqCst), 3, "a changed ETag in the HEAD means the stored body is not reused");
+}

@@ -231,7 +231,7 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
                         );
                     }
                     if is_head {
-                        return fetch(&state, &parts, &primary, None, "stale", None).await;
+                        return super::head::revalidate_with_head(&state, &parts, &primary, &entry, &stored).await;
                     }
                     if collapse_allowed {
                         match state.inflight.join(&primary) {

@@ -8,6 +8,7 @@
 pub mod body;
 pub mod collapse;
 pub mod handler;
+pub mod head;
 pub mod headers;
 pub mod invalidate;
 pub mod range;
