@@ -65,39 +65,68 @@ pub fn vary_names(response_headers: &http::HeaderMap) -> Option<Vec<String>> {
     Some(names)
 }
 
-/// The request's value for one nominated field: its lines combined with
-/// `, `, whitespace runs folded to one space, trimmed; `None` when absent.
+/// Fields whose values are case-insensitive throughout: language ranges
+/// (RFC 9110 section 12.5.4, RFC 4647 section 2) and content codings
+/// (RFC 9110 section 8.4.1), so their case is normalised (RFC 9111 section 4.1).
+const CASE_INSENSITIVE_FIELDS: &[&str] = &["accept-language", "accept-encoding"];
+
+/// The request's value for one nominated field, normalised as RFC 9111
+/// section 4.1 allows: its lines combined as one list, split on commas
+/// outside quoted strings, each member trimmed with whitespace runs folded
+/// to one space (outside quoted strings), empty members dropped (RFC 9110
+/// section 5.6.1), members joined with `,`; lower-cased for
+/// [`CASE_INSENSITIVE_FIELDS`]. `None` when absent.
 fn normalized_value(request_headers: &http::HeaderMap, name: &str) -> Option<Vec<u8>> {
     let mut lines = request_headers.get_all(name).iter().peekable();
     lines.peek()?;
-    let mut out = Vec::new();
-    for (i, line) in lines.enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        let mut in_ws = false;
-        for &b in line.as_bytes().trim_ascii() {
-            if b == b' ' || b == b'\t' {
-                in_ws = true;
+    let lower = CASE_INSENSITIVE_FIELDS.contains(&name);
+    let mut members: Vec<Vec<u8>> = Vec::new();
+    for line in lines {
+        let mut member = Vec::new();
+        let (mut in_quote, mut escaped, mut in_ws) = (false, false, false);
+        for &b in line.as_bytes() {
+            if in_quote {
+                member.push(b);
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_quote = false;
+                }
                 continue;
             }
-            if in_ws {
-                out.push(b' ');
-                in_ws = false;
+            match b {
+                b',' => {
+                    members.push(std::mem::take(&mut member));
+                    in_ws = false;
+                }
+                b' ' | b'\t' => in_ws = true,
+                _ => {
+                    if in_ws && !member.is_empty() {
+                        member.push(b' ');
+                    }
+                    in_ws = false;
+                    if b == b'"' {
+                        in_quote = true;
+                    }
+                    member.push(if lower { b.to_ascii_lowercase() } else { b });
+                }
             }
-            out.push(b);
         }
+        members.push(member);
     }
-    Some(out)
+    members.retain(|m| !m.is_empty());
+    Some(members.join(&b","[..]))
 }
 
 /// The secondary key for a response whose `Vary` field lines are in
 /// `response_headers`, given the request's `request_headers`.
 ///
 /// For each nominated field (names lower-cased, in the order the Vary lines
-/// list them, duplicates removed) the request's field lines are combined with
-/// `, `, and whitespace runs folded to one space and trimmed; an absent field
-/// differs from an empty one. Returns `Some(vec![])` when there is no `Vary`,
+/// list them, duplicates removed) the request's value is normalised as
+/// `normalized_value` describes (lines combined, whitespace around list
+/// members removed); an absent field differs from an empty one. Returns `Some(vec![])` when there is no `Vary`,
 /// and `None` for `Vary: *` (a response that never matches a later request).
 ///
 /// Encoding (unambiguous): for each nominated field, the name's length as
@@ -201,6 +230,36 @@ mod tests {
             secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])),
             secondary_key(&vary, &hm(&[("accept", "a, b")]))
         );
+    }
+
+    #[test]
+    fn section_4_1_whitespace_around_list_members_and_empty_members_do_not_matter() {
+        let vary = hm(&[("vary", "Foo")]);
+        let key = |v: &'static str| secondary_key(&vary, &hm(&[("foo", v)]));
+        assert_eq!(key("1,2"), key(" 1, 2 "));
+        assert_eq!(key("1,2"), key("1 ,\t2,,"));
+        assert_ne!(key("1,2"), key("12"));
+        assert_ne!(key("1,2"), key("2,1"), "order is kept");
+        assert_ne!(key("a b"), key("ab"), "whitespace inside a member is kept (folded)");
+        // Inside a quoted string nothing is normalised.
+        assert_ne!(key("a;p=\"x, y\""), key("a;p=\"x,y\""));
+        assert_eq!(key("a;p=\"x, y\" , b"), key("a;p=\"x, y\",b"));
+    }
+
+    #[test]
+    fn section_4_1_case_is_normalised_only_for_case_insensitive_fields() {
+        let lang = hm(&[("vary", "Accept-Language")]);
+        assert_eq!(
+            secondary_key(&lang, &hm(&[("accept-language", "eN, De")])),
+            secondary_key(&lang, &hm(&[("accept-language", "en,de")]))
+        );
+        assert_ne!(
+            secondary_key(&lang, &hm(&[("accept-language", "de, en")])),
+            secondary_key(&lang, &hm(&[("accept-language", "en, de")])),
+            "preference order is kept"
+        );
+        let foo = hm(&[("vary", "Foo")]);
+        assert_ne!(secondary_key(&foo, &hm(&[("foo", "A")])), secondary_key(&foo, &hm(&[("foo", "a")])));
     }
 
     #[test]

@@ -420,6 +420,42 @@ pub fn not_modified_matches(stored: &StoredResponse, response_headers: &HeaderMa
     true
 }
 
+/// RFC 9111 section 4.3.5: may a `200` response to a HEAD update `stored`
+/// (a stored GET response of `body_len` bytes)? True when every validator
+/// the HEAD response carries (`ETag`, `Last-Modified`) equals the stored
+/// one, and its `Content-Length`, if any, equals `body_len`. When false the
+/// stored response is to be considered stale.
+pub fn head_matches(stored: &StoredResponse, head_headers: &HeaderMap, body_len: u64) -> bool {
+    let single = |name: http::header::HeaderName| {
+        let mut lines = head_headers.get_all(name).iter();
+        match (lines.next(), lines.next()) {
+            (None, _) => Ok(None),
+            (Some(v), None) => Ok(Some(v.as_bytes())),
+            _ => Err(()),
+        }
+    };
+    let (Ok(etag), Ok(last_modified), Ok(length)) =
+        (single(http::header::ETAG), single(http::header::LAST_MODIFIED), single(http::header::CONTENT_LENGTH))
+    else {
+        return false;
+    };
+    if let Some(etag) = etag {
+        if stored_value(&stored.headers, "etag").map(|v| v.trim_ascii()) != Some(etag.trim_ascii()) {
+            return false;
+        }
+    }
+    if let Some(lm) = last_modified {
+        match (stored_value(&stored.headers, "last-modified").and_then(parse_date), parse_date(lm)) {
+            (Some(old), Some(new)) if old == new => {}
+            _ => return false,
+        }
+    }
+    match length {
+        Some(l) => std::str::from_utf8(l).ok().and_then(|l| l.trim().parse::<u64>().ok()) == Some(body_len),
+        None => true,
+    }
+}
+
 /// RFC 9111 section 4.3.4: the stored response freshened by a 304: each
 /// field the 304 carries replaces all stored lines of the same name (except
 /// `Content-Length` and the fields [`headers_to_store`] drops); fields the

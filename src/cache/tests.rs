@@ -690,3 +690,17 @@ fn cache_control_request_parse_uses_pragma_response_parse_does_not() {
     assert!(CacheControl::from_headers(&h).no_cache);
     assert!(!CacheControl::from_response_headers(&h).no_cache);
 }
+
+#[test]
+fn section_4_3_5_head_updates_only_when_validators_and_length_agree() {
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    let s = stored(200, &[("etag", "\"v1\""), ("last-modified", lm)]);
+    assert!(head_matches(&s, &hm(&[]), 7), "no validators, no length: nothing disagrees");
+    assert!(head_matches(&s, &hm(&[("etag", "\"v1\""), ("last-modified", lm), ("content-length", "7")]), 7));
+    assert!(!head_matches(&s, &hm(&[("etag", "\"v2\"")]), 7));
+    assert!(!head_matches(&s, &hm(&[("last-modified", "Tue, 02 Jan 2024 00:00:00 GMT")]), 7));
+    assert!(!head_matches(&s, &hm(&[("content-length", "8")]), 7));
+    assert!(!head_matches(&s, &hm(&[("etag", "\"v1\""), ("etag", "\"v1\"")]), 7), "several ETag lines are invalid");
+    let bare = stored(200, &[]);
+    assert!(!head_matches(&bare, &hm(&[("etag", "\"v1\"")]), 7), "a validator the stored response lacks disagrees");
+}

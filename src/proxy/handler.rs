@@ -265,7 +265,7 @@ async fn cached(state: Arc<ProxyState>, parts: Parts, primary: String) -> Respon
                         );
                     }
                     if is_head {
-                        return fetch(&state, &parts, &primary, None, "stale", None).await;
+                        return super::head::revalidate_with_head(&state, &parts, &primary, &entry, &stored).await;
                     }
                     if collapse_allowed {
                         match state.inflight.join(&primary) {
@@ -376,7 +376,7 @@ fn serve_stored(
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     *resp.headers_mut() = headers;
-    Some(resp)
+    Some(super::range::narrow(parts, stored, resp))
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
@@ -629,23 +629,25 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
             return Outcome::NotShared;
         }
     };
-    let store = state.store.clone();
+    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
     let (primary, sk, meta) = (job.primary.clone(), job.secondary_key.clone(), job.stored.to_bytes());
     let inserted = tokio::task::spawn_blocking(move || {
-        let r = store.insert(&primary, &sk, &meta, Some(&committed));
-        if r.is_err() {
+        // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
+        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
+        if !matches!(r, Some(Ok(_))) {
             // Release the finished file now rather than at close.
-            store.discard_body(&committed);
+            st.store.discard_body(&committed);
         }
-        r
+        r.ok_or(())
     })
     .await;
     match inserted {
-        Ok(Ok(_evicted)) => {
+        Ok(Err(())) => Outcome::NotShared,
+        Ok(Ok(Ok(_evicted))) => {
             Metrics::inc(&state.metrics.stored);
             Outcome::Stored
         }
-        Ok(Err(e)) => {
+        Ok(Ok(Err(e))) => {
             Metrics::inc(&state.metrics.store_errors);
             tracing::warn!("indexing {} failed: {e}", job.primary);
             Outcome::NotShared
@@ -790,7 +792,7 @@ async fn passthrough(state: Arc<ProxyState>, req: Request<Incoming>, primary: St
         Ok(resp) => {
             let status = resp.status().as_u16();
             for target in policy::invalidation_targets(&parts.method, status, &primary, resp.headers()) {
-                match state.store.remove(&target) {
+                match state.invalidations.invalidate(&target, to_millis(SystemTime::now()), || state.store.remove(&target)) {
                     Ok(n) if n > 0 => tracing::debug!("invalidated {target} ({n} variants) after {} {primary}", parts.method),
                     Ok(_) => {}
                     Err(e) => tracing::warn!("invalidating {target} failed: {e}"),

@@ -8,9 +8,12 @@
 pub mod body;
 pub mod collapse;
 pub mod handler;
+pub mod head;
 pub mod headers;
 pub mod meta_cache;
 pub mod robots_gate;
+pub mod invalidate;
+pub mod range;
 pub mod tunnel;
 pub mod upstream;
 
@@ -65,6 +68,9 @@ pub struct ProxyState {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// Client connections still open (plain and intercepted).
     pub conns: Arc<Tasks>,
+    /// Recent invalidations, so a response still being stored when its URL
+    /// is invalidated does not stay (RFC 9111 section 4.4).
+    pub invalidations: invalidate::Invalidations,
 }
 
 impl ProxyState {
@@ -124,6 +130,7 @@ impl ProxyState {
             tasks: Arc::new(Tasks::default()),
             local_addr,
             ca,
+            invalidations: invalidate::Invalidations::default(),
         })
     }
 }
