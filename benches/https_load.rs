@@ -1,0 +1,294 @@
+//! HTTPS load client for `benches/load.sh` (wrk cannot send CONNECT).
+//!
+//!   cargo bench --bench https_load -- --url https://localhost:8443/1k.bin \
+//!       --ca ca.pem [--proxy 127.0.0.1:3128] [--connections 32] [--duration 10s]
+//!
+//! Each connection: TCP -> (with --proxy: `CONNECT host:port` -> 200) -> TLS
+//! (SNI host, trusting only --ca) -> HTTP/1.1 keep-alive GET loop, reading
+//! every body in full. A failed request counts as an error and the connection
+//! is rebuilt. Requests still running at the deadline are not counted. Prints
+//! `requests=N errors=E req_per_s=X` (plus bytes and seconds) on stdout.
+//! Loopback benchmarking tool, not a test.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+struct Args {
+    url: http::Uri,
+    host: String,
+    port: u16,
+    proxy: Option<String>,
+    ca: String,
+    connections: usize,
+    duration: Duration,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    bytes: AtomicU64,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (n, mult) = match s.as_bytes().last() {
+        Some(b's') => (&s[..s.len() - 1], 1),
+        Some(b'm') => (&s[..s.len() - 1], 60),
+        _ => (s, 1),
+    };
+    n.parse::<u64>()
+        .map(|n| Duration::from_secs(n * mult))
+        .map_err(|_| format!("bad duration {s:?}"))
+}
+
+fn parse_args() -> Result<Args, String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let mut url = env("HTTPS_LOAD_URL");
+    let mut proxy = env("HTTPS_LOAD_PROXY");
+    let mut ca = env("HTTPS_LOAD_CA");
+    let mut connections = env("HTTPS_LOAD_CONNECTIONS");
+    let mut duration = env("HTTPS_LOAD_DURATION");
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--url" => url = Some(val()?),
+            "--proxy" => proxy = Some(val()?),
+            "--ca" => ca = Some(val()?),
+            "--connections" | "-c" => connections = Some(val()?),
+            "--duration" | "-d" => duration = Some(val()?),
+            // cargo bench passes --bench to harness = false targets.
+            "--bench" => {}
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let url_s = url.ok_or("--url https://host:port/path is required")?;
+    let url: http::Uri = url_s
+        .parse()
+        .map_err(|e| format!("bad --url {url_s}: {e}"))?;
+    if url.scheme_str() != Some("https") {
+        return Err(format!("--url {url_s}: only https URLs"));
+    }
+    let host = url
+        .host()
+        .ok_or("--url has no host")?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = url.port_u16().unwrap_or(443);
+    let connections = connections
+        .as_deref()
+        .unwrap_or("32")
+        .parse()
+        .map_err(|_| "bad --connections")?;
+    let duration = parse_duration(duration.as_deref().unwrap_or("10s"))?;
+    Ok(Args {
+        url,
+        host,
+        port,
+        proxy: proxy.filter(|p| !p.is_empty()),
+        ca: ca.ok_or("--ca FILE is required")?,
+        connections,
+        duration,
+    })
+}
+
+fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let pem = std::fs::read(ca_path).map_err(|e| format!("reading {ca_path}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+        let cert = cert.map_err(|e| format!("{ca_path}: {e}"))?;
+        roots.add(cert).map_err(|e| format!("{ca_path}: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{ca_path}: no CERTIFICATE in it"));
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Opens one connection (through the proxy's CONNECT when there is one) and
+/// returns a hyper HTTP/1.1 sender over TLS.
+async fn connect(
+    args: &Args,
+    tls: &TlsConnector,
+) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, BoxError> {
+    let authority = format!("{}:{}", args.host, args.port);
+    let tcp = match &args.proxy {
+        None => TcpStream::connect(&authority).await?,
+        Some(proxy) => {
+            let mut tcp = TcpStream::connect(proxy).await?;
+            tcp.set_nodelay(true)?;
+            tcp.write_all(
+                format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+            )
+            .await?;
+            // Read the response head byte by byte: nothing after it may be
+            // consumed (the TLS server hello follows only after our hello).
+            let mut head = Vec::with_capacity(256);
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                if tcp.read(&mut b).await? == 0 || head.len() > 16 * 1024 {
+                    return Err("proxy closed or sent an oversized CONNECT response".into());
+                }
+                head.push(b[0]);
+            }
+            let status_line = head.split(|&c| c == b'\r').next().unwrap_or_default();
+            let status_line = String::from_utf8_lossy(status_line);
+            if status_line.split_whitespace().nth(1) != Some("200") {
+                return Err(format!("CONNECT {authority}: {status_line}").into());
+            }
+            tcp
+        }
+    };
+    tcp.set_nodelay(true)?;
+    let name = ServerName::try_from(args.host.clone())?;
+    let tls_stream = tls.connect(name, tcp).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls_stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+async fn one_request(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    args: &Args,
+    host_header: &str,
+) -> Result<u64, BoxError> {
+    sender.ready().await?;
+    let path = args.url.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let req = http::Request::get(path)
+        .header(http::header::HOST, host_header)
+        .body(Empty::<Bytes>::new())?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let mut body = resp.into_body();
+    let mut n = 0u64;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            n += data.len() as u64;
+        }
+    }
+    if !status.is_success() {
+        return Err(format!("status {status}").into());
+    }
+    Ok(n)
+}
+
+async fn worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, deadline: Instant) {
+    let host_header = if args.port == 443 {
+        args.host.clone()
+    } else {
+        format!("{}:{}", args.host, args.port)
+    };
+    let per_request = Duration::from_secs(30);
+    let mut reported = false;
+    while Instant::now() < deadline {
+        let mut sender = match tokio::time::timeout(per_request, connect(&args, &tls)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                if !reported {
+                    eprintln!("https_load: connect: {e}");
+                    reported = true;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Err(_) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        while Instant::now() < deadline {
+            match tokio::time::timeout(per_request, one_request(&mut sender, &args, &host_header))
+                .await
+            {
+                Ok(Ok(n)) => {
+                    if Instant::now() <= deadline {
+                        counters.requests.fetch_add(1, Ordering::Relaxed);
+                        counters.bytes.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+                res => {
+                    counters.errors.fetch_add(1, Ordering::Relaxed);
+                    if !reported {
+                        match res {
+                            Ok(Err(e)) => eprintln!("https_load: request: {e}"),
+                            _ => eprintln!("https_load: request timed out"),
+                        }
+                        reported = true;
+                    }
+                    break; // rebuild the connection
+                }
+            }
+        }
+    }
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            eprintln!("https_load: {e}");
+            std::process::exit(2);
+        }
+    };
+    let tls = match tls_config(&args.ca) {
+        Ok(c) => TlsConnector::from(c),
+        Err(e) => {
+            eprintln!("https_load: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let counters = Arc::new(Counters::default());
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..args.connections)
+            .map(|_| {
+                tokio::spawn(worker(
+                    args.clone(),
+                    tls.clone(),
+                    counters.clone(),
+                    deadline,
+                ))
+            })
+            .collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    let secs = args.duration.as_secs_f64();
+    let requests = counters.requests.load(Ordering::Relaxed);
+    let errors = counters.errors.load(Ordering::Relaxed);
+    let bytes = counters.bytes.load(Ordering::Relaxed);
+    println!(
+        "requests={requests} errors={errors} req_per_s={:.2} bytes={bytes} secs={:.2}",
+        requests as f64 / secs,
+        start.elapsed().as_secs_f64()
+    );
+}
