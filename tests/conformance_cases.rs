@@ -9,7 +9,9 @@ use common::*;
 fn start(handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy, TestDir) {
     let dir = TestDir::new("conformance-case");
     let origin = Origin::start(handler);
-    let proxy = Proxy::start(&dir.subdir("data"), &[]);
+    // HTTP caching alone: robots.txt handling off, so the origin sees only
+    // the requests each test makes.
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), "[robots]\nmode = \"off\"\n", &[]);
     (origin, proxy, dir)
 }
 
