@@ -220,7 +220,9 @@ enum NumOrStr {
     Str(String),
 }
 
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+/// Deserializes a duration: a string with a unit ([`parse_duration`]) or a
+/// non-negative number of seconds.
+pub(crate) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     match NumOrStr::deserialize(d)? {
         NumOrStr::Int(i) if i >= 0 => Ok(Duration::from_secs(i as u64)),
         NumOrStr::Float(f) if f >= 0.0 && f.is_finite() => Ok(Duration::from_secs_f64(f)),
@@ -229,7 +231,9 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     }
 }
 
-fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+/// Deserializes a size in bytes: a non-negative integer or a string with a
+/// unit ([`parse_size`]).
+pub(crate) fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match NumOrStr::deserialize(d)? {
         NumOrStr::Int(i) if i >= 0 => Ok(i as u64),
         NumOrStr::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),

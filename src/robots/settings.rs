@@ -177,37 +177,11 @@ impl RobotsConfig {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NumOrStr {
-    Int(i64),
-    Float(f64),
-    Str(String),
-}
-
-fn to_duration<E: serde::de::Error>(v: NumOrStr) -> Result<Duration, E> {
-    match v {
-        NumOrStr::Int(i) if i >= 0 => Ok(Duration::from_secs(i as u64)),
-        NumOrStr::Float(f) if f >= 0.0 && f.is_finite() => Ok(Duration::from_secs_f64(f)),
-        NumOrStr::Str(s) => crate::config::parse_duration(&s).map_err(E::custom),
-        _ => Err(E::custom("a duration must not be negative")),
-    }
-}
-
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    to_duration(NumOrStr::deserialize(d)?)
-}
+// Durations and sizes are read exactly as in the rest of the configuration.
+use crate::config::{de_duration, de_size};
 
 fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    to_duration(NumOrStr::deserialize(d)?).map(Some)
-}
-
-fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::Int(i) if i >= 0 => Ok(i as u64),
-        NumOrStr::Str(s) => crate::config::parse_size(&s).map_err(serde::de::Error::custom),
-        _ => Err(serde::de::Error::custom("a size must be a non-negative integer or a string such as \"500KiB\"")),
-    }
+    de_duration(d).map(Some)
 }
 
 #[cfg(test)]
