@@ -13,6 +13,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 missing=()
 command -v nginx >/dev/null 2>&1 || missing+=(nginx)
 command -v wget >/dev/null 2>&1 || missing+=(wget)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
