@@ -177,11 +177,27 @@ async fn per_host_override_of_the_windows() {
     );
     let reg = registry(&fake, cfg);
     for host in ["short.test", "long.test"] {
-        fake.answer(&origin(host).robots_url(), vec![ok(RULES, None)]);
+        // The first fetch works; every later one fails.
+        fake.answer(&origin(host).robots_url(), vec![ok(RULES, None), status(503)]);
         reg.rules_for(&origin(host), t0()).await;
     }
     assert_eq!(reg.rules_for(&origin("long.test"), at(200)).await.1, Disposition::Cached);
     assert_eq!(reg.rules_for(&origin("short.test"), at(200)).await.1, Disposition::Expired);
+}
+
+/// An expired snapshot is not used to refuse a request whose own refresh
+/// succeeds: like a first sight, the request waits for that refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_snapshot_with_a_healthy_origin_is_refreshed_by_the_request() {
+    let fake = Fake::new();
+    let reg = registry(&fake, RobotsConfig::default());
+    let o = origin("idle.test");
+    fake.answer(&o.robots_url(), vec![ok(RULES, None)]);
+    reg.rules_for(&o, t0()).await;
+    let (rules, d) = reg.rules_for(&o, at(96 * H)).await;
+    assert_eq!(d, Disposition::Fetched, "the request waited for the refresh");
+    assert_eq!(rules.snapshot.state(&reg.windows(&o), at(96 * H)), State::Fresh);
+    assert_eq!(fake.calls(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

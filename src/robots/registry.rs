@@ -208,7 +208,7 @@ impl RobotsRegistry {
     /// `unavailable` snapshot.
     pub async fn rules_for(&self, origin: &Origin, now: SystemTime) -> (Arc<Rules>, Disposition) {
         let windows = self.windows(origin);
-        let (rx, was_expired) = {
+        let (rx, expired) = {
             let mut slots = lock(&self.inner.slots);
             let slot = self.slot(&mut slots, origin);
             if let Some(cur) = slot.current.clone() {
@@ -223,23 +223,27 @@ impl RobotsRegistry {
                 // wait for the refresh (when back-off allows one) instead of
                 // refusing a request the fresh rules may well allow.
                 match &slot.inflight {
-                    Some(rx) => (rx.clone(), true),
+                    Some(rx) => (rx.clone(), Some(cur)),
                     None => return (cur, Disposition::Expired),
                 }
             } else {
                 match &slot.inflight {
-                    Some(rx) => (rx.clone(), false),
+                    Some(rx) => (rx.clone(), None),
                     None => {
                         let rx = self.spawn_fetch(origin.clone(), None, now);
                         slot.inflight = Some(rx.clone());
-                        (rx, false)
+                        (rx, None)
                     }
                 }
             }
         };
         let rules = self.wait(origin, rx, now).await;
-        if was_expired && rules.snapshot.state(&windows, now) == State::Expired {
-            return (rules, Disposition::Expired);
+        if let Some(old) = expired {
+            // The refresh failed: the host stays "not crawlable: rules too
+            // old" for this request, as the expired snapshot says.
+            if rules.snapshot.status == RobotsStatus::Unavailable || rules.snapshot.state(&windows, now) == State::Expired {
+                return (old, Disposition::Expired);
+            }
         }
         (rules, Disposition::Fetched)
     }
