@@ -198,6 +198,34 @@ impl Drop for TaskGuard {
     }
 }
 
+/// The HTTP/1.1 server settings for client connections (plain and
+/// intercepted): keep-alive, a 64 KiB head buffer, header read timeout.
+pub fn client_http1() -> http1::Builder {
+    let mut b = http1::Builder::new();
+    b.keep_alive(true).max_buf_size(64 * 1024).timer(TokioTimer::new());
+    b
+}
+
+/// Drives a client connection until it ends; once `closing` turns true it
+/// is asked (with `graceful`) to finish its current exchange and close.
+pub async fn serve_until_closing<C, E>(
+    conn: C,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    graceful: impl FnOnce(std::pin::Pin<&mut C>),
+) -> Result<(), E>
+where
+    C: std::future::Future<Output = Result<(), E>>,
+{
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        _ = async { let _ = closing.wait_for(|c| *c).await; } => {
+            graceful(conn.as_mut());
+            conn.await
+        }
+    }
+}
+
 /// Resolves when SIGINT or SIGTERM arrives.
 pub async fn shutdown_signal() {
     #[cfg(unix)]
@@ -267,24 +295,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
                 let _ = stream.set_nodelay(true);
                 let st = state.clone();
                 let svc = service_fn(move |req| handler::handle(st.clone(), req, peer));
-                let conn = http1::Builder::new()
-                    .keep_alive(true)
-                    .max_buf_size(64 * 1024)
-                    .timer(TokioTimer::new())
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .with_upgrades();
-                let mut closing = state.closing.subscribe();
+                let conn = client_http1().serve_connection(TokioIo::new(stream), svc).with_upgrades();
+                let closing = state.closing.subscribe();
                 let guard = conns.enter();
                 tokio::spawn(async move {
                     let _guard = guard;
-                    let mut conn = std::pin::pin!(conn);
-                    let result = tokio::select! {
-                        r = conn.as_mut() => r,
-                        _ = async { let _ = closing.wait_for(|c| *c).await; } => {
-                            conn.as_mut().graceful_shutdown();
-                            conn.await
-                        }
-                    };
+                    let result = serve_until_closing(conn, closing, |c| c.graceful_shutdown()).await;
                     if let Err(e) = result {
                         tracing::debug!("connection from {peer} ended with an error: {e}");
                     }

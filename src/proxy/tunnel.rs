@@ -12,9 +12,8 @@ use super::handler::{error_response, handle_in_tunnel};
 use super::ProxyState;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -114,22 +113,10 @@ fn intercept(
         let st = state.clone();
         let auth = authority.clone();
         let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone()));
-        let conn = http1::Builder::new()
-            .keep_alive(true)
-            .max_buf_size(64 * 1024)
-            .timer(TokioTimer::new())
-            .serve_connection(TokioIo::new(tls), svc);
+        let conn = super::client_http1().serve_connection(TokioIo::new(tls), svc);
         // Counted and closed gracefully at shutdown, like plain connections.
         let _guard = state.conns.enter();
-        let mut closing = state.closing.subscribe();
-        let mut conn = std::pin::pin!(conn);
-        let result = tokio::select! {
-            r = conn.as_mut() => r,
-            _ = async { let _ = closing.wait_for(|c| *c).await; } => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
-            }
-        };
+        let result = super::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;
         if let Err(e) = result {
             tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
         }
