@@ -50,7 +50,7 @@ fn decision(c: &mut Criterion) {
         b.iter(|| {
             let key = primary_key(black_box(&uri));
             let variant = secondary_key(black_box(&response), black_box(&request));
-            let ok = storable(&Method::GET, black_box(&request), 200, black_box(&response), &cfg).is_ok();
+            let ok = storable(&Method::GET, &CacheControl::from_headers(black_box(&request)), black_box(&request), 200, black_box(&response), &cfg).is_ok();
             let stored = StoredResponse {
                 status: 200,
                 headers: headers_to_store(black_box(&response), &cfg),
@@ -60,7 +60,7 @@ fn decision(c: &mut Criterion) {
                 vary_request: vec![],
             };
             let lifetime = freshness_lifetime(&stored, &cfg);
-            let d = decide(black_box(&request), &stored, now, &cfg);
+            let d = decide(&CacheControl::from_headers(black_box(&request)), &stored, now, &cfg);
             let cond = conditional_headers(&stored);
             black_box((ok, variant, lifetime, d, cond))
         })
@@ -75,7 +75,7 @@ fn decision(c: &mut Criterion) {
         vary_request: vec![],
     };
     c.bench_function("policy decide (hit path: decide on a stored response)", |b| {
-        b.iter(|| black_box(decide(black_box(&request), black_box(&stored), now, &cfg)))
+        b.iter(|| black_box(decide(&CacheControl::from_headers(black_box(&request)), black_box(&stored), now, &cfg)))
     });
     c.bench_function("cache_control parse", |b| b.iter(|| black_box(CacheControl::from_response_headers(black_box(&response)))));
 }

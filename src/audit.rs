@@ -71,6 +71,13 @@ impl AuditRecord {
         }
     }
 
+    /// Fills the cache fields from the request's outcome: `cache_status`
+    /// (its `Cache-Status` value) and `upstream_status` (`fwd-status`).
+    pub fn set_outcome(&mut self, status: &crate::wire::cache_status::CacheStatus) {
+        self.cache_status = status.to_field_value(crate::wire::cache_status::CACHE_NAME);
+        self.upstream_status = status.fwd_status;
+    }
+
     /// The verdict string for `allowed`: `allowed` or `disallowed`.
     pub fn verdict_str(allowed: bool) -> &'static str {
         if allowed {

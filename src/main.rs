@@ -318,7 +318,7 @@ fn serve(common: Common, listen: Option<SocketAddr>, offline: bool) -> Result<Ex
     }
     init_logging(&cfg);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(crawlcache::proxy::run(cfg, crawlcache::proxy::shutdown_signal()))?;
+    rt.block_on(crawlcache::proxy::run(cfg, crawlcache::admin::endpoints(), crawlcache::proxy::shutdown_signal()))?;
     Ok(ExitCode::SUCCESS)
 }
 

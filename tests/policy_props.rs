@@ -184,7 +184,7 @@ proptest! {
     #[test]
     fn decide_never_reports_fresh_past_its_lifetime(r in response(), req in request(), cfg in config(), req_off in -1000i64..1000, delay in 0i64..100, now in -1000i64..10_000_000) {
         let s = stored(&r, req_off, delay, &cfg);
-        let d = decide(&req, &s, at(now), &cfg);
+        let d = decide(&CacheControl::from_headers(&req), &s, at(now), &cfg);
         let lifetime = freshness_lifetime(&s, &cfg);
         let age = current_age(&s, at(now));
         prop_assert_eq!(d.stale, age >= lifetime);
@@ -218,7 +218,7 @@ proptest! {
         } else {
             resp.append(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         }
-        let result = storable(&Method::GET, &req, r.status, &resp, &cfg);
+        let result = storable(&Method::GET, &CacheControl::from_headers(&req), &req, r.status, &resp, &cfg);
         let must_understand = CacheControl::from_response_headers(&resp).must_understand;
         if in_request || !must_understand {
             prop_assert!(result.is_err());
@@ -229,11 +229,11 @@ proptest! {
     #[test]
     fn storable_never_panics(r in response(), req in request(), cfg in config()) {
         let resp = header_map(&r.fields);
-        let result = storable(&Method::GET, &req, r.status, &resp, &cfg);
+        let result = storable(&Method::GET, &CacheControl::from_headers(&req), &req, r.status, &resp, &cfg);
         if crawlcache::cache::key::secondary_key(&resp, &req).is_none() {
             prop_assert!(result.is_err());
         }
-        prop_assert!(storable(&Method::HEAD, &req, r.status, &resp, &cfg).is_err());
+        prop_assert!(storable(&Method::HEAD, &CacheControl::from_headers(&req), &req, r.status, &resp, &cfg).is_err());
     }
 
     /// Stale-on-error never overrides must-revalidate or no-cache.
@@ -242,7 +242,7 @@ proptest! {
         let s = stored(&r, 0, 0, &cfg);
         let error = if unreachable { OriginError::Unreachable } else { OriginError::Status(503) };
         let cc = CacheControl::from_stored(&s.headers);
-        if may_serve_stale_on_error(&req, &s, error, at(now), &cfg) {
+        if may_serve_stale_on_error(&CacheControl::from_headers(&req), &s, error, at(now), &cfg) {
             prop_assert!(!cc.must_revalidate && !cc.no_cache);
             prop_assert!(!CacheControl::from_headers(&req).no_cache);
         }
@@ -256,7 +256,7 @@ proptest! {
         let f = freshen(&s, &header_map(&n.fields), at(t1), at(t1 + 1), &cfg);
         prop_assert_eq!(f.status, s.status);
         prop_assert_eq!(from_millis(f.response_time_ms), at(t1 + 1));
-        let _ = decide(&HeaderMap::new(), &f, at(t1 + 5), &cfg);
+        let _ = decide(&CacheControl::from_headers(&HeaderMap::new()), &f, at(t1 + 5), &cfg);
         let _ = conditional_headers(&f);
     }
 }

@@ -94,7 +94,7 @@ impl LocalOrigin {
 
 fn fetcher(response_timeout: Duration) -> UpstreamRobotsFetch {
     let tls = crawlcache::tls::upstream_client_config(None).unwrap();
-    let up = crawlcache::proxy::upstream::Upstream::new(tls, Duration::from_secs(2), response_timeout, Duration::from_secs(30));
+    let up = crawlcache::wire::origin::Upstream::new(tls, Duration::from_secs(2), response_timeout, Duration::from_secs(30));
     UpstreamRobotsFetch::new(up, "crawlcache-test/1.0", response_timeout, MAX_ROBOTS_BYTES)
 }
 

@@ -10,23 +10,22 @@
 //! - `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now (of
 //!   every known origin without `origin`).
 
-pub mod metrics;
-
 use crate::cache::{key, StoredResponse};
-use crate::proxy::body::ProxyBody;
-use crate::proxy::ProxyState;
+use crate::proxy::{ProxyState, SelfEndpoints};
+use crate::wire::body::ProxyBody;
 use crate::store::{Entry, Store};
 use http::header::HeaderValue;
 use http::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 
+/// The admin endpoints, for [`crate::proxy::run`].
+pub fn endpoints() -> SelfEndpoints {
+    std::sync::Arc::new(|state, req, peer| Box::pin(async move { handle(&state, req, peer).await }))
+}
+
 /// Serves an origin-form request addressed to the proxy.
 pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody> {
-    let loopback = match peer.ip() {
-        std::net::IpAddr::V4(v4) => v4.is_loopback(),
-        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().map(|v| v.is_loopback()).unwrap_or(false),
-    };
-    if !loopback {
+    if !crate::wire::net::is_loopback(peer.ip()) {
         return text(StatusCode::FORBIDDEN, "crawlcache: admin endpoints answer loopback clients only\n".into());
     }
     let path = req.uri().path().to_string();
@@ -151,13 +150,13 @@ pub fn prometheus(state: &ProxyState) -> String {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
     }
     let now = std::time::SystemTime::now();
-    let _ = writeln!(out, "# HELP robots_snapshot_age_seconds Age of the robots.txt snapshot in force, per origin.\n# TYPE robots_snapshot_age_seconds gauge");
+    let _ = writeln!(out, "# HELP crawlcache_robots_snapshot_age_seconds Age of the robots.txt snapshot in force, per origin.\n# TYPE crawlcache_robots_snapshot_age_seconds gauge");
     for (origin, age) in state.robots.ages(now) {
-        let _ = writeln!(out, "robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
+        let _ = writeln!(out, "crawlcache_robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
     }
     let m = &state.metrics;
     let g = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    let _ = writeln!(out, "# HELP robots_disposition_total Requests by how the robots rules in force were obtained.\n# TYPE robots_disposition_total counter");
+    let _ = writeln!(out, "# HELP crawlcache_robots_disposition_total Requests by how the robots rules in force were obtained.\n# TYPE crawlcache_robots_disposition_total counter");
     for (label, c) in [
         ("fetched", &m.robots_fetched),
         ("cached", &m.robots_cached),
@@ -165,14 +164,14 @@ pub fn prometheus(state: &ProxyState) -> String {
         ("stale_degraded", &m.robots_stale_degraded),
         ("expired", &m.robots_expired),
     ] {
-        let _ = writeln!(out, "robots_disposition_total{{disposition=\"{label}\"}} {}", g(c));
+        let _ = writeln!(out, "crawlcache_robots_disposition_total{{disposition=\"{label}\"}} {}", g(c));
     }
-    let _ = writeln!(out, "# HELP robots_verdict_total Requests by robots verdict.\n# TYPE robots_verdict_total counter");
-    let _ = writeln!(out, "robots_verdict_total{{verdict=\"allowed\"}} {}", g(&m.robots_allowed));
-    let _ = writeln!(out, "robots_verdict_total{{verdict=\"disallowed\"}} {}", g(&m.robots_disallowed));
-    let _ = writeln!(out, "# HELP robots_fetch_total robots.txt fetch attempts by outcome.\n# TYPE robots_fetch_total counter");
+    let _ = writeln!(out, "# HELP crawlcache_robots_verdict_total Requests by robots verdict.\n# TYPE crawlcache_robots_verdict_total counter");
+    let _ = writeln!(out, "crawlcache_robots_verdict_total{{verdict=\"allowed\"}} {}", g(&m.robots_allowed));
+    let _ = writeln!(out, "crawlcache_robots_verdict_total{{verdict=\"disallowed\"}} {}", g(&m.robots_disallowed));
+    let _ = writeln!(out, "# HELP crawlcache_robots_fetch_total robots.txt fetch attempts by outcome.\n# TYPE crawlcache_robots_fetch_total counter");
     for (label, n) in state.robots.fetch_outcomes() {
-        let _ = writeln!(out, "robots_fetch_total{{outcome=\"{label}\"}} {n}");
+        let _ = writeln!(out, "crawlcache_robots_fetch_total{{outcome=\"{label}\"}} {n}");
     }
     let _ = writeln!(
         out,

@@ -4,12 +4,10 @@
 //! - [`cache_control`]: the `Cache-Control` / `Pragma` directive parser.
 //! - [`key`]: the primary cache key (normalised target URI) and the
 //!   secondary key built from the request fields nominated by `Vary`.
-//! - [`cache_status`]: the RFC 9211 `Cache-Status` field value.
 //! - [`policy`]: storability, freshness lifetime, current age, reuse
 //!   decisions, conditional requests, 304 freshening, invalidation.
 
 pub mod cache_control;
-pub mod cache_status;
 pub mod key;
 pub mod policy;
 

@@ -88,10 +88,12 @@ pub enum NotStorable {
 }
 
 /// RFC 9111 section 3: may this response to this request be stored?
-/// (Body completeness is checked by the caller: an incomplete body is never
-/// stored.)
+/// `req_cc` is the request's parsed `Cache-Control` ([`CacheControl::from_headers`]);
+/// `request_headers` are read for `Authorization` only. (Body completeness
+/// is checked by the caller: an incomplete body is never stored.)
 pub fn storable(
     method: &Method,
+    req_cc: &CacheControl,
     request_headers: &HeaderMap,
     status: u16,
     response_headers: &HeaderMap,
@@ -103,7 +105,6 @@ pub fn storable(
     if !(200..=999).contains(&status) || status == 206 || status == 304 {
         return Err(NotStorable::Status);
     }
-    let req_cc = CacheControl::from_headers(request_headers);
     let cc = CacheControl::from_response_headers(response_headers);
     if cc.must_understand && !status_understood(status) {
         // Section 5.2.2.3: only a cache that understands the status may store.
@@ -144,17 +145,11 @@ pub fn storable(
 /// Names lower-cased, order and repetitions kept.
 pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec<(String, Vec<u8>)> {
     let cc = CacheControl::from_response_headers(response_headers);
-    let connection: Vec<String> = response_headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let connection = crate::wire::fields::connection_named(response_headers);
     let mut out = Vec::with_capacity(response_headers.len());
     for (name, value) in response_headers {
         let n = name.as_str();
-        if is_hop_by_hop(n)
+        if crate::wire::fields::is_hop_by_hop(n)
             || connection.iter().any(|c| c == n)
             || (!cfg.store_set_cookie && is_set_cookie(n))
             || cc.no_cache_fields.iter().any(|f| f == n)
@@ -253,12 +248,11 @@ pub struct Decision {
     pub stale: bool,
 }
 
-/// Decides whether `stored` may answer a request with `request_headers` at
-/// `now` (RFC 9111 section 4.2 and 4.2.4; request directives of 5.2.1;
+/// Decides whether `stored` may answer a request whose parsed
+/// `Cache-Control` (and `Pragma`) is `req` at `now` (RFC 9111 section 4.2 and 4.2.4; request directives of 5.2.1;
 /// response `no-cache`, `must-revalidate`, `proxy-revalidate`; RFC 5861
 /// `stale-while-revalidate`).
-pub fn decide(request_headers: &HeaderMap, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
-    let req = CacheControl::from_headers(request_headers);
+pub fn decide(req: &CacheControl, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
     let cc = CacheControl::from_stored(&stored.headers);
     let lifetime_ms = lifetime_with(stored, &cc, cfg).as_millis() as i128;
     let age_ms = current_age(stored, now).as_millis() as i128;
@@ -323,7 +317,8 @@ pub enum OriginError {
     Unreachable,
 }
 
-/// Whether a stale stored response may be served because the origin failed:
+/// Whether a stale stored response may be served because the origin failed
+/// (`req`: the request's parsed `Cache-Control`):
 /// within `stale-if-error` (RFC 5861 section 4; request or response
 /// directive) for status 500/502/503/504 or an unreachable origin; or, when
 /// unreachable and the response carries no `stale-if-error` of its own,
@@ -332,13 +327,12 @@ pub enum OriginError {
 /// `proxy-revalidate` (shared), `no-cache` responses, or a request with
 /// `no-cache`. A fresh response is trivially allowed (staleness 0).
 pub fn may_serve_stale_on_error(
-    request_headers: &HeaderMap,
+    req: &CacheControl,
     stored: &StoredResponse,
     error: OriginError,
     now: SystemTime,
     cfg: &PolicyConfig,
 ) -> bool {
-    let req = CacheControl::from_headers(request_headers);
     let cc = CacheControl::from_stored(&stored.headers);
     if req.no_cache || forbids_stale(&cc, cfg) {
         return false;
@@ -549,13 +543,10 @@ pub fn invalidation_targets(method: &Method, status: u16, primary_key: &str, res
         return Vec::new();
     }
     let mut out = vec![primary_key.to_string()];
-    let Some(target) = primary_key.parse::<http::Uri>().ok() else {
-        return out;
-    };
     for name in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
         for value in response_headers.get_all(name) {
             let Ok(reference) = std::str::from_utf8(value.as_bytes()) else { continue };
-            let Some(resolved) = resolve_reference(&target, reference.trim()) else { continue };
+            let Some(resolved) = crate::wire::url::resolve(primary_key, reference.trim()) else { continue };
             let Some(key) = resolved.parse::<http::Uri>().ok().as_ref().and_then(super::key::primary_key) else {
                 continue;
             };
@@ -584,23 +575,6 @@ fn is_safe(method: &Method) -> bool {
     matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE")
 }
 
-/// RFC 9111 section 3.1: fields never stored (hop-by-hop, RFC 9110 section
-/// 7.6.1, and those specific to the proxy, section 11.7).
-fn is_hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "proxy-authentication-info"
-    )
-}
 
 fn is_set_cookie(name: &str) -> bool {
     name == "set-cookie" || name == "set-cookie2"
@@ -712,68 +686,3 @@ fn same_origin(a: &str, b: &str) -> bool {
     origin_of(a) == origin_of(b)
 }
 
-/// Resolves a URI reference against an absolute `base` (RFC 3986 section 5.2).
-fn resolve_reference(base: &http::Uri, reference: &str) -> Option<String> {
-    let reference = reference.split('#').next().unwrap_or("");
-    let scheme = base.scheme_str()?;
-    let authority = base.authority()?.as_str();
-    let has_scheme = reference
-        .find(':')
-        .is_some_and(|i| i > 0 && reference[..i].bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) && reference.as_bytes()[0].is_ascii_alphabetic());
-    if has_scheme {
-        return Some(reference.to_string());
-    }
-    if let Some(rest) = reference.strip_prefix("//") {
-        return Some(format!("{scheme}://{rest}"));
-    }
-    let base_path = if base.path().is_empty() { "/" } else { base.path() };
-    let (path, query) = match reference.find('?') {
-        Some(i) => (&reference[..i], Some(&reference[i + 1..])),
-        None => (reference, None),
-    };
-    let (path, query) = if path.is_empty() {
-        (base_path.to_string(), query.or(if reference.is_empty() { base.query() } else { None }))
-    } else if path.starts_with('/') {
-        (remove_dot_segments(path), query)
-    } else {
-        let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
-        (remove_dot_segments(&format!("{dir}{path}")), query)
-    };
-    let mut out = format!("{scheme}://{authority}{path}");
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    Some(out)
-}
-
-/// RFC 3986 section 5.2.4.
-fn remove_dot_segments(path: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    let segments: Vec<&str> = path.split('/').collect();
-    let last = segments.len().saturating_sub(1);
-    for (i, seg) in segments.iter().enumerate() {
-        match *seg {
-            "." => {
-                if i == last {
-                    out.push("");
-                }
-            }
-            ".." => {
-                if out.len() > 1 {
-                    out.pop();
-                }
-                if i == last {
-                    out.push("");
-                }
-            }
-            s => out.push(s),
-        }
-    }
-    let joined = out.join("/");
-    if joined.starts_with('/') {
-        joined
-    } else {
-        format!("/{joined}")
-    }
-}

@@ -77,7 +77,7 @@ fn c02_304_keeps_both_lines_of_a_repeated_field_it_does_not_carry() {
     let d0 = date(0);
     let s = stored(200, &[("date", &d0), ("cache-control", "max-age=5"), ("etag", "\"v1\""), ("x-tag", "red"), ("x-tag", "blue")]);
     // T+10: stale, revalidated with the stored ETag.
-    let d = decide(&no_request(), &s, at(10), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &s, at(10), &cfg());
     assert_eq!(d.reuse, Reuse::Revalidate);
     assert!(d.stale);
     assert_eq!(conditional(&s), vec![("if-none-match".to_string(), "\"v1\"".to_string())]);
@@ -90,7 +90,7 @@ fn c02_304_keeps_both_lines_of_a_repeated_field_it_does_not_carry() {
     assert_eq!(get(&f, "cache-control"), vec!["max-age=60"]);
     assert_eq!(get(&f, "etag"), vec!["\"v1\""]);
     // T+20: served from cache, no origin contact.
-    let d = decide(&no_request(), &f, at(20), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &f, at(20), &cfg());
     assert_eq!(d.reuse, Reuse::Serve);
     assert_eq!((d.age, d.ttl, d.stale), (10, 50, false));
 }
@@ -127,12 +127,12 @@ fn c02_304_content_length_and_body_describing_fields_are_ignored() {
 fn c02_304_resets_age_and_date() {
     // Stored with Age: 50 and Date T; the 304 at T+100 carries neither.
     let s = stored(200, &[("date", &date(0)), ("age", "50"), ("cache-control", "max-age=60")]);
-    assert_eq!(decide(&no_request(), &s, at(100), &cfg()).reuse, Reuse::Revalidate);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(100), &cfg()).reuse, Reuse::Revalidate);
     let f = freshen(&s, &hm(&[("cache-control", "max-age=60")]), at(99), at(100), &cfg());
     assert!(get(&f, "age").is_empty());
     assert_eq!(get(&f, "date"), vec![date(100)]);
     assert_eq!(current_age(&f, at(110)), Duration::from_secs(11)); // 1 s response_delay + 10 s resident
-    assert_eq!(decide(&no_request(), &f, at(110), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &f, at(110), &cfg()).reuse, Reuse::Serve);
 }
 
 // ---------------------------------------------------------------- C04
@@ -141,7 +141,7 @@ fn c02_304_resets_age_and_date() {
 fn c04_expires_minus_date_is_used_not_the_heuristic() {
     let s = stored(200, &[("date", &date(0)), ("expires", &date(86_400)), ("last-modified", &date(-30 * 86_400))]);
     assert_eq!(lifetime(&s), 86_400);
-    let d = decide(&no_request(), &s, at(3600), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &s, at(3600), &cfg());
     assert_eq!(d.reuse, Reuse::Serve);
     assert_eq!(d.ttl, 86_400 - 3600);
 }
@@ -151,7 +151,7 @@ fn c04_expires_equal_to_date_is_revalidated_with_if_modified_since() {
     let lm = date(-30 * 86_400);
     let s = stored(200, &[("date", &date(0)), ("expires", &date(0)), ("last-modified", &lm)]);
     assert_eq!(lifetime(&s), 0, "no heuristic when Expires is present");
-    let d = decide(&no_request(), &s, at(60), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &s, at(60), &cfg());
     assert_eq!(d.reuse, Reuse::Revalidate);
     assert!(d.stale);
     assert_eq!(conditional(&s), vec![("if-modified-since".to_string(), lm)]);
@@ -181,16 +181,16 @@ fn c04_expires_without_date_uses_response_time() {
 fn c06_request_no_store_is_never_stored() {
     let req = hm(&[("cache-control", "no-store")]);
     let resp = hm(&[("cache-control", "max-age=300")]);
-    assert_eq!(storable(&Method::GET, &req, 200, &resp, &cfg()), Err(NotStorable::NoStore));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&req), &req, 200, &resp, &cfg()), Err(NotStorable::NoStore));
     // Step 3: the same URL without no-store is storable (it was never stored before).
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Ok(()));
 }
 
 #[test]
 fn c06_response_no_store_in_any_case_or_line_is_never_stored() {
     for cc in [&["no-store"][..], &["No-StOrE"], &["max-age=10000, no-store"], &["max-age=60", "no-store"]] {
         let fields: Vec<(&str, &str)> = cc.iter().map(|v| ("cache-control", *v)).collect();
-        assert_eq!(storable(&Method::GET, &no_request(), 200, &hm(&fields), &cfg()), Err(NotStorable::NoStore), "{cc:?}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &hm(&fields), &cfg()), Err(NotStorable::NoStore), "{cc:?}");
     }
 }
 
@@ -199,15 +199,15 @@ fn c06_response_no_store_in_any_case_or_line_is_never_stored() {
 #[test]
 fn c07_unqualified_private_is_not_stored_by_a_shared_cache() {
     let resp = hm(&[("cache-control", "private, max-age=600")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Err(NotStorable::Private));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Err(NotStorable::Private));
     let private_cache = PolicyConfig { shared: false, ..cfg() };
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &private_cache), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &private_cache), Ok(()));
 }
 
 #[test]
 fn c07_qualified_private_stores_the_body_but_not_the_named_field() {
     let resp = hm(&[("cache-control", "private=\"Set-Cookie, X-User\", max-age=600"), ("set-cookie", "sid=1"), ("x-user", "alice"), ("x-other", "1")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Ok(()));
     let with_cookies = PolicyConfig { store_set_cookie: true, ..cfg() };
     let kept = headers_to_store(&resp, &with_cookies);
     let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
@@ -219,24 +219,24 @@ fn c07_qualified_private_stores_the_body_but_not_the_named_field() {
 #[test]
 fn c08_set_cookie_is_stripped_before_storing() {
     let resp = hm(&[("cache-control", "public, max-age=60"), ("set-cookie", "sid=placeholder-1"), ("set-cookie2", "x=1")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Ok(()));
     let s = stored(200, &[("cache-control", "public, max-age=60"), ("set-cookie", "sid=placeholder-1"), ("set-cookie2", "x=1")]);
     assert!(get(&s, "set-cookie").is_empty());
     assert!(get(&s, "set-cookie2").is_empty());
     // Step 2: served to the other client, without the cookie.
-    assert_eq!(decide(&no_request(), &s, at(5), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(5), &cfg()).reuse, Reuse::Serve);
 }
 
 #[test]
 fn c08_qualified_no_cache_set_cookie_serves_from_cache_without_it() {
     let fields = [("cache-control", "public, max-age=60, no-cache=\"Set-Cookie\""), ("set-cookie", "sid=placeholder-1")];
     let resp = hm(&fields);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Ok(()));
     // Dropped even when cookies are otherwise stored.
     let with_cookies = PolicyConfig { store_set_cookie: true, ..cfg() };
     assert!(headers_to_store(&resp, &with_cookies).iter().all(|(n, _)| n != "set-cookie"));
     let s = stored(200, &fields);
-    assert_eq!(decide(&no_request(), &s, at(5), &cfg()).reuse, Reuse::Serve, "qualified no-cache does not force validation");
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(5), &cfg()).reuse, Reuse::Serve, "qualified no-cache does not force validation");
 }
 
 #[test]
@@ -251,16 +251,16 @@ fn c08_opt_in_stores_set_cookie() {
 #[test]
 fn c11_only_get_responses_are_stored_and_head_shares_the_get_key() {
     let resp = hm(&[("content-length", "5000"), ("cache-control", "max-age=600"), ("etag", "\"b1\"")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Ok(()));
     // Variant: a HEAD response is never stored, so it can never answer a GET.
-    assert_eq!(storable(&Method::HEAD, &no_request(), 200, &resp, &cfg()), Err(NotStorable::Method));
-    assert_eq!(storable(&Method::POST, &no_request(), 200, &resp, &cfg()), Err(NotStorable::Method));
+    assert_eq!(storable(&Method::HEAD, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Err(NotStorable::Method));
+    assert_eq!(storable(&Method::POST, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Err(NotStorable::Method));
     // The key has no method: the HEAD finds the stored GET, headers intact.
     let uri: http::Uri = "http://example.com/file.bin".parse().unwrap();
     assert_eq!(primary_key(&uri).as_deref(), Some("http://example.com/file.bin"));
     let s = stored(200, &[("content-length", "5000"), ("cache-control", "max-age=600"), ("etag", "\"b1\"")]);
     assert_eq!(get(&s, "content-length"), vec!["5000"]);
-    assert_eq!(decide(&no_request(), &s, at(2), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(2), &cfg()).reuse, Reuse::Serve);
 }
 
 // ---------------------------------------------------------------- C12
@@ -270,10 +270,10 @@ fn c12_301_and_308_are_heuristically_cacheable_302_is_not() {
     let with_ttl = PolicyConfig { default_ttl: Duration::from_secs(300), ..cfg() };
     for status in [301, 308] {
         let resp = hm(&[("location", "http://example.com/new")]);
-        assert_eq!(storable(&Method::GET, &no_request(), status, &resp, &with_ttl), Ok(()), "{status}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &resp, &with_ttl), Ok(()), "{status}");
         let s = stored(status, &[("location", "http://example.com/new"), ("date", &date(0))]);
         assert_eq!(freshness_lifetime(&s, &with_ttl), Duration::from_secs(300));
-        let d = decide(&no_request(), &s, at(30), &with_ttl);
+        let d = decide(&CacheControl::from_headers(&no_request()), &s, at(30), &with_ttl);
         assert_eq!(d.reuse, Reuse::Serve, "{status}");
         assert_eq!(get(&s, "location"), vec!["http://example.com/new"]);
         // With Last-Modified: 10 % of its age, capped at heuristic_max.
@@ -283,30 +283,30 @@ fn c12_301_and_308_are_heuristically_cacheable_302_is_not() {
         assert_eq!(freshness_lifetime(&old, &with_ttl), Duration::from_secs(86_400));
     }
     let resp = hm(&[("location", "http://example.com/new")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 302, &resp, &with_ttl), Err(NotStorable::NoFreshnessOrValidator));
-    assert_eq!(storable(&Method::GET, &no_request(), 307, &resp, &with_ttl), Err(NotStorable::NoFreshnessOrValidator));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 302, &resp, &with_ttl), Err(NotStorable::NoFreshnessOrValidator));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 307, &resp, &with_ttl), Err(NotStorable::NoFreshnessOrValidator));
     // A 302 with explicit freshness, or public, is storable; no heuristic without public.
-    assert_eq!(storable(&Method::GET, &no_request(), 302, &hm(&[("cache-control", "max-age=60")]), &with_ttl), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 302, &hm(&[("cache-control", "max-age=60")]), &with_ttl), Ok(()));
     let s = stored(302, &[("last-modified", &date(-1000)), ("date", &date(0))]);
     assert_eq!(freshness_lifetime(&s, &with_ttl), Duration::ZERO);
 }
 
 #[test]
 fn c12_bare_200_is_storable_but_not_fresh_without_default_ttl() {
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &HeaderMap::new(), &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &HeaderMap::new(), &cfg()), Ok(()));
     let s = stored(200, &[("date", &date(0))]);
     assert_eq!(lifetime(&s), 0);
-    assert_eq!(decide(&no_request(), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
 }
 
 #[test]
 fn heuristic_statuses_that_are_not_heuristically_cacheable_are_not_stored() {
     for status in [201, 202, 403, 502, 503, 504, 599] {
         let resp = hm(&[("last-modified", &date(-86_400)), ("date", &date(0))]);
-        assert_eq!(storable(&Method::GET, &no_request(), status, &resp, &cfg()), Err(NotStorable::NoFreshnessOrValidator), "{status}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &resp, &cfg()), Err(NotStorable::NoFreshnessOrValidator), "{status}");
     }
     let public = hm(&[("cache-control", "public"), ("last-modified", &date(-1000)), ("date", &date(0))]);
-    assert_eq!(storable(&Method::GET, &no_request(), 599, &public, &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &public, &cfg()), Ok(()));
 }
 
 // ---------------------------------------------------------------- C13
@@ -316,10 +316,10 @@ fn c13_invalid_expires_means_already_expired_and_is_still_explicit() {
     for expires in ["-1", "0", "", "not-a-date", "Thu, 32 Foo 2020 99:99:99 GMT"] {
         let fields = [("expires", expires), ("etag", "\"e1\""), ("date", &date(0)), ("last-modified", &date(-30 * 86_400))];
         let resp = hm(&fields);
-        assert_eq!(storable(&Method::GET, &no_request(), 200, &resp, &cfg()), Ok(()), "{expires:?}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &resp, &cfg()), Ok(()), "{expires:?}");
         let s = stored(200, &fields);
         assert_eq!(lifetime(&s), 0, "{expires:?}: no heuristic either");
-        let d = decide(&no_request(), &s, at(1), &cfg());
+        let d = decide(&CacheControl::from_headers(&no_request()), &s, at(1), &cfg());
         assert_eq!(d.reuse, Reuse::Revalidate, "{expires:?}");
         assert!(d.stale);
         assert_eq!(conditional(&s)[0], ("if-none-match".to_string(), "\"e1\"".to_string()));
@@ -342,7 +342,7 @@ fn c13_expires_in_every_date_format_and_before_date() {
 fn c14_non_integer_max_age_is_stale_and_revalidated() {
     let s = stored(200, &[("cache-control", "max-age=600s"), ("etag", "\"r1\"")]);
     assert_eq!(lifetime(&s), 0);
-    let d = decide(&no_request(), &s, at(5), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &s, at(5), &cfg());
     assert_eq!(d.reuse, Reuse::Revalidate);
     assert_eq!(conditional(&s), vec![("if-none-match".to_string(), "\"r1\"".to_string())]);
     for junk in ["max-age='3600'", "max-age=-3600", "max-age=3600.5", "max-age= 3600", "max-age =3600", "max-age"] {
@@ -354,7 +354,7 @@ fn c14_non_integer_max_age_is_stale_and_revalidated() {
 fn c14_quoted_max_age_is_accepted() {
     let s = stored(200, &[("cache-control", "max-age=\"3600\"")]);
     assert_eq!(lifetime(&s), 3600);
-    assert_eq!(decide(&no_request(), &s, at(5), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(5), &cfg()).reuse, Reuse::Serve);
     assert_eq!(lifetime(&stored(200, &[("cache-control", "max-age=003600")])), 3600);
 }
 
@@ -378,9 +378,9 @@ fn c14_overflow_saturates_and_duplicates_take_the_smallest() {
 #[test]
 fn c20_no_cache_response_is_stored_and_always_revalidated() {
     let fields = [("cache-control", "no-cache"), ("etag", "\"v1\""), ("content-length", "100000")];
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &hm(&fields), &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &hm(&fields), &cfg()), Ok(()));
     let s = stored(200, &fields);
-    assert_eq!(decide(&no_request(), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
     assert_eq!(conditional(&s), vec![("if-none-match".to_string(), "\"v1\"".to_string())]);
     let not_modified = hm(&[("etag", "\"v1\"")]);
     assert!(not_modified_matches(&s, &not_modified));
@@ -388,8 +388,8 @@ fn c20_no_cache_response_is_stored_and_always_revalidated() {
     assert_eq!(get(&f, "content-length"), vec!["100000"]);
     // Even when fresh by max-age, no-cache means validate every time.
     let s = stored(200, &[("cache-control", "max-age=10000, No-CaChE"), ("etag", "\"v1\"")]);
-    assert_eq!(decide(&no_request(), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
-    assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Unreachable, at(20_000), &cfg()));
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(20_000), &cfg()));
 }
 
 // ---------------------------------------------------------------- C22
@@ -400,57 +400,57 @@ fn c22_stored() -> StoredResponse {
 
 #[test]
 fn c22_step2_503_within_stale_if_error_serves_stale() {
-    assert!(may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Status(503), at(5), &cfg()));
+    assert!(may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Status(503), at(5), &cfg()));
     for code in [500, 502, 504] {
-        assert!(may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Status(code), at(5), &cfg()));
+        assert!(may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Status(code), at(5), &cfg()));
     }
     // Not an error in the sense of RFC 5861 section 4.
     for code in [200, 404, 501] {
-        assert!(!may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Status(code), at(5), &cfg()));
+        assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Status(code), at(5), &cfg()));
     }
 }
 
 #[test]
 fn c22_step3_unreachable_within_stale_if_error_serves_stale() {
-    assert!(may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Unreachable, at(10), &cfg()));
+    assert!(may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Unreachable, at(10), &cfg()));
 }
 
 #[test]
 fn c22_step4_outside_the_window_is_an_error() {
     // staleness 89 s > 60 s.
-    assert!(!may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Status(503), at(90), &cfg()));
-    assert!(!may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Unreachable, at(90), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Status(503), at(90), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Unreachable, at(90), &cfg()));
     // Window edge: staleness exactly 60 s is inside.
-    assert!(may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Status(503), at(61), &cfg()));
-    assert!(!may_serve_stale_on_error(&no_request(), &c22_stored(), OriginError::Status(503), at(62), &cfg()));
+    assert!(may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Status(503), at(61), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &c22_stored(), OriginError::Status(503), at(62), &cfg()));
 }
 
 #[test]
 fn c22_disconnected_bound_applies_without_stale_if_error() {
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=1")]);
-    assert!(may_serve_stale_on_error(&no_request(), &s, OriginError::Unreachable, at(3600), &cfg()));
-    assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Unreachable, at(86_402), &cfg()));
-    assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Status(503), at(3600), &cfg()));
+    assert!(may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(3600), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(86_402), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Status(503), at(3600), &cfg()));
     let off = PolicyConfig { max_stale_on_error: Duration::ZERO, ..cfg() };
-    assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Unreachable, at(3600), &off));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(3600), &off));
     // s-maxage implies proxy-revalidate: not served stale when disconnected.
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=2, s-maxage=2")]);
-    assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Unreachable, at(5), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(5), &cfg()));
     // A request's stale-if-error also grants the window.
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=1")]);
     let req = hm(&[("cache-control", "stale-if-error=30")]);
-    assert!(may_serve_stale_on_error(&req, &s, OriginError::Status(502), at(20), &cfg()));
+    assert!(may_serve_stale_on_error(&CacheControl::from_headers(&req), &s, OriginError::Status(502), at(20), &cfg()));
     // A request with no-cache never gets stale.
     let req = hm(&[("cache-control", "no-cache")]);
-    assert!(!may_serve_stale_on_error(&req, &c22_stored(), OriginError::Status(503), at(5), &cfg()));
+    assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&req), &c22_stored(), OriginError::Status(503), at(5), &cfg()));
 }
 
 #[test]
 fn c22_step5_must_revalidate_never_serves_stale() {
     for cc in ["max-age=1, must-revalidate", "max-age=1, must-revalidate, stale-if-error=60", "max-age=1, proxy-revalidate, stale-if-error=60"] {
         let s = stored(200, &[("date", &date(0)), ("cache-control", cc)]);
-        assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Status(503), at(5), &cfg()), "{cc}");
-        assert!(!may_serve_stale_on_error(&no_request(), &s, OriginError::Unreachable, at(5), &cfg()), "{cc}");
+        assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Status(503), at(5), &cfg()), "{cc}");
+        assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(5), &cfg()), "{cc}");
     }
 }
 
@@ -462,24 +462,24 @@ fn c23_stored() -> StoredResponse {
 
 #[test]
 fn c23_stale_within_the_window_is_served_and_revalidated() {
-    let d = decide(&no_request(), &c23_stored(), at(15), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &c23_stored(), at(15), &cfg());
     assert_eq!(d, Decision { reuse: Reuse::ServeStaleAndRevalidate, age: 15, ttl: -5, stale: true });
     assert_eq!(conditional(&c23_stored()), vec![("if-none-match".to_string(), "\"w1\"".to_string())]);
     // The background revalidation answered 200 W2 at T+15: T+17 is a fresh hit.
     let w2 = stored_at(200, &[("date", &date(15)), ("cache-control", "public, s-maxage=10, stale-while-revalidate=60"), ("etag", "\"w2\"")], at(15), at(15));
-    assert_eq!(decide(&no_request(), &w2, at(17), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &w2, at(17), &cfg()).reuse, Reuse::Serve);
 }
 
 #[test]
 fn c23_window_arithmetic() {
     let s = c23_stored();
-    assert_eq!(decide(&no_request(), &s, at(9), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(9), &cfg()).reuse, Reuse::Serve);
     // Age 10 = lifetime 10: stale (fresh only while lifetime > age).
-    assert_eq!(decide(&no_request(), &s, at(10), &cfg()).reuse, Reuse::ServeStaleAndRevalidate);
-    assert_eq!(decide(&no_request(), &s, at(70), &cfg()).reuse, Reuse::ServeStaleAndRevalidate);
-    let d = decide(&no_request(), &s, at(71), &cfg());
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(10), &cfg()).reuse, Reuse::ServeStaleAndRevalidate);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(70), &cfg()).reuse, Reuse::ServeStaleAndRevalidate);
+    let d = decide(&CacheControl::from_headers(&no_request()), &s, at(71), &cfg());
     assert_eq!((d.reuse, d.ttl), (Reuse::Revalidate, -61));
-    let d = decide(&no_request(), &s, at(80), &cfg());
+    let d = decide(&CacheControl::from_headers(&no_request()), &s, at(80), &cfg());
     assert_eq!(d, Decision { reuse: Reuse::Revalidate, age: 80, ttl: -70, stale: true });
 }
 
@@ -487,11 +487,11 @@ fn c23_window_arithmetic() {
 fn c23_must_revalidate_and_no_cache_disable_stale_while_revalidate() {
     for cc in ["max-age=10, stale-while-revalidate=60, must-revalidate", "max-age=10, stale-while-revalidate=60, proxy-revalidate", "max-age=10, stale-while-revalidate=60, no-cache"] {
         let s = stored(200, &[("date", &date(0)), ("cache-control", cc)]);
-        assert_eq!(decide(&no_request(), &s, at(15), &cfg()).reuse, Reuse::Revalidate, "{cc}");
+        assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(15), &cfg()).reuse, Reuse::Revalidate, "{cc}");
     }
     // A request max-age the stored response exceeds wins over the window.
     let req = hm(&[("cache-control", "max-age=5")]);
-    assert_eq!(decide(&req, &c23_stored(), at(15), &cfg()).reuse, Reuse::Revalidate);
+    assert_eq!(decide(&CacheControl::from_headers(&req), &c23_stored(), at(15), &cfg()).reuse, Reuse::Revalidate);
 }
 
 // ------------------------------------------------ section 4.2.3, current age
@@ -520,10 +520,10 @@ fn current_age_follows_section_4_2_3() {
 fn invalid_age_makes_the_response_stale() {
     for age in ["abc", "-7200", "7200.0", "7200,0", "0, 0", "3600, 3600", "7200;foo=bar"] {
         let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", age)]);
-        assert_eq!(decide(&no_request(), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "{age:?}");
+        assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "{age:?}");
     }
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", "0"), ("age", "0")]);
-    assert_eq!(decide(&no_request(), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "two Age lines");
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "two Age lines");
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", " 10 ")]);
     assert_eq!(current_age(&s, at(0)), Duration::from_secs(10));
 }
@@ -533,7 +533,7 @@ fn invalid_age_makes_the_response_stale() {
 #[test]
 fn request_directives() {
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=100")]);
-    let decide_with = |cc: &str, now: i64| decide(&hm(&[("cache-control", cc)]), &s, at(now), &cfg()).reuse;
+    let decide_with = |cc: &str, now: i64| decide(&CacheControl::from_headers(&hm(&[("cache-control", cc)])), &s, at(now), &cfg()).reuse;
     assert_eq!(decide_with("no-cache", 1), Reuse::Revalidate);
     assert_eq!(decide_with("max-age=0", 1), Reuse::Revalidate);
     assert_eq!(decide_with("max-age=10", 10), Reuse::Serve);
@@ -544,22 +544,22 @@ fn request_directives() {
     assert_eq!(decide_with("max-stale=10", 110), Reuse::Serve);
     assert_eq!(decide_with("max-stale=10", 111), Reuse::Revalidate);
     assert_eq!(decide_with("only-if-cached", 1), Reuse::Serve);
-    let d = decide(&hm(&[("cache-control", "max-stale")]), &s, at(1000), &cfg());
+    let d = decide(&CacheControl::from_headers(&hm(&[("cache-control", "max-stale")])), &s, at(1000), &cfg());
     assert!(d.stale, "served stale is reported stale");
     // Pragma: no-cache only without Cache-Control.
-    assert_eq!(decide(&hm(&[("pragma", "no-cache")]), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
-    assert_eq!(decide(&hm(&[("pragma", "no-cache"), ("cache-control", "max-stale")]), &s, at(1), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&hm(&[("pragma", "no-cache")])), &s, at(1), &cfg()).reuse, Reuse::Revalidate);
+    assert_eq!(decide(&CacheControl::from_headers(&hm(&[("pragma", "no-cache"), ("cache-control", "max-stale")])), &s, at(1), &cfg()).reuse, Reuse::Serve);
     // max-stale does not override must-revalidate, proxy-revalidate (shared), no-cache or s-maxage.
     for cc in ["max-age=100, must-revalidate", "max-age=100, proxy-revalidate", "max-age=100, no-cache", "s-maxage=100"] {
         let s = stored(200, &[("date", &date(0)), ("cache-control", cc)]);
-        assert_eq!(decide(&hm(&[("cache-control", "max-stale")]), &s, at(1000), &cfg()).reuse, Reuse::Revalidate, "{cc}");
+        assert_eq!(decide(&CacheControl::from_headers(&hm(&[("cache-control", "max-stale")])), &s, at(1000), &cfg()).reuse, Reuse::Revalidate, "{cc}");
     }
 }
 
 #[test]
 fn response_pragma_no_cache_is_ignored() {
     let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("pragma", "no-cache")]);
-    assert_eq!(decide(&no_request(), &s, at(3), &cfg()).reuse, Reuse::Serve);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Serve);
 }
 
 // ------------------------------------------------ section 3, storability
@@ -568,31 +568,31 @@ fn response_pragma_no_cache_is_ignored() {
 fn storability_rules() {
     let ok = hm(&[("cache-control", "max-age=60")]);
     for status in [100, 101, 206, 304] {
-        assert_eq!(storable(&Method::GET, &no_request(), status, &ok, &cfg()), Err(NotStorable::Status), "{status}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &ok, &cfg()), Err(NotStorable::Status), "{status}");
     }
     let auth = hm(&[("authorization", "Basic Zm9v")]);
     let expires = hm(&[("expires", &date(3600)), ("date", &date(0))]);
-    assert_eq!(storable(&Method::GET, &auth, 200, &expires, &cfg()), Err(NotStorable::Authorization));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&auth), &auth, 200, &expires, &cfg()), Err(NotStorable::Authorization));
     for cc in ["public", "s-maxage=60", "must-revalidate, max-age=60"] {
-        assert_eq!(storable(&Method::GET, &auth, 200, &hm(&[("cache-control", cc)]), &cfg()), Ok(()), "{cc}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&auth), &auth, 200, &hm(&[("cache-control", cc)]), &cfg()), Ok(()), "{cc}");
     }
     for vary in ["*", "*, *", ", *", "Foo, *", "accept, *"] {
-        assert_eq!(storable(&Method::GET, &no_request(), 200, &hm(&[("vary", vary), ("cache-control", "max-age=60")]), &cfg()), Err(NotStorable::VaryStar), "{vary}");
+        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &hm(&[("vary", vary), ("cache-control", "max-age=60")]), &cfg()), Err(NotStorable::VaryStar), "{vary}");
     }
     let two_lines = hm(&[("vary", ""), ("vary", "*"), ("cache-control", "max-age=60")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &two_lines, &cfg()), Err(NotStorable::VaryStar));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &two_lines, &cfg()), Err(NotStorable::VaryStar));
 }
 
 #[test]
 fn must_understand_section_5_2_2_3() {
     let mu = hm(&[("cache-control", "max-age=3600, must-understand, no-store")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 200, &mu, &cfg()), Ok(()), "no-store ignored for an understood status");
-    assert_eq!(storable(&Method::GET, &no_request(), 599, &mu, &cfg()), Err(NotStorable::Status));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &mu, &cfg()), Ok(()), "no-store ignored for an understood status");
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &mu, &cfg()), Err(NotStorable::Status));
     let mu = hm(&[("cache-control", "max-age=3600, must-understand")]);
-    assert_eq!(storable(&Method::GET, &no_request(), 599, &mu, &cfg()), Err(NotStorable::Status));
-    assert_eq!(storable(&Method::GET, &hm(&[("cache-control", "no-store")]), 200, &mu, &cfg()), Err(NotStorable::NoStore));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &mu, &cfg()), Err(NotStorable::Status));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&hm(&[("cache-control", "no-store")])), &hm(&[("cache-control", "no-store")]), 200, &mu, &cfg()), Err(NotStorable::NoStore));
     // Without must-understand an unknown final status with explicit freshness is storable.
-    assert_eq!(storable(&Method::GET, &no_request(), 599, &hm(&[("cache-control", "max-age=60")]), &cfg()), Ok(()));
+    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &hm(&[("cache-control", "max-age=60")]), &cfg()), Ok(()));
 }
 
 #[test]

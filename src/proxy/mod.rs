@@ -1,26 +1,27 @@
 //! The proxy: one accept loop, one place that routes each request
-//! ([`handler`]), the upstream client, and graceful shutdown.
+//! ([`route`]), the stages that carry routes out ([`stages`]), and
+//! graceful shutdown.
 //!
 //! Shutdown: on SIGINT or SIGTERM the listener is closed, connections are
 //! asked to finish their current exchange, background store writes are
 //! given `server.shutdown_timeout` to complete, and the index is flushed.
 
-pub mod body;
 pub mod collapse;
-pub mod handler;
-pub mod head;
-pub mod headers;
-pub mod meta_cache;
-pub mod robots_gate;
+pub mod exchange;
 pub mod invalidate;
-pub mod range;
+pub mod meta_cache;
+pub mod route;
+pub mod stages;
 pub mod tunnel;
-pub mod upstream;
 
-use crate::admin::metrics::Metrics;
+use crate::metrics::Metrics;
+use crate::wire::body::ProxyBody;
+use crate::wire::origin as upstream;
 use crate::cache::policy::PolicyConfig;
 use crate::config::Config;
 use crate::store::Store;
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -29,6 +30,26 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+
+/// Serves requests addressed to crawlcache itself (origin-form: the admin
+/// endpoints). Given to [`run`] by the caller, so the proxy does not depend
+/// on what those endpoints are.
+pub type SelfEndpoints = Arc<
+    dyn Fn(Arc<ProxyState>, Request<Incoming>, SocketAddr) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Endpoints that answer every origin-form request with 404 (for states
+/// that do not listen, such as command-line tools).
+pub fn no_endpoints() -> SelfEndpoints {
+    Arc::new(|_, _, _| {
+        Box::pin(async {
+            let status = crate::wire::cache_status::CacheStatus::default();
+            crate::wire::error::error_response(http::StatusCode::NOT_FOUND, "crawlcache: no endpoints here", &status)
+        })
+    })
+}
 
 /// File in the data directory holding the running proxy's address.
 pub const ADDR_FILE: &str = "proxy.addr";
@@ -71,6 +92,8 @@ pub struct ProxyState {
     /// Recent invalidations, so a response still being stored when its URL
     /// is invalidated does not stay (RFC 9111 section 4.4).
     pub invalidations: invalidate::Invalidations,
+    /// Requests addressed to crawlcache itself.
+    pub endpoints: SelfEndpoints,
 }
 
 impl ProxyState {
@@ -131,6 +154,7 @@ impl ProxyState {
             local_addr,
             ca,
             invalidations: invalidate::Invalidations::default(),
+            endpoints: no_endpoints(),
         })
     }
 }
@@ -252,11 +276,13 @@ pub async fn shutdown_signal() {
 /// Binds the configured address and serves until `shutdown` resolves.
 ///
 /// Errors: the address cannot be bound or the store cannot be opened.
-pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
+pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
     let listen = config.server.listen;
     let listener = TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let local_addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let state = Arc::new(ProxyState::new(config, local_addr)?);
+    let mut state = ProxyState::new(config, local_addr)?;
+    state.endpoints = endpoints;
+    let state = Arc::new(state);
     tracing::info!(
         "crawlcache listening on http://{local_addr} (data directory {}, {})",
         state.config.server.data_dir.display(),
@@ -284,17 +310,13 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
                     }
                 };
                 let ip = peer.ip();
-                let ip_loopback = match ip {
-                    std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(|v4| v4.is_loopback()).unwrap_or(v6.is_loopback()),
-                    std::net::IpAddr::V4(v4) => v4.is_loopback(),
-                };
-                if !ip_loopback && !allow.iter().any(|n| n.contains(ip)) {
+                if !crate::wire::net::is_loopback(ip) && !allow.iter().any(|n| n.contains(ip)) {
                     tracing::warn!("refused connection from {peer}: not in server.allow_clients");
                     continue;
                 }
                 let _ = stream.set_nodelay(true);
                 let st = state.clone();
-                let svc = service_fn(move |req| handler::handle(st.clone(), req, peer));
+                let svc = service_fn(move |req| route::handle(st.clone(), req, peer));
                 let conn = client_http1().serve_connection(TokioIo::new(stream), svc).with_upgrades();
                 let closing = state.closing.subscribe();
                 let guard = conns.enter();

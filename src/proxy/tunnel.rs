@@ -7,9 +7,11 @@
 //! Hosts matching `tls.bypass_hosts` (or every host, with interception off)
 //! get a blind tunnel: bytes are copied both ways and nothing is cached.
 
-use super::body::ProxyBody;
-use super::handler::{error_response, handle_in_tunnel};
+use super::route::handle_in_tunnel;
 use super::ProxyState;
+use crate::wire::body::ProxyBody;
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::error::error_response;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -20,15 +22,16 @@ use std::sync::Arc;
 /// Answers a CONNECT request (200, then the tunnel runs in its own task),
 /// or an error naming the cause.
 pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+    let bypass = CacheStatus::forward(Fwd::Bypass);
     let Some(authority) = req.uri().authority().cloned() else {
-        return error_response(StatusCode::BAD_REQUEST, "crawlcache: CONNECT needs a host:port target", "fwd=bypass");
+        return error_response(StatusCode::BAD_REQUEST, "crawlcache: CONNECT needs a host:port target", &bypass);
     };
     let port = authority.port_u16().unwrap_or(443);
     let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
     if port == state.local_addr.port()
-        && (host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false))
+        && (host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(crate::wire::net::is_loopback))
     {
-        return error_response(StatusCode::LOOP_DETECTED, "crawlcache: CONNECT to this proxy itself refused", "fwd=bypass; detail=loop");
+        return error_response(StatusCode::LOOP_DETECTED, "crawlcache: CONNECT to this proxy itself refused", &bypass.with_detail(Detail::Loop));
     }
     if state.config.tls.intercept && !state.config.tls.is_bypassed(&host) {
         return intercept(state, req, authority, host, peer);
@@ -37,20 +40,20 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socke
         return error_response(
             StatusCode::GATEWAY_TIMEOUT,
             &format!("crawlcache is offline: cannot open a tunnel to {authority}"),
-            "fwd=bypass; detail=offline",
+            &bypass.with_detail(Detail::Offline),
         );
     }
     let timeout = state.config.upstream.connect_timeout;
     let upstream = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port))).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            return error_response(StatusCode::BAD_GATEWAY, &format!("crawlcache: could not connect to {authority}: {e}"), "fwd=bypass")
+            return error_response(StatusCode::BAD_GATEWAY, &format!("crawlcache: could not connect to {authority}: {e}"), &bypass)
         }
         Err(_) => {
             return error_response(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!("crawlcache: connecting to {authority} timed out after {} s", timeout.as_secs_f64()),
-                "fwd=bypass",
+                &bypass,
             )
         }
     };
@@ -84,7 +87,7 @@ fn intercept(
             return error_response(
                 StatusCode::BAD_GATEWAY,
                 &format!("crawlcache: cannot make a certificate for {host}: {e}"),
-                "fwd=bypass; detail=tls",
+                &CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Tls),
             )
         }
     };
@@ -112,7 +115,7 @@ fn intercept(
         };
         let st = state.clone();
         let auth = authority.clone();
-        let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone()));
+        let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), peer));
         let conn = super::client_http1().serve_connection(TokioIo::new(tls), svc);
         // Counted and closed gracefully at shutdown, like plain connections.
         let _guard = state.conns.enter();

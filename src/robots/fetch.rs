@@ -113,40 +113,15 @@ impl RedirectPolicy {
 }
 
 /// Resolves a `Location` value against the URL it answered (RFC 9110
-/// §10.2.2, RFC 3986 §5.2 for the forms seen in practice: absolute,
-/// scheme-relative `//host/p`, absolute path `/p`, relative `p`). The
-/// fragment is dropped. `None` when `base` is not absolute or the result is
-/// not `http`/`https`.
+/// §10.2.2, RFC 3986 §5.2, through [`crate::wire::url::resolve`]). The
+/// fragment is dropped. `None` when the value is empty, `base` is not
+/// absolute, or the result is not an `http`/`https` origin.
 pub fn resolve_location(base: &str, location: &str) -> Option<String> {
     let location = location.trim();
-    let location = location.split('#').next().unwrap_or("");
-    let (scheme, rest) = base.split_once("://")?;
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let resolved = if let Some(i) = location.find("://") {
-        let s = &location[..i];
-        if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.') {
-            return None;
-        }
-        location.to_string()
-    } else if let Some(r) = location.strip_prefix("//") {
-        format!("{scheme}://{r}")
-    } else if location.starts_with('/') {
-        format!("{scheme}://{authority}{location}")
-    } else if location.is_empty() {
+    if location.split('#').next().unwrap_or("").is_empty() {
         return None;
-    } else if location.starts_with('?') {
-        let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
-        format!("{scheme}://{}{location}", &rest[..path_end])
-    } else {
-        let path = &rest[authority_end..];
-        let path = path.split(['?', '#']).next().unwrap_or("");
-        let dir = match path.rfind('/') {
-            Some(i) => &path[..=i],
-            None => "/",
-        };
-        format!("{scheme}://{authority}{dir}{location}")
-    };
+    }
+    let resolved = crate::wire::url::resolve(base, location)?;
     Origin::from_url(&resolved)?;
     let lower = resolved.to_ascii_lowercase();
     (lower.starts_with("http://") || lower.starts_with("https://")).then_some(resolved)

@@ -8,8 +8,8 @@
 
 use super::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
 use super::snapshot::Validators;
-use crate::proxy::body::ProxyBody;
-use crate::proxy::upstream::{Upstream, UpstreamErrorKind};
+use crate::wire::body::ProxyBody;
+use crate::wire::origin::{Upstream, UpstreamErrorKind};
 use http::header::{ACCEPT, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER, USER_AGENT};
 use http::{HeaderMap, Request};
 use http_body_util::BodyExt;

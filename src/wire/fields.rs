@@ -1,21 +1,21 @@
-//! Header plumbing for the proxy: hop-by-hop removal (RFC 9110 section
-//! 7.6.1), `Via` (section 7.6.3) and `Cache-Status` (RFC 9211).
+//! Field plumbing: the one hop-by-hop list (RFC 9110 section 7.6.1) and
+//! `Via` (section 7.6.3).
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// The `Via` entry crawlcache adds to requests and responses.
 pub const VIA: &str = "1.1 crawlcache";
 
-/// The `Cache-Status` cache name.
-pub const CACHE_NAME: &str = "crawlcache";
-
-/// Fields that describe one connection, never forwarded (RFC 9110 section
-/// 7.6.1), plus the proxy-only `Proxy-Connection` and `Proxy-Authorization`.
-const HOP_BY_HOP: &[&str] = &[
+/// Fields that describe one connection and are never forwarded nor stored
+/// (RFC 9110 section 7.6.1; RFC 9111 section 3.1), plus the proxy-only
+/// `Proxy-Connection`, `Proxy-Authenticate` and `Proxy-Authorization`
+/// and `Proxy-Authentication-Info` (RFC 9110 section 11.7). Lower-case.
+pub const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
     "proxy-authenticate",
+    "proxy-authentication-info",
     "proxy-authorization",
     "te",
     "trailer",
@@ -23,17 +23,29 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// Removes hop-by-hop fields, including every field named in `Connection`.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
+/// True when `name` (lower-case) is in [`HOP_BY_HOP`].
+pub fn is_hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.contains(&name)
+}
+
+/// The field names listed in `Connection` (lower-cased, RFC 9110 section
+/// 7.6.1): they describe this connection only.
+pub fn connection_named(headers: &HeaderMap) -> Vec<String> {
+    headers
         .get_all(http::header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        headers.remove(n);
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Removes hop-by-hop fields, including every field named in `Connection`.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    for n in connection_named(headers) {
+        if let Ok(n) = HeaderName::from_bytes(n.as_bytes()) {
+            headers.remove(n);
+        }
     }
     for n in HOP_BY_HOP {
         headers.remove(*n);
@@ -43,14 +55,6 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// Appends crawlcache's `Via` entry.
 pub fn add_via(headers: &mut HeaderMap) {
     headers.append(http::header::VIA, HeaderValue::from_static(VIA));
-}
-
-/// Sets `Cache-Status` to `crawlcache; <params>` (RFC 9211 section 2).
-pub fn set_cache_status(headers: &mut HeaderMap, params: &str) {
-    let v = format!("{CACHE_NAME}; {params}");
-    if let Ok(v) = HeaderValue::from_str(&v) {
-        headers.insert(HeaderName::from_static("cache-status"), v);
-    }
 }
 
 #[cfg(test)]

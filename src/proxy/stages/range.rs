@@ -15,7 +15,7 @@
 //! Misses and revalidations still forward the client's `Range` to the
 //! origin; its `206` is passed through and never stored.
 
-use super::body::ProxyBody;
+use crate::wire::body::ProxyBody;
 use crate::cache::StoredResponse;
 use http::header::{HeaderMap, HeaderValue};
 use http::request::Parts;

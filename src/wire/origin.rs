@@ -1,8 +1,9 @@
-//! The upstream client: the only code that talks to origins (used by the
-//! proxy, and later by the robots fetcher).
+//! The one client for origins: the only code that talks to them, used by
+//! the proxy and by the robots.txt fetcher.
 
 use super::body::ProxyBody;
-use http::{Request, Response, StatusCode};
+use super::fields::{add_via, remove_hop_by_hop};
+use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -97,6 +98,21 @@ impl Upstream {
             Ok(Err(e)) => Err(classify(&host, &e)),
         }
     }
+}
+
+/// The request to send to the origin for a client's request: `method` on
+/// `uri` with the client's `headers` minus hop-by-hop fields (RFC 9110
+/// section 7.6.1), plus `Via` (section 7.6.3), as HTTP/1.1.
+pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: ProxyBody) -> Request<ProxyBody> {
+    let mut headers = headers.clone();
+    remove_hop_by_hop(&mut headers);
+    add_via(&mut headers);
+    let mut req = Request::new(body);
+    *req.method_mut() = method.clone();
+    *req.uri_mut() = uri.clone();
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+    req
 }
 
 /// Turns a client error into a kind and a sentence naming the cause.

@@ -1,0 +1,172 @@
+//! One request's state on its way through the proxy: read once when the
+//! request arrives, then filled in by the robots gate and the stages.
+//!
+//! Everything [`super::route::route`] decides on lives here: the request
+//! head, the primary cache key, the parsed request `Cache-Control`, the
+//! robots verdict and pacing, the arrival time; and the [`CacheStatus`]
+//! that every stage writes and that the response, the audit line and the
+//! metrics are made from.
+
+use super::stages::robots::RobotsGate;
+use crate::cache::cache_control::CacheControl;
+use crate::cache::key;
+use crate::wire::cache_status::CacheStatus;
+use http::request::Parts;
+use http::{Method, Request, Uri};
+use hyper::body::Incoming;
+use std::net::SocketAddr;
+use std::time::{Instant, SystemTime};
+
+/// Largest total size of a request's header fields, in bytes (as Squid's
+/// default `request_header_max_size`). Larger requests get 431.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// What the request line addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Origin-form (`GET /metrics`): crawlcache itself.
+    SelfEndpoint,
+    /// `CONNECT host:port`.
+    Connect,
+    /// An absolute `http://` or `https://` URI, with its primary cache key.
+    Absolute {
+        /// The primary cache key (SPEC section 2).
+        primary: String,
+    },
+    /// An absolute URI with another scheme.
+    UnsupportedScheme,
+    /// An absolute URI that cannot be turned into a cache key.
+    Unusable,
+}
+
+/// One request on its way through the proxy.
+pub struct Exchange {
+    /// The request head.
+    pub parts: Parts,
+    /// The request body, until a stage forwards it.
+    pub body: Option<Incoming>,
+    /// The client's socket address.
+    pub peer: SocketAddr,
+    /// What the request line addresses.
+    pub target: Target,
+    /// Total bytes of the request's header fields (names, values, 4 bytes
+    /// of separators each).
+    pub header_bytes: usize,
+    /// The request's `Cache-Control` (and `Pragma`), parsed once.
+    pub request_cc: CacheControl,
+    /// The robots verdict and what to do with it (`None` when robots
+    /// handling does not apply).
+    pub robots: Option<RobotsGate>,
+    /// Whether the robots gate ran.
+    pub robots_checked: bool,
+    /// When the request arrived (wall clock, for the audit line and pacing).
+    pub arrived: SystemTime,
+    /// When the request arrived (monotonic, for durations).
+    pub started: Instant,
+    /// How many times the cache was looked up for this request (a follower
+    /// of a collapsed fetch looks again).
+    pub lookups: u32,
+    /// The outcome so far; written by the stages.
+    pub status: CacheStatus,
+}
+
+impl Exchange {
+    /// Reads a request once: its target, key, header size and directives.
+    pub fn read(req: Request<Incoming>, peer: SocketAddr) -> Exchange {
+        let (parts, body) = req.into_parts();
+        let target = classify(&parts.method, &parts.uri);
+        let header_bytes = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+        let request_cc = CacheControl::from_headers(&parts.headers);
+        Exchange {
+            parts,
+            body: Some(body),
+            peer,
+            target,
+            header_bytes,
+            request_cc,
+            robots: None,
+            robots_checked: false,
+            arrived: SystemTime::now(),
+            started: Instant::now(),
+            lookups: 0,
+            status: CacheStatus::default(),
+        }
+    }
+
+    /// The primary cache key ("" when the target is not an absolute URI).
+    pub fn primary(&self) -> &str {
+        match &self.target {
+            Target::Absolute { primary } => primary,
+            _ => "",
+        }
+    }
+
+    /// The request method.
+    pub fn method(&self) -> &Method {
+        &self.parts.method
+    }
+
+    /// True for GET and HEAD, the methods answered from the cache.
+    pub fn is_cacheable_method(&self) -> bool {
+        self.parts.method == Method::GET || self.parts.method == Method::HEAD
+    }
+
+    /// True for HEAD.
+    pub fn is_head(&self) -> bool {
+        self.parts.method == Method::HEAD
+    }
+
+    /// The request's `User-Agent`, if it is text.
+    pub fn user_agent(&self) -> Option<&str> {
+        self.parts.headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok())
+    }
+
+    /// The request as received, for the stages that hand it on whole
+    /// (admin endpoints, tunnels); `None` when its body was already taken.
+    pub fn take_request(&mut self) -> Option<Request<Incoming>> {
+        let body = self.body.take()?;
+        let parts = std::mem::replace(&mut self.parts, Request::new(()).into_parts().0);
+        Some(Request::from_parts(parts, body))
+    }
+
+    /// A copy of this request's head as a GET for a background
+    /// revalidation, with its own outcome.
+    pub fn detached_get(&self) -> Exchange {
+        let mut req = Request::new(());
+        *req.method_mut() = Method::GET;
+        *req.uri_mut() = self.parts.uri.clone();
+        *req.headers_mut() = self.parts.headers.clone();
+        let (parts, ()) = req.into_parts();
+        Exchange {
+            parts,
+            body: None,
+            peer: self.peer,
+            target: self.target.clone(),
+            header_bytes: self.header_bytes,
+            request_cc: self.request_cc.clone(),
+            robots: self.robots.clone(),
+            robots_checked: self.robots_checked,
+            arrived: SystemTime::now(),
+            started: Instant::now(),
+            lookups: 0,
+            status: CacheStatus::default(),
+        }
+    }
+}
+
+/// What a request line with `method` and `uri` addresses.
+fn classify(method: &Method, uri: &Uri) -> Target {
+    if method == Method::CONNECT {
+        return Target::Connect;
+    }
+    if uri.scheme().is_none() || uri.authority().is_none() {
+        return Target::SelfEndpoint;
+    }
+    if !matches!(uri.scheme_str(), Some("http") | Some("https")) {
+        return Target::UnsupportedScheme;
+    }
+    match key::primary_key(uri) {
+        Some(primary) => Target::Absolute { primary },
+        None => Target::Unusable,
+    }
+}

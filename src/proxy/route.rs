@@ -1,0 +1,404 @@
+//! The one place a request's path through the proxy is decided.
+//!
+//! [`route`] looks at the request's [`Exchange`] (and, for GET and HEAD,
+//! what the store holds) and returns a [`Route`]; [`handle`] hands the
+//! request to the stage that carries the route out, in one `match`. The
+//! table below is [`route`], in order:
+//!
+//! ```text
+//! CONNECT                                   -> Tunnel
+//! origin-form                               -> SelfEndpoint (admin; loopback clients)
+//! scheme not http/https, loop, bad target,
+//!   header fields > 64 KiB                  -> Refuse (400 / 508 / 431)
+//! robots not checked yet                    -> CheckRobots
+//! robots refuses, or the client's own
+//!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
+//! other methods                             -> PassThrough (offline: Refuse 504)
+//! GET/HEAD, store not looked up yet         -> LookUp
+//! stored and offline                        -> ServeStored (detail=offline)
+//! stored, reusable (fresh, max-stale)       -> ServeStored
+//! stored, within stale-while-revalidate     -> ServeStaleRevalidate
+//! stored, must be validated:
+//!   only-if-cached                          -> Refuse 504
+//!   HEAD                                    -> ValidateWithHead (RFC 9111 section 4.3.5)
+//!   GET                                     -> Revalidate (collapsed)
+//! nothing stored:
+//!   offline, only-if-cached                 -> Refuse 504
+//!   GET                                     -> Forward (collapsed: leads or waits)
+//!   HEAD                                    -> Forward (waits for a GET in flight, never leads)
+//! ```
+//!
+//! A stage answers [`Step::Done`] with the response, or [`Step::LookAgain`]
+//! when it waited for another request's fetch that stored something: the
+//! store is then looked up again (at most [`MAX_COLLAPSED_LOOKUPS`] times
+//! with collapsing; after that the request goes to the origin on its own).
+
+use super::exchange::{Exchange, Target, MAX_HEADER_BYTES};
+use super::meta_cache::Decoded;
+use super::stages::{self, robots::RobotsAction, Step};
+use super::ProxyState;
+use crate::cache::policy::{self, Decision, PolicyConfig, Reuse};
+use crate::store::{Entry, StoreError};
+use crate::wire::body::{AuditGuard, ProxyBody};
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::error::error_response;
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// How many lookups a request may make while following collapsed fetches.
+pub const MAX_COLLAPSED_LOOKUPS: u32 = 3;
+
+/// What the store holds for a request (RFC 9111 section 4.1).
+pub struct Lookup {
+    /// The most recent stored variant matching the request's secondary key.
+    pub found: Option<Found>,
+    /// Whether any variant at all is stored under the URI (tells a
+    /// `vary-miss` from a `uri-miss`).
+    pub had_any: bool,
+}
+
+/// A stored variant and its decoded head.
+#[derive(Clone)]
+pub struct Found {
+    /// The index entry.
+    pub entry: Entry,
+    /// The decoded stored response and its header map.
+    pub decoded: Arc<Decoded>,
+}
+
+/// How a forward takes part in collapsed forwarding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collapse {
+    /// Lead the fetch for the key, or wait for the current leader.
+    LeadOrWait,
+    /// Wait for a fetch in flight, never lead (HEAD: no body to store).
+    WaitOnly,
+    /// Neither: go to the origin alone.
+    Alone,
+}
+
+/// Where a request goes.
+pub enum Route {
+    /// Origin-form: crawlcache's own endpoints.
+    SelfEndpoint,
+    /// `CONNECT`: intercepted or blind tunnel.
+    Tunnel,
+    /// Answered by crawlcache with an error naming the cause.
+    Refuse {
+        /// The status to send.
+        status: StatusCode,
+        /// The text to send.
+        message: String,
+        /// The outcome.
+        cache_status: CacheStatus,
+    },
+    /// The robots verdict is needed first.
+    CheckRobots,
+    /// robots enforcement refuses, or a client's own `/robots.txt`.
+    RobotsAnswer,
+    /// A method the cache does not answer: forwarded, then invalidation.
+    PassThrough,
+    /// The store must be looked up first.
+    LookUp,
+    /// A stored response answers as it is.
+    ServeStored {
+        /// The stored variant.
+        found: Found,
+        /// The policy's reuse decision.
+        decision: Decision,
+        /// Why, when not plainly fresh (`offline`).
+        detail: Option<Detail>,
+    },
+    /// Served stale now; one background revalidation (RFC 5861 section 3).
+    ServeStaleRevalidate {
+        /// The stored variant.
+        found: Found,
+        /// The policy's reuse decision.
+        decision: Decision,
+    },
+    /// A conditional GET to the origin (RFC 9111 section 4.3).
+    Revalidate {
+        /// The stored variant.
+        found: Found,
+        /// Whether to share the validation with concurrent requests.
+        collapse: bool,
+    },
+    /// The client's HEAD validates the stored GET (RFC 9111 section 4.3.5).
+    ValidateWithHead {
+        /// The stored variant.
+        found: Found,
+    },
+    /// Nothing usable stored: the origin is asked.
+    Forward {
+        /// `uri-miss` or `vary-miss`.
+        fwd: Fwd,
+        /// How the forward collapses with concurrent ones.
+        collapse: Collapse,
+    },
+}
+
+/// What routing needs besides the exchange.
+pub struct RouteContext<'a> {
+    /// Never contact an origin.
+    pub offline: bool,
+    /// The proxy's listening address (loop detection).
+    pub local_addr: SocketAddr,
+    /// The cache policy.
+    pub policy: &'a PolicyConfig,
+    /// The time to decide at.
+    pub now: SystemTime,
+}
+
+/// The route for `ex`, given what the store holds (`None`: not looked up).
+pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Route {
+    let uri = &ex.parts.uri;
+    match &ex.target {
+        Target::Connect => return Route::Tunnel,
+        Target::SelfEndpoint => return Route::SelfEndpoint,
+        Target::UnsupportedScheme => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("crawlcache: cannot proxy {uri}: only http:// and https:// targets are supported"),
+                Detail::Scheme,
+            )
+        }
+        Target::Unusable => return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot use target URI {uri}"), Detail::BadTarget),
+        Target::Absolute { .. } => {}
+    }
+    if targets_self(ctx.local_addr, uri) {
+        return refuse(
+            StatusCode::LOOP_DETECTED,
+            format!("crawlcache: refusing a request to {uri}: it would loop back into this proxy"),
+            Detail::Loop,
+        );
+    }
+    if ex.header_bytes > MAX_HEADER_BYTES {
+        return refuse(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!("crawlcache: the request's header fields total {} bytes; the limit is {MAX_HEADER_BYTES}", ex.header_bytes),
+            Detail::HeaderTooLarge,
+        );
+    }
+    if !ex.robots_checked {
+        return Route::CheckRobots;
+    }
+    if ex.robots.as_ref().is_some_and(|g| !matches!(g.action, RobotsAction::Forward)) {
+        return Route::RobotsAnswer;
+    }
+    let primary = ex.primary();
+    if !ex.is_cacheable_method() {
+        if ctx.offline {
+            return Route::Refuse {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                message: format!("crawlcache is offline: {} {primary} cannot be forwarded", ex.method()),
+                cache_status: CacheStatus::forward(Fwd::Method).with_detail(Detail::Offline),
+            };
+        }
+        return Route::PassThrough;
+    }
+    let Some(lookup) = lookup else { return Route::LookUp };
+    let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
+    if let Some(found) = &lookup.found {
+        let decision = policy::decide(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy);
+        if ctx.offline {
+            return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
+        }
+        return match decision.reuse {
+            Reuse::Serve => Route::ServeStored { found: found.clone(), decision, detail: None },
+            Reuse::ServeStaleAndRevalidate => Route::ServeStaleRevalidate { found: found.clone(), decision },
+            Reuse::Revalidate if ex.request_cc.only_if_cached => Route::Refuse {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                message: format!("crawlcache: {primary} is stored but stale, and the request said only-if-cached"),
+                cache_status: CacheStatus::forward(Fwd::Stale).with_detail(Detail::OnlyIfCached),
+            },
+            Reuse::Revalidate if ex.is_head() => Route::ValidateWithHead { found: found.clone() },
+            Reuse::Revalidate => Route::Revalidate { found: found.clone(), collapse },
+        };
+    }
+    if ctx.offline {
+        return Route::Refuse {
+            status: StatusCode::GATEWAY_TIMEOUT,
+            message: format!("crawlcache is offline and {primary} was never stored (no origin is contacted in offline mode)"),
+            cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline),
+        };
+    }
+    if ex.request_cc.only_if_cached {
+        return Route::Refuse {
+            status: StatusCode::GATEWAY_TIMEOUT,
+            message: format!("crawlcache: {primary} is not stored, and the request said only-if-cached"),
+            cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::OnlyIfCached),
+        };
+    }
+    let fwd = if lookup.had_any { Fwd::VaryMiss } else { Fwd::UriMiss };
+    let collapse = match (collapse, ex.is_head()) {
+        (false, _) => Collapse::Alone,
+        (true, true) => Collapse::WaitOnly,
+        (true, false) => Collapse::LeadOrWait,
+    };
+    Route::Forward { fwd, collapse }
+}
+
+fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
+    Route::Refuse { status, message, cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(detail) }
+}
+
+/// True when `uri` names this proxy's own listening socket.
+fn targets_self(local_addr: SocketAddr, uri: &Uri) -> bool {
+    let Some(auth) = uri.authority() else { return false };
+    let default_port = if uri.scheme_str() == Some("https") { 443 } else { 80 };
+    let port = auth.port_u16().unwrap_or(default_port);
+    if port != local_addr.port() {
+        return false;
+    }
+    let host = auth.host().trim_start_matches('[').trim_end_matches(']');
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => crate::wire::net::is_loopback(ip) || ip == local_addr.ip() || local_addr.ip().is_unspecified(),
+        Err(_) => false,
+    }
+}
+
+/// Entry point for every request on a plain client connection.
+pub async fn handle(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Result<Response<ProxyBody>, Infallible> {
+    Ok(drive(state, Exchange::read(req, peer)).await)
+}
+
+/// Requests decrypted inside an intercepted CONNECT tunnel to `authority`:
+/// an origin-form target becomes `https://authority/path`, then the request
+/// takes the same route as a plain-HTTP one.
+pub async fn handle_in_tunnel(
+    state: Arc<ProxyState>,
+    mut req: Request<Incoming>,
+    authority: http::uri::Authority,
+    peer: SocketAddr,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let bypass = CacheStatus::forward(Fwd::Bypass);
+    if req.uri().scheme().is_none() {
+        let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+        match Uri::builder().scheme("https").authority(authority.clone()).path_and_query(pq).build() {
+            Ok(u) => *req.uri_mut() = u,
+            Err(e) => return Ok(error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: bad request target: {e}"), &bypass)),
+        }
+    }
+    if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some("https") {
+        return Ok(error_response(
+            StatusCode::MISDIRECTED_REQUEST,
+            &format!("crawlcache: this tunnel is for https://{authority} only"),
+            &bypass,
+        ));
+    }
+    Ok(drive(state, Exchange::read(req, peer)).await)
+}
+
+/// Routes `ex` until a stage answers, then finishes the response.
+async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> {
+    let mut lookup: Option<Lookup> = None;
+    loop {
+        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now: SystemTime::now() };
+        let step = match route(&ex, lookup.as_ref(), &ctx) {
+            Route::SelfEndpoint => {
+                let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
+                return (state.endpoints)(state.clone(), req, ex.peer).await;
+            }
+            Route::Tunnel => {
+                let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
+                return super::tunnel::connect(state.clone(), req, ex.peer).await;
+            }
+            Route::Refuse { status, message, cache_status } => {
+                ex.status = cache_status;
+                Step::Done(error_response(status, &message, &ex.status))
+            }
+            Route::CheckRobots => {
+                ex.robots = stages::robots::gate(&state, &ex).await;
+                ex.robots_checked = true;
+                continue;
+            }
+            Route::LookUp => {
+                ex.lookups += 1;
+                lookup = Some(look_up(&state, &ex));
+                continue;
+            }
+            Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
+            Route::PassThrough => Step::Done(stages::passthrough::run(&state, &mut ex).await),
+            Route::ServeStored { found, decision, detail } => {
+                ex.status = CacheStatus { served_stale: decision.stale, detail, ..CacheStatus::hit(decision.ttl) };
+                stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
+            }
+            Route::ServeStaleRevalidate { found, decision } => {
+                stages::revalidate::spawn_background(&state, &ex, &found);
+                ex.status = CacheStatus { served_stale: true, ..CacheStatus::hit(decision.ttl).with_detail(Detail::StaleWhileRevalidate) };
+                stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
+            }
+            Route::Revalidate { found, collapse } => stages::revalidate::run(&state, &mut ex, found, collapse).await,
+            Route::ValidateWithHead { found } => Step::Done(stages::head::run(&state, &mut ex, &found).await),
+            Route::Forward { fwd, collapse } => stages::forward::run(&state, &mut ex, fwd, collapse).await,
+        };
+        match step {
+            Step::Done(response) => return finish(&state, ex, response),
+            Step::LookAgain => lookup = None,
+        }
+    }
+}
+
+fn internal_error() -> Response<ProxyBody> {
+    error_response(StatusCode::INTERNAL_SERVER_ERROR, "crawlcache: request already consumed", &CacheStatus::default())
+}
+
+/// The stored variant that matches the request, if any (RFC 9111 section
+/// 4.1: when several match, the most recent response is used). A lookup
+/// that fails is logged and treated as nothing stored.
+fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
+    match look_up_variant(state, ex.primary(), &ex.parts.headers) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("cache lookup for {} failed, forwarding: {e}", ex.primary());
+            Lookup { found: None, had_any: false }
+        }
+    }
+}
+
+fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::HeaderMap) -> Result<Lookup, StoreError> {
+    let mut best: Option<Found> = None;
+    let entries = state.store.lookup(primary)?;
+    let had_any = !entries.is_empty();
+    for entry in entries {
+        let Some(decoded) = state.meta_cache.decode(&entry.meta) else {
+            tracing::warn!("dropping unreadable cache entry for {primary}");
+            let _ = state.store.remove_variant(primary, &entry.secondary_key);
+            continue;
+        };
+        let Some(sk) = crate::cache::key::secondary_key(&decoded.headers, request_headers) else { continue };
+        if sk != entry.secondary_key {
+            continue;
+        }
+        if best.as_ref().map(|b| decoded.stored.response_time_ms > b.decoded.stored.response_time_ms).unwrap_or(true) {
+            best = Some(Found { entry, decoded });
+        }
+    }
+    Ok(Lookup { found: best, had_any })
+}
+
+/// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
+/// counts it, and attaches the audit line, written when the body is done.
+fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+    ex.status.apply(response.headers_mut());
+    state.metrics.record(&ex.status);
+    if !ex.robots_checked {
+        return response;
+    }
+    let check = ex.robots.as_ref().map(|g| &g.check);
+    if let Some(c) = check {
+        stages::robots::annotate(&mut response, c);
+    }
+    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.primary(), check);
+    record.set_outcome(&ex.status);
+    let (parts, body) = response.into_parts();
+    let guard = AuditGuard::new(state.audit.clone(), record, ex.started);
+    Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
+}

@@ -1,0 +1,173 @@
+//! A miss: the request goes to the origin (collapsed with concurrent
+//! requests for the same key, C17), and the origin's response is either
+//! teed into the store or passed through, as RFC 9111 section 3 decides.
+
+use super::super::collapse::{self, Lead, Outcome, Role};
+use super::super::exchange::Exchange;
+use super::super::route::Collapse;
+use super::super::ProxyState;
+use super::tee::{self, TeeJob};
+use super::Step;
+use crate::cache::policy::{self, NotStorable};
+use crate::cache::{key, to_millis, StoredResponse};
+use crate::metrics::Metrics;
+use crate::store::Entry;
+use crate::wire::body::ProxyBody;
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::error::error_response;
+use crate::wire::fields::{add_via, remove_hop_by_hop};
+use crate::wire::origin::{forward_request, UpstreamError};
+use http::{Method, Response, Version};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::mpsc;
+
+/// Carries out `Route::Forward`: joins or waits for a fetch in flight as
+/// `collapse` allows, then fetches. [`Step::LookAgain`] when a fetch it
+/// waited for stored a response.
+pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse: Collapse) -> Step {
+    let primary = ex.primary().to_string();
+    let lead = match collapse {
+        Collapse::Alone => None,
+        Collapse::WaitOnly => {
+            if let Some(rx) = state.inflight.follow(&primary) {
+                Metrics::inc(&state.metrics.collapsed);
+                if collapse::wait(rx).await == Outcome::Stored {
+                    return Step::LookAgain;
+                }
+            }
+            None
+        }
+        Collapse::LeadOrWait => match state.inflight.join(&primary) {
+            Role::Leader(lead) => Some(lead),
+            Role::Follower(rx) => {
+                Metrics::inc(&state.metrics.collapsed);
+                if collapse::wait(rx).await == Outcome::Stored {
+                    return Step::LookAgain;
+                }
+                None
+            }
+        },
+    };
+    Step::Done(fetch(state, ex, lead, fwd, None).await)
+}
+
+/// Forwards the request and streams the response back, storing it when it
+/// is storable. `lead` is released once the outcome is known; `replaces`
+/// is the stored variant a full response replaces.
+pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead>, fwd: Fwd, replaces: Option<&Entry>) -> Response<ProxyBody> {
+    super::robots::pace(state, ex).await;
+    let request_time = SystemTime::now();
+    let req = forward_request(&ex.parts.method, &ex.parts.uri, &ex.parts.headers, ProxyBody::empty());
+    match state.upstream.send(req).await {
+        Err(e) => upstream_failure(state, ex, &e, fwd),
+        Ok(resp) => respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces),
+    }
+}
+
+/// The origin failed: an error response naming the cause.
+pub fn upstream_failure(state: &ProxyState, ex: &mut Exchange, e: &UpstreamError, fwd: Fwd) -> Response<ProxyBody> {
+    Metrics::inc(&state.metrics.upstream_errors);
+    tracing::info!("upstream error: {e}");
+    ex.status = CacheStatus::forward(fwd).with_detail(Detail::UpstreamError);
+    error_response(e.status(), &format!("crawlcache: {e}"), &ex.status)
+}
+
+/// The `detail` token for a response that is not stored.
+fn not_storable_detail(why: NotStorable) -> Detail {
+    match why {
+        NotStorable::Method => Detail::Method,
+        NotStorable::Status => Detail::Status,
+        NotStorable::NoStore => Detail::NoStore,
+        NotStorable::Private => Detail::Private,
+        NotStorable::Authorization => Detail::Authorization,
+        NotStorable::NoFreshnessOrValidator => Detail::NoFreshnessInformation,
+        NotStorable::VaryStar => Detail::VaryStar,
+    }
+}
+
+/// Turns an upstream response into the client's response, teeing the body
+/// into the store when the response may be stored (RFC 9111 section 3).
+pub fn respond_with_upstream(
+    state: &Arc<ProxyState>,
+    ex: &mut Exchange,
+    resp: Response<Incoming>,
+    request_time: SystemTime,
+    lead: Option<Lead>,
+    fwd: Fwd,
+    replaces: Option<&Entry>,
+) -> Response<ProxyBody> {
+    let response_time = SystemTime::now();
+    let primary = ex.primary().to_string();
+    let (mut rparts, body) = resp.into_parts();
+    let status = rparts.status.as_u16();
+    let content_length: Option<u64> =
+        rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+
+    let secondary = key::secondary_key(&rparts.headers, &ex.parts.headers);
+    let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
+        Some(Detail::Method)
+    } else if let Err(why) = policy::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, &rparts.headers, &state.policy) {
+        Some(not_storable_detail(why))
+    } else if secondary.is_none() {
+        Some(Detail::VaryStar)
+    } else if content_length.is_some_and(|l| l > state.config.cache.max_object_size) {
+        Some(Detail::TooLarge)
+    } else {
+        None
+    };
+    // A successful full response replaces the stored variant it matches
+    // even when it is not itself storable (RFC 9111 section 4.3.3 wants the
+    // newest response used); an error status keeps the old one.
+    if not_stored.is_some() && (200..400).contains(&status) {
+        if let Some(old) = replaces {
+            let _ = state.store.remove_variant(&primary, &old.secondary_key);
+        }
+    }
+
+    let origin_headers = rparts.headers.clone();
+    // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
+    rparts.version = Version::HTTP_11;
+    remove_hop_by_hop(&mut rparts.headers);
+    add_via(&mut rparts.headers);
+
+    let writer = if not_stored.is_none() {
+        match state.store.begin_body() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                Metrics::inc(&state.metrics.store_errors);
+                tracing::warn!("not storing {primary}: {e}");
+                not_stored = Some(Detail::StoreError);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(fwd) };
+    match (writer, secondary) {
+        (Some(writer), Some(secondary_key)) => {
+            ex.status.stored = true;
+            let stored = StoredResponse {
+                status,
+                headers: policy::headers_to_store(&origin_headers, &state.policy),
+                request_time_ms: to_millis(request_time),
+                response_time_ms: to_millis(response_time),
+                url: primary.clone(),
+                vary_request: key::nominated_fields(&origin_headers, &ex.parts.headers),
+            };
+            let (tx, rx) = mpsc::channel(8);
+            let job = TeeJob { state: state.clone(), primary, secondary_key, stored, lead };
+            tokio::spawn(tee::run(job, body, writer, tx));
+            Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
+        }
+        _ => {
+            ex.status.detail = not_stored;
+            if let Some(l) = lead {
+                l.finish(Outcome::NotShared);
+            }
+            Response::from_parts(rparts, ProxyBody::Upstream(body))
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! A HEAD for a stored GET response that needs validation
+//! (RFC 9111 section 4.3.5).
+//!
+//! The HEAD is forwarded as is and the origin's answer passed to the
+//! client. A `200` whose validators and `Content-Length` agree with the
+//! stored response freshens it like a `304` would (section 4.3.4), so the
+//! next GET can be served from the cache; one that disagrees means the
+//! stored body is outdated, and the stored response is dropped.
+
+use super::super::exchange::Exchange;
+use super::super::route::Found;
+use super::super::ProxyState;
+use super::forward::upstream_failure;
+use crate::cache::policy;
+use crate::metrics::Metrics;
+use crate::wire::body::ProxyBody;
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::fields::{add_via, remove_hop_by_hop};
+use crate::wire::origin::forward_request;
+use http::{Response, StatusCode};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Forwards the client's HEAD for a stored GET (`found`) that must be
+/// validated, and updates or drops that stored response from a `200`
+/// answer (RFC 9111 section 4.3.5).
+pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> Response<ProxyBody> {
+    Metrics::inc(&state.metrics.validation_requests);
+    let req = forward_request(&ex.parts.method, &ex.parts.uri, &ex.parts.headers, ProxyBody::empty());
+    let request_time = SystemTime::now();
+    let resp = match state.upstream.send(req).await {
+        Ok(r) => r,
+        Err(e) => return upstream_failure(state, ex, &e, Fwd::Stale),
+    };
+    let now = SystemTime::now();
+    let status = resp.status();
+    let (primary, entry, stored) = (ex.primary(), &found.entry, &found.decoded.stored);
+    let mut detail = None;
+    if status == StatusCode::OK {
+        let body_len = entry.body.as_ref().map_or(0, |b| b.len);
+        if policy::head_matches(stored, resp.headers(), body_len) {
+            let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
+            match state.store.update_meta(primary, &entry.secondary_key, &fresh.to_bytes()) {
+                Ok(_) => detail = Some(Detail::HeadFreshened),
+                Err(e) => tracing::warn!("freshening {primary} from a HEAD failed: {e}"),
+            }
+        } else {
+            let _ = state.store.remove_variant(primary, &entry.secondary_key);
+            detail = Some(Detail::HeadMismatch);
+        }
+    }
+    let (mut rparts, body) = resp.into_parts();
+    remove_hop_by_hop(&mut rparts.headers);
+    add_via(&mut rparts.headers);
+    ex.status = CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(Fwd::Stale) };
+    Response::from_parts(rparts, ProxyBody::Upstream(body))
+}

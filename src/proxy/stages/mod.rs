@@ -1,0 +1,35 @@
+//! The stages that carry out a [`super::route::Route`], one file each.
+//!
+//! - [`serve`]: a stored response to the client: `Age`, the client's own
+//!   conditional (304), byte ranges ([`range`]).
+//! - [`forward`]: a miss to the origin, and the storability decision.
+//! - [`tee`]: the origin's body to the client and into the store at once.
+//! - [`revalidate`]: conditional GET, 304 freshening, stale-if-error,
+//!   background stale-while-revalidate.
+//! - [`head`]: a HEAD validating a stored GET (RFC 9111 section 4.3.5).
+//! - [`passthrough`]: other methods, and invalidation (section 4.4).
+//! - [`robots`]: the robots gate and the proxy's own robots answers.
+//!
+//! Each stage writes the request's `CacheStatus` in its `Exchange`; the
+//! router puts it on the response.
+
+pub mod forward;
+pub mod head;
+pub mod passthrough;
+pub mod range;
+pub mod revalidate;
+pub mod robots;
+pub mod serve;
+pub mod tee;
+
+use crate::wire::body::ProxyBody;
+use http::Response;
+
+/// What a stage did with the request.
+pub enum Step {
+    /// The response to send.
+    Done(Response<ProxyBody>),
+    /// It waited for another request's fetch that stored something, or the
+    /// stored body vanished: look the store up again.
+    LookAgain,
+}

@@ -1,0 +1,143 @@
+//! Validation of a stored response with the origin (RFC 9111 section 4.3):
+//! a conditional GET; a 304 freshens the stored response (section 4.3.4);
+//! a full response replaces it; an error may let the stale one be served
+//! (RFC 5861 section 4, RFC 9111 section 4.2.4). Also the one background
+//! revalidation of stale-while-revalidate (RFC 5861 section 3).
+
+use super::super::collapse::{self, Lead, Outcome, Role};
+use super::super::exchange::Exchange;
+use super::super::route::Found;
+use super::super::ProxyState;
+use super::forward::{fetch, respond_with_upstream, upstream_failure};
+use super::Step;
+use crate::cache::policy::{self, OriginError};
+use crate::cache::StoredResponse;
+use crate::metrics::Metrics;
+use crate::wire::body::ProxyBody;
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::error::error_response;
+use crate::wire::origin::{forward_request, UpstreamError};
+use http::{Method, Response, StatusCode};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Carries out `Route::Revalidate`: leads the validation for the key (or
+/// waits for the current leader when `collapse`), then validates.
+pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, collapse: bool) -> Step {
+    let mut lead = None;
+    if collapse {
+        match state.inflight.join(ex.primary()) {
+            Role::Leader(l) => lead = Some(l),
+            Role::Follower(rx) => {
+                Metrics::inc(&state.metrics.collapsed);
+                if collapse::wait(rx).await == Outcome::Stored {
+                    return Step::LookAgain;
+                }
+            }
+        }
+    }
+    Step::Done(validate(state, ex, found, lead).await)
+}
+
+/// Sends the conditional GET for `found` and answers the client.
+async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead: Option<Lead>) -> Response<ProxyBody> {
+    Metrics::inc(&state.metrics.validation_requests);
+    super::robots::pace(state, ex).await;
+    let stored = &found.decoded.stored;
+    let request_time = SystemTime::now();
+    let mut req = forward_request(&Method::GET, &ex.parts.uri, &ex.parts.headers, ProxyBody::empty());
+    let h = req.headers_mut();
+    for n in ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"] {
+        h.remove(n);
+    }
+    for (n, v) in policy::conditional_headers(stored) {
+        h.insert(n, v);
+    }
+    let result = state.upstream.send(req).await;
+    let now = SystemTime::now();
+    match result {
+        Err(e) => {
+            if policy::may_serve_stale_on_error(&ex.request_cc, stored, error_kind(&e), now, &state.policy) {
+                let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
+                ex.status = CacheStatus { fwd: Some(Fwd::Stale), ..CacheStatus::default() }.with_detail(detail);
+                if let Some(r) = serve_stale(state, ex, &found, now) {
+                    return r;
+                }
+            }
+            let mut r = upstream_failure(state, ex, &e, Fwd::Stale);
+            if e.unreachable() {
+                *r.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+            }
+            r
+        }
+        Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED => {
+            if !policy::not_modified_matches(stored, resp.headers()) {
+                drop(resp);
+                return fetch(state, ex, lead, Fwd::Stale, Some(&found.entry)).await;
+            }
+            let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
+            if let Err(e) = state.store.update_meta(ex.primary(), &found.entry.secondary_key, &fresh.to_bytes()) {
+                tracing::warn!("freshening {} failed: {e}", ex.primary());
+            }
+            if let Some(l) = lead {
+                l.finish(Outcome::Stored);
+            }
+            let age = policy::current_age(&fresh, now).as_secs();
+            let ttl = policy::freshness_lifetime(&fresh, &state.policy).as_secs() as i64 - age as i64;
+            ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(Fwd::Stale) };
+            match super::serve::stored(state, ex, &found, &fresh, None, age) {
+                Step::Done(r) => r,
+                Step::LookAgain => error_response(StatusCode::BAD_GATEWAY, "crawlcache: stored body vanished during revalidation", &ex.status),
+            }
+        }
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            if policy::may_serve_stale_on_error(&ex.request_cc, stored, OriginError::Status(status), now, &state.policy) {
+                drop(resp);
+                ex.status = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(status), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+                if let Some(r) = serve_stale(state, ex, &found, now) {
+                    return r;
+                }
+                return error_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), "crawlcache: origin error", &ex.status);
+            }
+            respond_with_upstream(state, ex, resp, request_time, lead, Fwd::Stale, Some(&found.entry))
+        }
+    }
+}
+
+fn error_kind(e: &UpstreamError) -> OriginError {
+    if e.unreachable() {
+        OriginError::Unreachable
+    } else {
+        OriginError::Status(502)
+    }
+}
+
+/// Serves the stale stored response after an origin error; `ex.status`
+/// already says why. `None` when its body has vanished.
+fn serve_stale(state: &ProxyState, ex: &mut Exchange, found: &Found, now: SystemTime) -> Option<Response<ProxyBody>> {
+    let stored: &StoredResponse = &found.decoded.stored;
+    let age = policy::current_age(stored, now).as_secs();
+    ex.status.hit = true;
+    ex.status.served_stale = true;
+    ex.status.ttl = Some(policy::freshness_lifetime(stored, &state.policy).as_secs() as i64 - age as i64);
+    match super::serve::stored(state, ex, found, stored, None, age) {
+        Step::Done(r) => Some(r),
+        Step::LookAgain => None,
+    }
+}
+
+/// stale-while-revalidate: one background revalidation per key (none when
+/// one is already running).
+pub fn spawn_background(state: &Arc<ProxyState>, ex: &Exchange, found: &Found) {
+    let Role::Leader(lead) = state.inflight.join(ex.primary()) else { return };
+    let state = state.clone();
+    let mut bg = ex.detached_get();
+    let found = found.clone();
+    tokio::spawn(async move {
+        let _task = state.tasks.enter();
+        let resp = validate(&state, &mut bg, found, Some(lead)).await;
+        // Dropping the body lets a storing tee finish on its own.
+        drop(resp);
+    });
+}

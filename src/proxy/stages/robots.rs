@@ -1,0 +1,169 @@
+//! The robots side of a proxied request (SPEC section 4): which rules are
+//! in force, the verdict and what to do with it ([`gate`]), the answers the
+//! proxy gives itself (a refusal under `enforce`, a client's own
+//! `/robots.txt` from the snapshot: [`answer`]), `Robots-Status`, and
+//! Crawl-delay pacing ([`pace`]).
+
+use super::super::exchange::Exchange;
+use super::super::ProxyState;
+use crate::robots::enforce::{self, Action, RobotsCheck};
+use crate::robots::politeness;
+use crate::robots::settings::RobotsMode;
+use crate::robots::snapshot::{ClientAnswer, Disposition, Origin, RobotsStatus};
+use crate::wire::body::ProxyBody;
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::error::error_response;
+use crate::wire::fields::add_via;
+use http::header::HeaderValue;
+use http::{Response, StatusCode};
+use std::time::{Duration, SystemTime};
+
+/// Spacing for requests that reach an origin (Crawl-delay, SPEC section 4).
+#[derive(Debug, Clone)]
+pub struct Pace {
+    /// The origin's pacing key.
+    pub origin_key: String,
+    /// The spacing to keep between requests to it.
+    pub delay: Duration,
+}
+
+/// What the proxy does with a request after the robots check.
+#[derive(Debug, Clone)]
+pub enum RobotsAction {
+    /// Go on through the cache.
+    Forward,
+    /// `enforce` refuses: answer with this status and text.
+    Refuse {
+        /// 403 (disallowed) or 503 (rules too old).
+        status: u16,
+        /// Names the rule and the robots.txt URL.
+        body: String,
+    },
+    /// A client's own GET/HEAD of the origin's robots.txt: answered from
+    /// the snapshot.
+    AnswerSnapshot(ClientAnswer),
+}
+
+/// The robots outcome of one request.
+#[derive(Debug, Clone)]
+pub struct RobotsGate {
+    /// The verdict, the rules' SHA-256 and disposition.
+    pub check: RobotsCheck,
+    /// What to do.
+    pub action: RobotsAction,
+    /// Spacing for origin contacts (`robots.honor_crawl_delay`).
+    pub pace: Option<Pace>,
+    /// The origin, for messages.
+    pub origin: Origin,
+}
+
+/// Runs the robots check for `ex` (an absolute target). `None` when robots
+/// handling is off, or offline for an origin never seen. Waits only when
+/// the origin is seen for the first time (or its rules expired).
+pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
+    let cfg = &state.config.robots;
+    if cfg.mode == RobotsMode::Off {
+        return None;
+    }
+    let url = ex.primary();
+    let origin = Origin::from_url(url)?;
+    let now = SystemTime::now();
+    let (rules, disposition) = if state.offline {
+        // Offline: never fetch; use the stored snapshot as it is, or run
+        // without rules if this origin was never seen.
+        let r = state.robots.current(&origin)?;
+        let d = Disposition::from_state(r.snapshot.state(&state.robots.windows(&origin), now));
+        (r, d)
+    } else {
+        state.robots.rules_for(&origin, now).await
+    };
+    state.metrics.robots_disposition(disposition);
+    let windows = state.robots.windows(&origin);
+    if disposition == Disposition::Fetched && rules.snapshot.status == RobotsStatus::Unavailable {
+        tracing::warn!(
+            "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (`crawlcache robots refresh {origin}` retries now)",
+            rules.snapshot.last_outcome
+        );
+    }
+    let agent = enforce::product_token(&cfg.agent, ex.user_agent());
+    let check = RobotsCheck::new(&rules, disposition, &windows, now, &agent, url);
+    state.metrics.robots_verdict(check.verdict.allowed);
+
+    let is_robots_url = url == origin.robots_url();
+    let action = if is_robots_url && ex.is_cacheable_method() {
+        RobotsAction::AnswerSnapshot(ClientAnswer::for_snapshot(&rules.snapshot, rules.snapshot.state(&windows, now)))
+    } else {
+        match check.action(cfg.mode) {
+            Action::Refuse { status, body } => RobotsAction::Refuse { status, body },
+            Action::Forward => RobotsAction::Forward,
+        }
+    };
+    let pace = cfg.honor_crawl_delay.then(|| Pace {
+        origin_key: origin.key(),
+        delay: politeness::effective_delay(rules.robots.crawl_delay(&agent), cfg.min_delay, cfg.max_delay),
+    });
+    Some(RobotsGate { check, action, pace, origin })
+}
+
+/// The proxy's own answer for a request the gate did not let through:
+/// the enforcement refusal, or the client's `/robots.txt` from the snapshot.
+pub fn answer(ex: &mut Exchange) -> Response<ProxyBody> {
+    let Some(g) = ex.robots.as_ref() else {
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "crawlcache: no robots verdict", &CacheStatus::default());
+    };
+    match &g.action {
+        RobotsAction::Refuse { status, body } => {
+            ex.status = CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Robots);
+            error_response(StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN), body.trim_end(), &ex.status)
+        }
+        RobotsAction::AnswerSnapshot(answer) => {
+            let origin = &g.origin;
+            let mut response = match answer {
+                ClientAnswer::Body(body) => {
+                    let mut r = Response::new(if ex.is_head() { ProxyBody::empty() } else { ProxyBody::full(body.clone()) });
+                    r.headers_mut().insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                    r.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                    r
+                }
+                ClientAnswer::NotFound => Response::new(ProxyBody::full(format!(
+                    "crawlcache: {origin} publishes no robots.txt (status {}): everything is allowed\n",
+                    g.check.status.as_str()
+                ))),
+                ClientAnswer::Unavailable(why) => Response::new(ProxyBody::full(format!("crawlcache: robots.txt of {origin}: {why}\n"))),
+            };
+            *response.status_mut() = StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let h = response.headers_mut();
+            h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            add_via(h);
+            ex.status = CacheStatus { hit: true, ..CacheStatus::default() }.with_detail(match g.check.disposition {
+                Disposition::Fetched => Detail::RobotsSnapshotFetched,
+                Disposition::Cached => Detail::RobotsSnapshotCached,
+                Disposition::StaleUsable => Detail::RobotsSnapshotStaleUsable,
+                Disposition::StaleDegraded => Detail::RobotsSnapshotStaleDegraded,
+                Disposition::Expired => Detail::RobotsSnapshotExpired,
+            });
+            response
+        }
+        RobotsAction::Forward => error_response(StatusCode::INTERNAL_SERVER_ERROR, "crawlcache: robots said forward", &CacheStatus::default()),
+    }
+}
+
+/// Adds `Robots-Status` to a response.
+pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
+    if let Ok(v) = HeaderValue::from_str(&check.status_header()) {
+        response.headers_mut().insert(enforce::ROBOTS_STATUS_HEADER, v);
+    }
+}
+
+/// Waits for this request's pacing slot before it contacts the origin.
+/// Cache hits never call this, so they are never delayed.
+pub async fn pace(state: &ProxyState, ex: &Exchange) {
+    let Some(p) = ex.robots.as_ref().and_then(|g| g.pace.as_ref()) else { return };
+    let now = SystemTime::now();
+    let start = state.pacer.reserve(&p.origin_key, p.delay, now);
+    if let Ok(wait) = start.duration_since(now) {
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}

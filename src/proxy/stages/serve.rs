@@ -1,0 +1,82 @@
+//! Serves a stored response (RFC 9111 section 4): `Age` (section 5.1), a
+//! 304 for the client's own conditional request (section 4.3.2), and byte
+//! ranges of the stored body (RFC 9110 section 14, see [`super::range`]).
+
+use super::super::exchange::Exchange;
+use super::super::route::Found;
+use super::super::ProxyState;
+use super::Step;
+use crate::cache::{policy, StoredResponse};
+use crate::metrics::Metrics;
+use crate::wire::body::ProxyBody;
+use crate::wire::fields::add_via;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Response, StatusCode};
+
+/// Answers `ex` with `stored` (the response of `found`, possibly freshened;
+/// `prebuilt`: its header map when already decoded) at `age` seconds.
+/// [`Step::LookAgain`] when the body file has vanished (the entry is then
+/// dropped).
+pub fn stored(
+    state: &ProxyState,
+    ex: &mut Exchange,
+    found: &Found,
+    stored: &StoredResponse,
+    prebuilt: Option<&HeaderMap>,
+    age: u64,
+) -> Step {
+    let primary = ex.primary();
+    let entry = &found.entry;
+    let mut headers = match prebuilt {
+        Some(h) => h.clone(),
+        None => stored.header_map(),
+    };
+    headers.insert(http::header::AGE, HeaderValue::from(age));
+    add_via(&mut headers);
+    state.store.touch(primary, &entry.secondary_key);
+
+    if (200..300).contains(&stored.status) && policy::client_not_modified(&ex.parts.headers, stored) {
+        return Step::Done(not_modified_response(&headers));
+    }
+    let body = if ex.is_head() {
+        ProxyBody::empty()
+    } else {
+        match &entry.body {
+            Some(b) => match state.store.open_body(&b.sha256) {
+                Ok(file) => {
+                    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len));
+                    Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                    ProxyBody::File { file, remaining: b.len }
+                }
+                Err(e) => {
+                    tracing::warn!("stored body for {primary} is unusable ({e}); dropping the entry");
+                    let _ = state.store.remove_variant(primary, &entry.secondary_key);
+                    return Step::LookAgain;
+                }
+            },
+            None => {
+                headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(0u64));
+                ProxyBody::empty()
+            }
+        }
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    *resp.headers_mut() = headers;
+    Step::Done(super::range::narrow(&ex.parts, stored, resp))
+}
+
+/// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
+fn not_modified_response(stored_headers: &HeaderMap) -> Response<ProxyBody> {
+    let mut resp = Response::new(ProxyBody::empty());
+    *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    let h = resp.headers_mut();
+    for name in ["cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified", "age", "via"] {
+        for v in stored_headers.get_all(name) {
+            if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+                h.append(n, v.clone());
+            }
+        }
+    }
+    resp
+}

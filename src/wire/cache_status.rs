@@ -1,0 +1,337 @@
+//! The `Cache-Status` response field (RFC 9211): one list member per cache
+//! that handled the response, built from what the policy decided.
+//!
+//! Every stage of the proxy fills one [`CacheStatus`]; it is written to the
+//! response by [`CacheStatus::apply`] (the only place a `Cache-Status`
+//! value is built), and the audit line and the metrics read the struct
+//! ([`CacheStatus::outcome`]), never the header.
+//!
+//! ```text
+//! crawlcache; hit; ttl=120
+//! crawlcache; fwd=stale; fwd-status=304; ttl=60
+//! crawlcache; fwd=uri-miss; stored
+//! ```
+
+/// The cache name crawlcache uses in `Cache-Status`.
+pub const CACHE_NAME: &str = "crawlcache";
+
+/// Why the request went forward (RFC 9211 section 2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fwd {
+    /// Configured to bypass the cache (e.g. a tunnelled host).
+    Bypass,
+    /// The method is not cacheable.
+    Method,
+    /// No stored response for the URI.
+    UriMiss,
+    /// Stored responses for the URI, none matching the Vary secondary key.
+    VaryMiss,
+    /// No stored response (when URI and Vary misses are not told apart).
+    Miss,
+    /// The request's directives (e.g. `no-cache`, `max-age`) required going forward.
+    Request,
+    /// The stored response was stale (or had to be validated).
+    Stale,
+    /// Only part of the response was stored.
+    Partial,
+}
+
+impl Fwd {
+    /// The parameter value, as registered by RFC 9211.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fwd::Bypass => "bypass",
+            Fwd::Method => "method",
+            Fwd::UriMiss => "uri-miss",
+            Fwd::VaryMiss => "vary-miss",
+            Fwd::Miss => "miss",
+            Fwd::Request => "request",
+            Fwd::Stale => "stale",
+            Fwd::Partial => "partial",
+        }
+    }
+}
+
+/// The `detail` parameter (RFC 9211 section 2.8): why the cache answered
+/// as it did, as an RFC 8941 token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Offline mode: served from the store whatever its age, or nothing stored.
+    Offline,
+    /// Served stale while one background revalidation runs (RFC 5861 section 3).
+    StaleWhileRevalidate,
+    /// Served stale because the origin answered with an error (RFC 5861 section 4).
+    StaleIfError,
+    /// Served stale because the origin could not be reached (RFC 9111 section 4.2.4).
+    Disconnected,
+    /// The request said `only-if-cached` and nothing usable was stored (RFC 9111 section 5.2.1.7).
+    OnlyIfCached,
+    /// A HEAD answered `200` with matching validators and freshened the stored GET (RFC 9111 section 4.3.5).
+    HeadFreshened,
+    /// A HEAD answered `200` with other validators: the stored GET was dropped.
+    HeadMismatch,
+    /// The origin failed (connection, TLS, timeout, protocol).
+    UpstreamError,
+    /// The request would loop back into this proxy.
+    Loop,
+    /// The target's scheme is not `http` or `https`.
+    Scheme,
+    /// The request target could not be used.
+    BadTarget,
+    /// The request's header fields are larger than the limit.
+    HeaderTooLarge,
+    /// robots.txt enforcement refused the request.
+    Robots,
+    /// A client's own `/robots.txt` answered from a snapshot just fetched.
+    RobotsSnapshotFetched,
+    /// ... from a fresh snapshot.
+    RobotsSnapshotCached,
+    /// ... from a snapshot in its stale-usable window.
+    RobotsSnapshotStaleUsable,
+    /// ... from a snapshot in its stale-degraded window.
+    RobotsSnapshotStaleDegraded,
+    /// ... from an expired snapshot.
+    RobotsSnapshotExpired,
+    /// A certificate for the intercepted host could not be made.
+    Tls,
+    /// Not stored: only GET responses are stored (RFC 9111 section 3).
+    Method,
+    /// Not stored: the status is not final, is 206 / 304, or is not understood.
+    Status,
+    /// Not stored: `no-store` (RFC 9111 section 5.2.1.5, 5.2.2.5).
+    NoStore,
+    /// Not stored: `private` in a shared cache (section 5.2.2.7).
+    Private,
+    /// Not stored: the request carried `Authorization` (section 3.5).
+    Authorization,
+    /// Not stored: no explicit freshness and not heuristically cacheable (section 3, 4.2.2).
+    NoFreshnessInformation,
+    /// Not stored: `Vary: *` (section 4.1).
+    VaryStar,
+    /// Not stored: larger than `cache.max_object_size`.
+    TooLarge,
+    /// Not stored: the store failed (e.g. a full disk).
+    StoreError,
+}
+
+impl Detail {
+    /// The token sent as `detail=` (lower-case words joined by `-`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detail::Offline => "offline",
+            Detail::StaleWhileRevalidate => "stale-while-revalidate",
+            Detail::StaleIfError => "stale-if-error",
+            Detail::Disconnected => "disconnected",
+            Detail::OnlyIfCached => "only-if-cached",
+            Detail::HeadFreshened => "head-freshened",
+            Detail::HeadMismatch => "head-mismatch",
+            Detail::UpstreamError => "upstream-error",
+            Detail::Loop => "loop",
+            Detail::Scheme => "scheme",
+            Detail::BadTarget => "bad-target",
+            Detail::HeaderTooLarge => "header-too-large",
+            Detail::Robots => "robots",
+            Detail::RobotsSnapshotFetched => "robots-snapshot-fetched",
+            Detail::RobotsSnapshotCached => "robots-snapshot-cached",
+            Detail::RobotsSnapshotStaleUsable => "robots-snapshot-stale-usable",
+            Detail::RobotsSnapshotStaleDegraded => "robots-snapshot-stale-degraded",
+            Detail::RobotsSnapshotExpired => "robots-snapshot-expired",
+            Detail::Tls => "tls",
+            Detail::Method => "method",
+            Detail::Status => "status",
+            Detail::NoStore => "no-store",
+            Detail::Private => "private",
+            Detail::Authorization => "authorization",
+            Detail::NoFreshnessInformation => "no-freshness-information",
+            Detail::VaryStar => "vary-star",
+            Detail::TooLarge => "too-large",
+            Detail::StoreError => "store-error",
+        }
+    }
+}
+
+/// What happened to a request, for metrics and logs: each request counts
+/// in exactly one class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served from the store without contacting the origin, fresh.
+    Hit,
+    /// Served from the store stale (stale-while-revalidate, stale-if-error,
+    /// disconnected, `max-stale`, offline).
+    Stale,
+    /// Served from the store after the origin answered `304`.
+    Revalidated,
+    /// The origin's full response was forwarded (a miss, or a validation
+    /// that got a new response).
+    Miss,
+    /// A method the cache does not serve, passed through.
+    Pass,
+    /// Answered by crawlcache itself with an error or a refusal.
+    Refused,
+}
+
+impl Outcome {
+    /// Lower-case name, as used in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Stale => "stale",
+            Outcome::Revalidated => "revalidated",
+            Outcome::Miss => "miss",
+            Outcome::Pass => "pass",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
+/// One `Cache-Status` list member.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheStatus {
+    /// Served from the cache without going forward (`hit`).
+    pub hit: bool,
+    /// Why the request went forward, if it did (`fwd`).
+    pub fwd: Option<Fwd>,
+    /// The status of the forward response, e.g. 304 (`fwd-status`).
+    pub fwd_status: Option<u16>,
+    /// Freshness lifetime minus current age in seconds; negative when stale (`ttl`).
+    pub ttl: Option<i64>,
+    /// The forward response was stored (`stored`).
+    pub stored: bool,
+    /// The request was collapsed into another one's forward request (`collapsed`).
+    pub collapsed: bool,
+    /// The cache key (`key`), when useful for debugging.
+    pub key: Option<String>,
+    /// Implementation detail, e.g. `stale-if-error` or `offline` (`detail`).
+    pub detail: Option<Detail>,
+    /// Not sent: the response served from the store was stale.
+    pub served_stale: bool,
+}
+
+impl CacheStatus {
+    /// A hit with its remaining freshness (`Decision::ttl`).
+    pub fn hit(ttl: i64) -> CacheStatus {
+        CacheStatus { hit: true, ttl: Some(ttl), ..CacheStatus::default() }
+    }
+
+    /// A forward for `why`.
+    pub fn forward(why: Fwd) -> CacheStatus {
+        CacheStatus { fwd: Some(why), ..CacheStatus::default() }
+    }
+
+    /// The same with `detail`.
+    pub fn with_detail(mut self, detail: Detail) -> CacheStatus {
+        self.detail = Some(detail);
+        self
+    }
+
+    /// The class this request counts in (see [`Outcome`]).
+    pub fn outcome(&self) -> Outcome {
+        if self.hit {
+            return if self.fwd_status == Some(304) {
+                Outcome::Revalidated
+            } else if self.served_stale {
+                Outcome::Stale
+            } else {
+                Outcome::Hit
+            };
+        }
+        match (self.fwd, self.fwd_status) {
+            (_, Some(304)) if self.fwd == Some(Fwd::Stale) => Outcome::Revalidated,
+            (Some(Fwd::Method), Some(_)) => Outcome::Pass,
+            (Some(_), Some(_)) => Outcome::Miss,
+            _ => Outcome::Refused,
+        }
+    }
+
+    /// Sets `Cache-Status` on `headers` to this member, named `crawlcache`.
+    pub fn apply(&self, headers: &mut http::HeaderMap) {
+        if let Ok(v) = http::HeaderValue::from_str(&self.to_field_value(CACHE_NAME)) {
+            headers.insert(http::header::HeaderName::from_static("cache-status"), v);
+        }
+    }
+
+    /// Serializes as an RFC 8941 list member: `cache_name` (a token, or a
+    /// quoted string when it is not one), then the parameters in RFC 9211 order.
+    pub fn to_field_value(&self, cache_name: &str) -> String {
+        let mut out = String::with_capacity(64);
+        if is_token(cache_name) {
+            out.push_str(cache_name);
+        } else {
+            push_sf_string(&mut out, cache_name);
+        }
+        if self.hit {
+            out.push_str("; hit");
+        }
+        if let Some(fwd) = self.fwd {
+            out.push_str("; fwd=");
+            out.push_str(fwd.as_str());
+        }
+        if let Some(status) = self.fwd_status {
+            out.push_str(&format!("; fwd-status={status}"));
+        }
+        if let Some(ttl) = self.ttl {
+            out.push_str(&format!("; ttl={ttl}"));
+        }
+        if self.stored {
+            out.push_str("; stored");
+        }
+        if self.collapsed {
+            out.push_str("; collapsed");
+        }
+        if let Some(key) = &self.key {
+            out.push_str("; key=");
+            push_sf_string(&mut out, key);
+        }
+        if let Some(detail) = self.detail {
+            out.push_str("; detail=");
+            out.push_str(detail.as_str());
+        }
+        out
+    }
+}
+
+/// RFC 8941 section 3.3.4 token: ALPHA / "*" first, then tchar / ":" / "/".
+fn is_token(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() || b == b'*' => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&b))
+}
+
+/// RFC 8941 section 3.3.3 sf-string; characters outside printable ASCII become `?`.
+fn push_sf_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_the_spec_examples() {
+        assert_eq!(CacheStatus::hit(120).to_field_value("crawlcache"), "crawlcache; hit; ttl=120");
+        let revalidated = CacheStatus { fwd_status: Some(304), ..CacheStatus::forward(Fwd::Stale) };
+        assert_eq!(revalidated.to_field_value("crawlcache"), "crawlcache; fwd=stale; fwd-status=304");
+        let stored = CacheStatus { stored: true, ..CacheStatus::forward(Fwd::UriMiss) };
+        assert_eq!(stored.to_field_value("crawlcache"), "crawlcache; fwd=uri-miss; stored");
+    }
+
+    #[test]
+    fn strings_are_quoted_and_escaped() {
+        let s = CacheStatus { key: Some("http://e/\"\u{e9}".into()), ..CacheStatus::hit(-5).with_detail(Detail::StaleIfError) };
+        assert_eq!(s.to_field_value("my cache"), "\"my cache\"; hit; ttl=-5; key=\"http://e/\\\"?\"; detail=stale-if-error");
+    }
+}

@@ -1,0 +1,21 @@
+//! The plumbing floor under the proxy: it carries bytes and writes fields,
+//! and makes no caching or robots decision.
+//!
+//! - [`body`]: the one response body type sent to clients.
+//! - [`fields`]: the one hop-by-hop list (RFC 9110 section 7.6.1) and `Via`
+//!   (section 7.6.3).
+//! - [`cache_status`]: the typed RFC 9211 `Cache-Status`, the only way one
+//!   is written.
+//! - [`error`]: plain-text error responses that name their cause.
+//! - [`origin`]: the one client for origins, used by the proxy and by the
+//!   robots.txt fetcher.
+//! - [`net`]: the one loopback test for socket addresses.
+//! - [`url`]: the one URI-reference resolver (RFC 3986 section 5).
+
+pub mod body;
+pub mod cache_status;
+pub mod error;
+pub mod fields;
+pub mod net;
+pub mod origin;
+pub mod url;
