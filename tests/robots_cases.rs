@@ -1,10 +1,12 @@
-//! The robots cases of `../shared/cases/CASES.md` (C24, C27, C28, C29, C30,
+//! The robots cases of `docs/CASES.md` (C24, C27, C28, C29, C30,
 //! C32, C34, C36 and C37 parsing parts, C39), the `robots` command-line
 //! functions, and the robustness promises of `RobotsTxt::parse`.
 
+#[path = "common/corpus.rs"]
+mod corpus;
+
 use crawlcache::robots::cli::{self, BatchSummary, CheckArgs};
 use crawlcache::robots::{LineTag, RobotsTxt, Verdict};
-use std::path::Path;
 
 /// Asserts every (agent, url, allowed) triple and reports all failures at once.
 fn expect(robots: &[u8], cases: &[(&str, &str, bool)]) {
@@ -409,15 +411,12 @@ fn cli_batch_answers_each_line_in_order_and_survives_bad_lines() {
 
 #[test]
 fn cli_batch_over_the_corpus_dir_resolves_files_relative_to_dir() {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/robots/corpus/files"
-    ));
+    let dir = corpus::robots_corpus_dir().join("files");
     assert!(dir.is_dir(), "robots corpus not found at {}", dir.display());
     let input =
         r#"{"file": "10minutemail.com", "agent": "examplebot", "url": "https://example.com/"}"#;
     let mut out = Vec::new();
     let summary =
-        cli::batch(dir, &mut input.as_bytes(), &mut out).unwrap_or_else(|e| panic!("batch: {e}"));
+        cli::batch(&dir, &mut input.as_bytes(), &mut out).unwrap_or_else(|e| panic!("batch: {e}"));
     assert_eq!(summary.errors, 0, "{}", String::from_utf8_lossy(&out));
 }
