@@ -16,13 +16,14 @@
 //!   HTTP/1.1 client that reports multi-valued fields and whether the body
 //!   arrived whole; [`wire`] is the message parsing both sides share;
 //! - [`crawl`]: the Rust book, `wget -r` and file-tree comparison;
-//! - [`corpus`]: the robots.txt corpus, unpacked from the repository.
+//! - [`corpus`]: the robots.txt corpus, unpacked from the repository;
+//! - [`tls`]: a test CA and leaf for TLS origins.
 //!
 //! The HTTP-level helpers compile against nothing but the binary (they spawn
-//! it) and use only std and tokio. Every wait is
+//! it) and use only std and tokio; `tls` uses rcgen and rustls. Every wait is
 //! bounded; every failure message says what was being done and shows the
-//! relevant log. `corpus` uses nothing from the other files, so a test binary
-//! may include it alone with `#[path]`.
+//! relevant log. `corpus` and `tls` use nothing from the other files, so a test
+//! binary may include one of them alone with `#[path]`.
 #![allow(dead_code, unused_imports)]
 
 pub mod client;
@@ -33,6 +34,7 @@ pub mod nginx;
 pub mod origin;
 pub mod process;
 pub mod proxy;
+pub mod tls;
 pub mod wire;
 
 pub use client::*;
