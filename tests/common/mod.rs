@@ -17,13 +17,14 @@
 //!   arrived whole; [`wire`] is the message parsing both sides share;
 //! - [`crawl`]: the Rust book, `wget -r` and file-tree comparison;
 //! - [`corpus`]: the robots.txt corpus, unpacked from the repository;
+//! - [`tmpfs`]: a small tmpfs for the disk-full tests (root only);
 //! - [`tls`]: a test CA and leaf for TLS origins.
 //!
 //! The HTTP-level helpers compile against nothing but the binary (they spawn
 //! it) and use only std and tokio; `tls` uses rcgen and rustls. Every wait is
 //! bounded; every failure message says what was being done and shows the
-//! relevant log. `corpus` and `tls` use nothing from the other files, so a test
-//! binary may include one of them alone with `#[path]`.
+//! relevant log. `corpus`, `tmpfs` and `tls` use nothing from the other files,
+//! so a test binary may include one of them alone with `#[path]`.
 #![allow(dead_code, unused_imports)]
 
 pub mod client;
@@ -35,6 +36,7 @@ pub mod origin;
 pub mod process;
 pub mod proxy;
 pub mod tls;
+pub mod tmpfs;
 pub mod wire;
 
 pub use client::*;
