@@ -1,14 +1,16 @@
 //! Temporary folders for tests: [`TestDir`] under `CARGO_TARGET_TMPDIR`,
 //! removed when the test passes and kept (its path printed) when it fails.
 
+use std::cell::Cell;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A fresh folder under `CARGO_TARGET_TMPDIR`, removed on drop unless the
-/// thread is panicking (then it is kept and its path printed, for diagnosis).
+/// thread is panicking (then it is kept and its path printed, for diagnosis;
+/// see [`catch_expected_panic`] for panics a test expects).
 pub struct TestDir {
     path: PathBuf,
 }
@@ -46,10 +48,45 @@ impl TestDir {
 
 impl Drop for TestDir {
     fn drop(&mut self) {
-        if thread::panicking() {
+        if thread::panicking() && !EXPECTING_PANIC.with(Cell::get) {
             eprintln!("[harness] test failed: keeping {} for diagnosis", self.path.display());
         } else {
-            let _ = fs::remove_dir_all(&self.path);
+            remove_dir_with_retries(&self.path);
         }
+    }
+}
+
+thread_local! {
+    /// Set while [`catch_expected_panic`] runs: a panic there is what the
+    /// test asserts, not a failure, so folders dropped by it are removed.
+    static EXPECTING_PANIC: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `std::panic::catch_unwind(f)` for a test that expects `f` to panic: the
+/// [`TestDir`]s that the unwinding drops are removed like those of a passing
+/// test instead of being kept for diagnosis.
+pub fn catch_expected_panic<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> std::thread::Result<R> {
+    let before = EXPECTING_PANIC.with(|e| e.replace(true));
+    let result = std::panic::catch_unwind(f);
+    EXPECTING_PANIC.with(|e| e.set(before));
+    result
+}
+
+/// Removes `path` and everything in it. A process that is still finishing
+/// (a proxy flushing its index, nginx closing its log) can add a file while
+/// the folder is being emptied, so this tries a few times before it gives up
+/// with a warning (it never fails a passing test).
+fn remove_dir_with_retries(path: &Path) {
+    let mut last = None;
+    for _ in 0..20 {
+        match fs::remove_dir_all(path) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => last = Some(e),
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    if let Some(e) = last {
+        eprintln!("[harness] could not remove {} after a passing test: {e}", path.display());
     }
 }
