@@ -1,7 +1,7 @@
 //! robots.txt parse time and checks per second, crawlcache against the
-//! texting_robots crate, on the shared bench files (`../shared/robots/bench/`:
+//! texting_robots crate, on the bench files in `benches/data/robots/`:
 //! a 13 KB and a 40 KB robots.txt with hundreds of wildcard rules in several
-//! groups, and 10,000 URLs).
+//! groups, and 10,000 URLs.
 //!
 //! Both libraries answer the same question: may `agent` fetch each URL?
 //! texting_robots compiles one agent's rules per parse (`Robot::new(agent,
@@ -15,7 +15,7 @@ use crawlcache::robots::RobotsTxt;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
-const BENCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/robots/bench");
+const BENCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/data/robots");
 const FILES: [&str; 2] = ["robots-13k.txt", "robots-40k.txt"];
 /// A token with its own group in both files, and one that falls back to `*`.
 const AGENTS: [&str; 2] = ["Googlebot", "ExampleBot"];

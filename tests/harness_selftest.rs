@@ -238,7 +238,7 @@ fn proxy_helper_waits_for_stats_and_stops_with_sigterm() {
 #[test]
 fn proxy_helper_reports_an_early_exit_with_its_stderr() {
     let data = TestDir::new("stub-data");
-    let result = std::panic::catch_unwind(|| {
+    let result = catch_expected_panic(|| {
         Proxy::start_program(&stub_proxy(), data.path(), &["--fail-at-start", "3"]);
     });
     let payload = result.expect_err("a program that exits at start must make Proxy::start panic");

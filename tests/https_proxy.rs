@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::tls::{test_pki, TestPki};
 use common::*;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -25,8 +26,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 const CLIENT_LIMIT: Duration = Duration::from_secs(60);
 const CMD_LIMIT: Duration = Duration::from_secs(30);
@@ -34,29 +33,6 @@ const CMD_LIMIT: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------
 // A TLS (and plain) origin signed by a test CA
 // ---------------------------------------------------------------------------
-
-/// A test CA, unrelated to crawlcache's own, and one leaf for `localhost`
-/// and `127.0.0.1` (DNS and IP SANs) signed by it.
-struct TestPki {
-    ca_pem: String,
-    leaf: CertificateDer<'static>,
-    leaf_key: PrivatePkcs8KeyDer<'static>,
-}
-
-fn test_pki() -> TestPki {
-    let ca_key = KeyPair::generate().expect("generating the test CA key");
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name.push(DnType::CommonName, "crawlcache https_proxy test origin CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-    let ca = ca_params.self_signed(&ca_key).expect("self-signing the test CA");
-    let leaf_key = KeyPair::generate().expect("generating the origin leaf key");
-    let leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-        .expect("origin leaf parameters")
-        .signed_by(&leaf_key, &ca, &ca_key)
-        .expect("signing the origin leaf");
-    TestPki { ca_pem: ca.pem(), leaf: leaf.der().clone(), leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()) }
-}
 
 /// What the origin answers: status, extra header fields, body.
 type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
@@ -80,15 +56,7 @@ struct TlsOrigin {
 impl TlsOrigin {
     /// `handler(scheme, path)` answers each request.
     fn start(pki: &TestPki, handler: impl Fn(&str, &str) -> Answer + Send + Sync + 'static) -> TlsOrigin {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_single_cert(vec![pki.leaf.clone()], PrivateKeyDer::Pkcs8(pki.leaf_key.clone_key()))
-            .expect("origin server config");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config());
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the TLS origin on 127.0.0.1:0");
         let addr = std_listener.local_addr().expect("TLS origin address");
         std_listener.set_nonblocking(true).expect("set_nonblocking");
@@ -349,7 +317,7 @@ fn mode_of(p: &Path) -> u32 {
 /// origin saw one request.
 #[test]
 fn curl_https_second_fetch_is_a_cache_hit() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |_, path| page(&format!("secure page {path}")));
     let dir = TestDir::new("https-curl");
     let extra_ca = write_test_ca(&dir, &pki);
@@ -377,7 +345,7 @@ fn curl_https_second_fetch_is_a_cache_hit() {
 /// `proxies={"https": ...}`.
 #[test]
 fn python_requests_https_second_fetch_is_a_cache_hit() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |_, path| page(&format!("py page {path}")));
     let dir = TestDir::new("https-python");
     let extra_ca = write_test_ca(&dir, &pki);
@@ -403,7 +371,7 @@ fn python_requests_https_second_fetch_is_a_cache_hit() {
 /// and nothing is stored.
 #[test]
 fn untrusted_origin_certificate_gives_502_naming_the_reason() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |_, _| page("must not be served"));
     let dir = TestDir::new("https-untrusted");
     let proxy = Proxy::start_with_config(&dir.subdir("data"), &config("off", None, ""), &[]);
@@ -424,7 +392,7 @@ fn untrusted_origin_certificate_gives_502_naming_the_reason() {
 /// caches under `https://127.0.0.1:PORT/...`.
 #[test]
 fn origin_addressed_by_ip_is_intercepted_and_cached() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |_, path| page(&format!("ip page {path}")));
     let dir = TestDir::new("https-ip");
     let extra_ca = write_test_ca(&dir, &pki);
@@ -446,7 +414,7 @@ fn origin_addressed_by_ip_is_intercepted_and_cached() {
 /// with crawlcache's), every request reaches the origin, nothing is stored.
 #[test]
 fn bypass_hosts_are_tunnelled_untouched_and_not_stored() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |_, path| page(&format!("tunnelled {path}")));
     let dir = TestDir::new("https-bypass");
     let extra_ca = write_test_ca(&dir, &pki);
@@ -485,7 +453,7 @@ fn bypass_hosts_are_tunnelled_untouched_and_not_stored() {
 /// each; `crawlcache robots show` shows each body.
 #[test]
 fn robots_snapshots_are_separate_for_https_and_http() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |scheme, path| match (scheme, path) {
         ("https", "/robots.txt") => page("User-agent: *\nDisallow: /a\n"),
         ("http", "/robots.txt") => page("User-agent: *\nDisallow: /b\n"),
@@ -554,7 +522,7 @@ fn robots_snapshots_are_separate_for_https_and_http() {
 #[test]
 #[cfg(unix)]
 fn ca_key_is_private_and_the_ca_survives_restarts() {
-    let pki = test_pki();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
     let origin = TlsOrigin::start(&pki, |_, path| page(&format!("persistent {path}")));
     let dir = TestDir::new("https-ca-restart");
     let extra_ca = write_test_ca(&dir, &pki);

@@ -1,10 +1,12 @@
-//! The robots cases of `../shared/cases/CASES.md` (C24, C27, C28, C29, C30,
+//! The robots cases of `docs/CASES.md` (C24, C27, C28, C29, C30,
 //! C32, C34, C36 and C37 parsing parts, C39), the `robots` command-line
 //! functions, and the robustness promises of `RobotsTxt::parse`.
 
+#[path = "common/corpus.rs"]
+mod corpus;
+
 use crawlcache::robots::cli::{self, BatchSummary, CheckArgs};
 use crawlcache::robots::{LineTag, RobotsTxt, Verdict};
-use std::path::Path;
 
 /// Asserts every (agent, url, allowed) triple and reports all failures at once.
 fn expect(robots: &[u8], cases: &[(&str, &str, bool)]) {
@@ -26,7 +28,7 @@ fn expect(robots: &[u8], cases: &[(&str, &str, bool)]) {
 }
 
 #[test]
-fn c24_rfc9309_2_2_3_star_then_dollar_is_anchored_at_path_start() {
+fn rfc9309_2_2_3_star_then_dollar_is_anchored_at_path_start_c24() {
     expect(
         b"User-agent: *\nDisallow: /cat*$\n",
         &[
@@ -38,7 +40,7 @@ fn c24_rfc9309_2_2_3_star_then_dollar_is_anchored_at_path_start() {
 }
 
 #[test]
-fn c27_rfc9309_2_2_2_longest_match_not_first_match_and_allow_wins_ties() {
+fn rfc9309_2_2_2_longest_match_not_first_match_and_allow_wins_ties_c27() {
     let body =
         b"User-agent: *\nDisallow: /\nAllow: /public\nDisallow: /admin/\nAllow: /admin/ping.php\n";
     expect(
@@ -71,7 +73,7 @@ fn c27_rfc9309_2_2_2_longest_match_not_first_match_and_allow_wins_ties() {
 }
 
 #[test]
-fn c28_rfc9309_2_2_empty_disallow_matches_nothing_and_cancels_nothing() {
+fn rfc9309_2_2_empty_disallow_matches_nothing_and_cancels_nothing_c28() {
     expect(
         b"User-agent: *\nDisallow:\nDisallow: /admin\nDisallow: /tmp/\n",
         &[
@@ -87,7 +89,7 @@ fn c28_rfc9309_2_2_empty_disallow_matches_nothing_and_cancels_nothing() {
 }
 
 #[test]
-fn c29_google_utf8_bom_skipped_at_offset_zero_only() {
+fn google_utf8_bom_skipped_at_offset_zero_only_c29() {
     expect(
         b"\xEF\xBB\xBFUser-agent: *\nDisallow: /\n",
         &[("examplebot", "http://example.com/any", false)],
@@ -99,7 +101,7 @@ fn c29_google_utf8_bom_skipped_at_offset_zero_only() {
 }
 
 #[test]
-fn c30_rfc9309_2_2_1_product_token_matched_whole_not_by_prefix() {
+fn rfc9309_2_2_1_product_token_matched_whole_not_by_prefix_c30() {
     let body = b"User-agent: bot\nDisallow: /\n\nUser-agent: examplebot\nDisallow: /a/\n\n\
                  User-agent: examplebot-news\nDisallow: /b/\n\nUser-agent: *\nDisallow: /c/\n";
     expect(
@@ -119,7 +121,7 @@ fn c30_rfc9309_2_2_1_product_token_matched_whole_not_by_prefix() {
 }
 
 #[test]
-fn c32_rfc9309_2_2_1_groups_merge_and_star_applies_only_without_a_named_group() {
+fn rfc9309_2_2_1_groups_merge_and_star_applies_only_without_a_named_group_c32() {
     // Case A: the '*' group does not leak into examplebot's group.
     expect(
         b"User-agent: examplebot\nDisallow: /a\n\nUser-agent: *\nDisallow: /b\n",
@@ -138,7 +140,7 @@ fn c32_rfc9309_2_2_1_groups_merge_and_star_applies_only_without_a_named_group() 
 }
 
 #[test]
-fn c34_crawl_delay_fractional_recorded_invalid_ignored_rules_unaffected() {
+fn crawl_delay_fractional_recorded_invalid_ignored_rules_unaffected_c34() {
     for (value, expected) in [
         ("0.2", Some(0.2)),
         ("10", Some(10.0)),
@@ -195,7 +197,7 @@ fn c34_crawl_delay_fractional_recorded_invalid_ignored_rules_unaffected() {
 }
 
 #[test]
-fn c36_parsing_part_an_html_error_body_parses_to_no_rules_without_failing() {
+fn parsing_part_an_html_error_body_parses_to_no_rules_without_failing_c36() {
     // The fetcher maps 5xx, timeouts and DNS failures to "disallow all"
     // (RFC 9309 §2.3.1.4); the parser's part is only to never fail on such a
     // body and to find no rules in it.
@@ -213,7 +215,7 @@ fn c36_parsing_part_an_html_error_body_parses_to_no_rules_without_failing() {
 }
 
 #[test]
-fn c37_parsing_part_followed_redirect_body_disallow_all_applies() {
+fn parsing_part_followed_redirect_body_disallow_all_applies_c37() {
     // After a 302 is followed, the target's "Disallow: /" applies to every
     // URL but /robots.txt itself (RFC 9309 §2.2.2).
     expect(
@@ -227,7 +229,7 @@ fn c37_parsing_part_followed_redirect_body_disallow_all_applies() {
 }
 
 #[test]
-fn c39_rfc9309_2_2_rules_before_any_user_agent_are_ignored_never_fail() {
+fn rfc9309_2_2_rules_before_any_user_agent_are_ignored_never_fail_c39() {
     let with_group = b"Disallow: /tmp/\nSitemap: http://example.com/sitemap.xml\n\nUser-agent: otherbot\nDisallow: /\n";
     let without_group = b"Disallow: /tmp/\nSitemap: http://example.com/sitemap.xml\n";
     for body in [&with_group[..], &without_group[..]] {
@@ -409,15 +411,12 @@ fn cli_batch_answers_each_line_in_order_and_survives_bad_lines() {
 
 #[test]
 fn cli_batch_over_the_corpus_dir_resolves_files_relative_to_dir() {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/robots/corpus/files"
-    ));
+    let dir = corpus::robots_corpus_dir().join("files");
     assert!(dir.is_dir(), "robots corpus not found at {}", dir.display());
     let input =
         r#"{"file": "10minutemail.com", "agent": "examplebot", "url": "https://example.com/"}"#;
     let mut out = Vec::new();
     let summary =
-        cli::batch(dir, &mut input.as_bytes(), &mut out).unwrap_or_else(|e| panic!("batch: {e}"));
+        cli::batch(&dir, &mut input.as_bytes(), &mut out).unwrap_or_else(|e| panic!("batch: {e}"));
     assert_eq!(summary.errors, 0, "{}", String::from_utf8_lossy(&out));
 }

@@ -1,15 +1,18 @@
 //! Differential test against Google's library on real files: 2,978
 //! robots.txt bodies captured from websites and 108,584 verdicts Google's
-//! `OneAgentAllowedByRobots` gave on them (see `../shared/robots/corpus/README.md`).
+//! `OneAgentAllowedByRobots` gave on them (see
+//! `tests/data/robots/CORPUS_README.md`).
 //!
-//! The corpus is too large for the repository; it is read from the shared
-//! folder next to the crate. If it is missing the test fails, it never skips.
+//! The corpus is kept compressed in `tests/data/robots/corpus.tar.gz` and
+//! unpacked once under `target/tmp/`. If it is missing the test fails, it
+//! never skips.
+
+#[path = "common/corpus.rs"]
+mod corpus;
 
 use crawlcache::robots::RobotsTxt;
 use std::collections::HashMap;
-use std::path::Path;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/robots/corpus");
 const EXPECTED_CHECKS: usize = 108_584;
 
 #[derive(serde::Deserialize)]
@@ -22,12 +25,12 @@ struct Check {
 
 #[test]
 fn google_corpus_every_verdict_agrees() {
-    let corpus = Path::new(CORPUS);
+    let corpus = corpus::robots_corpus_dir();
     assert!(
         corpus.join("checks.jsonl").is_file() && corpus.join("files").is_dir(),
-        "robots corpus not found at {} (expected checks.jsonl and files/): \
-         the differential test needs the shared folder next to the crate",
-        corpus.display()
+        "robots corpus not found at {} (expected checks.jsonl and files/, unpacked from {})",
+        corpus.display(),
+        corpus::CORPUS_ARCHIVE
     );
     let checks = std::fs::read_to_string(corpus.join("checks.jsonl"))
         .unwrap_or_else(|e| panic!("cannot read {}/checks.jsonl: {e}", corpus.display()));

@@ -16,11 +16,8 @@ fn config(mode: &str, extra: &str) -> String {
     format!("[robots]\nmode = \"{mode}\"\n{extra}\n[upstream]\nresponse_timeout = \"2s\"\n")
 }
 
-fn start(mode: &str, extra: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy, TestDir) {
-    let dir = TestDir::new("robots-proxy");
-    let origin = Origin::start(handler);
-    let proxy = Proxy::start_with_config(&dir.subdir("data"), &config(mode, extra), &[]);
-    (origin, proxy, dir)
+fn start(mode: &str, extra: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy) {
+    start_with_origin("robots-proxy", &config(mode, extra), handler)
 }
 
 fn robots_requests(origin: &Origin) -> usize {
@@ -71,7 +68,7 @@ fn wait_audit(data_dir: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
 /// is fetched; both are in the audit trail with the rules' SHA-256.
 #[test]
 fn enforce_blocks_disallowed_urls_before_the_origin() {
-    let (origin, proxy, _d) = start("enforce", "", site);
+    let (origin, proxy) = start("enforce", "", site);
     let blocked = proxy.get(&origin.url("/private/x"), &[("User-Agent", "ExampleBot/1.0")]);
     assert_eq!(blocked.status, 403, "{}", blocked.describe());
     let text = blocked.text();
@@ -107,7 +104,7 @@ fn enforce_blocks_disallowed_urls_before_the_origin() {
 /// the audit line carry the verdict.
 #[test]
 fn annotate_fetches_and_records_the_verdict() {
-    let (origin, proxy, _d) = start("annotate", "", site);
+    let (origin, proxy) = start("annotate", "", site);
     let r = proxy.get(&origin.url("/private/y"), &[("User-Agent", "ExampleBot/1.0")]);
     assert_eq!((r.status, r.text()), (200, "page".to_string()));
     assert_eq!(page_requests(&origin, "/private/y"), 1);
@@ -123,16 +120,16 @@ fn annotate_fetches_and_records_the_verdict() {
 /// when fetched, 404 when absent, 503 when unavailable.
 #[test]
 fn client_robots_txt_is_answered_from_the_snapshot() {
-    let (origin, proxy, _d) = start("annotate", "", site);
+    let (origin, proxy) = start("annotate", "", site);
     let r = proxy.get(&origin.url("/robots.txt"), &[]);
     assert_eq!((r.status, r.text()), (200, ROBOTS.to_string()));
     let r = proxy.get(&origin.url("/robots.txt"), &[]);
     assert_eq!(r.status, 200);
     assert_eq!(robots_requests(&origin), 1, "the second answer came from the snapshot");
 
-    let (o404, p404, _d2) = start("annotate", "", |_| Reply::new(404, &[], b"nope"));
+    let (o404, p404) = start("annotate", "", |_| Reply::new(404, &[], b"nope"));
     assert_eq!(p404.get(&o404.url("/robots.txt"), &[]).status, 404);
-    let (o503, p503, _d3) = start("annotate", "", |_| Reply::new(503, &[], b"down"));
+    let (o503, p503) = start("annotate", "", |_| Reply::new(503, &[], b"down"));
     assert_eq!(p503.get(&o503.url("/robots.txt"), &[]).status, 503);
 }
 
@@ -142,7 +139,7 @@ fn client_robots_txt_is_answered_from_the_snapshot() {
 #[test]
 fn fetch_outcomes_at_first_sight() {
     for (status, allowed) in [(404, true), (410, true), (403, true), (429, false), (500, false), (503, false)] {
-        let (origin, proxy, _d) = start("enforce", "", move |req| match req.path() {
+        let (origin, proxy) = start("enforce", "", move |req| match req.path() {
             "/robots.txt" => Reply::new(status, &[("Retry-After", "120")], b"robots says no"),
             _ => Reply::ok(&[], b"page"),
         });
@@ -197,15 +194,15 @@ fn redirects_within_the_host_are_followed_up_to_five() {
         }
     };
     // 5 hops: /robots.txt -> r1 -> r2 -> r3 -> r4 -> r5 (rules)
-    let (origin, proxy, _d) = start("enforce", "", hops(5));
+    let (origin, proxy) = start("enforce", "", hops(5));
     assert_eq!(proxy.get(&origin.url("/x"), &[("User-Agent", "ExampleBot")]).status, 403, "rules from the 5th hop apply");
     assert_eq!(proxy.get(&origin.url("/y"), &[("User-Agent", "ExampleBot")]).status, 200);
     // 6 hops: unavailable, everything disallowed.
-    let (origin6, proxy6, _d6) = start("enforce", "", hops(6));
+    let (origin6, proxy6) = start("enforce", "", hops(6));
     let r = proxy6.get(&origin6.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a sixth hop makes the rules unavailable: {}", r.describe());
     // Cross-host redirect under same-host.
-    let (ox, px, _dx) = start("enforce", "", |req| match req.path() {
+    let (ox, px) = start("enforce", "", |req| match req.path() {
         "/robots.txt" => Reply::new(301, &[("Location", "http://localhost:9/robots.txt")], b""),
         _ => Reply::ok(&[], b"page"),
     });
@@ -221,7 +218,7 @@ fn stale_rules_are_refreshed_once_in_the_background() {
     let fetches = Arc::new(AtomicUsize::new(0));
     let slow_done: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let (f2, s2) = (fetches.clone(), slow_done.clone());
-    let (origin, proxy, _d) = start(
+    let (origin, proxy) = start(
         "enforce",
         "fresh = \"1s\"\nstale_usable = \"30s\"\nhard_max = \"60s\"",
         move |req| match req.path() {
@@ -272,7 +269,7 @@ fn stale_rules_are_refreshed_once_in_the_background() {
 fn expired_rules_block_the_host_in_enforce_mode() {
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = n.clone();
-    let (origin, proxy, _d) = start(
+    let (origin, proxy) = start(
         "enforce",
         "fresh = \"1s\"\nstale_usable = \"2s\"\nhard_max = \"3s\"\nretry_initial = \"100ms\"\nretry_max = \"200ms\"",
         move |req| match req.path() {
@@ -294,13 +291,12 @@ fn expired_rules_block_the_host_in_enforce_mode() {
 /// Snapshots survive a restart: no new robots.txt fetch after it.
 #[test]
 fn snapshots_survive_a_restart() {
-    let (origin, proxy, _d) = start("enforce", "", site);
+    let (origin, proxy) = start("enforce", "", site);
     assert_eq!(proxy.get(&origin.url("/private/1"), &[("User-Agent", "ExampleBot")]).status, 403);
-    let proxy = proxy.restart(&["--config", &{
-        let p = _d.join("again.toml");
-        std::fs::write(&p, config("enforce", "")).expect("config");
-        p.display().to_string()
-    }]);
+    // Beside the data directory, in the folder the proxy owns.
+    let again = proxy.data_dir().parent().expect("the data directory's folder").join("again.toml");
+    std::fs::write(&again, config("enforce", "")).expect("config");
+    let proxy = proxy.restart(&["--config", &again.display().to_string()]);
     assert_eq!(proxy.get(&origin.url("/private/2"), &[("User-Agent", "ExampleBot")]).status, 403);
     assert_eq!(robots_requests(&origin), 1, "the persisted snapshot was used after the restart");
     let show = crawlcache_cmd(

@@ -6,6 +6,9 @@ use std::fs;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
+#[path = "common/tmpfs.rs"]
+mod tmpfs;
+
 use crawlcache::store::{CommittedBody, Store, StoreError};
 use sha2::{Digest, Sha256};
 
@@ -481,28 +484,15 @@ fn concurrent_inserts_under_a_tight_budget_respect_it() {
     assert!(report.is_clean(), "{report:?}");
 }
 
-/// ENOSPC for real: the store lives on a tiny tmpfs (needs root to mount;
-/// skipped otherwise — the unit tests inject the same error).
+/// ENOSPC for real: the store lives on a tiny tmpfs (needs root to mount,
+/// as CI has; elsewhere it prints `SKIPPED: ...` — the unit tests inject the
+/// same error).
 #[test]
 fn a_full_disk_while_writing_leaves_nothing_behind() {
     let mnt = tempfile::tempdir().unwrap();
-    let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
-        .arg(mnt.path())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipping: cannot mount a tmpfs here");
+    let Some(_tmpfs) = tmpfs::mount_or_skip("a_full_disk_while_writing_leaves_nothing_behind", mnt.path(), "8m") else {
         return;
-    }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(mnt.path());
+    };
     let dir = mnt.path().join("store");
     {
         let store = Store::open(&dir, 1 << 30).unwrap();

@@ -16,44 +16,13 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-/// A test CA (made with rcgen, unrelated to crawlcache's own) and a leaf for
-/// 127.0.0.1 and localhost signed by it.
-struct TestPki {
-    ca_pem: String,
-    leaf: CertificateDer<'static>,
-    leaf_key: PrivatePkcs8KeyDer<'static>,
-}
+#[path = "common/tls.rs"]
+mod tls;
 
-fn test_pki(leaf_names: &[&str]) -> TestPki {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::default();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "crawlcache test origin CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-
-    let leaf_key = KeyPair::generate().unwrap();
-    let names: Vec<String> = leaf_names.iter().map(|n| n.to_string()).collect();
-    let leaf = CertificateParams::new(names)
-        .unwrap()
-        .signed_by(&leaf_key, &ca, &ca_key)
-        .unwrap();
-    TestPki {
-        ca_pem: ca.pem(),
-        leaf: leaf.der().clone(),
-        leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
-    }
-}
+use tls::{test_pki, TestPki};
 
 async fn hello(_req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(
@@ -64,18 +33,7 @@ async fn hello(_req: Request<hyper::body::Incoming>) -> Result<Response<Full<Byt
 /// An HTTPS origin on 127.0.0.1 presenting `pki`'s leaf; serves until the
 /// test ends.
 async fn tls_origin(pki: &TestPki) -> SocketAddr {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![pki.leaf.clone()],
-            PrivateKeyDer::Pkcs8(pki.leaf_key.clone_key()),
-        )
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let acceptor = TlsAcceptor::from(pki.server_config());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

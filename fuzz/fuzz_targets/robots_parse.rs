@@ -2,7 +2,10 @@
 //! bytes: it must never panic, whatever the input.
 //!
 //! Run: `RUSTC_BOOTSTRAP=1 cargo fuzz run robots_parse` from the crate root;
-//! seed `fuzz/corpus/robots_parse/` with `../shared/robots/corpus/files/*`.
+//! seed `fuzz/corpus/robots_parse/` with the robots corpus kept in the
+//! repository: `mkdir -p fuzz/corpus/robots_parse && tar -xzf
+//! tests/data/robots/corpus.tar.gz --strip-components=2 -C
+//! fuzz/corpus/robots_parse corpus/files`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

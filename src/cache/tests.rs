@@ -1,5 +1,5 @@
 //! Decision tests with a fixed clock, one group per field case of
-//! `/work/shared/cases/CASES.md` (C02 ... C23) and per RFC 9111 section.
+//! `docs/CASES.md` (C02 ... C23) and per RFC 9111 section.
 //! "T" is the time the first response is received.
 
 use super::cache_control::CacheControl;

@@ -1,0 +1,131 @@
+//! RFC 9111 section 4.2, freshness: explicit lifetimes (Expires,
+//! max-age), the heuristic, invalid values, and Age.
+
+use super::*;
+
+/// C04: an explicit Expires wins over the Last-Modified heuristic, both ways.
+#[test]
+fn explicit_expires_is_used_instead_of_the_heuristic_c04() {
+    let (origin, proxy) = start(|req| {
+        let now = SystemTime::now();
+        match req.path() {
+            // Stored "an hour ago" with a day of explicit lifetime: still fresh.
+            "/index.json" => Reply::ok(
+                &[
+                    ("Date", &ago(3600)),
+                    ("Expires", &from_now(86_400 - 3600)),
+                    ("Last-Modified", &ago(30 * 86_400)),
+                ],
+                b"{}",
+            ),
+            // Expires == Date: expired at once, although Last-Modified would
+            // give a long heuristic lifetime.
+            _ => {
+                let d = http_date(now);
+                Reply::ok(&[("Date", &d), ("Expires", &d), ("Last-Modified", &ago(30 * 86_400))], b"v")
+            }
+        }
+    });
+    let fresh_url = origin.url("/index.json");
+    proxy.get(&fresh_url, &[]);
+    let again = proxy.get(&fresh_url, &[]);
+    assert!(is_hit(&again), "Expires a day after Date: served from cache: {}", status_of(&again));
+    assert_eq!(origin.request_count(), 1);
+
+    let expired_url = origin.url("/variant");
+    proxy.get(&expired_url, &[]);
+    let again = proxy.get(&expired_url, &[]);
+    assert!(!is_hit(&again), "Expires == Date: must not be served from a heuristic window: {}", status_of(&again));
+    let reqs = origin.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(reqs[2].header("if-modified-since").is_some(), "the repeat is a revalidation with If-Modified-Since");
+}
+
+/// C12: 301 (and 308) are heuristically cacheable and stored as redirects
+/// without being followed; 302 is not stored without explicit freshness.
+#[test]
+fn permanent_redirects_are_heuristically_cached_and_302_is_not_c12() {
+    let (origin, proxy) = start(|req| {
+        let status = match req.path() {
+            "/old" => 301,
+            "/perm" => 308,
+            _ => 302,
+        };
+        // Heuristic freshness needs a Last-Modified in the past.
+        Reply::new(status, &[("Location", "http://example.com/new"), ("Last-Modified", &ago(10 * 86_400))], b"")
+    });
+    for (path, cached) in [("/old", true), ("/perm", true), ("/temp", false)] {
+        let url = origin.url(path);
+        let first = proxy.get(&url, &[]);
+        assert_eq!(first.header("location"), Some("http://example.com/new"), "the redirect is passed, not followed");
+        let before = origin.request_count();
+        let second = proxy.get(&url, &[]);
+        assert_eq!(second.header("location"), Some("http://example.com/new"));
+        assert_eq!(is_hit(&second), cached, "{path}: {}", status_of(&second));
+        assert_eq!(origin.request_count(), before + usize::from(!cached), "{path}");
+    }
+}
+
+/// C13: `Expires: -1`, `0`, empty or garbage never fail a request and mean
+/// "already expired": the repeat is revalidated with the stored ETag.
+#[test]
+fn invalid_expires_means_already_stale_and_is_revalidated_c13() {
+    let (origin, proxy) = start(|req| {
+        let expires = match req.path() {
+            "/minus-one" => "-1",
+            "/zero" => "0",
+            "/empty" => "",
+            _ => "not-a-date",
+        };
+        if req.header("if-none-match") == Some("\"e1\"") {
+            Reply::not_modified(&[("ETag", "\"e1\""), ("Expires", expires)])
+        } else {
+            Reply::ok(&[("Expires", expires), ("ETag", "\"e1\"")], b"payload")
+        }
+    });
+    for path in ["/minus-one", "/zero", "/empty", "/garbage"] {
+        let url = origin.url(path);
+        let first = proxy.get(&url, &[]);
+        assert_eq!((first.status, first.text()), (200, "payload".to_string()), "{path}: step 1 is a normal response");
+        let before = origin.request_count();
+        let second = proxy.get(&url, &[]);
+        assert_eq!(second.text(), "payload", "{path}");
+        let reqs = origin.requests();
+        assert_eq!(reqs.len(), before + 1, "{path}: the repeat reaches the origin");
+        assert_eq!(reqs.last().and_then(|r| r.header("if-none-match")), Some("\"e1\""), "{path}: as a revalidation");
+    }
+}
+
+/// C14: `max-age=600s` is invalid (stale, revalidated); `max-age="3600"`
+/// is accepted.
+#[test]
+fn non_numeric_max_age_is_stale_and_quoted_max_age_is_accepted_c14() {
+    let (origin, proxy) = start(|req| match req.path() {
+        "/rss" => Reply::ok(&[("Cache-Control", "max-age=600s"), ("ETag", "\"r1\"")], b"rss"),
+        _ => Reply::ok(&[("Cache-Control", "max-age=\"3600\"")], b"q"),
+    });
+    let rss = origin.url("/rss");
+    assert_eq!(proxy.get(&rss, &[]).status, 200);
+    proxy.get(&rss, &[]);
+    let reqs = origin.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].header("if-none-match"), Some("\"r1\""), "max-age=600s: the repeat is revalidated");
+
+    let q = origin.url("/q");
+    proxy.get(&q, &[]);
+    let again = proxy.get(&q, &[]);
+    assert!(is_hit(&again), "quoted max-age parsed as 3600: {}", status_of(&again));
+    assert_eq!(origin.request_count(), 3);
+}
+
+/// RFC 9111 section 5.1 would take the first member of a list-valued `Age`;
+/// crawlcache treats any list or repeated `Age` as invalid and the response
+/// as stale (revalidated before reuse), the conservative reading.
+#[test]
+fn a_list_valued_age_makes_the_response_stale() {
+    let (origin, proxy) = start(|_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("Age", "0, 0")], b"aged"));
+    let url = origin.url("/aged");
+    proxy.get(&url, &[]);
+    proxy.get(&url, &[]);
+    assert_eq!(origin.request_count(), 2, "the stored response was not reused without asking the origin");
+}
