@@ -44,6 +44,11 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Never contact origins.
     pub offline: bool,
+    /// Bearer token for the admin endpoints; empty for none. When set,
+    /// every admin request must carry `Authorization: Bearer <token>`;
+    /// when empty, admin answers loopback clients only, and only while
+    /// `listen` is a loopback address.
+    pub admin_token: String,
 }
 
 /// `[cache]`: the HTTP cache.

@@ -25,8 +25,8 @@ pub fn endpoints() -> SelfEndpoints {
 
 /// Serves an origin-form request addressed to the proxy.
 pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody> {
-    if !crate::wire::net::is_loopback(peer.ip()) {
-        return text(StatusCode::FORBIDDEN, "crawlcache: admin endpoints answer loopback clients only\n".into());
+    if let Err(why) = admitted(&state.config.server, req.headers(), peer) {
+        return text(StatusCode::FORBIDDEN, format!("crawlcache: {why}\n"));
     }
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -96,6 +96,31 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
                 .into(),
         ),
     }
+}
+
+/// Whether an admin request from `peer` with `headers` is admitted: with
+/// `server.admin_token` set, only with `Authorization: Bearer <token>`;
+/// without, only from loopback while the proxy listens on loopback.
+pub fn admitted(server: &crate::config::ServerConfig, headers: &http::HeaderMap, peer: SocketAddr) -> Result<(), &'static str> {
+    let token = server.admin_token.trim();
+    if !token.is_empty() {
+        let sent = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        return match sent {
+            Some(t) if constant_time_eq(t.trim().as_bytes(), token.as_bytes()) => Ok(()),
+            _ => Err("admin endpoints need `Authorization: Bearer <server.admin_token>`"),
+        };
+    }
+    if !crate::wire::net::is_loopback(server.listen.ip()) {
+        return Err("admin endpoints are off: the proxy listens beyond loopback and server.admin_token is not set");
+    }
+    if !crate::wire::net::is_loopback(peer.ip()) {
+        return Err("admin endpoints answer loopback clients only (or set server.admin_token)");
+    }
+    Ok(())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn text_ok(body: String) -> Response<ProxyBody> {

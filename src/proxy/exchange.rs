@@ -49,6 +49,21 @@ pub struct Exchange {
     pub peer: SocketAddr,
     /// What the request line addresses.
     pub target: Target,
+    /// The target to send upstream: built from the primary key (scheme and
+    /// host lower-cased, userinfo and fragment dropped, default port
+    /// elided), so its authority is the cache key's. `None` unless the
+    /// target is absolute.
+    pub upstream_uri: Option<Uri>,
+    /// The request carries content (a body of at least one byte, or chunked).
+    pub has_body: bool,
+    /// The request already carries this process's `Via`: a loop.
+    pub via_loop: bool,
+    /// Whether the target names this proxy itself, once resolved (`None`:
+    /// not resolved yet, or its port is not the listener's).
+    pub names_self: Option<bool>,
+    /// Inside an intercepted tunnel: a `Host` that names another authority
+    /// than the CONNECT target (refused with 421).
+    pub misdirected: Option<String>,
     /// Total bytes of the request's header fields (names, values, 4 bytes
     /// of separators each).
     pub header_bytes: usize,
@@ -77,7 +92,18 @@ impl Exchange {
         let target = classify(&parts.method, &parts.uri);
         let header_bytes = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
         let request_cc = CacheControl::from_headers(&parts.headers);
+        let upstream_uri = match &target {
+            Target::Absolute { primary } => primary.parse::<Uri>().ok(),
+            _ => None,
+        };
+        let has_body = !http_body::Body::is_end_stream(&body);
+        let via_loop = crate::wire::fields::via_names_us(&parts.headers);
         Exchange {
+            upstream_uri,
+            has_body,
+            via_loop,
+            names_self: None,
+            misdirected: None,
             parts,
             body: Some(body),
             peer,
@@ -99,6 +125,12 @@ impl Exchange {
             Target::Absolute { primary } => primary,
             _ => "",
         }
+    }
+
+    /// The URI to send upstream (see [`Exchange::upstream_uri`]); the
+    /// request's own URI when there is none.
+    pub fn upstream_target(&self) -> &Uri {
+        self.upstream_uri.as_ref().unwrap_or(&self.parts.uri)
     }
 
     /// The request method.
@@ -138,6 +170,11 @@ impl Exchange {
         *req.headers_mut() = self.parts.headers.clone();
         let (parts, ()) = req.into_parts();
         Exchange {
+            upstream_uri: self.upstream_uri.clone(),
+            has_body: false,
+            via_loop: self.via_loop,
+            names_self: self.names_self,
+            misdirected: None,
             parts,
             body: None,
             peer: self.peer,

@@ -8,12 +8,19 @@
 //! ```text
 //! CONNECT                                   -> Tunnel
 //! origin-form                               -> SelfEndpoint (admin; loopback clients)
-//! scheme not http/https, loop, bad target,
-//!   header fields > 64 KiB                  -> Refuse (400 / 508 / 431)
+//! scheme not http/https, bad target         -> Refuse 400
+//! our own Via (a loop)                      -> Refuse 508
+//! Host beside a tunnel's other authority    -> Refuse 421
+//! target on the listener's port, unresolved -> ResolveTarget
+//! target is this proxy: loopback client     -> SelfEndpoint (what curl sends with http_proxy set)
+//!                       other clients       -> Refuse 508
+//! header fields > 64 KiB                    -> Refuse 431
 //! robots not checked yet                    -> CheckRobots
 //! robots refuses, or the client's own
 //!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
-//! other methods                             -> PassThrough (offline: Refuse 504)
+//! offline and not GET/HEAD                  -> Refuse 504
+//! other methods                             -> PassThrough (fwd=method; invalidates)
+//! GET/HEAD with content                     -> PassThrough (fwd=request; forwarded whole, never stored)
 //! GET/HEAD, store not looked up yet         -> LookUp
 //! stored and offline                        -> ServeStored (detail=offline)
 //! stored, reusable (fresh, max-stale)       -> ServeStored
@@ -100,8 +107,16 @@ pub enum Route {
     CheckRobots,
     /// robots enforcement refuses, or a client's own `/robots.txt`.
     RobotsAnswer,
-    /// A method the cache does not answer: forwarded, then invalidation.
-    PassThrough,
+    /// Forwarded with its body and passed through, never stored: a method
+    /// the cache does not answer (`fwd=method`, then invalidation), or a
+    /// GET/HEAD with content (`fwd=request`).
+    PassThrough {
+        /// `method` or `request`.
+        fwd: Fwd,
+    },
+    /// The target is on the listener's port: resolve whether it names this
+    /// proxy.
+    ResolveTarget,
     /// The store must be looked up first.
     LookUp,
     /// A stored response answers as it is.
@@ -169,12 +184,31 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         Target::Unusable => return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot use target URI {uri}"), Detail::BadTarget),
         Target::Absolute { .. } => {}
     }
-    if targets_self(ctx.local_addr, uri) {
+    if ex.via_loop {
         return refuse(
             StatusCode::LOOP_DETECTED,
-            format!("crawlcache: refusing a request to {uri}: it would loop back into this proxy"),
+            format!("crawlcache: refusing a request to {uri}: it already passed through this proxy (Via)"),
             Detail::Loop,
         );
+    }
+    if let Some(host) = &ex.misdirected {
+        return refuse(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!("crawlcache: Host {host} inside a tunnel to {}: this tunnel is for that authority only", uri.authority().map(|a| a.as_str()).unwrap_or("")),
+            Detail::Misdirected,
+        );
+    }
+    match ex.names_self {
+        None if target_port(uri) == ctx.local_addr.port() => return Route::ResolveTarget,
+        Some(true) if crate::wire::net::is_loopback(ex.peer.ip()) => return Route::SelfEndpoint,
+        Some(true) => {
+            return refuse(
+                StatusCode::LOOP_DETECTED,
+                format!("crawlcache: refusing a request to {uri}: it names this proxy itself"),
+                Detail::Loop,
+            )
+        }
+        _ => {}
     }
     if ex.header_bytes > MAX_HEADER_BYTES {
         return refuse(
@@ -190,15 +224,16 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         return Route::RobotsAnswer;
     }
     let primary = ex.primary();
-    if !ex.is_cacheable_method() {
+    if !ex.is_cacheable_method() || ex.has_body {
+        let fwd = if ex.is_cacheable_method() { Fwd::Request } else { Fwd::Method };
         if ctx.offline {
             return Route::Refuse {
                 status: StatusCode::GATEWAY_TIMEOUT,
                 message: format!("crawlcache is offline: {} {primary} cannot be forwarded", ex.method()),
-                cache_status: CacheStatus::forward(Fwd::Method).with_detail(Detail::Offline),
+                cache_status: CacheStatus::forward(fwd).with_detail(Detail::Offline),
             };
         }
-        return Route::PassThrough;
+        return Route::PassThrough { fwd };
     }
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
@@ -246,22 +281,9 @@ fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
     Route::Refuse { status, message, cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(detail) }
 }
 
-/// True when `uri` names this proxy's own listening socket.
-fn targets_self(local_addr: SocketAddr, uri: &Uri) -> bool {
-    let Some(auth) = uri.authority() else { return false };
-    let default_port = if uri.scheme_str() == Some("https") { 443 } else { 80 };
-    let port = auth.port_u16().unwrap_or(default_port);
-    if port != local_addr.port() {
-        return false;
-    }
-    let host = auth.host().trim_start_matches('[').trim_end_matches(']');
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => crate::wire::net::is_loopback(ip) || ip == local_addr.ip() || local_addr.ip().is_unspecified(),
-        Err(_) => false,
-    }
+/// The port `uri` addresses (the scheme's default when none is given).
+fn target_port(uri: &Uri) -> u16 {
+    uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 })
 }
 
 /// Entry point for every request on a plain client connection.
@@ -293,7 +315,21 @@ pub async fn handle_in_tunnel(
             &bypass,
         ));
     }
-    Ok(drive(state, Exchange::read(req, peer)).await)
+    let misdirected = misdirected_host(req.headers(), &authority);
+    let mut ex = Exchange::read(req, peer);
+    ex.misdirected = misdirected;
+    Ok(drive(state, ex).await)
+}
+
+/// The `Host` of a request inside a tunnel to `authority`, when it names
+/// another host or port (the default port 443 may be omitted).
+fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority) -> Option<String> {
+    let host = headers.get(http::header::HOST)?;
+    let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
+    let same = text.parse::<http::uri::Authority>().is_ok_and(|a| {
+        a.host().eq_ignore_ascii_case(authority.host()) && a.port_u16().unwrap_or(443) == authority.port_u16().unwrap_or(443)
+    });
+    (!same).then_some(text)
 }
 
 /// Routes `ex` until a stage answers, then finishes the response.
@@ -325,7 +361,12 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 continue;
             }
             Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
-            Route::PassThrough => Step::Done(stages::passthrough::run(&state, &mut ex).await),
+            Route::ResolveTarget => {
+                let (host, port) = (ex.parts.uri.host().unwrap_or("").to_string(), target_port(&ex.parts.uri));
+                ex.names_self = Some(crate::wire::net::names_listener(&host, port, state.local_addr).await);
+                continue;
+            }
+            Route::PassThrough { fwd } => Step::Done(stages::passthrough::run(&state, &mut ex, fwd).await),
             Route::ServeStored { found, decision, detail } => {
                 ex.status = CacheStatus { served_stale: decision.stale, detail, ..CacheStatus::hit(decision.ttl) };
                 stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
@@ -389,7 +430,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
 fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
     ex.status.apply(response.headers_mut());
     state.metrics.record(&ex.status);
-    if !ex.robots_checked {
+    if !matches!(ex.target, Target::Absolute { .. }) {
         return response;
     }
     let check = ex.robots.as_ref().map(|g| &g.check);

@@ -28,9 +28,7 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socke
     };
     let port = authority.port_u16().unwrap_or(443);
     let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
-    if port == state.local_addr.port()
-        && (host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(crate::wire::net::is_loopback))
-    {
+    if crate::wire::net::names_listener(&host, port, state.local_addr).await {
         return error_response(StatusCode::LOOP_DETECTED, "crawlcache: CONNECT to this proxy itself refused", &bypass.with_detail(Detail::Loop));
     }
     if state.config.tls.intercept && !state.config.tls.is_bypassed(&host) {
@@ -72,8 +70,9 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socke
     Response::new(ProxyBody::empty())
 }
 
-/// Terminates the client's TLS with a leaf for `host` and serves the
-/// requests inside through the cache.
+/// Terminates the client's TLS and serves the requests inside through the
+/// cache. The leaf certificate names what the client asked for: the TLS
+/// server name (SNI) when it sends one, else the CONNECT host.
 fn intercept(
     state: Arc<ProxyState>,
     req: Request<Incoming>,
@@ -101,8 +100,18 @@ fn intercept(
                 return;
             }
         };
-        let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
-        let tls = match tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(TokioIo::new(upgraded))).await {
+        let handshake = async {
+            let start = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), TokioIo::new(upgraded)).await?;
+            let config = match start.client_hello().server_name() {
+                Some(sni) if !sni.eq_ignore_ascii_case(&host) => state.ca.server_config_for(sni).unwrap_or_else(|e| {
+                    tracing::info!("cannot make a certificate for the server name {sni} (CONNECT {authority}): {e}; using {host}");
+                    server_config.clone()
+                }),
+                _ => server_config.clone(),
+            };
+            start.into_stream(config).await
+        };
+        let tls = match tokio::time::timeout(std::time::Duration::from_secs(30), handshake).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 tracing::info!("TLS handshake with client {peer} for {authority} failed (does it trust the crawlcache CA? see `crawlcache ca`): {e}");

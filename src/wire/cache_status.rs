@@ -76,6 +76,10 @@ pub enum Detail {
     Loop,
     /// The target's scheme is not `http` or `https`.
     Scheme,
+    /// Inside an intercepted tunnel, `Host` named another authority.
+    Misdirected,
+    /// A GET or HEAD with content: forwarded whole, never stored.
+    RequestBody,
     /// The request target could not be used.
     BadTarget,
     /// The request's header fields are larger than the limit.
@@ -128,6 +132,8 @@ impl Detail {
             Detail::UpstreamError => "upstream-error",
             Detail::Loop => "loop",
             Detail::Scheme => "scheme",
+            Detail::Misdirected => "misdirected",
+            Detail::RequestBody => "request-body",
             Detail::BadTarget => "bad-target",
             Detail::HeaderTooLarge => "header-too-large",
             Detail::Robots => "robots",
@@ -237,7 +243,7 @@ impl CacheStatus {
         }
         match (self.fwd, self.fwd_status) {
             (_, Some(304)) if self.fwd == Some(Fwd::Stale) => Outcome::Revalidated,
-            (Some(Fwd::Method), Some(_)) => Outcome::Pass,
+            (Some(Fwd::Method | Fwd::Request), Some(_)) => Outcome::Pass,
             (Some(_), Some(_)) => Outcome::Miss,
             _ => Outcome::Refused,
         }

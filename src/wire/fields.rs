@@ -3,8 +3,36 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-/// The `Via` entry crawlcache adds to requests and responses.
-pub const VIA: &str = "1.1 crawlcache";
+/// The `received-by` name of this process in `Via` (RFC 9110 section
+/// 7.6.3): `crawlcache-` and eight hex digits drawn at start, so that a
+/// request that comes back to the same process is recognised as a loop
+/// while a chain of two crawlcache instances is not.
+pub fn via_pseudonym() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        format!("crawlcache-{:08x}", h.finish() as u32)
+    })
+}
+
+fn via_value() -> &'static HeaderValue {
+    static VALUE: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
+    VALUE.get_or_init(|| HeaderValue::from_str(&format!("1.1 {}", via_pseudonym())).unwrap_or(HeaderValue::from_static("1.1 crawlcache")))
+}
+
+/// True when a `Via` field of `headers` names this process: the request
+/// has already passed through it (a loop).
+pub fn via_names_us(headers: &HeaderMap) -> bool {
+    let me = via_pseudonym().as_bytes();
+    headers.get_all(http::header::VIA).iter().flat_map(|v| v.as_bytes().split(|&b| b == b',')).any(|member| {
+        // received-protocol RWS received-by [ RWS comment ]
+        let mut words = member.trim_ascii().split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
+        words.nth(1).is_some_and(|by| by.eq_ignore_ascii_case(me))
+    })
+}
 
 /// Fields that describe one connection and are never forwarded nor stored
 /// (RFC 9110 section 7.6.1; RFC 9111 section 3.1), plus the proxy-only
@@ -52,9 +80,28 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends crawlcache's `Via` entry.
+/// Appends crawlcache's `Via` entry (`1.1 crawlcache-XXXXXXXX`).
 pub fn add_via(headers: &mut HeaderMap) {
-    headers.append(http::header::VIA, HeaderValue::from_static(VIA));
+    headers.append(http::header::VIA, via_value().clone());
+}
+
+/// The response head to send to a client for an origin response read with
+/// `headers`: hop-by-hop fields removed, a `Content-Length` received beside
+/// `Transfer-Encoding` dropped (RFC 9112 section 6.3: the body was framed by
+/// the transfer coding, so the length is wrong or a smuggling attempt),
+/// `Via` added. The server library then frames what is actually sent.
+pub fn client_response_fields(headers: &mut HeaderMap) {
+    drop_length_beside_transfer_coding(headers);
+    remove_hop_by_hop(headers);
+    add_via(headers);
+}
+
+/// RFC 9112 section 6.3: with `Transfer-Encoding`, `Content-Length` is
+/// ignored; it is removed so that nothing downstream frames by it.
+pub fn drop_length_beside_transfer_coding(headers: &mut HeaderMap) {
+    if headers.contains_key(http::header::TRANSFER_ENCODING) {
+        headers.remove(http::header::CONTENT_LENGTH);
+    }
 }
 
 #[cfg(test)]
@@ -73,5 +120,30 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("etag"));
+    }
+
+    #[test]
+    fn own_via_is_recognised_and_others_are_not() {
+        let mut h = HeaderMap::new();
+        h.append("via", HeaderValue::from_static("1.1 other, HTTP/1.1 crawlcache-0000zzzz"));
+        assert!(!via_names_us(&h));
+        add_via(&mut h);
+        assert!(via_names_us(&h));
+        let mut h = HeaderMap::new();
+        h.append("via", HeaderValue::from_str(&format!("1.0 squid, 1.1 {} (comment)", via_pseudonym())).unwrap());
+        assert!(via_names_us(&h));
+    }
+
+    #[test]
+    fn content_length_beside_transfer_encoding_is_dropped_rfc9112_6_3() {
+        let mut h = HeaderMap::new();
+        h.insert("content-length", HeaderValue::from_static("5"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        client_response_fields(&mut h);
+        assert!(!h.contains_key("content-length") && !h.contains_key("transfer-encoding"));
+        let mut h = HeaderMap::new();
+        h.insert("content-length", HeaderValue::from_static("5"));
+        client_response_fields(&mut h);
+        assert_eq!(h.get("content-length").unwrap(), "5");
     }
 }

@@ -25,3 +25,61 @@ mod tests {
         }
     }
 }
+
+/// True when `ip` is one of this machine's addresses: loopback, the
+/// unspecified address (which reaches every local interface), or an
+/// address of a local interface (one a socket can be bound to).
+/// IPv4-mapped IPv6 addresses are judged as their IPv4 address.
+pub fn is_local(ip: IpAddr) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    };
+    is_loopback(ip) || ip.is_unspecified() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
+/// Whether `host:port` names a socket of this process listening on
+/// `listening`: the ports are equal and some address `host` resolves to
+/// (any spelling: `127.1`, `2130706433`, `0x7f.0.0.1`, `[::ffff:127.0.0.1]`,
+/// `0.0.0.0`, a name) is local ([`is_local`]) and is accepted by the
+/// listener (the listener's own address, or any local address when it
+/// listens on the unspecified address or on loopback and the target is
+/// loopback). Name resolution is bounded by two seconds; a name that does
+/// not resolve is not this process.
+pub async fn names_listener(host: &str, port: u16, listening: std::net::SocketAddr) -> bool {
+    if port != listening.port() {
+        return false;
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(2), tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(it)) => it.map(|a| a.ip()).collect(),
+            _ => return false,
+        },
+    };
+    let listen_ip = listening.ip();
+    addrs.into_iter().any(|ip| {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+            v4 => v4,
+        };
+        is_local(ip) && (ip == listen_ip || ip.is_unspecified() || listen_ip.is_unspecified() || (is_loopback(ip) && is_loopback(listen_ip)))
+    })
+}
+
+#[cfg(test)]
+mod self_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_spelling_of_the_listener_is_recognised() {
+        let listening: std::net::SocketAddr = "127.0.0.1:4711".parse().unwrap();
+        for host in ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1", "[::ffff:127.0.0.1]", "0.0.0.0", "localhost", "127.0.0.2"] {
+            assert!(names_listener(host, 4711, listening).await, "{host}");
+        }
+        assert!(!names_listener("127.0.0.1", 4712, listening).await, "another port");
+        assert!(!names_listener("192.0.2.1", 4711, listening).await, "a documentation address is not local");
+        assert!(!names_listener("no-such-host.invalid", 4711, listening).await);
+    }
+}

@@ -15,7 +15,7 @@ use crate::store::Entry;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
-use crate::wire::fields::{add_via, remove_hop_by_hop};
+use crate::wire::fields::client_response_fields;
 use crate::wire::origin::{forward_request, UpstreamError};
 use http::{Method, Response, Version};
 use hyper::body::Incoming;
@@ -59,7 +59,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
 pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead>, fwd: Fwd, replaces: Option<&Entry>) -> Response<ProxyBody> {
     super::robots::pace(state, ex).await;
     let request_time = SystemTime::now();
-    let req = forward_request(&ex.parts.method, &ex.parts.uri, &ex.parts.headers, ProxyBody::empty());
+    let req = forward_request(&ex.parts.method, ex.upstream_target(), &ex.parts.headers, ProxyBody::empty());
     match state.upstream.send(req).await {
         Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces),
@@ -101,6 +101,9 @@ pub fn respond_with_upstream(
     let response_time = SystemTime::now();
     let primary = ex.primary().to_string();
     let (mut rparts, body) = resp.into_parts();
+    // RFC 9112 section 6.3: the body was framed by the transfer coding; a
+    // length beside it is neither stored nor forwarded.
+    crate::wire::fields::drop_length_beside_transfer_coding(&mut rparts.headers);
     let status = rparts.status.as_u16();
     let content_length: Option<u64> =
         rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
@@ -129,8 +132,7 @@ pub fn respond_with_upstream(
     let origin_headers = rparts.headers.clone();
     // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
     rparts.version = Version::HTTP_11;
-    remove_hop_by_hop(&mut rparts.headers);
-    add_via(&mut rparts.headers);
+    client_response_fields(&mut rparts.headers);
 
     let writer = if not_stored.is_none() {
         match state.store.begin_body() {

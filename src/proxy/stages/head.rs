@@ -15,7 +15,7 @@ use crate::cache::policy;
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
-use crate::wire::fields::{add_via, remove_hop_by_hop};
+use crate::wire::fields::client_response_fields;
 use crate::wire::origin::forward_request;
 use http::{Response, StatusCode};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use std::time::SystemTime;
 /// answer (RFC 9111 section 4.3.5).
 pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.validation_requests);
-    let req = forward_request(&ex.parts.method, &ex.parts.uri, &ex.parts.headers, ProxyBody::empty());
+    let req = forward_request(&ex.parts.method, ex.upstream_target(), &ex.parts.headers, ProxyBody::empty());
     let request_time = SystemTime::now();
     let resp = match state.upstream.send(req).await {
         Ok(r) => r,
@@ -50,8 +50,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> R
         }
     }
     let (mut rparts, body) = resp.into_parts();
-    remove_hop_by_hop(&mut rparts.headers);
-    add_via(&mut rparts.headers);
+    client_response_fields(&mut rparts.headers);
     ex.status = CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(Fwd::Stale) };
     Response::from_parts(rparts, ProxyBody::Upstream(body))
 }

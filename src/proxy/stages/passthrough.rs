@@ -1,13 +1,15 @@
-//! Methods other than GET and HEAD: forwarded with their body; a
-//! successful unsafe request invalidates what it names (RFC 9111 section 4.4).
+//! Requests the cache does not answer, forwarded whole with their body and
+//! never stored: methods other than GET and HEAD (a successful unsafe
+//! request invalidates what it names, RFC 9111 section 4.4), and a GET or
+//! HEAD that carries content (its answer may depend on the content).
 
 use super::super::exchange::Exchange;
 use super::super::ProxyState;
 use super::forward::upstream_failure;
 use crate::cache::{policy, to_millis};
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Fwd};
-use crate::wire::fields::{add_via, remove_hop_by_hop};
+use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crate::wire::fields::client_response_fields;
 use crate::wire::origin::forward_request;
 use http::{Response, Version};
 use std::sync::Arc;
@@ -15,12 +17,12 @@ use std::time::SystemTime;
 
 /// Forwards `ex` with its body and passes the answer through; then removes
 /// the stored responses the request invalidated.
-pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBody> {
+pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Response<ProxyBody> {
     super::robots::pace(state, ex).await;
     let body = ex.body.take().map(ProxyBody::Upstream).unwrap_or_else(ProxyBody::empty);
-    let up = forward_request(&ex.parts.method, &ex.parts.uri, &ex.parts.headers, body);
+    let up = forward_request(&ex.parts.method, ex.upstream_target(), &ex.parts.headers, body);
     match state.upstream.send(up).await {
-        Err(e) => upstream_failure(state, ex, &e, Fwd::Method),
+        Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => {
             let status = resp.status().as_u16();
             let primary = ex.primary();
@@ -33,9 +35,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
             }
             let (mut rparts, body) = resp.into_parts();
             rparts.version = Version::HTTP_11;
-            remove_hop_by_hop(&mut rparts.headers);
-            add_via(&mut rparts.headers);
-            ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(Fwd::Method) };
+            client_response_fields(&mut rparts.headers);
+            ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(fwd) };
+            if fwd == Fwd::Request {
+                ex.status.detail = Some(Detail::RequestBody);
+            }
             Response::from_parts(rparts, ProxyBody::Upstream(body))
         }
     }

@@ -45,7 +45,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
     super::robots::pace(state, ex).await;
     let stored = &found.decoded.stored;
     let request_time = SystemTime::now();
-    let mut req = forward_request(&Method::GET, &ex.parts.uri, &ex.parts.headers, ProxyBody::empty());
+    let mut req = forward_request(&Method::GET, ex.upstream_target(), &ex.parts.headers, ProxyBody::empty());
     let h = req.headers_mut();
     for n in ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"] {
         h.remove(n);

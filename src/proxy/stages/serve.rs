@@ -38,27 +38,26 @@ pub fn stored(
     if (200..300).contains(&stored.status) && policy::client_not_modified(&ex.parts.headers, stored) {
         return Step::Done(not_modified_response(&headers));
     }
-    let body = if ex.is_head() {
-        ProxyBody::empty()
-    } else {
-        match &entry.body {
-            Some(b) => match state.store.open_body(&b.sha256) {
-                Ok(file) => {
-                    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len));
-                    Metrics::add(&state.metrics.bytes_from_cache, b.len);
-                    ProxyBody::File { file, remaining: b.len }
-                }
-                Err(e) => {
-                    tracing::warn!("stored body for {primary} is unusable ({e}); dropping the entry");
-                    let _ = state.store.remove_variant(primary, &entry.secondary_key);
-                    return Step::LookAgain;
-                }
-            },
-            None => {
-                headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(0u64));
-                ProxyBody::empty()
+    // The length is that of the stored body, also for HEAD (RFC 9110
+    // section 8.6), whatever framing the origin used.
+    let len = entry.body.as_ref().map_or(0, |b| b.len);
+    if stored.status != 204 {
+        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    let body = match &entry.body {
+        Some(_) if ex.is_head() => ProxyBody::empty(),
+        Some(b) => match state.store.open_body(&b.sha256) {
+            Ok(file) => {
+                Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                ProxyBody::File { file, remaining: b.len }
             }
-        }
+            Err(e) => {
+                tracing::warn!("stored body for {primary} is unusable ({e}); dropping the entry");
+                let _ = state.store.remove_variant(primary, &entry.secondary_key);
+                return Step::LookAgain;
+            }
+        },
+        None => ProxyBody::empty(),
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
