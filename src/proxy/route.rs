@@ -12,8 +12,9 @@
 //! our own Via (a loop)                      -> Refuse 508
 //! Host beside a tunnel's other authority    -> Refuse 421
 //! target on the listener's port, unresolved -> ResolveTarget
-//! target is this proxy: loopback client     -> SelfEndpoint (what curl sends with http_proxy set)
-//!                       other clients       -> Refuse 508
+//! target is this proxy, spelled as the listen
+//!   address or localhost, loopback client   -> SelfEndpoint (what curl sends with http_proxy set)
+//! target is this proxy, any other case      -> Refuse 508 (C48)
 //! header fields > 64 KiB                    -> Refuse 431
 //! robots not checked yet                    -> CheckRobots
 //! robots refuses, or the client's own
@@ -200,7 +201,7 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     }
     match ex.names_self {
         None if target_port(uri) == ctx.local_addr.port() => return Route::ResolveTarget,
-        Some(true) if crate::wire::net::is_loopback(ex.peer.ip()) => return Route::SelfEndpoint,
+        Some(true) if crate::wire::net::is_loopback(ex.peer.ip()) && is_listen_spelling(uri, ctx.local_addr) => return Route::SelfEndpoint,
         Some(true) => {
             return refuse(
                 StatusCode::LOOP_DETECTED,
@@ -279,6 +280,15 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
 
 fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
     Route::Refuse { status, message, cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(detail) }
+}
+
+/// True when `uri`'s host is the listening address as configured or
+/// printed at start (`127.0.0.1`, `[::1]`), or `localhost`: the spelling
+/// curl uses when `http_proxy` points at the proxy. Any other spelling
+/// that resolves to the proxy is a loop (C48).
+fn is_listen_spelling(uri: &Uri, local_addr: SocketAddr) -> bool {
+    let host = uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host == local_addr.ip().to_string()
 }
 
 /// The port `uri` addresses (the scheme's default when none is given).
