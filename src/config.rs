@@ -44,11 +44,51 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Never contact origins.
     pub offline: bool,
+    /// Level of the access log (one line per proxied request).
+    pub access_log: AccessLogLevel,
+    /// Log line format: `text` or `json`.
+    pub log_format: LogFormat,
     /// Bearer token for the admin endpoints; empty for none. When set,
     /// every admin request must carry `Authorization: Bearer <token>`;
     /// when empty, admin answers loopback clients only, and only while
     /// `listen` is a loopback address.
     pub admin_token: String,
+}
+
+/// `server.access_log`: the level the access log is written at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogLevel {
+    /// No access log.
+    Off,
+    /// At `info`.
+    Info,
+    /// At `debug`.
+    Debug,
+    /// At `trace`.
+    Trace,
+}
+
+impl AccessLogLevel {
+    /// The tracing level, `None` for `off`.
+    pub fn level(self) -> Option<tracing::Level> {
+        match self {
+            AccessLogLevel::Off => None,
+            AccessLogLevel::Info => Some(tracing::Level::INFO),
+            AccessLogLevel::Debug => Some(tracing::Level::DEBUG),
+            AccessLogLevel::Trace => Some(tracing::Level::TRACE),
+        }
+    }
+}
+
+/// `server.log_format`: how log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (fields as keys).
+    Json,
 }
 
 /// `[cache]`: the HTTP cache.
@@ -90,6 +130,11 @@ pub struct UpstreamConfig {
     pub pool_idle_timeout: Duration,
     /// Extra CA certificates (PEM) trusted for origins; empty for none.
     pub extra_ca_file: PathBuf,
+    /// Largest origin response head, in bytes.
+    #[serde(deserialize_with = "de_size")]
+    pub max_head_bytes: u64,
+    /// Most fields in an origin response head.
+    pub max_head_fields: usize,
 }
 
 /// `[tls]`: CONNECT interception.

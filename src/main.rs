@@ -301,11 +301,11 @@ fn init_logging(cfg: &Config) {
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.server.log))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match cfg.server.log_format {
+        crawlcache::config::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        crawlcache::config::LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+    };
 }
 
 fn serve(common: Common, listen: Option<SocketAddr>, offline: bool) -> Result<ExitCode, String> {

@@ -17,9 +17,11 @@ use hyper::body::Incoming;
 use std::net::SocketAddr;
 use std::time::{Instant, SystemTime};
 
-/// Largest total size of a request's header fields, in bytes (as Squid's
-/// default `request_header_max_size`). Larger requests get 431.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// Largest total size of a request's header fields, in bytes: the same
+/// bound as the origin side's default (`upstream.max_head_bytes`), so a
+/// crawler carrying many cookies is not refused below what an origin may
+/// send. Larger requests get 431 naming the limit.
+pub const MAX_HEADER_BYTES: usize = 256 * 1024;
 
 /// What the request line addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -117,11 +117,15 @@ impl ProxyState {
         let extra = &config.upstream.extra_ca_file;
         let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
         let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
-        let upstream = upstream::Upstream::new(
+        let upstream = upstream::Upstream::with_limits(
             tls,
             config.upstream.connect_timeout,
             config.upstream.response_timeout,
             config.upstream.pool_idle_timeout,
+            upstream::HeadLimits {
+                max_bytes: usize::try_from(config.upstream.max_head_bytes).unwrap_or(usize::MAX),
+                max_fields: config.upstream.max_head_fields,
+            },
         );
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crate::robots::politeness::Pacer::new());
@@ -223,10 +227,14 @@ impl Drop for TaskGuard {
 }
 
 /// The HTTP/1.1 server settings for client connections (plain and
-/// intercepted): keep-alive, a 64 KiB head buffer, header read timeout.
+/// intercepted): keep-alive, a read buffer of 512 KiB and up to 8192
+/// fields (no stricter than the origin side, so crawlers carrying many
+/// cookies are served; the field bytes are bounded by
+/// `exchange::MAX_HEADER_BYTES`, whose 431 names the limit), header read
+/// timeout.
 pub fn client_http1() -> http1::Builder {
     let mut b = http1::Builder::new();
-    b.keep_alive(true).max_buf_size(64 * 1024).timer(TokioTimer::new());
+    b.keep_alive(true).max_buf_size(512 * 1024).max_headers(8192).timer(TokioTimer::new());
     b
 }
 

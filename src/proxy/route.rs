@@ -47,7 +47,7 @@ use super::stages::{self, robots::RobotsAction, Step};
 use super::ProxyState;
 use crate::cache::policy::{self, Decision, PolicyConfig, Reuse};
 use crate::store::{Entry, StoreError};
-use crate::wire::body::{AuditGuard, ProxyBody};
+use crate::wire::body::{AccessLine, AuditGuard, ProxyBody};
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use http::{Request, Response, StatusCode, Uri};
@@ -449,7 +449,19 @@ fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -
     }
     let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.primary(), check);
     record.set_outcome(&ex.status);
+    let access = AccessLine {
+        level: state.config.server.access_log.level(),
+        method: ex.method().as_str().to_string(),
+        url: ex.primary().to_string(),
+        status: response.status().as_u16(),
+        outcome: ex.status.outcome().as_str(),
+        robots: match check {
+            Some(c) if c.verdict.allowed => "allowed",
+            Some(_) => "disallowed",
+            None => "-",
+        },
+    };
     let (parts, body) = response.into_parts();
-    let guard = AuditGuard::new(state.audit.clone(), record, ex.started);
+    let guard = AuditGuard::new(state.audit.clone(), record, access, ex.started);
     Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
 }

@@ -34,19 +34,75 @@ pub enum ProxyBody {
     Audited(Box<ProxyBody>, AuditGuard),
 }
 
-/// Writes a request's audit line once its response body is finished (or
-/// abandoned), with the bytes actually sent and the elapsed milliseconds.
+/// The access-log line of one request (method, URL, status, outcome,
+/// bytes, duration, robots verdict), logged at `level` with the tracing
+/// target `crawlcache::access` when the response body is done.
+#[derive(Debug, Clone)]
+pub struct AccessLine {
+    /// The level to log at; `None` for no access log.
+    pub level: Option<tracing::Level>,
+    /// Request method.
+    pub method: String,
+    /// Target URL.
+    pub url: String,
+    /// Response status code.
+    pub status: u16,
+    /// `hit`, `stale`, `revalidated`, `miss`, `pass` or `refused`.
+    pub outcome: &'static str,
+    /// `allowed`, `disallowed`, or `-` when robots handling is off.
+    pub robots: &'static str,
+}
+
+impl AccessLine {
+    fn log(&self, bytes: u64, ms: u64) {
+        let Some(level) = self.level else { return };
+        macro_rules! emit {
+            ($lvl:expr) => {
+                tracing::event!(
+                    target: "crawlcache::access",
+                    $lvl,
+                    method = %self.method,
+                    url = %self.url,
+                    status = self.status,
+                    outcome = self.outcome,
+                    bytes,
+                    ms,
+                    robots = self.robots,
+                    "{} {} {} {} {}B {}ms robots={}",
+                    self.method, self.url, self.status, self.outcome, bytes, ms, self.robots
+                )
+            };
+        }
+        match level {
+            tracing::Level::ERROR => emit!(tracing::Level::ERROR),
+            tracing::Level::WARN => emit!(tracing::Level::WARN),
+            tracing::Level::INFO => emit!(tracing::Level::INFO),
+            tracing::Level::DEBUG => emit!(tracing::Level::DEBUG),
+            tracing::Level::TRACE => emit!(tracing::Level::TRACE),
+        }
+    }
+}
+
+/// Writes a request's audit line and access-log line once its response
+/// body is finished (or abandoned), with the bytes actually sent and the
+/// elapsed milliseconds.
 pub struct AuditGuard {
     log: std::sync::Arc<crate::audit::AuditLog>,
     record: Option<crate::audit::AuditRecord>,
+    access: AccessLine,
     started: std::time::Instant,
     bytes: u64,
 }
 
 impl AuditGuard {
-    /// A guard that will append `record` to `log`.
-    pub fn new(log: std::sync::Arc<crate::audit::AuditLog>, record: crate::audit::AuditRecord, started: std::time::Instant) -> AuditGuard {
-        AuditGuard { log, record: Some(record), started, bytes: 0 }
+    /// A guard that will append `record` to `log` and log `access`.
+    pub fn new(
+        log: std::sync::Arc<crate::audit::AuditLog>,
+        record: crate::audit::AuditRecord,
+        access: AccessLine,
+        started: std::time::Instant,
+    ) -> AuditGuard {
+        AuditGuard { log, record: Some(record), access, started, bytes: 0 }
     }
 }
 
@@ -55,6 +111,7 @@ impl Drop for AuditGuard {
         if let Some(mut r) = self.record.take() {
             r.bytes = self.bytes;
             r.ms = self.started.elapsed().as_millis() as u64;
+            self.access.log(r.bytes, r.ms);
             if let Err(e) = self.log.append(&r) {
                 tracing::warn!("cannot write the audit log in {}: {e}", self.log.dir().display());
             }

@@ -61,11 +61,36 @@ impl std::fmt::Display for UpstreamError {
     }
 }
 
+/// Bounds on an origin's response head. Real sites send heads with more
+/// than 100 fields (cookies, security headers); peers bound a head by bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Largest response head, in bytes (`upstream.max_head_bytes`).
+    pub max_bytes: usize,
+    /// Most fields in a response head (`upstream.max_head_fields`).
+    pub max_fields: usize,
+}
+
+impl Default for HeadLimits {
+    fn default() -> HeadLimits {
+        HeadLimits { max_bytes: 256 * 1024, max_fields: 8192 }
+    }
+}
+
 /// The pooled HTTP client for origins.
+///
+/// Tolerant of real-world response heads: whitespace between a field name
+/// and its colon is removed (RFC 9112 section 5.1), obsolete line folding
+/// is unfolded (section 5.2), and heads are bounded by [`HeadLimits`].
+/// An idempotent request (RFC 9110 section 9.2.2) whose body is empty and
+/// that fails on a pooled connection before any response arrived (the
+/// origin closed it, reset it, or the write broke) is sent once more on a
+/// new connection (RFC 9112 section 9.3.1).
 #[derive(Clone)]
 pub struct Upstream {
     client: Client<Connector, ProxyBody>,
     response_timeout: Duration,
+    limits: HeadLimits,
 }
 
 impl Upstream {
@@ -77,27 +102,98 @@ impl Upstream {
         response_timeout: Duration,
         pool_idle_timeout: Duration,
     ) -> Upstream {
+        Self::with_limits(tls, connect_timeout, response_timeout, pool_idle_timeout, HeadLimits::default())
+    }
+
+    /// [`Upstream::new`] with the given response-head limits.
+    pub fn with_limits(
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        pool_idle_timeout: Duration,
+        limits: HeadLimits,
+    ) -> Upstream {
         let connector = crate::tls::upstream_connector(tls, connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(pool_idle_timeout)
             .pool_max_idle_per_host(32)
+            .http1_allow_spaces_after_header_name_in_responses(true)
+            .http1_allow_obsolete_multiline_headers_in_responses(true)
+            .http1_max_headers(limits.max_fields)
+            .http1_max_buf_size(limits.max_bytes.max(8192))
             .build(connector);
-        Upstream { client, response_timeout }
+        Upstream { client, response_timeout, limits }
     }
 
     /// Sends `req` (absolute URI) and waits for the response head, at most the
-    /// configured response timeout. `host` is used in error messages.
+    /// configured response timeout (for both attempts together when the
+    /// request is resent, see [`Upstream`]).
     pub async fn send(&self, req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
-        match tokio::time::timeout(self.response_timeout, self.client.request(req)).await {
+        let replay = replayable(&req);
+        let attempts = async {
+            match self.client.request(req).await {
+                Err(e) if replay.is_some() && failed_before_response(&e) => {
+                    tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
+                    let again = replay.map(|(parts, ())| Request::from_parts(parts, ProxyBody::empty()));
+                    match again {
+                        Some(r) => self.client.request(r).await,
+                        None => Err(e),
+                    }
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(self.response_timeout, attempts).await {
             Err(_) => Err(UpstreamError {
                 kind: UpstreamErrorKind::Timeout,
                 message: format!("origin {host} did not answer within {} s", self.response_timeout.as_secs_f64()),
             }),
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(classify(&host, &e)),
+            Ok(Err(e)) => Err(classify(&host, &e, &self.limits)),
         }
     }
+}
+
+/// A copy of `req`'s head when it may be resent automatically: an
+/// idempotent method (RFC 9110 section 9.2.2) and no body to replay.
+fn replayable(req: &Request<ProxyBody>) -> Option<(http::request::Parts, ())> {
+    let idempotent = matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE");
+    if !idempotent || !http_body::Body::is_end_stream(req.body()) {
+        return None;
+    }
+    let mut copy = Request::new(());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    Some(copy.into_parts())
+}
+
+/// True when `err` says the connection failed before any response
+/// arrived: closed before the response (an idle pooled connection the
+/// origin had closed), reset, or a broken pipe while writing. A failure to
+/// connect is not one (it is not retried here: the origin is unreachable).
+fn failed_before_response(err: &hyper_util::client::legacy::Error) -> bool {
+    if err.is_connect() {
+        return false;
+    }
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = src {
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() || h.is_closed() {
+                return true;
+            }
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof) {
+                return true;
+            }
+        }
+        src = e.source();
+    }
+    false
 }
 
 /// The request to send to the origin for a client's request: `method` on
@@ -143,7 +239,7 @@ pub fn host_field(uri: &Uri) -> Option<http::HeaderValue> {
 }
 
 /// Turns a client error into a kind and a sentence naming the cause.
-fn classify(host: &str, err: &hyper_util::client::legacy::Error) -> UpstreamError {
+fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLimits) -> UpstreamError {
     let mut chain = String::new();
     let mut io_kind = None;
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -164,6 +260,15 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error) -> UpstreamErro
         return UpstreamError { kind: UpstreamErrorKind::Tls, message: format!("TLS with origin {host} failed: {sentence}") };
     }
     let lower = chain.to_ascii_lowercase();
+    if lower.contains("message head is too large") || lower.contains("too many headers") {
+        return UpstreamError {
+            kind: UpstreamErrorKind::Protocol,
+            message: format!(
+                "origin {host} sent a response head beyond the limits (upstream.max_head_bytes = {} bytes, upstream.max_head_fields = {}): {chain}",
+                limits.max_bytes, limits.max_fields
+            ),
+        };
+    }
     let kind = if lower.contains("dns error") || lower.contains("failed to lookup") || lower.contains("name or service not known") {
         UpstreamErrorKind::Dns
     } else if io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out") {

@@ -11,10 +11,11 @@ fn malformed_requests_get_400_oversized_headers_431_and_unreachable_origins_502(
     let r = c.try_send_raw(b"GARBAGE\r\n\r\n", false).expect("an answer to a malformed request line");
     assert_eq!(r.status, 400, "{}", r.describe());
 
-    let big = "x".repeat(100 * 1024);
+    let big = "x".repeat(300 * 1024);
     let raw = format!("GET {} HTTP/1.1\r\nHost: a\r\nX-Big: {big}\r\n\r\n", origin.url("/"));
     let r = Conn::open(proxy.addr()).try_send_raw(raw.as_bytes(), false).expect("an answer to oversized headers");
     assert_eq!(r.status, 431, "{}", r.describe());
+    assert!(r.text().contains("the limit is 262144"), "the body names the limit: {}", r.text());
 
     let dead = format!("http://127.0.0.1:{}/x", free_port());
     let r = proxy.get(&dead, &[]);
