@@ -13,3 +13,4 @@ pub mod proxy;
 pub mod robots;
 pub mod store;
 pub mod tls;
+pub mod units;

@@ -262,7 +262,7 @@ fn robots_refresh(common: Common, origins: &[String]) -> Result<ExitCode, String
 
 fn audit_skips(common: Common, since: &str) -> Result<ExitCode, String> {
     let cfg = load_config(&common)?;
-    let d = crawlcache::config::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
+    let d = crawlcache::units::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
     let dir = crawlcache::audit::audit_dir(&cfg.server.data_dir);
     let from = std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH);
     let records = crawlcache::audit::skips(&dir, from).map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;
