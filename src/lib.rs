@@ -9,6 +9,7 @@ pub mod admin;
 pub mod audit;
 pub mod cache;
 pub mod config;
+pub mod fsutil;
 pub mod proxy;
 pub mod robots;
 pub mod store;
