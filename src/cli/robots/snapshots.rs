@@ -1,11 +1,15 @@
 //! `crawlcache robots show` and `crawlcache robots refresh`: the robots.txt
 //! snapshots kept in the data directory, read directly when the proxy is
 //! stopped and through its admin endpoints when it runs.
+//!
+//! With the proxy stopped, `refresh` builds only what a fetch needs: the
+//! store, an upstream client and the robots registry. It creates no
+//! certificate authority and no audit log in the data directory.
 
 use crate::cli::access::{admin_request, encode, open_store, StoreAccess};
 use crate::cli::{load_config, Common};
 use crate::config::Config;
-use crate::robots::registry;
+use crate::robots::registry::{self, RobotsRegistry};
 use crate::robots::snapshot::Origin;
 use crate::store::Store;
 use std::process::ExitCode;
@@ -80,8 +84,7 @@ pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> 
 fn refresh_direct(cfg: &Config, store: &Store, origins: Vec<Origin>) -> Result<String, String> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async {
-        let state = crate::proxy::ProxyState::from_store(cfg.clone(), store.clone())?;
-        let robots = state.robots;
+        let robots = robots_registry(cfg, store)?;
         let targets = if origins.is_empty() {
             let tree = store.extra_tree("robots").map_err(|e| e.to_string())?;
             registry::list_snapshots(&tree).into_iter().map(|s| s.origin).collect()
@@ -97,4 +100,67 @@ fn refresh_direct(cfg: &Config, store: &Store, origins: Vec<Origin>) -> Result<S
         robots.flush()?;
         Ok(out)
     })
+}
+
+/// The robots registry over `store`, fetching through a new upstream client
+/// configured as the proxy's would be (`[upstream]` timeouts and
+/// `upstream.extra_ca_file`). Errors: the extra CA file cannot be used, or
+/// the snapshot tree cannot be opened.
+fn robots_registry(cfg: &Config, store: &Store) -> Result<RobotsRegistry, String> {
+    let extra = &cfg.upstream.extra_ca_file;
+    let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
+    let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
+    let upstream = crate::proxy::upstream::Upstream::new(
+        tls,
+        cfg.upstream.connect_timeout,
+        cfg.upstream.response_timeout,
+        cfg.upstream.pool_idle_timeout,
+    );
+    crate::proxy::robots_registry(cfg, store, upstream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file and directory under `dir`, relative to it.
+    fn tree(dir: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+                if p.is_dir() {
+                    todo.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn refresh_with_the_proxy_stopped_creates_no_certificate_authority_or_audit_log() {
+        let data = tempfile::tempdir().unwrap();
+        // A port nothing listens on: the fetch fails at once and is recorded.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let common = Common { config: None, data_dir: Some(data.path().to_path_buf()) };
+
+        let code = refresh(&common, &[format!("http://{closed}")]).unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+        let code = refresh(&common, &[]).unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+
+        let files = tree(data.path());
+        // tls/ca.rs keeps the CA in <data_dir>/ca/ca.pem and ca.key.
+        for ca_file in ["ca", "ca/ca.pem", "ca/ca.key"] {
+            assert!(!files.iter().any(|f| f == ca_file), "{ca_file} was created: {files:?}");
+        }
+        assert!(!data.path().join("audit").exists(), "an audit log was created: {files:?}");
+        assert!(data.path().join("index").is_dir(), "the snapshot is kept in the index: {files:?}");
+
+        let store = Store::open(data.path(), 1 << 20).unwrap();
+        let snapshots = registry::list_snapshots(&store.extra_tree("robots").unwrap());
+        assert_eq!(snapshots.len(), 1, "the failed fetch is recorded as a snapshot");
+    }
 }
