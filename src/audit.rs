@@ -118,12 +118,7 @@ impl AuditLog {
     /// A writer into `dir` (created, owner-only on Unix, if missing).
     /// Errors: the directory cannot be created.
     pub fn open(dir: &Path) -> io::Result<AuditLog> {
-        std::fs::create_dir_all(dir)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        }
+        crate::fsutil::create_private_dir(dir)?;
         Ok(AuditLog { dir: dir.to_path_buf(), file: Mutex::new(None) })
     }
 

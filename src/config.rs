@@ -7,6 +7,7 @@
 //! tables that are open by design); an unknown key or a value of the wrong
 //! shape is an error that names the key and the file.
 
+use crate::units::{de_duration, de_size};
 use serde::{Deserialize, Deserializer};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -211,83 +212,6 @@ impl<'de> Deserialize<'de> for IpNet {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         IpNet::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-/// Parses a duration such as `500ms`, `30s`, `10m`, `6h`, `3d` (a bare
-/// number is seconds). Fractions are accepted (`1.5s`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration (use e.g. 30s, 10m, 6h, 3d)"))?;
-    let scale = match unit.trim() {
-        "ms" => 0.001,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        other => return Err(format!("'{s}': unknown duration unit '{other}' (use ms, s, m, h or d)")),
-    };
-    let secs = n * scale;
-    if !secs.is_finite() || secs < 0.0 || secs > 1e12 {
-        return Err(format!("'{s}' is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parses a size in bytes: a bare integer, or a number with `B`, `KB`, `MB`,
-/// `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a size (use e.g. 512KiB, 100MiB, 10GiB)"))?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" | "k" => 1e3,
-        "mb" | "m" => 1e6,
-        "gb" | "g" => 1e9,
-        "tb" | "t" => 1e12,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("'{s}': unknown size unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
-    };
-    let bytes = n * scale;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > 1.8e19 {
-        return Err(format!("'{s}' is out of range"));
-    }
-    Ok(bytes as u64)
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NumOrStr {
-    Int(i64),
-    Float(f64),
-    Str(String),
-}
-
-/// Deserializes a duration: a string with a unit ([`parse_duration`]) or a
-/// non-negative number of seconds.
-pub(crate) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::Int(i) if i >= 0 => Ok(Duration::from_secs(i as u64)),
-        NumOrStr::Float(f) if f >= 0.0 && f.is_finite() => Ok(Duration::from_secs_f64(f)),
-        NumOrStr::Str(s) => parse_duration(&s).map_err(serde::de::Error::custom),
-        _ => Err(serde::de::Error::custom("a duration must not be negative")),
-    }
-}
-
-/// Deserializes a size in bytes: a non-negative integer or a string with a
-/// unit ([`parse_size`]).
-pub(crate) fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::Int(i) if i >= 0 => Ok(i as u64),
-        NumOrStr::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),
-        _ => Err(serde::de::Error::custom("a size must be a non-negative integer or a string such as \"10GiB\"")),
     }
 }
 
@@ -501,18 +425,6 @@ mod tests {
         assert!(e.0.contains("`robots.freshness`"), "{e}");
         let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfresh = \"5d\"\n"))).unwrap_err();
         assert!(e.0.contains("r.toml") && e.0.contains("fresh"), "{e}");
-    }
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("3d").unwrap(), Duration::from_secs(259_200));
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("1y").is_err());
-        assert_eq!(parse_size("512KiB").unwrap(), 524_288);
-        assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
-        assert!(parse_size("ten").is_err());
     }
 
     #[test]

@@ -4,14 +4,20 @@
 //! verdict, asks [`cache`] for the decision, asks [`store`] for the bytes, and
 //! only the upstream client (used by the proxy and by the robots fetcher)
 //! talks to origins.
+//!
+//! [`cli`] is the command line (`main.rs` only parses and dispatches);
+//! [`units`] and [`fsutil`] are leaves every other module may use.
 
 pub mod admin;
 pub mod audit;
 pub mod cache;
+pub mod cli;
 pub mod config;
+pub mod fsutil;
 pub mod metrics;
 pub mod proxy;
 pub mod robots;
 pub mod store;
 pub mod tls;
+pub mod units;
 pub mod wire;

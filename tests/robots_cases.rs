@@ -5,7 +5,7 @@
 #[path = "common/corpus.rs"]
 mod corpus;
 
-use crawlcache::robots::cli::{self, BatchSummary, CheckArgs};
+use crawlcache::cli::robots::{self as cli, BatchSummary, CheckArgs};
 use crawlcache::robots::{LineTag, RobotsTxt, Verdict};
 
 /// Asserts every (agent, url, allowed) triple and reports all failures at once.

@@ -100,33 +100,15 @@ impl ProxyState {
     /// Opens the store in `config.server.data_dir` and builds the state.
     pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
         let dir = &config.server.data_dir;
-        create_private_dir(dir)?;
+        crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
         let store = Store::open(dir, config.cache.max_size).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
         Self::build(config, store, local_addr)
-    }
-
-    /// The state over an already open store, not listening anywhere (for
-    /// commands such as `robots refresh` run while the proxy is stopped).
-    pub fn from_store(config: Config, store: Store) -> Result<ProxyState, String> {
-        Self::build(config, store, SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
     fn build(config: Config, store: Store, local_addr: SocketAddr) -> Result<ProxyState, String> {
         let dir = &config.server.data_dir;
         let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
-        let extra = &config.upstream.extra_ca_file;
-        let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-        let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
-        let upstream = upstream::Upstream::with_limits(
-            tls,
-            config.upstream.connect_timeout,
-            config.upstream.response_timeout,
-            config.upstream.pool_idle_timeout,
-            upstream::HeadLimits {
-                max_bytes: usize::try_from(config.upstream.max_head_bytes).unwrap_or(usize::MAX),
-                max_fields: config.upstream.max_head_fields,
-            },
-        );
+        let upstream = origin_client(&config)?;
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crate::robots::politeness::Pacer::new());
         if config.robots.honor_crawl_delay {
@@ -163,6 +145,24 @@ impl ProxyState {
     }
 }
 
+/// The client for origins as `[upstream]` configures it (timeouts, pool,
+/// head limits, `extra_ca_file`). Errors: the extra CA file cannot be used.
+pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
+    let extra = &config.upstream.extra_ca_file;
+    let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
+    let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
+    Ok(upstream::Upstream::with_limits(
+        tls,
+        config.upstream.connect_timeout,
+        config.upstream.response_timeout,
+        config.upstream.pool_idle_timeout,
+        upstream::HeadLimits {
+            max_bytes: usize::try_from(config.upstream.max_head_bytes).unwrap_or(usize::MAX),
+            max_fields: config.upstream.max_head_fields,
+        },
+    ))
+}
+
 /// The robots.txt registry over the store's index, fetching through `upstream`.
 pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstream) -> Result<crate::robots::registry::RobotsRegistry, String> {
     let tree = store.extra_tree("robots").map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
@@ -173,20 +173,6 @@ pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstr
         config.robots.max_size as usize,
     );
     Ok(crate::robots::registry::RobotsRegistry::new(tree, Arc::new(fetch), config.robots.clone()))
-}
-
-/// Creates `dir` (and parents) readable by the owner only when it is new.
-pub fn create_private_dir(dir: &std::path::Path) -> Result<(), String> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    }
-    Ok(())
 }
 
 /// Counts background tasks so shutdown can wait for them.

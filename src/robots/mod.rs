@@ -55,7 +55,6 @@
 //! Nothing else deviates: the vector, probe and corpus tests in `tests/`
 //! compare every verdict with Google's.
 
-pub mod cli;
 pub mod enforce;
 pub mod fetch;
 pub mod http_fetch;

@@ -7,6 +7,8 @@
 
 use super::fetch::{Backoff, RedirectPolicy};
 use super::snapshot::{Windows, MAX_ROBOTS_BYTES};
+// Durations and sizes are read exactly as in the rest of the configuration.
+use crate::units::{de_duration, de_size};
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -176,9 +178,6 @@ impl RobotsConfig {
         Ok(())
     }
 }
-
-// Durations and sizes are read exactly as in the rest of the configuration.
-use crate::config::{de_duration, de_size};
 
 fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     de_duration(d).map(Some)

@@ -49,33 +49,31 @@
 //! A body larger than the whole budget is refused with
 //! [`StoreError::TooLarge`] (already while it is written): storing it would
 //! first evict everything else and then the body itself.
+//!
+//! Files: this one holds the types and the public API; `blobs.rs` the body
+//! files and their pins; `index.rs` the sled trees; `budget.rs` the LRU order
+//! and eviction; `maintenance.rs` the start-up sweep, the background thread,
+//! body deletion and the close; `verify.rs` the invariant check.
 
 mod blobs;
+mod budget;
 mod index;
+mod maintenance;
 mod verify;
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use blobs::BodyWriter;
-use blobs::{io_err, sync_dir, BodyFile, Blobs};
-use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, EvictStep, Hash, Index, Record};
-
-/// Pending touches written to the index once this many have accumulated.
-pub const TOUCH_BATCH: usize = 1024;
-/// Past this many pending touches the caller of `touch` writes them itself
-/// (back-pressure when the background thread cannot keep up).
-const TOUCH_LIMIT: usize = 16 * TOUCH_BATCH;
-/// How often the background thread writes touches and reaps bodies.
-const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
-/// Name of the marker file a clean close leaves in the store directory.
-const CLEAN_MARKER: &str = "clean-shutdown";
+pub use budget::TOUCH_BATCH;
+pub use verify::VerifyReport;
+use blobs::{io_err, Blobs};
+use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, Hash, Index, Record};
+use maintenance::Closer;
 
 /// Errors from the store. Every variant names what failed; none of them is
 /// ever turned into a panic.
@@ -164,40 +162,6 @@ pub struct StoreStats {
     pub evictions: u64,
 }
 
-/// What [`Store::verify`] found (and, with `repair`, fixed).
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct VerifyReport {
-    pub entries_checked: u64,
-    pub bodies_checked: u64,
-    /// Body files whose content does not hash to their name.
-    pub corrupt_bodies: Vec<String>,
-    /// Hashes named by entries whose body file does not exist.
-    pub missing_bodies: Vec<String>,
-    /// Body files no entry references (hashes; paths for stray files).
-    pub orphan_bodies: Vec<String>,
-    /// Hashes whose stored reference count differs from the real count.
-    pub refcount_mismatches: Vec<String>,
-    /// Leftover temporary files.
-    pub leftover_tmp: Vec<String>,
-    /// Other index inconsistencies: undecodable records, LRU rows that
-    /// disagree with their entries, wrong totals.
-    pub index_problems: Vec<String>,
-    /// True when `repair` was requested and every problem was fixed.
-    pub repaired: bool,
-}
-
-impl VerifyReport {
-    /// True when no invariant is broken.
-    pub fn is_clean(&self) -> bool {
-        self.corrupt_bodies.is_empty()
-            && self.missing_bodies.is_empty()
-            && self.orphan_bodies.is_empty()
-            && self.refcount_mismatches.is_empty()
-            && self.leftover_tmp.is_empty()
-            && self.index_problems.is_empty()
-    }
-}
-
 /// Locks a mutex, ignoring poisoning (every guarded state stays valid when a
 /// holder panics).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -227,39 +191,6 @@ pub(crate) struct Inner {
     wake_queued: AtomicBool,
 }
 
-/// Stops and joins the background thread when the last [`Store`] clone goes.
-struct Closer {
-    wake: mpsc::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Closer {
-    fn drop(&mut self) {
-        let _ = self.wake.send(false);
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                tracing::warn!("the store's background thread panicked");
-            }
-        }
-    }
-}
-
-/// The background thread: writes pending touches and reaps released bodies
-/// every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
-fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
-    loop {
-        match wake.recv_timeout(MAINTENANCE_INTERVAL) {
-            Ok(true) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
-        let Some(inner) = inner.upgrade() else { return };
-        inner.wake_queued.store(false, Ordering::Release);
-        let _m = inner.read_maintenance();
-        inner.apply_touches();
-        inner.reap();
-    }
-}
-
 /// Handle to an open store. Cheap to clone; all clones share one index.
 /// The store closes (pending touches written, index flushed, clean-shutdown
 /// marker left) when the last clone and the last [`BodyWriter`] are dropped.
@@ -282,8 +213,9 @@ impl Store {
     /// `max_size` bytes of body files, and sweeps leftovers of a previous run
     /// (temporary files always; orphan body files when the previous run did
     /// not close cleanly), then evicts entries until the budget is met.
-    /// Errors: `Io` when the directory cannot be created,
-    /// `InUse` when another process holds the index, `Index` when sled fails.
+    /// Errors: `Io` when the directory cannot be created or a leftover cannot
+    /// be removed, `InUse` when another process holds the index, `Index`
+    /// when sled fails.
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
         let blobs = Blobs::new(dir);
         for d in [dir, blobs.bodies.as_path(), blobs.tmp.as_path()] {
@@ -296,53 +228,25 @@ impl Store {
             e => StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display())),
         })?;
         let index = Index::new(db)?;
-
-        let marker = dir.join(CLEAN_MARKER);
-        let clean = marker.exists();
-        if clean {
-            fs::remove_file(&marker).map_err(io_err("remove", &marker))?;
-            sync_dir(dir)?;
-        }
-        let swept = blobs.sweep_tmp(true)?;
-        if !swept.is_empty() {
-            tracing::info!(count = swept.len(), "removed leftover temporary body files");
-        }
-        if !clean {
-            let mut orphans = 0u64;
-            for f in blobs.walk()? {
-                if let BodyFile::Valid(h, path) = f {
-                    if !index.is_referenced(&h)? {
-                        fs::remove_file(&path).map_err(io_err("remove orphan body", &path))?;
-                        orphans += 1;
-                    }
-                }
-            }
-            if orphans > 0 {
-                tracing::info!(count = orphans, "removed orphan body files left by an unclean shutdown");
-            }
-        }
+        maintenance::sweep_leftovers(dir, &blobs, &index)?;
         let next_stamp = index.max_stamp()? + 1;
         let (wake_tx, wake_rx) = mpsc::channel();
         let inner = Arc::new(Inner {
-                dir: dir.to_path_buf(),
-                max_size,
-                index,
-                blobs,
-                pending: Mutex::new(HashMap::new()),
-                next_stamp: AtomicU64::new(next_stamp),
-                evictions: AtomicU64::new(0),
-                evict_lock: Mutex::new(()),
-                reap_queue: Mutex::new(HashSet::new()),
-                reap_lock: Mutex::new(()),
-                maintenance: RwLock::new(()),
-                wake: Mutex::new(wake_tx.clone()),
-                wake_queued: AtomicBool::new(false),
+            dir: dir.to_path_buf(),
+            max_size,
+            index,
+            blobs,
+            pending: Mutex::new(HashMap::new()),
+            next_stamp: AtomicU64::new(next_stamp),
+            evictions: AtomicU64::new(0),
+            evict_lock: Mutex::new(()),
+            reap_queue: Mutex::new(HashSet::new()),
+            reap_lock: Mutex::new(()),
+            maintenance: RwLock::new(()),
+            wake: Mutex::new(wake_tx.clone()),
+            wake_queued: AtomicBool::new(false),
         });
-        let weak = Arc::downgrade(&inner);
-        let thread = std::thread::Builder::new()
-            .name("crawlcache-store".into())
-            .spawn(move || maintenance_loop(weak, wake_rx))
-            .map_err(|source| StoreError::Io { what: "start the store's background thread".into(), source })?;
+        let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
         let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
         // A crash between an insert and its eviction, or a smaller budget
         // than last time, leaves more bytes than the budget allows.
@@ -367,6 +271,7 @@ impl Store {
 
     /// All variants stored under `primary_key`, in no particular order.
     /// Undecodable records are skipped with a warning.
+    /// Errors: `Index` when sled cannot be read.
     pub fn lookup(&self, primary_key: &str) -> Result<Vec<Entry>, StoreError> {
         let mut out = Vec::new();
         for item in self.inner.index.entries.scan_prefix(primary_prefix(primary_key)) {
@@ -455,19 +360,7 @@ impl Store {
     /// in memory and written with the next batch (see [`TOUCH_BATCH`]), by
     /// [`Store::flush`], or at close. Touching a missing variant does nothing.
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
-        let key = entry_key(primary_key, secondary_key);
-        let stamp = self.inner.stamp();
-        let pending = {
-            let mut pending = lock(&self.inner.pending);
-            pending.insert(key, stamp);
-            pending.len()
-        };
-        if pending >= TOUCH_LIMIT {
-            let _m = self.inner.read_maintenance();
-            self.inner.apply_touches();
-        } else if pending >= TOUCH_BATCH {
-            self.inner.wake();
-        }
+        self.inner.record_touch(entry_key(primary_key, secondary_key));
     }
 
     /// Opens a stored body for reading. Errors with `MissingBody` if the file
@@ -490,7 +383,9 @@ impl Store {
     }
 
     /// Removes every variant under `primary_key` (purge, or invalidation per
-    /// RFC 9111 section 4.4). Returns how many variants were removed.
+    /// RFC 9111 section 4.4). Returns how many variants were removed; their
+    /// bodies are deleted in the background once unreferenced.
+    /// Errors: `Index` on sled failures.
     pub fn remove(&self, primary_key: &str) -> Result<u64, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
@@ -508,6 +403,7 @@ impl Store {
     }
 
     /// Removes one variant. Returns whether it existed.
+    /// Errors: `Index` on sled failures.
     pub fn remove_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<bool, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
@@ -519,6 +415,7 @@ impl Store {
 
     /// Every entry in the index (for `cache show`, stats and verify).
     /// Undecodable records are skipped with a warning.
+    /// Errors: `Index` when sled cannot be read.
     pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
         let mut out = Vec::new();
         for item in self.inner.index.entries.iter() {
@@ -531,7 +428,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Current counters (kept in the index, not computed by a scan).
+    /// Current counters (kept in the index, not computed by a scan). If the
+    /// totals cannot be read, that is logged and they are reported as 0.
     pub fn stats(&self) -> StoreStats {
         let totals = self.inner.index.totals().unwrap_or_else(|e| {
             tracing::warn!(error = %e, "cannot read the store's totals");
@@ -562,6 +460,7 @@ impl Store {
     /// A named sled tree in the same index, for other persistent state that
     /// lives beside the cache (robots.txt snapshots). Its name must not be
     /// one of the store's own trees (`entries`, `lru`, `refs`, `counters`).
+    /// Errors: `Index` for a reserved name or when sled cannot open it.
     pub fn extra_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
         if matches!(name, "entries" | "lru" | "refs" | "counters") {
             return Err(StoreError::Index(format!("tree name {name} is reserved by the store")));
@@ -597,187 +496,6 @@ fn decode_entry(key: &[u8], value: &[u8]) -> Option<Entry> {
         body: rec.body.map(|(h, len)| CommittedBody { sha256: hex::encode(h), len }),
         last_used: rec.stamp,
     })
-}
-
-impl Inner {
-    fn read_maintenance(&self) -> RwLockReadGuard<'_, ()> {
-        self.maintenance.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wakes the background thread (at most one wake-up queued at a time).
-    fn wake(&self) {
-        if !self.wake_queued.swap(true, Ordering::AcqRel) {
-            let _ = lock(&self.wake).send(true);
-        }
-    }
-
-    /// Wakes the background thread if bodies wait to be deleted.
-    fn wake_if_reaping(&self) {
-        if !lock(&self.reap_queue).is_empty() {
-            self.wake();
-        }
-    }
-
-    /// A fresh LRU stamp, larger than every earlier one.
-    fn stamp(&self) -> u64 {
-        self.next_stamp.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Replaces `last_used` by pending (not yet written) touches.
-    fn overlay_pending(&self, entries: &mut [Entry]) {
-        let pending = lock(&self.pending);
-        if pending.is_empty() {
-            return;
-        }
-        for e in entries {
-            if let Some(&s) = pending.get(&entry_key(&e.primary_key, &e.secondary_key)) {
-                e.last_used = e.last_used.max(s);
-            }
-        }
-    }
-
-    /// Writes every pending touch to the index. Failures are logged: a lost
-    /// touch only makes an entry look older than it is.
-    fn apply_touches(&self) {
-        let batch: Vec<(Vec<u8>, u64)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
-        for chunk in batch.chunks(256) {
-            if let Err(e) = self.index.restamp_many(chunk) {
-                tracing::warn!(error = %e, "could not record cache hits in the LRU order");
-            }
-        }
-    }
-
-    /// Makes sure the file of `hash` exists and cannot be deleted until the
-    /// matching `release_pin`: adopts the pin left by `finish`, or takes one.
-    fn hold_for_insert(&self, hash: &Hash) -> Result<(), StoreError> {
-        let path = self.blobs.path(hash);
-        let mut pins = self.blobs.lock_stripe(Blobs::stripe_of(hash));
-        if !path.is_file() {
-            if let Some(n) = pins.get_mut(hash) {
-                *n -= 1;
-                if *n == 0 {
-                    pins.remove(hash);
-                }
-            }
-            return Err(StoreError::MissingBody(hex::encode(hash)));
-        }
-        pins.entry(*hash).or_insert(1);
-        Ok(())
-    }
-
-    /// Drops one pin of `hash`; queues it for deletion if nothing else holds it.
-    fn release_pin(&self, hash: &Hash) {
-        if self.blobs.unpin(hash) {
-            self.queue_reap(&[*hash]);
-        }
-    }
-
-    pub(crate) fn queue_reap(&self, hashes: &[Hash]) {
-        if !hashes.is_empty() {
-            lock(&self.reap_queue).extend(hashes.iter().copied());
-        }
-    }
-
-    /// Deletes the queued body files that are still unreferenced and
-    /// unpinned. Holds their stripe locks from the check to the unlink, with a
-    /// sled flush in between so the zero counts are durable before any file
-    /// goes. Failures are logged: an undeleted file is an orphan for the next
-    /// sweep, never a dangling entry.
-    fn reap(&self) {
-        let _g = lock(&self.reap_lock);
-        let queued: Vec<Hash> = lock(&self.reap_queue).drain().collect();
-        if queued.is_empty() {
-            return;
-        }
-        let mut stripes: Vec<usize> = queued.iter().map(Blobs::stripe_of).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        // Ascending order; no other code holds more than one stripe at a time.
-        let guards: HashMap<usize, _> = stripes.iter().map(|&i| (i, self.blobs.lock_stripe(i))).collect();
-        let mut doomed = Vec::new();
-        for h in &queued {
-            let pinned = guards.get(&Blobs::stripe_of(h)).map(|g| Blobs::pinned(g, h)).unwrap_or(true);
-            if pinned {
-                continue;
-            }
-            match self.index.is_referenced(h) {
-                Ok(false) => doomed.push(*h),
-                Ok(true) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot read a reference count; keeping the body"),
-            }
-        }
-        if doomed.is_empty() {
-            return;
-        }
-        if let Err(e) = self.index.db.flush() {
-            tracing::warn!(error = %e, "cannot flush the index; released bodies are kept for now");
-            lock(&self.reap_queue).extend(doomed);
-            return;
-        }
-        for h in doomed {
-            let path = self.blobs.path(&h);
-            match fs::remove_file(&path) {
-                Ok(()) => tracing::debug!(body = %hex::encode(h), "deleted unreferenced body"),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot delete unreferenced body"),
-            }
-        }
-        drop(guards);
-    }
-
-    /// Evicts least-recently-used entries until the bytes stored fit the
-    /// budget. Returns how many entries went.
-    fn evict_to_budget(&self) -> Result<u64, StoreError> {
-        let _g = lock(&self.evict_lock);
-        let mut evicted = 0;
-        loop {
-            let totals = self.index.totals()?;
-            if totals.bytes <= self.max_size {
-                break;
-            }
-            let Some((stamp, key)) = self.index.oldest()? else {
-                tracing::warn!(bytes = totals.bytes, "bytes stored exceed the budget but no entry is left (run cache verify)");
-                break;
-            };
-            // A hit not yet written makes this entry recent: record it instead.
-            let touched = lock(&self.pending).remove(&key);
-            if let Some(s) = touched {
-                if s > stamp && self.index.restamp(&key, s, None).is_ok() {
-                    continue;
-                }
-            }
-            match self.index.evict(stamp)? {
-                EvictStep::Skipped => {}
-                EvictStep::Evicted { key, released } => {
-                    evicted += 1;
-                    self.evictions.fetch_add(1, Ordering::Relaxed);
-                    if let Some((pk, _)) = split_entry_key(&key) {
-                        tracing::debug!(primary_key = pk, "evicted by the size budget");
-                    }
-                    self.queue_reap(&released.zero);
-                }
-            }
-        }
-        Ok(evicted)
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.apply_touches();
-        let pinned = self.blobs.clear_pins();
-        self.queue_reap(&pinned);
-        self.reap();
-        match self.index.db.flush() {
-            Ok(_) => {
-                let marker = self.dir.join(CLEAN_MARKER);
-                if let Err(e) = fs::write(&marker, b"") {
-                    tracing::warn!(path = %marker.display(), error = %e, "cannot leave the clean-shutdown marker");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot flush the cache index at close"),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,45 @@ use sled::Transactional;
 
 use super::blobs::{hash_file, io_err, BodyFile};
 use super::index::{sled_err, split_entry_key, Hash, RefRow, Record, Totals, TOTALS_KEY};
-use super::{Inner, StoreError, VerifyReport};
+use super::{Inner, StoreError};
+
+/// What [`Store::verify`](super::Store::verify) found (and, with `repair`,
+/// fixed).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct VerifyReport {
+    /// Index entries read.
+    pub entries_checked: u64,
+    /// Body files hashed.
+    pub bodies_checked: u64,
+    /// Body files whose content does not hash to their name.
+    pub corrupt_bodies: Vec<String>,
+    /// Hashes named by entries whose body file does not exist.
+    pub missing_bodies: Vec<String>,
+    /// Body files no entry references (hashes; paths for stray files).
+    pub orphan_bodies: Vec<String>,
+    /// Hashes whose stored reference count differs from the real count.
+    pub refcount_mismatches: Vec<String>,
+    /// Leftover temporary files.
+    pub leftover_tmp: Vec<String>,
+    /// Other index inconsistencies: undecodable records, LRU rows that
+    /// disagree with their entries, wrong totals.
+    pub index_problems: Vec<String>,
+    /// True when `repair` was requested and every problem was fixed.
+    pub repaired: bool,
+}
+
+impl VerifyReport {
+    /// True when no invariant is broken.
+    pub fn is_clean(&self) -> bool {
+        self.corrupt_bodies.is_empty()
+            && self.missing_bodies.is_empty()
+            && self.orphan_bodies.is_empty()
+            && self.refcount_mismatches.is_empty()
+            && self.leftover_tmp.is_empty()
+            && self.index_problems.is_empty()
+    }
+}
+
 
 /// Runs verify with the maintenance lock held exclusively by the caller.
 pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreError> {

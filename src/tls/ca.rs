@@ -602,20 +602,10 @@ fn ensure_ca_dir(ca_dir: &Path) -> Result<(), TlsError> {
     fs::create_dir_all(ca_dir).map_err(|err| TlsError::io("create directory", ca_dir, err))
 }
 
+/// Creates a new private directory (0700; see [`crate::fsutil::create_private_dir`]).
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    match fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(err) => return Err(TlsError::io("create directory", dir, err)),
-    }
-    // The umask cannot widen 0700, but a directory that raced into existence could be wider.
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .map_err(|err| TlsError::io("restrict permissions (to 0700) of", dir, err))
+    crate::fsutil::create_private_dir(dir).map_err(|err| TlsError::io("create directory", dir, err))
 }
 
 /// Makes the key file readable by its owner only (0600) if it is not already.

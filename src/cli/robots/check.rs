@@ -1,9 +1,9 @@
 //! `crawlcache robots check` and `crawlcache robots batch`: the command-line
-//! faces of the robots engine. `main.rs` only parses arguments and calls
-//! these.
+//! faces of the robots engine, over files and stdin (no data directory).
 
-use super::{
-    is_valid_product_token, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict,
+use crate::robots::{
+    is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag, RobotsTxt,
+    Verdict,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -87,7 +87,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         let v = robots.check(&args.agent, url);
         let why = match (&v.rule, v.line) {
             (Some(rule), Some(line)) => format!("{rule} (line {line})"),
-            _ if v.allowed && super::path_params_query(url) == "/robots.txt" => {
+            _ if v.allowed && path_params_query(url) == "/robots.txt" => {
                 "/robots.txt is always allowed (RFC 9309 §2.2.2)".to_owned()
             }
             _ => "no rule matched".to_owned(),

@@ -1,0 +1,68 @@
+//! How a command reaches the data directory: directly when the proxy is not
+//! running, through the running proxy's admin endpoints when it is (sled
+//! locks the index to one process).
+
+use crate::config::Config;
+use crate::store::Store;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+
+/// Where a command's store operations go.
+pub enum StoreAccess {
+    /// The store, opened by this process.
+    Direct(Store),
+    /// The running proxy at this address holds the index.
+    Daemon(SocketAddr),
+}
+
+/// Opens the store in `cfg.server.data_dir`, or finds the running proxy that
+/// holds it (at the address recorded in the data directory,
+/// [`crate::proxy::ADDR_FILE`]).
+///
+/// Errors: the data directory does not exist, or the store cannot be opened
+/// and no proxy answers at the recorded address.
+pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
+    let dir = &cfg.server.data_dir;
+    if !dir.join("index").exists() && !dir.exists() {
+        return Err(format!("no cache at {} (nothing stored yet, or wrong --data-dir)", dir.display()));
+    }
+    match Store::open(dir, cfg.cache.max_size) {
+        Ok(s) => Ok(StoreAccess::Direct(s)),
+        Err(e) => {
+            // Most likely a running proxy holds the index: ask it, at the
+            // address it recorded in the data directory.
+            let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE))
+                .ok()
+                .and_then(|s| s.trim().parse::<SocketAddr>().ok());
+            match recorded {
+                Some(addr) if admin_request(addr, "GET", "/stats").is_ok() => Ok(StoreAccess::Daemon(addr)),
+                _ => Err(format!("cannot open the cache in {}: {e}", dir.display())),
+            }
+        }
+    }
+}
+
+/// Percent-encodes `url` for a query parameter of an admin endpoint.
+pub fn encode(url: &str) -> String {
+    percent_encoding::utf8_percent_encode(url, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// A minimal HTTP/1.1 exchange with the running proxy's admin endpoints:
+/// sends `method path` with an empty body and returns the status code and
+/// the body (connect timeout 2 s, read timeout 30 s).
+///
+/// Errors: the proxy cannot be reached or read, or its answer has no status.
+pub fn admin_request(addr: SocketAddr, method: &str, path: &str) -> Result<(u16, String), String> {
+    let timeout = std::time::Duration::from_secs(30);
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
+        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+    let _ = s.set_read_timeout(Some(timeout));
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
+    Ok((status, body.to_string()))
+}

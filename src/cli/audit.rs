@@ -1,0 +1,43 @@
+//! `crawlcache audit skips`: the requests robots.txt disallowed.
+
+use super::{load_config, Common};
+use clap::Subcommand;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// `audit` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// List the requests robots.txt disallowed (JSON lines).
+    Skips {
+        #[command(flatten)]
+        common: Common,
+        /// Only requests newer than this (e.g. 30m, 6h, 7d).
+        #[arg(long, value_name = "DURATION", default_value = "1d")]
+        since: String,
+    },
+}
+
+/// Runs an `audit` subcommand.
+pub fn run(command: AuditCommand) -> Result<ExitCode, String> {
+    match command {
+        AuditCommand::Skips { common, since } => skips(common, &since),
+    }
+}
+
+/// Prints the disallowed requests of the last `since` (a duration such as
+/// `6h`) as JSON lines on stdout and their count on stderr.
+/// Errors: a bad `--since`, or an unreadable audit directory.
+fn skips(common: Common, since: &str) -> Result<ExitCode, String> {
+    let cfg = load_config(&common)?;
+    let d = crate::units::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
+    let dir = crate::audit::audit_dir(&cfg.server.data_dir);
+    let from = std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH);
+    let records = crate::audit::skips(&dir, from).map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;
+    let mut out = std::io::stdout().lock();
+    for r in &records {
+        let _ = writeln!(out, "{}", serde_json::to_string(r).unwrap_or_default());
+    }
+    eprintln!("{} disallowed request(s) since {}", records.len(), crate::audit::format_rfc3339(from));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,119 @@
+//! The `crawlcache` command line: the clap argument types and one function
+//! per subcommand, one file per command group.
+//!
+//! - [`serve`]: run the proxy.
+//! - [`cache`]: `cache stats|show|purge|verify`.
+//! - [`robots`]: `robots check|batch` (files, no data directory) and
+//!   `robots show|refresh` (snapshots in the data directory).
+//! - [`audit`]: `audit skips`.
+//! - [`ca`]: print the local CA certificate.
+//! - [`access`]: opening the data directory directly, or through the running
+//!   proxy's admin endpoints when it holds the index.
+//!
+//! `main.rs` parses [`Cli`] and hands the command to [`run`]. A command
+//! returns its exit code, or a message that [`run`] prints after
+//! `crawlcache: ` with exit code 2.
+//!
+//! Lives in the library (not only in the binary) so the robots tests can
+//! call [`robots::check`] and [`robots::batch`] directly and the unit tests
+//! here run with `cargo test --lib`.
+
+use crate::config::Config;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Like `println!`, but a closed stdout (`crawlcache cache show URL | head`)
+/// ends the output quietly instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// Like `print!`, without the panic on a closed stdout.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+pub mod access;
+pub mod audit;
+pub mod ca;
+pub mod cache;
+pub mod robots;
+pub mod serve;
+
+/// The parsed command line.
+#[derive(Parser)]
+#[command(name = "crawlcache", version, about = "A local caching forward proxy for web crawlers")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the proxy (defaults: 127.0.0.1:3128, data in ./crawlcache-data).
+    Serve(serve::ServeArgs),
+    /// Inspect and maintain the cache (works whether or not the proxy runs).
+    Cache {
+        #[command(subcommand)]
+        command: cache::CacheCommand,
+    },
+    /// robots.txt tools (RFC 9309, verdicts as Google's library gives them).
+    #[command(subcommand)]
+    Robots(robots::RobotsCommand),
+    /// The audit trail of proxied requests.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
+    /// Print the path of the local CA certificate clients must trust for
+    /// HTTPS through the proxy (creating the CA if there is none yet).
+    Ca(ca::CaArgs),
+}
+
+/// Options every command that reads the data directory takes.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Common {
+    /// Configuration file laid over the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory (cache index, bodies, CA, audit logs).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Runs `command` and returns the process exit code: the command's own
+/// (0, or 1 for "not found" / "problems found"), or 2 after printing
+/// `crawlcache: <message>` to stderr when it fails.
+pub fn run(command: Command) -> ExitCode {
+    let result = match command {
+        Command::Serve(args) => serve::run(args),
+        Command::Cache { command } => cache::run(command),
+        Command::Ca(args) => ca::run(args),
+        Command::Robots(command) => robots::run(command),
+        Command::Audit(command) => audit::run(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("crawlcache: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The configuration for a command: the defaults, `--config` laid over them,
+/// then `--data-dir`. Errors: the configuration error's message (names the
+/// file and the key).
+pub fn load_config(common: &Common) -> Result<Config, String> {
+    let mut cfg = Config::load(common.config.as_deref()).map_err(|e| e.to_string())?;
+    if let Some(d) = &common.data_dir {
+        cfg.server.data_dir = d.clone();
+    }
+    Ok(cfg)
+}

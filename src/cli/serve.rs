@@ -1,0 +1,51 @@
+//! `crawlcache serve`: run the proxy until SIGINT or SIGTERM.
+
+use super::{load_config, Common};
+use crate::config::Config;
+use clap::Args;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+/// Arguments of `serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Address to listen on, e.g. 127.0.0.1:3128.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Never contact an origin: serve what is stored, whatever its age.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// Runs the proxy with `--listen` and `--offline` laid over the
+/// configuration. Errors: the configuration, the runtime, or the proxy
+/// failing to start (the message says which).
+pub fn run(args: ServeArgs) -> Result<ExitCode, String> {
+    let mut cfg = load_config(&args.common)?;
+    if let Some(l) = args.listen {
+        cfg.server.listen = l;
+    }
+    if args.offline {
+        cfg.server.offline = true;
+    }
+    init_logging(&cfg);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(crate::proxy::run(cfg, crate::admin::endpoints(), crate::proxy::shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr with `RUST_LOG`, else `server.log`, else `info`; as text
+/// or one JSON object per line (`server.log_format`).
+fn init_logging(cfg: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.server.log))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match cfg.server.log_format {
+        crate::config::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        crate::config::LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+    };
+}

@@ -1,0 +1,223 @@
+//! Work on the store that no caller waits for: the start-up sweep, the
+//! background thread, deleting released bodies, and the close.
+//!
+//! A body whose reference count reaches zero is only queued
+//! ([`Inner::queue_reap`]); [`Inner::reap`] deletes the queued files that are
+//! still unreferenced and unpinned, after a sled flush made the zero counts
+//! durable. The background thread reaps and writes pending LRU touches every
+//! [`MAINTENANCE_INTERVAL`] or when woken. A clean close leaves the
+//! [`CLEAN_MARKER`] file; without it the next open also sweeps orphan bodies.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::{RwLockReadGuard, Weak};
+use std::time::Duration;
+
+use super::blobs::{io_err, sync_dir, BodyFile, Blobs};
+use super::index::{Hash, Index};
+use super::{lock, Inner, StoreError};
+
+/// How often the background thread writes touches and reaps bodies.
+const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
+/// Name of the marker file a clean close leaves in the store directory.
+const CLEAN_MARKER: &str = "clean-shutdown";
+
+/// Sweeps what a previous run left in `dir`: temporary body files always,
+/// orphan body files (no entry references them) when that run did not close
+/// cleanly (no [`CLEAN_MARKER`]); consumes the marker.
+/// Errors: `Io` when a file cannot be listed or removed, `Index` when a
+/// reference count cannot be read.
+pub(super) fn sweep_leftovers(dir: &Path, blobs: &Blobs, index: &Index) -> Result<(), StoreError> {
+    let marker = dir.join(CLEAN_MARKER);
+    let clean = marker.exists();
+    if clean {
+        fs::remove_file(&marker).map_err(io_err("remove", &marker))?;
+        sync_dir(dir)?;
+    }
+    let swept = blobs.sweep_tmp(true)?;
+    if !swept.is_empty() {
+        tracing::info!(count = swept.len(), "removed leftover temporary body files");
+    }
+    if !clean {
+        let mut orphans = 0u64;
+        for f in blobs.walk()? {
+            if let BodyFile::Valid(h, path) = f {
+                if !index.is_referenced(&h)? {
+                    fs::remove_file(&path).map_err(io_err("remove orphan body", &path))?;
+                    orphans += 1;
+                }
+            }
+        }
+        if orphans > 0 {
+            tracing::info!(count = orphans, "removed orphan body files left by an unclean shutdown");
+        }
+    }
+    Ok(())
+}
+
+/// Starts the background thread over `inner`; it stops when `wake` receives
+/// `false` or `inner` is gone. Errors: `Io` when the thread cannot start.
+pub(super) fn spawn(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) -> Result<std::thread::JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name("crawlcache-store".into())
+        .spawn(move || maintenance_loop(inner, wake))
+        .map_err(|source| StoreError::Io { what: "start the store's background thread".into(), source })
+}
+
+/// Stops and joins the background thread when the last `Store` clone goes.
+pub(super) struct Closer {
+    pub(super) wake: mpsc::Sender<bool>,
+    pub(super) thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        let _ = self.wake.send(false);
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                tracing::warn!("the store's background thread panicked");
+            }
+        }
+    }
+}
+
+/// The background thread: writes pending touches and reaps released bodies
+/// every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
+fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
+    loop {
+        match wake.recv_timeout(MAINTENANCE_INTERVAL) {
+            Ok(true) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        inner.wake_queued.store(false, Ordering::Release);
+        let _m = inner.read_maintenance();
+        inner.apply_touches();
+        inner.reap();
+    }
+}
+
+impl Inner {
+    /// A shared hold on the maintenance lock: every mutation takes one;
+    /// `Store::verify` takes the lock exclusively.
+    pub(super) fn read_maintenance(&self) -> RwLockReadGuard<'_, ()> {
+        self.maintenance.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the background thread (at most one wake-up queued at a time).
+    pub(super) fn wake(&self) {
+        if !self.wake_queued.swap(true, Ordering::AcqRel) {
+            let _ = lock(&self.wake).send(true);
+        }
+    }
+
+    /// Wakes the background thread if bodies wait to be deleted.
+    pub(super) fn wake_if_reaping(&self) {
+        if !lock(&self.reap_queue).is_empty() {
+            self.wake();
+        }
+    }
+
+    /// Makes sure the file of `hash` exists and cannot be deleted until the
+    /// matching `release_pin`: adopts the pin left by `finish`, or takes one.
+    pub(super) fn hold_for_insert(&self, hash: &Hash) -> Result<(), StoreError> {
+        let path = self.blobs.path(hash);
+        let mut pins = self.blobs.lock_stripe(Blobs::stripe_of(hash));
+        if !path.is_file() {
+            if let Some(n) = pins.get_mut(hash) {
+                *n -= 1;
+                if *n == 0 {
+                    pins.remove(hash);
+                }
+            }
+            return Err(StoreError::MissingBody(hex::encode(hash)));
+        }
+        pins.entry(*hash).or_insert(1);
+        Ok(())
+    }
+
+    /// Drops one pin of `hash`; queues it for deletion if nothing else holds it.
+    pub(super) fn release_pin(&self, hash: &Hash) {
+        if self.blobs.unpin(hash) {
+            self.queue_reap(&[*hash]);
+        }
+    }
+
+    /// Queues `hashes`, whose counts reached zero, for [`Inner::reap`].
+    pub(crate) fn queue_reap(&self, hashes: &[Hash]) {
+        if !hashes.is_empty() {
+            lock(&self.reap_queue).extend(hashes.iter().copied());
+        }
+    }
+
+    /// Deletes the queued body files that are still unreferenced and
+    /// unpinned. Holds their stripe locks from the check to the unlink, with a
+    /// sled flush in between so the zero counts are durable before any file
+    /// goes. Failures are logged: an undeleted file is an orphan for the next
+    /// sweep, never a dangling entry.
+    pub(super) fn reap(&self) {
+        let _g = lock(&self.reap_lock);
+        let queued: Vec<Hash> = lock(&self.reap_queue).drain().collect();
+        if queued.is_empty() {
+            return;
+        }
+        let mut stripes: Vec<usize> = queued.iter().map(Blobs::stripe_of).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        // Ascending order; no other code holds more than one stripe at a time.
+        let guards: HashMap<usize, _> = stripes.iter().map(|&i| (i, self.blobs.lock_stripe(i))).collect();
+        let mut doomed = Vec::new();
+        for h in &queued {
+            let pinned = guards.get(&Blobs::stripe_of(h)).map(|g| Blobs::pinned(g, h)).unwrap_or(true);
+            if pinned {
+                continue;
+            }
+            match self.index.is_referenced(h) {
+                Ok(false) => doomed.push(*h),
+                Ok(true) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot read a reference count; keeping the body"),
+            }
+        }
+        if doomed.is_empty() {
+            return;
+        }
+        if let Err(e) = self.index.db.flush() {
+            tracing::warn!(error = %e, "cannot flush the index; released bodies are kept for now");
+            lock(&self.reap_queue).extend(doomed);
+            return;
+        }
+        for h in doomed {
+            let path = self.blobs.path(&h);
+            match fs::remove_file(&path) {
+                Ok(()) => tracing::debug!(body = %hex::encode(h), "deleted unreferenced body"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot delete unreferenced body"),
+            }
+        }
+        drop(guards);
+    }
+}
+
+/// The close: pending touches written, pins dropped and their bodies reaped,
+/// the index flushed, and the clean-shutdown marker left.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.apply_touches();
+        let pinned = self.blobs.clear_pins();
+        self.queue_reap(&pinned);
+        self.reap();
+        match self.index.db.flush() {
+            Ok(_) => {
+                let marker = self.dir.join(CLEAN_MARKER);
+                if let Err(e) = fs::write(&marker, b"") {
+                    tracing::warn!(path = %marker.display(), error = %e, "cannot leave the clean-shutdown marker");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot flush the cache index at close"),
+        }
+    }
+}
+
