@@ -75,6 +75,10 @@ fn age_value() -> impl Strategy<Value = String> {
         Just("-1".to_string()),
         Just("abc".to_string()),
         Just("1, 2".to_string()),
+        Just("0, 7200".to_string()),
+        Just(", 5".to_string()),
+        Just("".to_string()),
+        Just("7200.0".to_string()),
         Just("7200;foo=1".to_string()),
     ]
 }
@@ -246,6 +250,24 @@ proptest! {
             prop_assert!(!cc.must_revalidate && !cc.no_cache);
             prop_assert!(!CacheControl::from_headers(&req).no_cache);
         }
+    }
+
+    /// RFC 9111 section 5.1: the received `Age` is the first member of the
+    /// list its lines form; an invalid first member counts as no `Age` at all
+    /// (never as "as old as possible").
+    #[test]
+    fn age_is_the_first_list_member_or_absent(ages in prop::collection::vec(age_value(), 0..3), now in 0i64..100_000) {
+        let fields: Vec<(String, Vec<u8>)> = ages.iter().map(|a| ("age".to_string(), a.clone().into_bytes())).collect();
+        let joined = ages.join(",");
+        let first = joined.split(',').map(str::trim).find(|m| !m.is_empty());
+        let expected = match first {
+            Some(m) if m.bytes().all(|b| b.is_ascii_digit()) => m.parse::<u128>().map_or(0, |n| n.min(2_147_483_648) as u64),
+            _ => 0,
+        };
+        prop_assert_eq!(crawlcache::cache::policy::age_value(&fields), expected);
+        let with = StoredResponse { status: 200, headers: fields, request_time_ms: to_millis(at(0)), response_time_ms: to_millis(at(0)), url: String::new(), vary_request: vec![] };
+        let single = StoredResponse { headers: if expected == 0 { vec![] } else { vec![("age".to_string(), expected.to_string().into_bytes())] }, ..with.clone() };
+        prop_assert_eq!(current_age(&with, at(now)), current_age(&single, at(now)));
     }
 
     /// 304 freshening never panics, keeps the status, and leaves the stored

@@ -517,16 +517,58 @@ fn current_age_follows_section_4_2_3() {
     assert_eq!(current_age(&s, at(-7)), Duration::ZERO);
 }
 
+/// A response with `Date` T, `max-age=3600` and the given `Age` lines.
+fn with_age(ages: &[&str]) -> StoredResponse {
+    let d0 = date(0);
+    let mut fields = vec![("date", d0.as_str()), ("cache-control", "max-age=3600")];
+    fields.extend(ages.iter().map(|a| ("age", *a)));
+    stored(200, &fields)
+}
+
+/// RFC 9111 section 5.1: a list-valued `Age`, in one line or several, uses
+/// its first member. (This used to make the response stale; the expected
+/// values changed with issue 10 item 6.)
 #[test]
-fn invalid_age_makes_the_response_stale() {
-    for age in ["abc", "-7200", "7200.0", "7200,0", "0, 0", "3600, 3600", "7200;foo=bar"] {
-        let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", age)]);
-        assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "{age:?}");
+fn age_list_uses_its_first_member_section_5_1() {
+    for (ages, age, reuse) in [
+        (&["0, 7200"][..], 0, Reuse::Serve), // http-cache-tests age-parse-prefix
+        (&["0,7200"], 0, Reuse::Serve),
+        (&["7200,0"], 7200, Reuse::Revalidate), // age-parse-suffix
+        (&["0", "7200"], 0, Reuse::Serve),     // age-parse-prefix-twoline
+        (&["7200", "0"], 7200, Reuse::Revalidate), // age-parse-suffix-twoline
+        (&["0, 0"], 0, Reuse::Serve),          // age-parse-dup-0
+        (&["0", "0"], 0, Reuse::Serve),        // age-parse-dup-0-twoline
+        (&["3600, 3600"], 3600, Reuse::Revalidate),
+        (&["10, abc"], 10, Reuse::Serve),
+        (&[", 10"], 10, Reuse::Serve), // empty list elements are skipped (RFC 9110 section 5.6.1.2)
+        (&["", "10"], 10, Reuse::Serve),
+    ] {
+        let s = with_age(ages);
+        assert_eq!(age_value(&s.headers), age, "{ages:?}");
+        let d = decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg());
+        assert_eq!((d.reuse, d.age), (reuse, age + 3), "{ages:?}");
     }
-    let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", "0"), ("age", "0")]);
-    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "two Age lines");
-    let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", " 10 ")]);
-    assert_eq!(current_age(&s, at(0)), Duration::from_secs(10));
+}
+
+/// RFC 9111 section 5.1: an invalid `Age` is ignored (age 0, as if absent),
+/// not taken as "stale". (This used to make the response stale; the
+/// expected values changed with issue 10 item 6.)
+#[test]
+fn invalid_age_is_ignored_section_5_1() {
+    for age in ["abc", "-7200", "7200.0", "7200;foo=bar", "7200;foo=111", "+5", "1e3", "0x10", "", " ", "abc, 7200"] {
+        let s = with_age(&[age]);
+        assert_eq!(age_value(&s.headers), 0, "{age:?}");
+        assert_eq!(current_age(&s, at(3)), Duration::from_secs(3), "{age:?}");
+        let d = decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg());
+        assert_eq!((d.reuse, d.age, d.ttl, d.stale), (Reuse::Serve, 3, 3597, false), "{age:?}");
+    }
+    assert_eq!(age_value(&with_age(&[]).headers), 0);
+    assert_eq!(age_value(&with_age(&[" 10 "]).headers), 10);
+    assert_eq!(age_value(&with_age(&["007"]).headers), 7);
+    // RFC 9111 section 1.2.2: too large saturates at 2^31 (and is stale).
+    let huge = with_age(&["99999999999999999999"]);
+    assert_eq!(age_value(&huge.headers), 2_147_483_648);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &huge, at(3), &cfg()).reuse, Reuse::Revalidate);
 }
 
 // ------------------------ section 5.2.1, request directives (freshness.rs)

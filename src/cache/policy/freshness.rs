@@ -7,7 +7,7 @@
 use super::fields::single_date;
 use super::storable::heuristically_cacheable;
 use super::PolicyConfig;
-use crate::cache::cache_control::{delta_seconds, CacheControl, DELTA_SECONDS_MAX};
+use crate::cache::cache_control::{delta_seconds, CacheControl};
 use crate::cache::{from_millis, StoredResponse};
 use std::time::{Duration, SystemTime};
 
@@ -69,21 +69,25 @@ pub fn current_age(stored: &StoredResponse, now: SystemTime) -> Duration {
     corrected_initial_age + resident_time
 }
 
-/// `age_value` of RFC 9111 section 4.2.3, in seconds, from the stored `Age`.
+/// `age_value` of RFC 9111 section 4.2.3, in seconds, from the stored `Age`,
+/// read as RFC 9111 section 5.1 says.
 ///
-/// Absent: 0. A single line holding delta-seconds: that value (saturated at
-/// 2147483648). Anything else (several lines, a list, a sign, a fraction, a
-/// parameter, junk) is invalid and makes the response as old as possible,
-/// hence stale: the conservative reading the HTTP caching test suite
-/// (http-cache-tests 0.4.5, `age-parse-*`) requires. RFC 9111 section 5.1
-/// would use a list's first member instead.
+/// All `Age` lines form one comma-separated list (RFC 9110 section 5.3);
+/// its first member counts and later ones are discarded (`Age: 0, 7200`, and
+/// a line `0` followed by a line `7200`, are both 0). Empty list elements are
+/// skipped (RFC 9110 section 5.6.1.2). A first member that is not
+/// delta-seconds (a sign, a fraction, a parameter, letters) makes the field
+/// ignored: 0, as when absent. Large values saturate at 2147483648 (RFC 9111
+/// section 1.2.2). Never fails.
 pub fn age_value(headers: &[(String, Vec<u8>)]) -> u64 {
-    let mut lines = headers.iter().filter(|(n, _)| n == "age");
-    let Some((_, first)) = lines.next() else { return 0 };
-    if lines.next().is_some() {
-        return DELTA_SECONDS_MAX;
-    }
-    delta_seconds(first.trim_ascii()).unwrap_or(DELTA_SECONDS_MAX)
+    headers
+        .iter()
+        .filter(|(n, _)| n == "age")
+        .flat_map(|(_, v)| v.split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .find(|member| !member.is_empty())
+        .and_then(delta_seconds)
+        .unwrap_or(0)
 }
 
 /// What to do with a stored response that matched the request (primary and

@@ -21,8 +21,11 @@
 //!   (`Date` − `Last-Modified`), capped at `heuristic_max`, for heuristically
 //!   cacheable statuses or `public`, only without `max-age`, `s-maxage` or
 //!   `Expires` (even an invalid one); without `Last-Modified`, `default_ttl`.
-//! - An invalid `Age` (several lines, a list, a sign, a fraction) makes the
-//!   response stale ([`age_value`]).
+//! - A received `Age` follows section 5.1 ([`age_value`]): of a list (one
+//!   line or several) the first member counts; an invalid first member (a
+//!   sign, a fraction, a parameter, letters, nothing) is ignored, age 0, and
+//!   does not make the response stale. http-cache-tests 0.4.5 expects stale
+//!   for 9 of its 12 `age-parse-*` tests; crawlcache follows the RFC.
 //! - `s-maxage` implies `proxy-revalidate` (section 5.2.2.10): no `max-stale`
 //!   and no disconnected stale serving; but the origin's explicit
 //!   `stale-while-revalidate` / `stale-if-error` still apply (C23).
