@@ -270,6 +270,40 @@ proptest! {
         prop_assert_eq!(current_age(&with, at(now)), current_age(&single, at(now)));
     }
 
+    /// RFC 9110 section 5.6.7: the HTTP-date parser never panics, whatever
+    /// the bytes and whenever the message was received.
+    #[test]
+    fn http_date_parser_never_panics(
+        bytes in prop::collection::vec(any::<u8>(), 0..48),
+        soup in "[SsUuNnMoTtWwEeDdFfRrAaGgJjLlPpVvCcYyBb0-9 ,:\t-]{0,36}",
+        received in 0u64..400_000_000_000,
+    ) {
+        let received = UNIX_EPOCH + Duration::from_secs(received);
+        let _ = parse_http_date(&bytes, received);
+        let _ = parse_http_date(soup.as_bytes(), received);
+    }
+
+    /// The three forms of one instant (IMF-fixdate, RFC 850, asctime), in
+    /// any letter case, read as that instant; the RFC 850 two-digit year is
+    /// placed relative to a receive time within a few years of it.
+    #[test]
+    fn http_date_forms_name_the_same_instant(secs in 0u64..253_402_300_799, skew in -1_000_000_000i64..1_000_000_000, upper in any::<bool>()) {
+        let t = UNIX_EPOCH + Duration::from_secs(secs);
+        let imf = httpdate::fmt_http_date(t); // "Sun, 06 Nov 1994 08:49:37 GMT"
+        let (wd, day, month, year, time) = (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
+        let long = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+            .into_iter()
+            .find(|l| l.starts_with(wd))
+            .unwrap_or("Sunday");
+        let rfc850 = format!("{long}, {day}-{month}-{} {time} GMT", &year[2..]);
+        let asctime = format!("{wd} {month} {:>2} {time} {year}", day.trim_start_matches('0'));
+        let received = UNIX_EPOCH + Duration::from_secs(secs.saturating_add_signed(skew));
+        for form in [imf.clone(), rfc850, asctime] {
+            let form = if upper { form.to_ascii_uppercase() } else { form.to_ascii_lowercase() };
+            prop_assert_eq!(parse_http_date(form.as_bytes(), received), Some(t), "{}", form);
+        }
+    }
+
     /// 304 freshening never panics, keeps the status, and leaves the stored
     /// response with the 304's times.
     #[test]

@@ -337,6 +337,56 @@ fn c13_expires_in_every_date_format_and_before_date() {
     assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", &date(100)), ("expires", &date(200))])), 0);
 }
 
+/// RFC 9110 section 5.6.7 (issue 10 item 8): `Expires`, `Date` and
+/// `Last-Modified` are read in the obsolete forms and in any letter case;
+/// an `Expires` that still does not parse means already expired.
+#[test]
+fn obsolete_and_miscased_dates_are_read_section_5_6_7() {
+    // T is Tue, 14 Nov 2023 22:13:20 GMT.
+    let d0 = date(0);
+    for expires in [
+        "tue, 14 nov 2023 22:23:20 gmt",
+        "TUE, 14 NOV 2023 22:23:20 GMT",
+        "tuesday, 14-nov-23 22:23:20 gmt",
+        "Tuesday, 14-Nov-2023 22:23:20 GMT",
+        "tue nov 14 22:23:20 2023",
+    ] {
+        assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", expires)])), 600, "{expires:?}");
+    }
+    for expires in ["tue, 14 nov 2023 22:23:20 pst", "tue, 14 nov 2023 22:23:20", "tue, 31 nov 2023 22:23:20 gmt"] {
+        assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", expires)])), 0, "{expires:?}: expired");
+    }
+    // Date (T - 120 s) in each obsolete form: apparent_age 120 s.
+    for date_line in ["Tuesday, 14-Nov-23 22:11:20 GMT", "Tue Nov 14 22:11:20 2023", "tue, 14 nov 2023 22:11:20 gmt"] {
+        let s = stored(200, &[("date", date_line), ("cache-control", "max-age=3600")]);
+        assert_eq!(current_age(&s, at(0)), Duration::from_secs(120), "{date_line:?}");
+    }
+    // Last-Modified 8 days before T, asctime with one space before the day:
+    // the heuristic is 10 % of 691200 s.
+    for lm in ["Mon Nov 6 22:13:20 2023", "Mon Nov  6 22:13:20 2023", "monday, 06-nov-23 22:13:20 gmt"] {
+        assert_eq!(lifetime(&stored(200, &[("date", &d0), ("last-modified", lm)])), 69_120, "{lm:?}");
+    }
+}
+
+/// RFC 9110 section 5.6.7 in validation: obsolete and mis-cased dates
+/// compare as the instant they name; a stored `Last-Modified` is sent back
+/// as `If-Modified-Since` exactly as received (RFC 9110 section 13.1.3: the
+/// most interoperable value for a cache update).
+#[test]
+fn obsolete_dates_in_validation_section_5_6_7() {
+    let lm = "monday, 06-nov-23 22:13:20 gmt";
+    let s = stored(200, &[("last-modified", lm), ("etag", "\"v1\""), ("date", &date(0))]);
+    assert_eq!(conditional(&s)[1], ("if-modified-since".to_string(), lm.to_string()));
+    let same = ["Mon, 06 Nov 2023 22:13:20 GMT", "Mon Nov  6 22:13:20 2023", "MON NOV 6 22:13:20 2023"];
+    for ims in same {
+        assert!(client_not_modified(&hm(&[("if-modified-since", ims)]), &s), "{ims:?}");
+        assert!(head_matches(&s, &hm(&[("last-modified", ims)]), 0), "{ims:?}");
+    }
+    assert!(not_modified_matches(&stored(200, &[("last-modified", lm)]), &hm(&[("last-modified", same[1])])));
+    assert!(!client_not_modified(&hm(&[("if-modified-since", "monday, 06-nov-23 22:13:19 gmt")]), &s));
+    assert!(!client_not_modified(&hm(&[("if-modified-since", "monday, 06-nov-23 22:13:20 cet")]), &s));
+}
+
 // ------------------------------------- C14: invalid max-age (freshness.rs)
 
 #[test]

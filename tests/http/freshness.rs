@@ -140,3 +140,26 @@ fn a_list_valued_age_uses_its_first_member_and_junk_is_ignored() {
     }
     assert_eq!(origin.request_count(), 4, "only the stale one went back to the origin");
 }
+
+/// RFC 9110 section 5.6.7 (issue 10 item 8): an `Expires` in lower case, or
+/// in the asctime form with one space before the day, is read, so the
+/// repeat is a hit; one that still does not parse means already expired.
+#[test]
+fn obsolete_and_lower_case_expires_are_read() {
+    let (origin, proxy) = start(|req| {
+        let imf = from_now(3600); // "Sun, 06 Nov 1994 08:49:37 GMT"
+        let expires = match req.path() {
+            "/lower" => imf.to_ascii_lowercase(),
+            "/asctime" => format!("{} {} {} {} {}", &imf[0..3], &imf[8..11], imf[5..7].trim_start_matches('0'), &imf[17..25], &imf[12..16]),
+            _ => imf.replace("GMT", "PST"),
+        };
+        Reply::ok(&[("Date", &ago(0)), ("Expires", &expires)], b"x")
+    });
+    for (path, hit) in [("/lower", true), ("/asctime", true), ("/other-zone", false)] {
+        let url = origin.url(path);
+        proxy.get(&url, &[]);
+        let again = proxy.get(&url, &[]);
+        assert_eq!(is_hit(&again), hit, "{path}: {}", status_of(&again));
+    }
+    assert_eq!(origin.request_count(), 4);
+}

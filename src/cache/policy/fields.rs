@@ -1,6 +1,8 @@
-//! Reading single stored field lines and HTTP-dates (RFC 9110 section 5.3,
-//! 5.6.7), shared by the sections of the policy.
+//! Reading single stored field lines and their HTTP-dates (RFC 9110
+//! section 5.3, 5.6.7), shared by the sections of the policy.
 
+use super::dates::parse_http_date;
+use crate::cache::{from_millis, StoredResponse};
 use std::time::SystemTime;
 
 /// The value of the only line named `name`; `None` when absent or repeated.
@@ -13,13 +15,15 @@ pub(super) fn stored_value<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> 
     Some(first.1.as_slice())
 }
 
-/// An HTTP-date (RFC 9110 section 5.6.7, all three formats); `None` if invalid.
-pub(super) fn parse_date(value: &[u8]) -> Option<SystemTime> {
-    let s = std::str::from_utf8(value).ok()?.trim();
-    httpdate::parse_http_date(s).ok()
+/// An HTTP-date in a field about `stored` (one of its own, or of a later
+/// message compared with it), any form of RFC 9110 section 5.6.7; a
+/// two-digit year is read relative to when `stored` was received. `None` if invalid.
+pub(super) fn date_about(stored: &StoredResponse, value: &[u8]) -> Option<SystemTime> {
+    parse_http_date(value, from_millis(stored.response_time_ms))
 }
 
-/// The date in the only line named `name`; `None` when absent, repeated or invalid.
-pub(super) fn single_date(headers: &[(String, Vec<u8>)], name: &str) -> Option<SystemTime> {
-    stored_value(headers, name).and_then(parse_date)
+/// The date in the only line of `stored` named `name`; `None` when absent,
+/// repeated or invalid.
+pub(super) fn stored_date(stored: &StoredResponse, name: &str) -> Option<SystemTime> {
+    stored_value(&stored.headers, name).and_then(|v| date_about(stored, v))
 }

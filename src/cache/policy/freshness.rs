@@ -4,7 +4,7 @@
 //! serving stale when the origin fails ([`may_serve_stale_on_error`],
 //! section 4.2.4 and RFC 5861 section 4).
 
-use super::fields::single_date;
+use super::fields::stored_date;
 use super::storable::heuristically_cacheable;
 use super::PolicyConfig;
 use crate::cache::cache_control::{delta_seconds, CacheControl};
@@ -31,10 +31,10 @@ fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig)
     if let Some(m) = cc.max_age {
         return Duration::from_secs(m);
     }
-    let date = || single_date(headers, "date").unwrap_or_else(|| from_millis(stored.response_time_ms));
+    let date = || stored_date(stored, "date").unwrap_or_else(|| from_millis(stored.response_time_ms));
     if headers.iter().any(|(n, _)| n == "expires") {
         // Section 5.3: an invalid Expires (or several) is a time in the past.
-        return match single_date(headers, "expires") {
+        return match stored_date(stored, "expires") {
             Some(expires) => expires.duration_since(date()).unwrap_or(Duration::ZERO),
             None => Duration::ZERO,
         };
@@ -43,7 +43,7 @@ fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig)
         return Duration::ZERO;
     }
     // Section 4.2.2: heuristic freshness, only without explicit expiration.
-    match single_date(headers, "last-modified") {
+    match stored_date(stored, "last-modified") {
         Some(lm) => {
             let since = date().duration_since(lm).unwrap_or(Duration::ZERO);
             let fraction = if cfg.heuristic_fraction.is_finite() { cfg.heuristic_fraction.max(0.0) } else { 0.0 };
@@ -60,7 +60,7 @@ pub fn current_age(stored: &StoredResponse, now: SystemTime) -> Duration {
     let request_time = from_millis(stored.request_time_ms.min(stored.response_time_ms));
     let response_time = from_millis(stored.response_time_ms);
     let age_value = Duration::from_secs(age_value(&stored.headers));
-    let date_value = single_date(&stored.headers, "date").unwrap_or(response_time);
+    let date_value = stored_date(stored, "date").unwrap_or(response_time);
     let apparent_age = response_time.duration_since(date_value).unwrap_or(Duration::ZERO);
     let response_delay = response_time.duration_since(request_time).unwrap_or(Duration::ZERO);
     let corrected_age_value = age_value + response_delay;

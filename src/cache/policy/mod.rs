@@ -10,7 +10,9 @@
 //! - `validation.rs`: section 4.3, conditional requests, 304 and HEAD
 //!   updates ([`freshen`]), a client's own conditionals.
 //! - `invalidation.rs`: section 4.4, what an unsafe request invalidates.
-//! - `fields.rs`: single stored field lines and HTTP-dates, shared by all.
+//! - `fields.rs`: single stored field lines and their dates, shared by all.
+//! - `dates.rs`: the HTTP-date parser, all forms of RFC 9110 section 5.6.7
+//!   ([`parse_http_date`]).
 //!
 //! Choices where the RFCs leave room (pinned by tests in `src/cache/tests.rs`):
 //! - `Vary: *` (in any member of any line) is not storable ([`NotStorable::VaryStar`]).
@@ -26,6 +28,14 @@
 //!   sign, a fraction, a parameter, letters, nothing) is ignored, age 0, and
 //!   does not make the response stale. http-cache-tests 0.4.5 expects stale
 //!   for 9 of its 12 `age-parse-*` tests; crawlcache follows the RFC.
+//! - HTTP-dates (`Expires`, `Date`, `Last-Modified`, `If-Modified-Since`)
+//!   are read in all three forms of RFC 9110 section 5.6.7, in any letter
+//!   case, with a wrong day name and loose spacing ([`parse_http_date`]); an
+//!   RFC 850 two-digit year is placed within 50 years of when the stored
+//!   response was received. An `Expires` that still does not parse means
+//!   already expired (section 5.3). A stored `Last-Modified` is sent back as
+//!   `If-Modified-Since` byte for byte, whatever its form (RFC 9110 section
+//!   13.1.3).
 //! - `s-maxage` implies `proxy-revalidate` (section 5.2.2.10): no `max-stale`
 //!   and no disconnected stale serving; but the origin's explicit
 //!   `stale-while-revalidate` / `stale-if-error` still apply (C23).
@@ -37,12 +47,14 @@
 //!   digests, `ETag`), and restarts the age calculation from its own `Age`
 //!   and `Date`.
 
+mod dates;
 mod fields;
 mod freshness;
 mod invalidation;
 mod storable;
 mod validation;
 
+pub use dates::parse_http_date;
 pub use freshness::{age_value, current_age, decide, freshness_lifetime, may_serve_stale_on_error, Decision, OriginError, Reuse};
 pub use invalidation::invalidation_targets;
 pub use storable::{headers_to_store, heuristically_cacheable, status_understood, storable, NotStorable};

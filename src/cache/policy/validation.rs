@@ -4,7 +4,7 @@
 //! updates ([`not_modified_matches`], [`head_matches`], 4.3.4, 4.3.5), and
 //! the update itself ([`freshen`], 4.3.4 with 3.2); entity-tag parsing.
 
-use super::fields::{parse_date, single_date, stored_value};
+use super::fields::{date_about, stored_date, stored_value};
 use super::storable::headers_to_store;
 use super::PolicyConfig;
 use crate::cache::{to_millis, StoredResponse};
@@ -23,7 +23,7 @@ pub fn conditional_headers(stored: &StoredResponse) -> Vec<(http::header::Header
     }
     // Section 4.3.1: Last-Modified is sent as If-Modified-Since (only a valid date).
     if let Some(lm) = stored_value(&stored.headers, "last-modified") {
-        if parse_date(lm).is_some() {
+        if date_about(stored, lm).is_some() {
             if let Ok(v) = http::HeaderValue::from_bytes(lm) {
                 out.push((http::header::IF_MODIFIED_SINCE, v));
             }
@@ -49,7 +49,7 @@ pub fn not_modified_matches(stored: &StoredResponse, response_headers: &HeaderMa
         };
     }
     if let Some(new_lm) = response_headers.get(http::header::LAST_MODIFIED) {
-        return match (stored_value(&stored.headers, "last-modified").and_then(parse_date), parse_date(new_lm.as_bytes())) {
+        return match (stored_date(stored, "last-modified"), date_about(stored, new_lm.as_bytes())) {
             (Some(old), Some(new)) => old == new,
             _ => false,
         };
@@ -82,7 +82,7 @@ pub fn head_matches(stored: &StoredResponse, head_headers: &HeaderMap, body_len:
         }
     }
     if let Some(lm) = last_modified {
-        match (stored_value(&stored.headers, "last-modified").and_then(parse_date), parse_date(lm)) {
+        match (stored_date(stored, "last-modified"), date_about(stored, lm)) {
             (Some(old), Some(new)) if old == new => {}
             _ => return false,
         }
@@ -169,10 +169,10 @@ pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse)
     if stored.status != 200 {
         return false;
     }
-    let Some(ims) = request_headers.get(http::header::IF_MODIFIED_SINCE).and_then(|v| parse_date(v.as_bytes())) else {
+    let Some(ims) = request_headers.get(http::header::IF_MODIFIED_SINCE).and_then(|v| date_about(stored, v.as_bytes())) else {
         return false;
     };
-    let validator = single_date(&stored.headers, "last-modified").or_else(|| single_date(&stored.headers, "date"));
+    let validator = stored_date(stored, "last-modified").or_else(|| stored_date(stored, "date"));
     validator.is_some_and(|lm| lm <= ims)
 }
 
