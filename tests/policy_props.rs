@@ -75,6 +75,10 @@ fn age_value() -> impl Strategy<Value = String> {
         Just("-1".to_string()),
         Just("abc".to_string()),
         Just("1, 2".to_string()),
+        Just("0, 7200".to_string()),
+        Just(", 5".to_string()),
+        Just("".to_string()),
+        Just("7200.0".to_string()),
         Just("7200;foo=1".to_string()),
     ]
 }
@@ -245,6 +249,58 @@ proptest! {
         if may_serve_stale_on_error(&CacheControl::from_headers(&req), &s, error, at(now), &cfg) {
             prop_assert!(!cc.must_revalidate && !cc.no_cache);
             prop_assert!(!CacheControl::from_headers(&req).no_cache);
+        }
+    }
+
+    /// RFC 9111 section 5.1: the received `Age` is the first member of the
+    /// list its lines form; an invalid first member counts as no `Age` at all
+    /// (never as "as old as possible").
+    #[test]
+    fn age_is_the_first_list_member_or_absent(ages in prop::collection::vec(age_value(), 0..3), now in 0i64..100_000) {
+        let fields: Vec<(String, Vec<u8>)> = ages.iter().map(|a| ("age".to_string(), a.clone().into_bytes())).collect();
+        let joined = ages.join(",");
+        let first = joined.split(',').map(str::trim).find(|m| !m.is_empty());
+        let expected = match first {
+            Some(m) if m.bytes().all(|b| b.is_ascii_digit()) => m.parse::<u128>().map_or(0, |n| n.min(2_147_483_648) as u64),
+            _ => 0,
+        };
+        prop_assert_eq!(crawlcache::cache::policy::age_value(&fields), expected);
+        let with = StoredResponse { status: 200, headers: fields, request_time_ms: to_millis(at(0)), response_time_ms: to_millis(at(0)), url: String::new(), vary_request: vec![] };
+        let single = StoredResponse { headers: if expected == 0 { vec![] } else { vec![("age".to_string(), expected.to_string().into_bytes())] }, ..with.clone() };
+        prop_assert_eq!(current_age(&with, at(now)), current_age(&single, at(now)));
+    }
+
+    /// RFC 9110 section 5.6.7: the HTTP-date parser never panics, whatever
+    /// the bytes and whenever the message was received.
+    #[test]
+    fn http_date_parser_never_panics(
+        bytes in prop::collection::vec(any::<u8>(), 0..48),
+        soup in "[SsUuNnMoTtWwEeDdFfRrAaGgJjLlPpVvCcYyBb0-9 ,:\t-]{0,36}",
+        received in 0u64..400_000_000_000,
+    ) {
+        let received = UNIX_EPOCH + Duration::from_secs(received);
+        let _ = parse_http_date(&bytes, received);
+        let _ = parse_http_date(soup.as_bytes(), received);
+    }
+
+    /// The three forms of one instant (IMF-fixdate, RFC 850, asctime), in
+    /// any letter case, read as that instant; the RFC 850 two-digit year is
+    /// placed relative to a receive time within a few years of it.
+    #[test]
+    fn http_date_forms_name_the_same_instant(secs in 0u64..253_402_300_799, skew in -1_000_000_000i64..1_000_000_000, upper in any::<bool>()) {
+        let t = UNIX_EPOCH + Duration::from_secs(secs);
+        let imf = httpdate::fmt_http_date(t); // "Sun, 06 Nov 1994 08:49:37 GMT"
+        let (wd, day, month, year, time) = (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
+        let long = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+            .into_iter()
+            .find(|l| l.starts_with(wd))
+            .unwrap_or("Sunday");
+        let rfc850 = format!("{long}, {day}-{month}-{} {time} GMT", &year[2..]);
+        let asctime = format!("{wd} {month} {:>2} {time} {year}", day.trim_start_matches('0'));
+        let received = UNIX_EPOCH + Duration::from_secs(secs.saturating_add_signed(skew));
+        for form in [imf.clone(), rfc850, asctime] {
+            let form = if upper { form.to_ascii_uppercase() } else { form.to_ascii_lowercase() };
+            prop_assert_eq!(parse_http_date(form.as_bytes(), received), Some(t), "{}", form);
         }
     }
 

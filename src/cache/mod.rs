@@ -4,8 +4,11 @@
 //! - [`cache_control`]: the `Cache-Control` / `Pragma` directive parser.
 //! - [`key`]: the primary cache key (normalised target URI) and the
 //!   secondary key built from the request fields nominated by `Vary`.
-//! - [`policy`]: storability, freshness lifetime, current age, reuse
-//!   decisions, conditional requests, 304 freshening, invalidation.
+//! - [`policy`]: one file per RFC 9111 section: storability (3),
+//!   freshness lifetime, current age and reuse decisions (4.2), conditional
+//!   requests and 304 freshening (4.3), invalidation (4.4).
+//! - `tests.rs`: the policy's decision tests, grouped by field case and by
+//!   RFC 9111 section (each group names the `policy/` file it covers).
 
 pub mod cache_control;
 pub mod key;

@@ -1,5 +1,6 @@
 //! Decision tests with a fixed clock, one group per field case of
-//! `docs/CASES.md` (C02 ... C23) and per RFC 9111 section.
+//! `docs/CASES.md` (C02 ... C23) and per RFC 9111 section; each group's
+//! heading names the file of `policy/` it covers.
 //! "T" is the time the first response is received.
 
 use super::cache_control::CacheControl;
@@ -70,7 +71,7 @@ fn lifetime(stored: &StoredResponse) -> u64 {
     freshness_lifetime(stored, &cfg()).as_secs()
 }
 
-// ---------------------------------------------------------------- C02
+// ------------------------------------- C02: 304 freshening (validation.rs)
 
 #[test]
 fn c02_304_keeps_both_lines_of_a_repeated_field_it_does_not_carry() {
@@ -135,7 +136,7 @@ fn c02_304_resets_age_and_date() {
     assert_eq!(decide(&CacheControl::from_headers(&no_request()), &f, at(110), &cfg()).reuse, Reuse::Serve);
 }
 
-// ---------------------------------------------------------------- C04
+// --------------------------------------------- C04: Expires (freshness.rs)
 
 #[test]
 fn c04_expires_minus_date_is_used_not_the_heuristic() {
@@ -175,7 +176,7 @@ fn c04_expires_without_date_uses_response_time() {
     assert_eq!(lifetime(&s), 30);
 }
 
-// ---------------------------------------------------------------- C06
+// --------------------------------------------- C06: no-store (storable.rs)
 
 #[test]
 fn c06_request_no_store_is_never_stored() {
@@ -194,7 +195,7 @@ fn c06_response_no_store_in_any_case_or_line_is_never_stored() {
     }
 }
 
-// ---------------------------------------------------------------- C07
+// ---------------------------------------------- C07: private (storable.rs)
 
 #[test]
 fn c07_unqualified_private_is_not_stored_by_a_shared_cache() {
@@ -214,7 +215,7 @@ fn c07_qualified_private_stores_the_body_but_not_the_named_field() {
     assert_eq!(names, vec!["cache-control", "x-other"]);
 }
 
-// ---------------------------------------------------------------- C08
+// ------------------------------------------- C08: Set-Cookie (storable.rs)
 
 #[test]
 fn c08_set_cookie_is_stripped_before_storing() {
@@ -246,7 +247,7 @@ fn c08_opt_in_stores_set_cookie() {
     assert!(kept.contains(&("set-cookie".to_string(), b"a=c".to_vec())));
 }
 
-// ---------------------------------------------------------------- C11
+// ------------------------ C11: GET only, HEAD on the GET key (storable.rs)
 
 #[test]
 fn c11_only_get_responses_are_stored_and_head_shares_the_get_key() {
@@ -263,7 +264,7 @@ fn c11_only_get_responses_are_stored_and_head_shares_the_get_key() {
     assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(2), &cfg()).reuse, Reuse::Serve);
 }
 
-// ---------------------------------------------------------------- C12
+// --------------------- C12: heuristic statuses (storable.rs, freshness.rs)
 
 #[test]
 fn c12_301_and_308_are_heuristically_cacheable_302_is_not() {
@@ -309,7 +310,7 @@ fn heuristic_statuses_that_are_not_heuristically_cacheable_are_not_stored() {
     assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &public, &cfg()), Ok(()));
 }
 
-// ---------------------------------------------------------------- C13
+// ------------------------------------- C13: invalid Expires (freshness.rs)
 
 #[test]
 fn c13_invalid_expires_means_already_expired_and_is_still_explicit() {
@@ -336,7 +337,57 @@ fn c13_expires_in_every_date_format_and_before_date() {
     assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", &date(100)), ("expires", &date(200))])), 0);
 }
 
-// ---------------------------------------------------------------- C14
+/// RFC 9110 section 5.6.7 (issue 10 item 8): `Expires`, `Date` and
+/// `Last-Modified` are read in the obsolete forms and in any letter case;
+/// an `Expires` that still does not parse means already expired.
+#[test]
+fn obsolete_and_miscased_dates_are_read_section_5_6_7() {
+    // T is Tue, 14 Nov 2023 22:13:20 GMT.
+    let d0 = date(0);
+    for expires in [
+        "tue, 14 nov 2023 22:23:20 gmt",
+        "TUE, 14 NOV 2023 22:23:20 GMT",
+        "tuesday, 14-nov-23 22:23:20 gmt",
+        "Tuesday, 14-Nov-2023 22:23:20 GMT",
+        "tue nov 14 22:23:20 2023",
+    ] {
+        assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", expires)])), 600, "{expires:?}");
+    }
+    for expires in ["tue, 14 nov 2023 22:23:20 pst", "tue, 14 nov 2023 22:23:20", "tue, 31 nov 2023 22:23:20 gmt"] {
+        assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", expires)])), 0, "{expires:?}: expired");
+    }
+    // Date (T - 120 s) in each obsolete form: apparent_age 120 s.
+    for date_line in ["Tuesday, 14-Nov-23 22:11:20 GMT", "Tue Nov 14 22:11:20 2023", "tue, 14 nov 2023 22:11:20 gmt"] {
+        let s = stored(200, &[("date", date_line), ("cache-control", "max-age=3600")]);
+        assert_eq!(current_age(&s, at(0)), Duration::from_secs(120), "{date_line:?}");
+    }
+    // Last-Modified 8 days before T, asctime with one space before the day:
+    // the heuristic is 10 % of 691200 s.
+    for lm in ["Mon Nov 6 22:13:20 2023", "Mon Nov  6 22:13:20 2023", "monday, 06-nov-23 22:13:20 gmt"] {
+        assert_eq!(lifetime(&stored(200, &[("date", &d0), ("last-modified", lm)])), 69_120, "{lm:?}");
+    }
+}
+
+/// RFC 9110 section 5.6.7 in validation: obsolete and mis-cased dates
+/// compare as the instant they name; a stored `Last-Modified` is sent back
+/// as `If-Modified-Since` exactly as received (RFC 9110 section 13.1.3: the
+/// most interoperable value for a cache update).
+#[test]
+fn obsolete_dates_in_validation_section_5_6_7() {
+    let lm = "monday, 06-nov-23 22:13:20 gmt";
+    let s = stored(200, &[("last-modified", lm), ("etag", "\"v1\""), ("date", &date(0))]);
+    assert_eq!(conditional(&s)[1], ("if-modified-since".to_string(), lm.to_string()));
+    let same = ["Mon, 06 Nov 2023 22:13:20 GMT", "Mon Nov  6 22:13:20 2023", "MON NOV 6 22:13:20 2023"];
+    for ims in same {
+        assert!(client_not_modified(&hm(&[("if-modified-since", ims)]), &s), "{ims:?}");
+        assert!(head_matches(&s, &hm(&[("last-modified", ims)]), 0), "{ims:?}");
+    }
+    assert!(not_modified_matches(&stored(200, &[("last-modified", lm)]), &hm(&[("last-modified", same[1])])));
+    assert!(!client_not_modified(&hm(&[("if-modified-since", "monday, 06-nov-23 22:13:19 gmt")]), &s));
+    assert!(!client_not_modified(&hm(&[("if-modified-since", "monday, 06-nov-23 22:13:20 cet")]), &s));
+}
+
+// ------------------------------------- C14: invalid max-age (freshness.rs)
 
 #[test]
 fn c14_non_integer_max_age_is_stale_and_revalidated() {
@@ -373,7 +424,7 @@ fn c14_overflow_saturates_and_duplicates_take_the_smallest() {
     assert_eq!(lifetime(&stored(200, &[("cache-control", "max-age=3600, s-maxage=1")])), 1);
 }
 
-// ---------------------------------------------------------------- C20
+// ----------------------------- C20: no-cache (freshness.rs, validation.rs)
 
 #[test]
 fn c20_no_cache_response_is_stored_and_always_revalidated() {
@@ -392,7 +443,7 @@ fn c20_no_cache_response_is_stored_and_always_revalidated() {
     assert!(!may_serve_stale_on_error(&CacheControl::from_headers(&no_request()), &s, OriginError::Unreachable, at(20_000), &cfg()));
 }
 
-// ---------------------------------------------------------------- C22
+// -------------------------------------- C22: stale-if-error (freshness.rs)
 
 fn c22_stored() -> StoredResponse {
     stored(200, &[("date", &date(0)), ("cache-control", "max-age=1, stale-if-error=60")])
@@ -454,7 +505,7 @@ fn c22_step5_must_revalidate_never_serves_stale() {
     }
 }
 
-// ---------------------------------------------------------------- C23
+// ------------------------------ C23: stale-while-revalidate (freshness.rs)
 
 fn c23_stored() -> StoredResponse {
     stored(200, &[("date", &date(0)), ("cache-control", "public, s-maxage=10, stale-while-revalidate=60"), ("etag", "\"w1\"")])
@@ -494,7 +545,7 @@ fn c23_must_revalidate_and_no_cache_disable_stale_while_revalidate() {
     assert_eq!(decide(&CacheControl::from_headers(&req), &c23_stored(), at(15), &cfg()).reuse, Reuse::Revalidate);
 }
 
-// ------------------------------------------------ section 4.2.3, current age
+// ------------------------------- section 4.2.3, current age (freshness.rs)
 
 #[test]
 fn current_age_follows_section_4_2_3() {
@@ -516,19 +567,61 @@ fn current_age_follows_section_4_2_3() {
     assert_eq!(current_age(&s, at(-7)), Duration::ZERO);
 }
 
-#[test]
-fn invalid_age_makes_the_response_stale() {
-    for age in ["abc", "-7200", "7200.0", "7200,0", "0, 0", "3600, 3600", "7200;foo=bar"] {
-        let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", age)]);
-        assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "{age:?}");
-    }
-    let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", "0"), ("age", "0")]);
-    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Revalidate, "two Age lines");
-    let s = stored(200, &[("date", &date(0)), ("cache-control", "max-age=3600"), ("age", " 10 ")]);
-    assert_eq!(current_age(&s, at(0)), Duration::from_secs(10));
+/// A response with `Date` T, `max-age=3600` and the given `Age` lines.
+fn with_age(ages: &[&str]) -> StoredResponse {
+    let d0 = date(0);
+    let mut fields = vec![("date", d0.as_str()), ("cache-control", "max-age=3600")];
+    fields.extend(ages.iter().map(|a| ("age", *a)));
+    stored(200, &fields)
 }
 
-// ------------------------------------------------ section 5.2.1, request directives
+/// RFC 9111 section 5.1: a list-valued `Age`, in one line or several, uses
+/// its first member. (This used to make the response stale; the expected
+/// values changed with issue 10 item 6.)
+#[test]
+fn age_list_uses_its_first_member_section_5_1() {
+    for (ages, age, reuse) in [
+        (&["0, 7200"][..], 0, Reuse::Serve), // http-cache-tests age-parse-prefix
+        (&["0,7200"], 0, Reuse::Serve),
+        (&["7200,0"], 7200, Reuse::Revalidate), // age-parse-suffix
+        (&["0", "7200"], 0, Reuse::Serve),     // age-parse-prefix-twoline
+        (&["7200", "0"], 7200, Reuse::Revalidate), // age-parse-suffix-twoline
+        (&["0, 0"], 0, Reuse::Serve),          // age-parse-dup-0
+        (&["0", "0"], 0, Reuse::Serve),        // age-parse-dup-0-twoline
+        (&["3600, 3600"], 3600, Reuse::Revalidate),
+        (&["10, abc"], 10, Reuse::Serve),
+        (&[", 10"], 10, Reuse::Serve), // empty list elements are skipped (RFC 9110 section 5.6.1.2)
+        (&["", "10"], 10, Reuse::Serve),
+    ] {
+        let s = with_age(ages);
+        assert_eq!(age_value(&s.headers), age, "{ages:?}");
+        let d = decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg());
+        assert_eq!((d.reuse, d.age), (reuse, age + 3), "{ages:?}");
+    }
+}
+
+/// RFC 9111 section 5.1: an invalid `Age` is ignored (age 0, as if absent),
+/// not taken as "stale". (This used to make the response stale; the
+/// expected values changed with issue 10 item 6.)
+#[test]
+fn invalid_age_is_ignored_section_5_1() {
+    for age in ["abc", "-7200", "7200.0", "7200;foo=bar", "7200;foo=111", "+5", "1e3", "0x10", "", " ", "abc, 7200"] {
+        let s = with_age(&[age]);
+        assert_eq!(age_value(&s.headers), 0, "{age:?}");
+        assert_eq!(current_age(&s, at(3)), Duration::from_secs(3), "{age:?}");
+        let d = decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg());
+        assert_eq!((d.reuse, d.age, d.ttl, d.stale), (Reuse::Serve, 3, 3597, false), "{age:?}");
+    }
+    assert_eq!(age_value(&with_age(&[]).headers), 0);
+    assert_eq!(age_value(&with_age(&[" 10 "]).headers), 10);
+    assert_eq!(age_value(&with_age(&["007"]).headers), 7);
+    // RFC 9111 section 1.2.2: too large saturates at 2^31 (and is stale).
+    let huge = with_age(&["99999999999999999999"]);
+    assert_eq!(age_value(&huge.headers), 2_147_483_648);
+    assert_eq!(decide(&CacheControl::from_headers(&no_request()), &huge, at(3), &cfg()).reuse, Reuse::Revalidate);
+}
+
+// ------------------------ section 5.2.1, request directives (freshness.rs)
 
 #[test]
 fn request_directives() {
@@ -562,7 +655,7 @@ fn response_pragma_no_cache_is_ignored() {
     assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(3), &cfg()).reuse, Reuse::Serve);
 }
 
-// ------------------------------------------------ section 3, storability
+// ------------------------------------ section 3, storability (storable.rs)
 
 #[test]
 fn storability_rules() {
@@ -617,7 +710,7 @@ fn hop_by_hop_and_connection_named_fields_are_not_stored() {
     assert_eq!(names, vec!["c", "content-length"]);
 }
 
-// ------------------------------------------------ section 4.3, validation
+// --------------------------------- section 4.3, validation (validation.rs)
 
 #[test]
 fn conditional_headers_section_4_3_1() {
@@ -662,7 +755,21 @@ fn client_conditionals_section_4_3_2() {
     assert!(!client_not_modified(&hm(&[("if-modified-since", &lm)]), &redirect));
 }
 
-// ------------------------------------------------ section 4.4, invalidation
+#[test]
+fn section_4_3_5_head_updates_only_when_validators_and_length_agree() {
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    let s = stored(200, &[("etag", "\"v1\""), ("last-modified", lm)]);
+    assert!(head_matches(&s, &hm(&[]), 7), "no validators, no length: nothing disagrees");
+    assert!(head_matches(&s, &hm(&[("etag", "\"v1\""), ("last-modified", lm), ("content-length", "7")]), 7));
+    assert!(!head_matches(&s, &hm(&[("etag", "\"v2\"")]), 7));
+    assert!(!head_matches(&s, &hm(&[("last-modified", "Tue, 02 Jan 2024 00:00:00 GMT")]), 7));
+    assert!(!head_matches(&s, &hm(&[("content-length", "8")]), 7));
+    assert!(!head_matches(&s, &hm(&[("etag", "\"v1\""), ("etag", "\"v1\"")]), 7), "several ETag lines are invalid");
+    let bare = stored(200, &[]);
+    assert!(!head_matches(&bare, &hm(&[("etag", "\"v1\"")]), 7), "a validator the stored response lacks disagrees");
+}
+
+// ----------------------------- section 4.4, invalidation (invalidation.rs)
 
 #[test]
 fn invalidation_section_4_4() {
@@ -684,23 +791,11 @@ fn invalidation_section_4_4() {
     assert_eq!(invalidation_targets(&Method::POST, 200, key, &hm(&[("location", "https://example.com/z")])), vec![key]);
 }
 
+// ------------------------------- section 5.4, Pragma (../cache_control.rs)
+
 #[test]
 fn cache_control_request_parse_uses_pragma_response_parse_does_not() {
     let h = hm(&[("pragma", "no-cache")]);
     assert!(CacheControl::from_headers(&h).no_cache);
     assert!(!CacheControl::from_response_headers(&h).no_cache);
-}
-
-#[test]
-fn section_4_3_5_head_updates_only_when_validators_and_length_agree() {
-    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
-    let s = stored(200, &[("etag", "\"v1\""), ("last-modified", lm)]);
-    assert!(head_matches(&s, &hm(&[]), 7), "no validators, no length: nothing disagrees");
-    assert!(head_matches(&s, &hm(&[("etag", "\"v1\""), ("last-modified", lm), ("content-length", "7")]), 7));
-    assert!(!head_matches(&s, &hm(&[("etag", "\"v2\"")]), 7));
-    assert!(!head_matches(&s, &hm(&[("last-modified", "Tue, 02 Jan 2024 00:00:00 GMT")]), 7));
-    assert!(!head_matches(&s, &hm(&[("content-length", "8")]), 7));
-    assert!(!head_matches(&s, &hm(&[("etag", "\"v1\""), ("etag", "\"v1\"")]), 7), "several ETag lines are invalid");
-    let bare = stored(200, &[]);
-    assert!(!head_matches(&bare, &hm(&[("etag", "\"v1\"")]), 7), "a validator the stored response lacks disagrees");
 }

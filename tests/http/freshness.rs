@@ -118,14 +118,48 @@ fn non_numeric_max_age_is_stale_and_quoted_max_age_is_accepted_c14() {
     assert_eq!(origin.request_count(), 3);
 }
 
-/// RFC 9111 section 5.1 would take the first member of a list-valued `Age`;
-/// crawlcache treats any list or repeated `Age` as invalid and the response
-/// as stale (revalidated before reuse), the conservative reading.
+/// RFC 9111 section 5.1: a list-valued `Age` uses its first member and an
+/// invalid `Age` is ignored. `Age: 0, 7200` and `Age: abc` are reused
+/// without asking the origin; `Age: 7200, 0` is stale and revalidated.
+/// (Until issue 10 item 6 any list made the response stale.)
 #[test]
-fn a_list_valued_age_makes_the_response_stale() {
-    let (origin, proxy) = start(|_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("Age", "0, 0")], b"aged"));
-    let url = origin.url("/aged");
-    proxy.get(&url, &[]);
-    proxy.get(&url, &[]);
-    assert_eq!(origin.request_count(), 2, "the stored response was not reused without asking the origin");
+fn a_list_valued_age_uses_its_first_member_and_junk_is_ignored() {
+    let (origin, proxy) = start(|req| {
+        let age = match req.path() {
+            "/first-zero" => "0, 7200",
+            "/first-old" => "7200, 0",
+            _ => "abc",
+        };
+        Reply::ok(&[("Cache-Control", "max-age=3600"), ("Age", age)], b"aged")
+    });
+    for (path, reused) in [("/first-zero", true), ("/first-old", false), ("/junk", true)] {
+        let url = origin.url(path);
+        proxy.get(&url, &[]);
+        let again = proxy.get(&url, &[]);
+        assert_eq!(is_hit(&again), reused, "{path}: {}", status_of(&again));
+    }
+    assert_eq!(origin.request_count(), 4, "only the stale one went back to the origin");
+}
+
+/// RFC 9110 section 5.6.7 (issue 10 item 8): an `Expires` in lower case, or
+/// in the asctime form with one space before the day, is read, so the
+/// repeat is a hit; one that still does not parse means already expired.
+#[test]
+fn obsolete_and_lower_case_expires_are_read() {
+    let (origin, proxy) = start(|req| {
+        let imf = from_now(3600); // "Sun, 06 Nov 1994 08:49:37 GMT"
+        let expires = match req.path() {
+            "/lower" => imf.to_ascii_lowercase(),
+            "/asctime" => format!("{} {} {} {} {}", &imf[0..3], &imf[8..11], imf[5..7].trim_start_matches('0'), &imf[17..25], &imf[12..16]),
+            _ => imf.replace("GMT", "PST"),
+        };
+        Reply::ok(&[("Date", &ago(0)), ("Expires", &expires)], b"x")
+    });
+    for (path, hit) in [("/lower", true), ("/asctime", true), ("/other-zone", false)] {
+        let url = origin.url(path);
+        proxy.get(&url, &[]);
+        let again = proxy.get(&url, &[]);
+        assert_eq!(is_hit(&again), hit, "{path}: {}", status_of(&again));
+    }
+    assert_eq!(origin.request_count(), 4);
 }

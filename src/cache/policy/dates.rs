@@ -1,0 +1,383 @@
+//! HTTP-dates (RFC 9110 section 5.6.7), read the way the RFC asks a
+//! recipient to: all three forms, and robustly.
+//!
+//! - IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`
+//! - obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT` (a four-digit year
+//!   is read too)
+//! - obsolete asctime: `Sun Nov  6 08:49:37 1994`, also with one space
+//!   before a one-digit day
+//!
+//! Tolerated beyond the grammar: any letter case in day name, month and
+//! `GMT`; one or more spaces (or tabs) wherever one space is required, none
+//! needed after the comma; a one-digit day; a day name that does not match
+//! the date (the date wins). Rejected: unknown day or month names, another
+//! zone, a day the month does not have, hours past 23, minutes past 59,
+//! seconds past 60 (a leap second), and anything trailing. Never panics.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Parses an HTTP-date in any form of RFC 9110 section 5.6.7 (see the module
+/// doc for what is tolerated). `received` is when the message carrying it was
+/// received: an RFC 850 two-digit year is the year with those last two digits
+/// within 50 years of it, so one that would be more than 50 years after it is
+/// in the previous century (RFC 9110 section 5.6.7). Returns `None` for
+/// anything else; dates before 1970 are returned as such.
+pub fn parse_http_date(value: &[u8], received: SystemTime) -> Option<SystemTime> {
+    let mut c = Cursor { s: value.trim_ascii(), i: 0 };
+    let day_name = c.letters();
+    if !is_day_name(day_name) {
+        return None;
+    }
+    let (year, month, day, time) = if c.eat(b',') {
+        c.spaces();
+        let day = c.number(1, 2)?;
+        let (month, year) = if c.eat(b'-') {
+            // RFC 850: DD-Mon-YY.
+            let month = month_number(c.letters())?;
+            c.expect(b'-')?;
+            let year = match c.digit_count() {
+                2 => two_digit_year(c.number(2, 2)?, year_of(received)),
+                4 => i64::from(c.number(4, 4)?),
+                _ => return None,
+            };
+            (month, year)
+        } else {
+            // IMF-fixdate: DD Mon YYYY.
+            c.gap()?;
+            let month = month_number(c.letters())?;
+            c.gap()?;
+            (month, i64::from(c.number(4, 4)?))
+        };
+        c.gap()?;
+        let time = c.time()?;
+        c.gap()?;
+        if !c.letters().eq_ignore_ascii_case(b"GMT") {
+            return None;
+        }
+        (year, month, day, time)
+    } else {
+        // asctime: Mon D HH:MM:SS YYYY.
+        c.gap()?;
+        let month = month_number(c.letters())?;
+        c.gap()?;
+        let day = c.number(1, 2)?;
+        c.gap()?;
+        let time = c.time()?;
+        c.gap()?;
+        let year = i64::from(c.number(4, 4)?);
+        (year, month, day, time)
+    };
+    if !c.at_end() || day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    let (h, m, s) = time;
+    let secs = days_from_civil(year, month, day) * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
+    if secs >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
+    }
+}
+
+/// A position in the field value; every method stays within bounds.
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn at_end(&self) -> bool {
+        self.i >= self.s.len()
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, b: u8) -> Option<()> {
+        self.eat(b).then_some(())
+    }
+
+    /// Skips spaces and tabs; returns how many.
+    fn spaces(&mut self) -> usize {
+        let start = self.i;
+        while matches!(self.peek(), Some(b' ' | b'\t')) {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// At least one space or tab.
+    fn gap(&mut self) -> Option<()> {
+        (self.spaces() > 0).then_some(())
+    }
+
+    /// The run of ASCII letters at the cursor (possibly empty).
+    fn letters(&mut self) -> &[u8] {
+        let start = self.i;
+        while self.peek().is_some_and(|b| b.is_ascii_alphabetic()) {
+            self.i += 1;
+        }
+        &self.s[start..self.i]
+    }
+
+    /// How many ASCII digits follow, without consuming them.
+    fn digit_count(&self) -> usize {
+        self.s[self.i.min(self.s.len())..].iter().take_while(|b| b.is_ascii_digit()).count()
+    }
+
+    /// A number of `min..=max` digits (at most 4, so it cannot overflow).
+    fn number(&mut self, min: usize, max: usize) -> Option<u32> {
+        let n = self.digit_count();
+        if n < min || n > max {
+            return None;
+        }
+        let value = self.s[self.i..self.i + n].iter().fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0'));
+        self.i += n;
+        Some(value)
+    }
+
+    /// `HH:MM:SS`, two digits each; a leap second (60) is allowed.
+    fn time(&mut self) -> Option<(u32, u32, u32)> {
+        let h = self.number(2, 2)?;
+        self.expect(b':')?;
+        let m = self.number(2, 2)?;
+        self.expect(b':')?;
+        let s = self.number(2, 2)?;
+        (h <= 23 && m <= 59 && s <= 60).then_some((h, m, s))
+    }
+}
+
+const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+const LONG_DAYS: [&str; 7] = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
+const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+
+fn is_day_name(name: &[u8]) -> bool {
+    DAYS.iter().chain(LONG_DAYS.iter()).any(|d| name.eq_ignore_ascii_case(d.as_bytes()))
+}
+
+/// 1 for January ... 12 for December.
+fn month_number(name: &[u8]) -> Option<u32> {
+    MONTHS.iter().position(|m| name.eq_ignore_ascii_case(m.as_bytes())).map(|i| i as u32 + 1)
+}
+
+/// The year ending in `yy` that lies in (`reference` − 50, `reference` + 50].
+fn two_digit_year(yy: u32, reference: i64) -> i64 {
+    let mut year = reference - reference.rem_euclid(100) + i64::from(yy);
+    if year > reference + 50 {
+        year -= 100;
+    } else if year <= reference - 50 {
+        year += 100;
+    }
+    year
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// `days_from_civil`); `month` 1..=12.
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The Gregorian year of `t` (1970 for anything before the epoch).
+fn year_of(t: SystemTime) -> i64 {
+    let days = (t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) / 86_400) as i64;
+    // H. Hinnant's civil_from_days, year only.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    yoe + era * 400 + i64::from(mp >= 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1994-11-06T08:49:37Z, the RFC's example.
+    const EXAMPLE: u64 = 784_111_777;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    /// Received 2023-11-14T22:13:20Z.
+    fn received() -> SystemTime {
+        at(1_700_000_000)
+    }
+
+    fn parse(s: &str) -> Option<u64> {
+        parse_http_date(s.as_bytes(), received()).map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+    }
+
+    #[test]
+    fn the_three_forms_of_rfc_9110_section_5_6_7() {
+        assert_eq!(parse("Sun, 06 Nov 1994 08:49:37 GMT"), Some(EXAMPLE));
+        assert_eq!(parse("Sunday, 06-Nov-94 08:49:37 GMT"), Some(EXAMPLE));
+        assert_eq!(parse("Sun Nov  6 08:49:37 1994"), Some(EXAMPLE));
+    }
+
+    #[test]
+    fn letter_case_spacing_and_a_wrong_day_name_are_tolerated() {
+        for s in [
+            "sun, 06 nov 1994 08:49:37 gmt",
+            "SUN, 06 NOV 1994 08:49:37 GMT",
+            "sunday, 06-nov-94 08:49:37 Gmt",
+            "SUNDAY, 06-NOV-94 08:49:37 GMT",
+            "sun nov  6 08:49:37 1994",
+            "Sun Nov 6 08:49:37 1994",
+            "Sun Nov 06 08:49:37 1994",
+            "Sun,06 Nov 1994 08:49:37 GMT",
+            "Sun,  6  Nov  1994  08:49:37  GMT",
+            "Sun,\t06 Nov 1994 08:49:37 GMT",
+            "  Sun, 06 Nov 1994 08:49:37 GMT  ",
+            "Sunday, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06-Nov-1994 08:49:37 GMT",
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+            "Friday, 06-Nov-94 08:49:37 GMT",
+        ] {
+            assert_eq!(parse(s), Some(EXAMPLE), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn rfc850_two_digit_year_more_than_50_years_ahead_is_in_the_past_century() {
+        // Received in 2023: years 1974 ..= 2073.
+        let jan1 = |yy: &str| parse(&format!("Monday, 01-Jan-{yy} 00:00:00 GMT"));
+        let year_start = |y: i64| Some((days_from_civil(y, 1, 1) * 86_400) as u64);
+        assert_eq!(jan1("94"), year_start(1994));
+        assert_eq!(jan1("23"), year_start(2023));
+        assert_eq!(jan1("73"), year_start(2073));
+        assert_eq!(jan1("74"), year_start(1974));
+        assert_eq!(jan1("00"), year_start(2000));
+        // Received in 2099: "00" is 2100, one year ahead.
+        let late = at((days_from_civil(2099, 6, 1) * 86_400) as u64);
+        let t = parse_http_date(b"Friday, 01-Jan-00 00:00:00 GMT", late).unwrap();
+        assert_eq!(t, at((days_from_civil(2100, 1, 1) * 86_400) as u64));
+        assert_eq!(year_of(late), 2099);
+        assert_eq!(year_of(received()), 2023);
+        assert_eq!(year_of(UNIX_EPOCH), 1970);
+    }
+
+    #[test]
+    fn calendar_edges() {
+        assert_eq!(parse("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(parse("Wed, 29 Feb 2012 00:00:00 GMT"), Some(1_330_473_600));
+        assert_eq!(parse("Tue, 29 Feb 2000 00:00:00 GMT"), Some(951_782_400));
+        assert_eq!(parse("Sat, 31 Dec 2016 23:59:60 GMT"), Some(1_483_228_800), "leap second");
+        assert!(parse_http_date(b"Fri, 31 Dec 9999 23:59:59 GMT", received()).is_some());
+        let before = parse_http_date(b"Mon, 01 Jan 1900 00:00:00 GMT", received()).unwrap();
+        assert_eq!(UNIX_EPOCH.duration_since(before).unwrap(), Duration::from_secs(2_208_988_800));
+    }
+
+    #[test]
+    fn invalid_dates_are_none() {
+        for s in [
+            "",
+            "0",
+            "-1",
+            "not-a-date",
+            "Thu, 32 Foo 2020 99:99:99 GMT",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Wed, 29 Feb 1995 08:49:37 GMT",
+            "Mon, 29 Feb 1900 00:00:00 GMT",
+            "Sun, 00 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:60:00 GMT",
+            "Sun, 06 Nov 1994 08:49:61 GMT",
+            "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Nov 1994 08:49:37",
+            "Sun, 06 Nov 1994 08:49:37 GMT junk",
+            "Sun, 06 Nov 1994 08:49:37 GMT,",
+            "Sun, 06 Nov 94 08:49:37 GMT",
+            "Sun, 06 Nov 19940 08:49:37 GMT",
+            "Sun, 06 November 1994 08:49:37 GMT",
+            "Sun, 006 Nov 1994 08:49:37 GMT",
+            "Xyz, 06 Nov 1994 08:49:37 GMT",
+            "06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-994 08:49:37 GMT",
+            "Sunday, 06-Nov 94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 94",
+            "Sun Nov  6 08:49:37 1994 GMT",
+            "Sun 06 Nov 1994 08:49:37 GMT",
+            "1994-11-06T08:49:37Z",
+            "784111777",
+        ] {
+            assert_eq!(parse(s), None, "{s:?}");
+        }
+    }
+
+    /// Garbage, every prefix of every valid form, and single-byte mutations
+    /// of them: never a panic.
+    #[test]
+    fn never_panics_on_garbage() {
+        let valid = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"];
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for v in valid {
+            let v = v.as_bytes();
+            for end in 0..=v.len() {
+                inputs.push(v[..end].to_vec());
+                inputs.push(v[end..].to_vec());
+            }
+            for i in 0..v.len() {
+                for b in [0u8, b' ', b',', b'-', b':', b'9', b'a', 0x7f, 0xff, 0xc3] {
+                    let mut m = v.to_vec();
+                    m[i] = b;
+                    inputs.push(m.clone());
+                    m.insert(i, b);
+                    inputs.push(m);
+                }
+            }
+        }
+        // A deterministic pseudo-random byte soup (xorshift).
+        let alphabet = b"SunNov, 0123456789-:GMT \t\xff";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for len in 0..2000 {
+            let bytes = (0..len % 48)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            inputs.push(bytes);
+        }
+        for input in &inputs {
+            for received in [UNIX_EPOCH, received(), at(253_402_300_799), UNIX_EPOCH - Duration::from_secs(86_400)] {
+                let _ = parse_http_date(input, received);
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! RFC 9111 / RFC 5861 decisions as pure functions with an injected clock.
+//!
+//! Each function names the section it implements. None does I/O or reads
+//! the clock; `now` is always a parameter. One file per section of RFC 9111:
+//!
+//! - `storable.rs`: section 3 and 3.1, may a response be stored, and which
+//!   of its field lines ([`storable`], [`headers_to_store`]).
+//! - `freshness.rs`: section 4.2, freshness lifetime, current age, the reuse
+//!   decision ([`decide`]); stale on error (4.2.4, RFC 5861).
+//! - `validation.rs`: section 4.3, conditional requests, 304 and HEAD
+//!   updates ([`freshen`]), a client's own conditionals.
+//! - `invalidation.rs`: section 4.4, what an unsafe request invalidates.
+//! - `fields.rs`: single stored field lines and their dates, shared by all.
+//! - `dates.rs`: the HTTP-date parser, all forms of RFC 9110 section 5.6.7
+//!   ([`parse_http_date`]).
+//!
+//! Choices where the RFCs leave room (pinned by tests in `src/cache/tests.rs`):
+//! - `Vary: *` (in any member of any line) is not storable ([`NotStorable::VaryStar`]).
+//! - `Set-Cookie` / `Set-Cookie2` are stripped before storing (C08), unless
+//!   `PolicyConfig::store_set_cookie`; a qualified `no-cache="set-cookie"` or
+//!   `private="set-cookie"` strips them regardless.
+//! - Heuristic freshness (section 4.2.2): `heuristic_fraction` of
+//!   (`Date` − `Last-Modified`), capped at `heuristic_max`, for heuristically
+//!   cacheable statuses or `public`, only without `max-age`, `s-maxage` or
+//!   `Expires` (even an invalid one); without `Last-Modified`, `default_ttl`.
+//! - A received `Age` follows section 5.1 ([`age_value`]): of a list (one
+//!   line or several) the first member counts; an invalid first member (a
+//!   sign, a fraction, a parameter, letters, nothing) is ignored, age 0, and
+//!   does not make the response stale. http-cache-tests 0.4.5 expects stale
+//!   for 9 of its 12 `age-parse-*` tests; crawlcache follows the RFC.
+//! - HTTP-dates (`Expires`, `Date`, `Last-Modified`, `If-Modified-Since`)
+//!   are read in all three forms of RFC 9110 section 5.6.7, in any letter
+//!   case, with a wrong day name and loose spacing ([`parse_http_date`]); an
+//!   RFC 850 two-digit year is placed within 50 years of when the stored
+//!   response was received. An `Expires` that still does not parse means
+//!   already expired (section 5.3). A stored `Last-Modified` is sent back as
+//!   `If-Modified-Since` byte for byte, whatever its form (RFC 9110 section
+//!   13.1.3).
+//! - `s-maxage` implies `proxy-revalidate` (section 5.2.2.10): no `max-stale`
+//!   and no disconnected stale serving; but the origin's explicit
+//!   `stale-while-revalidate` / `stale-if-error` still apply (C23).
+//! - A response's own `stale-if-error` bounds stale serving on error, also
+//!   when the origin is unreachable (C22 step 4); `max_stale_on_error` applies
+//!   only to responses without it.
+//! - A 304 never changes the fields that describe the stored content
+//!   (`Content-Length`, `Content-Encoding`, `Content-MD5`, `Content-Range`,
+//!   digests, `ETag`), and restarts the age calculation from its own `Age`
+//!   and `Date`.
+
+mod dates;
+mod fields;
+mod freshness;
+mod invalidation;
+mod storable;
+mod validation;
+
+pub use dates::parse_http_date;
+pub use freshness::{age_value, current_age, decide, freshness_lifetime, may_serve_stale_on_error, Decision, OriginError, Reuse};
+pub use invalidation::invalidation_targets;
+pub use storable::{headers_to_store, heuristically_cacheable, status_understood, storable, NotStorable};
+pub use validation::{client_not_modified, conditional_headers, freshen, head_matches, not_modified_matches};
+
+use std::time::Duration;
+
+/// Tunables of the policy (from the `[cache]` configuration section).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// True for a shared cache (the default): `s-maxage` applies, unqualified
+    /// `private` is not storable, `Authorization` needs `public`, `s-maxage`
+    /// or `must-revalidate`, `proxy-revalidate` acts like `must-revalidate`.
+    pub shared: bool,
+    /// Heuristic freshness as a fraction of (`Date` − `Last-Modified`), RFC 9111 section 4.2.2.
+    pub heuristic_fraction: f64,
+    /// Upper bound of a heuristic freshness lifetime.
+    pub heuristic_max: Duration,
+    /// Lifetime given to heuristically cacheable responses without
+    /// `Last-Modified` and without explicit freshness; zero for none.
+    pub default_ttl: Duration,
+    /// How long past its lifetime a stored response may be served when the
+    /// origin cannot be reached at all (RFC 9111 section 4.2.4); zero disables.
+    pub max_stale_on_error: Duration,
+    /// Store and replay `Set-Cookie` / `Set-Cookie2` (false, the default: a
+    /// shared crawler cache never replays one client's cookies to another;
+    /// RFC 9111 section 7.3 leaves it to the cache). True only for a
+    /// conformance run that expects cookies to be cached like any field.
+    pub store_set_cookie: bool,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            shared: true,
+            heuristic_fraction: 0.1,
+            heuristic_max: Duration::from_secs(86_400),
+            default_ttl: Duration::ZERO,
+            max_stale_on_error: Duration::from_secs(86_400),
+            store_set_cookie: false,
+        }
+    }
+}
