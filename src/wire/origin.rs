@@ -149,10 +149,27 @@ impl Upstream {
                 kind: UpstreamErrorKind::Timeout,
                 message: format!("origin {host} did not answer within {} s", self.response_timeout.as_secs_f64()),
             }),
-            Ok(Ok(resp)) => Ok(resp),
+            Ok(Ok(resp)) => match head_size(&resp) {
+                (bytes, fields) if bytes > self.limits.max_bytes || fields > self.limits.max_fields => Err(UpstreamError {
+                    kind: UpstreamErrorKind::Protocol,
+                    message: format!(
+                        "origin {host} sent a response head of {bytes} bytes and {fields} fields, beyond the limits (upstream.max_head_bytes = {} bytes, upstream.max_head_fields = {})",
+                        self.limits.max_bytes, self.limits.max_fields
+                    ),
+                }),
+                _ => Ok(resp),
+            },
             Ok(Err(e)) => Err(classify(&host, &e, &self.limits)),
         }
     }
+}
+
+/// The size of a response head as received, in bytes (status line, and per
+/// field its name, value, `: ` and CRLF), and its number of fields.
+fn head_size(resp: &Response<Incoming>) -> (usize, usize) {
+    let fields = resp.headers().len();
+    let bytes = resp.headers().iter().fold(17, |n, (name, value)| n + name.as_str().len() + value.len() + 4);
+    (bytes, fields)
 }
 
 /// A copy of `req`'s head when it may be resent automatically: an

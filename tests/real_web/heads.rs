@@ -1,0 +1,73 @@
+//! C42: real-world quirks in an origin's response head (RFC 9112 section
+//! 5.1; RFC 9110 section 5.4).
+
+use super::*;
+
+fn head_with_fields(n: usize, name: &str) -> Vec<u8> {
+    let mut head = String::from("HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: 3\r\n");
+    for i in 0..n {
+        head.push_str(&format!("{name}{i:03}: v\r\n"));
+    }
+    head.push_str("\r\nok\n");
+    head.into_bytes()
+}
+
+#[test]
+fn whitespace_before_the_colon_is_removed_and_the_response_stored_c42() {
+    let (origin, proxy) = start("", |_| {
+        Reply::raw(b"HTTP/1.1 200 OK\r\nX-XSS-Protection : 1; mode=block\r\nCache-Control: max-age=60\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+            .closing()
+    });
+    let url = origin.url("/q");
+    let miss = proxy.get(&url, &[]);
+    assert_eq!(miss.status, 200, "{}", miss.describe());
+    assert_eq!(miss.header("x-xss-protection"), Some("1; mode=block"), "{}", miss.describe());
+    assert_eq!(miss.text(), "ok\n");
+    let hit = proxy.get(&url, &[]);
+    assert!(hit.cache_status().unwrap_or_default().contains("; hit"), "stored and replayed: {}", hit.describe());
+    assert_eq!(hit.header("x-xss-protection"), Some("1; mode=block"));
+    assert_eq!(origin.request_count(), 1);
+}
+
+#[test]
+fn heads_with_hundreds_and_thousands_of_fields_are_accepted_c42() {
+    let (origin, proxy) = start("", |r: &RecordedRequest| match r.path() {
+        "/101" => Reply::raw(&head_with_fields(98, "X-H")),
+        "/cookies" => Reply::raw(&head_with_fields(110, "Set-Cookie: c")),
+        _ => Reply::raw(&head_with_fields(2000, "X-H")),
+    });
+    for path in ["/101", "/cookies", "/2000"] {
+        let r = proxy.get(&origin.url(path), &[]);
+        assert_eq!(r.status, 200, "{path}: {}", r.describe());
+        assert_eq!(r.text(), "ok\n", "{path}");
+    }
+    let hit = proxy.get(&origin.url("/2000"), &[]);
+    assert!(hit.cache_status().unwrap_or_default().contains("; hit"), "{}", hit.describe());
+    assert_eq!(hit.header_all("x-h1999").len(), 1, "every field replayed");
+}
+
+#[test]
+fn a_head_beyond_the_byte_limit_gets_a_502_naming_the_limit_c42() {
+    let (origin, proxy) = start("[upstream]\nmax_head_bytes = \"64KiB\"\n", |_| {
+        let mut head = String::from("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+        for i in 0..100 {
+            head.push_str(&format!("X-Big{i}: {}\r\n", "y".repeat(1000)));
+        }
+        head.push_str("\r\nok");
+        Reply::raw(head.as_bytes())
+    });
+    let r = proxy.get(&origin.url("/big"), &[]);
+    assert_eq!(r.status, 502, "{}", r.describe());
+    assert!(r.text().contains("upstream.max_head_bytes"), "the body names the limit: {}", r.text());
+    assert!(proxy.stderr().contains("upstream.max_head_bytes"), "and so does the log");
+}
+
+#[test]
+fn a_crawler_with_many_cookies_is_not_refused_below_the_origin_limits_c42() {
+    let (origin, proxy) = start("", |_| Reply::ok(&[("Cache-Control", "no-store")], b"ok"));
+    let cookies: Vec<(String, String)> = (0..150).map(|i| ("Cookie".to_string(), format!("c{i}={}", "z".repeat(100)))).collect();
+    let fields: Vec<(&str, &str)> = cookies.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let r = proxy.get(&origin.url("/c"), &fields);
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(origin.requests()[0].header_all("cookie").len(), 150, "every cookie line forwarded");
+}

@@ -1,0 +1,47 @@
+//! C41: an origin closes a pooled keep-alive connection just as the next
+//! request goes out (RFC 9112 section 9.3.1).
+
+use super::*;
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// An origin that answers the first request on each connection and closes
+/// the connection, unanswered, when a second request arrives on it.
+fn one_answer_per_connection() -> impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static {
+    let seen = Mutex::new(HashSet::new());
+    move |r: &RecordedRequest| {
+        if seen.lock().unwrap_or_else(|p| p.into_inner()).insert(r.connection) {
+            Reply::ok(&[("Cache-Control", "no-store"), ("Keep-Alive", "timeout=1")], format!("body of {}", r.path()).as_bytes())
+        } else {
+            Reply::hang_up()
+        }
+    }
+}
+
+#[test]
+fn an_idempotent_request_on_a_closed_pooled_connection_is_resent_once_c41() {
+    let (origin, proxy) = start("", one_answer_per_connection());
+    for p in ["/p1", "/p2", "/p3", "/p4"] {
+        let r = proxy.get(&origin.url(p), &[]);
+        assert_eq!(r.status, 200, "{p}: {}", r.describe());
+        assert_eq!(r.text(), format!("body of {p}"), "{p}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let reqs = origin.requests();
+    for p in ["/p1", "/p2", "/p3", "/p4"] {
+        let n = reqs.iter().filter(|r| r.path() == p).count();
+        assert!((1..=2).contains(&n), "{p} reached the origin {n} times (at most once more after a closed connection)");
+    }
+    assert_eq!(reqs.iter().filter(|r| r.path() == "/p1").count(), 1, "the first request went out once");
+}
+
+#[test]
+fn a_post_on_a_closed_pooled_connection_is_never_resent_c41() {
+    let (origin, proxy) = start("", one_answer_per_connection());
+    assert_eq!(proxy.get(&origin.url("/warm"), &[]).status, 200);
+    let r = send_request(proxy.addr(), "POST", &origin.url("/form"), &[("Content-Type", "text/plain")], b"");
+    assert!(r.status == 502 || r.status == 200, "{}", r.describe());
+    let posts = origin.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 1, "a non-idempotent request is sent once, whatever happens");
+}
