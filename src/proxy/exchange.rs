@@ -66,6 +66,8 @@ pub struct Exchange {
     /// Inside an intercepted tunnel: a `Host` that names another authority
     /// than the CONNECT target (refused with 421).
     pub misdirected: Option<String>,
+    /// Where the origin's 1xx interim responses go (the client connection).
+    pub interim: Option<crate::wire::interim::InterimSender>,
     /// Total bytes of the request's header fields (names, values, 4 bytes
     /// of separators each).
     pub header_bytes: usize,
@@ -106,6 +108,7 @@ impl Exchange {
             via_loop,
             names_self: None,
             misdirected: None,
+            interim: None,
             parts,
             body: Some(body),
             peer,
@@ -133,6 +136,18 @@ impl Exchange {
     /// request's own URI when there is none.
     pub fn upstream_target(&self) -> &Uri {
         self.upstream_uri.as_ref().unwrap_or(&self.parts.uri)
+    }
+
+    /// The upstream request for this exchange: `method` on the upstream
+    /// target with the client's fields (see
+    /// [`crate::wire::origin::forward_request`]), relaying the origin's 1xx
+    /// interim responses to the client.
+    pub fn upstream_request(&self, method: &Method, body: crate::wire::body::ProxyBody) -> Request<crate::wire::body::ProxyBody> {
+        let mut req = crate::wire::origin::forward_request(method, self.upstream_target(), &self.parts.headers, body);
+        if let Some(tx) = &self.interim {
+            tx.relay_for(&mut req);
+        }
+        req
     }
 
     /// The request method.
@@ -177,6 +192,7 @@ impl Exchange {
             via_loop: self.via_loop,
             names_self: self.names_self,
             misdirected: None,
+            interim: None,
             parts,
             body: None,
             peer: self.peer,

@@ -310,8 +310,9 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
                 }
                 let _ = stream.set_nodelay(true);
                 let st = state.clone();
-                let svc = service_fn(move |req| route::handle(st.clone(), req, peer));
-                let conn = client_http1().serve_connection(TokioIo::new(stream), svc).with_upgrades();
+                let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(stream));
+                let svc = service_fn(move |req| route::handle(st.clone(), req, peer, interim.clone()));
+                let conn = client_http1().serve_connection(io, svc).with_upgrades();
                 let closing = state.closing.subscribe();
                 let guard = conns.enter();
                 tokio::spawn(async move {

@@ -50,6 +50,7 @@ use crate::store::{Entry, StoreError};
 use crate::wire::body::{AccessLine, AuditGuard, ProxyBody};
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
+use crate::wire::interim::InterimSender;
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use std::convert::Infallible;
@@ -297,8 +298,16 @@ fn target_port(uri: &Uri) -> u16 {
 }
 
 /// Entry point for every request on a plain client connection.
-pub async fn handle(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Result<Response<ProxyBody>, Infallible> {
-    Ok(drive(state, Exchange::read(req, peer)).await)
+/// `interim` relays the origin's 1xx responses to this client connection.
+pub async fn handle(
+    state: Arc<ProxyState>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    interim: InterimSender,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let mut ex = Exchange::read(req, peer);
+    ex.interim = Some(interim);
+    Ok(drive(state, ex).await)
 }
 
 /// Requests decrypted inside an intercepted CONNECT tunnel to `authority`:
@@ -309,6 +318,7 @@ pub async fn handle_in_tunnel(
     mut req: Request<Incoming>,
     authority: http::uri::Authority,
     peer: SocketAddr,
+    interim: InterimSender,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let bypass = CacheStatus::forward(Fwd::Bypass);
     if req.uri().scheme().is_none() {
@@ -328,6 +338,7 @@ pub async fn handle_in_tunnel(
     let misdirected = misdirected_host(req.headers(), &authority);
     let mut ex = Exchange::read(req, peer);
     ex.misdirected = misdirected;
+    ex.interim = Some(interim);
     Ok(drive(state, ex).await)
 }
 

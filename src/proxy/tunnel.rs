@@ -124,8 +124,9 @@ fn intercept(
         };
         let st = state.clone();
         let auth = authority.clone();
-        let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), peer));
-        let conn = super::client_http1().serve_connection(TokioIo::new(tls), svc);
+        let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(tls));
+        let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), peer, interim.clone()));
+        let conn = super::client_http1().serve_connection(io, svc);
         // Counted and closed gracefully at shutdown, like plain connections.
         let _guard = state.conns.enter();
         let result = super::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;

@@ -9,6 +9,7 @@
 //! - [`error`]: plain-text error responses that name their cause.
 //! - [`origin`]: the one client for origins, used by the proxy and by the
 //!   robots.txt fetcher.
+//! - [`interim`]: 1xx interim responses relayed to the client.
 //! - [`net`]: the one loopback test for socket addresses.
 //! - [`url`]: the one URI-reference resolver (RFC 3986 section 5).
 
@@ -16,6 +17,7 @@ pub mod body;
 pub mod cache_status;
 pub mod error;
 pub mod fields;
+pub mod interim;
 pub mod net;
 pub mod origin;
 pub mod url;

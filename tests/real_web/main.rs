@@ -9,6 +9,7 @@
 mod common;
 
 mod heads;
+mod interim;
 mod metrics;
 mod reuse;
 

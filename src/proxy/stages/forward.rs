@@ -16,7 +16,7 @@ use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::fields::client_response_fields;
-use crate::wire::origin::{forward_request, UpstreamError};
+use crate::wire::origin::UpstreamError;
 use http::{Method, Response, Version};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
 pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead>, fwd: Fwd, replaces: Option<&Entry>) -> Response<ProxyBody> {
     super::robots::pace(state, ex).await;
     let request_time = SystemTime::now();
-    let req = forward_request(&ex.parts.method, ex.upstream_target(), &ex.parts.headers, ProxyBody::empty());
+    let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     match state.upstream.send(req).await {
         Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces),

@@ -16,7 +16,6 @@ use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::fields::client_response_fields;
-use crate::wire::origin::forward_request;
 use http::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -26,7 +25,7 @@ use std::time::SystemTime;
 /// answer (RFC 9111 section 4.3.5).
 pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.validation_requests);
-    let req = forward_request(&ex.parts.method, ex.upstream_target(), &ex.parts.headers, ProxyBody::empty());
+    let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     let request_time = SystemTime::now();
     let resp = match state.upstream.send(req).await {
         Ok(r) => r,

@@ -10,7 +10,6 @@ use crate::cache::{policy, to_millis};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::fields::client_response_fields;
-use crate::wire::origin::forward_request;
 use http::{Response, Version};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -20,7 +19,7 @@ use std::time::SystemTime;
 pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Response<ProxyBody> {
     super::robots::pace(state, ex).await;
     let body = ex.body.take().map(ProxyBody::Upstream).unwrap_or_else(ProxyBody::empty);
-    let up = forward_request(&ex.parts.method, ex.upstream_target(), &ex.parts.headers, body);
+    let up = ex.upstream_request(&ex.parts.method, body);
     match state.upstream.send(up).await {
         Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => {

@@ -16,7 +16,7 @@ use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
-use crate::wire::origin::{forward_request, UpstreamError};
+use crate::wire::origin::UpstreamError;
 use http::{Method, Response, StatusCode};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -45,7 +45,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
     super::robots::pace(state, ex).await;
     let stored = &found.decoded.stored;
     let request_time = SystemTime::now();
-    let mut req = forward_request(&Method::GET, ex.upstream_target(), &ex.parts.headers, ProxyBody::empty());
+    let mut req = ex.upstream_request(&Method::GET, ProxyBody::empty());
     let h = req.headers_mut();
     for n in ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"] {
         h.remove(n);
