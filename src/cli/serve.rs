@@ -30,22 +30,29 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, String> {
     if args.offline {
         cfg.server.offline = true;
     }
-    init_logging(&cfg);
+    // Held until the proxy has stopped, so buffered log lines are written.
+    let _log_writer = init_logging(&cfg);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(crate::proxy::run(cfg, crate::admin::endpoints(), crate::proxy::shutdown_signal()))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Logs to stderr with `RUST_LOG`, else `server.log`, else `info`; as text
-/// or one JSON object per line (`server.log_format`).
-fn init_logging(cfg: &Config) {
+/// or one JSON object per line (`server.log_format`). Lines are handed to a
+/// writer thread (the access log writes one per request, and a request must
+/// not wait for a `write` to stderr); the returned guard flushes it when
+/// dropped.
+fn init_logging(cfg: &Config) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.server.log))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::stderr().is_terminal();
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer);
     let _ = match cfg.server.log_format {
         crate::config::LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        crate::config::LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        crate::config::LogFormat::Text => builder.with_ansi(ansi).try_init(),
     };
+    guard
 }
