@@ -108,7 +108,9 @@ impl Upstream {
 /// received: `Host` is generated from `uri` (RFC 9112 section 3.2.2:
 /// userinfo dropped, default port elided), and the client's
 /// `Content-Length` is removed so that the client library frames `body`
-/// itself (`Transfer-Encoding` is hop-by-hop and already gone).
+/// itself (`Transfer-Encoding` is hop-by-hop and already gone). A body of
+/// unknown length is sent chunked, and says so: the client library would
+/// otherwise send a GET or HEAD without it.
 pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: ProxyBody) -> Request<ProxyBody> {
     let mut headers = headers.clone();
     remove_hop_by_hop(&mut headers);
@@ -116,6 +118,9 @@ pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: Pr
     headers.remove(http::header::HOST);
     if let Some(host) = host_field(uri) {
         headers.insert(http::header::HOST, host);
+    }
+    if !http_body::Body::is_end_stream(&body) && http_body::Body::size_hint(&body).exact().is_none() {
+        headers.insert(http::header::TRANSFER_ENCODING, http::HeaderValue::from_static("chunked"));
     }
     add_via(&mut headers);
     let mut req = Request::new(body);
