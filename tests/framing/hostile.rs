@@ -213,6 +213,9 @@ fn request_cases(o: &str) -> Vec<Case> {
         format!("GET http://%61.example/q-abs-percent-name HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
         NOT_FORWARDED,
     );
+    // The URI parser takes `127.0.0.1[` as the host; the key made from it is
+    // not a URI, so the target is unusable (never sent in the client's spelling).
+    add("q-abs-stray-bracket", format!("GET http://u@127.0.0.1[:{port}]/q-abs-stray-bracket HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
     add("q-abs-ipv6-loopback", format!("GET http://[::1]:{port}/q-abs-ipv6-loopback HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
     add("q-abs-empty-host", format!("GET http:///q-abs-empty-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
     add("q-abs-empty-host-port", format!("GET http://:{port}/q-abs-empty-host-port HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
