@@ -220,8 +220,11 @@ fn classify(method: &Method, uri: &Uri) -> Target {
     if !matches!(uri.scheme_str(), Some("http") | Some("https")) {
         return Target::UnsupportedScheme;
     }
+    // The target sent upstream is built from the key: a key that is not a
+    // URI (`http://a@b[c:80]/`, which the URI parser takes with host `b[c`)
+    // is unusable, rather than forwarded in the client's own spelling.
     match key::primary_key(uri) {
-        Some(primary) => Target::Absolute { primary },
-        None => Target::Unusable,
+        Some(primary) if primary.parse::<Uri>().is_ok() => Target::Absolute { primary },
+        _ => Target::Unusable,
     }
 }

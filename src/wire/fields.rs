@@ -92,8 +92,41 @@ pub fn add_via(headers: &mut HeaderMap) {
 /// `Via` added. The server library then frames what is actually sent.
 pub fn client_response_fields(headers: &mut HeaderMap) {
     drop_length_beside_transfer_coding(headers);
+    single_content_length(headers);
     remove_hop_by_hop(headers);
     add_via(headers);
+}
+
+/// RFC 9110 section 8.6: a `Content-Length` received as a list or on
+/// several lines of one same value (`5, 5`) is sent on as that one value;
+/// one that is not a length at all is not sent on (the server library
+/// cannot frame by it, and a client must not be left to guess).
+pub fn single_content_length(headers: &mut HeaderMap) {
+    let mut values = headers.get_all(http::header::CONTENT_LENGTH).iter().peekable();
+    if values.peek().is_none() {
+        return;
+    }
+    let mut length: Option<u64> = None;
+    let mut valid = true;
+    for member in values.flat_map(|v| v.as_bytes().split(|&b| b == b',')) {
+        let digits = member.trim_ascii();
+        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
+            .flatten();
+        match (n, length) {
+            (Some(n), None) => length = Some(n),
+            (Some(n), Some(l)) if n == l => {}
+            _ => valid = false,
+        }
+    }
+    match length {
+        Some(n) if valid => {
+            headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        _ => {
+            headers.remove(http::header::CONTENT_LENGTH);
+        }
+    }
 }
 
 /// RFC 9112 section 6.3: with `Transfer-Encoding`, `Content-Length` is
@@ -145,5 +178,20 @@ mod tests {
         h.insert("content-length", HeaderValue::from_static("5"));
         client_response_fields(&mut h);
         assert_eq!(h.get("content-length").unwrap(), "5");
+    }
+
+    #[test]
+    fn a_list_of_one_length_is_sent_as_that_length_rfc9110_8_6() {
+        let mut h = HeaderMap::new();
+        h.append("content-length", HeaderValue::from_static("5, 5"));
+        h.append("content-length", HeaderValue::from_static("005"));
+        client_response_fields(&mut h);
+        assert_eq!(h.get_all("content-length").iter().collect::<Vec<_>>(), ["5"]);
+        for bad in ["5, 6", "+5", "", "5 5", "99999999999999999999999"] {
+            let mut h = HeaderMap::new();
+            h.append("content-length", HeaderValue::from_static(bad));
+            client_response_fields(&mut h);
+            assert!(!h.contains_key("content-length"), "{bad:?}");
+        }
     }
 }

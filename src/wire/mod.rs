@@ -9,6 +9,8 @@
 //! - [`error`]: plain-text error responses that name their cause.
 //! - [`origin`]: the one client for origins, used by the proxy and by the
 //!   robots.txt fetcher.
+//! - [`upstream_fields`]: the fields of a request sent to an origin (`Host`
+//!   from the target, framing from what is sent), pure.
 //! - [`interim`]: 1xx interim responses relayed to the client.
 //! - [`net`]: the one loopback test for socket addresses.
 //! - [`url`]: the one URI-reference resolver (RFC 3986 section 5).
@@ -20,4 +22,5 @@ pub mod fields;
 pub mod interim;
 pub mod net;
 pub mod origin;
+pub mod upstream_fields;
 pub mod url;

@@ -2,7 +2,7 @@
 //! the proxy and by the robots.txt fetcher.
 
 use super::body::ProxyBody;
-use super::fields::{add_via, remove_hop_by_hop};
+pub use super::upstream_fields::{host_field, upstream_fields};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -214,45 +214,18 @@ fn failed_before_response(err: &hyper_util::client::legacy::Error) -> bool {
 }
 
 /// The request to send to the origin for a client's request: `method` on
-/// `uri` with the client's `headers` minus hop-by-hop fields (RFC 9110
-/// section 7.6.1), plus `Via` (section 7.6.3), as HTTP/1.1.
-///
-/// Addressing and framing come from what is sent, never from what was
-/// received: `Host` is generated from `uri` (RFC 9112 section 3.2.2:
-/// userinfo dropped, default port elided), and the client's
-/// `Content-Length` is removed so that the client library frames `body`
-/// itself (`Transfer-Encoding` is hop-by-hop and already gone).
+/// `uri` with the fields [`upstream_fields`] makes from the client's
+/// `headers` (addressing and framing from what is sent, never from what
+/// was received), as HTTP/1.1.
 pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: ProxyBody) -> Request<ProxyBody> {
-    let mut headers = headers.clone();
-    remove_hop_by_hop(&mut headers);
-    headers.remove(http::header::CONTENT_LENGTH);
-    headers.remove(http::header::HOST);
-    if let Some(host) = host_field(uri) {
-        headers.insert(http::header::HOST, host);
-    }
-    add_via(&mut headers);
+    let unknown_length = !http_body::Body::is_end_stream(&body) && http_body::Body::size_hint(&body).exact().is_none();
+    let headers = upstream_fields(uri, headers, unknown_length);
     let mut req = Request::new(body);
     *req.method_mut() = method.clone();
     *req.uri_mut() = uri.clone();
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
     req
-}
-
-/// The `Host` field value for `uri` (RFC 9112 section 3.2.2): its host
-/// (IPv6 in brackets) and, unless it is the scheme's default, its port;
-/// never userinfo. `None` without an authority.
-pub fn host_field(uri: &Uri) -> Option<http::HeaderValue> {
-    let host = uri.host()?;
-    let default = match uri.scheme_str() {
-        Some("https") => 443,
-        _ => 80,
-    };
-    let value = match uri.port_u16() {
-        Some(p) if p != default => format!("{host}:{p}"),
-        _ => host.to_string(),
-    };
-    http::HeaderValue::from_str(&value).ok()
 }
 
 /// Turns a client error into a kind and a sentence naming the cause.

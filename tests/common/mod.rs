@@ -12,6 +12,10 @@
 //!   each parsed request and returns a [`Reply`] made of byte writes, pauses
 //!   and closes, so a test can send any header, a 304, a truncated chunked
 //!   body or a slow response;
+//! - [`raw_origin`]: [`RawOrigin`] records the exact bytes of every
+//!   request per connection, splits them as a strict HTTP/1.1 server would
+//!   (noting every framing it would have had to guess) and answers with
+//!   scripted [`Reply`]s, for framing and smuggling tests;
 //! - [`client`]: [`Conn`], [`send_request`] and [`proxy_get`] are a small
 //!   HTTP/1.1 client that reports multi-valued fields and whether the body
 //!   arrived whole; [`wire`] is the message parsing both sides share;
@@ -35,6 +39,7 @@ pub mod nginx;
 pub mod origin;
 pub mod process;
 pub mod proxy;
+pub mod raw_origin;
 pub mod tls;
 pub mod tmpfs;
 pub mod wire;
@@ -46,4 +51,5 @@ pub use nginx::*;
 pub use origin::*;
 pub use process::*;
 pub use proxy::*;
+pub use raw_origin::*;
 pub use wire::*;

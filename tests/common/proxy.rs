@@ -4,7 +4,7 @@
 //! and one-shot `crawlcache` commands.
 
 use std::fs;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread;
@@ -70,11 +70,29 @@ impl Proxy {
     /// [`Proxy::start`] with another program in place of crawlcache (the
     /// harness self-tests use a stub).
     pub fn start_program(program: &Path, data_dir: &Path, extra_args: &[&str]) -> Proxy {
+        Proxy::start_program_on(program, IpAddr::from([127, 0, 0, 1]), data_dir, extra_args, &[])
+    }
+
+    /// Like [`Proxy::start_with_config`], listening on `ip` (another
+    /// loopback address, e.g. 127.0.0.2) and probing readiness with
+    /// `probe_headers` added to `GET /stats` (e.g. an `Authorization` for
+    /// `server.admin_token`). Panics when `ip` cannot be bound at all.
+    pub fn start_on(ip: IpAddr, data_dir: &Path, config_toml: &str, probe_headers: &[(&str, &str)]) -> Proxy {
+        let dir = TestDir::new("proxy-config");
+        let path = dir.join("crawlcache.toml");
+        fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
+        let mut proxy = Proxy::start_program_on(&crawlcache_bin(), ip, data_dir, &["--config", &path_str], probe_headers);
+        proxy.config_dir = Some(dir);
+        proxy
+    }
+
+    fn start_program_on(program: &Path, ip: IpAddr, data_dir: &Path, extra_args: &[&str], probe_headers: &[(&str, &str)]) -> Proxy {
         let logs = TestDir::new("proxy-logs");
         let stderr_path = logs.join("stderr.log");
         let mut last_failure = String::new();
         for _attempt in 1..=5 {
-            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let addr = SocketAddr::new(ip, free_port());
             let open = |p: PathBuf| {
                 fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()))
             };
@@ -100,7 +118,7 @@ impl Proxy {
                 what.push(' ');
                 what.push_str(a);
             }
-            match wait_ready(&mut child, addr, &what, &stderr_path) {
+            match wait_ready(&mut child, addr, &what, &stderr_path, probe_headers) {
                 Ok(()) => {
                     return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs, config_dir: None, work_dir: None }
                 }
@@ -241,7 +259,7 @@ enum ReadyError {
 }
 
 /// Polls `child` until origin-form `GET /stats` on `addr` answers 200.
-fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, stderr_path: &Path) -> Result<(), ReadyError> {
+fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, stderr_path: &Path, probe_headers: &[(&str, &str)]) -> Result<(), ReadyError> {
     let deadline = Instant::now() + PROXY_READY_TIMEOUT;
     let mut last_probe;
     loop {
@@ -258,7 +276,9 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, stderr_path: &Pat
         }
         let probe = Conn::try_open(addr, Duration::from_millis(500)).and_then(|mut c| {
             c.set_timeout(Duration::from_secs(2));
-            c.try_send("GET", "/stats", &[("Connection", "close")], b"")
+            let mut headers = vec![("Connection", "close")];
+            headers.extend_from_slice(probe_headers);
+            c.try_send("GET", "/stats", &headers, b"")
         });
         match probe {
             Ok(resp) if resp.status == 200 => return Ok(()),
