@@ -6,7 +6,8 @@
 //! - [`robots`]: `robots check|batch` (files, no data directory) and
 //!   `robots show|refresh` (snapshots in the data directory).
 //! - [`audit`]: `audit skips`.
-//! - [`ca`]: print the local CA certificate.
+//! - [`ca`]: the local CA certificate (path, PEM, a bundle with the system
+//!   roots); `ca --init` creates it, plain `ca` never does.
 //! - [`access`]: opening the data directory directly, or through the running
 //!   proxy's admin endpoints when it holds the index.
 //!
@@ -71,8 +72,11 @@ pub enum Command {
     /// The audit trail of proxied requests.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
-    /// Print the path of the local CA certificate clients must trust for
-    /// HTTPS through the proxy (creating the CA if there is none yet).
+    /// Print the path of the local CA certificate clients must trust for HTTPS.
+    ///
+    /// Never creates one unless `--init` is given (exit 1, saying where it
+    /// looked, when there is none); `--bundle FILE` writes it together with
+    /// the system roots.
     Ca(ca::CaArgs),
 }
 
