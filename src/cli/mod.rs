@@ -9,6 +9,7 @@
 //! - [`ca`]: the local CA certificate (path, PEM, a bundle with the system
 //!   roots); `ca --init` creates it, plain `ca` never does.
 //! - [`config`]: `config --defaults` prints the embedded default configuration.
+//! - [`completions`]: shell completion scripts.
 //! - [`access`]: opening the data directory directly, or through the running
 //!   proxy's admin endpoints when it holds the index.
 //!
@@ -46,6 +47,7 @@ pub mod access;
 pub mod audit;
 pub mod ca;
 pub mod cache;
+pub mod completions;
 pub mod config;
 pub mod robots;
 pub mod serve;
@@ -82,6 +84,8 @@ pub enum Command {
     Ca(ca::CaArgs),
     /// The configuration (`--defaults`: print the built-in one).
     Config(config::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 /// Options every command that reads the data directory takes.
@@ -106,6 +110,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Robots(command) => robots::run(command),
         Command::Audit(command) => audit::run(command),
         Command::Config(args) => config::run(args),
+        Command::Completions(args) => completions::run(args),
     };
     match result {
         Ok(code) => code,
