@@ -1,33 +1,303 @@
-//! `crawlcache ca`: print the local CA certificate (its path, or `--pem`).
+//! `crawlcache ca`: the local CA certificate clients must trust: its path,
+//! the PEM itself (`--pem`), a bundle of the system roots plus it
+//! (`--bundle FILE`), and creating it on purpose (`--init`).
+//!
+//! Without `--init` nothing is created: a data directory without a CA is
+//! reported (where the certificate was looked for and how to make one) with
+//! exit code 1, so a mistyped `--data-dir` never yields a second CA that
+//! clients would then trust in vain.
 
 use super::{load_config, Common};
+use crate::tls::CertificateAuthority;
 use clap::Args;
+use rustls::pki_types::CertificateDer;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// Where `--bundle` looks for the system root certificates when neither
+/// `--roots` nor `SSL_CERT_FILE` names a file: Debian/Ubuntu/Alpine/Arch,
+/// Fedora/RHEL, then macOS and the BSDs.
+pub const SYSTEM_ROOT_FILES: [&str; 3] =
+    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
 
 /// Arguments of `ca`.
 #[derive(Args, Debug)]
 pub struct CaArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Print the certificate itself (PEM) instead of its path.
+    /// Create the CA when the data directory has none (what the first
+    /// `serve` does), then print its path.
     #[arg(long)]
+    pub init: bool,
+    /// Print the certificate itself (PEM) instead of its path.
+    #[arg(long, conflicts_with = "bundle")]
     pub pem: bool,
+    /// Write FILE: the system root certificates followed by the CA
+    /// certificate, for clients whose CA option replaces their trust store
+    /// (curl --cacert, REQUESTS_CA_BUNDLE), so hosts in tls.bypass_hosts
+    /// still verify. Prints FILE's path.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// The root certificates (PEM) for --bundle. Default: $SSL_CERT_FILE,
+    /// else the first of /etc/ssl/certs/ca-certificates.crt,
+    /// /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.
+    #[arg(long, value_name = "FILE", requires = "bundle")]
+    pub roots: Option<PathBuf>,
 }
 
-/// Loads the CA of the data directory, creating the directory and the CA
-/// when missing, and prints the certificate's absolute path (or the PEM).
-/// Errors: the data directory or the CA cannot be created or read.
+/// Runs `ca`: loads the CA of the data directory (creating it only with
+/// `--init`) and prints the certificate's absolute path, the PEM, or writes
+/// the bundle and prints its path. Exit 1, after saying on stderr where the
+/// certificate was looked for, when there is no CA and no `--init`.
+/// Errors: the CA cannot be created or read; the bundle's roots cannot be
+/// found or read, or the bundle cannot be written.
 pub fn run(args: CaArgs) -> Result<ExitCode, String> {
     let cfg = load_config(&args.common)?;
     let dir = &cfg.server.data_dir;
+    let expected = CertificateAuthority::cert_path_in(dir);
+    let existed = expected
+        .try_exists()
+        .map_err(|e| format!("cannot look for the CA certificate {}: {e}", absolute(&expected).display()))?;
+    if !existed && !args.init {
+        eprintln!("crawlcache: no CA certificate at {}", absolute(&expected).display());
+        let flags = flags_of(&args.common);
+        eprintln!("crawlcache: create one with `crawlcache serve{flags}` (its first start creates it) or `crawlcache ca --init{flags}`");
+        return Ok(ExitCode::from(1));
+    }
     crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
-    let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
-    if args.pem {
+    let ca = CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
+    let cert_path = std::fs::canonicalize(ca.cert_path()).unwrap_or_else(|_| absolute(ca.cert_path()));
+    if !existed {
+        eprintln!("crawlcache: created a new local CA; clients must trust {}", cert_path.display());
+    }
+    if let Some(bundle) = &args.bundle {
+        let roots = find_roots(args.roots.as_deref(), std::env::var_os("SSL_CERT_FILE"), &SYSTEM_ROOT_FILES)?;
+        let text = std::fs::read(&roots.path).map_err(|e| format!("cannot read the root certificates {}: {e}", roots.describe()))?;
+        let (contents, n) = bundle_contents(&text, &roots, ca.cert_pem(), &cert_path)?;
+        write_file(bundle, &contents).map_err(|e| format!("cannot write the bundle {}: {e}", bundle.display()))?;
+        eprintln!("crawlcache: wrote {n} root certificate(s) from {} and the crawlcache CA to {}", roots.path.display(), bundle.display());
+        outln!("{}", absolute(bundle).display());
+    } else if args.pem {
         out!("{}", ca.cert_pem());
     } else {
-        let path = ca.cert_path();
-        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        outln!("{}", abs.display());
+        outln!("{}", cert_path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `path` made absolute against the current directory (symlinks kept; the
+/// path need not exist).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// ` --config FILE --data-dir DIR` as the user gave them, for the commands
+/// suggested in a message.
+fn flags_of(common: &Common) -> String {
+    let mut s = String::new();
+    if let Some(c) = &common.config {
+        s.push_str(&format!(" --config {}", shell_word(&c.display().to_string())));
+    }
+    if let Some(d) = &common.data_dir {
+        s.push_str(&format!(" --data-dir {}", shell_word(&d.display().to_string())));
+    }
+    s
+}
+
+/// `w`, single-quoted when a shell would otherwise split or expand it.
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
+}
+
+/// The file of root certificates a bundle starts from, and who named it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Roots {
+    pub path: PathBuf,
+    pub source: RootsSource,
+}
+
+/// Who named the roots file.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum RootsSource {
+    /// `--roots FILE`.
+    Option,
+    /// The `SSL_CERT_FILE` environment variable.
+    SslCertFile,
+    /// The first existing file of [`SYSTEM_ROOT_FILES`].
+    System,
+}
+
+impl Roots {
+    /// The path and, unless given with `--roots`, where it came from.
+    fn describe(&self) -> String {
+        match self.source {
+            RootsSource::Option => self.path.display().to_string(),
+            RootsSource::SslCertFile => format!("{} (from SSL_CERT_FILE)", self.path.display()),
+            RootsSource::System => format!("{} (the system's)", self.path.display()),
+        }
+    }
+}
+
+/// The roots file for a bundle: `explicit` (`--roots`), else
+/// `ssl_cert_file` (the value of `SSL_CERT_FILE`, when set and not empty),
+/// else the first of `candidates` that is a file. Errors: none of them
+/// applies; the message names every path tried.
+pub fn find_roots(explicit: Option<&Path>, ssl_cert_file: Option<OsString>, candidates: &[&str]) -> Result<Roots, String> {
+    if let Some(p) = explicit {
+        return Ok(Roots { path: p.to_path_buf(), source: RootsSource::Option });
+    }
+    if let Some(v) = ssl_cert_file.filter(|v| !v.is_empty()) {
+        return Ok(Roots { path: PathBuf::from(v), source: RootsSource::SslCertFile });
+    }
+    if let Some(p) = candidates.iter().map(Path::new).find(|p| p.is_file()) {
+        return Ok(Roots { path: p.to_path_buf(), source: RootsSource::System });
+    }
+    Err(format!(
+        "no system root certificates found: SSL_CERT_FILE is not set and none of {} exists; name a file of PEM root certificates with --roots FILE",
+        candidates.join(", ")
+    ))
+}
+
+/// The bundle: the roots file as it is, then (unless the roots already hold
+/// it) a comment naming `ca_path` and the CA certificate `ca_pem`. Returns
+/// the text and how many root certificates other than the CA it holds.
+/// Errors: the roots are not PEM certificates, or hold none besides the CA
+/// (`SSL_CERT_FILE` pointing at crawlcache's own CA would otherwise give a
+/// bundle without a single public root).
+pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: &Path) -> Result<(Vec<u8>, usize), String> {
+    let certs = pem_certs(roots_text).map_err(|e| format!("{}: not a PEM certificate file: {e}", roots.describe()))?;
+    let ca_der = pem_certs(ca_pem.as_bytes())
+        .ok()
+        .and_then(|c| c.into_iter().next())
+        .ok_or_else(|| format!("{}: no certificate in the CA file", ca_path.display()))?;
+    let others = certs.iter().filter(|c| **c != ca_der).count();
+    if others == 0 {
+        return Err(format!(
+            "{} holds no root certificate{}; name the system roots with --roots FILE",
+            roots.describe(),
+            if certs.is_empty() { "" } else { " besides crawlcache's own CA" }
+        ));
+    }
+    let mut out = roots_text.to_vec();
+    if !certs.contains(&ca_der) {
+        if !out.is_empty() && !out.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(format!("\n# crawlcache local CA ({})\n", ca_path.display()).as_bytes());
+        out.extend_from_slice(ca_pem.as_bytes());
+        if !ca_pem.ends_with('\n') {
+            out.push(b'\n');
+        }
+    }
+    Ok((out, others))
+}
+
+/// Every `CERTIFICATE` block of a PEM text (other blocks are skipped).
+fn pem_certs(text: &[u8]) -> Result<Vec<CertificateDer<'static>>, std::io::Error> {
+    rustls_pemfile::certs(&mut &text[..]).collect()
+}
+
+/// Writes `contents` to `path` through a temporary file beside it, renamed
+/// into place (mode 0644: certificates are public), so a reader never sees
+/// half a bundle and the roots file may be the bundle itself.
+fn write_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".crawlcache-bundle-").tempfile_in(parent)?;
+    tmp.write_all(contents)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pem_of(name: &str) -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.self_signed(&key).unwrap().pem()
+    }
+
+    fn roots(path: &str) -> Roots {
+        Roots { path: PathBuf::from(path), source: RootsSource::Option }
+    }
+
+    #[test]
+    fn roots_come_from_the_option_then_ssl_cert_file_then_the_first_existing_system_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let second = tmp.path().join("second.pem");
+        std::fs::write(&second, "x").unwrap();
+        let missing = tmp.path().join("missing.pem");
+        let candidates = [missing.to_str().unwrap(), second.to_str().unwrap()];
+
+        let r = find_roots(Some(Path::new("/given.pem")), Some("/env.pem".into()), &candidates).unwrap();
+        assert_eq!(r, Roots { path: "/given.pem".into(), source: RootsSource::Option });
+        let r = find_roots(None, Some("/env.pem".into()), &candidates).unwrap();
+        assert_eq!(r, Roots { path: "/env.pem".into(), source: RootsSource::SslCertFile });
+        let r = find_roots(None, Some("".into()), &candidates).unwrap();
+        assert_eq!(r, Roots { path: second.clone(), source: RootsSource::System });
+        let r = find_roots(None, None, &candidates).unwrap();
+        assert_eq!(r, Roots { path: second, source: RootsSource::System });
+    }
+
+    #[test]
+    fn no_roots_file_is_an_error_naming_every_path_tried() {
+        let err = find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"]).unwrap_err();
+        assert!(err.contains("SSL_CERT_FILE is not set"), "{err}");
+        assert!(err.contains("/nonexistent/a.crt, /nonexistent/b.pem"), "{err}");
+        assert!(err.contains("--roots FILE"), "{err}");
+    }
+
+    #[test]
+    fn the_bundle_is_the_roots_file_then_the_ca() {
+        let (a, b, ca) = (pem_of("a.test"), pem_of("b.test"), pem_of("ca.test"));
+        // No newline at the end of the roots file: the CA still starts a line.
+        let text = format!("# system roots\n{a}{}", b.trim_end());
+        let (out, n) = bundle_contents(text.as_bytes(), &roots("r.pem"), &ca, Path::new("/d/ca/ca.pem")).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(n, 2);
+        assert!(out.starts_with(&text), "{out}");
+        assert!(out.ends_with(&format!("\n# crawlcache local CA (/d/ca/ca.pem)\n{ca}")), "{out}");
+        assert_eq!(pem_certs(out.as_bytes()).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_roots_file_that_already_holds_the_ca_gets_no_second_copy() {
+        let (a, ca) = (pem_of("a.test"), pem_of("ca.test"));
+        let text = format!("{a}{ca}");
+        let (out, n) = bundle_contents(text.as_bytes(), &roots("r.pem"), &ca, Path::new("ca.pem")).unwrap();
+        assert_eq!((out, n), (text.into_bytes(), 1));
+    }
+
+    #[test]
+    fn roots_without_a_certificate_besides_the_ca_are_refused() {
+        let ca = pem_of("ca.test");
+        let env = Roots { path: "/d/ca/ca.pem".into(), source: RootsSource::SslCertFile };
+        let err = bundle_contents(ca.as_bytes(), &env, &ca, Path::new("/d/ca/ca.pem")).unwrap_err();
+        assert!(err.contains("/d/ca/ca.pem (from SSL_CERT_FILE) holds no root certificate besides crawlcache's own CA"), "{err}");
+        let err = bundle_contents(b"not a certificate\n", &roots("r.pem"), &ca, Path::new("ca.pem")).unwrap_err();
+        assert!(err.starts_with("r.pem holds no root certificate;"), "{err}");
+    }
+
+    #[test]
+    fn suggested_commands_repeat_the_flags_given_quoted_for_a_shell() {
+        let common = Common { config: Some("my conf.toml".into()), data_dir: Some("/srv/data".into()) };
+        assert_eq!(flags_of(&common), " --config 'my conf.toml' --data-dir /srv/data");
+        assert_eq!(flags_of(&Common::default()), "");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
 }

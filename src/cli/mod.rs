@@ -6,7 +6,10 @@
 //! - [`robots`]: `robots check|batch` (files, no data directory) and
 //!   `robots show|refresh` (snapshots in the data directory).
 //! - [`audit`]: `audit skips`.
-//! - [`ca`]: print the local CA certificate.
+//! - [`ca`]: the local CA certificate (path, PEM, a bundle with the system
+//!   roots); `ca --init` creates it, plain `ca` never does.
+//! - [`config`]: `config --defaults` prints the embedded default configuration.
+//! - [`completions`]: shell completion scripts.
 //! - [`access`]: opening the data directory directly, or through the running
 //!   proxy's admin endpoints when it holds the index.
 //!
@@ -44,6 +47,8 @@ pub mod access;
 pub mod audit;
 pub mod ca;
 pub mod cache;
+pub mod completions;
+pub mod config;
 pub mod robots;
 pub mod serve;
 
@@ -71,9 +76,16 @@ pub enum Command {
     /// The audit trail of proxied requests.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
-    /// Print the path of the local CA certificate clients must trust for
-    /// HTTPS through the proxy (creating the CA if there is none yet).
+    /// Print the path of the local CA certificate clients must trust for HTTPS.
+    ///
+    /// Never creates one unless `--init` is given (exit 1, saying where it
+    /// looked, when there is none); `--bundle FILE` writes it together with
+    /// the system roots.
     Ca(ca::CaArgs),
+    /// The configuration (`--defaults`: print the built-in one).
+    Config(config::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 /// Options every command that reads the data directory takes.
@@ -97,6 +109,8 @@ pub fn run(command: Command) -> ExitCode {
         Command::Ca(args) => ca::run(args),
         Command::Robots(command) => robots::run(command),
         Command::Audit(command) => audit::run(command),
+        Command::Config(args) => config::run(args),
+        Command::Completions(args) => completions::run(args),
     };
     match result {
         Ok(code) => code,
@@ -107,13 +121,35 @@ pub fn run(command: Command) -> ExitCode {
     }
 }
 
+/// The line added to every configuration error: the defaults file the error
+/// may mention is not installed with the binary, but its text is in it.
+pub const CONFIG_HINT: &str = "hint: `crawlcache config --defaults` prints every key with its default and meaning";
+
 /// The configuration for a command: the defaults, `--config` laid over them,
 /// then `--data-dir`. Errors: the configuration error's message (names the
-/// file and the key).
+/// file and the key), and a [`CONFIG_HINT`] line.
 pub fn load_config(common: &Common) -> Result<Config, String> {
-    let mut cfg = Config::load(common.config.as_deref()).map_err(|e| e.to_string())?;
+    let mut cfg = Config::load(common.config.as_deref()).map_err(|e| format!("{e}\n{CONFIG_HINT}"))?;
     if let Some(d) = &common.data_dir {
         cfg.server.data_dir = d.clone();
     }
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configuration_errors_point_at_config_defaults() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = Common { config: Some(tmp.path().join("missing.toml")), data_dir: None };
+        let err = load_config(&missing).unwrap_err();
+        assert!(err.contains("missing.toml") && err.ends_with(&format!("\n{CONFIG_HINT}")), "{err}");
+
+        let bad = tmp.path().join("bad.toml");
+        std::fs::write(&bad, "[server]\nlisten_adress = \"127.0.0.1:1\"\n").unwrap();
+        let err = load_config(&Common { config: Some(bad), data_dir: None }).unwrap_err();
+        assert!(err.contains("server.listen_adress") && err.ends_with(&format!("\n{CONFIG_HINT}")), "{err}");
+    }
 }

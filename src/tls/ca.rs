@@ -143,6 +143,12 @@ impl CertificateAuthority {
         })
     }
 
+    /// Where the CA certificate of `data_dir` is kept, or will be once the
+    /// CA exists (`<data_dir>/ca/ca.pem`). Looks at and creates nothing.
+    pub fn cert_path_in(data_dir: &Path) -> PathBuf {
+        data_dir.join("ca").join(CERT_FILE)
+    }
+
     /// Path of the CA certificate (`<data_dir>/ca/ca.pem`), the file clients
     /// are told to trust (`curl --cacert`, `SSL_CERT_FILE`,
     /// `REQUESTS_CA_BUNDLE`).

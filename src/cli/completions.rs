@@ -1,0 +1,43 @@
+//! `crawlcache completions SHELL`: a completion script for bash, zsh, fish,
+//! elvish or PowerShell, generated from the command line's definition
+//! ([`super::Cli`]) by `clap_complete`.
+
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+/// Arguments of `completions`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Prints the script to stdout. It is generated in memory first:
+/// `clap_complete` panics on a failed write, and a closed stdout should end
+/// the output quietly.
+pub fn run(args: CompletionsArgs) -> Result<ExitCode, String> {
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut super::Cli::command(), "crawlcache", &mut script);
+    let _ = std::io::stdout().write_all(&script);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shell_gets_a_script_naming_the_subcommands() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut crate::cli::Cli::command(), "crawlcache", &mut script);
+            let script = String::from_utf8(script).unwrap();
+            for word in ["crawlcache", "serve", "completions", "--defaults", "--bundle"] {
+                assert!(script.contains(word), "{shell}: no {word} in\n{script}");
+            }
+        }
+    }
+}
