@@ -9,6 +9,8 @@
 //! - [`error`]: plain-text error responses that name their cause.
 //! - [`origin`]: the one client for origins, used by the proxy and by the
 //!   robots.txt fetcher.
+//! - [`parent`]: the parent (upstream) proxy the origin client may go
+//!   through, and the connector that goes direct or via it.
 //! - [`net`]: the one loopback test for socket addresses.
 //! - [`url`]: the one URI-reference resolver (RFC 3986 section 5).
 
@@ -18,4 +20,5 @@ pub mod error;
 pub mod fields;
 pub mod net;
 pub mod origin;
+pub mod parent;
 pub mod url;
