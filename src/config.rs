@@ -136,6 +136,123 @@ pub struct UpstreamConfig {
     pub max_head_bytes: u64,
     /// Most fields in an origin response head.
     pub max_head_fields: usize,
+    /// Parent proxy that origins are reached through,
+    /// `http://[user:password@]host:port`; empty for none. Never taken from
+    /// the environment (`HTTP_PROXY` and the like).
+    #[serde(deserialize_with = "de_parent_proxy")]
+    pub proxy: ParentProxyUrl,
+    /// Origins reached directly even when `proxy` is set.
+    pub no_proxy: Vec<NoProxyEntry>,
+}
+
+/// `upstream.proxy`: the URL of a parent HTTP proxy, checked when the
+/// configuration is read (`http` scheme, a host, an explicit port, nothing
+/// after the authority). Empty means none. Its `Debug` hides credentials.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ParentProxyUrl(String);
+
+impl ParentProxyUrl {
+    /// Checks `s` (surrounding whitespace ignored); `""` is none.
+    pub fn parse(s: &str) -> Result<ParentProxyUrl, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(ParentProxyUrl::default());
+        }
+        let expected = "expected http://host:port or http://user:password@host:port";
+        let uri: http::Uri = s.parse().map_err(|e| format!("not a URL ({e}); {expected}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => return Err(format!("scheme `{other}` is not supported for a parent proxy; {expected}")),
+            None => return Err(format!("no scheme; {expected}")),
+        }
+        let authority = uri.authority().ok_or_else(|| format!("no host; {expected}"))?;
+        if authority.host().is_empty() {
+            return Err(format!("no host; {expected}"));
+        }
+        if authority.port_u16().is_none() {
+            return Err(format!("no port; {expected}"));
+        }
+        if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+            return Err(format!("a parent proxy URL has no path or query; {expected}"));
+        }
+        Ok(ParentProxyUrl(s.to_string()))
+    }
+
+    /// The URL as configured (with credentials, if any); `""` for none.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// True when no parent proxy is configured.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for ParentProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.split_once('@') {
+            Some((_, rest)) => write!(f, "\"http://***@{rest}\""),
+            None => write!(f, "{:?}", self.0),
+        }
+    }
+}
+
+fn de_parent_proxy<'de, D: Deserializer<'de>>(d: D) -> Result<ParentProxyUrl, D::Error> {
+    let s = String::deserialize(d)?;
+    ParentProxyUrl::parse(&s).map_err(serde::de::Error::custom)
+}
+
+/// One `upstream.no_proxy` entry: origins it matches are reached directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoProxyEntry {
+    /// A host name with its subdomains (`example.org` or `.example.org`;
+    /// kept in lower case without the dots around it).
+    Domain(String),
+    /// An IP address or network ([`IpNet`]), matched against hosts written
+    /// as IP addresses (a name is not resolved to match one).
+    Net(IpNet),
+    /// `*`: every origin.
+    All,
+}
+
+impl NoProxyEntry {
+    /// Parses a host name (optionally with a leading dot), an IP address,
+    /// a CIDR network or `*`.
+    pub fn parse(s: &str) -> Result<NoProxyEntry, String> {
+        let t = s.trim();
+        if t == "*" {
+            return Ok(NoProxyEntry::All);
+        }
+        if t.contains('/') || t.parse::<IpAddr>().is_ok() {
+            return IpNet::parse(t).map(NoProxyEntry::Net);
+        }
+        let name = t.strip_prefix('.').unwrap_or(t).trim_end_matches('.').to_ascii_lowercase();
+        let label_ok = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if name.is_empty() || !name.split('.').all(label_ok) {
+            return Err(format!(
+                "'{s}' is not a host name, IP address or network (expected e.g. \"example.org\", \".example.org\", \"10.0.0.0/8\" or \"192.0.2.7\")"
+            ));
+        }
+        Ok(NoProxyEntry::Domain(name))
+    }
+}
+
+impl std::fmt::Display for NoProxyEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoProxyEntry::Domain(d) => f.write_str(d),
+            NoProxyEntry::Net(n) => write!(f, "{}/{}", n.addr, n.prefix),
+            NoProxyEntry::All => f.write_str("*"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NoProxyEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        NoProxyEntry::parse(&s).map_err(serde::de::Error::custom)
+    }
 }
 
 /// `[tls]`: CONNECT interception.
@@ -444,5 +561,36 @@ mod tests {
         assert!(!n.contains("10.0.0.1".parse().unwrap()));
         assert!(n.contains("::ffff:127.0.0.1".parse().unwrap()));
         assert!(IpNet::parse("::1/129").is_err());
+    }
+
+    #[test]
+    fn parent_proxy_is_off_by_default_and_checked() {
+        let c = Config::defaults().unwrap();
+        assert!(c.upstream.proxy.is_empty());
+        assert!(c.upstream.no_proxy.is_empty());
+        let c = Config::from_sources(Some((
+            Path::new("p.toml"),
+            "[upstream]\nproxy = \"http://user:secret@parent.example:3128\"\nno_proxy = [\".Example.org\", \"10.0.0.0/8\", \"::1\", \"*\"]\n",
+        )))
+        .unwrap();
+        assert_eq!(c.upstream.proxy.as_str(), "http://user:secret@parent.example:3128");
+        assert!(!format!("{:?}", c.upstream).contains("secret"), "Debug must hide credentials");
+        assert_eq!(
+            c.upstream.no_proxy,
+            vec![
+                NoProxyEntry::Domain("example.org".into()),
+                NoProxyEntry::Net(IpNet::parse("10.0.0.0/8").unwrap()),
+                NoProxyEntry::Net(IpNet::parse("::1").unwrap()),
+                NoProxyEntry::All,
+            ]
+        );
+        for bad in ["https://parent:3128", "socks5://parent:1080", "http://parent", "parent:3128", "http://parent:3128/path"] {
+            let e = Config::from_sources(Some((Path::new("p.toml"), &format!("[upstream]\nproxy = \"{bad}\"\n")))).unwrap_err();
+            assert!(e.0.contains("`upstream.proxy`"), "{bad}: {e}");
+        }
+        for bad in ["10.0.0.0/33", "exa mple.org", "a,b", ""] {
+            let e = Config::from_sources(Some((Path::new("p.toml"), &format!("[upstream]\nno_proxy = [\"{bad}\"]\n")))).unwrap_err();
+            assert!(e.0.contains("`upstream.no_proxy`"), "{bad}: {e}");
+        }
     }
 }

@@ -146,20 +146,33 @@ impl ProxyState {
 }
 
 /// The client for origins as `[upstream]` configures it (timeouts, pool,
-/// head limits, `extra_ca_file`). Errors: the extra CA file cannot be used.
+/// head limits, `extra_ca_file`, the parent `proxy` and its `no_proxy`
+/// list; never the proxy environment variables). Errors: the extra CA file
+/// or the parent proxy cannot be used.
 pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
-    let extra = &config.upstream.extra_ca_file;
+    let up = &config.upstream;
+    let extra = &up.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
     let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
-    Ok(upstream::Upstream::with_limits(
+    let parent = if up.proxy.is_empty() {
+        None
+    } else {
+        let no_proxy: Vec<String> = up.no_proxy.iter().map(|e| e.to_string()).collect();
+        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
+            .map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
+        tracing::info!(parent = parent.name(), no_proxy = ?no_proxy, "origins are reached through the parent proxy");
+        Some(parent)
+    };
+    Ok(upstream::Upstream::with_parent(
         tls,
-        config.upstream.connect_timeout,
-        config.upstream.response_timeout,
-        config.upstream.pool_idle_timeout,
+        up.connect_timeout,
+        up.response_timeout,
+        up.pool_idle_timeout,
         upstream::HeadLimits {
-            max_bytes: usize::try_from(config.upstream.max_head_bytes).unwrap_or(usize::MAX),
-            max_fields: config.upstream.max_head_fields,
+            max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX),
+            max_fields: up.max_head_fields,
         },
+        parent,
     ))
 }
 

@@ -15,6 +15,7 @@ use rustls::pki_types::UnixTime;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
 use super::TlsError;
+use crate::wire::parent::{OriginConnector, ParentProxy};
 
 /// A rustls client configuration for talking to origins: the public roots
 /// of `webpki-roots` plus, when given, every certificate in
@@ -79,12 +80,30 @@ pub fn upstream_connector(
     cfg: Arc<ClientConfig>,
     connect_timeout: Duration,
 ) -> HttpsConnector<HttpConnector> {
+    HttpsConnector::from((tcp_connector(connect_timeout), cfg))
+}
+
+/// [`upstream_connector`] going through `parent` (see
+/// [`crate::wire::parent`]) for the origins it routes: `http://` requests
+/// to the parent in absolute form, `https://` through a `CONNECT` tunnel
+/// with TLS to the origin over it, verified with `cfg` as for a direct
+/// connection. Without a parent, every origin is contacted directly.
+pub fn origin_connector(
+    cfg: Arc<ClientConfig>,
+    connect_timeout: Duration,
+    parent: Option<Arc<ParentProxy>>,
+) -> HttpsConnector<OriginConnector> {
+    HttpsConnector::from((OriginConnector::new(tcp_connector(connect_timeout), parent), cfg))
+}
+
+/// The TCP connector under the TLS layer.
+fn tcp_connector(connect_timeout: Duration) -> HttpConnector {
     let mut http = HttpConnector::new();
     // The TLS layer above decides per scheme; HttpConnector must accept https URIs.
     http.enforce_http(false);
     http.set_connect_timeout(Some(connect_timeout));
     http.set_nodelay(true);
-    HttpsConnector::from((http, cfg))
+    http
 }
 
 /// Finds a TLS failure in `err`'s chain of sources and says what it means

@@ -3,17 +3,17 @@
 
 use super::body::ProxyBody;
 pub use super::upstream_fields::{host_field, upstream_fields};
+use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The connector used for origins: plain TCP for `http://`, verified TLS for
-/// `https://`.
-pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+/// `https://`, either directly or through the parent proxy.
+pub type Connector = hyper_rustls::HttpsConnector<OriginConnector>;
 
 /// Why an upstream exchange failed, with a sentence for the client.
 #[derive(Debug, Clone)]
@@ -86,11 +86,18 @@ impl Default for HeadLimits {
 /// that fails on a pooled connection before any response arrived (the
 /// origin closed it, reset it, or the write broke) is sent once more on a
 /// new connection (RFC 9112 section 9.3.1).
+///
+/// With a parent proxy ([`Upstream::with_parent`]), origins it routes are
+/// reached through it: `http://` requests are sent to it in absolute form
+/// (with `Proxy-Authorization` when credentials are configured),
+/// `https://` origins through a `CONNECT` tunnel with TLS to the origin
+/// over it. Failures on the way to the parent name the parent.
 #[derive(Clone)]
 pub struct Upstream {
     client: Client<Connector, ProxyBody>,
     response_timeout: Duration,
     limits: HeadLimits,
+    parent: Option<Arc<ParentProxy>>,
 }
 
 impl Upstream {
@@ -113,7 +120,22 @@ impl Upstream {
         pool_idle_timeout: Duration,
         limits: HeadLimits,
     ) -> Upstream {
-        let connector = crate::tls::upstream_connector(tls, connect_timeout);
+        Self::with_parent(tls, connect_timeout, response_timeout, pool_idle_timeout, limits, None)
+    }
+
+    /// [`Upstream::with_limits`] reaching origins through `parent` (except
+    /// those its `no_proxy` list exempts); `None` contacts every origin
+    /// directly. The connect timeout then applies to the parent.
+    pub fn with_parent(
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        pool_idle_timeout: Duration,
+        limits: HeadLimits,
+        parent: Option<ParentProxy>,
+    ) -> Upstream {
+        let parent = parent.map(Arc::new);
+        let connector = crate::tls::origin_connector(tls, connect_timeout, parent.clone());
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(pool_idle_timeout)
             .pool_max_idle_per_host(32)
@@ -122,14 +144,29 @@ impl Upstream {
             .http1_max_headers(limits.max_fields)
             .http1_max_buf_size(limits.max_bytes.max(8192))
             .build(connector);
-        Upstream { client, response_timeout, limits }
+        Upstream { client, response_timeout, limits, parent }
+    }
+
+    /// The parent proxy `uri` goes through, if any.
+    fn parent_for(&self, uri: &Uri) -> Option<&ParentProxy> {
+        self.parent.as_deref().filter(|p| p.routes(uri))
     }
 
     /// Sends `req` (absolute URI) and waits for the response head, at most the
     /// configured response timeout (for both attempts together when the
     /// request is resent, see [`Upstream`]).
-    pub async fn send(&self, req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(&self, mut req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
+        let parent = self.parent_for(req.uri());
+        // A plain http:// request through the parent carries the parent's
+        // credentials itself (a CONNECT tunnel sends them on CONNECT).
+        let plain_via_parent = parent.is_some() && req.uri().scheme() == Some(&http::uri::Scheme::HTTP);
+        if plain_via_parent {
+            if let Some(auth) = parent.and_then(|p| p.authorization(req.uri())) {
+                req.headers_mut().insert(http::header::PROXY_AUTHORIZATION, auth);
+            }
+        }
+        let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
         let replay = replayable(&req);
         let attempts = async {
             match self.client.request(req).await {
@@ -147,7 +184,14 @@ impl Upstream {
         match tokio::time::timeout(self.response_timeout, attempts).await {
             Err(_) => Err(UpstreamError {
                 kind: UpstreamErrorKind::Timeout,
-                message: format!("origin {host} did not answer within {} s", self.response_timeout.as_secs_f64()),
+                message: format!("origin {host} did not answer within {} s{via}", self.response_timeout.as_secs_f64()),
+            }),
+            Ok(Ok(resp)) if plain_via_parent && resp.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED => Err(UpstreamError {
+                kind: UpstreamErrorKind::Connect,
+                message: format!(
+                    "the parent proxy {} answered 407 Proxy Authentication Required for origin {host} (credentials missing or wrong in upstream.proxy)",
+                    parent.map(|p| p.name()).unwrap_or_default()
+                ),
             }),
             Ok(Ok(resp)) => match head_size(&resp) {
                 (bytes, fields) if bytes > self.limits.max_bytes || fields > self.limits.max_fields => Err(UpstreamError {
@@ -237,6 +281,11 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLi
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             io_kind = Some(io.kind());
         }
+        if e.is::<ParentError>() {
+            // Its sentence leads the message instead (see below).
+            src = e.source();
+            continue;
+        }
         let s = e.to_string();
         if !s.is_empty() && !chain.contains(&s) {
             if !chain.is_empty() {
@@ -250,6 +299,24 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLi
         return UpstreamError { kind: UpstreamErrorKind::Tls, message: format!("TLS with origin {host} failed: {sentence}") };
     }
     let lower = chain.to_ascii_lowercase();
+    let dns = lower.contains("dns error") || lower.contains("failed to lookup") || lower.contains("name or service not known");
+    let timed_out = io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out");
+    if let Some(p) = find_parent_error(err) {
+        // The parent, not the origin, could not be reached or refused the tunnel.
+        let parent = &p.parent;
+        if p.failure != super::parent::ParentFailure::Connect {
+            // A refused or broken CONNECT: its sentence names the origin already.
+            return UpstreamError { kind: UpstreamErrorKind::Connect, message: format!("{p}: {chain}") };
+        }
+        let (kind, sentence) = if dns {
+            (UpstreamErrorKind::Dns, format!("could not resolve the parent proxy host {parent}"))
+        } else if timed_out {
+            (UpstreamErrorKind::Timeout, format!("connecting to the parent proxy {parent} timed out"))
+        } else {
+            (UpstreamErrorKind::Connect, p.to_string())
+        };
+        return UpstreamError { kind, message: format!("{sentence} (for origin {host}): {chain}") };
+    }
     if lower.contains("message head is too large") || lower.contains("too many headers") {
         return UpstreamError {
             kind: UpstreamErrorKind::Protocol,
@@ -259,9 +326,9 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLi
             ),
         };
     }
-    let kind = if lower.contains("dns error") || lower.contains("failed to lookup") || lower.contains("name or service not known") {
+    let kind = if dns {
         UpstreamErrorKind::Dns
-    } else if io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out") {
+    } else if timed_out {
         UpstreamErrorKind::Timeout
     } else if err.is_connect() {
         UpstreamErrorKind::Connect
