@@ -56,6 +56,7 @@
 //! compare every verdict with Google's.
 
 pub mod cli;
+pub mod decode;
 pub mod enforce;
 pub mod fetch;
 pub mod http_fetch;
