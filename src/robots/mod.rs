@@ -60,6 +60,7 @@ pub mod decode;
 pub mod enforce;
 pub mod fetch;
 pub mod http_fetch;
+pub mod identity;
 pub mod politeness;
 pub mod registry;
 pub mod settings;
