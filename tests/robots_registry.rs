@@ -3,6 +3,7 @@
 //! windows, outcome mapping, back-off, redirects, collapse, persistence.
 
 use crawlcache::robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RedirectPolicy, RobotsFetch};
+use crawlcache::robots::identity::FALLBACK_USER_AGENT;
 use crawlcache::robots::registry::{load_snapshot, RobotsRegistry};
 use crawlcache::robots::settings::{HostOverride, RobotsConfig};
 use crawlcache::robots::snapshot::{
@@ -22,6 +23,7 @@ type Answer = Result<RawRobotsResponse, FetchError>;
 struct Fake {
     script: Mutex<HashMap<String, VecDeque<Answer>>>,
     calls: Mutex<Vec<(String, Option<Validators>)>>,
+    user_agents: Mutex<Vec<String>>,
     gate: Mutex<Option<Arc<Semaphore>>>,
 }
 
@@ -35,6 +37,9 @@ impl Fake {
     fn calls(&self) -> usize {
         self.calls.lock().unwrap().len()
     }
+    fn last_user_agent(&self) -> Option<String> {
+        self.user_agents.lock().unwrap().last().cloned()
+    }
     fn last_validators(&self) -> Option<Validators> {
         self.calls.lock().unwrap().last().and_then(|(_, v)| v.clone())
     }
@@ -46,8 +51,9 @@ impl Fake {
 }
 
 impl RobotsFetch for Fake {
-    fn fetch(&self, url: &str, validators: Option<Validators>) -> FetchFuture {
+    fn fetch(&self, url: &str, validators: Option<Validators>, user_agent: &str) -> FetchFuture {
         self.calls.lock().unwrap().push((url.to_string(), validators));
+        self.user_agents.lock().unwrap().push(user_agent.to_string());
         let answer = {
             let mut script = self.script.lock().unwrap();
             match script.get_mut(url) {
@@ -359,6 +365,49 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
     assert_eq!(rules.snapshot.redirects.final_url.as_deref(), Some("http://elsewhere.test/robots.txt"));
+}
+
+/// C43: the fetch identity comes from `robots.user_agent`, else from
+/// `robots.agent` and the requesting client, and is recorded; a refresh
+/// without a client keeps the recorded identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_identity_from_configuration_or_the_requesting_client_is_recorded_c43() {
+    let ua = "examplebot/1.0 (+http://example.org/bot)";
+    let fake = Fake::new();
+    let reg = registry(&fake, RobotsConfig { agent: "examplebot".into(), ..RobotsConfig::default() });
+    let o = origin("a.test");
+    fake.answer(&o.robots_url(), vec![ok(RULES, Some("\"v1\"")), status(304)]);
+    let (rules, _) = reg.rules_for_client(&o, t0(), Some(ua)).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some(ua), "the matching client's full User-Agent");
+    assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(ua));
+    let rules = reg.refresh(&o, at(60)).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some(ua), "a forced refresh keeps the recorded identity");
+    assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(ua));
+    let b = origin("b.test");
+    fake.answer(&b.robots_url(), vec![ok(RULES, None)]);
+    reg.rules_for_client(&b, t0(), Some("curl/8.0")).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some("examplebot"), "another client: the bare agent");
+
+    // robots.user_agent wins over everything.
+    let reg = registry(&fake, RobotsConfig { agent: "examplebot".into(), user_agent: "MyCrawler/3.0".into(), ..RobotsConfig::default() });
+    let c = origin("c.test");
+    fake.answer(&c.robots_url(), vec![ok(RULES, None)]);
+    let (rules, _) = reg.rules_for_client(&c, t0(), Some(ua)).await;
+    assert_eq!((fake.last_user_agent().as_deref(), rules.snapshot.fetched_as.as_deref()), (Some("MyCrawler/3.0"), Some("MyCrawler/3.0")));
+
+    // Nothing configured: the client's own User-Agent, else the fallback.
+    let reg = registry(&fake, RobotsConfig::default());
+    let d = origin("d.test");
+    fake.answer(&d.robots_url(), vec![status(403)]);
+    let (rules, _) = reg.rules_for_client(&d, t0(), Some("Mozilla/5.0 (compatible; x)")).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some("Mozilla/5.0 (compatible; x)"));
+    assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
+    let w = rules.snapshot.identity_warning().expect("a 403 is flagged");
+    assert!(w.starts_with("robots.txt answered 403 to Mozilla/5.0 (compatible; x): rules treated as allow-all"), "{w}");
+    let e = origin("e.test");
+    fake.answer(&e.robots_url(), vec![ok(RULES, None)]);
+    let (rules, _) = reg.rules_for(&e, t0()).await;
+    assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(FALLBACK_USER_AGENT));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,6 +48,14 @@ pub struct RobotsCheck {
     pub age_secs: u64,
     /// The host's hard maximum in seconds.
     pub hard_max_secs: u64,
+    /// The `User-Agent` the snapshot was fetched as (C43).
+    pub fetched_as: Option<String>,
+    /// A warning about the rules in force: the robots.txt answered 401 or
+    /// 403 to `fetched_as` ([`super::snapshot::Snapshot::identity_warning`]).
+    pub warning: Option<String>,
+    /// Why the rules are unknown, for an `unavailable` snapshot (the last
+    /// fetch outcome: a refused redirect, an undecodable body, a 503, ...).
+    pub unavailable_detail: Option<String>,
 }
 
 /// What the proxy does with the request.
@@ -70,6 +78,7 @@ impl RobotsCheck {
     /// `disposition`) at `now` under `windows`.
     pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: &str, url: &str) -> RobotsCheck {
         let state = rules.snapshot.state(windows, now);
+        let snapshot = &rules.snapshot;
         RobotsCheck {
             agent: agent.to_string(),
             verdict: rules.verdict(state, agent, url),
@@ -80,6 +89,9 @@ impl RobotsCheck {
             robots_url: rules.snapshot.origin.robots_url(),
             age_secs: rules.snapshot.age(now).as_secs(),
             hard_max_secs: windows.hard_max.as_secs(),
+            fetched_as: snapshot.fetched_as.clone(),
+            warning: snapshot.identity_warning(),
+            unavailable_detail: (snapshot.status == RobotsStatus::Unavailable).then(|| snapshot.last_outcome.to_string()),
         }
     }
 
@@ -103,7 +115,8 @@ impl RobotsCheck {
         let rule = self.verdict.rule.as_deref().unwrap_or("(no rule)");
         let line = self.verdict.line.map(|l| format!(" (line {l})")).unwrap_or_default();
         let why = if self.status == RobotsStatus::Unavailable {
-            "the robots.txt could not be fetched, so everything is disallowed (RFC 9309 section 2.3.1.4)".to_string()
+            let detail = self.unavailable_detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+            format!("the robots.txt could not be fetched{detail}, so everything is disallowed (RFC 9309 section 2.3.1.4)")
         } else {
             format!("rule `{rule}`{line}")
         };
@@ -176,6 +189,8 @@ mod tests {
             failures: 0,
             retry_after: None,
             next_retry: None,
+            fetched_as: Some("Bot/1.0".into()),
+            content_encoding: None,
         })
     }
 

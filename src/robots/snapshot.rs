@@ -130,8 +130,9 @@ pub enum RobotsStatus {
     /// A 4xx other than 429: no rules published, everything allowed
     /// (RFC 9309 §2.3.1.3).
     Absent,
-    /// 429, 5xx, a network failure or a refused redirect: the rules are
-    /// unknown, everything disallowed (RFC 9309 §2.3.1.4).
+    /// 429, 5xx, a network failure, a body that does not decode or a
+    /// refused redirect: the rules are unknown, everything disallowed (RFC
+    /// 9309 §2.3.1.4).
     Unavailable,
 }
 
@@ -208,6 +209,12 @@ pub enum FetchOutcome {
         /// The cause.
         detail: String,
     },
+    /// The body's content coding is unknown or its bytes do not decode
+    /// (C40): a failed fetch, never rules.
+    Undecodable {
+        /// What failed, naming the coding.
+        detail: String,
+    },
     /// Any other transport failure.
     Other {
         /// The cause.
@@ -228,7 +235,7 @@ pub enum FetchOutcome {
 impl FetchOutcome {
     /// The metric label: `fetched`, `not_modified`, `absent`, `rate_limited`,
     /// `server_error`, `unexpected_status`, `timeout`, `dns`, `connect`,
-    /// `other`, `redirect_refused`, `too_many_redirects`.
+    /// `undecodable`, `other`, `redirect_refused`, `too_many_redirects`.
     pub fn label(&self) -> &'static str {
         match self {
             FetchOutcome::Ok { .. } => "fetched",
@@ -240,6 +247,7 @@ impl FetchOutcome {
             FetchOutcome::Timeout => "timeout",
             FetchOutcome::Dns { .. } => "dns",
             FetchOutcome::Connect { .. } => "connect",
+            FetchOutcome::Undecodable { .. } => "undecodable",
             FetchOutcome::Other { .. } => "other",
             FetchOutcome::RedirectRefused { .. } => "redirect_refused",
             FetchOutcome::TooManyRedirects { .. } => "too_many_redirects",
@@ -259,6 +267,7 @@ impl fmt::Display for FetchOutcome {
             FetchOutcome::Timeout => f.write_str("timeout"),
             FetchOutcome::Dns { detail } => write!(f, "DNS failure: {detail}"),
             FetchOutcome::Connect { detail } => write!(f, "connection failure: {detail}"),
+            FetchOutcome::Undecodable { detail } => write!(f, "undecodable body: {detail}"),
             FetchOutcome::Other { detail } => write!(f, "fetch failure: {detail}"),
             FetchOutcome::RedirectRefused { to } => write!(f, "redirect to {to} refused"),
             FetchOutcome::TooManyRedirects { to } => write!(f, "more than 5 redirects (next: {to})"),
@@ -308,6 +317,16 @@ pub struct Snapshot {
     /// No automatic retry before this time (back-off after a failure, never
     /// sooner than `retry_after`). `None` after a success.
     pub next_retry: Option<SystemTime>,
+    /// The `User-Agent` the status and body were fetched under (C43,
+    /// [`super::identity`]); `None` in snapshots stored before it was
+    /// recorded.
+    #[serde(default)]
+    pub fetched_as: Option<String>,
+    /// The content codings the body arrived with, as listed in its
+    /// `Content-Encoding` (`gzip, br`), all undone: `body` and `sha256` are
+    /// of the decoded text (C40). `None` when it came as is.
+    #[serde(default)]
+    pub content_encoding: Option<String>,
 }
 
 /// Lower-case hex SHA-256 of `body`.
@@ -351,6 +370,19 @@ impl Snapshot {
         match self.status {
             RobotsStatus::Unavailable => true,
             _ => self.state(windows, now) != State::Fresh,
+        }
+    }
+
+    /// The warning for a robots.txt that answered 401 or 403 (C43): RFC
+    /// 9309 §2.3.1.3 makes that "no rules", which is also what a firewall
+    /// refusing the fetch identity looks like. `None` otherwise.
+    pub fn identity_warning(&self) -> Option<String> {
+        match (self.status, self.http_status) {
+            (RobotsStatus::Absent, Some(code @ (401 | 403))) => Some(format!(
+                "robots.txt answered {code} to {}: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity",
+                self.fetched_as.as_deref().unwrap_or("(identity not recorded)")
+            )),
+            _ => None,
         }
     }
 
@@ -569,6 +601,8 @@ mod tests {
             failures: 0,
             retry_after: None,
             next_retry: None,
+            fetched_as: Some("Bot/1.0".into()),
+            content_encoding: None,
         }
     }
 
@@ -650,10 +684,39 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_stored_before_identity_and_coding_were_recorded_still_load() {
+        let s = fetched(b"User-agent: *\n", t0());
+        let mut j: serde_json::Value = serde_json::to_value(&s).unwrap();
+        let m = j.as_object_mut().unwrap();
+        m.remove("fetched_as");
+        m.remove("content_encoding");
+        let back: Snapshot = serde_json::from_value(j).unwrap();
+        assert_eq!((back.fetched_as, back.content_encoding), (None, None));
+        assert_eq!(back.body, s.body);
+    }
+
+    #[test]
+    fn a_401_or_403_robots_txt_is_flagged_with_the_identity_c43() {
+        let mut s = fetched(b"", t0());
+        assert_eq!(s.identity_warning(), None);
+        s.status = RobotsStatus::Absent;
+        s.http_status = Some(404);
+        assert_eq!(s.identity_warning(), None, "a 404 is an ordinary absent robots.txt");
+        for code in [401, 403] {
+            s.http_status = Some(code);
+            assert_eq!(
+                s.identity_warning().as_deref(),
+                Some(format!("robots.txt answered {code} to Bot/1.0: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity").as_str())
+            );
+        }
+    }
+
+    #[test]
     fn snapshot_round_trips_through_json() {
         let mut s = fetched(&[0u8, 0xff, b'a'], t0());
         s.redirects.hops.push("http://example.org/r".into());
         s.last_outcome = FetchOutcome::Connect { detail: "refused".into() };
+        s.content_encoding = Some("gzip, br".into());
         let j = serde_json::to_string(&s).unwrap();
         let back: Snapshot = serde_json::from_str(&j).unwrap();
         assert_eq!(back, s);

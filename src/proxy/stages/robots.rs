@@ -59,7 +59,9 @@ pub struct RobotsGate {
 
 /// Runs the robots check for `ex` (an absolute target). `None` when robots
 /// handling is off, or offline for an origin never seen. Waits only when
-/// the origin is seen for the first time (or its rules expired).
+/// the origin is seen for the first time (or its rules expired). A fetch it
+/// starts is sent under the identity derived from the request's
+/// `User-Agent` (`robots::identity`).
 pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let cfg = &state.config.robots;
     if cfg.mode == RobotsMode::Off {
@@ -75,7 +77,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
         let d = Disposition::from_state(r.snapshot.state(&state.robots.windows(&origin), now));
         (r, d)
     } else {
-        state.robots.rules_for(&origin, now).await
+        state.robots.rules_for_client(&origin, now, ex.user_agent()).await
     };
     state.metrics.robots_disposition(disposition);
     let windows = state.robots.windows(&origin);
