@@ -29,7 +29,8 @@ pub struct AuditRecord {
     /// SHA-256 (hex) of the robots.txt snapshot in force (`null` when robots
     /// handling is off).
     pub robots_sha256: Option<String>,
-    /// `fetched`, `cached`, `stale_usable`, `stale_degraded` or `expired`.
+    /// `fetched`, `cached`, `stale_usable`, `stale_degraded`, `expired` or
+    /// `offline`.
     pub disposition: Option<String>,
     /// `allowed` or `disallowed`.
     pub verdict: Option<String>,

@@ -311,7 +311,8 @@ fn sha256_hex(b: &[u8]) -> String {
     crawlcache::robots::snapshot::sha256_hex(b)
 }
 
-// ---- issue 10: C40 compressed robots.txt, C43 fetch identity ----
+// ---- issue 10: C40 compressed robots.txt, C43 fetch identity, C44
+// offline ----
 
 const C40_RULES: &str = "User-agent: *\nDisallow: /private/\n";
 
@@ -433,4 +434,39 @@ fn a_403_robots_txt_is_flagged_with_the_identity_c43() {
     assert_eq!(lines[0]["robots_fetched_as"], "MyCrawler/2.0 (+http://example.org)");
     let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", origin.port()));
     assert!(shown.contains(want) && shown.contains("http status:   403"), "{shown}");
+}
+
+/// C44: offline, stored URLs are judged against the last snapshot whatever
+/// its age (past `hard_max` here): 200 from the cache with
+/// `disposition=offline` and the snapshot's SHA-256; a URL it disallows
+/// still gets 403; nothing reaches the origin.
+#[test]
+fn offline_replay_uses_the_last_snapshot_whatever_its_age_c44() {
+    let windows = "fresh = \"1s\"\nstale_usable = \"2s\"\nhard_max = \"3s\"";
+    let (origin, proxy) = start("enforce", windows, |req| match req.path() {
+        "/robots.txt" => Reply::ok(&[], C40_RULES.as_bytes()),
+        _ => Reply::ok(&[("Cache-Control", "max-age=600")], b"page"),
+    });
+    assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "examplebot/1.0")]).status, 200);
+    assert_eq!(proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]).status, 403);
+    let before = origin.request_count();
+    let again = proxy.data_dir().parent().expect("the data directory's folder").join("offline.toml");
+    std::fs::write(&again, config("enforce", windows)).expect("config");
+    let again = again.display().to_string();
+    std::thread::sleep(Duration::from_secs(5));
+    let proxy = proxy.restart(&["--config", &again, "--offline"]);
+    let r = proxy.get(&origin.url("/a"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
+    let rs = r.header("robots-status").unwrap_or("").to_string();
+    assert!(rs.starts_with("allowed") && rs.contains("disposition=offline"), "{rs}");
+    assert!(rs.contains(&sha256_hex(C40_RULES.as_bytes())), "{rs}");
+    let blocked = proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(blocked.status, 403, "{}", blocked.describe());
+    assert!(blocked.text().contains("Disallow: /private/"), "{}", blocked.text());
+    assert_eq!(origin.request_count(), before, "offline: nothing reaches the origin");
+    let lines = wait_audit(proxy.data_dir(), 4);
+    let offline: Vec<_> = lines.iter().filter(|l| l["disposition"] == "offline").collect();
+    assert_eq!(offline.len(), 2, "{lines:#?}");
+    assert_eq!(offline[0]["verdict"], "allowed");
+    assert_eq!(offline[1]["verdict"], "disallowed");
 }

@@ -75,13 +75,16 @@ pub enum Action {
 
 impl RobotsCheck {
     /// Checks `url` for `agent` against `rules` (obtained with
-    /// `disposition`) at `now` under `windows`.
+    /// `disposition`) at `now` under `windows`. With
+    /// [`Disposition::Offline`] the windows do not apply: the rules are used
+    /// whatever their age (C44).
     pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: &str, url: &str) -> RobotsCheck {
         let state = rules.snapshot.state(windows, now);
+        let judged = if disposition == Disposition::Offline { State::Fresh } else { state };
         let snapshot = &rules.snapshot;
         RobotsCheck {
             agent: agent.to_string(),
-            verdict: rules.verdict(state, agent, url),
+            verdict: rules.verdict(judged, agent, url),
             state,
             disposition,
             status: rules.snapshot.status,
@@ -95,15 +98,25 @@ impl RobotsCheck {
         }
     }
 
+    /// The state the rules are judged in: the snapshot's, except offline,
+    /// where age does not count (as if fresh).
+    pub fn judged_state(&self) -> State {
+        if self.disposition == Disposition::Offline {
+            State::Fresh
+        } else {
+            self.state
+        }
+    }
+
     /// The action under `mode`: `off` and `annotate` always forward;
     /// `enforce` refuses a disallowed request with 403 naming the rule and
     /// the robots.txt URL, or 503 "host not crawlable: rules too old" when
-    /// the snapshot is expired (SPEC §4).
+    /// the snapshot is expired (SPEC §4; never offline, C44).
     pub fn action(&self, mode: RobotsMode) -> Action {
         if mode != RobotsMode::Enforce || self.verdict.allowed {
             return Action::Forward;
         }
-        if self.state == State::Expired && self.status != RobotsStatus::Unavailable {
+        if self.judged_state() == State::Expired && self.status != RobotsStatus::Unavailable {
             return Action::Refuse {
                 status: 503,
                 body: format!(
@@ -245,6 +258,25 @@ mod tests {
             a => panic!("{a:?}"),
         }
         assert!(c.status_header().starts_with("disallowed; rule=\"rules unavailable\"; sha256="));
+    }
+
+    #[test]
+    fn offline_judges_by_the_last_snapshot_whatever_its_age_c44() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let w = Windows::default();
+        let later = t + Duration::from_secs(30 * 86_400);
+        let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /private\n", t);
+        let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/public");
+        assert_eq!(c.state, State::Expired, "the snapshot's own state is kept for display");
+        assert_eq!(c.judged_state(), State::Fresh);
+        assert!(c.verdict.allowed);
+        assert_eq!(c.action(RobotsMode::Enforce), Action::Forward);
+        assert!(c.status_header().ends_with("disposition=offline"), "{}", c.status_header());
+        let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/private/a");
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status: 403, body } => assert!(body.contains("Disallow: /private"), "{body}"),
+            a => panic!("{a:?}"),
+        }
     }
 
     #[test]

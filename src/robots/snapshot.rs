@@ -492,6 +492,10 @@ pub enum Disposition {
     StaleDegraded,
     /// The snapshot was expired: the host is not crawlable.
     Expired,
+    /// Offline mode: the last snapshot, whatever its age (C44; the windows
+    /// bound how long rules go unchecked while crawling, and offline nothing
+    /// is crawled).
+    Offline,
 }
 
 impl Disposition {
@@ -505,7 +509,8 @@ impl Disposition {
         }
     }
 
-    /// `fetched`, `cached`, `stale_usable`, `stale_degraded` or `expired`.
+    /// `fetched`, `cached`, `stale_usable`, `stale_degraded`, `expired` or
+    /// `offline`.
     pub fn as_str(self) -> &'static str {
         match self {
             Disposition::Fetched => "fetched",
@@ -513,6 +518,7 @@ impl Disposition {
             Disposition::StaleUsable => "stale_usable",
             Disposition::StaleDegraded => "stale_degraded",
             Disposition::Expired => "expired",
+            Disposition::Offline => "offline",
         }
     }
 }
