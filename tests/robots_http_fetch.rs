@@ -3,7 +3,7 @@
 //! in real time with short windows (issue 5, "It must show" 2 and 3).
 
 use crawlcache::robots::enforce::{Action, RobotsCheck};
-use crawlcache::robots::fetch::{FetchError, RobotsFetch};
+use crawlcache::robots::fetch::{FetchError, RedirectPolicy, RobotsFetch};
 use crawlcache::robots::http_fetch::UpstreamRobotsFetch;
 use crawlcache::robots::registry::RobotsRegistry;
 use crawlcache::robots::settings::{RobotsConfig, RobotsMode};
@@ -163,7 +163,8 @@ fn registry(config: RobotsConfig, timeout: Duration) -> RobotsRegistry {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcomes_and_redirects_against_a_local_origin() {
     let (origin, port) = LocalOrigin::start().await;
-    let reg = registry(RobotsConfig::default(), Duration::from_millis(500));
+    // `same-host` is opt-in since C49 (the default is `any`).
+    let reg = registry(RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() }, Duration::from_millis(500));
     let now = SystemTime::now();
     let o = Origin::new("http", "127.0.0.1", port);
 

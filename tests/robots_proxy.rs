@@ -175,7 +175,8 @@ fn unreachable_or_slow_robots_means_disallow_all() {
 }
 
 /// Item 3: five redirects within the host are followed; a sixth, or one to
-/// another host under the default `same-host`, makes the rules unavailable.
+/// another host under the opt-in `same-host`, makes the rules unavailable
+/// and says `redirect refused`.
 #[test]
 fn redirects_within_the_host_are_followed_up_to_five() {
     let hops = |n: usize| {
@@ -201,13 +202,16 @@ fn redirects_within_the_host_are_followed_up_to_five() {
     let (origin6, proxy6) = start("enforce", "", hops(6));
     let r = proxy6.get(&origin6.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a sixth hop makes the rules unavailable: {}", r.describe());
-    // Cross-host redirect under same-host.
-    let (ox, px) = start("enforce", "", |req| match req.path() {
+    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
+    assert_eq!(page_requests(&origin6, "/r6"), 0, "the sixth hop is never contacted");
+    // Cross-host redirect under same-host (opt-in since C49).
+    let (ox, px) = start("enforce", "redirects = \"same-host\"", |req| match req.path() {
         "/robots.txt" => Reply::new(301, &[("Location", "http://localhost:9/robots.txt")], b""),
         _ => Reply::ok(&[], b"page"),
     });
     let r = px.get(&ox.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a redirect to another host is not followed: {}", r.describe());
+    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
 }
 
 /// Item 2: only the first sight waits; after the fresh window, 20
@@ -312,7 +316,7 @@ fn sha256_hex(b: &[u8]) -> String {
 }
 
 // ---- issue 10: C40 compressed robots.txt, C43 fetch identity, C44
-// offline ----
+// offline, C49 redirects across hosts ----
 
 const C40_RULES: &str = "User-agent: *\nDisallow: /private/\n";
 
@@ -469,4 +473,45 @@ fn offline_replay_uses_the_last_snapshot_whatever_its_age_c44() {
     assert_eq!(offline.len(), 2, "{lines:#?}");
     assert_eq!(offline[0]["verdict"], "allowed");
     assert_eq!(offline[1]["verdict"], "disallowed");
+}
+
+/// C49: by default a robots.txt redirected from one host to another (apex
+/// → www) is followed; the rules apply to the original origin and the chain
+/// is recorded. Under the opt-in `same-host` the hop is refused, the other
+/// host never contacted, and the verdict says `redirect refused`.
+#[test]
+fn apex_to_www_redirect_is_followed_by_default_c49() {
+    let www = Origin::start(|req| match req.path() {
+        "/robots.txt" => Reply::ok(&[], C40_RULES.as_bytes()),
+        _ => Reply::ok(&[], b"www page"),
+    });
+    let www_robots = format!("http://localhost:{}/robots.txt", www.port());
+    let target = www_robots.clone();
+    let (apex, proxy) = start("enforce", "", move |req| match req.path() {
+        "/robots.txt" => Reply::new(301, &[("Location", &target)], b""),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy.get(&apex.url("/public"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
+    let r = proxy.get(&apex.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("Disallow: /private/"), "{}", r.text());
+    assert_eq!((robots_requests(&apex), robots_requests(&www), page_requests(&apex, "/private/x")), (1, 1, 0));
+    let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", apex.port()));
+    assert!(shown.contains(&format!("  -> {www_robots}")) && shown.contains("status:        fetched"), "{shown}");
+
+    let target = www_robots.clone();
+    let (apex2, proxy2) = start("enforce", "redirects = \"same-host\"", move |req| match req.path() {
+        "/robots.txt" => Reply::new(301, &[("Location", &target)], b""),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy2.get(&apex2.url("/public"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
+    assert!(r.text().contains("redirect of the robots.txt was refused") && r.text().contains(&www_robots), "{}", r.text());
+    assert_eq!(robots_requests(&www), 1, "the refused destination is never contacted");
+    let lines = wait_audit(proxy2.data_dir(), 1);
+    assert_eq!(lines[0]["rule"], "redirect refused");
+    let shown = robots_show(&proxy2, &format!("http://127.0.0.1:{}", apex2.port()));
+    assert!(shown.contains(&format!("refused:       {www_robots}")), "{shown}");
 }

@@ -7,7 +7,7 @@ use crawlcache::robots::identity::FALLBACK_USER_AGENT;
 use crawlcache::robots::registry::{load_snapshot, RobotsRegistry};
 use crawlcache::robots::settings::{HostOverride, RobotsConfig};
 use crawlcache::robots::snapshot::{
-    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_TOO_OLD, RULE_UNAVAILABLE,
+    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -324,7 +324,8 @@ async fn back_off_never_retries_before_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable() {
     let fake = Fake::new();
-    let reg = registry(&fake, RobotsConfig::default());
+    // `same-host` is opt-in since C49 (the default is `any`).
+    let reg = registry(&fake, RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() });
     // Five hops within the host (scheme and port may change).
     let o = origin("five.test");
     fake.answer("http://five.test/robots.txt", vec![redirect("/1")]);
@@ -350,7 +351,10 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://six.test/6"));
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::TooManyRedirects { .. }));
 
-    // Another host under the default same-host policy.
+    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://six.test/x").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+
+    // Another host under the opt-in same-host policy: refused, never
+    // contacted, and said so.
     let o = origin("cross.test");
     fake.answer("http://cross.test/robots.txt", vec![redirect("http://elsewhere.test/robots.txt")]);
     fake.answer("http://elsewhere.test/robots.txt", vec![ok(RULES, None)]);
@@ -358,13 +362,49 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://elsewhere.test/robots.txt"));
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::RedirectRefused { .. }));
+    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://cross.test/x").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+    assert!(!fake.calls.lock().unwrap().iter().any(|(u, _)| u == "http://elsewhere.test/robots.txt"));
 
-    // `any` follows it (RFC 9309 §2.3.1.2).
-    let cfg = RobotsConfig { redirects: RedirectPolicy::Any, ..RobotsConfig::default() };
-    let reg = registry(&fake, cfg);
+    // `any`, the default, follows it (RFC 9309 §2.3.1.2).
+    let reg = registry(&fake, RobotsConfig::default());
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
     assert_eq!(rules.snapshot.redirects.final_url.as_deref(), Some("http://elsewhere.test/robots.txt"));
+}
+
+/// C49: by default an apex → www redirect (another host) is followed, the
+/// rules apply to the apex origin and the chain is in the snapshot; a
+/// sixth hop is refused with `redirect refused`, its target never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c49() {
+    let fake = Fake::new();
+    let reg = registry(&fake, RobotsConfig::default());
+    let o = origin("example.com");
+    fake.answer("http://example.com/robots.txt", vec![redirect("https://www.example.com/robots.txt")]);
+    fake.answer("https://www.example.com/robots.txt", vec![redirect("https://cdn.example.net/example.com/robots.txt")]);
+    fake.answer("https://cdn.example.net/example.com/robots.txt", vec![ok("User-agent: *\nDisallow: /private/\n", None)]);
+    let (rules, _) = reg.rules_for(&o, t0()).await;
+    assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
+    assert_eq!(rules.snapshot.origin, o);
+    assert_eq!(rules.snapshot.redirects.hops, ["https://www.example.com/robots.txt", "https://cdn.example.net/example.com/robots.txt"]);
+    assert!(!rules.verdict(State::Fresh, "Bot", "http://example.com/private/x").allowed);
+    assert!(rules.verdict(State::Fresh, "Bot", "http://example.com/public").allowed);
+    assert_eq!(fake.calls(), 3);
+    // The hop hosts got no snapshot of their own.
+    assert!(reg.current(&Origin::new("https", "www.example.com", 443)).is_none());
+
+    let o = origin("hops.test");
+    for i in 0..6 {
+        let from = if i == 0 { "http://hops.test/robots.txt".to_string() } else { format!("http://h{i}.test/robots.txt") };
+        fake.answer(&from, vec![redirect(&format!("http://h{}.test/robots.txt", i + 1))]);
+    }
+    fake.answer("http://h6.test/robots.txt", vec![ok(RULES, None)]);
+    let before = fake.calls();
+    let (rules, _) = reg.rules_for(&o, t0()).await;
+    assert_eq!(fake.calls() - before, 6, "the origin and five hops, not the sixth");
+    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://h6.test/robots.txt"));
+    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://hops.test/a").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
 }
 
 /// C43: the fetch identity comes from `robots.user_agent`, else from

@@ -8,7 +8,7 @@
 
 use super::registry::Rules;
 use super::settings::RobotsMode;
-use super::snapshot::{Disposition, RobotsStatus, State, Windows};
+use super::snapshot::{Disposition, RobotsStatus, State, Windows, RULE_REDIRECT_REFUSED};
 use super::{product_token_from_user_agent, Verdict};
 use std::time::SystemTime;
 
@@ -129,7 +129,11 @@ impl RobotsCheck {
         let line = self.verdict.line.map(|l| format!(" (line {l})")).unwrap_or_default();
         let why = if self.status == RobotsStatus::Unavailable {
             let detail = self.unavailable_detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
-            format!("the robots.txt could not be fetched{detail}, so everything is disallowed (RFC 9309 section 2.3.1.4)")
+            if self.verdict.rule.as_deref() == Some(RULE_REDIRECT_REFUSED) {
+                format!("a redirect of the robots.txt was refused{detail}, so the rules are unknown and everything is disallowed (RFC 9309 section 2.3.1.2; `robots.redirects`)")
+            } else {
+                format!("the robots.txt could not be fetched{detail}, so everything is disallowed (RFC 9309 section 2.3.1.4)")
+            }
         } else {
             format!("rule `{rule}`{line}")
         };
@@ -275,6 +279,20 @@ mod tests {
         let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/private/a");
         match c.action(RobotsMode::Enforce) {
             Action::Refuse { status: 403, body } => assert!(body.contains("Disallow: /private"), "{body}"),
+            a => panic!("{a:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_redirect_is_named_in_the_refusal_c49() {
+        let t = SystemTime::UNIX_EPOCH;
+        let mut r = rules(RobotsStatus::Unavailable, "", t);
+        r.snapshot.redirects.refused = Some("http://b.test/robots.txt".into());
+        r.snapshot.last_outcome = FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() };
+        let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
+        assert!(c.status_header().starts_with("disallowed; rule=\"redirect refused\""), "{}", c.status_header());
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status: 403, body } => assert!(body.contains("redirect of the robots.txt was refused") && body.contains("http://b.test/robots.txt"), "{body}"),
             a => panic!("{a:?}"),
         }
     }

@@ -82,12 +82,14 @@ pub trait RobotsFetch: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RedirectPolicy {
-    /// The host must stay the same; scheme and port may change (default).
-    #[default]
+    /// The host must stay the same; scheme and port may change (opt-in).
     SameHost,
-    /// Scheme, host and port must stay the same.
+    /// Scheme, host and port must stay the same (opt-in).
     SameOrigin,
-    /// Any `http`/`https` target (RFC 9309 §2.3.1.2 behaviour).
+    /// Any `http`/`https` target, across hosts (default; RFC 9309
+    /// §2.3.1.2, as Google does: apex ↔ `www`, http ↔ https, a CDN host).
+    /// The rules still apply to the original origin only.
+    #[default]
     Any,
 }
 
@@ -213,8 +215,8 @@ fn is_redirect(status: u16) -> bool {
 ///
 /// A redirect outside the policy, or a sixth one, ends the attempt with
 /// [`FetchOutcome::RedirectRefused`] / [`FetchOutcome::TooManyRedirects`]
-/// and the destination in [`RedirectDetails::refused`]. Never fails: every
-/// transport error becomes an outcome.
+/// and the destination in [`RedirectDetails::refused`]; that destination is
+/// never contacted. Never fails: every transport error becomes an outcome.
 pub async fn fetch_robots(
     fetcher: &dyn RobotsFetch,
     origin: &Origin,
@@ -476,6 +478,24 @@ mod tests {
         let s = script(vec![("http://a.test/robots.txt", redirect("https://a.test/robots.txt")), ("https://a.test/robots.txt", ok("x"))]);
         assert_eq!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, "")).outcome, FetchOutcome::Ok { status: 200 });
         assert!(matches!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameOrigin, "")).outcome, FetchOutcome::RedirectRefused { .. }));
+    }
+
+    #[test]
+    fn rfc9309_2_3_1_2_cross_host_redirects_are_followed_by_default_c49() {
+        assert_eq!(RedirectPolicy::default(), RedirectPolicy::Any);
+        let o = Origin::new("http", "example.com", 80);
+        let s = script(vec![
+            ("http://example.com/robots.txt", redirect("http://www.example.com/robots.txt")),
+            ("http://www.example.com/robots.txt", ok("User-agent: *\nDisallow: /private/\n")),
+        ]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::default(), "examplebot/1.0"));
+        assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
+        assert_eq!(r.fetched_as.as_deref(), Some("examplebot/1.0"));
+        let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(snap.origin, o, "the rules apply to the original origin");
+        assert_eq!(snap.redirects.hops, vec!["http://www.example.com/robots.txt".to_string()]);
+        assert_eq!(snap.fetched_as.as_deref(), Some("examplebot/1.0"));
+        assert_eq!(snap.status, RobotsStatus::Fetched);
     }
 
     #[test]

@@ -49,7 +49,8 @@ pub struct RobotsConfig {
     /// `robots.hard_max` (default `3d`).
     #[serde(default = "d_hard_max", deserialize_with = "de_duration")]
     pub hard_max: Duration,
-    /// `robots.redirects`: `same-host` (default), `same-origin` or `any`.
+    /// `robots.redirects`: `any` (default, RFC 9309 §2.3.1.2), `same-host`
+    /// or `same-origin`.
     #[serde(default)]
     pub redirects: RedirectPolicy,
     /// `robots.max_size`: bytes of a robots.txt kept (default and maximum
@@ -126,7 +127,7 @@ impl Default for RobotsConfig {
             fresh: d_fresh(),
             stale_usable: d_stale_usable(),
             hard_max: d_hard_max(),
-            redirects: RedirectPolicy::SameHost,
+            redirects: RedirectPolicy::Any,
             max_size: d_max_size(),
             honor_crawl_delay: false,
             min_delay: Duration::ZERO,
@@ -202,15 +203,16 @@ mod tests {
         let c: RobotsConfig = toml::from_str("").unwrap();
         assert_eq!(c, RobotsConfig::default());
         assert_eq!(c.windows_for("x"), Windows::default());
+        assert_eq!(c.redirects, RedirectPolicy::Any, "RFC 9309 §2.3.1.2: across hosts by default");
         assert_eq!(c.user_agent, "");
         let c: RobotsConfig = toml::from_str(
-            "mode = \"enforce\"\nfresh = \"2s\"\nstale_usable = \"4s\"\nhard_max = \"8s\"\nredirects = \"any\"\nmax_size = \"100KiB\"\n\
+            "mode = \"enforce\"\nfresh = \"2s\"\nstale_usable = \"4s\"\nhard_max = \"8s\"\nredirects = \"same-host\"\nmax_size = \"100KiB\"\n\
              user_agent = \"ExampleBot/1.0 (+http://example.org/bot)\"\n\
              [hosts.\"Slow.Example\"]\nfresh = \"1h\"\nstale_usable = \"2h\"\nhard_max = \"1d\"\n",
         )
         .unwrap();
         assert_eq!(c.mode, RobotsMode::Enforce);
-        assert_eq!(c.redirects, RedirectPolicy::Any);
+        assert_eq!(c.redirects, RedirectPolicy::SameHost);
         assert_eq!(c.user_agent, "ExampleBot/1.0 (+http://example.org/bot)");
         assert_eq!(c.max_size, 102_400);
         assert_eq!(c.windows_for("other").fresh, Duration::from_secs(2));

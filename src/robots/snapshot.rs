@@ -373,6 +373,17 @@ impl Snapshot {
         }
     }
 
+    /// The rule text of verdicts while this snapshot is `unavailable`:
+    /// [`RULE_REDIRECT_REFUSED`] when a redirect was refused (outside the
+    /// scope, or a sixth hop), else [`RULE_UNAVAILABLE`].
+    pub fn unavailable_rule(&self) -> &'static str {
+        if self.redirects.refused.is_some() {
+            RULE_REDIRECT_REFUSED
+        } else {
+            RULE_UNAVAILABLE
+        }
+    }
+
     /// The warning for a robots.txt that answered 401 or 403 (C43): RFC
     /// 9309 §2.3.1.3 makes that "no rules", which is also what a firewall
     /// refusing the fetch identity looks like. `None` otherwise.
@@ -527,11 +538,16 @@ impl Disposition {
 pub const RULE_UNAVAILABLE: &str = "rules unavailable";
 /// The rule text of a verdict given while the snapshot is expired.
 pub const RULE_TOO_OLD: &str = "rules too old";
+/// The rule text of a verdict given while the rules are unknown because a
+/// redirect of the robots.txt was refused (outside `robots.redirects`, or a
+/// sixth hop).
+pub const RULE_REDIRECT_REFUSED: &str = "redirect refused";
 
 /// The verdict for `product_token` on `url` under a snapshot in `state`
 /// whose body parsed into `rules`:
 /// - the URL `/robots.txt` itself is always allowed (RFC 9309 §2.2.2);
-/// - `unavailable` → disallowed, rule [`RULE_UNAVAILABLE`] (RFC 9309 §2.3.1.4);
+/// - `unavailable` → disallowed, rule [`RULE_UNAVAILABLE`] (RFC 9309 §2.3.1.4),
+///   or [`RULE_REDIRECT_REFUSED`] when a redirect was refused;
 /// - expired → disallowed, rule [`RULE_TOO_OLD`] (SPEC §4);
 /// - `absent` → allowed, no rule (RFC 9309 §2.3.1.3);
 /// - `fetched` → [`RobotsTxt::check`].
@@ -540,7 +556,7 @@ pub fn verdict_for(snapshot: &Snapshot, rules: &RobotsTxt, state: State, product
         return Verdict { allowed: true, rule: None, line: None };
     }
     match (snapshot.status, state) {
-        (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(RULE_UNAVAILABLE.into()), line: None },
+        (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(snapshot.unavailable_rule().into()), line: None },
         (_, State::Expired) => Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None },
         (RobotsStatus::Absent, _) => Verdict { allowed: true, rule: None, line: None },
         (RobotsStatus::Fetched, _) => rules.check(product_token, url),
@@ -562,7 +578,7 @@ impl ClientAnswer {
     /// The answer for a snapshot in `state`.
     pub fn for_snapshot(snapshot: &Snapshot, state: State) -> ClientAnswer {
         match (snapshot.status, state) {
-            (RobotsStatus::Unavailable, _) => ClientAnswer::Unavailable(RULE_UNAVAILABLE),
+            (RobotsStatus::Unavailable, _) => ClientAnswer::Unavailable(snapshot.unavailable_rule()),
             (_, State::Expired) => ClientAnswer::Unavailable(RULE_TOO_OLD),
             (RobotsStatus::Absent, _) => ClientAnswer::NotFound,
             (RobotsStatus::Fetched, _) => ClientAnswer::Body(snapshot.body.clone()),
@@ -699,6 +715,18 @@ mod tests {
         let back: Snapshot = serde_json::from_value(j).unwrap();
         assert_eq!((back.fetched_as, back.content_encoding), (None, None));
         assert_eq!(back.body, s.body);
+    }
+
+    #[test]
+    fn a_refused_redirect_says_so_in_the_verdict_and_the_client_answer_c49() {
+        let rules = RobotsTxt::parse(b"");
+        let mut s = fetched(b"", t0());
+        s.status = RobotsStatus::Unavailable;
+        assert_eq!(s.unavailable_rule(), RULE_UNAVAILABLE);
+        s.redirects.refused = Some("http://elsewhere.test/robots.txt".into());
+        let v = verdict_for(&s, &rules, State::Fresh, "Bot", "/public");
+        assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_REDIRECT_REFUSED.into()), line: None });
+        assert_eq!(ClientAnswer::for_snapshot(&s, State::Fresh), ClientAnswer::Unavailable(RULE_REDIRECT_REFUSED));
     }
 
     #[test]
