@@ -29,7 +29,8 @@ pub struct AuditRecord {
     /// SHA-256 (hex) of the robots.txt snapshot in force (`null` when robots
     /// handling is off).
     pub robots_sha256: Option<String>,
-    /// `fetched`, `cached`, `stale_usable`, `stale_degraded` or `expired`.
+    /// `fetched`, `cached`, `stale_usable`, `stale_degraded`, `expired` or
+    /// `offline`.
     pub disposition: Option<String>,
     /// `allowed` or `disallowed`.
     pub verdict: Option<String>,
@@ -46,6 +47,15 @@ pub struct AuditRecord {
     pub bytes: u64,
     /// Milliseconds from request to end of response.
     pub ms: u64,
+    /// The `User-Agent` the robots.txt snapshot in force was fetched as
+    /// (`null` when robots handling is off or it was not recorded).
+    #[serde(default)]
+    pub robots_fetched_as: Option<String>,
+    /// A warning about the rules in force, e.g. `robots.txt answered 403 to
+    /// <identity>: rules treated as allow-all (RFC 9309 2.3.1.3); check the
+    /// crawler's identity` (`null` when there is none).
+    #[serde(default)]
+    pub robots_warning: Option<String>,
 }
 
 impl AuditRecord {
@@ -68,6 +78,8 @@ impl AuditRecord {
             upstream_status: None,
             bytes: 0,
             ms: 0,
+            robots_fetched_as: robots.and_then(|r| r.fetched_as.clone()),
+            robots_warning: robots.and_then(|r| r.warning.clone()),
         }
     }
 
@@ -308,6 +320,8 @@ mod tests {
             upstream_status: allowed.then_some(200),
             bytes: 12,
             ms: 3,
+            robots_fetched_as: Some("ExampleBot/1.0".into()),
+            robots_warning: None,
         }
     }
 
@@ -348,6 +362,11 @@ mod tests {
         let later = skips(dir.path(), d2).unwrap();
         assert_eq!(later.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/2"]);
         assert!(skips(&dir.path().join("none"), d1).unwrap().is_empty());
+        // Lines written before `robots_fetched_as` and `robots_warning`
+        // existed still read.
+        let old = r#"{"time":"2026-11-30T00:00:02.000Z","method":"GET","url":"http://a/old","agent":"B","robots_sha256":null,"disposition":"cached","verdict":"disallowed","rule":"Disallow: /","line":2,"cache_status":"x","upstream_status":null,"bytes":0,"ms":0}"#;
+        let r: AuditRecord = serde_json::from_str(old).unwrap();
+        assert_eq!((r.robots_fetched_as, r.robots_warning), (None, None));
     }
 
     #[test]
@@ -374,6 +393,8 @@ mod tests {
             failures: 0,
             retry_after: None,
             next_retry: None,
+            fetched_as: Some("Bot/1.0 (+http://a.test/bot)".into()),
+            content_encoding: None,
         });
         let check = RobotsCheck::new(&rules, Disposition::StaleUsable, &Windows::default(), t, "Bot", "http://a.test/private/1");
         let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(&check));
@@ -382,6 +403,8 @@ mod tests {
         assert_eq!(r.disposition.as_deref(), Some("stale_usable"));
         assert_eq!(r.agent.as_deref(), Some("Bot"));
         assert_eq!(r.time, "2026-11-30T12:00:00.000Z");
+        assert_eq!(r.robots_fetched_as.as_deref(), Some("Bot/1.0 (+http://a.test/bot)"));
+        assert_eq!(r.robots_warning, None);
         let off = AuditRecord::new(t, "GET", "http://a.test/", None);
         assert!(off.verdict.is_none() && off.robots_sha256.is_none());
     }

@@ -115,6 +115,7 @@ impl Metrics {
             Disposition::StaleUsable => &self.robots_stale_usable,
             Disposition::StaleDegraded => &self.robots_stale_degraded,
             Disposition::Expired => &self.robots_expired,
+            Disposition::Offline => &self.robots_offline,
         });
     }
 

@@ -175,7 +175,8 @@ fn unreachable_or_slow_robots_means_disallow_all() {
 }
 
 /// Item 3: five redirects within the host are followed; a sixth, or one to
-/// another host under the default `same-host`, makes the rules unavailable.
+/// another host under the opt-in `same-host`, makes the rules unavailable
+/// and says `redirect refused`.
 #[test]
 fn redirects_within_the_host_are_followed_up_to_five() {
     let hops = |n: usize| {
@@ -201,13 +202,16 @@ fn redirects_within_the_host_are_followed_up_to_five() {
     let (origin6, proxy6) = start("enforce", "", hops(6));
     let r = proxy6.get(&origin6.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a sixth hop makes the rules unavailable: {}", r.describe());
-    // Cross-host redirect under same-host.
-    let (ox, px) = start("enforce", "", |req| match req.path() {
+    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
+    assert_eq!(page_requests(&origin6, "/r6"), 0, "the sixth hop is never contacted");
+    // Cross-host redirect under same-host (opt-in since C49).
+    let (ox, px) = start("enforce", "redirects = \"same-host\"", |req| match req.path() {
         "/robots.txt" => Reply::new(301, &[("Location", "http://localhost:9/robots.txt")], b""),
         _ => Reply::ok(&[], b"page"),
     });
     let r = px.get(&ox.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a redirect to another host is not followed: {}", r.describe());
+    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
 }
 
 /// Item 2: only the first sight waits; after the fresh window, 20
@@ -309,4 +313,205 @@ fn snapshots_survive_a_restart() {
 
 fn sha256_hex(b: &[u8]) -> String {
     crawlcache::robots::snapshot::sha256_hex(b)
+}
+
+// ---- issue 10: C40 compressed robots.txt, C43 fetch identity, C44
+// offline, C49 redirects across hosts ----
+
+const C40_RULES: &str = "User-agent: *\nDisallow: /private/\n";
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn brotli(b: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    {
+        let mut w = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+        w.write_all(b).unwrap();
+    }
+    out
+}
+
+fn robots_show(proxy: &Proxy, origin: &str) -> String {
+    let show = crawlcache_cmd(&["robots", "show", "--data-dir", &proxy.data_dir().display().to_string(), origin], Duration::from_secs(20));
+    String::from_utf8_lossy(&show.stdout).into_owned()
+}
+
+/// C40: a robots.txt sent gzip- or br-coded (also stacked) is decoded
+/// before parsing: 403 naming `Disallow: /private/` (line 2); the client's
+/// own `/robots.txt` gets the decoded text without `Content-Encoding`; the
+/// audit SHA-256 is of the decoded text; one robots.txt request.
+#[test]
+fn compressed_robots_txt_is_enforced_and_served_decoded_c40() {
+    for (coding, body) in [("gzip", gzip(C40_RULES.as_bytes())), ("gzip, br", brotli(&gzip(C40_RULES.as_bytes())))] {
+        let (origin, proxy) = start("enforce", "", move |req| match req.path() {
+            "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body),
+            _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
+        });
+        let r = proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
+        assert_eq!(r.status, 403, "{coding}: {}", r.describe());
+        assert!(r.text().contains("Disallow: /private/") && r.text().contains("line 2"), "{coding}: {}", r.text());
+        assert_eq!(page_requests(&origin, "/private/x"), 0);
+        let ok = proxy.get(&origin.url("/public"), &[("User-Agent", "examplebot/1.0")]);
+        assert_eq!((ok.status, ok.text()), (200, "page".to_string()), "{coding}");
+        let own = proxy.get(&origin.url("/robots.txt"), &[("User-Agent", "examplebot/1.0"), ("Accept-Encoding", "gzip, br")]);
+        assert_eq!((own.status, own.text()), (200, C40_RULES.to_string()), "{coding}: {}", own.describe());
+        assert_eq!(own.header("content-encoding"), None, "{coding}: decoded text is never labelled as coded");
+        assert_eq!(robots_requests(&origin), 1, "{coding}");
+        let ae = origin.requests().iter().find(|q| q.path() == "/robots.txt").and_then(|q| q.header("accept-encoding").map(str::to_string));
+        assert_eq!(ae.as_deref(), Some("gzip, deflate, br"), "{coding}");
+        let lines = wait_audit(proxy.data_dir(), 3);
+        assert_eq!(lines[0]["robots_sha256"], sha256_hex(C40_RULES.as_bytes()).as_str(), "{coding}: {}", lines[0]);
+        assert_eq!(lines[0]["rule"], "Disallow: /private/");
+        let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", origin.port()));
+        assert!(shown.contains(&format!("coding:        {coding} (decoded")) && shown.contains("Disallow: /private/"), "{shown}");
+    }
+}
+
+/// C40: an unknown coding, or plain text labelled gzip, is a failed fetch:
+/// everything disallowed (403 naming the coding), `/robots.txt` itself 503,
+/// never the coded bytes as rules.
+#[test]
+fn undecodable_robots_txt_disallows_everything_c40() {
+    for (coding, body) in [("zstd-x", C40_RULES.as_bytes().to_vec()), ("gzip", C40_RULES.as_bytes().to_vec())] {
+        let (origin, proxy) = start("enforce", "", move |req| match req.path() {
+            "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body),
+            _ => Reply::ok(&[], b"page"),
+        });
+        let r = proxy.get(&origin.url("/public"), &[("User-Agent", "examplebot/1.0")]);
+        assert_eq!(r.status, 403, "{coding}: {}", r.describe());
+        assert!(r.text().contains("could not be fetched") && r.text().contains(&format!("`{coding}`")), "{coding}: {}", r.text());
+        assert!(r.header("robots-status").unwrap_or("").contains("rule=\"rules unavailable\""), "{}", r.describe());
+        assert_eq!(page_requests(&origin, "/public"), 0);
+        let own = proxy.get(&origin.url("/robots.txt"), &[]);
+        assert_eq!(own.status, 503, "{coding}: {}", own.describe());
+        assert_eq!(robots_requests(&origin), 1, "{coding}: the retry waits for the back-off");
+    }
+}
+
+/// C43: with `robots.agent = "examplebot"` the robots.txt is fetched under
+/// the crawler's own User-Agent, so an origin that refuses other clients
+/// serves the crawler's rules; the identity is in the audit line and
+/// `robots show`.
+#[test]
+fn robots_txt_is_fetched_under_the_crawlers_identity_c43() {
+    let ua = "examplebot/1.0 (+http://example.org/bot)";
+    let (origin, proxy) = start("enforce", "agent = \"examplebot\"", |req| match req.path() {
+        "/robots.txt" if req.header("user-agent").unwrap_or("").contains("examplebot") => Reply::ok(&[], C40_RULES.as_bytes()),
+        "/robots.txt" => Reply::new(403, &[("Content-Type", "text/html")], b"<h1>unknown client</h1>"),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy.get(&origin.url("/private/x"), &[("User-Agent", ua)]);
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("Disallow: /private/"), "{}", r.text());
+    let sent: Vec<String> = origin.requests().iter().filter(|q| q.path() == "/robots.txt").map(|q| q.header("user-agent").unwrap_or("").to_string()).collect();
+    assert_eq!(sent, [ua]);
+    assert_eq!(page_requests(&origin, "/private/x"), 0);
+    let lines = wait_audit(proxy.data_dir(), 1);
+    assert_eq!(lines[0]["robots_fetched_as"], ua, "{}", lines[0]);
+    assert!(lines[0]["robots_warning"].is_null(), "{}", lines[0]);
+    let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", origin.port()));
+    assert!(shown.contains(&format!("fetched as:    {ua}")), "{shown}");
+}
+
+/// C43: a 401/403 on robots.txt (allow-all by RFC 9309 §2.3.1.3) is flagged
+/// with the identity it was fetched as, in the audit line and `robots
+/// show`; `robots.user_agent` is what is sent when set.
+#[test]
+fn a_403_robots_txt_is_flagged_with_the_identity_c43() {
+    let (origin, proxy) = start("enforce", "user_agent = \"MyCrawler/2.0 (+http://example.org)\"", |req| match req.path() {
+        "/robots.txt" => Reply::new(403, &[("Content-Type", "text/html")], b"<h1>unknown client</h1>"),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(r.status, 200, "403 on robots.txt: everything allowed: {}", r.describe());
+    let sent = origin.requests().iter().find(|q| q.path() == "/robots.txt").and_then(|q| q.header("user-agent").map(str::to_string));
+    assert_eq!(sent.as_deref(), Some("MyCrawler/2.0 (+http://example.org)"));
+    let want = "robots.txt answered 403 to MyCrawler/2.0 (+http://example.org): rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity";
+    let lines = wait_audit(proxy.data_dir(), 1);
+    assert_eq!(lines[0]["robots_warning"], want, "{}", lines[0]);
+    assert_eq!(lines[0]["robots_fetched_as"], "MyCrawler/2.0 (+http://example.org)");
+    let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", origin.port()));
+    assert!(shown.contains(want) && shown.contains("http status:   403"), "{shown}");
+}
+
+/// C44: offline, stored URLs are judged against the last snapshot whatever
+/// its age (past `hard_max` here): 200 from the cache with
+/// `disposition=offline` and the snapshot's SHA-256; a URL it disallows
+/// still gets 403; nothing reaches the origin.
+#[test]
+fn offline_replay_uses_the_last_snapshot_whatever_its_age_c44() {
+    let windows = "fresh = \"1s\"\nstale_usable = \"2s\"\nhard_max = \"3s\"";
+    let (origin, proxy) = start("enforce", windows, |req| match req.path() {
+        "/robots.txt" => Reply::ok(&[], C40_RULES.as_bytes()),
+        _ => Reply::ok(&[("Cache-Control", "max-age=600")], b"page"),
+    });
+    assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "examplebot/1.0")]).status, 200);
+    assert_eq!(proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]).status, 403);
+    let before = origin.request_count();
+    let again = proxy.data_dir().parent().expect("the data directory's folder").join("offline.toml");
+    std::fs::write(&again, config("enforce", windows)).expect("config");
+    let again = again.display().to_string();
+    std::thread::sleep(Duration::from_secs(5));
+    let proxy = proxy.restart(&["--config", &again, "--offline"]);
+    let r = proxy.get(&origin.url("/a"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
+    let rs = r.header("robots-status").unwrap_or("").to_string();
+    assert!(rs.starts_with("allowed") && rs.contains("disposition=offline"), "{rs}");
+    assert!(rs.contains(&sha256_hex(C40_RULES.as_bytes())), "{rs}");
+    let blocked = proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(blocked.status, 403, "{}", blocked.describe());
+    assert!(blocked.text().contains("Disallow: /private/"), "{}", blocked.text());
+    assert_eq!(origin.request_count(), before, "offline: nothing reaches the origin");
+    let lines = wait_audit(proxy.data_dir(), 4);
+    let offline: Vec<_> = lines.iter().filter(|l| l["disposition"] == "offline").collect();
+    assert_eq!(offline.len(), 2, "{lines:#?}");
+    assert_eq!(offline[0]["verdict"], "allowed");
+    assert_eq!(offline[1]["verdict"], "disallowed");
+}
+
+/// C49: by default a robots.txt redirected from one host to another (apex
+/// → www) is followed; the rules apply to the original origin and the chain
+/// is recorded. Under the opt-in `same-host` the hop is refused, the other
+/// host never contacted, and the verdict says `redirect refused`.
+#[test]
+fn apex_to_www_redirect_is_followed_by_default_c49() {
+    let www = Origin::start(|req| match req.path() {
+        "/robots.txt" => Reply::ok(&[], C40_RULES.as_bytes()),
+        _ => Reply::ok(&[], b"www page"),
+    });
+    let www_robots = format!("http://localhost:{}/robots.txt", www.port());
+    let target = www_robots.clone();
+    let (apex, proxy) = start("enforce", "", move |req| match req.path() {
+        "/robots.txt" => Reply::new(301, &[("Location", &target)], b""),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy.get(&apex.url("/public"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
+    let r = proxy.get(&apex.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("Disallow: /private/"), "{}", r.text());
+    assert_eq!((robots_requests(&apex), robots_requests(&www), page_requests(&apex, "/private/x")), (1, 1, 0));
+    let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", apex.port()));
+    assert!(shown.contains(&format!("  -> {www_robots}")) && shown.contains("status:        fetched"), "{shown}");
+
+    let target = www_robots.clone();
+    let (apex2, proxy2) = start("enforce", "redirects = \"same-host\"", move |req| match req.path() {
+        "/robots.txt" => Reply::new(301, &[("Location", &target)], b""),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy2.get(&apex2.url("/public"), &[("User-Agent", "examplebot/1.0")]);
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
+    assert!(r.text().contains("redirect of the robots.txt was refused") && r.text().contains(&www_robots), "{}", r.text());
+    assert_eq!(robots_requests(&www), 1, "the refused destination is never contacted");
+    let lines = wait_audit(proxy2.data_dir(), 1);
+    assert_eq!(lines[0]["rule"], "redirect refused");
+    let shown = robots_show(&proxy2, &format!("http://127.0.0.1:{}", apex2.port()));
+    assert!(shown.contains(&format!("refused:       {www_robots}")), "{shown}");
 }

@@ -3,10 +3,11 @@
 //! windows, outcome mapping, back-off, redirects, collapse, persistence.
 
 use crawlcache::robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RedirectPolicy, RobotsFetch};
+use crawlcache::robots::identity::FALLBACK_USER_AGENT;
 use crawlcache::robots::registry::{load_snapshot, RobotsRegistry};
 use crawlcache::robots::settings::{HostOverride, RobotsConfig};
 use crawlcache::robots::snapshot::{
-    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_TOO_OLD, RULE_UNAVAILABLE,
+    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +23,7 @@ type Answer = Result<RawRobotsResponse, FetchError>;
 struct Fake {
     script: Mutex<HashMap<String, VecDeque<Answer>>>,
     calls: Mutex<Vec<(String, Option<Validators>)>>,
+    user_agents: Mutex<Vec<String>>,
     gate: Mutex<Option<Arc<Semaphore>>>,
 }
 
@@ -35,6 +37,9 @@ impl Fake {
     fn calls(&self) -> usize {
         self.calls.lock().unwrap().len()
     }
+    fn last_user_agent(&self) -> Option<String> {
+        self.user_agents.lock().unwrap().last().cloned()
+    }
     fn last_validators(&self) -> Option<Validators> {
         self.calls.lock().unwrap().last().and_then(|(_, v)| v.clone())
     }
@@ -46,8 +51,9 @@ impl Fake {
 }
 
 impl RobotsFetch for Fake {
-    fn fetch(&self, url: &str, validators: Option<Validators>) -> FetchFuture {
+    fn fetch(&self, url: &str, validators: Option<Validators>, user_agent: &str) -> FetchFuture {
         self.calls.lock().unwrap().push((url.to_string(), validators));
+        self.user_agents.lock().unwrap().push(user_agent.to_string());
         let answer = {
             let mut script = self.script.lock().unwrap();
             match script.get_mut(url) {
@@ -318,7 +324,8 @@ async fn back_off_never_retries_before_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable() {
     let fake = Fake::new();
-    let reg = registry(&fake, RobotsConfig::default());
+    // `same-host` is opt-in since C49 (the default is `any`).
+    let reg = registry(&fake, RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() });
     // Five hops within the host (scheme and port may change).
     let o = origin("five.test");
     fake.answer("http://five.test/robots.txt", vec![redirect("/1")]);
@@ -344,7 +351,10 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://six.test/6"));
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::TooManyRedirects { .. }));
 
-    // Another host under the default same-host policy.
+    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://six.test/x").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+
+    // Another host under the opt-in same-host policy: refused, never
+    // contacted, and said so.
     let o = origin("cross.test");
     fake.answer("http://cross.test/robots.txt", vec![redirect("http://elsewhere.test/robots.txt")]);
     fake.answer("http://elsewhere.test/robots.txt", vec![ok(RULES, None)]);
@@ -352,13 +362,92 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://elsewhere.test/robots.txt"));
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::RedirectRefused { .. }));
+    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://cross.test/x").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+    assert!(!fake.calls.lock().unwrap().iter().any(|(u, _)| u == "http://elsewhere.test/robots.txt"));
 
-    // `any` follows it (RFC 9309 §2.3.1.2).
-    let cfg = RobotsConfig { redirects: RedirectPolicy::Any, ..RobotsConfig::default() };
-    let reg = registry(&fake, cfg);
+    // `any`, the default, follows it (RFC 9309 §2.3.1.2).
+    let reg = registry(&fake, RobotsConfig::default());
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
     assert_eq!(rules.snapshot.redirects.final_url.as_deref(), Some("http://elsewhere.test/robots.txt"));
+}
+
+/// C49: by default an apex → www redirect (another host) is followed, the
+/// rules apply to the apex origin and the chain is in the snapshot; a
+/// sixth hop is refused with `redirect refused`, its target never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c49() {
+    let fake = Fake::new();
+    let reg = registry(&fake, RobotsConfig::default());
+    let o = origin("example.com");
+    fake.answer("http://example.com/robots.txt", vec![redirect("https://www.example.com/robots.txt")]);
+    fake.answer("https://www.example.com/robots.txt", vec![redirect("https://cdn.example.net/example.com/robots.txt")]);
+    fake.answer("https://cdn.example.net/example.com/robots.txt", vec![ok("User-agent: *\nDisallow: /private/\n", None)]);
+    let (rules, _) = reg.rules_for(&o, t0()).await;
+    assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
+    assert_eq!(rules.snapshot.origin, o);
+    assert_eq!(rules.snapshot.redirects.hops, ["https://www.example.com/robots.txt", "https://cdn.example.net/example.com/robots.txt"]);
+    assert!(!rules.verdict(State::Fresh, "Bot", "http://example.com/private/x").allowed);
+    assert!(rules.verdict(State::Fresh, "Bot", "http://example.com/public").allowed);
+    assert_eq!(fake.calls(), 3);
+    // The hop hosts got no snapshot of their own.
+    assert!(reg.current(&Origin::new("https", "www.example.com", 443)).is_none());
+
+    let o = origin("hops.test");
+    for i in 0..6 {
+        let from = if i == 0 { "http://hops.test/robots.txt".to_string() } else { format!("http://h{i}.test/robots.txt") };
+        fake.answer(&from, vec![redirect(&format!("http://h{}.test/robots.txt", i + 1))]);
+    }
+    fake.answer("http://h6.test/robots.txt", vec![ok(RULES, None)]);
+    let before = fake.calls();
+    let (rules, _) = reg.rules_for(&o, t0()).await;
+    assert_eq!(fake.calls() - before, 6, "the origin and five hops, not the sixth");
+    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://h6.test/robots.txt"));
+    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://hops.test/a").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+}
+
+/// C43: the fetch identity comes from `robots.user_agent`, else from
+/// `robots.agent` and the requesting client, and is recorded; a refresh
+/// without a client keeps the recorded identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_identity_from_configuration_or_the_requesting_client_is_recorded_c43() {
+    let ua = "examplebot/1.0 (+http://example.org/bot)";
+    let fake = Fake::new();
+    let reg = registry(&fake, RobotsConfig { agent: "examplebot".into(), ..RobotsConfig::default() });
+    let o = origin("a.test");
+    fake.answer(&o.robots_url(), vec![ok(RULES, Some("\"v1\"")), status(304)]);
+    let (rules, _) = reg.rules_for_client(&o, t0(), Some(ua)).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some(ua), "the matching client's full User-Agent");
+    assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(ua));
+    let rules = reg.refresh(&o, at(60)).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some(ua), "a forced refresh keeps the recorded identity");
+    assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(ua));
+    let b = origin("b.test");
+    fake.answer(&b.robots_url(), vec![ok(RULES, None)]);
+    reg.rules_for_client(&b, t0(), Some("curl/8.0")).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some("examplebot"), "another client: the bare agent");
+
+    // robots.user_agent wins over everything.
+    let reg = registry(&fake, RobotsConfig { agent: "examplebot".into(), user_agent: "MyCrawler/3.0".into(), ..RobotsConfig::default() });
+    let c = origin("c.test");
+    fake.answer(&c.robots_url(), vec![ok(RULES, None)]);
+    let (rules, _) = reg.rules_for_client(&c, t0(), Some(ua)).await;
+    assert_eq!((fake.last_user_agent().as_deref(), rules.snapshot.fetched_as.as_deref()), (Some("MyCrawler/3.0"), Some("MyCrawler/3.0")));
+
+    // Nothing configured: the client's own User-Agent, else the fallback.
+    let reg = registry(&fake, RobotsConfig::default());
+    let d = origin("d.test");
+    fake.answer(&d.robots_url(), vec![status(403)]);
+    let (rules, _) = reg.rules_for_client(&d, t0(), Some("Mozilla/5.0 (compatible; x)")).await;
+    assert_eq!(fake.last_user_agent().as_deref(), Some("Mozilla/5.0 (compatible; x)"));
+    assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
+    let w = rules.snapshot.identity_warning().expect("a 403 is flagged");
+    assert!(w.starts_with("robots.txt answered 403 to Mozilla/5.0 (compatible; x): rules treated as allow-all"), "{w}");
+    let e = origin("e.test");
+    fake.answer(&e.robots_url(), vec![ok(RULES, None)]);
+    let (rules, _) = reg.rules_for(&e, t0()).await;
+    assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(FALLBACK_USER_AGENT));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

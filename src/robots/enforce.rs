@@ -8,7 +8,7 @@
 
 use super::registry::Rules;
 use super::settings::RobotsMode;
-use super::snapshot::{Disposition, RobotsStatus, State, Windows};
+use super::snapshot::{Disposition, RobotsStatus, State, Windows, RULE_REDIRECT_REFUSED};
 use super::{product_token_from_user_agent, Verdict};
 use std::time::SystemTime;
 
@@ -48,6 +48,14 @@ pub struct RobotsCheck {
     pub age_secs: u64,
     /// The host's hard maximum in seconds.
     pub hard_max_secs: u64,
+    /// The `User-Agent` the snapshot was fetched as (C43).
+    pub fetched_as: Option<String>,
+    /// A warning about the rules in force: the robots.txt answered 401 or
+    /// 403 to `fetched_as` ([`super::snapshot::Snapshot::identity_warning`]).
+    pub warning: Option<String>,
+    /// Why the rules are unknown, for an `unavailable` snapshot (the last
+    /// fetch outcome: a refused redirect, an undecodable body, a 503, ...).
+    pub unavailable_detail: Option<String>,
 }
 
 /// What the proxy does with the request.
@@ -67,12 +75,16 @@ pub enum Action {
 
 impl RobotsCheck {
     /// Checks `url` for `agent` against `rules` (obtained with
-    /// `disposition`) at `now` under `windows`.
+    /// `disposition`) at `now` under `windows`. With
+    /// [`Disposition::Offline`] the windows do not apply: the rules are used
+    /// whatever their age (C44).
     pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: &str, url: &str) -> RobotsCheck {
         let state = rules.snapshot.state(windows, now);
+        let judged = if disposition == Disposition::Offline { State::Fresh } else { state };
+        let snapshot = &rules.snapshot;
         RobotsCheck {
             agent: agent.to_string(),
-            verdict: rules.verdict(state, agent, url),
+            verdict: rules.verdict(judged, agent, url),
             state,
             disposition,
             status: rules.snapshot.status,
@@ -80,18 +92,31 @@ impl RobotsCheck {
             robots_url: rules.snapshot.origin.robots_url(),
             age_secs: rules.snapshot.age(now).as_secs(),
             hard_max_secs: windows.hard_max.as_secs(),
+            fetched_as: snapshot.fetched_as.clone(),
+            warning: snapshot.identity_warning(),
+            unavailable_detail: (snapshot.status == RobotsStatus::Unavailable).then(|| snapshot.last_outcome.to_string()),
+        }
+    }
+
+    /// The state the rules are judged in: the snapshot's, except offline,
+    /// where age does not count (as if fresh).
+    pub fn judged_state(&self) -> State {
+        if self.disposition == Disposition::Offline {
+            State::Fresh
+        } else {
+            self.state
         }
     }
 
     /// The action under `mode`: `off` and `annotate` always forward;
     /// `enforce` refuses a disallowed request with 403 naming the rule and
     /// the robots.txt URL, or 503 "host not crawlable: rules too old" when
-    /// the snapshot is expired (SPEC §4).
+    /// the snapshot is expired (SPEC §4; never offline, C44).
     pub fn action(&self, mode: RobotsMode) -> Action {
         if mode != RobotsMode::Enforce || self.verdict.allowed {
             return Action::Forward;
         }
-        if self.state == State::Expired && self.status != RobotsStatus::Unavailable {
+        if self.judged_state() == State::Expired && self.status != RobotsStatus::Unavailable {
             return Action::Refuse {
                 status: 503,
                 body: format!(
@@ -103,7 +128,12 @@ impl RobotsCheck {
         let rule = self.verdict.rule.as_deref().unwrap_or("(no rule)");
         let line = self.verdict.line.map(|l| format!(" (line {l})")).unwrap_or_default();
         let why = if self.status == RobotsStatus::Unavailable {
-            "the robots.txt could not be fetched, so everything is disallowed (RFC 9309 section 2.3.1.4)".to_string()
+            let detail = self.unavailable_detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+            if self.verdict.rule.as_deref() == Some(RULE_REDIRECT_REFUSED) {
+                format!("a redirect of the robots.txt was refused{detail}, so the rules are unknown and everything is disallowed (RFC 9309 section 2.3.1.2; `robots.redirects`)")
+            } else {
+                format!("the robots.txt could not be fetched{detail}, so everything is disallowed (RFC 9309 section 2.3.1.4)")
+            }
         } else {
             format!("rule `{rule}`{line}")
         };
@@ -176,6 +206,8 @@ mod tests {
             failures: 0,
             retry_after: None,
             next_retry: None,
+            fetched_as: Some("Bot/1.0".into()),
+            content_encoding: None,
         })
     }
 
@@ -230,6 +262,39 @@ mod tests {
             a => panic!("{a:?}"),
         }
         assert!(c.status_header().starts_with("disallowed; rule=\"rules unavailable\"; sha256="));
+    }
+
+    #[test]
+    fn offline_judges_by_the_last_snapshot_whatever_its_age_c44() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let w = Windows::default();
+        let later = t + Duration::from_secs(30 * 86_400);
+        let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /private\n", t);
+        let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/public");
+        assert_eq!(c.state, State::Expired, "the snapshot's own state is kept for display");
+        assert_eq!(c.judged_state(), State::Fresh);
+        assert!(c.verdict.allowed);
+        assert_eq!(c.action(RobotsMode::Enforce), Action::Forward);
+        assert!(c.status_header().ends_with("disposition=offline"), "{}", c.status_header());
+        let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/private/a");
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status: 403, body } => assert!(body.contains("Disallow: /private"), "{body}"),
+            a => panic!("{a:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_redirect_is_named_in_the_refusal_c49() {
+        let t = SystemTime::UNIX_EPOCH;
+        let mut r = rules(RobotsStatus::Unavailable, "", t);
+        r.snapshot.redirects.refused = Some("http://b.test/robots.txt".into());
+        r.snapshot.last_outcome = FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() };
+        let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
+        assert!(c.status_header().starts_with("disallowed; rule=\"redirect refused\""), "{}", c.status_header());
+        match c.action(RobotsMode::Enforce) {
+            Action::Refuse { status: 403, body } => assert!(body.contains("redirect of the robots.txt was refused") && body.contains("http://b.test/robots.txt"), "{body}"),
+            a => panic!("{a:?}"),
+        }
     }
 
     #[test]

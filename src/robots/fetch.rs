@@ -33,11 +33,15 @@ pub struct RawRobotsResponse {
     pub last_modified: Option<String>,
     /// `Retry-After` field (delay-seconds or an HTTP-date, RFC 9110 §10.2.3).
     pub retry_after: Option<String>,
-    /// The body, at most [`MAX_ROBOTS_BYTES`] bytes (the fetcher stops
-    /// reading there; extra bytes given here are dropped).
+    /// The body with its content codings undone (RFC 9110 §8.4; C40), at
+    /// most [`MAX_ROBOTS_BYTES`] bytes of decoded text (the fetcher stops
+    /// decoding there; extra bytes given here are dropped).
     pub body: Vec<u8>,
-    /// Whether the body was cut at [`MAX_ROBOTS_BYTES`].
+    /// Whether the decoded body was cut at [`MAX_ROBOTS_BYTES`].
     pub truncated: bool,
+    /// The `Content-Encoding` codings that were undone, as listed (`gzip,
+    /// br`); `None` when the body came as is.
+    pub content_encoding: Option<String>,
 }
 
 /// A transport failure: no HTTP response was received.
@@ -49,6 +53,9 @@ pub enum FetchError {
     Dns(String),
     /// The connection could not be made (refused, reset, TLS handshake).
     Connect(String),
+    /// The body arrived, but its content coding is unknown or its bytes do
+    /// not decode; the message names the coding (C40).
+    Undecodable(String),
     /// Anything else.
     Other(String),
 }
@@ -60,23 +67,29 @@ pub type FetchFuture = Pin<Box<dyn Future<Output = Result<RawRobotsResponse, Fet
 /// upstream client (and by scripted fakes in tests).
 ///
 /// `fetch` sends one `GET url` — never following redirects itself — with
-/// `If-None-Match` / `If-Modified-Since` from `validators` when given, and
-/// reads at most [`MAX_ROBOTS_BYTES`] of the body.
+/// `User-Agent: user_agent` (the implementation's own default when empty;
+/// see [`super::identity`]), `If-None-Match` / `If-Modified-Since` from
+/// `validators` when given, and `Accept-Encoding` naming only codings it
+/// can undo; it returns the body decoded ([`super::decode`]), at most
+/// [`MAX_ROBOTS_BYTES`] of decoded text. A body that does not decode is
+/// [`FetchError::Undecodable`], never rules.
 pub trait RobotsFetch: Send + Sync + 'static {
-    /// One GET of `url` (absolute). See the trait docs.
-    fn fetch(&self, url: &str, validators: Option<Validators>) -> FetchFuture;
+    /// One GET of `url` (absolute) as `user_agent`. See the trait docs.
+    fn fetch(&self, url: &str, validators: Option<Validators>, user_agent: &str) -> FetchFuture;
 }
 
 /// Which redirects of a robots.txt request are followed (`robots.redirects`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RedirectPolicy {
-    /// The host must stay the same; scheme and port may change (default).
-    #[default]
+    /// The host must stay the same; scheme and port may change (opt-in).
     SameHost,
-    /// Scheme, host and port must stay the same.
+    /// Scheme, host and port must stay the same (opt-in).
     SameOrigin,
-    /// Any `http`/`https` target (RFC 9309 §2.3.1.2 behaviour).
+    /// Any `http`/`https` target, across hosts (default; RFC 9309
+    /// §2.3.1.2, as Google does: apex ↔ `www`, http ↔ https, a CDN host).
+    /// The rules still apply to the original origin only.
+    #[default]
     Any,
 }
 
@@ -178,7 +191,7 @@ impl Backoff {
 }
 
 /// What [`fetch_robots`] got: the outcome, the final response if there was
-/// one, and the redirects.
+/// one, the redirects and the identity used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchResult {
     /// How the attempt ended.
@@ -187,39 +200,45 @@ pub struct FetchResult {
     pub response: Option<RawRobotsResponse>,
     /// Redirects followed or refused.
     pub redirects: RedirectDetails,
+    /// The `User-Agent` sent on every hop (`None`: the fetcher's default).
+    pub fetched_as: Option<String>,
 }
 
 fn is_redirect(status: u16) -> bool {
     matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
-/// Fetches `origin`'s robots.txt through `fetcher`, following up to
-/// [`MAX_REDIRECT_HOPS`] redirects allowed by `policy` (RFC 9309 §2.3.1.2).
-/// `validators` are sent on every hop.
+/// Fetches `origin`'s robots.txt through `fetcher` as `user_agent`
+/// (empty: the fetcher's default), following up to [`MAX_REDIRECT_HOPS`]
+/// redirects allowed by `policy` (RFC 9309 §2.3.1.2). `validators` and the
+/// `User-Agent` are sent on every hop.
 ///
 /// A redirect outside the policy, or a sixth one, ends the attempt with
 /// [`FetchOutcome::RedirectRefused`] / [`FetchOutcome::TooManyRedirects`]
-/// and the destination in [`RedirectDetails::refused`]. Never fails: every
-/// transport error becomes an outcome.
+/// and the destination in [`RedirectDetails::refused`]; that destination is
+/// never contacted. Never fails: every transport error becomes an outcome.
 pub async fn fetch_robots(
     fetcher: &dyn RobotsFetch,
     origin: &Origin,
     validators: Option<Validators>,
     policy: RedirectPolicy,
+    user_agent: &str,
 ) -> FetchResult {
     let mut url = origin.robots_url();
     let mut redirects = RedirectDetails::default();
+    let fetched_as = (!user_agent.is_empty()).then(|| user_agent.to_string());
     loop {
-        let resp = match fetcher.fetch(&url, validators.clone()).await {
+        let resp = match fetcher.fetch(&url, validators.clone(), user_agent).await {
             Ok(r) => r,
             Err(e) => {
                 let outcome = match e {
                     FetchError::Timeout => FetchOutcome::Timeout,
                     FetchError::Dns(d) => FetchOutcome::Dns { detail: d },
                     FetchError::Connect(d) => FetchOutcome::Connect { detail: d },
+                    FetchError::Undecodable(d) => FetchOutcome::Undecodable { detail: d },
                     FetchError::Other(d) => FetchOutcome::Other { detail: d },
                 };
-                return FetchResult { outcome, response: None, redirects };
+                return FetchResult { outcome, response: None, redirects, fetched_as };
             }
         };
         if is_redirect(resp.status) {
@@ -228,12 +247,12 @@ pub async fn fetch_robots(
                 if redirects.hops.len() >= MAX_REDIRECT_HOPS {
                     redirects.refused = Some(target.clone());
                     redirects.refused_reason = Some(format!("more than {MAX_REDIRECT_HOPS} redirects"));
-                    return FetchResult { outcome: FetchOutcome::TooManyRedirects { to: target }, response: Some(resp), redirects };
+                    return FetchResult { outcome: FetchOutcome::TooManyRedirects { to: target }, response: Some(resp), redirects, fetched_as };
                 }
                 if !target_origin.as_ref().is_some_and(|t| policy.allows(origin, t)) {
                     redirects.refused = Some(target.clone());
                     redirects.refused_reason = Some(format!("outside the {} redirect policy", policy.as_str()));
-                    return FetchResult { outcome: FetchOutcome::RedirectRefused { to: target }, response: Some(resp), redirects };
+                    return FetchResult { outcome: FetchOutcome::RedirectRefused { to: target }, response: Some(resp), redirects, fetched_as };
                 }
                 redirects.hops.push(target.clone());
                 redirects.final_url = Some(target.clone());
@@ -242,7 +261,7 @@ pub async fn fetch_robots(
             }
         }
         let outcome = classify_status(resp.status);
-        return FetchResult { outcome, response: Some(resp), redirects };
+        return FetchResult { outcome, response: Some(resp), redirects, fetched_as };
     }
 }
 
@@ -268,10 +287,10 @@ pub fn classify_status(status: u16) -> FetchOutcome {
 /// - 304 → `previous` with its age reset (same body and SHA-256); a 304
 ///   without a good previous snapshot is treated as unavailable;
 /// - 4xx except 429 → `absent`;
-/// - anything else (429, 5xx, transport failure, refused redirect) → the
-///   previous snapshot when it is good (`fetched`/`absent`) and not expired
-///   under `windows`, with the failure recorded and a retry scheduled;
-///   otherwise a new `unavailable` snapshot. Retries follow `backoff`,
+/// - anything else (429, 5xx, transport failure, undecodable body, refused
+///   redirect) → the previous snapshot when it is good (`fetched`/`absent`)
+///   and not expired under `windows`, with the failure recorded and a retry
+///   scheduled; otherwise a new `unavailable` snapshot. Retries follow `backoff`,
 ///   never before `Retry-After`.
 pub fn apply_fetch(
     origin: &Origin,
@@ -281,7 +300,7 @@ pub fn apply_fetch(
     backoff: &Backoff,
     now: SystemTime,
 ) -> Snapshot {
-    let FetchResult { outcome, response, redirects } = result;
+    let FetchResult { outcome, response, redirects, fetched_as } = result;
     let response = response.unwrap_or_default();
     let good_previous = previous.filter(|p| p.status.is_good());
     let fresh = |status: RobotsStatus, mut body: Vec<u8>, truncated: bool| {
@@ -304,6 +323,8 @@ pub fn apply_fetch(
             failures: 0,
             retry_after: None,
             next_retry: None,
+            fetched_as: fetched_as.clone(),
+            content_encoding: response.content_encoding.clone(),
         }
     };
     match &outcome {
@@ -323,6 +344,9 @@ pub fn apply_fetch(
                 s.failures = 0;
                 s.retry_after = None;
                 s.next_retry = None;
+                if fetched_as.is_some() {
+                    s.fetched_as = fetched_as.clone();
+                }
                 // RFC 9111 §4.3.4: a 304 may carry updated validators.
                 if response.etag.is_some() {
                     s.etag = response.etag.clone();
@@ -351,6 +375,7 @@ pub fn apply_fetch(
     let mut s = fresh(RobotsStatus::Unavailable, Vec::new(), false);
     s.etag = None;
     s.last_modified = None;
+    s.content_encoding = None;
     s.http_status = (response.status != 0).then_some(response.status);
     s.failures = failures;
     s.retry_after = retry_after;
@@ -375,7 +400,7 @@ mod tests {
     }
 
     impl RobotsFetch for Script {
-        fn fetch(&self, url: &str, _v: Option<Validators>) -> FetchFuture {
+        fn fetch(&self, url: &str, _v: Option<Validators>, _ua: &str) -> FetchFuture {
             if let Ok(mut a) = self.asked.lock() {
                 a.push(url.to_string());
             }
@@ -411,7 +436,7 @@ mod tests {
             ("http://a.test:8080/r4", redirect("//a.test/r5")),
             ("http://a.test/r5", ok("User-agent: *\nDisallow: /\n")),
         ]);
-        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost));
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, ""));
         assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
         assert_eq!(r.redirects.hops.len(), 5);
         assert_eq!(r.redirects.final_url.as_deref(), Some("http://a.test/r5"));
@@ -430,7 +455,7 @@ mod tests {
             ("http://a.test/r5", redirect("/r6")),
             ("http://a.test/r6", ok("")),
         ]);
-        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any));
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
         assert_eq!(r.outcome, FetchOutcome::TooManyRedirects { to: "http://a.test/r6".into() });
         assert_eq!(r.redirects.refused.as_deref(), Some("http://a.test/r6"));
         assert!(!s.asked.lock().unwrap().contains(&"http://a.test/r6".to_string()));
@@ -443,16 +468,47 @@ mod tests {
     fn redirect_scope_by_policy() {
         let o = Origin::new("http", "a.test", 80);
         let s = script(vec![("http://a.test/robots.txt", redirect("http://b.test/robots.txt")), ("http://b.test/robots.txt", ok("x"))]);
-        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost));
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, ""));
         assert_eq!(r.outcome, FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() });
         assert_eq!(r.redirects.refused.as_deref(), Some("http://b.test/robots.txt"));
-        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any));
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
         assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
         assert_eq!(r.redirects.final_url.as_deref(), Some("http://b.test/robots.txt"));
 
         let s = script(vec![("http://a.test/robots.txt", redirect("https://a.test/robots.txt")), ("https://a.test/robots.txt", ok("x"))]);
-        assert_eq!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost)).outcome, FetchOutcome::Ok { status: 200 });
-        assert!(matches!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameOrigin)).outcome, FetchOutcome::RedirectRefused { .. }));
+        assert_eq!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, "")).outcome, FetchOutcome::Ok { status: 200 });
+        assert!(matches!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameOrigin, "")).outcome, FetchOutcome::RedirectRefused { .. }));
+    }
+
+    #[test]
+    fn rfc9309_2_3_1_2_cross_host_redirects_are_followed_by_default_c49() {
+        assert_eq!(RedirectPolicy::default(), RedirectPolicy::Any);
+        let o = Origin::new("http", "example.com", 80);
+        let s = script(vec![
+            ("http://example.com/robots.txt", redirect("http://www.example.com/robots.txt")),
+            ("http://www.example.com/robots.txt", ok("User-agent: *\nDisallow: /private/\n")),
+        ]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::default(), "examplebot/1.0"));
+        assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
+        assert_eq!(r.fetched_as.as_deref(), Some("examplebot/1.0"));
+        let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(snap.origin, o, "the rules apply to the original origin");
+        assert_eq!(snap.redirects.hops, vec!["http://www.example.com/robots.txt".to_string()]);
+        assert_eq!(snap.fetched_as.as_deref(), Some("examplebot/1.0"));
+        assert_eq!(snap.status, RobotsStatus::Fetched);
+    }
+
+    #[test]
+    fn an_undecodable_body_is_a_failed_fetch_never_rules_c40() {
+        let o = Origin::new("http", "a.test", 80);
+        let s = script(vec![("http://a.test/robots.txt", Err(FetchError::Undecodable("Content-Encoding `gzip`: invalid gzip header".into())))]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
+        assert_eq!(r.outcome.label(), "undecodable");
+        assert!(r.outcome.to_string().contains("gzip"), "{}", r.outcome);
+        let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(snap.status, RobotsStatus::Unavailable);
+        assert_eq!((snap.body.len(), snap.failures), (0, 1));
+        assert!(snap.next_retry.is_some(), "retried with back-off");
     }
 
     #[test]
@@ -465,6 +521,7 @@ mod tests {
                 outcome: classify_status(status),
                 response: Some(RawRobotsResponse { status, body: b"User-agent: *\nDisallow: /\n".to_vec(), ..Default::default() }),
                 redirects: RedirectDetails::default(),
+                fetched_as: None,
             };
             apply_fetch(&o, None, r, &w, &b, t0()).status
         };
@@ -486,6 +543,7 @@ mod tests {
             outcome: FetchOutcome::Ok { status: 200 },
             response: Some(RawRobotsResponse { status: 200, body, ..Default::default() }),
             redirects: RedirectDetails::default(),
+            fetched_as: None,
         };
         let s = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
         assert_eq!(s.body.len(), MAX_ROBOTS_BYTES);

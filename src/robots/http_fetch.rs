@@ -3,14 +3,24 @@
 //!
 //! One `GET` per call, never following redirects (the caller does, RFC 9309
 //! §2.3.1.2), conditional when validators are given (RFC 9110 §13.1.1,
-//! §13.1.3), reading at most `max_bytes` of a 2xx body (RFC 9309 §2.5) within
-//! the body timeout. Bodies of other statuses are not read.
+//! §13.1.3), sent as the caller's `User-Agent` ([`super::identity`]) and
+//! with `Accept-Encoding: gzip, deflate, br` (only what [`super::decode`]
+//! undoes). A 2xx body is read within the body timeout and its content
+//! codings undone, keeping at most `max_bytes` of decoded text (RFC 9309
+//! §2.5; a decompression bomb stops there). Coded bytes are read up to
+//! twice that plus 64 KiB, more than any real coding of `max_bytes` of
+//! text needs. A body that does not decode is
+//! [`FetchError::Undecodable`]. Bodies of other statuses are not read.
 
+use super::decode::{decode, parse_content_encoding, ACCEPT_ENCODING};
 use super::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
 use super::snapshot::Validators;
 use crate::wire::body::ProxyBody;
 use crate::wire::origin::{Upstream, UpstreamErrorKind};
-use http::header::{ACCEPT, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER, USER_AGENT};
+use http::header::{
+    ACCEPT, ACCEPT_ENCODING as ACCEPT_ENCODING_FIELD, CONTENT_ENCODING, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION,
+    RETRY_AFTER, USER_AGENT,
+};
 use http::{HeaderMap, Request};
 use http_body_util::BodyExt;
 use std::time::Duration;
@@ -25,9 +35,10 @@ pub struct UpstreamRobotsFetch {
 }
 
 impl UpstreamRobotsFetch {
-    /// A fetcher sending `User-Agent: user_agent`, giving up on a body not
-    /// complete within `body_timeout` after the response head, and keeping
-    /// at most `max_bytes` bytes (500 KiB: `snapshot::MAX_ROBOTS_BYTES`).
+    /// A fetcher sending `User-Agent: user_agent` when a call names none,
+    /// giving up on a body not complete within `body_timeout` after the
+    /// response head, and keeping at most `max_bytes` bytes of decoded text
+    /// (500 KiB: `snapshot::MAX_ROBOTS_BYTES`).
     /// Connect and response-head timeouts are the upstream client's.
     pub fn new(upstream: Upstream, user_agent: impl Into<String>, body_timeout: Duration, max_bytes: usize) -> UpstreamRobotsFetch {
         UpstreamRobotsFetch { upstream, user_agent: user_agent.into(), body_timeout, max_bytes }
@@ -39,14 +50,15 @@ fn header(h: &HeaderMap, name: http::header::HeaderName) -> Option<String> {
 }
 
 impl RobotsFetch for UpstreamRobotsFetch {
-    fn fetch(&self, url: &str, validators: Option<Validators>) -> FetchFuture {
+    fn fetch(&self, url: &str, validators: Option<Validators>, user_agent: &str) -> FetchFuture {
         let this = self.clone();
         let url = url.to_string();
+        let user_agent = if user_agent.is_empty() { self.user_agent.clone() } else { user_agent.to_string() };
         Box::pin(async move {
             let uri: http::Uri = url.parse().map_err(|e| FetchError::Other(format!("bad robots.txt URL {url}: {e}")))?;
-            let mut req = Request::get(uri).header(ACCEPT, "text/plain, */*;q=0.5");
-            if !this.user_agent.is_empty() {
-                req = req.header(USER_AGENT, this.user_agent.as_str());
+            let mut req = Request::get(uri).header(ACCEPT, "text/plain, */*;q=0.5").header(ACCEPT_ENCODING_FIELD, ACCEPT_ENCODING);
+            if !user_agent.is_empty() {
+                req = req.header(USER_AGENT, user_agent.as_str());
             }
             if let Some(v) = validators {
                 if let Some(etag) = v.etag {
@@ -73,17 +85,22 @@ impl RobotsFetch for UpstreamRobotsFetch {
                 retry_after: header(h, RETRY_AFTER),
                 body: Vec::new(),
                 truncated: false,
+                content_encoding: None,
             };
             if !(200..300).contains(&status) {
                 return Ok(raw);
             }
-            let mut body = resp.into_body();
+            let codings = parse_content_encoding(h.get_all(CONTENT_ENCODING).iter().map(|v| v.to_str().unwrap_or("(not text)")));
             let max = this.max_bytes;
+            // Coded bytes are kept up to a larger bound; decoding then keeps
+            // `max` bytes of text.
+            let read_max = if codings.is_empty() { max } else { max.saturating_mul(2).saturating_add(64 * 1024) };
+            let mut body = resp.into_body();
             let read = async {
                 while let Some(frame) = body.frame().await {
                     let frame = frame.map_err(|e| FetchError::Other(format!("robots.txt body from {url} cut short: {e}")))?;
                     if let Ok(data) = frame.into_data() {
-                        let room = max.saturating_sub(raw.body.len());
+                        let room = read_max.saturating_sub(raw.body.len());
                         if data.len() > room {
                             raw.body.extend_from_slice(&data[..room]);
                             raw.truncated = true;
@@ -95,10 +112,23 @@ impl RobotsFetch for UpstreamRobotsFetch {
                 Ok::<(), FetchError>(())
             };
             match tokio::time::timeout(this.body_timeout, read).await {
-                Err(_) => Err(FetchError::Timeout),
-                Ok(Err(e)) => Err(e),
-                Ok(Ok(())) => Ok(raw),
+                Err(_) => return Err(FetchError::Timeout),
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(())) => {}
             }
+            if codings.is_empty() {
+                return Ok(raw);
+            }
+            // RFC 9110 §8.4: the rules are in the decoded text (C40).
+            let listed = codings.join(", ");
+            let decoded = decode(&codings, &raw.body, max).map_err(|e| {
+                let cut = if raw.truncated { format!(" (coded body cut at {read_max} bytes)") } else { String::new() };
+                FetchError::Undecodable(format!("robots.txt from {url} with Content-Encoding `{listed}`: {e}{cut}"))
+            })?;
+            raw.body = decoded.body;
+            raw.truncated = decoded.truncated;
+            raw.content_encoding = Some(listed);
+            Ok(raw)
         })
     }
 }

@@ -55,9 +55,11 @@
 //! Nothing else deviates: the vector, probe and corpus tests in `tests/`
 //! compare every verdict with Google's.
 
+pub mod decode;
 pub mod enforce;
 pub mod fetch;
 pub mod http_fetch;
+pub mod identity;
 pub mod politeness;
 pub mod registry;
 pub mod settings;

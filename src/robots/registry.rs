@@ -18,10 +18,16 @@
 //! Rule sets are parsed once per new body and shared; a 304 or a kept
 //! snapshot reuses the parsed set.
 //!
+//! One snapshot per origin is shared by every client. Each fetch is sent
+//! under the identity of the request that needed it
+//! ([`RobotsRegistry::rules_for_client`], [`super::identity`]) and that
+//! identity is recorded in the snapshot.
+//!
 //! Times: a fetch is stamped with the `now` of the call that started it
 //! (the request time), so snapshot ages follow the caller's clock.
 
 use super::fetch::{apply_fetch, fetch_robots, RobotsFetch};
+use super::identity::fetch_identity;
 use super::settings::RobotsConfig;
 use super::snapshot::{Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
 use super::{RobotsTxt, Verdict};
@@ -115,7 +121,9 @@ pub fn list_snapshots(tree: &sled::Tree) -> Vec<Snapshot> {
 
 /// A human-readable description of `snapshot` at `now` for `crawlcache
 /// robots show` and the admin endpoint: state, age, status, SHA-256,
-/// validators, redirects, last outcome, retry schedule, then the body.
+/// identity it was fetched as (and a warning when it got 401/403),
+/// content coding, validators, redirects, last outcome, retry schedule,
+/// then the body (decoded text).
 pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -125,7 +133,17 @@ pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> Stri
     let _ = writeln!(s, "state:         {state}");
     let _ = writeln!(s, "age:           {}s", snapshot.age(now).as_secs());
     let _ = writeln!(s, "status:        {}", snapshot.status.as_str());
+    if let Some(code) = snapshot.http_status {
+        let _ = writeln!(s, "http status:   {code}");
+    }
+    if let Some(w) = snapshot.identity_warning() {
+        let _ = writeln!(s, "warning:       {w}");
+    }
+    let _ = writeln!(s, "fetched as:    {}", snapshot.fetched_as.as_deref().unwrap_or("-"));
     let _ = writeln!(s, "sha256:        {}", snapshot.sha256);
+    if let Some(c) = &snapshot.content_encoding {
+        let _ = writeln!(s, "coding:        {c} (decoded; body and sha256 are of the decoded text)");
+    }
     let _ = writeln!(s, "etag:          {}", snapshot.etag.as_deref().unwrap_or("-"));
     let _ = writeln!(s, "last-modified: {}", snapshot.last_modified.as_deref().unwrap_or("-"));
     let _ = writeln!(s, "fetched at:    {}", httpdate::fmt_http_date(snapshot.fetched_at));
@@ -206,14 +224,25 @@ impl RobotsRegistry {
     /// background refresh when due ([`Snapshot::refresh_due`]) and none is
     /// in flight. Never fails: a fetch that cannot be made gives an
     /// `unavailable` snapshot.
+    ///
+    /// Fetches go out under the identity [`super::identity`] derives without
+    /// a client; see [`RobotsRegistry::rules_for_client`].
     pub async fn rules_for(&self, origin: &Origin, now: SystemTime) -> (Arc<Rules>, Disposition) {
+        self.rules_for_client(origin, now, None).await
+    }
+
+    /// [`RobotsRegistry::rules_for`] for a request whose `User-Agent` is
+    /// `client_user_agent`: a fetch this call starts is sent under the
+    /// identity derived from it ([`super::identity::fetch_identity`]).
+    pub async fn rules_for_client(&self, origin: &Origin, now: SystemTime, client_user_agent: Option<&str>) -> (Arc<Rules>, Disposition) {
         let windows = self.windows(origin);
         let (rx, expired) = {
             let mut slots = lock(&self.inner.slots);
             let slot = self.slot(&mut slots, origin);
             if let Some(cur) = slot.current.clone() {
                 if slot.inflight.is_none() && cur.snapshot.refresh_due(&windows, now) {
-                    slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now));
+                    let id = self.identity(Some(&cur), client_user_agent);
+                    slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now, id));
                 }
                 let state = cur.snapshot.state(&windows, now);
                 if state != State::Expired {
@@ -230,7 +259,7 @@ impl RobotsRegistry {
                 match &slot.inflight {
                     Some(rx) => (rx.clone(), None),
                     None => {
-                        let rx = self.spawn_fetch(origin.clone(), None, now);
+                        let rx = self.spawn_fetch(origin.clone(), None, now, self.identity(None, client_user_agent));
                         slot.inflight = Some(rx.clone());
                         (rx, None)
                     }
@@ -251,7 +280,9 @@ impl RobotsRegistry {
     /// Forces a conditional refresh of `origin` now, whatever the snapshot's
     /// age or back-off (for `crawlcache robots refresh` and the admin
     /// endpoint), and returns the resulting rules. Joins a fetch already in
-    /// flight instead of starting a second one.
+    /// flight instead of starting a second one. Sent under the identity the
+    /// snapshot was fetched as, unless configuration says otherwise
+    /// ([`super::identity`]).
     pub async fn refresh(&self, origin: &Origin, now: SystemTime) -> Arc<Rules> {
         let rx = {
             let mut slots = lock(&self.inner.slots);
@@ -259,7 +290,8 @@ impl RobotsRegistry {
             match &slot.inflight {
                 Some(rx) => rx.clone(),
                 None => {
-                    let rx = self.spawn_fetch(origin.clone(), slot.current.clone(), now);
+                    let id = self.identity(slot.current.as_deref(), None);
+                    let rx = self.spawn_fetch(origin.clone(), slot.current.clone(), now, id);
                     slot.inflight = Some(rx.clone());
                     rx
                 }
@@ -342,12 +374,19 @@ impl RobotsRegistry {
         }
     }
 
-    fn spawn_fetch(&self, origin: Origin, previous: Option<Arc<Rules>>, now: SystemTime) -> Inflight {
+    /// The `User-Agent` for a fetch needed by a client sending
+    /// `client_user_agent`, given the rules in force (`previous`).
+    fn identity(&self, previous: Option<&Rules>, client_user_agent: Option<&str>) -> String {
+        let c = &self.inner.config;
+        fetch_identity(&c.user_agent, &c.agent, client_user_agent, previous.and_then(|p| p.snapshot.fetched_as.as_deref()))
+    }
+
+    fn spawn_fetch(&self, origin: Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: String) -> Inflight {
         let (tx, rx) = watch::channel(None);
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let mut guard = InflightGuard { inner: inner.clone(), key: origin.key(), done: false };
-            let rules = inner.fetch(&origin, previous, now).await;
+            let rules = inner.fetch(&origin, previous, now, &identity).await;
             {
                 let mut slots = lock(&inner.slots);
                 let slot = slots.entry(origin.key()).or_default();
@@ -399,19 +438,22 @@ fn unavailable(origin: &Origin, detail: &str, now: SystemTime) -> Snapshot {
         failures: 1,
         retry_after: None,
         next_retry: None,
+        fetched_as: None,
+        content_encoding: None,
     }
 }
 
 impl Inner {
-    /// One attempt: hook, fetch with redirects, cap, map, persist, parse.
-    async fn fetch(&self, origin: &Origin, previous: Option<Arc<Rules>>, now: SystemTime) -> Arc<Rules> {
+    /// One attempt as `identity`: hook, fetch with redirects, cap, map,
+    /// persist, parse.
+    async fn fetch(&self, origin: &Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: &str) -> Arc<Rules> {
         self.fetches.fetch_add(1, Ordering::Relaxed);
         let hook = lock(&self.hook).clone();
         if let Some(h) = hook {
             h(origin);
         }
         let validators = previous.as_ref().and_then(|p| p.snapshot.validators());
-        let mut result = fetch_robots(&*self.fetcher, origin, validators, self.config.redirects).await;
+        let mut result = fetch_robots(&*self.fetcher, origin, validators, self.config.redirects, identity).await;
         let max = usize::try_from(self.config.max_size).unwrap_or(usize::MAX);
         if let Some(r) = result.response.as_mut() {
             if r.body.len() > max {
@@ -420,9 +462,12 @@ impl Inner {
             }
         }
         *lock(&self.outcomes).entry(result.outcome.label()).or_insert(0) += 1;
-        tracing::debug!(origin = %origin, outcome = %result.outcome, "robots.txt fetch");
+        tracing::debug!(origin = %origin, outcome = %result.outcome, user_agent = identity, "robots.txt fetch");
         let windows = self.config.windows_for(&origin.host);
         let snapshot = apply_fetch(origin, previous.as_ref().map(|p| &p.snapshot), result, &windows, &self.config.backoff(), now);
+        if let Some(w) = snapshot.identity_warning() {
+            tracing::warn!("{origin}: {w}");
+        }
         match serde_json::to_vec(&snapshot) {
             Ok(bytes) => {
                 if let Err(e) = self.tree.insert(origin.key().as_bytes(), bytes) {

@@ -37,6 +37,11 @@ pub struct RobotsConfig {
     /// from each request's `User-Agent`.
     #[serde(default)]
     pub agent: String,
+    /// `robots.user_agent`: the `User-Agent` robots.txt fetches are sent
+    /// under; empty (default) → derived from `robots.agent` and the
+    /// requesting client's `User-Agent` (see `robots::identity`).
+    #[serde(default)]
+    pub user_agent: String,
     /// `robots.fresh` (default `6h`).
     #[serde(default = "d_fresh", deserialize_with = "de_duration")]
     pub fresh: Duration,
@@ -46,7 +51,8 @@ pub struct RobotsConfig {
     /// `robots.hard_max` (default `3d`).
     #[serde(default = "d_hard_max", deserialize_with = "de_duration")]
     pub hard_max: Duration,
-    /// `robots.redirects`: `same-host` (default), `same-origin` or `any`.
+    /// `robots.redirects`: `any` (default, RFC 9309 §2.3.1.2), `same-host`
+    /// or `same-origin`.
     #[serde(default)]
     pub redirects: RedirectPolicy,
     /// `robots.max_size`: bytes of a robots.txt kept (default and maximum
@@ -119,10 +125,11 @@ impl Default for RobotsConfig {
         RobotsConfig {
             mode: RobotsMode::Annotate,
             agent: String::new(),
+            user_agent: String::new(),
             fresh: d_fresh(),
             stale_usable: d_stale_usable(),
             hard_max: d_hard_max(),
-            redirects: RedirectPolicy::SameHost,
+            redirects: RedirectPolicy::Any,
             max_size: d_max_size(),
             honor_crawl_delay: false,
             min_delay: Duration::ZERO,
@@ -155,8 +162,8 @@ impl RobotsConfig {
     }
 
     /// Checks that the windows are ordered (`fresh` ≤ `stale_usable` ≤
-    /// `hard_max`, globally and per host) and `max_size` is 1..=500 KiB.
-    /// The message names the key.
+    /// `hard_max`, globally and per host), `max_size` is 1..=500 KiB and
+    /// `user_agent` is a valid field value. The message names the key.
     pub fn validate(&self) -> Result<(), String> {
         let check = |w: Windows, at: &str| {
             if w.fresh > w.stale_usable || w.stale_usable > w.hard_max {
@@ -171,6 +178,9 @@ impl RobotsConfig {
         }
         if self.max_size == 0 || self.max_size > MAX_ROBOTS_BYTES as u64 {
             return Err(format!("bad value for key `robots.max_size`: {} (must be 1 to 512000 bytes)", self.max_size));
+        }
+        if http::HeaderValue::from_str(self.user_agent.trim()).is_err() {
+            return Err("bad value for key `robots.user_agent`: not a valid User-Agent field value".into());
         }
         if self.min_delay > self.max_delay {
             return Err("bad value for key `robots.min_delay`: larger than `robots.max_delay`".into());
@@ -192,13 +202,17 @@ mod tests {
         let c: RobotsConfig = toml::from_str("").unwrap();
         assert_eq!(c, RobotsConfig::default());
         assert_eq!(c.windows_for("x"), Windows::default());
+        assert_eq!(c.redirects, RedirectPolicy::Any, "RFC 9309 §2.3.1.2: across hosts by default");
+        assert_eq!(c.user_agent, "");
         let c: RobotsConfig = toml::from_str(
-            "mode = \"enforce\"\nfresh = \"2s\"\nstale_usable = \"4s\"\nhard_max = \"8s\"\nredirects = \"any\"\nmax_size = \"100KiB\"\n\
+            "mode = \"enforce\"\nfresh = \"2s\"\nstale_usable = \"4s\"\nhard_max = \"8s\"\nredirects = \"same-host\"\nmax_size = \"100KiB\"\n\
+             user_agent = \"ExampleBot/1.0 (+http://example.org/bot)\"\n\
              [hosts.\"Slow.Example\"]\nfresh = \"1h\"\nstale_usable = \"2h\"\nhard_max = \"1d\"\n",
         )
         .unwrap();
         assert_eq!(c.mode, RobotsMode::Enforce);
-        assert_eq!(c.redirects, RedirectPolicy::Any);
+        assert_eq!(c.redirects, RedirectPolicy::SameHost);
+        assert_eq!(c.user_agent, "ExampleBot/1.0 (+http://example.org/bot)");
         assert_eq!(c.max_size, 102_400);
         assert_eq!(c.windows_for("other").fresh, Duration::from_secs(2));
         let w = c.windows_for("slow.example.");
@@ -215,5 +229,7 @@ mod tests {
         assert!(c.validate().unwrap_err().contains("fresh"));
         let c: RobotsConfig = toml::from_str("max_size = \"1MiB\"").unwrap();
         assert!(c.validate().unwrap_err().contains("robots.max_size"));
+        let c: RobotsConfig = toml::from_str("user_agent = \"bad\\u0001\"").unwrap();
+        assert!(c.validate().unwrap_err().contains("robots.user_agent"));
     }
 }

@@ -130,8 +130,9 @@ pub enum RobotsStatus {
     /// A 4xx other than 429: no rules published, everything allowed
     /// (RFC 9309 §2.3.1.3).
     Absent,
-    /// 429, 5xx, a network failure or a refused redirect: the rules are
-    /// unknown, everything disallowed (RFC 9309 §2.3.1.4).
+    /// 429, 5xx, a network failure, a body that does not decode or a
+    /// refused redirect: the rules are unknown, everything disallowed (RFC
+    /// 9309 §2.3.1.4).
     Unavailable,
 }
 
@@ -208,6 +209,12 @@ pub enum FetchOutcome {
         /// The cause.
         detail: String,
     },
+    /// The body's content coding is unknown or its bytes do not decode
+    /// (C40): a failed fetch, never rules.
+    Undecodable {
+        /// What failed, naming the coding.
+        detail: String,
+    },
     /// Any other transport failure.
     Other {
         /// The cause.
@@ -228,7 +235,7 @@ pub enum FetchOutcome {
 impl FetchOutcome {
     /// The metric label: `fetched`, `not_modified`, `absent`, `rate_limited`,
     /// `server_error`, `unexpected_status`, `timeout`, `dns`, `connect`,
-    /// `other`, `redirect_refused`, `too_many_redirects`.
+    /// `undecodable`, `other`, `redirect_refused`, `too_many_redirects`.
     pub fn label(&self) -> &'static str {
         match self {
             FetchOutcome::Ok { .. } => "fetched",
@@ -240,6 +247,7 @@ impl FetchOutcome {
             FetchOutcome::Timeout => "timeout",
             FetchOutcome::Dns { .. } => "dns",
             FetchOutcome::Connect { .. } => "connect",
+            FetchOutcome::Undecodable { .. } => "undecodable",
             FetchOutcome::Other { .. } => "other",
             FetchOutcome::RedirectRefused { .. } => "redirect_refused",
             FetchOutcome::TooManyRedirects { .. } => "too_many_redirects",
@@ -259,6 +267,7 @@ impl fmt::Display for FetchOutcome {
             FetchOutcome::Timeout => f.write_str("timeout"),
             FetchOutcome::Dns { detail } => write!(f, "DNS failure: {detail}"),
             FetchOutcome::Connect { detail } => write!(f, "connection failure: {detail}"),
+            FetchOutcome::Undecodable { detail } => write!(f, "undecodable body: {detail}"),
             FetchOutcome::Other { detail } => write!(f, "fetch failure: {detail}"),
             FetchOutcome::RedirectRefused { to } => write!(f, "redirect to {to} refused"),
             FetchOutcome::TooManyRedirects { to } => write!(f, "more than 5 redirects (next: {to})"),
@@ -308,6 +317,16 @@ pub struct Snapshot {
     /// No automatic retry before this time (back-off after a failure, never
     /// sooner than `retry_after`). `None` after a success.
     pub next_retry: Option<SystemTime>,
+    /// The `User-Agent` the status and body were fetched under (C43,
+    /// [`super::identity`]); `None` in snapshots stored before it was
+    /// recorded.
+    #[serde(default)]
+    pub fetched_as: Option<String>,
+    /// The content codings the body arrived with, as listed in its
+    /// `Content-Encoding` (`gzip, br`), all undone: `body` and `sha256` are
+    /// of the decoded text (C40). `None` when it came as is.
+    #[serde(default)]
+    pub content_encoding: Option<String>,
 }
 
 /// Lower-case hex SHA-256 of `body`.
@@ -351,6 +370,30 @@ impl Snapshot {
         match self.status {
             RobotsStatus::Unavailable => true,
             _ => self.state(windows, now) != State::Fresh,
+        }
+    }
+
+    /// The rule text of verdicts while this snapshot is `unavailable`:
+    /// [`RULE_REDIRECT_REFUSED`] when a redirect was refused (outside the
+    /// scope, or a sixth hop), else [`RULE_UNAVAILABLE`].
+    pub fn unavailable_rule(&self) -> &'static str {
+        if self.redirects.refused.is_some() {
+            RULE_REDIRECT_REFUSED
+        } else {
+            RULE_UNAVAILABLE
+        }
+    }
+
+    /// The warning for a robots.txt that answered 401 or 403 (C43): RFC
+    /// 9309 §2.3.1.3 makes that "no rules", which is also what a firewall
+    /// refusing the fetch identity looks like. `None` otherwise.
+    pub fn identity_warning(&self) -> Option<String> {
+        match (self.status, self.http_status) {
+            (RobotsStatus::Absent, Some(code @ (401 | 403))) => Some(format!(
+                "robots.txt answered {code} to {}: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity",
+                self.fetched_as.as_deref().unwrap_or("(identity not recorded)")
+            )),
+            _ => None,
         }
     }
 
@@ -460,6 +503,10 @@ pub enum Disposition {
     StaleDegraded,
     /// The snapshot was expired: the host is not crawlable.
     Expired,
+    /// Offline mode: the last snapshot, whatever its age (C44; the windows
+    /// bound how long rules go unchecked while crawling, and offline nothing
+    /// is crawled).
+    Offline,
 }
 
 impl Disposition {
@@ -473,7 +520,8 @@ impl Disposition {
         }
     }
 
-    /// `fetched`, `cached`, `stale_usable`, `stale_degraded` or `expired`.
+    /// `fetched`, `cached`, `stale_usable`, `stale_degraded`, `expired` or
+    /// `offline`.
     pub fn as_str(self) -> &'static str {
         match self {
             Disposition::Fetched => "fetched",
@@ -481,6 +529,7 @@ impl Disposition {
             Disposition::StaleUsable => "stale_usable",
             Disposition::StaleDegraded => "stale_degraded",
             Disposition::Expired => "expired",
+            Disposition::Offline => "offline",
         }
     }
 }
@@ -489,11 +538,16 @@ impl Disposition {
 pub const RULE_UNAVAILABLE: &str = "rules unavailable";
 /// The rule text of a verdict given while the snapshot is expired.
 pub const RULE_TOO_OLD: &str = "rules too old";
+/// The rule text of a verdict given while the rules are unknown because a
+/// redirect of the robots.txt was refused (outside `robots.redirects`, or a
+/// sixth hop).
+pub const RULE_REDIRECT_REFUSED: &str = "redirect refused";
 
 /// The verdict for `product_token` on `url` under a snapshot in `state`
 /// whose body parsed into `rules`:
 /// - the URL `/robots.txt` itself is always allowed (RFC 9309 §2.2.2);
-/// - `unavailable` → disallowed, rule [`RULE_UNAVAILABLE`] (RFC 9309 §2.3.1.4);
+/// - `unavailable` → disallowed, rule [`RULE_UNAVAILABLE`] (RFC 9309 §2.3.1.4),
+///   or [`RULE_REDIRECT_REFUSED`] when a redirect was refused;
 /// - expired → disallowed, rule [`RULE_TOO_OLD`] (SPEC §4);
 /// - `absent` → allowed, no rule (RFC 9309 §2.3.1.3);
 /// - `fetched` → [`RobotsTxt::check`].
@@ -502,7 +556,7 @@ pub fn verdict_for(snapshot: &Snapshot, rules: &RobotsTxt, state: State, product
         return Verdict { allowed: true, rule: None, line: None };
     }
     match (snapshot.status, state) {
-        (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(RULE_UNAVAILABLE.into()), line: None },
+        (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(snapshot.unavailable_rule().into()), line: None },
         (_, State::Expired) => Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None },
         (RobotsStatus::Absent, _) => Verdict { allowed: true, rule: None, line: None },
         (RobotsStatus::Fetched, _) => rules.check(product_token, url),
@@ -524,7 +578,7 @@ impl ClientAnswer {
     /// The answer for a snapshot in `state`.
     pub fn for_snapshot(snapshot: &Snapshot, state: State) -> ClientAnswer {
         match (snapshot.status, state) {
-            (RobotsStatus::Unavailable, _) => ClientAnswer::Unavailable(RULE_UNAVAILABLE),
+            (RobotsStatus::Unavailable, _) => ClientAnswer::Unavailable(snapshot.unavailable_rule()),
             (_, State::Expired) => ClientAnswer::Unavailable(RULE_TOO_OLD),
             (RobotsStatus::Absent, _) => ClientAnswer::NotFound,
             (RobotsStatus::Fetched, _) => ClientAnswer::Body(snapshot.body.clone()),
@@ -569,6 +623,8 @@ mod tests {
             failures: 0,
             retry_after: None,
             next_retry: None,
+            fetched_as: Some("Bot/1.0".into()),
+            content_encoding: None,
         }
     }
 
@@ -650,10 +706,51 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_stored_before_identity_and_coding_were_recorded_still_load() {
+        let s = fetched(b"User-agent: *\n", t0());
+        let mut j: serde_json::Value = serde_json::to_value(&s).unwrap();
+        let m = j.as_object_mut().unwrap();
+        m.remove("fetched_as");
+        m.remove("content_encoding");
+        let back: Snapshot = serde_json::from_value(j).unwrap();
+        assert_eq!((back.fetched_as, back.content_encoding), (None, None));
+        assert_eq!(back.body, s.body);
+    }
+
+    #[test]
+    fn a_refused_redirect_says_so_in_the_verdict_and_the_client_answer_c49() {
+        let rules = RobotsTxt::parse(b"");
+        let mut s = fetched(b"", t0());
+        s.status = RobotsStatus::Unavailable;
+        assert_eq!(s.unavailable_rule(), RULE_UNAVAILABLE);
+        s.redirects.refused = Some("http://elsewhere.test/robots.txt".into());
+        let v = verdict_for(&s, &rules, State::Fresh, "Bot", "/public");
+        assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_REDIRECT_REFUSED.into()), line: None });
+        assert_eq!(ClientAnswer::for_snapshot(&s, State::Fresh), ClientAnswer::Unavailable(RULE_REDIRECT_REFUSED));
+    }
+
+    #[test]
+    fn a_401_or_403_robots_txt_is_flagged_with_the_identity_c43() {
+        let mut s = fetched(b"", t0());
+        assert_eq!(s.identity_warning(), None);
+        s.status = RobotsStatus::Absent;
+        s.http_status = Some(404);
+        assert_eq!(s.identity_warning(), None, "a 404 is an ordinary absent robots.txt");
+        for code in [401, 403] {
+            s.http_status = Some(code);
+            assert_eq!(
+                s.identity_warning().as_deref(),
+                Some(format!("robots.txt answered {code} to Bot/1.0: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity").as_str())
+            );
+        }
+    }
+
+    #[test]
     fn snapshot_round_trips_through_json() {
         let mut s = fetched(&[0u8, 0xff, b'a'], t0());
         s.redirects.hops.push("http://example.org/r".into());
         s.last_outcome = FetchOutcome::Connect { detail: "refused".into() };
+        s.content_encoding = Some("gzip, br".into());
         let j = serde_json::to_string(&s).unwrap();
         let back: Snapshot = serde_json::from_str(&j).unwrap();
         assert_eq!(back, s);

@@ -59,7 +59,14 @@ pub struct RobotsGate {
 
 /// Runs the robots check for `ex` (an absolute target). `None` when robots
 /// handling is off, or offline for an origin never seen. Waits only when
-/// the origin is seen for the first time (or its rules expired).
+/// the origin is seen for the first time (or its rules expired). A fetch it
+/// starts is sent under the identity derived from the request's
+/// `User-Agent` (`robots::identity`).
+///
+/// Offline, nothing is fetched and the last snapshot is used whatever its
+/// age (disposition `offline`, C44): the windows bound how long rules go
+/// unchecked while crawling, and offline nothing is crawled. A URL that
+/// snapshot disallows is still refused under `enforce`.
 pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let cfg = &state.config.robots;
     if cfg.mode == RobotsMode::Off {
@@ -69,13 +76,11 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let origin = Origin::from_url(url)?;
     let now = SystemTime::now();
     let (rules, disposition) = if state.offline {
-        // Offline: never fetch; use the stored snapshot as it is, or run
-        // without rules if this origin was never seen.
-        let r = state.robots.current(&origin)?;
-        let d = Disposition::from_state(r.snapshot.state(&state.robots.windows(&origin), now));
-        (r, d)
+        // Offline: never fetch; use the stored snapshot whatever its age, or
+        // run without rules if this origin was never seen.
+        (state.robots.current(&origin)?, Disposition::Offline)
     } else {
-        state.robots.rules_for(&origin, now).await
+        state.robots.rules_for_client(&origin, now, ex.user_agent()).await
     };
     state.metrics.robots_disposition(disposition);
     let windows = state.robots.windows(&origin);
@@ -91,7 +96,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
 
     let is_robots_url = url == origin.robots_url();
     let action = if is_robots_url && ex.is_cacheable_method() {
-        RobotsAction::AnswerSnapshot(ClientAnswer::for_snapshot(&rules.snapshot, rules.snapshot.state(&windows, now)))
+        RobotsAction::AnswerSnapshot(ClientAnswer::for_snapshot(&rules.snapshot, check.judged_state()))
     } else {
         match check.action(cfg.mode) {
             Action::Refuse { status, body } => RobotsAction::Refuse { status, body },
@@ -141,6 +146,7 @@ pub fn answer(ex: &mut Exchange) -> Response<ProxyBody> {
                 Disposition::StaleUsable => Detail::RobotsSnapshotStaleUsable,
                 Disposition::StaleDegraded => Detail::RobotsSnapshotStaleDegraded,
                 Disposition::Expired => Detail::RobotsSnapshotExpired,
+                Disposition::Offline => Detail::Offline,
             });
             response
         }
