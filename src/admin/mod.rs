@@ -157,6 +157,11 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
     })
 }
 
+/// How many per-origin robots.txt age series `/metrics` exports at most
+/// (the oldest snapshots), so a crawl over a million origins does not make
+/// a million series.
+pub const ROBOTS_AGE_SERIES: usize = 50;
+
 /// `/metrics` in Prometheus text format.
 pub fn prometheus(state: &ProxyState) -> String {
     use std::fmt::Write;
@@ -175,8 +180,25 @@ pub fn prometheus(state: &ProxyState) -> String {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
     }
     let now = std::time::SystemTime::now();
-    let _ = writeln!(out, "# HELP crawlcache_robots_snapshot_age_seconds Age of the robots.txt snapshot in force, per origin.\n# TYPE crawlcache_robots_snapshot_age_seconds gauge");
-    for (origin, age) in state.robots.ages(now) {
+    // Bounded cardinality: one series for each of the oldest snapshots
+    // (those nearest expiry), plus totals over all of them.
+    let mut ages = state.robots.ages(now);
+    ages.sort_by(|a, b| b.1.cmp(&a.1));
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_robots_snapshots Origins with a robots.txt snapshot.\n# TYPE crawlcache_robots_snapshots gauge\ncrawlcache_robots_snapshots {}",
+        ages.len()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_robots_snapshot_age_max_seconds Age of the oldest robots.txt snapshot.\n# TYPE crawlcache_robots_snapshot_age_max_seconds gauge\ncrawlcache_robots_snapshot_age_max_seconds {}",
+        ages.first().map_or(0, |(_, a)| a.as_secs())
+    );
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_robots_snapshot_age_seconds Age of the robots.txt snapshot in force, for the {ROBOTS_AGE_SERIES} oldest snapshots.\n# TYPE crawlcache_robots_snapshot_age_seconds gauge"
+    );
+    for (origin, age) in ages.iter().take(ROBOTS_AGE_SERIES) {
         let _ = writeln!(out, "crawlcache_robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
     }
     let m = &state.metrics;
@@ -188,6 +210,7 @@ pub fn prometheus(state: &ProxyState) -> String {
         ("stale_usable", &m.robots_stale_usable),
         ("stale_degraded", &m.robots_stale_degraded),
         ("expired", &m.robots_expired),
+        ("offline", &m.robots_offline),
     ] {
         let _ = writeln!(out, "crawlcache_robots_disposition_total{{disposition=\"{label}\"}} {}", g(c));
     }
