@@ -472,6 +472,13 @@ async fn twenty_concurrent_callers_on_a_stale_origin_make_one_fetch_and_none_wai
         assert_eq!(d, Disposition::StaleUsable);
         assert_eq!(rules.snapshot.sha256, first.snapshot.sha256);
     }
+    // The background refresh is spawned by the first stale caller; give its
+    // task a moment to reach the origin (bounded), then there must be
+    // exactly one refresh for all twenty callers.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while fake.calls() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(fake.calls(), 2, "one first fetch and one collapsed refresh");
     assert!(reg.is_refreshing(&o));
     gate.add_permits(100);
