@@ -225,15 +225,21 @@ impl Drop for TaskGuard {
     }
 }
 
+/// Most fields in a client's request head: as many as an origin may send
+/// (`upstream.max_head_fields`' default). The HTTP library sets aside room
+/// for this many fields on every request it parses, so the bound is kept in
+/// the low thousands rather than made unlimited.
+pub const MAX_REQUEST_FIELDS: usize = 3000;
+
 /// The HTTP/1.1 server settings for client connections (plain and
-/// intercepted): keep-alive, a read buffer of 512 KiB and up to 8192
-/// fields (no stricter than the origin side, so crawlers carrying many
+/// intercepted): keep-alive, a read buffer of 512 KiB and up to
+/// [`MAX_REQUEST_FIELDS`] fields (no stricter than the origin side, so crawlers carrying many
 /// cookies are served; the field bytes are bounded by
 /// `exchange::MAX_HEADER_BYTES`, whose 431 names the limit), header read
 /// timeout.
 pub fn client_http1() -> http1::Builder {
     let mut b = http1::Builder::new();
-    b.keep_alive(true).max_buf_size(512 * 1024).max_headers(8192).timer(TokioTimer::new());
+    b.keep_alive(true).max_buf_size(512 * 1024).max_headers(MAX_REQUEST_FIELDS).timer(TokioTimer::new());
     b
 }
 

@@ -73,7 +73,7 @@ pub struct HeadLimits {
 
 impl Default for HeadLimits {
     fn default() -> HeadLimits {
-        HeadLimits { max_bytes: 256 * 1024, max_fields: 8192 }
+        HeadLimits { max_bytes: 256 * 1024, max_fields: 3000 }
     }
 }
 
