@@ -461,9 +461,7 @@ fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -
     let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.primary(), check);
     record.set_outcome(&ex.status);
     let access = AccessLine {
-        level: state.config.server.access_log.level(),
-        method: ex.method().as_str().to_string(),
-        url: ex.primary().to_string(),
+        level: AccessLine::level_if_enabled(state.config.server.access_log.level()),
         status: response.status().as_u16(),
         outcome: ex.status.outcome().as_str(),
         robots: match check {

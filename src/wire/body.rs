@@ -36,15 +36,12 @@ pub enum ProxyBody {
 
 /// The access-log line of one request (method, URL, status, outcome,
 /// bytes, duration, robots verdict), logged at `level` with the tracing
-/// target `crawlcache::access` when the response body is done.
+/// target `crawlcache::access` when the response body is done. Method and
+/// URL are those of the request's audit record.
 #[derive(Debug, Clone)]
 pub struct AccessLine {
     /// The level to log at; `None` for no access log.
     pub level: Option<tracing::Level>,
-    /// Request method.
-    pub method: String,
-    /// Target URL.
-    pub url: String,
     /// Response status code.
     pub status: u16,
     /// `hit`, `stale`, `revalidated`, `miss`, `pass` or `refused`.
@@ -54,22 +51,35 @@ pub struct AccessLine {
 }
 
 impl AccessLine {
-    fn log(&self, bytes: u64, ms: u64) {
+    /// `level` when a subscriber would record an access line at it, so a
+    /// request whose line nobody reads costs nothing more.
+    pub fn level_if_enabled(level: Option<tracing::Level>) -> Option<tracing::Level> {
+        let on = match level? {
+            tracing::Level::ERROR => tracing::enabled!(target: "crawlcache::access", tracing::Level::ERROR),
+            tracing::Level::WARN => tracing::enabled!(target: "crawlcache::access", tracing::Level::WARN),
+            tracing::Level::INFO => tracing::enabled!(target: "crawlcache::access", tracing::Level::INFO),
+            tracing::Level::DEBUG => tracing::enabled!(target: "crawlcache::access", tracing::Level::DEBUG),
+            tracing::Level::TRACE => tracing::enabled!(target: "crawlcache::access", tracing::Level::TRACE),
+        };
+        on.then_some(level?)
+    }
+
+    fn log(&self, method: &str, url: &str, bytes: u64, ms: u64) {
         let Some(level) = self.level else { return };
         macro_rules! emit {
             ($lvl:expr) => {
                 tracing::event!(
                     target: "crawlcache::access",
                     $lvl,
-                    method = %self.method,
-                    url = %self.url,
+                    method = %method,
+                    url = %url,
                     status = self.status,
                     outcome = self.outcome,
                     bytes,
                     ms,
                     robots = self.robots,
                     "{} {} {} {} {}B {}ms robots={}",
-                    self.method, self.url, self.status, self.outcome, bytes, ms, self.robots
+                    method, url, self.status, self.outcome, bytes, ms, self.robots
                 )
             };
         }
@@ -111,7 +121,7 @@ impl Drop for AuditGuard {
         if let Some(mut r) = self.record.take() {
             r.bytes = self.bytes;
             r.ms = self.started.elapsed().as_millis() as u64;
-            self.access.log(r.bytes, r.ms);
+            self.access.log(&r.method, &r.url, r.bytes, r.ms);
             if let Err(e) = self.log.append(&r) {
                 tracing::warn!("cannot write the audit log in {}: {e}", self.log.dir().display());
             }
