@@ -39,7 +39,7 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
         }
         (Method::GET, "/stats") => json(StatusCode::OK, &stats_json(state)),
         (Method::GET, "/cache/show") => match query_param(&query, "url") {
-            Some(url) => match show_json(&state.store, &url) {
+            Some(url) => match show_json(&state.store, &url, &state.config.cache.key_rules) {
                 Ok(v) => json(StatusCode::OK, &v),
                 Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
             },
@@ -255,11 +255,23 @@ fn normalise(url: &str) -> Result<String, String> {
 }
 
 /// The stored variants of `url` as JSON (for `cache show`).
-pub fn show_json(store: &Store, url: &str) -> Result<serde_json::Value, String> {
-    let primary = normalise(url)?;
+/// `key` is the cache key under `rules` (`cache.key_rules`); `records` the
+/// recorded responses for it (SPEC section 6).
+pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<serde_json::Value, String> {
+    let exact = normalise(url)?;
+    let primary = crate::record::key_rules::apply(rules, &exact);
     let entries = store.lookup(&primary).map_err(|e| e.to_string())?;
     let variants: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
-    Ok(serde_json::json!({ "url": primary, "variants": variants }))
+    let mut records = Vec::new();
+    for m in ["GET", "HEAD"] {
+        let key = crate::record::record_key(&http::Method::from_bytes(m.as_bytes()).unwrap_or(http::Method::GET), &primary, None);
+        for e in store.lookup(&key).map_err(|e| e.to_string())? {
+            let mut j = entry_json(&e);
+            j["key"] = serde_json::Value::String(key.clone());
+            records.push(j);
+        }
+    }
+    Ok(serde_json::json!({ "url": exact, "key": primary, "variants": variants, "records": records }))
 }
 
 fn entry_json(e: &Entry) -> serde_json::Value {

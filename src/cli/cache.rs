@@ -60,7 +60,7 @@ fn stats(common: &Common) -> Result<ExitCode, String> {
 fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
-        StoreAccess::Direct(s) => crate::admin::show_json(&s, url)?,
+        StoreAccess::Direct(s) => crate::admin::show_json(&s, url, &cfg.cache.key_rules)?,
         StoreAccess::Daemon(a) => {
             let (status, body) = admin_request(a, "GET", &format!("/cache/show?url={}", encode(url)))?;
             if status != 200 {

@@ -19,7 +19,8 @@
 //! robots not checked yet                    -> CheckRobots
 //! robots refuses, or the client's own
 //!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
-//! offline and not GET/HEAD                  -> Refuse 504
+//! offline, another method                  -> ReplayWithBody (the record for its body hash, else 504)
+//! offline, GET/HEAD with content            -> Refuse 504
 //! other methods                             -> PassThrough (fwd=method; invalidates)
 //! GET/HEAD with content                     -> PassThrough (fwd=request; forwarded whole, never stored)
 //! GET/HEAD, store not looked up yet         -> LookUp
@@ -31,7 +32,8 @@
 //!   HEAD                                    -> ValidateWithHead (RFC 9111 section 4.3.5)
 //!   GET                                     -> Revalidate (collapsed)
 //! nothing stored:
-//!   offline, only-if-cached                 -> Refuse 504
+//!   offline, recorded                       -> ServeRecorded (key="record:..."; detail=offline)
+//!   offline, only-if-cached                 -> Refuse 504 (naming the URL and the keys)
 //!   GET                                     -> Forward (collapsed: leads or waits)
 //!   HEAD                                    -> Forward (waits for a GET in flight, never leads)
 //! ```
@@ -68,6 +70,9 @@ pub struct Lookup {
     /// Whether any variant at all is stored under the URI (tells a
     /// `vary-miss` from a `uri-miss`).
     pub had_any: bool,
+    /// Offline only: the latest recorded response (SPEC section 6) and its
+    /// record key, when the cache holds no matching variant.
+    pub recorded: Option<(String, Found)>,
 }
 
 /// A stored variant and its decoded head.
@@ -121,6 +126,16 @@ pub enum Route {
     ResolveTarget,
     /// The store must be looked up first.
     LookUp,
+    /// Offline: a recorded response answers (SPEC section 6).
+    ServeRecorded {
+        /// The record.
+        found: Found,
+        /// Its record key.
+        key: String,
+    },
+    /// Offline, a method other than GET and HEAD: the request body is
+    /// hashed and the record for it answers, else 504.
+    ReplayWithBody,
     /// A stored response answers as it is.
     ServeStored {
         /// The stored variant.
@@ -228,6 +243,9 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let primary = ex.primary();
     if !ex.is_cacheable_method() || ex.has_body {
         let fwd = if ex.is_cacheable_method() { Fwd::Request } else { Fwd::Method };
+        if ctx.offline && fwd == Fwd::Method {
+            return Route::ReplayWithBody;
+        }
         if ctx.offline {
             return Route::Refuse {
                 status: StatusCode::GATEWAY_TIMEOUT,
@@ -256,10 +274,14 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
             Reuse::Revalidate => Route::Revalidate { found: found.clone(), collapse },
         };
     }
+    if let (true, Some((key, found))) = (ctx.offline, &lookup.recorded) {
+        return Route::ServeRecorded { found: found.clone(), key: key.clone() };
+    }
     if ctx.offline {
+        let keys = record_keys(ex).join("\", \"");
         return Route::Refuse {
             status: StatusCode::GATEWAY_TIMEOUT,
-            message: format!("crawlcache is offline and {primary} was never stored (no origin is contacted in offline mode)"),
+            message: format!("crawlcache is offline and {primary} was never stored or recorded (looked for key \"{keys}\"; no origin is contacted in offline mode)"),
             cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline),
         };
     }
@@ -277,6 +299,17 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         (true, false) => Collapse::LeadOrWait,
     };
     Route::Forward { fwd, collapse }
+}
+
+/// The record keys an offline GET or HEAD is answered from, in order: a
+/// HEAD's own record, then the GET's.
+fn record_keys(ex: &Exchange) -> Vec<String> {
+    let get = crate::record::record_key(&http::Method::GET, ex.primary(), None);
+    if ex.is_head() {
+        vec![crate::record::record_key(&http::Method::HEAD, ex.primary(), None), get]
+    } else {
+        vec![get]
+    }
 }
 
 fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
@@ -306,6 +339,7 @@ pub async fn handle(
     interim: InterimSender,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut ex = Exchange::read(req, peer);
+    ex.apply_key_rules(&state.config.cache.key_rules);
     ex.interim = Some(interim);
     Ok(drive(state, ex).await)
 }
@@ -337,6 +371,7 @@ pub async fn handle_in_tunnel(
     }
     let misdirected = misdirected_host(req.headers(), &authority);
     let mut ex = Exchange::read(req, peer);
+    ex.apply_key_rules(&state.config.cache.key_rules);
     ex.misdirected = misdirected;
     ex.interim = Some(interim);
     Ok(drive(state, ex).await)
@@ -387,6 +422,8 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 ex.names_self = Some(crate::wire::net::names_listener(&host, port, state.local_addr).await);
                 continue;
             }
+            Route::ServeRecorded { found, key } => Step::Done(stages::replay::serve(&state, &mut ex, &found, &key)),
+            Route::ReplayWithBody => Step::Done(stages::replay::with_body(&state, &mut ex).await),
             Route::PassThrough { fwd } => Step::Done(stages::passthrough::run(&state, &mut ex, fwd).await),
             Route::ServeStored { found, decision, detail } => {
                 ex.status = CacheStatus { served_stale: decision.stale, detail, ..CacheStatus::hit(decision.ttl) };
@@ -416,13 +453,18 @@ fn internal_error() -> Response<ProxyBody> {
 /// 4.1: when several match, the most recent response is used). A lookup
 /// that fails is logged and treated as nothing stored.
 fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
-    match look_up_variant(state, ex.primary(), &ex.parts.headers) {
+    let mut lookup = match look_up_variant(state, ex.primary(), &ex.parts.headers) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("cache lookup for {} failed, forwarding: {e}", ex.primary());
-            Lookup { found: None, had_any: false }
+            Lookup { found: None, had_any: false, recorded: None }
         }
+    };
+    // Offline, a request the cache cannot answer is answered from the record.
+    if state.offline && lookup.found.is_none() {
+        lookup.recorded = record_keys(ex).into_iter().find_map(|k| stages::replay::find(state, &k).map(|f| (k, f)));
     }
+    lookup
 }
 
 fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::HeaderMap) -> Result<Lookup, StoreError> {
@@ -443,7 +485,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
             best = Some(Found { entry, decoded });
         }
     }
-    Ok(Lookup { found: best, had_any })
+    Ok(Lookup { found: best, had_any, recorded: None })
 }
 
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
@@ -458,12 +500,15 @@ fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -
     if let Some(c) = check {
         stages::robots::annotate(&mut response, c);
     }
-    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.primary(), check);
+    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.url(), check);
     record.set_outcome(&ex.status);
+    if ex.exact_url.is_some() {
+        record.key = Some(ex.primary().to_string());
+    }
     let access = AccessLine {
         level: state.config.server.access_log.level(),
         method: ex.method().as_str().to_string(),
-        url: ex.primary().to_string(),
+        url: ex.url().to_string(),
         status: response.status().as_u16(),
         outcome: ex.status.outcome().as_str(),
         robots: match check {

@@ -1,0 +1,173 @@
+//! Record and replay (SPEC section 6, issue 12): with `record.mode = "all"`
+//! every final response is kept; with the origin gone and `--offline`, a
+//! crawl is answered byte for byte from the cache and the record: redirects
+//! (301, 302, 307 without freshness, a trailing-slash redirect), `private`,
+//! `no-cache`, a 404, a form's POST. `no-store` only with `record.no_store`.
+//! With `mode = "cacheable"` the offline run misses exactly the responses
+//! the cache may not store.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+const ALL: &str = "[record]\nmode = \"all\"\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n";
+const ALL_NO_STORE: &str = "[record]\nmode = \"all\"\nno_store = true\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n";
+const CACHEABLE: &str = "[record]\nmode = \"cacheable\"\n";
+
+/// The scripted site: every kind of response a crawl meets.
+fn site(req: &RecordedRequest) -> Reply {
+    let path = req.path().to_string();
+    let page = |extra: &[(&str, &str)], body: String| {
+        let mut h: Vec<(&str, &str)> = vec![("Content-Type", "text/html")];
+        h.extend_from_slice(extra);
+        Reply::new(200, &h, body.as_bytes())
+    };
+    match (req.method.as_str(), path.as_str()) {
+        ("GET", "/") => page(
+            &[("Cache-Control", "max-age=3600")],
+            "<html><body>\
+             <a href=\"/r301\">a</a> <a href=\"/r302\">b</a> <a href=\"/r307\">c</a> \
+             <a href=\"/dir\">d</a> <a href=\"/private\">p</a> <a href=\"/nocache\">n</a> \
+             <a href=\"/nostore\">s</a> <a href=\"/missing\">m</a> \
+             </body></html>"
+                .to_string(),
+        ),
+        ("GET", "/r301") => Reply::new(301, &[("Location", "/a")], b"moved"),
+        ("GET", "/r302") => Reply::new(302, &[("Location", "/b")], b"found"),
+        ("GET", "/r307") => Reply::new(307, &[("Location", "/c")], b"temporary"),
+        ("GET", "/dir") => Reply::new(301, &[("Location", "/dir/")], b""),
+        ("GET", "/dir/") => page(&[], "<html>dir index</html>".into()),
+        ("GET", "/a") | ("GET", "/b") | ("GET", "/c") => page(&[], format!("<html>page {path}</html>")),
+        ("GET", "/private") => page(&[("Cache-Control", "private, max-age=600")], "<html>private</html>".into()),
+        ("GET", "/nocache") => page(&[("Cache-Control", "no-cache")], "<html>no-cache</html>".into()),
+        ("GET", "/nostore") => page(&[("Cache-Control", "no-store")], "<html>no-store</html>".into()),
+        ("POST", "/form") => {
+            let body = format!("<html>posted {}</html>", String::from_utf8_lossy(&req.body));
+            Reply::new(200, &[("Content-Type", "text/html")], body.as_bytes())
+        }
+        _ => Reply::new(404, &[("Content-Type", "text/html")], b"<html>not found</html>"),
+    }
+}
+
+/// Runs `wget -r` from `start` through `proxy` into `out`; returns the
+/// files and wget's log. Exit 8 (an error response: the 404) and 4 (wget counts a 504 as a network failure) are expected.
+fn wget(start: &str, proxy: &str, out: &std::path::Path) -> (BTreeMap<std::path::PathBuf, Vec<u8>>, String) {
+    std::fs::create_dir_all(out).unwrap();
+    let mut cmd = Command::new(wget_bin());
+    cmd.args(["--no-config", "-r", "-nH", "-e", "robots=off", "--no-verbose", "-S", "--tries=1", "--timeout=10"])
+        .args(["-e", "use_proxy=on", "-e", &format!("http_proxy={proxy}")])
+        .arg("-P")
+        .arg(out)
+        .arg(start);
+    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"] {
+        cmd.env_remove(var);
+    }
+    let o = run_bounded(&mut cmd, Duration::from_secs(120), "wget -r");
+    let log = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(matches!(o.status.code(), Some(0) | Some(4) | Some(8)), "wget exited {:?}:\n{log}", o.status);
+    (read_tree(out), log)
+}
+
+/// How many responses wget was answered 504 (from its `-S` log).
+fn gateway_timeouts(log: &str) -> usize {
+    log.lines().filter(|l| l.trim_start().starts_with("HTTP/1.1 504")).count()
+}
+
+struct Run {
+    online: BTreeMap<std::path::PathBuf, Vec<u8>>,
+    offline: BTreeMap<std::path::PathBuf, Vec<u8>>,
+    offline_log: String,
+    post_online: Response,
+    post_offline: Response,
+    post_other_offline: Response,
+    nostore_offline: Response,
+    missing_offline: Response,
+    r302_offline: Response,
+}
+
+fn crawl_online_then_offline(label: &str, config: &str) -> Run {
+    let dir = TestDir::new(label);
+    let data = dir.subdir("data");
+    let origin = Origin::start(site);
+    let proxy = Proxy::start_with_config(&data, config, &[]);
+    let start = origin.url("/");
+    let (online, log) = wget(&start, &proxy.url(), &dir.join("online"));
+    assert!(online.len() >= 8, "the online crawl fetched {} files:\n{log}", online.len());
+    let form = origin.url("/form");
+    let post_online = send_request(proxy.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    assert_eq!(post_online.status, 200);
+    // Let the tee tasks publish, then stop; the origin goes away.
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.stop_cleanly();
+    drop(origin);
+
+    let offline_proxy = Proxy::start_with_config(&data, config, &["--offline"]);
+    let (offline, offline_log) = wget(&start, &offline_proxy.url(), &dir.join("offline"));
+    let post_offline = send_request(offline_proxy.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    let post_other_offline = send_request(offline_proxy.addr(), "POST", &form, &[], b"q=other");
+    let nostore_offline = proxy_get(offline_proxy.addr(), &format!("{start}nostore"), &[]);
+    let missing_offline = proxy_get(offline_proxy.addr(), &format!("{}never-seen", start), &[]);
+    let r302_offline = proxy_get(offline_proxy.addr(), &format!("{}r302", start), &[]);
+    offline_proxy.stop_cleanly();
+    assert_cache_verifies(&data);
+    Run { online, offline, offline_log, post_online, post_offline, post_other_offline, nostore_offline, missing_offline, r302_offline }
+}
+
+#[test]
+fn mode_all_replays_a_crawl_offline_byte_identical() {
+    let run = crawl_online_then_offline("record-all", ALL);
+    // no-store is not recorded: the only difference.
+    let mut expected = run.online.clone();
+    expected.retain(|p, _| !p.ends_with("nostore"));
+    let mut offline = run.offline.clone();
+    offline.retain(|p, _| !p.ends_with("nostore"));
+    assert_trees_equal(&expected, &offline, "offline replay (mode=all) vs the online crawl");
+    assert_eq!(gateway_timeouts(&run.offline_log), 1, "only /nostore is 504 offline:\n{}", run.offline_log);
+    assert!(run.online.keys().any(|p| p.ends_with("nostore")) && !run.offline.keys().any(|p| p.ends_with("nostore")));
+    assert_eq!(run.nostore_offline.status, 504);
+
+    // A redirect without freshness is replayed from the record, marked so.
+    assert_eq!(run.r302_offline.status, 302, "{}", run.r302_offline.describe());
+    assert_eq!(run.r302_offline.header("location"), Some("/b"));
+    let cs = run.r302_offline.cache_status().unwrap_or_default();
+    assert!(cs.contains("hit") && cs.contains("detail=offline") && cs.contains("key=\"record:GET http://"), "{cs}");
+
+    // The form's POST, keyed by its body.
+    assert_eq!(run.post_offline.status, 200, "{}", run.post_offline.describe());
+    assert_eq!(run.post_offline.body, run.post_online.body);
+    assert!(run.post_offline.cache_status().unwrap_or_default().contains("sha256="));
+    assert_eq!(run.post_other_offline.status, 504, "another body was never posted");
+    assert!(run.post_other_offline.text().contains("record:POST"), "{}", run.post_other_offline.text());
+
+    // A URL never seen: 504 naming the URL and the key.
+    assert_eq!(run.missing_offline.status, 504);
+    let t = run.missing_offline.text();
+    assert!(t.contains("/never-seen") && t.contains("record:GET http://"), "{t}");
+}
+
+#[test]
+fn no_store_is_replayed_only_with_record_no_store() {
+    let run = crawl_online_then_offline("record-no-store", ALL_NO_STORE);
+    assert_trees_equal(&run.online, &run.offline, "offline replay (mode=all, no_store) vs the online crawl");
+    assert_eq!(gateway_timeouts(&run.offline_log), 0, "{}", run.offline_log);
+    assert_eq!(run.nostore_offline.status, 200);
+}
+
+#[test]
+fn mode_cacheable_misses_exactly_what_the_cache_may_not_store() {
+    let run = crawl_online_then_offline("record-cacheable", CACHEABLE);
+    let mut missing: Vec<String> = run.online.keys().filter(|p| !run.offline.contains_key(*p)).map(|p| p.display().to_string()).collect();
+    missing.sort();
+    // 302 and 307 without freshness are not storable (wget saves a
+    // redirect's target under the redirecting name), nor are `private` (in
+    // the default shared mode) and `no-store`. The 301s, the no-cache page
+    // and the 404 are stored by the cache and served stale offline.
+    assert_eq!(missing, vec!["nostore", "private", "r302", "r307"], "offline log:\n{}", run.offline_log);
+    assert_eq!(gateway_timeouts(&run.offline_log), 4, "{}", run.offline_log);
+    assert_eq!(run.post_offline.status, 504, "POST is not recorded in mode=cacheable");
+    assert_eq!(run.r302_offline.status, 504);
+}
