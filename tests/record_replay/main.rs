@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-const ALL: &str = "[record]\nmode = \"all\"\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n";
-const ALL_NO_STORE: &str = "[record]\nmode = \"all\"\nno_store = true\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n";
+const UTM_RULE: &str = "[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
+const ALL: &str = "[record]\nmode = \"all\"\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
+const ALL_NO_STORE: &str = "[record]\nmode = \"all\"\nno_store = true\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
 const CACHEABLE: &str = "[record]\nmode = \"cacheable\"\n";
 
 /// The scripted site: every kind of response a crawl meets.
@@ -33,6 +34,7 @@ fn site(req: &RecordedRequest) -> Reply {
              <a href=\"/r301\">a</a> <a href=\"/r302\">b</a> <a href=\"/r307\">c</a> \
              <a href=\"/dir\">d</a> <a href=\"/private\">p</a> <a href=\"/nocache\">n</a> \
              <a href=\"/nostore\">s</a> <a href=\"/missing\">m</a> \
+             <a href=\"/news?id=1&amp;utm_source=feed\">u1</a> <a href=\"/news?utm_medium=mail&amp;id=1\">u2</a> \
              </body></html>"
                 .to_string(),
         ),
@@ -42,6 +44,8 @@ fn site(req: &RecordedRequest) -> Reply {
         ("GET", "/dir") => Reply::new(301, &[("Location", "/dir/")], b""),
         ("GET", "/dir/") => page(&[], "<html>dir index</html>".into()),
         ("GET", "/a") | ("GET", "/b") | ("GET", "/c") => page(&[], format!("<html>page {path}</html>")),
+        // The same page whatever the tracking parameters say.
+        ("GET", "/news") => page(&[], "<html>news 1</html>".into()),
         ("GET", "/private") => page(&[("Cache-Control", "private, max-age=600")], "<html>private</html>".into()),
         ("GET", "/nocache") => page(&[("Cache-Control", "no-cache")], "<html>no-cache</html>".into()),
         ("GET", "/nostore") => page(&[("Cache-Control", "no-store")], "<html>no-store</html>".into()),
@@ -170,4 +174,41 @@ fn mode_cacheable_misses_exactly_what_the_cache_may_not_store() {
     assert_eq!(gateway_timeouts(&run.offline_log), 4, "{}", run.offline_log);
     assert_eq!(run.post_offline.status, 504, "POST is not recorded in mode=cacheable");
     assert_eq!(run.r302_offline.status, 504);
+}
+
+#[test]
+fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
+    let dir = TestDir::new("record-key-rule");
+    let data = dir.subdir("data");
+    let origin = Origin::start(|_| Reply::ok(&[("Cache-Control", "max-age=600")], b"news"));
+    let proxy = Proxy::start_with_config(&data, UTM_RULE, &[]);
+    let first = proxy_get(proxy.addr(), &origin.url("/news?utm_source=feed&id=1"), &[]);
+    assert_eq!(first.status, 200);
+    let second = proxy_get(proxy.addr(), &origin.url("/news?id=1&fbclid=xyz"), &[]);
+    assert_eq!(second.status, 200);
+    assert!(second.cache_status().unwrap_or_default().contains("hit"), "{}", second.describe());
+    let seen: Vec<RecordedRequest> = origin.requests().into_iter().filter(|r| r.path() != "/robots.txt").collect();
+    assert_eq!(seen.len(), 1, "one origin fetch for both spellings");
+    assert_eq!(seen[0].target, "/news?utm_source=feed&id=1", "the origin is asked for the URL as requested");
+    let other = proxy_get(proxy.addr(), &origin.url("/news?id=2&utm_source=feed"), &[]);
+    assert!(!other.cache_status().unwrap_or_default().contains("hit"), "another id is another key");
+    proxy.stop_cleanly();
+
+    // `cache show` names the key; the audit line has url and key.
+    let cfg = dir.join("rule.toml");
+    std::fs::write(&cfg, UTM_RULE).unwrap();
+    let out = crawlcache_cmd(
+        &["cache", "show", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), &origin.url("/news?gclid=1&id=1")],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["key"].as_str(), Some(origin.url("/news?id=1").as_str()), "{text}");
+    assert_eq!(v["variants"].as_array().map(|a| a.len()), Some(1), "{text}");
+    let audit: String = std::fs::read_dir(data.join("audit")).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    let line = audit.lines().find(|l| l.contains("fbclid=xyz")).unwrap_or_else(|| panic!("{audit}"));
+    let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(rec["url"].as_str(), Some(origin.url("/news?id=1&fbclid=xyz").as_str()));
+    assert_eq!(rec["key"].as_str(), Some(origin.url("/news?id=1").as_str()));
 }
