@@ -121,6 +121,8 @@ pub struct CacheConfig {
     pub max_stale_on_error: Duration,
     /// `[[cache.key_rules]]`: cache-key rewriting (SPEC section 6).
     pub key_rules: Vec<crate::record::key_rules::KeyRule>,
+    /// `[[cache.rules]]`: per-URL policy rules (SPEC section 6).
+    pub rules: Vec<crate::record::policy_rules::PolicyRule>,
 }
 
 /// `[upstream]`: how origins are contacted.

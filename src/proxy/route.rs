@@ -183,6 +183,8 @@ pub struct RouteContext<'a> {
     pub policy: &'a PolicyConfig,
     /// The time to decide at.
     pub now: SystemTime,
+    /// Per-URL policy rules (`[[cache.rules]]`).
+    pub rules: &'a [crate::record::policy_rules::PolicyRule],
 }
 
 /// The route for `ex`, given what the store holds (`None`: not looked up).
@@ -258,7 +260,10 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision = policy::decide(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy);
+        let decision = match crate::record::policy_rules::find(ctx.rules, primary) {
+            Some(r) if r.bounds_lifetime() => policy::decide_bounded(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy, r.min_ttl, r.max_ttl),
+            _ => policy::decide(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy),
+        };
         if ctx.offline {
             return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
         }
@@ -392,7 +397,7 @@ fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority)
 async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> {
     let mut lookup: Option<Lookup> = None;
     loop {
-        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now: SystemTime::now() };
+        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now: SystemTime::now(), rules: &state.config.cache.rules };
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
                 let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
@@ -490,7 +495,10 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
 
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
 /// counts it, and attaches the audit line, written when the body is done.
-fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+    if ex.is_cacheable_method() && matches!(ex.target, Target::Absolute { .. }) && ex.status.key.is_none() {
+        ex.status.rule = crate::record::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
+    }
     ex.status.apply(response.headers_mut());
     state.metrics.record(&ex.status);
     if !matches!(ex.target, Target::Absolute { .. }) {

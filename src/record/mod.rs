@@ -56,6 +56,7 @@
 //! alone decides what is served from the cache.
 
 pub mod key_rules;
+pub mod policy_rules;
 
 use crate::cache::cache_control::CacheControl;
 use crate::proxy::collapse::{self, Inflight, Lead, Outcome};

@@ -212,3 +212,41 @@ fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
     assert_eq!(rec["url"].as_str(), Some(origin.url("/news?id=1&fbclid=xyz").as_str()));
     assert_eq!(rec["key"].as_str(), Some(origin.url("/news?id=1").as_str()));
 }
+
+#[test]
+fn a_max_ttl_rule_shortens_freshness_and_says_so() {
+    let cfg = "[[cache.rules]]\nname = \"short\"\nhost = \"127.0.0.1\"\npath_prefix = \"/news/\"\nmax_ttl = \"1s\"\n";
+    let (origin, proxy) = start_with_origin("rule-max-ttl", cfg, |_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"v1\"")], b"news"));
+    let first = proxy_get(proxy.addr(), &origin.url("/news/1"), &[]);
+    assert_eq!(first.status, 200);
+    assert!(first.cache_status().unwrap_or_default().contains("rule=short"), "{}", first.describe());
+    std::thread::sleep(Duration::from_millis(200));
+    let hit = proxy_get(proxy.addr(), &origin.url("/news/1"), &[]);
+    let cs = hit.cache_status().unwrap_or_default();
+    assert!(cs.contains("hit") && cs.contains("ttl=0") && cs.contains("rule=short"), "{cs}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let stale = proxy_get(proxy.addr(), &origin.url("/news/1"), &[]);
+    let cs = stale.cache_status().unwrap_or_default();
+    assert!(cs.contains("fwd=stale"), "past max_ttl the stored response is revalidated: {cs}");
+    // Elsewhere the origin's max-age=3600 holds, with no rule named.
+    proxy_get(proxy.addr(), &origin.url("/other"), &[]);
+    std::thread::sleep(Duration::from_millis(1300));
+    let other = proxy_get(proxy.addr(), &origin.url("/other"), &[]);
+    let cs = other.cache_status().unwrap_or_default();
+    assert!(cs.contains("hit") && !cs.contains("rule"), "{cs}");
+}
+
+#[test]
+fn a_never_store_rule_keeps_responses_out_of_the_cache() {
+    let cfg = "[[cache.rules]]\nname = \"live\"\npath_prefix = \"/live\"\nnever_store = true\n";
+    let (origin, proxy) = start_with_origin("rule-never-store", cfg, |_| Reply::ok(&[("Cache-Control", "max-age=3600")], b"live"));
+    for _ in 0..2 {
+        let r = proxy_get(proxy.addr(), &origin.url("/live/score"), &[]);
+        let cs = r.cache_status().unwrap_or_default();
+        assert!(cs.contains("fwd=uri-miss") && cs.contains("detail=\"rule=live\"") && !cs.contains("stored"), "{cs}");
+    }
+    let n = origin.requests().iter().filter(|r| r.path() == "/live/score").count();
+    assert_eq!(n, 2, "never stored: both requests reach the origin");
+    proxy_get(proxy.addr(), &origin.url("/cached"), &[]);
+    assert!(proxy_get(proxy.addr(), &origin.url("/cached"), &[]).cache_status().unwrap_or_default().contains("hit"));
+}

@@ -120,6 +120,19 @@ pub fn respond_with_upstream(
     } else {
         None
     };
+    // Per-URL policy rules (SPEC section 6) may forbid storing, or store a
+    // status RFC 9111 finds no freshness information for.
+    if let Some(rule) = crate::record::policy_rules::find(&state.config.cache.rules, &primary) {
+        if rule.never_store || rule.skip_status.contains(&status) {
+            not_stored = not_stored.or(Some(Detail::Rule));
+        } else if matches!(not_stored, Some(Detail::NoFreshnessInformation) | Some(Detail::Status))
+            && (rule.store_status.contains(&status) || rule.min_ttl.is_some())
+            && ex.parts.method == Method::GET
+            && secondary.is_some()
+        {
+            not_stored = None;
+        }
+    }
     // A successful full response replaces the stored variant it matches
     // even when it is not itself storable (RFC 9111 section 4.3.3 wants the
     // newest response used); an error status keeps the old one.
