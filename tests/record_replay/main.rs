@@ -91,6 +91,9 @@ struct Run {
     nostore_offline: Response,
     missing_offline: Response,
     r302_offline: Response,
+    ls_text: String,
+    ls_summary: String,
+    ls_json_other_host: String,
 }
 
 fn crawl_online_then_offline(label: &str, config: &str) -> Run {
@@ -118,7 +121,16 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     let r302_offline = proxy_get(offline_proxy.addr(), &format!("{}r302", start), &[]);
     offline_proxy.stop_cleanly();
     assert_cache_verifies(&data);
-    Run { online, offline, offline_log, post_online, post_offline, post_other_offline, nostore_offline, missing_offline, r302_offline }
+    let data_s = data.to_str().unwrap();
+    let ls = crawlcache_cmd(&["cache", "ls", "--data-dir", data_s, "--host", "127.0.0.1"], Duration::from_secs(30));
+    assert!(ls.status.success(), "{}", String::from_utf8_lossy(&ls.stderr));
+    let other = crawlcache_cmd(&["cache", "ls", "--data-dir", data_s, "--host", "example.org", "--json"], Duration::from_secs(30));
+    let (ls_text, ls_summary) = (String::from_utf8_lossy(&ls.stdout).into_owned(), String::from_utf8_lossy(&ls.stderr).into_owned());
+    let ls_json_other_host = String::from_utf8_lossy(&other.stdout).into_owned();
+    Run {
+        ls_text,
+        ls_summary,
+        ls_json_other_host, online, offline, offline_log, post_online, post_offline, post_other_offline, nostore_offline, missing_offline, r302_offline }
 }
 
 #[test]
@@ -146,6 +158,13 @@ fn mode_all_replays_a_crawl_offline_byte_identical() {
     assert!(run.post_offline.cache_status().unwrap_or_default().contains("sha256="));
     assert_eq!(run.post_other_offline.status, 504, "another body was never posted");
     assert!(run.post_other_offline.text().contains("record:POST"), "{}", run.post_other_offline.text());
+
+    // `cache ls --host` lists cache entries and records, with a summary.
+    assert!(run.ls_text.lines().any(|l| l.starts_with("302\t") && l.contains("record:GET http://127.0.0.1:")), "{}", run.ls_text);
+    assert!(run.ls_text.lines().any(|l| l.contains("record:POST http://127.0.0.1:") && l.contains(" sha256=")), "{}", run.ls_text);
+    assert!(run.ls_text.lines().any(|l| l.starts_with("200\t") && l.contains("\thttp://127.0.0.1:")), "{}", run.ls_text);
+    assert!(run.ls_summary.contains("recorded)"), "{}", run.ls_summary);
+    assert!(run.ls_json_other_host.trim().is_empty(), "{}", run.ls_json_other_host);
 
     // A URL never seen: 504 naming the URL and the key.
     assert_eq!(run.missing_offline.status, 504);
