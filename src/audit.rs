@@ -56,6 +56,10 @@ pub struct AuditRecord {
     /// crawler's identity` (`null` when there is none).
     #[serde(default)]
     pub robots_warning: Option<String>,
+    /// The cache key, when `cache.key_rules` made it differ from `url`
+    /// (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl AuditRecord {
@@ -80,6 +84,7 @@ impl AuditRecord {
             ms: 0,
             robots_fetched_as: robots.and_then(|r| r.fetched_as.clone()),
             robots_warning: robots.and_then(|r| r.warning.clone()),
+            key: None,
         }
     }
 
@@ -322,6 +327,7 @@ mod tests {
             ms: 3,
             robots_fetched_as: Some("ExampleBot/1.0".into()),
             robots_warning: None,
+            key: None,
         }
     }
 

@@ -24,6 +24,8 @@ pub struct Config {
     pub cache: CacheConfig,
     pub upstream: UpstreamConfig,
     pub tls: TlsConfig,
+    /// `[record]`: what is kept for offline replay.
+    pub record: crate::record::RecordConfig,
     /// `[robots]`: robots.txt snapshots, enforcement, politeness.
     pub robots: crate::robots::settings::RobotsConfig,
 }
@@ -117,6 +119,10 @@ pub struct CacheConfig {
     /// Bound on serving stale when the origin is unreachable.
     #[serde(deserialize_with = "de_duration")]
     pub max_stale_on_error: Duration,
+    /// `[[cache.key_rules]]`: cache-key rewriting (SPEC section 6).
+    pub key_rules: Vec<crate::record::key_rules::KeyRule>,
+    /// `[[cache.rules]]`: per-URL policy rules (SPEC section 6).
+    pub rules: Vec<crate::record::policy_rules::PolicyRule>,
 }
 
 /// `[upstream]`: how origins are contacted.
@@ -435,6 +441,7 @@ impl Config {
             return Err("bad value for key `cache.max_size`: must be more than 0".into());
         }
         self.robots.validate()?;
+        self.record.validate()?;
         Ok(())
     }
 

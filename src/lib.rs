@@ -16,6 +16,7 @@ pub mod config;
 pub mod fsutil;
 pub mod metrics;
 pub mod proxy;
+pub mod record;
 pub mod robots;
 pub mod store;
 pub mod tls;

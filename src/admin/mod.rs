@@ -39,12 +39,27 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
         }
         (Method::GET, "/stats") => json(StatusCode::OK, &stats_json(state)),
         (Method::GET, "/cache/show") => match query_param(&query, "url") {
-            Some(url) => match show_json(&state.store, &url) {
+            Some(url) => match show_json(&state.store, &url, &state.config.cache.key_rules) {
                 Ok(v) => json(StatusCode::OK, &v),
                 Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
             },
             None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/show needs ?url=URL\n".into()),
         },
+        (Method::GET, "/cache/ls") => {
+            let (host, prefix) = (query_param(&query, "host"), query_param(&query, "prefix"));
+            let as_json = query_param(&query, "json").is_some();
+            match state.store.entries() {
+                Ok(entries) => {
+                    let mut out = String::new();
+                    for e in entries.iter().filter(|e| ls_matches(&e.primary_key, host.as_deref(), prefix.as_deref())) {
+                        out.push_str(&ls_line(e, as_json));
+                        out.push('\n');
+                    }
+                    text_ok(out)
+                }
+                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: {e}\n")),
+            }
+        }
         (Method::POST | Method::DELETE, "/cache/purge") => match query_param(&query, "url") {
             Some(url) => match purge(&state.store, &url) {
                 Ok(n) => json(StatusCode::OK, &serde_json::json!({ "url": url, "removed": n })),
@@ -255,11 +270,23 @@ fn normalise(url: &str) -> Result<String, String> {
 }
 
 /// The stored variants of `url` as JSON (for `cache show`).
-pub fn show_json(store: &Store, url: &str) -> Result<serde_json::Value, String> {
-    let primary = normalise(url)?;
+/// `key` is the cache key under `rules` (`cache.key_rules`); `records` the
+/// recorded responses for it (SPEC section 6).
+pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<serde_json::Value, String> {
+    let exact = normalise(url)?;
+    let primary = crate::record::key_rules::apply(rules, &exact);
     let entries = store.lookup(&primary).map_err(|e| e.to_string())?;
     let variants: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
-    Ok(serde_json::json!({ "url": primary, "variants": variants }))
+    let mut records = Vec::new();
+    for m in ["GET", "HEAD"] {
+        let key = crate::record::record_key(&http::Method::from_bytes(m.as_bytes()).unwrap_or(http::Method::GET), &primary, None);
+        for e in store.lookup(&key).map_err(|e| e.to_string())? {
+            let mut j = entry_json(&e);
+            j["key"] = serde_json::Value::String(key.clone());
+            records.push(j);
+        }
+    }
+    Ok(serde_json::json!({ "url": exact, "key": primary, "variants": variants, "records": records }))
 }
 
 fn entry_json(e: &Entry) -> serde_json::Value {
@@ -288,4 +315,58 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 pub fn purge(store: &Store, url: &str) -> Result<u64, String> {
     let primary = normalise(url)?;
     store.remove(&primary).map_err(|e| e.to_string())
+}
+
+/// The URL a store key stands for: a cache key as is; a record key
+/// (`record:METHOD URL[ sha256=...]`) without its method and body hash.
+pub fn key_url(key: &str) -> &str {
+    match key.strip_prefix(crate::record::PREFIX) {
+        Some(rest) => {
+            let rest = rest.split_once(' ').map(|(_, u)| u).unwrap_or(rest);
+            rest.split(" sha256=").next().unwrap_or(rest)
+        }
+        None => key,
+    }
+}
+
+/// Whether the entry under `key` passes the `cache ls` filters: `host`
+/// (exact, case-insensitive) and `prefix` (a URL prefix).
+pub fn ls_matches(key: &str, host: Option<&str>, prefix: Option<&str>) -> bool {
+    let url = key_url(key);
+    if let Some(p) = prefix {
+        if !url.starts_with(p) {
+            return false;
+        }
+    }
+    if let Some(h) = host {
+        let authority = url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+        let entry_host = authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map(|(h, _)| h).unwrap_or(authority);
+        if !entry_host.eq_ignore_ascii_case(h) {
+            return false;
+        }
+    }
+    true
+}
+
+/// One `cache ls` line for `e`: `STATUS BYTES KEY` (tab-separated), or a
+/// JSON object with `json`.
+pub fn ls_line(e: &Entry, json: bool) -> String {
+    let stored = StoredResponse::from_bytes(&e.meta);
+    let status = stored.as_ref().map(|s| s.status);
+    let bytes = e.body.as_ref().map_or(0, |b| b.len);
+    if json {
+        serde_json::json!({
+            "key": e.primary_key,
+            "url": key_url(&e.primary_key),
+            "record": crate::record::is_record_key(&e.primary_key),
+            "secondary_key": String::from_utf8_lossy(&e.secondary_key),
+            "status": status,
+            "bytes": bytes,
+            "body_sha256": e.body.as_ref().map(|b| b.sha256.clone()),
+            "response_time_ms": stored.as_ref().map(|s| s.response_time_ms),
+        })
+        .to_string()
+    } else {
+        format!("{}\t{bytes}\t{}", status.map(|s| s.to_string()).unwrap_or_else(|| "-".into()), e.primary_key)
+    }
 }

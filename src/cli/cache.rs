@@ -20,6 +20,21 @@ pub enum CacheCommand {
         common: Common,
         url: String,
     },
+    /// List stored entries (cache and record): `STATUS BYTES KEY` per line,
+    /// or JSON lines; a one-line summary on stderr.
+    Ls {
+        #[command(flatten)]
+        common: Common,
+        /// Only entries for this host.
+        #[arg(long)]
+        host: Option<String>,
+        /// Only entries whose URL starts with this prefix.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove every stored variant of a URL.
     Purge {
         #[command(flatten)]
@@ -42,6 +57,7 @@ pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
         CacheCommand::Stats { common } => stats(&common),
         CacheCommand::Show { common, url } => show(&common, &url),
         CacheCommand::Purge { common, url } => purge(&common, &url),
+        CacheCommand::Ls { common, host, prefix, json } => ls(&common, host.as_deref(), prefix.as_deref(), json),
         CacheCommand::Verify { common, repair } => verify(&common, repair),
     }
 }
@@ -60,7 +76,7 @@ fn stats(common: &Common) -> Result<ExitCode, String> {
 fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
-        StoreAccess::Direct(s) => crate::admin::show_json(&s, url)?,
+        StoreAccess::Direct(s) => crate::admin::show_json(&s, url, &cfg.cache.key_rules)?,
         StoreAccess::Daemon(a) => {
             let (status, body) = admin_request(a, "GET", &format!("/cache/show?url={}", encode(url)))?;
             if status != 200 {
@@ -124,4 +140,67 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
         eprintln!("cache verify: invariants are broken (see the report); run with --repair to fix");
         Ok(ExitCode::from(1))
     }
+}
+
+/// Lists the entries passing the filters, one line each, with progress on
+/// stderr when it is a terminal and a one-line summary at the end.
+fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> Result<ExitCode, String> {
+    use std::io::{IsTerminal, Write};
+    let cfg = load_config(common)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let (mut listed, mut records, mut bytes) = (0u64, 0u64, 0u64);
+    match open_store(&cfg)? {
+        StoreAccess::Direct(s) => {
+            let entries = s.entries().map_err(|e| e.to_string())?;
+            let progress = std::io::stderr().is_terminal();
+            for (i, e) in entries.iter().enumerate() {
+                if progress && i % 10_000 == 0 && i > 0 {
+                    eprint!("\rcache ls: {i} entries scanned");
+                }
+                if !crate::admin::ls_matches(&e.primary_key, host, prefix) {
+                    continue;
+                }
+                listed += 1;
+                records += u64::from(crate::record::is_record_key(&e.primary_key));
+                bytes += e.body.as_ref().map_or(0, |b| b.len);
+                writeln!(out, "{}", crate::admin::ls_line(e, json)).map_err(|e| e.to_string())?;
+            }
+            if progress {
+                eprint!("\r");
+            }
+        }
+        StoreAccess::Daemon(a) => {
+            let mut path = String::from("/cache/ls?");
+            if let Some(h) = host {
+                path.push_str(&format!("host={}&", encode(h)));
+            }
+            if let Some(p) = prefix {
+                path.push_str(&format!("prefix={}&", encode(p)));
+            }
+            if json {
+                path.push_str("json=1");
+            }
+            let (status, body) = admin_request(a, "GET", &path)?;
+            if status != 200 {
+                return Err(body.trim().to_string());
+            }
+            for line in body.lines() {
+                listed += 1;
+                if json {
+                    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+                    records += u64::from(v["record"].as_bool().unwrap_or(false));
+                    bytes += v["bytes"].as_u64().unwrap_or(0);
+                } else {
+                    let mut f = line.split('\t');
+                    bytes += f.nth(1).and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
+                    records += u64::from(f.next().is_some_and(crate::record::is_record_key));
+                }
+                writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    eprintln!("cache ls: {listed} entries ({records} recorded), {bytes} body bytes");
+    Ok(ExitCode::SUCCESS)
 }

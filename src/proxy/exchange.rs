@@ -87,6 +87,9 @@ pub struct Exchange {
     pub lookups: u32,
     /// The outcome so far; written by the stages.
     pub status: CacheStatus,
+    /// The URL as requested (normalised), when `cache.key_rules` made the
+    /// primary key differ from it.
+    pub exact_url: Option<String>,
 }
 
 impl Exchange {
@@ -121,7 +124,26 @@ impl Exchange {
             started: Instant::now(),
             lookups: 0,
             status: CacheStatus::default(),
+            exact_url: None,
         }
+    }
+
+    /// Rewrites the primary key by the first of `rules` matching the
+    /// target (SPEC section 6); the upstream target stays the URL as
+    /// requested.
+    pub fn apply_key_rules(&mut self, rules: &[crate::record::key_rules::KeyRule]) {
+        if let Target::Absolute { primary } = &mut self.target {
+            let key = crate::record::key_rules::apply(rules, primary);
+            if key != *primary {
+                self.exact_url = Some(std::mem::replace(primary, key));
+            }
+        }
+    }
+
+    /// The URL as requested, normalised (the primary key unless key rules
+    /// rewrote it).
+    pub fn url(&self) -> &str {
+        self.exact_url.as_deref().unwrap_or(self.primary())
     }
 
     /// The primary cache key ("" when the target is not an absolute URI).
@@ -205,6 +227,7 @@ impl Exchange {
             started: Instant::now(),
             lookups: 0,
             status: CacheStatus::default(),
+            exact_url: self.exact_url.clone(),
         }
     }
 }

@@ -19,7 +19,8 @@
 //! robots not checked yet                    -> CheckRobots
 //! robots refuses, or the client's own
 //!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
-//! offline and not GET/HEAD                  -> Refuse 504
+//! offline, another method                  -> ReplayWithBody (the record for its body hash, else 504)
+//! offline, GET/HEAD with content            -> Refuse 504
 //! other methods                             -> PassThrough (fwd=method; invalidates)
 //! GET/HEAD with content                     -> PassThrough (fwd=request; forwarded whole, never stored)
 //! GET/HEAD, store not looked up yet         -> LookUp
@@ -31,7 +32,8 @@
 //!   HEAD                                    -> ValidateWithHead (RFC 9111 section 4.3.5)
 //!   GET                                     -> Revalidate (collapsed)
 //! nothing stored:
-//!   offline, only-if-cached                 -> Refuse 504
+//!   offline, recorded                       -> ServeRecorded (key="record:..."; detail=offline)
+//!   offline, only-if-cached                 -> Refuse 504 (naming the URL and the keys)
 //!   GET                                     -> Forward (collapsed: leads or waits)
 //!   HEAD                                    -> Forward (waits for a GET in flight, never leads)
 //! ```
@@ -68,6 +70,9 @@ pub struct Lookup {
     /// Whether any variant at all is stored under the URI (tells a
     /// `vary-miss` from a `uri-miss`).
     pub had_any: bool,
+    /// Offline only: the latest recorded response (SPEC section 6) and its
+    /// record key, when the cache holds no matching variant.
+    pub recorded: Option<(String, Found)>,
 }
 
 /// A stored variant and its decoded head.
@@ -121,6 +126,16 @@ pub enum Route {
     ResolveTarget,
     /// The store must be looked up first.
     LookUp,
+    /// Offline: a recorded response answers (SPEC section 6).
+    ServeRecorded {
+        /// The record.
+        found: Found,
+        /// Its record key.
+        key: String,
+    },
+    /// Offline, a method other than GET and HEAD: the request body is
+    /// hashed and the record for it answers, else 504.
+    ReplayWithBody,
     /// A stored response answers as it is.
     ServeStored {
         /// The stored variant.
@@ -168,6 +183,8 @@ pub struct RouteContext<'a> {
     pub policy: &'a PolicyConfig,
     /// The time to decide at.
     pub now: SystemTime,
+    /// Per-URL policy rules (`[[cache.rules]]`).
+    pub rules: &'a [crate::record::policy_rules::PolicyRule],
 }
 
 /// The route for `ex`, given what the store holds (`None`: not looked up).
@@ -228,6 +245,9 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let primary = ex.primary();
     if !ex.is_cacheable_method() || ex.has_body {
         let fwd = if ex.is_cacheable_method() { Fwd::Request } else { Fwd::Method };
+        if ctx.offline && fwd == Fwd::Method {
+            return Route::ReplayWithBody;
+        }
         if ctx.offline {
             return Route::Refuse {
                 status: StatusCode::GATEWAY_TIMEOUT,
@@ -240,7 +260,10 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision = policy::decide(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy);
+        let decision = match crate::record::policy_rules::find(ctx.rules, primary) {
+            Some(r) if r.bounds_lifetime() => policy::decide_bounded(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy, r.min_ttl, r.max_ttl),
+            _ => policy::decide(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy),
+        };
         if ctx.offline {
             return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
         }
@@ -256,10 +279,14 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
             Reuse::Revalidate => Route::Revalidate { found: found.clone(), collapse },
         };
     }
+    if let (true, Some((key, found))) = (ctx.offline, &lookup.recorded) {
+        return Route::ServeRecorded { found: found.clone(), key: key.clone() };
+    }
     if ctx.offline {
+        let keys = record_keys(ex).join("\", \"");
         return Route::Refuse {
             status: StatusCode::GATEWAY_TIMEOUT,
-            message: format!("crawlcache is offline and {primary} was never stored (no origin is contacted in offline mode)"),
+            message: format!("crawlcache is offline and {primary} was never stored or recorded (looked for key \"{keys}\"; no origin is contacted in offline mode)"),
             cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline),
         };
     }
@@ -277,6 +304,17 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         (true, false) => Collapse::LeadOrWait,
     };
     Route::Forward { fwd, collapse }
+}
+
+/// The record keys an offline GET or HEAD is answered from, in order: a
+/// HEAD's own record, then the GET's.
+fn record_keys(ex: &Exchange) -> Vec<String> {
+    let get = crate::record::record_key(&http::Method::GET, ex.primary(), None);
+    if ex.is_head() {
+        vec![crate::record::record_key(&http::Method::HEAD, ex.primary(), None), get]
+    } else {
+        vec![get]
+    }
 }
 
 fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
@@ -306,6 +344,7 @@ pub async fn handle(
     interim: InterimSender,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut ex = Exchange::read(req, peer);
+    ex.apply_key_rules(&state.config.cache.key_rules);
     ex.interim = Some(interim);
     Ok(drive(state, ex).await)
 }
@@ -337,6 +376,7 @@ pub async fn handle_in_tunnel(
     }
     let misdirected = misdirected_host(req.headers(), &authority);
     let mut ex = Exchange::read(req, peer);
+    ex.apply_key_rules(&state.config.cache.key_rules);
     ex.misdirected = misdirected;
     ex.interim = Some(interim);
     Ok(drive(state, ex).await)
@@ -357,7 +397,7 @@ fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority)
 async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> {
     let mut lookup: Option<Lookup> = None;
     loop {
-        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now: SystemTime::now() };
+        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now: SystemTime::now(), rules: &state.config.cache.rules };
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
                 let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
@@ -387,6 +427,8 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 ex.names_self = Some(crate::wire::net::names_listener(&host, port, state.local_addr).await);
                 continue;
             }
+            Route::ServeRecorded { found, key } => Step::Done(stages::replay::serve(&state, &mut ex, &found, &key)),
+            Route::ReplayWithBody => Step::Done(stages::replay::with_body(&state, &mut ex).await),
             Route::PassThrough { fwd } => Step::Done(stages::passthrough::run(&state, &mut ex, fwd).await),
             Route::ServeStored { found, decision, detail } => {
                 ex.status = CacheStatus { served_stale: decision.stale, detail, ..CacheStatus::hit(decision.ttl) };
@@ -416,13 +458,18 @@ fn internal_error() -> Response<ProxyBody> {
 /// 4.1: when several match, the most recent response is used). A lookup
 /// that fails is logged and treated as nothing stored.
 fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
-    match look_up_variant(state, ex.primary(), &ex.parts.headers) {
+    let mut lookup = match look_up_variant(state, ex.primary(), &ex.parts.headers) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("cache lookup for {} failed, forwarding: {e}", ex.primary());
-            Lookup { found: None, had_any: false }
+            Lookup { found: None, had_any: false, recorded: None }
         }
+    };
+    // Offline, a request the cache cannot answer is answered from the record.
+    if state.offline && lookup.found.is_none() {
+        lookup.recorded = record_keys(ex).into_iter().find_map(|k| stages::replay::find(state, &k).map(|f| (k, f)));
     }
+    lookup
 }
 
 fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::HeaderMap) -> Result<Lookup, StoreError> {
@@ -443,12 +490,15 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
             best = Some(Found { entry, decoded });
         }
     }
-    Ok(Lookup { found: best, had_any })
+    Ok(Lookup { found: best, had_any, recorded: None })
 }
 
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
 /// counts it, and attaches the audit line, written when the body is done.
-fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+    if ex.is_cacheable_method() && matches!(ex.target, Target::Absolute { .. }) && ex.status.key.is_none() {
+        ex.status.rule = crate::record::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
+    }
     ex.status.apply(response.headers_mut());
     state.metrics.record(&ex.status);
     if !matches!(ex.target, Target::Absolute { .. }) {
@@ -458,8 +508,11 @@ fn finish(state: &ProxyState, ex: Exchange, mut response: Response<ProxyBody>) -
     if let Some(c) = check {
         stages::robots::annotate(&mut response, c);
     }
-    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.primary(), check);
+    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.url(), check);
     record.set_outcome(&ex.status);
+    if ex.exact_url.is_some() {
+        record.key = Some(ex.primary().to_string());
+    }
     let access = AccessLine {
         level: AccessLine::level_if_enabled(state.config.server.access_log.level()),
         status: response.status().as_u16(),

@@ -116,6 +116,7 @@ pub enum Detail {
     TooLarge,
     /// Not stored: the store failed (e.g. a full disk).
     StoreError,
+    Rule,
 }
 
 impl Detail {
@@ -152,6 +153,7 @@ impl Detail {
             Detail::VaryStar => "vary-star",
             Detail::TooLarge => "too-large",
             Detail::StoreError => "store-error",
+            Detail::Rule => "rule",
         }
     }
 }
@@ -211,6 +213,9 @@ pub struct CacheStatus {
     pub detail: Option<Detail>,
     /// Not sent: the response served from the store was stale.
     pub served_stale: bool,
+    /// The policy rule (`[[cache.rules]]`) in force, when one matched:
+    /// shown in `detail` (SPEC section 6).
+    pub rule: Option<String>,
 }
 
 impl CacheStatus {
@@ -288,9 +293,20 @@ impl CacheStatus {
             out.push_str("; key=");
             push_sf_string(&mut out, key);
         }
-        if let Some(detail) = self.detail {
-            out.push_str("; detail=");
-            out.push_str(detail.as_str());
+        match (&self.rule, self.detail) {
+            (Some(rule), d) => {
+                out.push_str("; detail=");
+                let text = match d {
+                    Some(d) if d != Detail::Rule => format!("{} rule={rule}", d.as_str()),
+                    _ => format!("rule={rule}"),
+                };
+                push_sf_string(&mut out, &text);
+            }
+            (None, Some(detail)) => {
+                out.push_str("; detail=");
+                out.push_str(detail.as_str());
+            }
+            (None, None) => {}
         }
         out
     }

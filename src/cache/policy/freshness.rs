@@ -123,8 +123,28 @@ pub struct Decision {
 /// response `no-cache`, `must-revalidate`, `proxy-revalidate`; RFC 5861
 /// `stale-while-revalidate`).
 pub fn decide(req: &CacheControl, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
+    decide_bounded(req, stored, now, cfg, None, None)
+}
+
+/// [`decide`] with the freshness lifetime bounded by a configured policy
+/// rule (`min`, `max`; SPEC section 6) before anything else is decided.
+pub fn decide_bounded(
+    req: &CacheControl,
+    stored: &StoredResponse,
+    now: SystemTime,
+    cfg: &PolicyConfig,
+    min: Option<Duration>,
+    max: Option<Duration>,
+) -> Decision {
     let cc = CacheControl::from_stored(&stored.headers);
-    let lifetime_ms = lifetime_with(stored, &cc, cfg).as_millis() as i128;
+    let mut lifetime = lifetime_with(stored, &cc, cfg);
+    if let Some(m) = max {
+        lifetime = lifetime.min(m);
+    }
+    if let Some(m) = min {
+        lifetime = lifetime.max(m);
+    }
+    let lifetime_ms = lifetime.as_millis() as i128;
     let age_ms = current_age(stored, now).as_millis() as i128;
     // Section 4.2: fresh when freshness_lifetime > current_age.
     let stale = lifetime_ms <= age_ms;

@@ -120,6 +120,19 @@ pub fn respond_with_upstream(
     } else {
         None
     };
+    // Per-URL policy rules (SPEC section 6) may forbid storing, or store a
+    // status RFC 9111 finds no freshness information for.
+    if let Some(rule) = crate::record::policy_rules::find(&state.config.cache.rules, &primary) {
+        if rule.never_store || rule.skip_status.contains(&status) {
+            not_stored = not_stored.or(Some(Detail::Rule));
+        } else if matches!(not_stored, Some(Detail::NoFreshnessInformation) | Some(Detail::Status))
+            && (rule.store_status.contains(&status) || rule.min_ttl.is_some())
+            && ex.parts.method == Method::GET
+            && secondary.is_some()
+        {
+            not_stored = None;
+        }
+    }
     // A successful full response replaces the stored variant it matches
     // even when it is not itself storable (RFC 9111 section 4.3.3 wants the
     // newest response used); an error status keeps the old one.
@@ -148,16 +161,31 @@ pub fn respond_with_upstream(
         None
     };
     ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(fwd) };
+    // Record and replay (SPEC section 6): the key this response is kept
+    // under for offline replay besides the cache, if it is.
+    let record_key = state
+        .config
+        .record
+        .wants(&ex.parts.method, &ex.request_cc, &origin_headers)
+        // A 304 or 206 answers the client's own conditional or range
+        // request: not a response to replay for the URL.
+        .then_some(())
+        .filter(|_| status != 304 && status != 206)
+        .map(|_| crate::record::record_key(&ex.parts.method, &primary, None));
+    let stored = StoredResponse {
+        status,
+        headers: policy::headers_to_store(&origin_headers, &state.policy),
+        request_time_ms: to_millis(request_time),
+        response_time_ms: to_millis(response_time),
+        url: primary.clone(),
+        vary_request: key::nominated_fields(&origin_headers, &ex.parts.headers),
+    };
     match (writer, secondary) {
         (Some(writer), Some(secondary_key)) => {
             ex.status.stored = true;
-            let stored = StoredResponse {
-                status,
-                headers: policy::headers_to_store(&origin_headers, &state.policy),
-                request_time_ms: to_millis(request_time),
-                response_time_ms: to_millis(response_time),
-                url: primary.clone(),
-                vary_request: key::nominated_fields(&origin_headers, &ex.parts.headers),
+            let lead = match record_key {
+                Some(rk) => Some(crate::record::relay_lead(state.store.clone(), lead, primary.clone(), secondary_key.clone(), rk)),
+                None => lead,
             };
             let (tx, rx) = mpsc::channel(8);
             let job = TeeJob { state: state.clone(), primary, secondary_key, stored, lead };
@@ -169,7 +197,48 @@ pub fn respond_with_upstream(
             if let Some(l) = lead {
                 l.finish(Outcome::NotShared);
             }
-            Response::from_parts(rparts, ProxyBody::Upstream(body))
+            match record_key {
+                Some(rk) => record_only(state, ex.is_head(), rk, stored, rparts, body, content_length),
+                None => Response::from_parts(rparts, ProxyBody::Upstream(body)),
+            }
         }
     }
+}
+
+/// A response that is recorded but not stored in the cache: its body is
+/// teed into the store under the record key only (SPEC section 6); the
+/// answer to a HEAD is indexed without a body.
+pub fn record_only(
+    state: &Arc<ProxyState>,
+    head: bool,
+    record_key: String,
+    stored: StoredResponse,
+    rparts: http::response::Parts,
+    body: Incoming,
+    content_length: Option<u64>,
+) -> Response<ProxyBody> {
+    if head {
+        let (store, meta) = (state.store.clone(), stored.to_bytes());
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.insert(&record_key, b"", &meta, None) {
+                tracing::warn!("recording {record_key} failed: {e}");
+            }
+        });
+        return Response::from_parts(rparts, ProxyBody::Upstream(body));
+    }
+    if content_length.is_some_and(|l| l > state.config.cache.max_object_size) {
+        return Response::from_parts(rparts, ProxyBody::Upstream(body));
+    }
+    let writer = match state.store.begin_body() {
+        Ok(w) => w,
+        Err(e) => {
+            Metrics::inc(&state.metrics.store_errors);
+            tracing::warn!("not recording {record_key}: {e}");
+            return Response::from_parts(rparts, ProxyBody::Upstream(body));
+        }
+    };
+    let (tx, rx) = mpsc::channel(8);
+    let job = TeeJob { state: state.clone(), primary: record_key, secondary_key: Vec::new(), stored, lead: None };
+    tokio::spawn(tee::run(job, body, writer, tx));
+    Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
 }

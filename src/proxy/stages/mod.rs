@@ -8,6 +8,7 @@
 //!   background stale-while-revalidate.
 //! - [`head`]: a HEAD validating a stored GET (RFC 9111 section 4.3.5).
 //! - [`passthrough`]: other methods, and invalidation (section 4.4).
+//! - [`replay`]: offline answers from the record (SPEC section 6).
 //! - [`robots`]: the robots gate and the proxy's own robots answers.
 //!
 //! Each stage writes the request's `CacheStatus` in its `Exchange`; the
@@ -17,6 +18,7 @@ pub mod forward;
 pub mod head;
 pub mod passthrough;
 pub mod range;
+pub mod replay;
 pub mod revalidate;
 pub mod robots;
 pub mod serve;

@@ -6,7 +6,7 @@
 use super::super::exchange::Exchange;
 use super::super::ProxyState;
 use super::forward::upstream_failure;
-use crate::cache::{policy, to_millis};
+use crate::cache::{policy, to_millis, StoredResponse};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::fields::client_response_fields;
@@ -18,11 +18,22 @@ use std::time::SystemTime;
 /// the stored responses the request invalidated.
 pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Response<ProxyBody> {
     super::robots::pace(state, ex).await;
-    let body = ex.body.take().map(ProxyBody::Upstream).unwrap_or_else(ProxyBody::empty);
+    // Record and replay (SPEC section 6): a method in `record.methods` has
+    // its body hashed on the way to the origin, for the record key.
+    let recording = fwd == Fwd::Method && state.config.record.records_method(&ex.parts.method);
+    let request_time = SystemTime::now();
+    let (body, body_hash) = if recording {
+        let len = ex.parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+        let (b, rx) = crate::record::hash_request_body(ex.body.take(), len);
+        (b, Some(rx))
+    } else {
+        (ex.body.take().map(ProxyBody::Upstream).unwrap_or_else(ProxyBody::empty), None)
+    };
     let up = ex.upstream_request(&ex.parts.method, body);
     match state.upstream.send(up).await {
         Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => {
+            let response_time = SystemTime::now();
             let status = resp.status().as_u16();
             let primary = ex.primary();
             for target in policy::invalidation_targets(&ex.parts.method, status, primary, resp.headers()) {
@@ -33,11 +44,34 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                 }
             }
             let (mut rparts, body) = resp.into_parts();
+            let origin_headers = rparts.headers.clone();
             rparts.version = Version::HTTP_11;
             client_response_fields(&mut rparts.headers);
             ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(fwd) };
             if fwd == Fwd::Request {
                 ex.status.detail = Some(Detail::RequestBody);
+            }
+            if let Some(rx) = body_hash {
+                if state.config.record.wants(&ex.parts.method, &ex.request_cc, &origin_headers) {
+                    // The body has normally been sent whole by now; an
+                    // origin that answers before reading it is not recorded.
+                    match tokio::time::timeout(std::time::Duration::from_secs(5), rx).await {
+                        Ok(Ok(hash)) => {
+                            let key = crate::record::record_key(&ex.parts.method, ex.primary(), Some(&hash));
+                            let stored = StoredResponse {
+                                status,
+                                headers: policy::headers_to_store(&origin_headers, &state.policy),
+                                request_time_ms: to_millis(request_time),
+                                response_time_ms: to_millis(response_time),
+                                url: ex.primary().to_string(),
+                                vary_request: Vec::new(),
+                            };
+                            let len = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+                            return super::forward::record_only(state, false, key, stored, rparts, body, len);
+                        }
+                        _ => tracing::info!("not recording {} {}: the request body was not read whole", ex.parts.method, ex.primary()),
+                    }
+                }
             }
             Response::from_parts(rparts, ProxyBody::Upstream(body))
         }
