@@ -337,7 +337,7 @@ impl BodyWriter {
         self.len == 0
     }
 
-    /// Syncs the file and renames it to its content address (or drops it if
+    /// Renames the file to its content address (or drops it if
     /// that body already exists intact). Only a complete body may be
     /// finished. The returned body is pinned (it cannot be deleted) until it
     /// is passed to [`super::Store::insert`] or [`super::Store::discard_body`].
@@ -354,7 +354,8 @@ impl BodyWriter {
         let file = buffered
             .into_inner()
             .map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
-        file.sync_all().map_err(io_err("sync temporary body file", &self.tmp_path))?;
+        // Not synced here: the background committer syncs it before any
+        // checkpoint covering its entry (group commit, `maintenance.rs`).
         drop(file);
 
         let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
@@ -376,13 +377,8 @@ impl BodyWriter {
             // From here the temporary file is gone: the target is a complete
             // body (possibly not yet referenced, which the sweeps handle).
             self.closed = true;
-            if let Some(cd) = target.parent() {
-                if let Err(e) = sync_dir(cd) {
-                    drop(pins);
-                    inner.queue_reap(&[hash]);
-                    return Err(e);
-                }
-            }
+            // Queued before the stamp of its entry is issued (see `Inner::commit`).
+            lock(&inner.unsynced).push(hash);
         }
         *pins.entry(hash).or_insert(0) += 1;
         drop(pins);
