@@ -209,20 +209,15 @@ impl Blobs {
         Ok(out)
     }
 
-    /// Creates the fan-out directories of `path` if needed, syncing the
-    /// directories that gained an entry.
+    /// Creates the fan-out directories of `path` if needed. Not synced
+    /// here: the committer syncs the directories above every body of its
+    /// batch (`Inner::commit`) before the checkpoint covering it.
     fn ensure_parent(&self, path: &Path) -> Result<(), StoreError> {
         let Some(cd) = path.parent() else { return Ok(()) };
         if cd.is_dir() {
             return Ok(());
         }
-        let ab = cd.parent().unwrap_or(&self.bodies);
-        let ab_existed = ab.is_dir();
         fs::create_dir_all(cd).map_err(io_err("create directory", cd))?;
-        sync_dir(ab)?;
-        if !ab_existed {
-            sync_dir(&self.bodies)?;
-        }
         Ok(())
     }
 }

@@ -209,10 +209,18 @@ impl Inner {
                 lock(&self.unsynced).extend_from_slice(&batch[i..]);
                 return Err(io_err("sync body", &path)(e));
             }
-            if let Some(d) = path.parent() {
-                dirs.insert(d.to_path_buf());
+            // Its directory, and the fan-out directories above it (they may
+            // be new too): `bodies/ab/cd`, `bodies/ab`, `bodies`.
+            let mut d = path.parent();
+            for _ in 0..3 {
+                let Some(dir) = d else { break };
+                dirs.insert(dir.to_path_buf());
+                d = dir.parent();
             }
         }
+        // Deepest first, so a directory's new entry is durable before its parent's.
+        let mut dirs: Vec<_> = dirs.into_iter().collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
         for d in &dirs {
             if let Err(e) = sync_dir(d) {
                 lock(&self.unsynced).extend_from_slice(&batch);
