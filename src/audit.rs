@@ -2,15 +2,19 @@
 //!
 //! Lines go to `<data_dir>/audit/audit-YYYY-MM-DD.jsonl`, the date being the
 //! UTC date of the record's `time`, so files rotate daily by themselves.
-//! [`AuditLog::append`] writes each line with a single `write` on a file
-//! opened for appending, under a mutex: concurrent writers never interleave.
+//! [`AuditLog::append`] adds each whole line to a buffer under a mutex; the
+//! buffer is written with a single `write` on a file opened for appending
+//! when it reaches [`FLUSH_BYTES`], every [`FLUSH_INTERVAL`] (a background
+//! thread), on [`AuditLog::flush`] and when the log is dropped: concurrent
+//! writers never interleave, and a request costs a copy, not a system call.
+//! A crash can lose the lines of the last [`FLUSH_INTERVAL`].
 //! [`skips`] reads the files back and lists the disallowed requests.
 
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One proxied request.
@@ -125,18 +129,74 @@ pub fn file_name(at: SystemTime) -> String {
     format!("audit-{}.jsonl", &format_rfc3339(at)[..10])
 }
 
+/// Buffered lines are written once they reach this many bytes.
+pub const FLUSH_BYTES: usize = 64 * 1024;
+/// Buffered lines are written at least this often.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
 /// The audit writer for one directory.
 pub struct AuditLog {
     dir: PathBuf,
-    file: Mutex<Option<(String, File)>>,
+    writer: Arc<Mutex<Writer>>,
+}
+
+/// The buffer and the open file, behind the log's mutex.
+struct Writer {
+    dir: PathBuf,
+    /// The open file and its day.
+    file: Option<(String, File)>,
+    /// Whole lines not yet written, all of day `buf_day`.
+    buf: Vec<u8>,
+    buf_day: String,
+}
+
+impl Writer {
+    /// Writes the buffered lines with one `write_all` to the file of their
+    /// day. The buffer is emptied even on error (the lines are lost, and said so).
+    fn write_out(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let result = (|| {
+            if self.file.as_ref().is_none_or(|(d, _)| *d != self.buf_day) {
+                let path = self.dir.join(format!("audit-{}.jsonl", self.buf_day));
+                let f = OpenOptions::new().create(true).append(true).open(&path)?;
+                self.file = Some((self.buf_day.clone(), f));
+            }
+            match self.file.as_mut() {
+                Some((_, f)) => f.write_all(&self.buf),
+                None => Err(io::Error::other("audit file not open")),
+            }
+        })();
+        self.buf.clear();
+        result
+    }
+}
+
+fn lock_writer(w: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
+    match w.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
 }
 
 impl AuditLog {
-    /// A writer into `dir` (created, owner-only on Unix, if missing).
-    /// Errors: the directory cannot be created.
+    /// A writer into `dir` (created, owner-only on Unix, if missing), with
+    /// its background flushing thread. Errors: the directory cannot be
+    /// created or the thread cannot start.
     pub fn open(dir: &Path) -> io::Result<AuditLog> {
         crate::fsutil::create_private_dir(dir)?;
-        Ok(AuditLog { dir: dir.to_path_buf(), file: Mutex::new(None) })
+        let writer = Arc::new(Mutex::new(Writer { dir: dir.to_path_buf(), file: None, buf: Vec::new(), buf_day: String::new() }));
+        let weak = Arc::downgrade(&writer);
+        std::thread::Builder::new().name("crawlcache-audit".into()).spawn(move || loop {
+            std::thread::sleep(FLUSH_INTERVAL);
+            let Some(w) = weak.upgrade() else { return };
+            let mut g = lock_writer(&w);
+            if let Err(e) = g.write_out() {
+                tracing::warn!("cannot write the audit log in {}: {e}", g.dir.display());
+            }
+        })?;
+        Ok(AuditLog { dir: dir.to_path_buf(), writer })
     }
 
     /// The directory written to.
@@ -144,26 +204,39 @@ impl AuditLog {
         &self.dir
     }
 
-    /// Appends `record` as one line to the file of its day (switching files
-    /// when the day changes). The line is written with one `write_all` on an
-    /// append-mode file while holding the writer's lock. Errors: the file
-    /// cannot be opened or written; the caller logs them and carries on.
+    /// Appends `record` as one line for the file of its day (switching files
+    /// when the day changes). The line joins the buffer under the writer's
+    /// lock; see the module documentation for when it is written. Errors:
+    /// the buffer was due and its file cannot be opened or written; the
+    /// caller logs them and carries on.
     pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
         let day = record.time.get(..10).filter(|d| is_date(d)).map(str::to_owned).unwrap_or_else(|| format_rfc3339(SystemTime::now())[..10].to_owned());
-        let mut guard = match self.file.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        if guard.as_ref().is_none_or(|(d, _)| *d != day) {
-            let path = self.dir.join(format!("audit-{day}.jsonl"));
-            let f = OpenOptions::new().create(true).append(true).open(&path)?;
-            *guard = Some((day, f));
+        let mut w = lock_writer(&self.writer);
+        let mut result = Ok(());
+        if w.buf_day != day {
+            result = w.write_out();
+            w.buf_day = day;
         }
-        match guard.as_mut() {
-            Some((_, f)) => f.write_all(&line),
-            None => Err(io::Error::other("audit file not open")),
+        w.buf.extend_from_slice(&line);
+        if w.buf.len() >= FLUSH_BYTES {
+            result = result.and(w.write_out());
+        }
+        result
+    }
+
+    /// Writes the buffered lines now (at shutdown; tests). Errors: the file
+    /// cannot be opened or written.
+    pub fn flush(&self) -> io::Result<()> {
+        lock_writer(&self.writer).write_out()
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!("cannot write the audit log in {}: {e}", self.dir.display());
         }
     }
 }
@@ -304,7 +377,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn at(s: &str) -> SystemTime {
         parse_rfc3339(s).expect("valid time")
@@ -354,6 +426,7 @@ mod tests {
         log.append(&rec(d1, "http://a/ok", true)).unwrap();
         log.append(&rec(d2, "http://a/private/2", false)).unwrap();
         log.append(&rec(d2 + Duration::from_secs(5), "http://a/ok2", true)).unwrap();
+        log.flush().unwrap();
         let f1 = std::fs::read_to_string(dir.path().join("audit-2026-11-29.jsonl")).unwrap();
         let f2 = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
         assert_eq!((f1.lines().count(), f2.lines().count()), (2, 2));
@@ -435,11 +508,29 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
+        log.flush().unwrap();
         let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
         assert_eq!(text.lines().count(), 1600);
         assert!(text.lines().all(|l| serde_json::from_str::<AuditRecord>(l).is_ok()));
         // A torn or foreign line in a file is skipped by the reader.
         std::fs::write(dir.path().join("audit-2026-11-30.jsonl"), format!("{text}{{not json\n")).unwrap();
         assert_eq!(skips(dir.path(), t).unwrap().len(), 1600);
+    }
+
+    #[test]
+    fn buffered_lines_reach_the_file_within_the_flush_interval_and_at_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path()).unwrap();
+        let t = at("2026-11-30T12:00:00Z");
+        log.append(&rec(t, "http://a/1", true)).unwrap();
+        let path = dir.path().join("audit-2026-11-30.jsonl");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(&path).map(|t| t.lines().count()).unwrap_or(0) < 1 {
+            assert!(std::time::Instant::now() < deadline, "the background thread writes buffered lines");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        log.append(&rec(t, "http://a/2", true)).unwrap();
+        drop(log);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2, "dropping the log writes the rest");
     }
 }

@@ -517,3 +517,73 @@ fn a_full_disk_while_writing_leaves_nothing_behind() {
         assert!(store.verify(false).unwrap().is_clean());
     }
 }
+
+/// A store of format 1 (the release before the `format` file): the same
+/// record layout, stored heads in JSON, no commit checkpoint. Built here by
+/// writing such entries and removing what format 2 adds.
+fn make_format_1_store(dir: &Path) -> Vec<(String, crawlcache::cache::StoredResponse, Vec<u8>)> {
+    use crawlcache::cache::StoredResponse;
+    let mut made = Vec::new();
+    {
+        let store = Store::open(dir, 1 << 20).unwrap();
+        for i in 0..5 {
+            let url = format!("http://old.example/{i}");
+            let head = StoredResponse {
+                status: 200,
+                headers: vec![("etag".into(), format!("\"v{i}\"").into_bytes()), ("content-type".into(), b"text/plain".to_vec())],
+                request_time_ms: 1_700_000_000_000,
+                response_time_ms: 1_700_000_000_010,
+                url: url.clone(),
+                vary_request: vec![],
+            };
+            let bytes = format!("body number {i}").repeat(i + 1).into_bytes();
+            let mut w = store.begin_body().unwrap();
+            w.write(&bytes).unwrap();
+            let body = w.finish().unwrap();
+            store.insert(&url, b"", &head.to_json_bytes(), Some(&body)).unwrap();
+            made.push((url, head, bytes));
+        }
+    }
+    fs::remove_file(dir.join("format")).unwrap();
+    let db = sled::open(dir.join("index")).unwrap();
+    db.open_tree("counters").unwrap().remove(b"checkpoint").unwrap();
+    db.flush().unwrap();
+    made
+}
+
+#[test]
+fn a_store_of_the_previous_release_is_migrated_on_open_and_its_entries_read() {
+    use crawlcache::cache::StoredResponse;
+    let dir = tempfile::tempdir().unwrap();
+    let made = make_format_1_store(dir.path());
+    assert!(!dir.path().join("format").exists());
+    let store = Store::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(fs::read_to_string(dir.path().join("format")).unwrap().trim(), "2");
+    for (url, head, bytes) in &made {
+        let e = store.lookup(url).unwrap().pop().expect("entry kept");
+        assert_eq!(StoredResponse::from_bytes(&e.meta).as_ref(), Some(head), "JSON head of format 1 read");
+        let body = e.body.unwrap();
+        assert_eq!(fs::read(store.body_path(&body.sha256)).unwrap(), *bytes);
+    }
+    // Freshening rewrites the head in the new encoding.
+    let (url, head, _) = &made[0];
+    assert!(store.update_meta(url, b"", &head.to_bytes()).unwrap());
+    assert_eq!(store.lookup(url).unwrap()[0].meta, head.to_bytes());
+    assert!(store.verify(false).unwrap().is_clean());
+    drop(store);
+    let store = Store::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(store.lookup(url).unwrap()[0].meta, head.to_bytes(), "the freshening was written at close");
+}
+
+#[test]
+fn a_store_of_an_unknown_format_is_refused_with_a_message_saying_how() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), 1 << 20).unwrap());
+    fs::write(dir.path().join("format"), "3\n").unwrap();
+    let err = Store::open(dir.path(), 1 << 20).unwrap_err();
+    assert!(matches!(err, StoreError::Format(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("format 3") && msg.contains("move the directory aside"), "{msg}");
+    fs::write(dir.path().join("format"), "garbage").unwrap();
+    assert!(matches!(Store::open(dir.path(), 1 << 20), Err(StoreError::Format(_))));
+}

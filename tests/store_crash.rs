@@ -17,6 +17,8 @@ use sha2::{Digest, Sha256};
 const CHILD_MODE: &str = "CRAWLCACHE_STORE_TEST_CHILD";
 const CHILD_DIR: &str = "CRAWLCACHE_STORE_TEST_DIR";
 const BUDGET: u64 = 40 * 1024;
+/// The budget of the mixed-load rounds (their large bodies need room).
+const MIXED_BUDGET: u64 = 1024 * 1024;
 
 fn kill_self() -> ! {
     let _ = Command::new("kill").arg("-KILL").arg(std::process::id().to_string()).status();
@@ -34,6 +36,15 @@ fn put(store: &Store, url: &str, bytes: &[u8]) {
     store.insert(url, b"", url.as_bytes(), Some(&body)).unwrap();
 }
 
+fn put_meta(store: &Store, url: &str, meta: &str, bytes: &[u8]) {
+    let mut w = store.begin_body().unwrap();
+    for chunk in bytes.chunks(16 * 1024) {
+        w.write(chunk).unwrap();
+    }
+    let body = w.finish().unwrap();
+    store.insert(url, b"", meta.as_bytes(), Some(&body)).unwrap();
+}
+
 /// Not a test of its own: the body of the child processes, which run this
 /// binary with `--ignored child_process`. Ignored in a normal run, where it
 /// would pass without checking anything.
@@ -42,7 +53,8 @@ fn put(store: &Store, url: &str, bytes: &[u8]) {
 fn child_process() {
     let Ok(mode) = std::env::var(CHILD_MODE) else { return };
     let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
-    let store = Store::open(&dir, BUDGET).unwrap();
+    let budget = if mode == "mixed" { MIXED_BUDGET } else { BUDGET };
+    let store = Store::open(&dir, budget).unwrap();
     match mode.as_str() {
         "finish-then-crash" => {
             let mut w = store.begin_body().unwrap();
@@ -70,6 +82,45 @@ fn child_process() {
                     }
                     // Bodies shared by several URLs, replaced, evicted.
                     _ => put(&store, &url, &vec![(n % 23) as u8; 1000 + (n % 23) * 400]),
+                }
+            }
+        }
+        "uncommitted-then-crash" => {
+            put(&store, "http://e/committed", b"committed before the power went out");
+            store.flush().unwrap();
+            store.pause_commits_for_tests();
+            for i in 0..4 {
+                put(&store, &format!("http://e/late{i}"), format!("late body {i}, never synced").repeat(50).as_bytes());
+            }
+            store.flush().unwrap(); // the index holds them; their bodies were never synced
+            println!("READY");
+            kill_self();
+        }
+        "mixed" => {
+            println!("READY");
+            let seed = std::process::id() as usize;
+            for i in 0usize.. {
+                let n = i.wrapping_mul(2654435761).wrapping_add(seed);
+                let url = format!("http://e/{}", n % 60);
+                match n % 11 {
+                    0 => {
+                        store.remove(&url).unwrap();
+                    }
+                    1 | 2 => store.touch(&url, b""),
+                    3 | 4 => {
+                        // A 304 freshening: new metadata, same body.
+                        let _ = store.update_meta(&url, b"", format!("{url}#fresh{i}").as_bytes()).unwrap();
+                    }
+                    5 => {
+                        let mut w = store.begin_body().unwrap();
+                        w.write(&vec![9u8; 5000]).unwrap();
+                    }
+                    6 => {
+                        // A large body, written in many chunks.
+                        let big: Vec<u8> = (0..200_000u32).map(|j| (j.wrapping_mul(31) ^ n as u32) as u8).collect();
+                        put_meta(&store, &url, &format!("{url}#big"), &big);
+                    }
+                    _ => put_meta(&store, &url, &format!("{url}#new{i}"), &vec![(n % 23) as u8; 100 + (n % 23) * 400]),
                 }
             }
         }
@@ -147,5 +198,75 @@ fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
             let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
             assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256);
         }
+    }
+}
+
+fn wait_ready(c: &mut std::process::Child) {
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("READY") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            panic!("child exited before it was ready: {:?}", c.wait());
+        }
+    }
+}
+
+#[test]
+fn after_a_power_loss_entries_whose_bodies_were_not_synced_are_dropped_never_served_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = child("uncommitted-then-crash", dir.path());
+    wait_ready(&mut c);
+    c.wait().unwrap();
+    // Simulate what a power loss may do to bodies that were never synced:
+    // one truncated, one holding other bytes, one gone, one intact.
+    let late: Vec<String> = (0..4).map(|i| hex::encode(Sha256::digest(format!("late body {i}, never synced").repeat(50)))).collect();
+    let path = |h: &str| dir.path().join("bodies").join(&h[..2]).join(&h[2..4]).join(h);
+    let full = std::fs::read(path(&late[0])).unwrap();
+    std::fs::write(path(&late[0]), &full[..full.len() / 2]).unwrap();
+    std::fs::write(path(&late[1]), vec![0u8; full.len()]).unwrap();
+    std::fs::remove_file(path(&late[2])).unwrap();
+
+    let store = Store::open(dir.path(), BUDGET).unwrap();
+    let mut kept: Vec<String> = store.entries().unwrap().into_iter().map(|e| e.primary_key).collect();
+    kept.sort();
+    assert_eq!(kept, ["http://e/committed", "http://e/late3"], "torn and missing bodies dropped their entries");
+    let report = store.verify(false).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    for e in store.entries().unwrap() {
+        let body = e.body.unwrap();
+        let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
+        assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256);
+    }
+}
+
+#[test]
+fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = std::process::id() as u64 | 1;
+    for round in 0..20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let ms = seed % 400;
+        let mut c = child("mixed", dir.path());
+        wait_ready(&mut c);
+        std::thread::sleep(Duration::from_millis(ms));
+        c.kill().unwrap();
+        c.wait().unwrap();
+
+        let store = Store::open(dir.path(), MIXED_BUDGET).unwrap();
+        let report = store.verify(false).unwrap();
+        assert!(report.is_clean(), "round {round} (killed after {ms} ms): {report:?}");
+        let stats = store.stats();
+        assert!(stats.bytes_stored <= MIXED_BUDGET, "{stats:?}");
+        for e in store.entries().unwrap() {
+            let meta = String::from_utf8(e.meta.clone()).unwrap();
+            assert!(meta.starts_with(&format!("{}#", e.primary_key)), "an entry is never half written: {meta}");
+            let body = e.body.unwrap();
+            let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
+            assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256, "round {round}: bodies byte-identical");
+        }
+        eprintln!("round {round}: killed after {ms} ms: {stats:?}");
     }
 }

@@ -1,5 +1,5 @@
 //! A small in-memory cache of decoded entry metadata, so a cache hit does
-//! not parse the stored response head (JSON) and rebuild its header map
+//! not parse the stored response head and rebuild its header map
 //! every time.
 //!
 //! It is keyed by the metadata bytes themselves (a hash, confirmed by

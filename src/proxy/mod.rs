@@ -358,6 +358,9 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
     if let Err(e) = state.robots.flush() {
         tracing::warn!("{e}");
     }
+    if let Err(e) = state.audit.flush() {
+        tracing::warn!("cannot write the audit log in {}: {e}", state.audit.dir().display());
+    }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
     let _ = std::fs::remove_file(&addr_file);
     tracing::info!("cache index flushed; bye");

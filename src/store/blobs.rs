@@ -209,20 +209,15 @@ impl Blobs {
         Ok(out)
     }
 
-    /// Creates the fan-out directories of `path` if needed, syncing the
-    /// directories that gained an entry.
+    /// Creates the fan-out directories of `path` if needed. Not synced
+    /// here: the committer syncs the directories above every body of its
+    /// batch (`Inner::commit`) before the checkpoint covering it.
     fn ensure_parent(&self, path: &Path) -> Result<(), StoreError> {
         let Some(cd) = path.parent() else { return Ok(()) };
         if cd.is_dir() {
             return Ok(());
         }
-        let ab = cd.parent().unwrap_or(&self.bodies);
-        let ab_existed = ab.is_dir();
         fs::create_dir_all(cd).map_err(io_err("create directory", cd))?;
-        sync_dir(ab)?;
-        if !ab_existed {
-            sync_dir(&self.bodies)?;
-        }
         Ok(())
     }
 }
@@ -337,7 +332,7 @@ impl BodyWriter {
         self.len == 0
     }
 
-    /// Syncs the file and renames it to its content address (or drops it if
+    /// Renames the file to its content address (or drops it if
     /// that body already exists intact). Only a complete body may be
     /// finished. The returned body is pinned (it cannot be deleted) until it
     /// is passed to [`super::Store::insert`] or [`super::Store::discard_body`].
@@ -354,7 +349,8 @@ impl BodyWriter {
         let file = buffered
             .into_inner()
             .map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
-        file.sync_all().map_err(io_err("sync temporary body file", &self.tmp_path))?;
+        // Not synced here: the background committer syncs it before any
+        // checkpoint covering its entry (group commit, `maintenance.rs`).
         drop(file);
 
         let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
@@ -376,13 +372,8 @@ impl BodyWriter {
             // From here the temporary file is gone: the target is a complete
             // body (possibly not yet referenced, which the sweeps handle).
             self.closed = true;
-            if let Some(cd) = target.parent() {
-                if let Err(e) = sync_dir(cd) {
-                    drop(pins);
-                    inner.queue_reap(&[hash]);
-                    return Err(e);
-                }
-            }
+            // Queued before the stamp of its entry is issued (see `Inner::commit`).
+            lock(&inner.unsynced).push(hash);
         }
         *pins.entry(hash).or_insert(0) += 1;
         drop(pins);

@@ -1,8 +1,9 @@
 //! The size budget and the LRU order.
 //!
 //! Every entry carries a stamp from one monotonic counter (larger means
-//! more recently used); the `lru` tree maps stamp to entry. A hit only
-//! records a new stamp in memory ([`Inner::record_touch`]); pending stamps
+//! more recently used); the `lru` tree maps stamp to entry. A hit (and a
+//! 304 freshening, with its new metadata) only records a new stamp in memory
+//! ([`Inner::record_pending`]); pending stamps
 //! are written in batches ([`Inner::apply_touches`]) by the background
 //! thread, before an entry would be evicted, by `Store::flush` and at close.
 //! [`Inner::evict_to_budget`] removes the least recently used entries until
@@ -19,16 +20,36 @@ pub const TOUCH_BATCH: usize = 1024;
 /// (back-pressure when the background thread cannot keep up).
 const TOUCH_LIMIT: usize = 16 * TOUCH_BATCH;
 
+/// A touch or freshening not yet written to the index.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// The newest stamp.
+    pub stamp: u64,
+    /// New metadata (a 304 freshening), if any.
+    pub meta: Option<Vec<u8>>,
+}
+
 impl Inner {
-    /// Records that the entry under `key` was just used: a new stamp kept in
-    /// memory, written with the next batch. Wakes the background thread at
-    /// [`TOUCH_BATCH`] pending touches; writes them itself past
-    /// `TOUCH_LIMIT`.
-    pub(super) fn record_touch(&self, key: Vec<u8>) {
+    /// Records that the entry under `key` was just used (and, with `meta`,
+    /// freshened): a new stamp kept in memory, written with the next batch.
+    /// Wakes the background thread at [`TOUCH_BATCH`] pending touches;
+    /// writes them itself past `TOUCH_LIMIT`.
+    pub(super) fn record_pending(&self, key: Vec<u8>, meta: Option<Vec<u8>>) {
         let stamp = self.stamp();
         let pending = {
             let mut pending = lock(&self.pending);
-            pending.insert(key, stamp);
+            match pending.entry(key) {
+                std::collections::hash_map::Entry::Occupied(mut o) => {
+                    let p = o.get_mut();
+                    p.stamp = stamp;
+                    if meta.is_some() {
+                        p.meta = meta;
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(Pending { stamp, meta });
+                }
+            }
             pending.len()
         };
         if pending >= TOUCH_LIMIT {
@@ -41,26 +62,34 @@ impl Inner {
 
     /// A fresh LRU stamp, larger than every earlier one.
     pub(super) fn stamp(&self) -> u64 {
-        self.next_stamp.fetch_add(1, Ordering::Relaxed)
+        self.next_stamp.fetch_add(1, Ordering::AcqRel)
     }
 
-    /// Replaces `last_used` by pending (not yet written) touches.
+    /// Applies pending (not yet written) touches and freshenings to entries
+    /// read from the index: a newer stamp, and newer metadata.
     pub(super) fn overlay_pending(&self, entries: &mut [Entry]) {
         let pending = lock(&self.pending);
         if pending.is_empty() {
             return;
         }
         for e in entries {
-            if let Some(&s) = pending.get(&entry_key(&e.primary_key, &e.secondary_key)) {
-                e.last_used = e.last_used.max(s);
+            if let Some(p) = pending.get(&entry_key(&e.primary_key, &e.secondary_key)) {
+                // Only over the record it was made for: a later insert has a larger stamp.
+                if p.stamp > e.last_used {
+                    e.last_used = p.stamp;
+                    if let Some(m) = &p.meta {
+                        e.meta = m.clone();
+                    }
+                }
             }
         }
     }
 
-    /// Writes every pending touch to the index. Failures are logged: a lost
-    /// touch only makes an entry look older than it is.
+    /// Writes every pending touch and freshening to the index. Failures are
+    /// logged: a lost touch only makes an entry look older than it is, a
+    /// lost freshening staler.
     pub(super) fn apply_touches(&self) {
-        let batch: Vec<(Vec<u8>, u64)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
+        let batch: Vec<(Vec<u8>, Pending)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
         for chunk in batch.chunks(256) {
             if let Err(e) = self.index.restamp_many(chunk) {
                 tracing::warn!(error = %e, "could not record cache hits in the LRU order");
@@ -84,8 +113,8 @@ impl Inner {
             };
             // A hit not yet written makes this entry recent: record it instead.
             let touched = lock(&self.pending).remove(&key);
-            if let Some(s) = touched {
-                if s > stamp && self.index.restamp(&key, s, None).is_ok() {
+            if let Some(p) = touched {
+                if p.stamp > stamp && self.index.restamp(&key, p.stamp, p.meta.as_deref()).is_ok() {
                     continue;
                 }
             }

@@ -28,6 +28,9 @@ pub(crate) type Hash = [u8; 32];
 const RECORD_V1: u8 = 1;
 /// The key of the single row of the `counters` tree.
 pub(crate) const TOTALS_KEY: &[u8] = b"totals";
+/// The key of the commit checkpoint in the `counters` tree (format 2): every
+/// entry whose stamp is below it has a synced body.
+pub(crate) const CHECKPOINT_KEY: &[u8] = b"checkpoint";
 
 /// Result type of a transaction closure.
 type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
@@ -333,6 +336,31 @@ impl Index {
         }
     }
 
+    /// The commit checkpoint (0 when none was written yet).
+    pub fn checkpoint(&self) -> Result<u64, StoreError> {
+        Ok(match self.counters.get(CHECKPOINT_KEY).map_err(sled_err)? {
+            Some(v) => v.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0),
+            None => 0,
+        })
+    }
+
+    /// Records the commit checkpoint (not flushed: the caller flushes).
+    pub fn put_checkpoint(&self, stamp: u64) -> Result<(), StoreError> {
+        self.counters.insert(CHECKPOINT_KEY, &stamp.to_be_bytes()[..]).map_err(sled_err)?;
+        Ok(())
+    }
+
+    /// The entries whose LRU row is at `from` or later: (stamp, entry key).
+    pub fn stamped_since(&self, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.lru.range(from.to_be_bytes()..) {
+            let (k, v) = item.map_err(sled_err)?;
+            let stamp = k.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
+            out.push((stamp, v.to_vec()));
+        }
+        Ok(out)
+    }
+
     /// The largest LRU stamp in use (0 for an empty index).
     pub fn max_stamp(&self) -> Result<u64, StoreError> {
         Ok(match self.lru.last().map_err(sled_err)? {
@@ -401,17 +429,22 @@ impl Index {
             .map_err(tx_err)
     }
 
-    /// Moves each entry of `batch` (entry key, stamp) to its new LRU stamp,
-    /// in one transaction (recorded cache hits). Missing entries, entries
+    /// Moves each entry of `batch` (entry key, stamp, new metadata if
+    /// freshened) to its new LRU stamp, in one transaction (recorded cache
+    /// hits and 304 freshenings). Missing entries, entries
     /// already stamped later and undecodable records are skipped.
-    pub fn restamp_many(&self, batch: &[(Vec<u8>, u64)]) -> Result<(), StoreError> {
+    pub fn restamp_many(&self, batch: &[(Vec<u8>, super::budget::Pending)]) -> Result<(), StoreError> {
         (&self.entries, &self.lru)
             .transaction(|(entries, lru)| {
-                for (key, stamp) in batch {
+                for (key, p) in batch {
+                    let stamp = &p.stamp;
                     let Some(v) = entries.get(key)? else { continue };
                     let Some(mut rec) = Record::decode(&v) else { continue };
                     if rec.stamp >= *stamp {
                         continue;
+                    }
+                    if let Some(m) = &p.meta {
+                        rec.meta = m.clone();
                     }
                     if lru.get(rec.stamp.to_be_bytes())?.as_deref() == Some(key.as_slice()) {
                         lru.remove(&rec.stamp.to_be_bytes()[..])?;

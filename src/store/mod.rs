@@ -3,8 +3,9 @@
 //! Bodies live in a content-addressed directory: the file name is the
 //! lower-case hex SHA-256 of the body, fanned out as `bodies/ab/cd/abcd...`.
 //! A body is streamed into a temporary file under `tmp/` while it is hashed,
-//! synced, and renamed into place only once it is complete
-//! ([`BodyWriter::finish`]). Metadata (entries, variants, reference counts,
+//! and renamed into place only once it is complete ([`BodyWriter::finish`]);
+//! it is synced later, in a group, by the background committer, before the
+//! checkpoint that covers its entry (see `maintenance.rs`, "Group commit"). Metadata (entries, variants, reference counts,
 //! LRU order) lives in sled; every update that must agree with another (an
 //! entry and the reference counts it changes) is one sled transaction
 //! (see `index.rs` for the trees).
@@ -57,6 +58,7 @@
 
 mod blobs;
 mod budget;
+pub mod format;
 mod index;
 mod maintenance;
 mod verify;
@@ -90,6 +92,9 @@ pub enum StoreError {
     TooLarge { len: u64, max_size: u64 },
     /// Another process (a running crawlcache) holds the index of `dir`.
     InUse { dir: PathBuf },
+    /// The data directory holds a store format this code does not read;
+    /// the message says what to do.
+    Format(String),
 }
 
 impl std::fmt::Display for StoreError {
@@ -109,6 +114,7 @@ impl std::fmt::Display for StoreError {
                  stop that process first, or give this one another data directory",
                 dir.display()
             ),
+            StoreError::Format(m) => write!(f, "{m}"),
         }
     }
 }
@@ -122,7 +128,8 @@ impl std::error::Error for StoreError {
     }
 }
 
-/// A complete body that has been hashed, synced and renamed into place.
+/// A complete body that has been hashed and renamed into place (synced by
+/// the next group commit).
 /// Returned by [`BodyWriter::finish`]; handed to [`Store::insert`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedBody {
@@ -174,8 +181,9 @@ pub(crate) struct Inner {
     pub(crate) max_size: u64,
     pub(crate) index: Index,
     pub(crate) blobs: Blobs,
-    /// Touches not yet written: entry key -> newest stamp.
-    pending: Mutex<HashMap<Vec<u8>, u64>>,
+    /// Touches and freshenings not yet written: entry key -> newest stamp
+    /// and, after a freshening, the new metadata.
+    pending: Mutex<HashMap<Vec<u8>, budget::Pending>>,
     next_stamp: AtomicU64,
     evictions: AtomicU64,
     /// Serialises eviction so concurrent inserts do not over-evict.
@@ -189,6 +197,16 @@ pub(crate) struct Inner {
     wake: Mutex<mpsc::Sender<bool>>,
     /// Set while a wake-up is queued, so hot paths send at most one.
     wake_queued: AtomicBool,
+    /// Bodies renamed into place but not yet synced (group commit; see
+    /// `maintenance.rs`).
+    pub(crate) unsynced: Mutex<Vec<Hash>>,
+    /// The last checkpoint stamp written: every entry stamped below it has
+    /// a synced body.
+    pub(crate) checkpointed: AtomicU64,
+    /// Serialises commits.
+    commit_lock: Mutex<()>,
+    /// Test support: commits do nothing (see [`Store::pause_commits_for_tests`]).
+    pub(crate) commits_paused: AtomicBool,
 }
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
@@ -218,7 +236,9 @@ impl Store {
     /// when sled fails.
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
         let blobs = Blobs::new(dir);
-        for d in [dir, blobs.bodies.as_path(), blobs.tmp.as_path()] {
+        fs::create_dir_all(dir).map_err(io_err("create store directory", dir))?;
+        let found = format::check(dir)?;
+        for d in [blobs.bodies.as_path(), blobs.tmp.as_path()] {
             fs::create_dir_all(d).map_err(io_err("create store directory", d))?;
         }
         let db = sled::Config::new().path(dir.join("index")).open().map_err(|e| match e {
@@ -228,8 +248,24 @@ impl Store {
             e => StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display())),
         })?;
         let index = Index::new(db)?;
+        if found == format::Found::Previous {
+            // Format 1 synced every body before indexing it: all of it is committed.
+            let all = index.max_stamp()? + 1;
+            eprintln!("crawlcache: migrating the cache in {} from store format 1 to {}", dir.display(), format::FORMAT);
+            index.put_checkpoint(all)?;
+            index.db.flush().map_err(sled_err)?;
+        }
         maintenance::sweep_leftovers(dir, &blobs, &index)?;
-        let next_stamp = index.max_stamp()? + 1;
+        if found != format::Found::Current {
+            format::write(dir)?;
+            if found == format::Found::Previous {
+                eprintln!("crawlcache: cache in {} migrated to store format {}", dir.display(), format::FORMAT);
+            }
+        }
+        let checkpoint = index.checkpoint()?;
+        // Stamps restart above the checkpoint even when touches recorded
+        // after it were lost, so no new entry is mistaken for a committed one.
+        let next_stamp = (index.max_stamp()? + 1).max(checkpoint);
         let (wake_tx, wake_rx) = mpsc::channel();
         let inner = Arc::new(Inner {
             dir: dir.to_path_buf(),
@@ -245,6 +281,10 @@ impl Store {
             maintenance: RwLock::new(()),
             wake: Mutex::new(wake_tx.clone()),
             wake_queued: AtomicBool::new(false),
+            unsynced: Mutex::new(Vec::new()),
+            checkpointed: AtomicU64::new(checkpoint),
+            commit_lock: Mutex::new(()),
+            commits_paused: AtomicBool::new(false),
         });
         let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
         let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
@@ -350,17 +390,25 @@ impl Store {
     /// Replaces only the metadata of an existing variant (a 304 freshening,
     /// RFC 9111 section 4.3.4) and marks it used. Returns false if the variant
     /// no longer exists. Errors: `Index` on sled failures or a corrupt record.
+    ///
+    /// Nothing waits for the disk: the new metadata is kept in memory (and
+    /// seen by [`Store::lookup`] at once) and written with the next batch of
+    /// touches, like [`Store::touch`]. A crash can lose a freshening of the
+    /// last second; the entry is then merely staler than it was.
     pub fn update_meta(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8]) -> Result<bool, StoreError> {
-        let _m = self.inner.read_maintenance();
         let key = entry_key(primary_key, secondary_key);
-        self.inner.index.restamp(&key, self.inner.stamp(), Some(meta))
+        if !self.inner.index.entries.contains_key(&key).map_err(sled_err)? {
+            return Ok(false);
+        }
+        self.inner.record_pending(key, Some(meta.to_vec()));
+        Ok(true)
     }
 
     /// Marks a variant as just used (LRU order). Cheap: the new stamp is kept
     /// in memory and written with the next batch (see [`TOUCH_BATCH`]), by
     /// [`Store::flush`], or at close. Touching a missing variant does nothing.
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
-        self.inner.record_touch(entry_key(primary_key, secondary_key));
+        self.inner.record_pending(entry_key(primary_key, secondary_key), None);
     }
 
     /// Opens a stored body for reading. Errors with `MissingBody` if the file
@@ -468,12 +516,21 @@ impl Store {
         self.inner.index.db.open_tree(name).map_err(sled_err)
     }
 
-    /// Writes pending touches, deletes released bodies, and flushes the index
-    /// to disk (called at shutdown). Errors: `Index` when sled cannot flush.
+    /// Test support: stops group commits (new bodies stay unsynced, the
+    /// checkpoint stays where it is), so that a crash test can simulate a
+    /// power loss by damaging the bodies written afterwards.
+    #[doc(hidden)]
+    pub fn pause_commits_for_tests(&self) {
+        self.inner.commits_paused.store(true, Ordering::Release);
+    }
+
+    /// Writes pending touches, deletes released bodies, syncs new bodies and
+    /// flushes the index to disk (called at shutdown). Errors: `Index` when sled cannot flush.
     pub fn flush(&self) -> Result<(), StoreError> {
         let _m = self.inner.read_maintenance();
         self.inner.apply_touches();
         self.inner.reap();
+        self.inner.commit()?;
         self.inner.index.db.flush().map_err(sled_err)?;
         Ok(())
     }
