@@ -71,13 +71,6 @@ impl AccessLine {
                 tracing::event!(
                     target: "crawlcache::access",
                     $lvl,
-                    method = %method,
-                    url = %url,
-                    status = self.status,
-                    outcome = self.outcome,
-                    bytes,
-                    ms,
-                    robots = self.robots,
                     "{} {} {} {} {}B {}ms robots={}",
                     method, url, self.status, self.outcome, bytes, ms, self.robots
                 )
