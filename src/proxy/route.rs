@@ -15,11 +15,11 @@
 //! target is this proxy, spelled as the listen
 //!   address or localhost, loopback client   -> SelfEndpoint (what curl sends with http_proxy set)
 //! target is this proxy, any other case      -> Refuse 508 (C48)
-//! header fields > 64 KiB                    -> Refuse 431
+//! header fields > 256 KiB                   -> Refuse 431
 //! robots not checked yet                    -> CheckRobots
 //! robots refuses, or the client's own
 //!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
-//! offline, another method                  -> ReplayWithBody (the record for its body hash, else 504)
+//! offline, another method                   -> ReplayWithBody (the record for its body hash, else 504)
 //! offline, GET/HEAD with content            -> Refuse 504
 //! other methods                             -> PassThrough (fwd=method; invalidates)
 //! GET/HEAD with content                     -> PassThrough (fwd=request; forwarded whole, never stored)
