@@ -8,7 +8,6 @@ use super::super::exchange::Exchange;
 use super::super::route::Found;
 use super::super::ProxyState;
 use crate::cache::to_millis;
-use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
@@ -47,24 +46,8 @@ pub fn serve(state: &ProxyState, ex: &mut Exchange, found: &Found, key: &str) ->
     headers.insert(http::header::AGE, HeaderValue::from(age));
     add_via(&mut headers);
     state.store.touch(key, &found.entry.secondary_key);
-    let len = found.entry.body.as_ref().map_or(0, |b| b.len);
-    if stored.status != 204 && stored.status != 304 && !(100..200).contains(&stored.status) {
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    let body = match &found.entry.body {
-        Some(_) if ex.is_head() => ProxyBody::empty(),
-        Some(b) => match state.store.open_body(&b.sha256) {
-            Ok(file) => {
-                Metrics::add(&state.metrics.bytes_from_cache, b.len);
-                ProxyBody::File { file, remaining: b.len }
-            }
-            Err(e) => {
-                tracing::warn!("recorded body for {key} is unusable ({e}); dropping the record");
-                let _ = state.store.remove_variant(key, &found.entry.secondary_key);
-                return missing(ex, &[key.to_string()]);
-            }
-        },
-        None => ProxyBody::empty(),
+    let Ok(body) = super::serve::stored_body(state, ex.is_head(), key, &found.entry, stored.status, &mut headers) else {
+        return missing(ex, &[key.to_string()]);
     };
     ex.status = CacheStatus { hit: true, key: Some(key.to_string()), detail: Some(Detail::Offline), ..CacheStatus::default() };
     let mut resp = Response::new(body);

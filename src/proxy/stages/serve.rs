@@ -38,31 +38,47 @@ pub fn stored(
     if (200..300).contains(&stored.status) && policy::client_not_modified(&ex.parts.headers, stored) {
         return Step::Done(not_modified_response(&headers));
     }
-    // The length is that of the stored body, also for HEAD (RFC 9110
-    // section 8.6), whatever framing the origin used.
-    let len = entry.body.as_ref().map_or(0, |b| b.len);
-    if stored.status != 204 {
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    let body = match &entry.body {
-        Some(_) if ex.is_head() => ProxyBody::empty(),
-        Some(b) => match state.store.open_body(&b.sha256) {
-            Ok(file) => {
-                Metrics::add(&state.metrics.bytes_from_cache, b.len);
-                ProxyBody::File { file, remaining: b.len }
-            }
-            Err(e) => {
-                tracing::warn!("stored body for {primary} is unusable ({e}); dropping the entry");
-                let _ = state.store.remove_variant(primary, &entry.secondary_key);
-                return Step::LookAgain;
-            }
-        },
-        None => ProxyBody::empty(),
+    let Ok(body) = stored_body(state, ex.is_head(), primary, entry, stored.status, &mut headers) else {
+        return Step::LookAgain;
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     *resp.headers_mut() = headers;
     Step::Done(super::range::narrow(&ex.parts, stored, resp))
+}
+
+/// The body of a stored entry (under `key`) for a response with `status`,
+/// and its `Content-Length` set in `headers`: the length of the stored body,
+/// also for HEAD (RFC 9110 section 8.6), whatever framing the origin used;
+/// none for 1xx, 204 and 304. `Err` when the body file is unusable: the
+/// entry is then dropped.
+pub fn stored_body(
+    state: &ProxyState,
+    is_head: bool,
+    key: &str,
+    entry: &crate::store::Entry,
+    status: u16,
+    headers: &mut HeaderMap,
+) -> Result<ProxyBody, ()> {
+    let len = entry.body.as_ref().map_or(0, |b| b.len);
+    if status != 204 && status != 304 && !(100..200).contains(&status) {
+        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    match &entry.body {
+        Some(_) if is_head => Ok(ProxyBody::empty()),
+        Some(b) => match state.store.open_body(&b.sha256) {
+            Ok(file) => {
+                Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                Ok(ProxyBody::File { file, remaining: b.len })
+            }
+            Err(e) => {
+                tracing::warn!("stored body for {key} is unusable ({e}); dropping the entry");
+                let _ = state.store.remove_variant(key, &entry.secondary_key);
+                Err(())
+            }
+        },
+        None => Ok(ProxyBody::empty()),
+    }
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
