@@ -11,8 +11,18 @@ use std::net::SocketAddr;
 pub enum StoreAccess {
     /// The store, opened by this process.
     Direct(Store),
-    /// The running proxy at this address holds the index.
-    Daemon(SocketAddr),
+    /// The running proxy holds the index.
+    Daemon(Admin),
+}
+
+/// The running proxy's admin endpoints: its address, and the bearer token
+/// they need when `server.admin_token` is set (empty otherwise).
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// Where the proxy listens.
+    pub addr: SocketAddr,
+    /// `server.admin_token`, sent as `Authorization: Bearer` when not empty.
+    pub token: String,
 }
 
 /// Opens the store in `cfg.server.data_dir`, or finds the running proxy that
@@ -34,8 +44,9 @@ pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
             let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE))
                 .ok()
                 .and_then(|s| s.trim().parse::<SocketAddr>().ok());
-            match recorded {
-                Some(addr) if admin_request(addr, "GET", "/stats").is_ok() => Ok(StoreAccess::Daemon(addr)),
+            let admin = recorded.map(|addr| Admin { addr, token: cfg.server.admin_token.trim().to_string() });
+            match admin {
+                Some(a) if admin_request(&a, "GET", "/stats").is_ok() => Ok(StoreAccess::Daemon(a)),
                 _ => Err(format!("cannot open the cache in {}: {e}", dir.display())),
             }
         }
@@ -48,16 +59,19 @@ pub fn encode(url: &str) -> String {
 }
 
 /// A minimal HTTP/1.1 exchange with the running proxy's admin endpoints:
-/// sends `method path` with an empty body and returns the status code and
+/// sends `method path` with an empty body (and the admin token, when
+/// configured) and returns the status code and
 /// the body (connect timeout 2 s, read timeout 30 s).
 ///
 /// Errors: the proxy cannot be reached or read, or its answer has no status.
-pub fn admin_request(addr: SocketAddr, method: &str, path: &str) -> Result<(u16, String), String> {
+pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, String), String> {
+    let addr = admin.addr;
+    let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
     let timeout = std::time::Duration::from_secs(30);
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
         .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
     let _ = s.set_read_timeout(Some(timeout));
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Length: 0\r\n\r\n")
         .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;

@@ -67,7 +67,7 @@ fn stats(common: &Common) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => outln!("{}", serde_json::to_string_pretty(&s.stats()).unwrap_or_default()),
-        StoreAccess::Daemon(a) => out!("{}", admin_request(a, "GET", "/stats")?.1),
+        StoreAccess::Daemon(a) => out!("{}", admin_request(&a, "GET", "/stats")?.1),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -78,7 +78,7 @@ fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
     let v = match open_store(&cfg)? {
         StoreAccess::Direct(s) => crate::admin::show_json(&s, url, &cfg.cache.key_rules)?,
         StoreAccess::Daemon(a) => {
-            let (status, body) = admin_request(a, "GET", &format!("/cache/show?url={}", encode(url)))?;
+            let (status, body) = admin_request(&a, "GET", &format!("/cache/show?url={}", encode(url)))?;
             if status != 200 {
                 return Err(body.trim().to_string());
             }
@@ -100,7 +100,7 @@ fn purge(common: &Common, url: &str) -> Result<ExitCode, String> {
             n
         }
         StoreAccess::Daemon(a) => {
-            let (status, body) = admin_request(a, "POST", &format!("/cache/purge?url={}", encode(url)))?;
+            let (status, body) = admin_request(&a, "POST", &format!("/cache/purge?url={}", encode(url)))?;
             if status != 200 {
                 return Err(body.trim().to_string());
             }
@@ -124,7 +124,7 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
         }
         StoreAccess::Daemon(a) => {
             let path = if repair { "/cache/verify?repair=1" } else { "/cache/verify" };
-            let (_, body) = admin_request(a, "GET", path)?;
+            let (_, body) = admin_request(&a, "GET", path)?;
             let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
             (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default())
         }
@@ -181,7 +181,7 @@ fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> 
             if json {
                 path.push_str("json=1");
             }
-            let (status, body) = admin_request(a, "GET", &path)?;
+            let (status, body) = admin_request(&a, "GET", &path)?;
             if status != 200 {
                 return Err(body.trim().to_string());
             }

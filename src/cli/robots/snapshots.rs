@@ -42,7 +42,7 @@ pub fn show(common: &Common, origin: &str) -> Result<ExitCode, String> {
             }
         }
         StoreAccess::Daemon(a) => {
-            let (status, body) = admin_request(a, "GET", &format!("/robots/show?origin={}", encode(&origin.to_string())))?;
+            let (status, body) = admin_request(&a, "GET", &format!("/robots/show?origin={}", encode(&origin.to_string())))?;
             out!("{body}");
             Ok(if status == 200 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
@@ -58,10 +58,10 @@ pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> 
     match open_store(&cfg)? {
         StoreAccess::Daemon(a) => {
             if parsed.is_empty() {
-                out!("{}", admin_request(a, "POST", "/robots/refresh")?.1);
+                out!("{}", admin_request(&a, "POST", "/robots/refresh")?.1);
             }
             for o in &parsed {
-                let (status, body) = admin_request(a, "POST", &format!("/robots/refresh?origin={}", encode(&o.to_string())))?;
+                let (status, body) = admin_request(&a, "POST", &format!("/robots/refresh?origin={}", encode(&o.to_string())))?;
                 if status != 200 {
                     return Err(body.trim().to_string());
                 }
