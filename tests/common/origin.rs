@@ -401,22 +401,37 @@ async fn origin_serve_conn(
             log.arrived.notify_all();
         }
         let reply = handler(&req);
-        for step in &reply.steps {
-            match step {
-                Step::Send(bytes) => {
-                    stream.write_all(bytes).await.map_err(|e| format!("writing a reply: {e}"))?;
-                    stream.flush().await.map_err(|e| format!("flushing a reply: {e}"))?;
-                }
-                Step::Sleep(d) => tokio::time::sleep(*d).await,
-                Step::Close => {
-                    let _ = stream.shutdown().await;
-                    return Ok(());
-                }
-            }
-        }
-        if reply.close || wants_close {
-            let _ = stream.shutdown().await;
+        if !play_reply(&mut stream, &reply, wants_close).await.map_err(|e| format!("writing a reply: {e}"))? {
             return Ok(());
         }
     }
+}
+
+/// Carries out `reply`'s steps on `stream`. `Ok(true)` when the connection
+/// stays open for the next request; `Ok(false)` once it was closed (a
+/// `Step::Close`, `reply.close`, or `client_wants_close`). Used by both
+/// scripted origins.
+pub(crate) async fn play_reply<S>(stream: &mut S, reply: &Reply, client_wants_close: bool) -> std::io::Result<bool>
+where
+    S: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    for step in &reply.steps {
+        match step {
+            Step::Send(bytes) => {
+                stream.write_all(bytes).await?;
+                stream.flush().await?;
+            }
+            Step::Sleep(d) => tokio::time::sleep(*d).await,
+            Step::Close => {
+                let _ = stream.shutdown().await;
+                return Ok(false);
+            }
+        }
+    }
+    if reply.close || client_wants_close {
+        let _ = stream.shutdown().await;
+        return Ok(false);
+    }
+    Ok(true)
 }

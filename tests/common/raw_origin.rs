@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::origin::{Reply, Step};
+use super::origin::{play_reply, Reply};
 use super::wire::{field, field_all, find_subslice, Fields};
 
 /// One request as a strict origin read it off the wire.
@@ -451,24 +451,9 @@ where
         }
         shared.arrived.notify_all();
         let reply = handler(&req);
-        for step in &reply.steps {
-            match step {
-                Step::Send(bytes) => {
-                    // A proxy may hang up on a reply it refuses (an
-                    // oversized head): that is not a framing problem.
-                    if stream.write_all(bytes).await.is_err() || stream.flush().await.is_err() {
-                        return Ok(());
-                    }
-                }
-                Step::Sleep(d) => tokio::time::sleep(*d).await,
-                Step::Close => {
-                    let _ = stream.shutdown().await;
-                    return Ok(());
-                }
-            }
-        }
-        if reply.close || wants_close {
-            let _ = stream.shutdown().await;
+        // A proxy may hang up on a reply it refuses (an oversized head):
+        // a failed write is not a framing problem, the connection just ends.
+        if !play_reply(&mut stream, &reply, wants_close).await.unwrap_or(false) {
             return Ok(());
         }
     }
