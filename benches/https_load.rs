@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -107,7 +108,7 @@ fn parse_args() -> Result<Args, String> {
 fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     let pem = std::fs::read(ca_path).map_err(|e| format!("reading {ca_path}: {e}"))?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| format!("{ca_path}: {e}"))?;
         roots.add(cert).map_err(|e| format!("{ca_path}: {e}"))?;
     }

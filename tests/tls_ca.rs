@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crawlcache::tls::{CertificateAuthority, TlsError};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,7 +23,7 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn ca_der(ca: &CertificateAuthority) -> CertificateDer<'static> {
-    rustls_pemfile::certs(&mut ca.cert_pem().as_bytes())
+    rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes())
         .next()
         .expect("a certificate in cert_pem")
         .expect("valid PEM")

@@ -10,6 +10,7 @@
 use super::{load_config, Common};
 use crate::tls::CertificateAuthority;
 use clap::Args;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -201,7 +202,9 @@ pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: 
 
 /// Every `CERTIFICATE` block of a PEM text (other blocks are skipped).
 fn pem_certs(text: &[u8]) -> Result<Vec<CertificateDer<'static>>, std::io::Error> {
-    rustls_pemfile::certs(&mut &text[..]).collect()
+    CertificateDer::pem_slice_iter(text)
+        .collect::<Result<_, _>>()
+        .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err.to_string()))
 }
 
 /// Writes `contents` to `path` through a temporary file beside it, renamed

@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use lru::LruCache;
 use rcgen::{Certificate, KeyPair};
+use rustls::pki_types::pem::PemObject;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
@@ -463,7 +464,7 @@ fn read_cert(path: &Path) -> Result<(String, CertificateDer<'static>), TlsError>
         cause,
     };
     let text = String::from_utf8(bytes).map_err(|_| invalid("it is not a PEM text file".into()))?;
-    let first = rustls_pemfile::certs(&mut text.as_bytes()).next();
+    let first = rustls::pki_types::CertificateDer::pem_slice_iter(text.as_bytes()).next();
     match first {
         Some(Ok(der)) => Ok((text, der)),
         Some(Err(err)) => Err(invalid(format!("malformed PEM: {err}"))),

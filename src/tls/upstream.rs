@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::UnixTime;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
@@ -53,7 +54,7 @@ fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<(), TlsError>
         cause,
     };
     let mut added = 0usize;
-    for (index, item) in rustls_pemfile::certs(&mut bytes.as_slice()).enumerate() {
+    for (index, item) in rustls::pki_types::CertificateDer::pem_slice_iter(&bytes).enumerate() {
         let der = item.map_err(|err| invalid(format!("malformed PEM: {err}")))?;
         roots.add(der).map_err(|err| {
             invalid(format!(

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crawlcache::tls::CertificateAuthority;
+use rustls::pki_types::pem::PemObject;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -63,7 +64,7 @@ fn ca_init(data: &Path) -> PathBuf {
 /// Every certificate of a PEM file.
 fn certs_in(path: &Path) -> Vec<CertificateDer<'static>> {
     let text = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    rustls_pemfile::certs(&mut &text[..]).collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    rustls::pki_types::CertificateDer::pem_slice_iter(&text[..]).collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn root_store(certs: &[CertificateDer<'static>]) -> Arc<RootCertStore> {

@@ -17,6 +17,7 @@ mod common;
 
 use common::tls::{test_pki, TestPki};
 use common::*;
+use rustls::pki_types::pem::PemObject;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -297,7 +298,7 @@ fn https_get(proxy: SocketAddr, ca_pem: &Path, host: &str, port: u16, path: &str
     assert!(rest.is_empty(), "bytes after crawlcache's CONNECT answer");
     let mut roots = rustls::RootCertStore::empty();
     let pem = std::fs::read(ca_pem).unwrap_or_else(|e| panic!("reading crawlcache's CA {}: {e}", ca_pem.display()));
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
         roots.add(cert.expect("crawlcache's CA PEM")).expect("crawlcache's CA as a trust anchor");
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
