@@ -1,33 +1,49 @@
 #!/usr/bin/env bash
-# Load benchmark: crawlcache against nginx proxy_cache, serving cache hits on
-# loopback. A benchmark, not a test: CI never runs it.
+# Load benchmark: crawlcache against nginx proxy_cache and Varnish (malloc
+# storage) in one run, on loopback, same origin, same load generator, same
+# conditions. A benchmark, not a test: CI never runs it.
 #
-#   bash benches/load.sh                 # full run (release build, ~2 min)
-#   bash benches/load.sh --nginx-only    # only the nginx side (no crawlcache)
+#   bash benches/load.sh                 # full run (release build, ~8 min)
 #   bash benches/load.sh --no-https      # skip the HTTPS measurements
+#   PEERS="nginx crawlcache" MODES=hit SIZES=1k bash benches/load.sh
 #
-# Knobs (environment): DURATION (wrk -d, default 10s), CONNECTIONS (-c, 32),
-# THREADS (-t, 2), SIZES (default "1k 16k 256k 4m"), KEEP=1 keeps the work
-# folder (configs, logs, caches) for inspection, CRAWLCACHE_BIN=path measures
-# that binary instead of building one, HTTPS_LOAD_BIN=path uses that
-# benches/https_load.rs binary instead of building one.
+# Knobs (environment): DURATION (wrk -d per cell, default 8s), WARM (wrk
+# warm-up per cell, 2s), CONNECTIONS (-c for hits and revalidations, 32),
+# MISS_CONNECTIONS (-c for misses, 16), THREADS (-t, 2), OBJECTS (distinct
+# objects per size, 64), SIZES (default "1k 16k 256k 4m"), MISS_SIZES
+# (default "1k 16k"), MODES (default "hit reval miss"), PEERS (default
+# "nginx varnish crawlcache"), KEEP=1 keeps the work folder (configs, logs,
+# caches), CRAWLCACHE_BIN=path measures that binary instead of building one,
+# HTTPS_LOAD_BIN=path uses that benches/https_load.rs binary.
+# --nginx-only is PEERS="nginx" (no crawlcache build).
 #
 # What it starts, all on 127.0.0.1 and stopped on exit:
-#   origin       nginx serving generated files of each size, with
-#                Cache-Control: max-age=3600
-#   nginx-cache  nginx proxy_cache in front of the origin (reverse proxy,
-#                origin-form requests), warmed until X-Cache-Status is HIT;
-#                the same nginx (2 workers) also serves the files directly
-#                over TLS on a second port ("nginx-tls", server certificate
-#                for localhost signed by a CA openssl makes in the work folder)
-#   crawlcache   `crawlcache serve` (forward proxy, absolute-form requests),
-#                warmed with one request per object, then a Cache-Status hit
-#                is confirmed; its config trusts the work folder's CA for
-#                origins (upstream.extra_ca_file), and it is warmed as well
-#                through CONNECT to https://localhost:TLSPORT/ (interception)
-# Then, for each size, `wrk -tTHREADS -cCONNECTIONS -dDURATION` against
-# nginx-cache and against crawlcache, and a table: size, req/s of each, the
-# ratio crawlcache/nginx, and crawlcache's peak RSS so far (VmHWM).
+#   origin       nginx (2 workers) serving, per size, OBJECTS hard links of
+#                one random file: /c/SIZE/I.bin with Cache-Control:
+#                max-age=3600 (hits), /nc/SIZE/I.bin with Cache-Control:
+#                no-cache and an ETag (every request through a cache is a
+#                conditional GET answered 304: revalidations), and
+#                /m/SIZE/ANYTHING, the same file under unique URLs with
+#                max-age=86400 (misses: every request a new entry)
+#   nginx        nginx proxy_cache (2 workers, disk cache, keep-alive to the
+#                origin, proxy_cache_revalidate on), reverse proxy
+#                (origin-form requests); it also serves the files over TLS
+#                on a second port ("nginx-tls") for the HTTPS table
+#   varnish      varnishd -s malloc,1G, reverse proxy; its VCL keeps
+#                no-cache objects (ttl 1 ms, keep 1 h) so that Varnish
+#                revalidates them with a conditional GET, as the team's peer
+#                script does (the builtin VCL would refetch them in full)
+#   crawlcache   `crawlcache serve` on its defaults (robots.mode annotate),
+#                forward proxy (absolute-form requests); its config trusts
+#                the work folder's CA for the HTTPS table
+# For each mode, size and peer: warm (hits and revalidations: every object
+# twice with curl, then wrk for WARM), then `wrk -tTHREADS -cCONNECTIONS
+# -dDURATION` cycling over the OBJECTS objects (misses: a new URL per
+# request). Peers take turns within each cell, so a burst of noise on this
+# shared machine hits one cell, not one peer. The table gives req/s of each
+# peer, crawlcache's ratio to the best peer of the cell, the 1-minute load
+# average when the cell started, and the origin's 200/304 counts per peer
+# for revalidations (proof that every request was a conditional GET).
 # HTTPS hits: wrk cannot send CONNECT, so benches/https_load.rs (built with
 # `cargo bench --no-run`) runs CONNECTIONS keep-alive connections for DURATION
 # directly against nginx-tls (trusting the work folder's CA) and through
@@ -37,20 +53,29 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
-DURATION=${DURATION:-10s}
+DURATION=${DURATION:-8s}
+WARM=${WARM:-2s}
 CONNECTIONS=${CONNECTIONS:-32}
+MISS_CONNECTIONS=${MISS_CONNECTIONS:-16}
 THREADS=${THREADS:-2}
+OBJECTS=${OBJECTS:-64}
 SIZES=${SIZES:-"1k 16k 256k 4m"}
-NGINX_ONLY=0
+MISS_SIZES=${MISS_SIZES:-"1k 16k"}
+MODES=${MODES:-"hit reval miss"}
+PEERS=${PEERS:-"nginx varnish crawlcache"}
 HTTPS=1
 for arg in "$@"; do
     case $arg in
-        --nginx-only) NGINX_ONLY=1 ;;
+        --nginx-only) PEERS="nginx" ;;
         --no-https) HTTPS=0 ;;
-        -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,52p' "$0"; exit 0 ;;
         *) echo "benches/load.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac
 done
+has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
+CRAWLCACHE=0
+has_peer crawlcache && CRAWLCACHE=1
+has_peer nginx || { ((HTTPS)) && { echo "benches/load.sh: the HTTPS table needs the nginx peer (or use --no-https)" >&2; exit 2; }; }
 
 say() { printf '[load] %s\n' "$*" >&2; }
 die() { printf '[load] error: %s\n' "$*" >&2; exit 1; }
@@ -66,18 +91,28 @@ duration_secs() {
     esac
 }
 duration_secs "$DURATION" >/dev/null
+duration_secs "$WARM" >/dev/null
 
 # --- tools ---------------------------------------------------------------
 missing=()
 for tool in wrk nginx curl python3 openssl; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
+has_peer varnish && ! command -v varnishd >/dev/null 2>&1 && missing+=(varnish)
 if ((${#missing[@]})); then
     [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}: install them (apt-get install -y ${missing[*]}) or run as root"
     say "installing ${missing[*]} ..."
     export DEBIAN_FRONTEND=noninteractive
+    # Keep the packages from starting system services (they would take ports).
+    made_policy=
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
     apt-get update -qq >/dev/null
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [[ -n $made_policy ]] && rm -f /usr/sbin/policy-rc.d
 fi
 
 # --- work folder and cleanup ---------------------------------------------
@@ -123,7 +158,7 @@ bytes_of() {
 
 # --- crawlcache build ----------------------------------------------------
 CC_BIN=${CRAWLCACHE_BIN:-}
-if ((!NGINX_ONLY)) && [[ -z $CC_BIN ]]; then
+if ((CRAWLCACHE)) && [[ -z $CC_BIN ]]; then
     say "cargo build --release ..."
     cargo build --release --quiet --bin crawlcache
     target_dir=$(cargo metadata --format-version 1 --no-deps |
@@ -134,7 +169,7 @@ fi
 # The HTTPS load client: one release build (the bench profile inherits
 # release), its path taken from cargo's JSON messages.
 HL_BIN=${HTTPS_LOAD_BIN:-}
-if ((HTTPS)) && [[ -z $HL_BIN ]]; then
+if ((HTTPS && CRAWLCACHE)) && [[ -z $HL_BIN ]]; then
     say "cargo bench --bench https_load --no-run ..."
     HL_BIN=$(cargo bench --quiet --bench https_load --no-run --message-format json |
         python3 -c '
@@ -147,10 +182,20 @@ for line in sys.stdin:
 fi
 
 # --- origin --------------------------------------------------------------
-mkdir -p "$WORK/www" "$WORK/pcache" "$WORK/cc-data"
-for size in $SIZES; do
-    head -c "$(bytes_of "$size")" /dev/urandom >"$WORK/www/$size.bin"
+mkdir -p "$WORK/www/c" "$WORK/www/nc" "$WORK/pcache" "$WORK/cc-data"
+# Varnish's worker drops to its own user: it must reach its -n folder.
+chmod 755 "$WORK"
+ALL_SIZES=$(printf '%s\n' $SIZES $MISS_SIZES | awk '!seen[$0]++' | tr '\n' ' ')
+for size in $ALL_SIZES; do
+    mkdir -p "$WORK/www/c/$size" "$WORK/www/nc/$size"
+    head -c "$(bytes_of "$size")" /dev/urandom >"$WORK/www/c/$size/0.bin"
+    cp -p "$WORK/www/c/$size/0.bin" "$WORK/www/nc/$size/0.bin"
+    for ((i = 1; i < OBJECTS; i++)); do
+        ln "$WORK/www/c/$size/0.bin" "$WORK/www/c/$size/$i.bin"
+        ln "$WORK/www/nc/$size/0.bin" "$WORK/www/nc/$size/$i.bin"
+    done
 done
+chmod -R a+rX "$WORK/www"
 
 # A CA and a server certificate for localhost (ECDSA P-256) for nginx-tls.
 TLS_PORT=
@@ -171,14 +216,13 @@ if ((HTTPS)); then
     TLS_PORT=$(free_port)
 fi
 
-# As root, nginx workers would drop to `nobody`, who cannot read $WORK (0700).
+# As root, nginx workers would drop to `nobody`, who cannot read $WORK.
 USER_LINE=""
 [[ $(id -u) -eq 0 ]] && USER_LINE="user root root;"
 
 common_http() { # $1: name
-    cat <<EOF
+    cat <<CONF
     default_type application/octet-stream;
-    access_log "$WORK/$1.access.log";
     client_body_temp_path "$WORK/$1.tmp_body";
     proxy_temp_path "$WORK/$1.tmp_proxy";
     fastcgi_temp_path "$WORK/$1.tmp_fastcgi";
@@ -187,50 +231,74 @@ common_http() { # $1: name
     sendfile on;
     tcp_nopush on;
     keepalive_requests 1000000;
-EOF
+    keepalive_timeout 120s;
+CONF
 }
 
 ORIGIN_PORT=$(free_port)
-cat >"$WORK/origin.conf" <<EOF
+FIRST_SIZE=$(set -- $ALL_SIZES; echo "$1")
+cat >"$WORK/origin.conf" <<CONF
 daemon off;
-master_process off;
-worker_processes 1;
+master_process on;
+$USER_LINE
+worker_processes 2;
 pid "$WORK/origin.pid";
 error_log "$WORK/origin.error.log" warn;
-events { worker_connections 1024; }
+events { worker_connections 4096; }
 http {
 $(common_http origin)
+    # One line per request: the status and the path, for the origin counts.
+    log_format st '\$status \$uri';
+    access_log "$WORK/origin.access.log" st buffer=64k flush=1s;
+    etag on;
+    gzip off;
     server {
-        listen 127.0.0.1:$ORIGIN_PORT;
+        listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
         root "$WORK/www";
-        add_header Cache-Control "max-age=3600" always;
+        location /c/ { add_header Cache-Control "max-age=3600" always; }
+        location /nc/ { add_header Cache-Control "no-cache" always; }
+        location /m/ {
+            add_header Cache-Control "max-age=86400" always;
+            rewrite "^/m/([^/]+)/" /c/\$1/0.bin break;
+        }
     }
 }
-EOF
+CONF
 nginx -p "$WORK" -c "$WORK/origin.conf" -e "$WORK/origin.error.log" &
 PIDS+=($!)
-wait_for 10 "http://127.0.0.1:$ORIGIN_PORT/$(set -- $SIZES; echo "$1").bin" ||
+wait_for 10 "http://127.0.0.1:$ORIGIN_PORT/c/$FIRST_SIZE/0.bin" ||
     die "origin nginx did not start: $(tail -n 5 "$WORK/origin.error.log")"
 say "origin on 127.0.0.1:$ORIGIN_PORT"
 
+# origin_counts FROM: "requests 200s 304s" logged since line FROM.
+origin_lines() { wc -l <"$WORK/origin.access.log"; }
+origin_counts() {
+    sleep 1.2 # the access log is flushed every second
+    tail -n +"$(($1 + 1))" "$WORK/origin.access.log" |
+        awk '{ n++ } $1 == 200 { ok++ } $1 == 304 { nm++ } END { printf "%d %d %d\n", n, ok, nm }'
+}
+
 # --- nginx proxy_cache -----------------------------------------------------
-PC_PORT=$(free_port)
-TLS_SERVER=""
-if ((HTTPS)); then
-    TLS_SERVER=$(cat <<EOF
+PORT_nginx=
+if has_peer nginx; then
+    PORT_nginx=$(free_port)
+    TLS_SERVER=""
+    if ((HTTPS)); then
+        TLS_SERVER=$(cat <<CONF
     server {
         listen 127.0.0.1:$TLS_PORT ssl;
         server_name localhost;
         ssl_certificate "$WORK/pki/localhost.pem";
         ssl_certificate_key "$WORK/pki/localhost.key";
         ssl_protocols TLSv1.2 TLSv1.3;
+        access_log "$WORK/nginx-tls.access.log";
         root "$WORK/www";
         add_header Cache-Control "max-age=3600" always;
     }
-EOF
+CONF
 )
-fi
-cat >"$WORK/nginx-cache.conf" <<EOF
+    fi
+    cat >"$WORK/nginx-cache.conf" <<CONF
 daemon off;
 master_process on;
 $USER_LINE
@@ -240,115 +308,138 @@ error_log "$WORK/nginx-cache.error.log" warn;
 events { worker_connections 4096; }
 http {
 $(common_http nginx-cache)
-    proxy_cache_path "$WORK/pcache" levels=1:2 keys_zone=bench:16m max_size=4g inactive=1h use_temp_path=off;
-    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 16; }
+    access_log off;
+    proxy_cache_path "$WORK/pcache" levels=1:2 keys_zone=bench:64m max_size=8g inactive=1d use_temp_path=off;
+    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 64; }
     server {
-        listen 127.0.0.1:$PC_PORT;
+        listen 127.0.0.1:$PORT_nginx backlog=4096;
         location / {
             proxy_pass http://origin;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header Host 127.0.0.1:$ORIGIN_PORT;
             proxy_cache bench;
+            proxy_cache_key \$scheme\$proxy_host\$request_uri;
+            proxy_cache_revalidate on;
+            proxy_cache_use_stale updating;
             add_header X-Cache-Status \$upstream_cache_status always;
         }
     }
 $TLS_SERVER
 }
-EOF
-nginx -p "$WORK" -c "$WORK/nginx-cache.conf" -e "$WORK/nginx-cache.error.log" &
-PIDS+=($!)
-wait_for 10 "http://127.0.0.1:$PC_PORT/$(set -- $SIZES; echo "$1").bin" ||
-    die "nginx proxy_cache did not start: $(tail -n 5 "$WORK/nginx-cache.error.log")"
-for size in $SIZES; do
-    url="http://127.0.0.1:$PC_PORT/$size.bin"
-    status=""
-    for _ in 1 2 3 4 5; do
-        status=$(curl -fsS -o /dev/null -D - "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "x-cache-status" { print $2 }')
-        [[ $status == HIT ]] && break
-        sleep 0.2
-    done
-    [[ $status == HIT ]] || die "nginx proxy_cache never answered $url from cache (X-Cache-Status: $status)"
-done
-say "nginx proxy_cache on 127.0.0.1:$PC_PORT, warm"
-if ((HTTPS)); then
-    wait_for 10 --cacert "$WORK/pki/ca.pem" "https://localhost:$TLS_PORT/$(set -- $SIZES; echo "$1").bin" ||
-        die "nginx-tls did not answer on https://localhost:$TLS_PORT/: $(tail -n 5 "$WORK/nginx-cache.error.log")"
-    say "nginx-tls on https://localhost:$TLS_PORT"
+CONF
+    nginx -p "$WORK" -c "$WORK/nginx-cache.conf" -e "$WORK/nginx-cache.error.log" &
+    PIDS+=($!)
+    wait_for 10 "http://127.0.0.1:$PORT_nginx/c/$FIRST_SIZE/0.bin" ||
+        die "nginx proxy_cache did not start: $(tail -n 5 "$WORK/nginx-cache.error.log")"
+    say "nginx proxy_cache on 127.0.0.1:$PORT_nginx"
+    if ((HTTPS)); then
+        wait_for 10 --cacert "$WORK/pki/ca.pem" "https://localhost:$TLS_PORT/c/$FIRST_SIZE/0.bin" ||
+            die "nginx-tls did not answer on https://localhost:$TLS_PORT/: $(tail -n 5 "$WORK/nginx-cache.error.log")"
+        say "nginx-tls on https://localhost:$TLS_PORT"
+    fi
+fi
+
+# --- Varnish -----------------------------------------------------------------
+PORT_varnish=
+if has_peer varnish; then
+    PORT_varnish=$(free_port)
+    cat >"$WORK/varnish.vcl" <<CONF
+vcl 4.1;
+backend origin {
+    .host = "127.0.0.1";
+    .port = "$ORIGIN_PORT";
+}
+sub vcl_backend_response {
+    # The builtin VCL makes "no-cache" objects hit-for-miss (a full refetch
+    # every time). Keep them, stale after 1 ms, so that Varnish revalidates
+    # them with a conditional GET the origin answers 304.
+    if (beresp.http.Cache-Control ~ "(?i)no-cache") {
+        set beresp.ttl = 0.001s;
+        set beresp.grace = 0s;
+        set beresp.keep = 1h;
+        return (deliver);
+    }
+}
+CONF
+    varnishd -F -a "127.0.0.1:$PORT_varnish" -T 127.0.0.1:0 -f "$WORK/varnish.vcl" -s malloc,1G \
+        -n "$WORK/varnish" -P "$WORK/varnish.pid" >"$WORK/varnish.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 20 "http://127.0.0.1:$PORT_varnish/c/$FIRST_SIZE/0.bin" ||
+        die "varnishd did not start: $(tail -n 5 "$WORK/varnish.log")"
+    say "varnish (malloc) on 127.0.0.1:$PORT_varnish"
 fi
 
 # --- crawlcache ------------------------------------------------------------
-CC_PORT=
+PORT_crawlcache=
 CC_PID=
-if ((!NGINX_ONLY)); then
-    CC_PORT=$(free_port)
+CC_CA=
+if ((CRAWLCACHE)); then
+    PORT_crawlcache=$(free_port)
     cc_config=()
     if ((HTTPS)); then
         printf '[upstream]\nextra_ca_file = "%s"\n' "$WORK/pki/ca.pem" >"$WORK/crawlcache.toml"
         cc_config=(--config "$WORK/crawlcache.toml")
     fi
-    "$CC_BIN" serve "${cc_config[@]}" --listen "127.0.0.1:$CC_PORT" --data-dir "$WORK/cc-data" \
+    "$CC_BIN" serve "${cc_config[@]}" --listen "127.0.0.1:$PORT_crawlcache" --data-dir "$WORK/cc-data" \
         >"$WORK/crawlcache.stdout.log" 2>"$WORK/crawlcache.stderr.log" </dev/null &
     CC_PID=$!
     PIDS+=("$CC_PID")
-    wait_for 20 --noproxy '*' "http://127.0.0.1:$CC_PORT/stats" ||
+    wait_for 20 --noproxy '*' "http://127.0.0.1:$PORT_crawlcache/stats" ||
         die "crawlcache did not answer GET /stats within 20 s: $(tail -n 20 "$WORK/crawlcache.stderr.log")"
-    for size in $SIZES; do
-        url="http://127.0.0.1:$ORIGIN_PORT/$size.bin"
-        curl -fsS -o /dev/null --max-time 30 -x "http://127.0.0.1:$CC_PORT" "$url" ||
-            die "crawlcache could not fetch $url"
-        # The body is published (synced, indexed) after the first response
-        # ends: allow a few tries, as for nginx above.
-        cs=""
-        for _ in 1 2 3 4 5; do
-            cs=$(curl -fsS -o /dev/null -D - --max-time 30 -x "http://127.0.0.1:$CC_PORT" "$url" |
-                tr -d '\r' | awk -F': ' 'tolower($1) == "cache-status" { print $2 }')
-            [[ $cs == *"; hit"* ]] && break
-            sleep 0.2
-        done
-        [[ $cs == *"; hit"* ]] || die "crawlcache did not serve $url from cache (Cache-Status: ${cs:-none})"
-    done
-    say "crawlcache on 127.0.0.1:$CC_PORT (pid $CC_PID), warm"
-    if ((HTTPS)); then
-        CC_CA=$("$CC_BIN" ca "${cc_config[@]}" --data-dir "$WORK/cc-data") || die "crawlcache ca failed"
-        [[ -r $CC_CA ]] || die "crawlcache ca printed $CC_CA, which is not readable"
-        for size in $SIZES; do
-            url="https://localhost:$TLS_PORT/$size.bin"
-            curl -fsS -o /dev/null --max-time 30 --proxy "http://127.0.0.1:$CC_PORT" --cacert "$CC_CA" "$url" ||
-                die "crawlcache could not fetch $url through CONNECT: $(tail -n 5 "$WORK/crawlcache.stderr.log")"
-            cs=""
-            for _ in 1 2 3 4 5; do
-                cs=$(curl -fsS -o /dev/null -D - --max-time 30 --proxy "http://127.0.0.1:$CC_PORT" --cacert "$CC_CA" "$url" |
-                    tr -d '\r' | awk -F': ' 'tolower($1) == "cache-status" { print $2 }')
-                [[ $cs == *"; hit"* ]] && break
-                sleep 0.2
-            done
-            [[ $cs == *"; hit"* ]] || die "crawlcache did not serve $url from cache through CONNECT (Cache-Status: ${cs:-none})"
-        done
-        say "crawlcache warm through CONNECT for https://localhost:$TLS_PORT/ (CA $CC_CA)"
-    fi
+    say "crawlcache on 127.0.0.1:$PORT_crawlcache (pid $CC_PID)"
 fi
 
 # --- load ------------------------------------------------------------------
-# One precomputed request per wrk thread: args are the request target
-# (origin-form for nginx, absolute-form for the forward proxy) and the Host.
-cat >"$WORK/request.lua" <<'EOF'
-local req
+# The same Lua for every peer. Args: PREFIX N [HOST]. N > 0: requests cycle
+# over PREFIX0.bin .. PREFIX(N-1).bin, each thread starting at a different
+# offset; N = 0: every request is a new URL PREFIX<thread>/<counter>.
+# PREFIX is origin-form for the reverse proxies, absolute-form for crawlcache.
+cat >"$WORK/request.lua" <<'LUA'
+local nthreads = 0
+function setup(thread)
+    thread:set("tid", nthreads)
+    nthreads = nthreads + 1
+end
+local reqs, n, i, prefix, headers = {}, 0, 0, "/", {}
 function init(args)
-    req = wrk.format("GET", args[1], { ["Host"] = args[2] })
+    prefix = args[1]
+    n = tonumber(args[2])
+    if args[3] then headers["Host"] = args[3] end
+    headers["User-Agent"] = "crawlcache-load-bench"
+    for k = 0, n - 1 do
+        reqs[k + 1] = wrk.format("GET", prefix .. k .. ".bin", headers)
+    end
+    if n > 0 then i = ((tid or 0) * math.floor(n / 2)) % n end
 end
 function request()
-    return req
+    if n == 0 then
+        i = i + 1
+        return wrk.format("GET", prefix .. (tid or 0) .. "-" .. i, headers)
+    end
+    i = i % n + 1
+    return reqs[i]
 end
-EOF
+LUA
 
-# Prints "req/s errors" for one wrk run against $1 (server URL) sending $2
-# (request target) with Host $3.
+# peer_args PEER PATH: "URL PREFIX [HOST]" for wrk and the Lua.
+peer_args() {
+    local port_var="PORT_$1"
+    local port=${!port_var}
+    case $1 in
+        crawlcache) echo "http://127.0.0.1:$port http://127.0.0.1:$ORIGIN_PORT$2 127.0.0.1:$ORIGIN_PORT" ;;
+        *) echo "http://127.0.0.1:$port $2" ;;
+    esac
+}
+
+# Prints "req/s errors" for one wrk run: $1 connections, $2 duration, then
+# the peer_args words and the object count.
 run_wrk() {
-    local out secs
-    secs=$(( $(duration_secs "$DURATION") + 60 ))
-    out=$(timeout "$secs" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s \
-        -s "$WORK/request.lua" "$1" -- "$2" "$3") || die "wrk against $1 failed: $out"
-    echo "$out" >>"$WORK/wrk.log"
+    local conns=$1 dur=$2 url=$3 prefix=$4 n=$5 host=${6:-} out secs
+    secs=$(( $(duration_secs "$dur") + 60 ))
+    out=$(timeout "$secs" wrk -t"$THREADS" -c"$conns" -d"$dur" --timeout 10s \
+        -s "$WORK/request.lua" "$url" -- "$prefix" "$n" $host) || die "wrk against $url failed: $out"
+    echo "$url $prefix: $out" >>"$WORK/wrk.log"
     local rps errors non2xx
     rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
     errors=$(awk '/Socket errors:/ { gsub(",", ""); print $4 + $6 + $8 + $10 }' <<<"$out")
@@ -356,41 +447,104 @@ run_wrk() {
     echo "${rps:-0} $((${errors:-0} + ${non2xx:-0}))"
 }
 
+# Warms PEER for PATH: every object twice, sequentially, one connection.
+warm_objects() {
+    local peer=$1 path=$2 url prefix host i args=()
+    read -r url prefix host <<<"$(peer_args "$peer" "$path")"
+    [[ -n $host ]] || prefix="$url$prefix"
+    for ((i = 0; i < OBJECTS; i++)); do args+=(-o /dev/null "$prefix$i.bin" -o /dev/null "$prefix$i.bin"); done
+    if [[ -n $host ]]; then
+        curl -fsS --max-time 60 -x "$url" "${args[@]}" || die "$peer could not fetch $prefix*.bin"
+    else
+        curl -fsS --max-time 60 --noproxy '*' "${args[@]}" || die "$peer could not fetch $prefix*.bin"
+    fi
+}
+
 vmhwm() {
     [[ -n $1 && -r /proc/$1/status ]] || { echo "-"; return; }
-    awk '/^VmHWM:/ { printf "%.1f MiB", $2 / 1024 }' "/proc/$1/status"
+    awk '/^VmHWM:/ { printf "%.0fMiB", $2 / 1024 }' "/proc/$1/status"
 }
 
 # crawlcache's counters (GET /stats) as "requests hits misses revalidations".
 cc_counters() {
-    curl -fsS --noproxy '*' --max-time 5 "http://127.0.0.1:$CC_PORT/stats" | python3 -c '
+    curl -fsS --noproxy '*' --max-time 5 "http://127.0.0.1:$PORT_crawlcache/stats" | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["proxy"]
-print(*(p.get(k, 0) for k in ("requests", "hits", "misses", "revalidations")))'
+print(*(p.get(k, 0) for k in ("requests", "hits", "misses", "revalidated")))'
 }
 
-origin_lines_before=$(wc -l <"$WORK/origin.access.log")
-((NGINX_ONLY)) || read -r cc_req0 cc_hit0 cc_miss0 cc_reval0 < <(cc_counters)
-rows=()
-for size in $SIZES; do
-    say "wrk -t$THREADS -c$CONNECTIONS -d$DURATION: $size via nginx proxy_cache ..."
-    read -r n_rps n_err < <(run_wrk "http://127.0.0.1:$PC_PORT" "/$size.bin" "127.0.0.1:$PC_PORT")
-    c_rps="-" c_err="-" ratio="-"
-    if ((!NGINX_ONLY)); then
-        say "wrk -t$THREADS -c$CONNECTIONS -d$DURATION: $size via crawlcache ..."
-        read -r c_rps c_err < <(run_wrk "http://127.0.0.1:$CC_PORT" \
-            "http://127.0.0.1:$ORIGIN_PORT/$size.bin" "127.0.0.1:$ORIGIN_PORT")
-        ratio=$(awk -v c="$c_rps" -v n="$n_rps" 'BEGIN { if (n > 0) printf "%.2f", c / n; else print "-" }')
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+# One cell: MODE SIZE. Appends a table row to ROWS and origin counts to NOTES.
+ROWS=()
+NOTES=()
+measure_cell() {
+    local mode=$1 size=$2 path n conns peer load
+    case $mode in
+        hit) path=/c/$size/ n=$OBJECTS conns=$CONNECTIONS ;;
+        reval) path=/nc/$size/ n=$OBJECTS conns=$CONNECTIONS ;;
+        miss) path=/m/$size/ n=0 conns=$MISS_CONNECTIONS ;;
+    esac
+    load=$(loadavg)
+    local -A rps=()
+    local -A err=()
+    local counts=""
+    local -A conditional=()
+    for peer in $PEERS; do
+        local url prefix host before
+        read -r url prefix host <<<"$(peer_args "$peer" "$path")"
+        if [[ $mode != miss ]]; then
+            warm_objects "$peer" "$path"
+            run_wrk "$conns" "$WARM" "$url" "$prefix" "$n" $host >/dev/null
+        else
+            # A new tag per peer, so no peer meets another's URLs.
+            prefix="$prefix$peer-"
+        fi
+        before=$(origin_lines)
+        say "$mode $size: wrk -t$THREADS -c$conns -d$DURATION via $peer ..."
+        read -r rps[$peer] err[$peer] < <(run_wrk "$conns" "$DURATION" "$url" "$prefix" "$n" $host)
+        local req ok nm
+        read -r req ok nm < <(origin_counts "$before")
+        counts+=" $peer: $req origin requests ($ok x 200, $nm x 304);"
+        # A peer revalidated when at least 90 % of its origin requests were answered 304.
+        conditional[$peer]=$(( req > 0 && nm * 10 >= req * 9 ))
+    done
+    local best_peer="" best=0 cells="" p
+    for peer in $PEERS; do
+        cells+=$(printf ' %12s' "${rps[$peer]}")
+        [[ ${err[$peer]} == 0 ]] || cells+="(!${err[$peer]})"
+        [[ $peer == crawlcache ]] && continue
+        # Revalidations are compared with peers that revalidated: nginx does
+        # not store no-cache responses and fetches them in full instead.
+        [[ $mode == reval && ${conditional[$peer]} == 0 ]] && continue
+        if awk -v a="${rps[$peer]}" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=${rps[$peer]} best_peer=$peer; fi
+    done
+    local ratio="-"
+    if ((CRAWLCACHE)) && [[ -n $best_peer ]]; then
+        ratio=$(awk -v c="${rps[crawlcache]}" -v b="$best" 'BEGIN { printf "%.2f", c / b }')
     fi
-    rows+=("$(printf '%-6s %14s %8s %17s %8s %7s %14s' \
-        "$size" "$n_rps" "$n_err" "$c_rps" "$c_err" "$ratio" "$(vmhwm "$CC_PID")")")
+    ROWS+=("$(printf '%-6s %-5s%s %10s %6s %6s %8s' "$mode" "$size" "$cells" "${best_peer:--}" "$ratio" "$load" "$(vmhwm "$CC_PID")")")
+    NOTES+=("$mode $size:$counts")
+}
+
+START_LOAD=$(cat /proc/loadavg)
+((CRAWLCACHE)) && read -r cc_req0 cc_hit0 cc_miss0 cc_reval0 < <(cc_counters)
+for mode in $MODES; do
+    case $mode in
+        hit | reval) sizes=$SIZES ;;
+        miss) sizes=$MISS_SIZES ;;
+        *) die "MODES: unknown mode $mode (hit, reval, miss)" ;;
+    esac
+    for size in $sizes; do
+        measure_cell "$mode" "$size"
+    done
 done
-origin_hits=$(( $(wc -l <"$WORK/origin.access.log") - origin_lines_before ))
 cc_line=""
-if ((!NGINX_ONLY)); then
+if ((CRAWLCACHE)); then
     read -r cc_req1 cc_hit1 cc_miss1 cc_reval1 < <(cc_counters)
-    cc_line="crawlcache during the measurements: $((cc_req1 - cc_req0)) requests, $((cc_hit1 - cc_hit0)) hits, $((cc_miss1 - cc_miss0)) misses, $((cc_reval1 - cc_reval0)) revalidations (GET /stats)"
+    cc_line="crawlcache during the measurements (warm-ups included): $((cc_req1 - cc_req0)) requests, $((cc_hit1 - cc_hit0)) hits, $((cc_miss1 - cc_miss0)) misses, $((cc_reval1 - cc_reval0)) revalidated (GET /stats)"
 fi
+END_LOAD=$(cat /proc/loadavg)
 
 # --- HTTPS hits ------------------------------------------------------------
 # Prints "req/s errors" for one https_load run: $1 URL, $2 CA file, $3 proxy
@@ -409,46 +563,43 @@ run_https() {
 }
 
 https_rows=()
-tls_line=""
-https_cc_line=""
-if ((HTTPS)); then
-    tls_lines_before=$(wc -l <"$WORK/nginx-cache.access.log")
-    origin_lines_before=$(wc -l <"$WORK/origin.access.log")
-    ((NGINX_ONLY)) || read -r cc_req0 cc_hit0 cc_miss0 cc_reval0 < <(cc_counters)
+if ((HTTPS && CRAWLCACHE)); then
+    CC_CA=$("$CC_BIN" ca "${cc_config[@]}" --data-dir "$WORK/cc-data") || die "crawlcache ca failed"
+    [[ -r $CC_CA ]] || die "crawlcache ca printed $CC_CA, which is not readable"
     for size in $SIZES; do
-        url="https://localhost:$TLS_PORT/$size.bin"
+        url="https://localhost:$TLS_PORT/c/$size/0.bin"
+        for _ in 1 2; do
+            curl -fsS -o /dev/null --max-time 30 --proxy "http://127.0.0.1:$PORT_crawlcache" --cacert "$CC_CA" "$url" ||
+                die "crawlcache could not fetch $url through CONNECT: $(tail -n 5 "$WORK/crawlcache.stderr.log")"
+        done
         say "https_load -c$CONNECTIONS -d$DURATION: $size direct to nginx-tls ..."
         read -r n_rps n_err < <(run_https "$url" "$WORK/pki/ca.pem" "")
-        c_rps="-" c_err="-" ratio="-"
-        if ((!NGINX_ONLY)); then
-            say "https_load -c$CONNECTIONS -d$DURATION: $size via crawlcache CONNECT ..."
-            read -r c_rps c_err < <(run_https "$url" "$CC_CA" "127.0.0.1:$CC_PORT")
-            ratio=$(awk -v c="$c_rps" -v n="$n_rps" 'BEGIN { if (n > 0) printf "%.2f", c / n; else print "-" }')
-        fi
-        https_rows+=("$(printf '%-6s %16s %8s %17s %8s %7s %14s' \
-            "$size" "$n_rps" "$n_err" "$c_rps" "$c_err" "$ratio" "$(vmhwm "$CC_PID")")")
+        say "https_load -c$CONNECTIONS -d$DURATION: $size via crawlcache CONNECT ..."
+        read -r c_rps c_err < <(run_https "$url" "$CC_CA" "127.0.0.1:$PORT_crawlcache")
+        ratio=$(awk -v c="$c_rps" -v n="$n_rps" 'BEGIN { if (n > 0) printf "%.2f", c / n; else print "-" }')
+        https_rows+=("$(printf '%-6s %16s %8s %17s %8s %7s %8s' \
+            "$size" "$n_rps" "$n_err" "$c_rps" "$c_err" "$ratio" "$(loadavg)")")
     done
-    tls_line="nginx-tls requests logged during the HTTPS measurements: $(( $(wc -l <"$WORK/nginx-cache.access.log") - tls_lines_before )) (direct runs, plus any crawlcache fetches from it)"
-    if ((!NGINX_ONLY)); then
-        read -r cc_req1 cc_hit1 cc_miss1 cc_reval1 < <(cc_counters)
-        https_cc_line="crawlcache during the HTTPS measurements: $((cc_req1 - cc_req0)) requests, $((cc_hit1 - cc_hit0)) hits, $((cc_miss1 - cc_miss0)) misses, $((cc_reval1 - cc_reval0)) revalidations (GET /stats)"
-    fi
 fi
 
 echo
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, cache hits on loopback, $(nproc) cores"
-printf '%-6s %14s %8s %17s %8s %7s %14s\n' size "nginx req/s" errors "crawlcache req/s" errors ratio "crawlcache RSS"
-printf '%s\n' "${rows[@]}"
-echo "(errors: socket errors + non-2xx/3xx responses; RSS: crawlcache's VmHWM, peak so far)"
-echo "origin requests during the measurements: $origin_hits (0 means both caches served every request)"
+echo "wrk -t$THREADS, -c$CONNECTIONS (hits, revalidations) / -c$MISS_CONNECTIONS (misses), -d$DURATION per peer and cell, $OBJECTS objects per size; $(nproc) cores shared by wrk, the origin and the server"
+echo "load average at start: $START_LOAD; at end of the HTTP table: $END_LOAD"
+header=$(printf '%-6s %-5s' mode size)
+for peer in $PEERS; do header+=$(printf ' %12s' "$peer"); done
+header+=$(printf ' %10s %6s %6s %8s' best ratio load "cc RSS")
+echo "$header"
+printf '%s\n' "${ROWS[@]}"
+echo "(req/s; (!N): N socket errors or non-2xx/3xx answers; best: the fastest peer other than crawlcache"
+echo " (for reval: among peers whose origin requests were >= 90 % answered 304; nginx proxy_cache does not store no-cache responses);"
+echo " ratio: crawlcache / best; load: 1-minute load average when the cell started; cc RSS: crawlcache's VmHWM so far)"
+echo "origin requests during each measured run:"
+printf '  %s\n' "${NOTES[@]}"
 [[ -z $cc_line ]] || echo "$cc_line"
-if ((HTTPS)); then
+if ((${#https_rows[@]})); then
     echo
     echo "HTTPS hit: https_load -c$CONNECTIONS -d$DURATION (keep-alive HTTP/1.1 over TLS), $(nproc) cores shared with the client"
-    printf '%-6s %16s %8s %17s %8s %7s %14s\n' size "nginx-tls req/s" errors "crawlcache req/s" errors ratio "crawlcache RSS"
+    printf '%-6s %16s %8s %17s %8s %7s %8s\n' size "nginx-tls req/s" errors "crawlcache req/s" errors ratio load
     printf '%s\n' "${https_rows[@]}"
     echo "(nginx-tls: nginx serving the files over TLS itself; crawlcache: CONNECT, intercepted TLS, cache hit)"
-    echo "(errors: failed connects/requests, non-2xx responses; RSS: crawlcache's VmHWM, peak so far)"
-    echo "$tls_line"
-    [[ -z $https_cc_line ]] || echo "$https_cc_line"
 fi
