@@ -104,6 +104,13 @@ pub struct CacheConfig {
     /// Largest body stored, in bytes.
     #[serde(deserialize_with = "de_size")]
     pub max_object_size: u64,
+    /// Memory for the bodies of recently served small entries, in bytes
+    /// (0: none). See [`crate::proxy::body_cache`].
+    #[serde(deserialize_with = "de_size")]
+    pub body_memory: u64,
+    /// Largest body kept in `body_memory`, in bytes.
+    #[serde(deserialize_with = "de_size")]
+    pub body_memory_max_object: u64,
     /// Shared-cache semantics (RFC 9111).
     pub shared: bool,
     /// Store and replay `Set-Cookie`.

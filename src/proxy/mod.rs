@@ -9,6 +9,7 @@
 pub mod collapse;
 pub mod exchange;
 pub mod invalidate;
+pub mod body_cache;
 pub mod meta_cache;
 pub mod route;
 pub mod stages;
@@ -84,6 +85,8 @@ pub struct ProxyState {
     pub audit: Arc<crate::audit::AuditLog>,
     /// Decoded stored response heads, so hits skip parsing.
     pub meta_cache: meta_cache::MetaCache,
+    /// Small stored bodies held in memory for hits (`cache.body_memory`).
+    pub body_cache: body_cache::BodyCache,
     /// Set to true at shutdown: client connections (plain and intercepted)
     /// finish their current exchange and close.
     pub closing: tokio::sync::watch::Sender<bool>,
@@ -126,6 +129,7 @@ impl ProxyState {
             closing: tokio::sync::watch::channel(false).0,
             conns: Arc::new(Tasks::default()),
             meta_cache: meta_cache::MetaCache::new(8192),
+            body_cache: body_cache::BodyCache::new(config.cache.body_memory, config.cache.body_memory_max_object),
             robots,
             pacer,
             audit,

@@ -66,19 +66,45 @@ pub fn stored_body(
     }
     match &entry.body {
         Some(_) if is_head => Ok(ProxyBody::empty()),
-        Some(b) => match state.store.open_body(&b.sha256) {
-            Ok(file) => {
+        Some(b) => {
+            if let Some(bytes) = state.body_cache.get(&b.sha256) {
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
-                Ok(ProxyBody::File { file, remaining: b.len })
+                return Ok(ProxyBody::Full(Some(bytes)));
             }
-            Err(e) => {
-                tracing::warn!("stored body for {key} is unusable ({e}); dropping the entry");
-                let _ = state.store.remove_variant(key, &entry.secondary_key);
-                Err(())
+            match state.store.open_body(&b.sha256) {
+                Ok(file) => {
+                    Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                    if state.body_cache.admits(b.len) {
+                        if let Some(bytes) = read_whole(file, b.len) {
+                            state.body_cache.insert(&b.sha256, bytes.clone());
+                            return Ok(ProxyBody::Full(Some(bytes)));
+                        }
+                        // Shorter than the index says: the file reader below
+                        // would abort the response; drop the entry instead.
+                        tracing::warn!("stored body for {key} is shorter than recorded; dropping the entry");
+                        let _ = state.store.remove_variant(key, &entry.secondary_key);
+                        return Err(());
+                    }
+                    Ok(ProxyBody::File { file, remaining: b.len })
+                }
+                Err(e) => {
+                    tracing::warn!("stored body for {key} is unusable ({e}); dropping the entry");
+                    let _ = state.store.remove_variant(key, &entry.secondary_key);
+                    Err(())
+                }
             }
-        },
+        }
         None => Ok(ProxyBody::empty()),
     }
+}
+
+/// Exactly `len` bytes of `file` (a small stored body, almost always in the
+/// page cache, so read synchronously); `None` when it is shorter or unreadable.
+fn read_whole(mut file: std::fs::File, len: u64) -> Option<bytes::Bytes> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(len as usize);
+    (&mut file).take(len).read_to_end(&mut buf).ok()?;
+    (buf.len() as u64 == len).then(|| bytes::Bytes::from(buf))
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).

@@ -1,0 +1,119 @@
+//! Stored bodies kept in memory for cache hits, bounded by bytes.
+//!
+//! A hit on a small entry would otherwise open, read and close its body
+//! file every time: three system calls and a path walk, more than the rest
+//! of the hit costs. Bodies are content-addressed (named by their SHA-256),
+//! so a body held here can never be the wrong one for an entry that names
+//! it: there is nothing to invalidate when entries change or are removed
+//! (the index lookup that comes first decides what is served; this only
+//! replaces the file read).
+
+use bytes::Bytes;
+use std::sync::Mutex;
+
+/// Least-recently-used map from body SHA-256 (hex) to the body's bytes,
+/// holding at most `max_bytes` of bodies, each at most `max_object` bytes.
+pub struct BodyCache {
+    max_bytes: u64,
+    max_object: u64,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    map: lru::LruCache<String, Bytes>,
+    bytes: u64,
+}
+
+impl BodyCache {
+    /// A cache of at most `max_bytes` bytes of bodies, each of at most
+    /// `max_object` bytes (`cache.body_memory`, `cache.body_memory_max_object`).
+    /// `max_bytes = 0` turns it off.
+    pub fn new(max_bytes: u64, max_object: u64) -> BodyCache {
+        BodyCache {
+            max_bytes,
+            max_object: max_object.min(max_bytes),
+            inner: Mutex::new(Inner { map: lru::LruCache::unbounded(), bytes: 0 }),
+        }
+    }
+
+    /// Whether a body of `len` bytes is kept here.
+    pub fn admits(&self, len: u64) -> bool {
+        len > 0 && len <= self.max_object
+    }
+
+    /// The body named `sha256`, if held (and marks it recently used).
+    pub fn get(&self, sha256: &str) -> Option<Bytes> {
+        if self.max_bytes == 0 {
+            return None;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.map.get(sha256).cloned()
+    }
+
+    /// Keeps `body` under `sha256`, evicting the least recently used bodies
+    /// beyond the byte budget. Bodies [`admits`](Self::admits) refuses are
+    /// ignored.
+    pub fn insert(&self, sha256: &str, body: Bytes) {
+        let len = body.len() as u64;
+        if !self.admits(len) {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = inner.map.put(sha256.to_owned(), body) {
+            inner.bytes -= old.len() as u64;
+        }
+        inner.bytes += len;
+        while inner.bytes > self.max_bytes {
+            match inner.map.pop_lru() {
+                Some((_, evicted)) => inner.bytes -= evicted.len() as u64,
+                None => break,
+            }
+        }
+    }
+
+    /// Bytes of bodies held.
+    pub fn bytes(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stays_within_its_byte_budget_evicting_the_least_recently_used() {
+        let c = BodyCache::new(10, 4);
+        c.insert("a", Bytes::from_static(b"aaaa"));
+        c.insert("b", Bytes::from_static(b"bbbb"));
+        assert_eq!(c.get("a").as_deref(), Some(&b"aaaa"[..])); // a is now the most recent
+        c.insert("c", Bytes::from_static(b"cccc"));
+        assert_eq!(c.bytes(), 8);
+        assert!(c.get("b").is_none(), "b was the least recently used");
+        assert!(c.get("a").is_some() && c.get("c").is_some());
+    }
+
+    #[test]
+    fn refuses_bodies_over_the_object_limit_and_empty_ones() {
+        let c = BodyCache::new(100, 4);
+        c.insert("big", Bytes::from_static(b"12345"));
+        c.insert("empty", Bytes::new());
+        assert!(c.get("big").is_none() && c.get("empty").is_none());
+        assert_eq!(c.bytes(), 0);
+    }
+
+    #[test]
+    fn a_zero_budget_holds_nothing() {
+        let c = BodyCache::new(0, 1024);
+        c.insert("a", Bytes::from_static(b"a"));
+        assert!(c.get("a").is_none());
+    }
+
+    #[test]
+    fn replacing_a_body_keeps_the_count_right() {
+        let c = BodyCache::new(100, 10);
+        c.insert("a", Bytes::from_static(b"aaaa"));
+        c.insert("a", Bytes::from_static(b"aaaa"));
+        assert_eq!(c.bytes(), 4);
+    }
+}
