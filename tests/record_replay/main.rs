@@ -9,6 +9,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod scrapy;
+
 use common::*;
 use std::collections::BTreeMap;
 use std::process::Command;
