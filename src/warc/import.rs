@@ -449,3 +449,62 @@ fn header_map(fields: &[Field]) -> http::HeaderMap {
     }
     map
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::writer::WarcWriter;
+    use super::*;
+
+    fn record(w: &mut WarcWriter<Vec<u8>>, kind: &str, id: &str, uri: &str, concurrent: Option<&str>, block: &[u8]) {
+        let mut fields = vec![("WARC-Type", kind), ("WARC-Record-ID", id), ("WARC-Target-URI", uri), ("WARC-Date", "2024-05-01T12:00:00Z")];
+        if let Some(c) = concurrent {
+            fields.push(("WARC-Concurrent-To", c));
+        }
+        w.write_record(&fields, block.len() as u64, &mut &block[..]).unwrap();
+    }
+
+    fn body_of(store: &Store, key: &str) -> Option<(StoredResponse, Option<Vec<u8>>)> {
+        let e = store.lookup(key).unwrap().into_iter().next()?;
+        let body = e.body.as_ref().map(|b| std::fs::read(store.body_path(&b.sha256)).unwrap());
+        Some((StoredResponse::from_bytes(&e.meta).unwrap(), body))
+    }
+
+    #[test]
+    fn responses_pair_with_requests_in_either_order_and_bad_bodies_leave_nothing() {
+        let mut w = WarcWriter::new(Vec::new());
+        // Heritrix order: the response first, its request after, naming it.
+        record(&mut w, "response", "<urn:r1>", "<http://a.test/form>", None,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\nSet-Cookie: s=1\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        record(&mut w, "request", "<urn:q1>", "http://a.test/form", Some("<urn:r1>"), b"POST /form HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nq=1");
+        // A body shorter than its Content-Length.
+        record(&mut w, "request", "<urn:q2>", "http://a.test/x", None, b"GET /x HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        record(&mut w, "response", "<urn:r2>", "http://a.test/x", Some("<urn:q2>"), b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd");
+        // An answer to HEAD: a length, no body.
+        record(&mut w, "request", "<urn:q3>", "http://a.test/h", None, b"HEAD /h HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        record(&mut w, "response", "<urn:r3>", "http://a.test/h", None, b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+        // Not HTTP: ignored.
+        record(&mut w, "response", "<urn:r4>", "dns:a.test", None, b"20240501 a.test. 300 IN A 192.0.2.1");
+        let bytes = w.finish().unwrap();
+
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("t.warc.gz");
+        std::fs::write(&file, &bytes).unwrap();
+        let store = Store::open(&tmp.path().join("data"), 1 << 30).unwrap();
+        let opts = Options { key_rules: Vec::new(), policy: crate::config::Config::defaults().unwrap().policy() };
+        let mut problems = Vec::new();
+        let s = import_file(&store, &file, &opts, &mut |p| problems.push(p), &mut |_| {}).unwrap();
+        assert_eq!(s, Summary { records: 7, imported: 2, skipped: 1 }, "{problems:?}");
+        assert!(problems.len() == 1 && problems[0].contains("cut short") && problems[0].contains("offset"), "{problems:?}");
+
+        let key = format!("record:POST http://a.test/form sha256={}", hex::encode(Sha256::digest(b"q=1")));
+        let (stored, body) = body_of(&store, &key).expect("the POST is keyed by its body's hash");
+        assert_eq!(body.as_deref(), Some(&b"hello"[..]), "de-chunked");
+        assert!(stored.headers.iter().all(|(n, _)| n != "content-length" && n != "transfer-encoding" && n != "set-cookie"), "{:?}", stored.headers);
+        assert_eq!(stored.response_time_ms, 1_714_564_800_000);
+        assert!(body_of(&store, "record:GET http://a.test/x").is_none());
+        let (head, body) = body_of(&store, "record:HEAD http://a.test/h").unwrap();
+        assert_eq!((head.status, body), (200, None));
+        let report = store.verify(false).unwrap();
+        assert!(report.is_clean(), "{report:?}");
+    }
+}
