@@ -81,15 +81,24 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     Ok((status, body.to_string()))
 }
 
+/// An admin answer being read: status, fields, and the body as it arrives.
+pub struct AdminStream {
+    /// The status code.
+    pub status: u16,
+    /// The response fields, names lower-cased.
+    pub fields: Vec<(String, String)>,
+    /// The body: de-chunked, or up to its `Content-Length`, or to the end
+    /// of the connection.
+    pub body: Box<dyn std::io::BufRead>,
+}
+
 /// A streaming exchange with the running proxy's admin endpoints, for
 /// answers too large to hold in memory (`GET /cache/export`): sends `method
-/// path` like [`admin_request`] and returns the status code, the response
-/// fields (names lower-cased) and a reader of the body (de-chunked, or up to
-/// its `Content-Length`, or to the end of the connection). Reads time out
-/// after 300 s without data.
+/// path` like [`admin_request`] and returns the answer as it arrives. Reads
+/// time out after 300 s without data.
 ///
 /// Errors: the proxy cannot be reached, or its answer has no valid head.
-pub fn admin_stream(admin: &Admin, method: &str, path: &str) -> Result<(u16, Vec<(String, String)>, Box<dyn std::io::BufRead>), String> {
+pub fn admin_stream(admin: &Admin, method: &str, path: &str) -> Result<AdminStream, String> {
     use crate::warc::http as wh;
     let addr = admin.addr;
     let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
@@ -109,5 +118,5 @@ pub fn admin_stream(admin: &Admin, method: &str, path: &str) -> Result<(u16, Vec
         Box::new(r)
     };
     let fields = fields.into_iter().map(|(n, v)| (n, String::from_utf8_lossy(&v).into_owned())).collect();
-    Ok((status, fields, body))
+    Ok(AdminStream { status, fields, body })
 }

@@ -93,7 +93,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             if let Some(p) = &args.prefix {
                 path.push_str(&format!("&prefix={}", encode(p)));
             }
-            let (status, headers, mut body) = admin_stream(&admin, "GET", &path)?;
+            let super::access::AdminStream { status, fields: headers, mut body } = admin_stream(&admin, "GET", &path)?;
             if status != 200 {
                 let mut text = String::new();
                 let _ = std::io::Read::read_to_string(&mut body, &mut text);

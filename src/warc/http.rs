@@ -140,8 +140,7 @@ pub fn is_chunked(fields: &[Field]) -> bool {
         .filter(|(n, _)| n == "transfer-encoding")
         .flat_map(|(_, v)| v.split(|&b| b == b','))
         .map(|c| c.trim_ascii())
-        .filter(|c| !c.is_empty())
-        .last()
+        .rfind(|c| !c.is_empty())
         .is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"))
 }
 

@@ -108,7 +108,10 @@ mod tests {
         w.finish().unwrap()
     }
 
-    fn read_all(bytes: &[u8]) -> (Vec<(String, Vec<u8>, u64)>, Vec<String>) {
+    /// (record ID, block, file offset) of each record read.
+    type Records = Vec<(String, Vec<u8>, u64)>;
+
+    fn read_all(bytes: &[u8]) -> (Records, Vec<String>) {
         let mut r = WarcReader::new(Cursor::new(bytes.to_vec())).unwrap();
         let (mut ok, mut errors) = (Vec::new(), Vec::new());
         while let Some(next) = r.next_record() {
