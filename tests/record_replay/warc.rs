@@ -388,3 +388,31 @@ fn import_refuses_a_running_proxy_and_export_says_what_it_wrote() {
     assert_eq!(warcio_index(&warc), vec![("warcinfo".to_string(), String::new())]);
     drop(origin);
 }
+
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let dir = TestDir::new("warc-progress");
+    let origin = Origin::start(site);
+    let (_, warc) = wget_warc(&origin.url("/"), &dir.join("online"), &dir.join("site"));
+    drop(origin);
+    let cfg = config_file(&dir, ALL);
+    // Piped: the summary only.
+    let out = import(&cfg, &dir.subdir("piped"), &[&warc]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains('\r') && !stderr.contains('\x1b') && stderr.lines().count() == 1, "{stderr:?}");
+    // On a terminal (script(1) gives the command a pseudo-terminal): a bar, then the summary.
+    let script = find_tool("script", "SCRIPT", &["/usr/bin/script"], "Install util-linux (bsdutils).");
+    let command = format!(
+        "{} import --config {cfg} --data-dir {} {}",
+        crawlcache_bin().display(),
+        dir.subdir("tty").display(),
+        warc.display()
+    );
+    let mut cmd = Command::new(script);
+    cmd.args(["-qec", &command, "/dev/null"]).env("TERM", "xterm");
+    let out = run_bounded(&mut cmd, Duration::from_secs(60), "script crawlcache import");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("import [") && screen.contains("records read"), "{screen:?}");
+}
