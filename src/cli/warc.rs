@@ -56,9 +56,13 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
         _ => PathBuf::from("."),
     };
     // Written beside the target and renamed into place when complete.
-    let tmp = tempfile::Builder::new()
-        .prefix(".crawlcache-export-")
-        .suffix(".tmp")
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".crawlcache-export-").suffix(".tmp");
+    // The permissions a newly created file gets (0666 less the umask), not
+    // the temporary file's 0600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder
         .tempfile_in(&dir)
         .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
     let (exchanges, records, bytes, skipped) = match open_store(&cfg)? {
