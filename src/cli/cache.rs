@@ -159,7 +159,7 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
 /// Lists the entries passing the filters, one line each, with progress on
 /// stderr when it is a terminal and a one-line summary at the end.
 fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> Result<ExitCode, String> {
-    use std::io::{IsTerminal, Write};
+    use std::io::Write;
     let cfg = load_config(common)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -167,10 +167,10 @@ fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> 
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
             let entries = s.entries().map_err(|e| e.to_string())?;
-            let progress = std::io::stderr().is_terminal();
+            let progress = Progress::new("cache ls", Some(entries.len() as u64), Unit::Items("entries scanned"));
             for (i, e) in entries.iter().enumerate() {
-                if progress && i % 10_000 == 0 && i > 0 {
-                    eprint!("\rcache ls: {i} entries scanned");
+                if i % 1_000 == 0 {
+                    progress.set(i as u64);
                 }
                 if !crate::admin::ls_matches(&e.primary_key, host, prefix) {
                     continue;
@@ -180,9 +180,7 @@ fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> 
                 bytes += e.body.as_ref().map_or(0, |b| b.len);
                 writeln!(out, "{}", crate::admin::ls_line(e, json)).map_err(|e| e.to_string())?;
             }
-            if progress {
-                eprint!("\r");
-            }
+            progress.clear();
         }
         StoreAccess::Daemon(a) => {
             let mut path = String::from("/cache/ls?");
