@@ -21,4 +21,5 @@ pub mod robots;
 pub mod store;
 pub mod tls;
 pub mod units;
+pub mod warc;
 pub mod wire;

@@ -61,6 +61,13 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import scrapy' >/dev/null
         echo "tests/run.sh: warning: pip install scrapy failed; tests/record_replay will fail." >&2
 fi
 
+# tests/record_replay/warc.rs reads exported WARC files with Python warcio.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import warcio' >/dev/null 2>&1; then
+    echo "tests/run.sh: installing the Python module warcio (pip) ..."
+    python3 -m pip install --quiet warcio ||
+        echo "tests/run.sh: warning: pip install warcio failed; tests/record_replay (warc) will fail." >&2
+fi
+
 # The end-to-end crawl serves the Rust book from the toolchain's rust-docs.
 book="$(rustc --print sysroot)/share/doc/rust/html/book/index.html"
 if [[ ! -f $book ]]; then

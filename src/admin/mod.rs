@@ -6,6 +6,9 @@
 //! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
 //! - `POST /cache/purge?url=URL`: removes every variant of a URL.
 //! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
+//! - `GET /cache/export[?host=H&prefix=URL&filename=NAME]`: the stored
+//!   exchanges as a WARC file, streamed ([`crate::warc::export`]); the field
+//!   `crawlcache-export-exchanges` says how many exchanges are planned.
 //! - `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot of an origin.
 //! - `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now (of
 //!   every known origin without `origin`).
@@ -67,6 +70,7 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             },
             None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/purge needs ?url=URL\n".into()),
         },
+        (Method::GET, "/cache/export") => export(state, &query).await,
         (Method::GET, "/robots/show") => match query_param(&query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
             Some(origin) => match state.robots.current(&origin) {
                 Some(rules) => {
@@ -107,6 +111,7 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             StatusCode::NOT_FOUND,
             "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
              Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, POST /cache/purge?url=URL, GET /cache/verify[?repair=1],\n\
+             GET /cache/ls[?host=H&prefix=URL&json=1], GET /cache/export[?host=H&prefix=URL],\n\
              GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
                 .into(),
         ),
@@ -368,5 +373,81 @@ pub fn ls_line(e: &Entry, json: bool) -> String {
         .to_string()
     } else {
         format!("{}\t{bytes}\t{}", status.map(|s| s.to_string()).unwrap_or_else(|| "-".into()), e.primary_key)
+    }
+}
+
+/// `GET /cache/export`: plans the export (a blocking scan of the index),
+/// then streams the WARC file as it is written by a blocking task. A client
+/// that goes away stops the writing. Exchanges left out are logged.
+async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let filter = crate::warc::export::Filter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
+    let filename = query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string());
+    let description = format!("crawlcache export of {} (from the running proxy)", state.config.server.data_dir.display());
+    let store = state.store.clone();
+    let planned = tokio::task::spawn_blocking(move || crate::warc::export::plan(&store, &filter)).await;
+    let (plan, undecodable) = match planned {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n")),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n")),
+    };
+    for u in &undecodable {
+        tracing::warn!("export: leaving out {u}");
+    }
+    let planned = plan.len() + undecodable.len();
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let store = state.store.clone();
+    tokio::task::spawn_blocking(move || {
+        let out = ChannelWriter { tx: tx.clone(), buf: Vec::with_capacity(CHANNEL_CHUNK) };
+        match crate::warc::export::write(&store, &plan, out, &filename, &description, &mut |_| {}) {
+            Ok((mut out, summary)) => {
+                if let Err(e) = std::io::Write::flush(&mut out) {
+                    tracing::warn!("export: the client went away: {e}");
+                } else {
+                    tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
+                }
+            }
+            Err(e) => {
+                tracing::warn!("export stopped: {e}");
+                let _ = tx.blocking_send(Err(e));
+            }
+        }
+    });
+    let mut resp = Response::new(ProxyBody::Channel { rx, len: None });
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/warc"));
+    resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut().insert(crate::cli::warc::EXCHANGES_HEADER, HeaderValue::from(planned));
+    resp
+}
+
+/// Bytes sent per chunk of a streamed admin answer.
+const CHANNEL_CHUNK: usize = 64 * 1024;
+
+/// A blocking writer feeding a streamed response body; fails with
+/// `BrokenPipe` once the client is gone.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    buf: Vec<u8>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHANNEL_CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHANNEL_CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
     }
 }

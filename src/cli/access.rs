@@ -80,3 +80,43 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
     Ok((status, body.to_string()))
 }
+
+/// An admin answer being read: status, fields, and the body as it arrives.
+pub struct AdminStream {
+    /// The status code.
+    pub status: u16,
+    /// The response fields, names lower-cased.
+    pub fields: Vec<(String, String)>,
+    /// The body: de-chunked, or up to its `Content-Length`, or to the end
+    /// of the connection.
+    pub body: Box<dyn std::io::BufRead>,
+}
+
+/// A streaming exchange with the running proxy's admin endpoints, for
+/// answers too large to hold in memory (`GET /cache/export`): sends `method
+/// path` like [`admin_request`] and returns the answer as it arrives. Reads
+/// time out after 300 s without data.
+///
+/// Errors: the proxy cannot be reached, or its answer has no valid head.
+pub fn admin_stream(admin: &Admin, method: &str, path: &str) -> Result<AdminStream, String> {
+    use crate::warc::http as wh;
+    let addr = admin.addr;
+    let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
+        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(300)));
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Length: 0\r\n\r\n")
+        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, s);
+    let head = wh::read_head(&mut r).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+    let (status, fields) = wh::parse_response_head(&head).map_err(|e| format!("malformed answer from the proxy: {e}"))?;
+    let body: Box<dyn std::io::BufRead> = if wh::is_chunked(&fields) {
+        Box::new(std::io::BufReader::new(wh::ChunkedDecoder::new(r)))
+    } else if let Some(n) = wh::content_length(&fields) {
+        Box::new(r.take(n))
+    } else {
+        Box::new(r)
+    };
+    let fields = fields.into_iter().map(|(n, v)| (n, String::from_utf8_lossy(&v).into_owned())).collect();
+    Ok(AdminStream { status, fields, body })
+}

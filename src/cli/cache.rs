@@ -2,6 +2,7 @@
 //! store, directly or through the running proxy ([`super::access`]).
 
 use super::access::{admin_request, encode, open_store, StoreAccess};
+use super::progress::{Progress, Unit};
 use super::{load_config, Common};
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -116,28 +117,41 @@ fn purge(common: &Common, url: &str) -> Result<ExitCode, String> {
 /// or not).
 fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
-    let (clean, text) = match open_store(&cfg)? {
+    // Hashing every body file is the long part: a bar counts them.
+    let progress = Progress::new("cache verify", None, Unit::Items("bodies hashed"));
+    let (clean, text, counts) = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let r = s.verify(repair).map_err(|e| e.to_string())?;
+            let r = s
+                .verify_with_progress(repair, &mut |done, total| {
+                    if done == 1 {
+                        progress.set_total(total);
+                    }
+                    progress.set(done);
+                })
+                .map_err(|e| e.to_string())?;
             s.flush().map_err(|e| e.to_string())?;
-            (r.is_clean(), serde_json::to_string_pretty(&r).unwrap_or_default())
+            let counts = (r.entries_checked, r.bodies_checked);
+            (r.is_clean(), serde_json::to_string_pretty(&r).unwrap_or_default(), counts)
         }
         StoreAccess::Daemon(a) => {
+            progress.message(format!("(the running proxy at {} is checking)", a.addr));
             let path = if repair { "/cache/verify?repair=1" } else { "/cache/verify" };
             let (_, body) = admin_request(&a, "GET", path)?;
             let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
-            (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default())
+            let counts = (v["report"]["entries_checked"].as_u64().unwrap_or(0), v["report"]["bodies_checked"].as_u64().unwrap_or(0));
+            (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default(), counts)
         }
     };
     outln!("{text}");
+    let checked = format!("{} entries, {} bodies checked", counts.0, counts.1);
     if clean {
-        eprintln!("cache verify: every invariant holds");
+        progress.finish(&format!("cache verify: every invariant holds ({checked})"));
         Ok(ExitCode::SUCCESS)
     } else if repair {
-        eprintln!("cache verify: problems were found and repaired (see the report)");
+        progress.finish(&format!("cache verify: problems were found and repaired (see the report; {checked})"));
         Ok(ExitCode::from(1))
     } else {
-        eprintln!("cache verify: invariants are broken (see the report); run with --repair to fix");
+        progress.finish(&format!("cache verify: invariants are broken (see the report; {checked}); run with --repair to fix"));
         Ok(ExitCode::from(1))
     }
 }
@@ -145,7 +159,7 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
 /// Lists the entries passing the filters, one line each, with progress on
 /// stderr when it is a terminal and a one-line summary at the end.
 fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> Result<ExitCode, String> {
-    use std::io::{IsTerminal, Write};
+    use std::io::Write;
     let cfg = load_config(common)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -153,10 +167,10 @@ fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> 
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
             let entries = s.entries().map_err(|e| e.to_string())?;
-            let progress = std::io::stderr().is_terminal();
+            let progress = Progress::new("cache ls", Some(entries.len() as u64), Unit::Items("entries scanned"));
             for (i, e) in entries.iter().enumerate() {
-                if progress && i % 10_000 == 0 && i > 0 {
-                    eprint!("\rcache ls: {i} entries scanned");
+                if i % 1_000 == 0 {
+                    progress.set(i as u64);
                 }
                 if !crate::admin::ls_matches(&e.primary_key, host, prefix) {
                     continue;
@@ -166,9 +180,7 @@ fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> 
                 bytes += e.body.as_ref().map_or(0, |b| b.len);
                 writeln!(out, "{}", crate::admin::ls_line(e, json)).map_err(|e| e.to_string())?;
             }
-            if progress {
-                eprint!("\r");
-            }
+            progress.clear();
         }
         StoreAccess::Daemon(a) => {
             let mut path = String::from("/cache/ls?");

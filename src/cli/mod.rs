@@ -2,7 +2,7 @@
 //! per subcommand, one file per command group.
 //!
 //! - [`serve`]: run the proxy.
-//! - [`cache`]: `cache stats|show|purge|verify`.
+//! - [`cache`]: `cache stats|show|ls|purge|verify`.
 //! - [`robots`]: `robots check|batch` (files, no data directory) and
 //!   `robots show|refresh` (snapshots in the data directory).
 //! - [`audit`]: `audit skips`.
@@ -10,6 +10,8 @@
 //!   roots); `ca --init` creates it, plain `ca` never does.
 //! - [`config`]: `config --defaults` prints the embedded default configuration.
 //! - [`completions`]: shell completion scripts.
+//! - [`warc`]: `export --warc FILE` and `import FILE...` (WARC files).
+//! - [`progress`]: progress bars on a terminal, for any long command.
 //! - [`access`]: opening the data directory directly, or through the running
 //!   proxy's admin endpoints when it holds the index.
 //!
@@ -49,8 +51,10 @@ pub mod ca;
 pub mod cache;
 pub mod completions;
 pub mod config;
+pub mod progress;
 pub mod robots;
 pub mod serve;
+pub mod warc;
 
 /// The parsed command line.
 #[derive(Parser)]
@@ -86,6 +90,18 @@ pub enum Command {
     Config(config::ConfigArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// Write the stored exchanges (cache entries and records) to a WARC/1.1 file.
+    ///
+    /// One request and one response record per exchange, each record its own
+    /// gzip member; works whether or not the proxy runs. Exit 1 when an
+    /// exchange had to be left out (a body missing or corrupt).
+    Export(warc::ExportArgs),
+    /// Load the responses of WARC files into the record store for `serve --offline`.
+    ///
+    /// Reads plain and gzip WARC files (wget --warc-file, warcio, crawlcache
+    /// export). A malformed or truncated record is reported with its offset
+    /// and skipped (exit 1); the proxy must be stopped.
+    Import(warc::ImportArgs),
 }
 
 /// Options every command that reads the data directory takes.
@@ -111,6 +127,8 @@ pub fn run(command: Command) -> ExitCode {
         Command::Audit(command) => audit::run(command),
         Command::Config(args) => config::run(args),
         Command::Completions(args) => completions::run(args),
+        Command::Export(args) => warc::export(args),
+        Command::Import(args) => warc::import(args),
     };
     match result {
         Ok(code) => code,

@@ -498,11 +498,17 @@ impl Store {
     /// every body file, so it reads the whole store. Other operations wait
     /// while it runs. Errors: `Io` / `Index` when the store cannot be read.
     pub fn verify(&self, repair: bool) -> Result<VerifyReport, StoreError> {
+        self.verify_with_progress(repair, &mut |_, _| {})
+    }
+
+    /// [`Store::verify`], calling `progress(hashed, total)` after each body
+    /// file is hashed (for a progress bar).
+    pub fn verify_with_progress(&self, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
         let inner = &self.inner;
         let _m = inner.maintenance.write().unwrap_or_else(|e| e.into_inner());
         inner.apply_touches();
         inner.reap();
-        verify::run(inner, repair)
+        verify::run(inner, repair, progress)
     }
 
     /// A named sled tree in the same index, for other persistent state that

@@ -66,7 +66,8 @@ impl VerifyReport {
 
 
 /// Runs verify with the maintenance lock held exclusively by the caller.
-pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreError> {
+/// `progress(hashed, total)` is called after each body file is hashed.
+pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
     let index = &inner.index;
     let blobs = &inner.blobs;
     let pinned = blobs.all_pinned();
@@ -76,10 +77,13 @@ pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreErro
     let mut files: HashMap<Hash, (PathBuf, u64)> = HashMap::new();
     let mut corrupt: BTreeMap<Hash, PathBuf> = BTreeMap::new();
     let mut strays: Vec<PathBuf> = Vec::new();
-    for f in blobs.walk()? {
+    let walked = blobs.walk()?;
+    let total = walked.iter().filter(|f| matches!(f, BodyFile::Valid(..))).count() as u64;
+    for f in walked {
         match f {
             BodyFile::Valid(h, path) => {
                 report.bodies_checked += 1;
+                progress(report.bodies_checked, total);
                 let (digest, len) = hash_file(&path).map_err(io_err("read body", &path))?;
                 if digest == h {
                     files.insert(h, (path, len));

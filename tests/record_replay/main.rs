@@ -4,10 +4,12 @@
 //! (301, 302, 307 without freshness, a trailing-slash redirect), `private`,
 //! `no-cache`, a 404, a form's POST. `no-store` only with `record.no_store`.
 //! With `mode = "cacheable"` the offline run misses exactly the responses
-//! the cache may not store.
+//! the cache may not store. `warc.rs`: WARC export and import of the same
+//! site.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod warc;
 
 mod scrapy;
 
@@ -37,6 +39,7 @@ fn site(req: &RecordedRequest) -> Reply {
              <a href=\"/dir\">d</a> <a href=\"/private\">p</a> <a href=\"/nocache\">n</a> \
              <a href=\"/nostore\">s</a> <a href=\"/missing\">m</a> \
              <a href=\"/news?id=1&amp;utm_source=feed\">u1</a> <a href=\"/news?utm_medium=mail&amp;id=1\">u2</a> \
+             <a href=\"/chunked\">k</a> \
              </body></html>"
                 .to_string(),
         ),
@@ -48,6 +51,8 @@ fn site(req: &RecordedRequest) -> Reply {
         ("GET", "/a") | ("GET", "/b") | ("GET", "/c") => page(&[], format!("<html>page {path}</html>")),
         // The same page whatever the tracking parameters say.
         ("GET", "/news") => page(&[], "<html>news 1</html>".into()),
+        // Framed by the chunked coding: stored and replayed de-chunked.
+        ("GET", "/chunked") => Reply::chunked(200, &[("Content-Type", "text/html")], &[b"<html>chunked ", b"page</html>"], true),
         ("GET", "/private") => page(&[("Cache-Control", "private, max-age=600")], "<html>private</html>".into()),
         ("GET", "/nocache") => page(&[("Cache-Control", "no-cache")], "<html>no-cache</html>".into()),
         ("GET", "/nostore") => page(&[("Cache-Control", "no-store")], "<html>no-store</html>".into()),

@@ -1,0 +1,205 @@
+//! `crawlcache export --warc FILE` and `crawlcache import FILE...`: the
+//! store's exchanges to a WARC/1.1 file and WARC files into the record
+//! store (formats in [`crate::warc`]).
+//!
+//! `export` reads the store directly when the proxy is stopped and streams
+//! the file from the running proxy's `GET /cache/export` otherwise.
+//! `import` writes to the store and so needs the proxy stopped.
+
+use super::access::{admin_stream, encode, open_store, StoreAccess};
+use super::progress::{Progress, Unit};
+use super::{load_config, Common};
+use crate::warc::{export, import};
+use clap::Args;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `crawlcache export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// The WARC file to write (gzip-compressed, one member per record).
+    #[arg(long, value_name = "FILE.warc.gz")]
+    pub warc: PathBuf,
+    /// Only exchanges for this host.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Only exchanges whose URL starts with this prefix.
+    #[arg(long)]
+    pub prefix: Option<String>,
+}
+
+/// `crawlcache import`.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// WARC files (`.warc`, `.warc.gz`), as wget `--warc-file`, warcio or
+    /// `crawlcache export` write them.
+    #[arg(required = true, value_name = "FILE.warc[.gz]")]
+    pub files: Vec<PathBuf>,
+}
+
+/// The header of `GET /cache/export` giving how many exchanges the proxy
+/// is about to write.
+pub const EXCHANGES_HEADER: &str = "crawlcache-export-exchanges";
+
+/// Writes the WARC file; exit 1 when an exchange had to be left out.
+pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
+    let cfg = load_config(&args.common)?;
+    let filter = export::Filter { host: args.host.clone(), prefix: args.prefix.clone() };
+    let filename = args.warc.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = match args.warc.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // Written beside the target and renamed into place when complete.
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".crawlcache-export-").suffix(".tmp");
+    // The permissions a newly created file gets (0666 less the umask), not
+    // the temporary file's 0600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder
+        .tempfile_in(&dir)
+        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+    let (exchanges, records, bytes, skipped) = match open_store(&cfg)? {
+        StoreAccess::Direct(store) => {
+            let (plan, undecodable) = export::plan(&store, &filter).map_err(|e| e.to_string())?;
+            let progress = Progress::new("export", Some(plan.len() as u64), Unit::Items("exchanges"));
+            for u in &undecodable {
+                progress.println(&format!("export: leaving out {u}"));
+            }
+            let description = format!("crawlcache export of {}", cfg.server.data_dir.display());
+            let out = std::io::BufWriter::new(tmp.as_file());
+            let result = export::write(&store, &plan, out, &filename, &description, &mut |n| progress.set(n));
+            let (out, summary) = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    progress.finish(&format!("export: failed after writing part of {}", args.warc.display()));
+                    return Err(format!("cannot write {}: {e}", args.warc.display()));
+                }
+            };
+            drop(out);
+            for s in &summary.skipped {
+                progress.println(&format!("export: left out {s}"));
+            }
+            progress.clear();
+            (summary.exchanges, summary.records, summary.bytes, summary.skipped.len() as u64 + undecodable.len() as u64)
+        }
+        StoreAccess::Daemon(admin) => {
+            let mut path = format!("/cache/export?filename={}", encode(&filename));
+            if let Some(h) = &args.host {
+                path.push_str(&format!("&host={}", encode(h)));
+            }
+            if let Some(p) = &args.prefix {
+                path.push_str(&format!("&prefix={}", encode(p)));
+            }
+            let super::access::AdminStream { status, fields: headers, mut body } = admin_stream(&admin, "GET", &path)?;
+            if status != 200 {
+                let mut text = String::new();
+                let _ = std::io::Read::read_to_string(&mut body, &mut text);
+                return Err(format!("the running proxy refused the export ({status}): {}", text.trim()));
+            }
+            let planned: u64 = headers.iter().find(|(n, _)| n == EXCHANGES_HEADER).and_then(|(_, v)| v.trim().parse().ok()).unwrap_or(0);
+            let progress = Progress::new("export", None, Unit::Bytes);
+            progress.message(format!("from the running proxy at {}", admin.addr));
+            let mut out = std::io::BufWriter::new(tmp.as_file());
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut bytes = 0u64;
+            loop {
+                let n = match std::io::Read::read(&mut body, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        progress.finish("export: failed");
+                        return Err(format!("the running proxy's export ended early ({e}); see its log"));
+                    }
+                };
+                out.write_all(&buf[..n]).map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
+                bytes += n as u64;
+                progress.set(bytes);
+            }
+            out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
+            drop(out);
+            progress.clear();
+            // Count what arrived: each exchange is one response record.
+            let (responses, records) = count_records(tmp.path()).map_err(|e| format!("cannot read back {}: {e}", tmp.path().display()))?;
+            let skipped = planned.saturating_sub(responses);
+            if skipped > 0 {
+                eprintln!("export: the proxy left out {skipped} exchange(s) (see its log)");
+            }
+            (responses, records, bytes, skipped)
+        }
+    };
+    tmp.as_file().sync_all().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
+    tmp.persist(&args.warc).map_err(|e| format!("cannot write {}: {}", args.warc.display(), e.error))?;
+    eprintln!(
+        "export: {exchanges} exchanges ({records} records) written to {}, {bytes} bytes; {skipped} skipped",
+        args.warc.display()
+    );
+    Ok(if skipped > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// (response records, all records) in the WARC file at `path`.
+fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
+    let mut r = crate::warc::reader::WarcReader::open(path)?;
+    let (mut responses, mut records) = (0, 0);
+    while let Some(next) = r.next_record() {
+        match next {
+            Ok(head) => {
+                records += 1;
+                responses += u64::from(head.record_type() == "response");
+            }
+            Err(e) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())),
+        }
+    }
+    Ok((responses, records))
+}
+
+/// Imports the files; exit 1 when a record was skipped or a file could not
+/// be read.
+pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
+    let cfg = load_config(&args.common)?;
+    let dir = &cfg.server.data_dir;
+    let store = match crate::store::Store::open(dir, cfg.cache.max_size) {
+        Ok(s) => s,
+        Err(crate::store::StoreError::InUse { .. }) => {
+            return Err(format!(
+                "the data directory {} is in use by a running crawlcache; stop it first (import writes to the store directly), then start it again",
+                dir.display()
+            ))
+        }
+        Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display())),
+    };
+    let opts = import::Options { key_rules: cfg.cache.key_rules.clone(), policy: cfg.policy() };
+    let sizes: Vec<u64> = args.files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).collect();
+    let progress = Progress::new("import", Some(sizes.iter().sum()), Unit::Bytes);
+    let mut total = import::Summary::default();
+    let mut unreadable = 0u64;
+    let mut done_before = 0u64;
+    for (file, size) in args.files.iter().zip(&sizes) {
+        progress.message(file.display().to_string());
+        let result = import::import_file(&store, file, &opts, &mut |line| progress.println(&format!("import: {line}")), &mut |pos| {
+            progress.set(done_before + pos)
+        });
+        match result {
+            Ok(s) => total.add(&s),
+            Err(e) => {
+                unreadable += 1;
+                progress.println(&format!("import: cannot read {}: {e}", file.display()));
+            }
+        }
+        done_before += size;
+    }
+    store.flush().map_err(|e| format!("cannot write the cache index in {}: {e}", dir.display()))?;
+    let files = if unreadable > 0 { format!(" ({unreadable} file(s) unreadable)") } else { String::new() };
+    progress.finish(&format!(
+        "import: {} records read, {} imported, {} skipped{files}",
+        total.records, total.imported, total.skipped
+    ));
+    Ok(if total.skipped > 0 || unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}

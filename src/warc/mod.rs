@@ -1,0 +1,102 @@
+//! WARC files (ISO 28500, WARC/1.1): the exchanges crawlcache holds written
+//! out for other tools, and crawls archived by other tools (wget
+//! `--warc-file`, warcio, Heritrix) read in for offline replay.
+//!
+//! - [`reader`]: a streaming reader of plain WARC files and gzip-compressed
+//!   ones (one gzip member per record, or the whole file in one member). A
+//!   truncated or malformed record is reported with its byte offset and
+//!   skipped; reading goes on at the next record.
+//! - [`writer`]: writes records, each as its own gzip member (the form
+//!   `.warc.gz` tools expect, so a record can be read from its offset alone).
+//! - [`http`]: the `application/http` blocks of request and response
+//!   records: heads, chunked transfer coding, bodies.
+//! - [`export`]: the store's exchanges (HTTP-cache entries and records, SPEC
+//!   section 6) as `warcinfo`, `request` and `response` records.
+//! - [`import`]: `response` records (with their `request` records) into the
+//!   record store, bodies into the content-addressed store.
+//!
+//! Digests (`WARC-Block-Digest`, `WARC-Payload-Digest`) are written as
+//! `sha256:` and the RFC 4648 base32 form of the digest (with padding), the
+//! form warcio computes itself and compares with (it also reads hex and
+//! base64, and wget writes `sha1:` in base32). Dates (`WARC-Date`) are RFC
+//! 3339 UTC to the second, as WARC/1.1 section 5.4 shows them.
+
+pub mod export;
+pub mod http;
+pub mod import;
+pub mod reader;
+pub mod writer;
+
+use sha2::{Digest, Sha256};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The extension field crawlcache writes on the `request` and `response`
+/// records of a request with a body (a form's POST): the lower-case hex
+/// SHA-256 of that body, which is the record key's `sha256=` (the body
+/// itself is not kept, only its hash). Read back by [`import`] when the
+/// request record carries no body.
+pub const REQUEST_BODY_SHA256: &str = "Crawlcache-Request-Body-SHA256";
+
+/// `sha256:` and the base32 form (RFC 4648 section 6, upper case, padded)
+/// of the SHA-256 `digest`, as a WARC digest field value.
+pub fn sha256_label(digest: &[u8]) -> String {
+    format!("sha256:{}", data_encoding::BASE32.encode(digest))
+}
+
+/// The WARC digest field value of the SHA-256 of `bytes`.
+pub fn sha256_label_of(bytes: &[u8]) -> String {
+    sha256_label(&Sha256::digest(bytes))
+}
+
+/// A WARC-Date (RFC 3339 UTC, whole seconds: `2024-05-01T12:00:00Z`) for
+/// `ms` milliseconds since the Unix epoch.
+pub fn warc_date(ms: u64) -> String {
+    let t = time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds((ms / 1000) as i64);
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+/// Milliseconds since the Unix epoch of a WARC-Date (RFC 3339, with or
+/// without fractional seconds, any offset); `None` when it is not one.
+pub fn parse_warc_date(s: &str) -> Option<u64> {
+    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339).ok()?;
+    let ms = t.unix_timestamp_nanos() / 1_000_000;
+    u64::try_from(ms).ok()
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as u64
+}
+
+/// A new `WARC-Record-ID`: a random (version 4) UUID URN in angle brackets.
+pub fn new_record_id() -> String {
+    format!("<urn:uuid:{}>", uuid::Uuid::new_v4())
+}
+
+/// A WARC field value that names a URI or record ID, without the angle
+/// brackets WARC/1.0 writers (wget) put around `WARC-Target-URI`.
+pub fn strip_angle_brackets(v: &str) -> &str {
+    let v = v.trim();
+    v.strip_prefix('<').and_then(|x| x.strip_suffix('>')).unwrap_or(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_base32_sha256_as_warcio_computes_them() {
+        // sha256("") in base32, as Python's base64.b32encode(hashlib.sha256(b"").digest()) gives.
+        assert_eq!(sha256_label_of(b""), "sha256:4OYMIQUY7QOBJGX36TEJS35ZEQT24QPEMSNZGTFESWMRW6CSXBKQ====");
+    }
+
+    #[test]
+    fn dates_round_trip_to_the_second() {
+        assert_eq!(warc_date(1_700_000_000_999), "2023-11-14T22:13:20Z");
+        assert_eq!(parse_warc_date("2023-11-14T22:13:20Z"), Some(1_700_000_000_000));
+        assert_eq!(parse_warc_date("2023-11-14T22:13:20.5Z"), Some(1_700_000_000_500));
+        assert_eq!(parse_warc_date("yesterday"), None);
+        assert_eq!(strip_angle_brackets(" <http://a/> "), "http://a/");
+        assert_eq!(strip_angle_brackets("http://a/"), "http://a/");
+    }
+}

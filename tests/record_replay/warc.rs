@@ -1,0 +1,418 @@
+//! WARC export and import (issue 12 item 7):
+//! - the recorded crawl exported with `crawlcache export --warc`, read back
+//!   by Python `warcio` (index, check with digests, payload digests
+//!   recomputed), one response per recorded exchange; imported into an
+//!   empty store it replays the crawl offline byte for byte; exported again
+//!   through the running proxy's admin endpoint;
+//! - wget's own `--warc-file` of the site, imported, replays the crawl
+//!   offline byte for byte with no 504 (chunked bodies de-chunked);
+//! - a WARC with a malformed record, a corrupt gzip member and a truncated
+//!   end: the good records import, each bad one is reported at its offset,
+//!   the store verifies clean.
+
+use super::common::*;
+use super::{gateway_timeouts, site, wget, ALL};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Reads each record of a WARC with warcio (independently of crawlcache):
+/// one JSON object per record with its type, target URI, HTTP status,
+/// payload length and whether the payload's SHA-256 equals its
+/// `WARC-Payload-Digest` (base32, hex or base64, as warcio accepts).
+const WARCIO_PAYLOADS: &str = r#"
+import sys, json, hashlib, base64
+from warcio.archiveiterator import ArchiveIterator
+with open(sys.argv[1], 'rb') as f:
+    for rec in ArchiveIterator(f):
+        out = {'type': rec.rec_type, 'uri': rec.rec_headers.get_header('WARC-Target-URI')}
+        if rec.rec_type == 'response':
+            payload = rec.raw_stream.read()
+            digest = rec.rec_headers.get_header('WARC-Payload-Digest') or ''
+            algo, _, value = digest.partition(':')
+            mine = hashlib.new(algo, payload).digest()
+            out.update(status=rec.http_headers.get_statuscode(), len=len(payload), algo=algo,
+                       digest_ok=value in (base64.b32encode(mine).decode(), mine.hex()))
+        print(json.dumps(out))
+"#;
+
+fn python() -> PathBuf {
+    find_tool("python3", "PYTHON", &["/usr/bin/python3"], "Install Python 3 and `pip install warcio` (tests/run.sh does).")
+}
+
+/// Runs `python3 args...`, bounded.
+fn run_python(args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(python());
+    cmd.args(args);
+    run_bounded(&mut cmd, Duration::from_secs(120), &format!("python3 {}", args.join(" ")))
+}
+
+/// `warcio check -v FILE` must exit 0 and pass the digests of every record.
+fn assert_warcio_checks(file: &Path, records: usize) {
+    let f = file.to_str().unwrap();
+    let out = run_python(&["-m", "warcio.cli", "check", "-v", f]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "warcio check {f}: {}\n{text}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("fail"), "{text}");
+    assert_eq!(text.matches("digest pass").count(), records, "every record's digests are checked and pass:\n{text}");
+}
+
+/// The records of `file` as warcio reads them.
+fn warcio_records(file: &Path) -> Vec<serde_json::Value> {
+    let out = run_python(&["-c", WARCIO_PAYLOADS, file.to_str().unwrap()]);
+    assert!(out.status.success(), "warcio read {}: {}\n{}", file.display(), out.status, String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `warcio index` must read the file: (WARC-Type, WARC-Target-URI) per record.
+fn warcio_index(file: &Path) -> Vec<(String, String)> {
+    let out = run_python(&["-m", "warcio.cli", "index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
+    assert!(out.status.success(), "warcio index: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            (v["warc-type"].as_str().unwrap_or("").to_string(), v["warc-target-uri"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+/// The recorded entries of a stopped store: (record key, URL).
+fn recorded(data: &Path) -> Vec<(String, String)> {
+    let out = crawlcache_cmd(&["cache", "ls", "--json", "--data-dir", data.to_str().unwrap()], Duration::from_secs(30));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["record"].as_bool() == Some(true))
+        .map(|v| (v["key"].as_str().unwrap().to_string(), v["url"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+fn config_file(dir: &TestDir, toml: &str) -> String {
+    let path = dir.join("crawlcache.toml");
+    std::fs::write(&path, toml).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// `crawlcache import` with the configuration `cfg` into `data`.
+fn import(cfg: &str, data: &Path, files: &[&Path]) -> std::process::Output {
+    let mut args = vec!["import", "--config", cfg, "--data-dir", data.to_str().unwrap()];
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    crawlcache_cmd(&args, Duration::from_secs(120))
+}
+
+/// The numbers of the import summary line `N records read, M imported, K skipped`.
+fn import_summary(stderr: &str) -> (u64, u64, u64) {
+    let line = stderr.lines().rev().find(|l| l.contains("records read")).unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    (nums[0], nums[1], nums[2])
+}
+
+/// Online crawl through a recording proxy (record.mode = "all"), plus the
+/// form's POST; returns the files wget saved and the POST's answer.
+fn record_crawl(dir: &TestDir, data: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, Vec<u8>, String, Origin) {
+    let origin = Origin::start(site);
+    let proxy = Proxy::start_with_config(data, ALL, &[]);
+    let start = origin.url("/");
+    let (online, log) = wget(&start, &proxy.url(), &dir.join("online"));
+    assert!(online.len() >= 9, "{log}");
+    let post = send_request(proxy.addr(), "POST", &origin.url("/form"), &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    assert_eq!(post.status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.stop_cleanly();
+    (online, post.body, start, origin)
+}
+
+#[test]
+fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
+    let dir = TestDir::new("warc-export");
+    let data = dir.subdir("data");
+    let (online, post_online, start, origin) = record_crawl(&dir, &data);
+    let form = origin.url("/form");
+    drop(origin);
+    let cfg = config_file(&dir, ALL);
+    let warc = dir.join("crawl.warc.gz");
+    let out = crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--config", &cfg, "--data-dir", data.to_str().unwrap()], Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(" exchanges (") && stderr.contains("; 0 skipped"), "{stderr}");
+
+    // One response per recorded exchange; the target URIs are the recorded URLs.
+    let records = recorded(&data);
+    let recorded_urls: BTreeSet<String> = records.iter().map(|(_, u)| u.clone()).collect();
+    let index = warcio_index(&warc);
+    assert_eq!(index.first().map(|r| r.0.as_str()), Some("warcinfo"));
+    let responses: Vec<&str> = index.iter().filter(|r| r.0 == "response").map(|r| r.1.as_str()).collect();
+    let requests = index.iter().filter(|r| r.0 == "request").count();
+    assert_eq!(responses.len(), records.len(), "one response per record:\n{index:?}\n{records:?}");
+    assert_eq!(requests, records.len());
+    assert_eq!(responses.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(), recorded_urls);
+    assert!(recorded_urls.iter().any(|u| u.ends_with("/chunked")) && recorded_urls.iter().any(|u| u.ends_with("/form")));
+
+    // warcio verifies every block and payload digest; the payload digests
+    // recomputed here agree, and the bodies are the stored ones.
+    assert_warcio_checks(&warc, index.len());
+    let read = warcio_records(&warc);
+    let resp: Vec<&serde_json::Value> = read.iter().filter(|r| r["type"] == "response").collect();
+    assert_eq!(resp.len(), records.len());
+    for r in &resp {
+        assert_eq!(r["algo"], "sha256", "{r}");
+        assert_eq!(r["digest_ok"], true, "{r}");
+    }
+    let chunked = resp.iter().find(|r| r["uri"].as_str().unwrap().ends_with("/chunked")).unwrap();
+    assert_eq!(chunked["len"].as_u64(), Some(b"<html>chunked page</html>".len() as u64), "stored de-chunked: {chunked}");
+    let r302 = resp.iter().find(|r| r["uri"].as_str().unwrap().ends_with("/r302")).unwrap();
+    assert_eq!(r302["status"], "302");
+
+    // Imported into an empty store, the export replays the crawl offline.
+    let data2 = dir.subdir("imported");
+    let out = import(&cfg, &data2, &[&warc]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (read_n, imported, skipped) = import_summary(&stderr);
+    assert_eq!((read_n, imported, skipped), (index.len() as u64, records.len() as u64, 0), "{stderr}");
+    assert_eq!(
+        recorded(&data2).into_iter().map(|(k, _)| k).collect::<BTreeSet<_>>(),
+        records.iter().map(|(k, _)| k.clone()).collect::<BTreeSet<_>>(),
+        "the same record keys, the POST's body hash included"
+    );
+    assert_cache_verifies(&data2);
+    let offline = Proxy::start_with_config(&data2, ALL, &["--offline"]);
+    let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed"));
+    let mut expected = online.clone();
+    expected.retain(|p, _| !p.ends_with("nostore"));
+    assert_trees_equal(&expected, &replayed, "offline replay of the imported export vs the online crawl");
+    assert_eq!(gateway_timeouts(&log), 1, "only /nostore (never recorded) is 504:\n{log}");
+    let post = send_request(offline.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    assert_eq!(post.status, 200, "{}", post.describe());
+    assert_eq!(post.body, post_online);
+
+    // Export through the running proxy (it holds the index): the same exchanges.
+    let warc2 = dir.join("from-proxy.warc.gz");
+    let out = crawlcache_cmd(&["export", "--warc", warc2.to_str().unwrap(), "--config", &cfg, "--data-dir", data2.to_str().unwrap()], Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("{} exchanges", records.len())) && stderr.contains("; 0 skipped"), "{stderr}");
+    let index2 = warcio_index(&warc2);
+    assert_eq!(
+        index2.iter().filter(|r| r.0 == "response").map(|r| r.1.clone()).collect::<BTreeSet<_>>(),
+        recorded_urls,
+        "{index2:?}"
+    );
+    assert_warcio_checks(&warc2, index2.len());
+    offline.stop_cleanly();
+}
+
+/// `wget -r --warc-file=BASE` straight at the origin (no proxy); returns
+/// the files saved and the path of `BASE.warc.gz`.
+fn wget_warc(start: &str, out: &Path, base: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
+    std::fs::create_dir_all(out).unwrap();
+    let mut cmd = Command::new(wget_bin());
+    cmd.args(["--no-config", "-r", "-nH", "-e", "robots=off", "--no-verbose", "--tries=1", "--timeout=10", "--no-proxy"])
+        .arg(format!("--warc-file={}", base.display()))
+        .arg("-P")
+        .arg(out)
+        .arg(start);
+    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"] {
+        cmd.env_remove(var);
+    }
+    let o = run_bounded(&mut cmd, Duration::from_secs(120), "wget -r --warc-file");
+    assert!(matches!(o.status.code(), Some(0) | Some(8)), "wget exited {:?}:\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    let warc = PathBuf::from(format!("{}.warc.gz", base.display()));
+    assert!(warc.is_file(), "wget wrote no {}", warc.display());
+    (read_tree(out), warc)
+}
+
+#[test]
+fn a_wget_warc_imported_replays_the_crawl_offline_byte_identical() {
+    let dir = TestDir::new("warc-wget-import");
+    let origin = Origin::start(site);
+    let start = origin.url("/");
+    let (online, warc) = wget_warc(&start, &dir.join("online"), &dir.join("site"));
+    assert!(online.len() >= 10 && online.keys().any(|p| p.ends_with("chunked")), "{:?}", online.keys());
+    drop(origin);
+
+    let cfg = config_file(&dir, ALL);
+    let data = dir.subdir("data");
+    let out = import(&cfg, &data, &[&warc]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (_, imported, skipped) = import_summary(&stderr);
+    assert_eq!(skipped, 0, "{stderr}");
+    // Every response wget got (redirect hops and the 404 included).
+    let responses = warcio_index(&warc).into_iter().filter(|r| r.0 == "response").count() as u64;
+    assert_eq!(imported, responses, "{stderr}");
+    assert_cache_verifies(&data);
+
+    let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
+    let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed"));
+    assert_trees_equal(&online, &replayed, "offline replay of wget's WARC vs wget's own crawl");
+    assert_eq!(gateway_timeouts(&log), 0, "{log}");
+    let chunked = offline.get(&format!("{start}chunked"), &[]);
+    assert_eq!(chunked.header("content-length"), Some("25"), "de-chunked, with its length: {}", chunked.describe());
+    assert!(chunked.cache_status().unwrap_or_default().contains("key=\"record:GET"), "{}", chunked.describe());
+    offline.stop_cleanly();
+}
+
+/// The gzip members of `file`: (offset, compressed length, decompressed bytes).
+fn gzip_members(file: &[u8]) -> Vec<(usize, usize, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < file.len() {
+        let mut rest = &file[at..];
+        let before = rest.len();
+        let mut text = Vec::new();
+        flate2::bufread::GzDecoder::new(&mut rest).read_to_end(&mut text).unwrap();
+        let len = before - rest.len();
+        out.push((at, len, text));
+        at += len;
+    }
+    out
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// The member holding the response record for the URL ending in `path`.
+fn response_member(members: &[(usize, usize, Vec<u8>)], path: &str) -> usize {
+    members
+        .iter()
+        .position(|(_, _, text)| {
+            let head = String::from_utf8_lossy(&text[..text.len().min(1024)]).into_owned();
+            head.contains("WARC-Type: response") && head.lines().any(|l| l.starts_with("WARC-Target-URI") && l.trim_end().trim_end_matches('>').ends_with(path))
+        })
+        .unwrap_or_else(|| panic!("no response record for {path}"))
+}
+
+#[test]
+fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
+    let dir = TestDir::new("warc-bad-input");
+    let origin = Origin::start(site);
+    let (_, warc) = wget_warc(&origin.url("/"), &dir.join("online"), &dir.join("site"));
+    drop(origin);
+    let good = std::fs::read(&warc).unwrap();
+    let members = gzip_members(&good);
+    let malformed = response_member(&members, "/a");
+    let corrupt = response_member(&members, "/b");
+    let truncated = response_member(&members, "/chunked").max(response_member(&members, "/nocache"));
+    assert!(malformed < truncated && corrupt < truncated);
+
+    // Rebuild the file: one record with a field line that has no colon, one
+    // gzip member whose deflate data is garbled, and the file cut in the
+    // middle of a later record.
+    let mut bad = Vec::new();
+    let mut offsets = BTreeMap::new();
+    for (i, (at, len, text)) in members.iter().enumerate() {
+        offsets.insert(i, bad.len());
+        if i == malformed {
+            let broken = String::from_utf8_lossy(text).replacen("WARC-Type: response\r\n", "WARC-Type: response\r\nthis line has no colon\r\n", 1);
+            bad.extend(gzip(broken.as_bytes()));
+        } else if i == corrupt {
+            let mut m = good[*at..at + len].to_vec();
+            for b in &mut m[12..len - 10] {
+                *b ^= 0x55;
+            }
+            bad.extend(m);
+        } else if i == truncated {
+            bad.extend(&good[*at..at + len / 2]);
+            break;
+        } else {
+            bad.extend(&good[*at..at + len]);
+        }
+    }
+    let bad_file = dir.join("bad.warc.gz");
+    std::fs::write(&bad_file, &bad).unwrap();
+
+    let cfg = config_file(&dir, ALL);
+    let data = dir.subdir("data");
+    let out = import(&cfg, &data, &[&bad_file]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "a skipped record makes the exit status 1:\n{stderr}");
+    for (what, i) in [("malformed", malformed), ("corrupt", corrupt), ("truncated", truncated)] {
+        let needle = format!("record at offset {}:", offsets[&i]);
+        assert!(stderr.lines().any(|l| l.contains(&needle) && l.contains("skipped")), "the {what} record is reported ({needle}):\n{stderr}");
+    }
+    assert!(stderr.contains("without a colon") && stderr.contains("does not decompress") && stderr.contains("cut short"), "{stderr}");
+    let (_, imported, skipped) = import_summary(&stderr);
+    assert_eq!(skipped, 3, "{stderr}");
+    assert!(imported >= 5, "{stderr}");
+    assert!(stderr.lines().last().unwrap_or("").contains("records read"), "the summary comes last:\n{stderr}");
+
+    // The good records are there, the bad ones are not; nothing half-written.
+    let keys: BTreeSet<String> = recorded(&data).into_iter().map(|(k, _)| k).collect();
+    let has = |path: &str| keys.iter().any(|k| k.ends_with(path));
+    assert!(has("/") && has("/r301") && has("/r302") && has("/dir/"), "{keys:?}");
+    assert!(!has("/a") && !has("/b"), "{keys:?}");
+    // The two tracking-parameter spellings of /news share one key.
+    assert_eq!(keys.len() as u64, imported - 1, "{keys:?}");
+    assert_cache_verifies(&data);
+    let leftovers = std::fs::read_dir(data.join("tmp")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(leftovers, 0, "no temporary body left behind");
+}
+
+#[test]
+fn import_refuses_a_running_proxy_and_export_says_what_it_wrote() {
+    let dir = TestDir::new("warc-locked");
+    let data = dir.subdir("data");
+    let origin = Origin::start(site);
+    let running = Proxy::start_with_config(&data, ALL, &[]);
+    assert_eq!(running.get(&origin.url("/a"), &[]).status, 200);
+    std::thread::sleep(Duration::from_millis(200));
+    let empty = dir.join("empty.warc");
+    std::fs::write(&empty, b"").unwrap();
+    let cfg = config_file(&dir, ALL);
+    let out = import(&cfg, &data, &[&empty]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("in use by a running crawlcache") && stderr.contains("stop it first"), "{stderr}");
+    running.stop_cleanly();
+    // Stopped, an empty file imports nothing and succeeds; a missing one fails.
+    let out = import(&cfg, &data, &[&empty]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"));
+    let out = import(&cfg, &data, &[&dir.join("missing.warc.gz")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"), "{}", String::from_utf8_lossy(&out.stderr));
+    // --host filters the export.
+    let warc = dir.join("none.warc.gz");
+    let out = crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--host", "example.org", "--data-dir", data.to_str().unwrap()], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 exchanges (1 records)"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(warcio_index(&warc), vec![("warcinfo".to_string(), String::new())]);
+    drop(origin);
+}
+
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let dir = TestDir::new("warc-progress");
+    let origin = Origin::start(site);
+    let (_, warc) = wget_warc(&origin.url("/"), &dir.join("online"), &dir.join("site"));
+    drop(origin);
+    let cfg = config_file(&dir, ALL);
+    // Piped: the summary only.
+    let out = import(&cfg, &dir.subdir("piped"), &[&warc]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains('\r') && !stderr.contains('\x1b') && stderr.lines().count() == 1, "{stderr:?}");
+    // On a terminal (script(1) gives the command a pseudo-terminal): a bar, then the summary.
+    let script = find_tool("script", "SCRIPT", &["/usr/bin/script"], "Install util-linux (bsdutils).");
+    let command = format!(
+        "{} import --config {cfg} --data-dir {} {}",
+        crawlcache_bin().display(),
+        dir.subdir("tty").display(),
+        warc.display()
+    );
+    let mut cmd = Command::new(script);
+    cmd.args(["-qec", &command, "/dev/null"]).env("TERM", "xterm");
+    let out = run_bounded(&mut cmd, Duration::from_secs(60), "script crawlcache import");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("import [") && screen.contains("records read"), "{screen:?}");
+}
