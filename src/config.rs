@@ -28,6 +28,9 @@ pub struct Config {
     pub record: crate::record::RecordConfig,
     /// `[robots]`: robots.txt snapshots, enforcement, politeness.
     pub robots: crate::robots::settings::RobotsConfig,
+    /// `[fleet]`: what a fleet of nodes shares through Redis and a bucket
+    /// (empty `redis_url`: single node).
+    pub fleet: crate::fleet::config::FleetConfig,
 }
 
 /// `[server]`: where the proxy listens and keeps its data.
@@ -442,6 +445,7 @@ impl Config {
         }
         self.robots.validate()?;
         self.record.validate()?;
+        self.fleet.validate()?;
         Ok(())
     }
 
