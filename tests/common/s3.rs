@@ -93,11 +93,14 @@ impl S3Server {
         assert_eq!(r.status, 200, "creating bucket {}: {}", self.bucket, r.describe());
     }
 
-    /// Overwrites object `key` with `bytes` (an unsigned PUT, which moto
-    /// accepts): to damage a body the way a broken store would.
+    /// Overwrites object `key` with `bytes`, to damage a body the way a
+    /// broken store would. The request names the test credentials' access
+    /// key in its `Authorization` (moto checks no signature, but refuses an
+    /// anonymous overwrite of an object another principal wrote).
     pub fn put_object(&self, key: &str, bytes: &[u8]) {
         let addr = ([127, 0, 0, 1], self.port).into();
-        let r = send_request(addr, "PUT", &format!("/{}/{key}", self.bucket), &[], bytes);
+        let auth = format!("AWS4-HMAC-SHA256 Credential={}/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00", TEST_CREDENTIALS[0].1);
+        let r = send_request(addr, "PUT", &format!("/{}/{key}", self.bucket), &[("Authorization", &auth)], bytes);
         assert_eq!(r.status, 200, "PUT {key}: {}", r.describe());
     }
 }

@@ -29,6 +29,8 @@ fn crawl_delay_1_spaces_thirty_requests_from_three_nodes_one_second_apart() {
     pages.sort_by_key(|r| r.arrived);
     let gaps: Vec<Duration> = pages.windows(2).map(|w| w[1].arrived - w[0].arrived).collect();
     let min = gaps.iter().min().copied().unwrap_or_default();
+    let span = pages[pages.len() - 1].arrived - pages[0].arrived;
+    eprintln!("fleet pacing: 30 requests over {span:?}, smallest gap {min:?}");
     assert!(
         min + TOLERANCE >= Duration::from_secs(1),
         "every two requests to the origin are at least 1 s apart (less {TOLERANCE:?}); smallest gap {min:?}; gaps {gaps:?}"
