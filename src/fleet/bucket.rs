@@ -115,9 +115,14 @@ impl Bucket {
             .with_access_key_id(key.trim())
             .with_secret_access_key(secret.trim())
             .with_http_connector(HyperConnector(service))
-            // One attempt: a failing bucket marks the engine down instead of
-            // holding requests through object_store's retries.
-            .with_retry(RetryConfig { backoff: BackoffConfig::default(), max_retries: 0, retry_timeout: config.timeout });
+            // One retry at most (a pooled connection the server closed), then
+            // a failing bucket marks the engine down instead of holding
+            // requests through object_store's default ten retries.
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig { init_backoff: Duration::from_millis(50), max_backoff: Duration::from_millis(200), base: 2.0 },
+                max_retries: 1,
+                retry_timeout: config.timeout,
+            });
         if let Ok(token) = std::env::var("AWS_SESSION_TOKEN") {
             if !token.trim().is_empty() {
                 builder = builder.with_token(token.trim());
@@ -129,6 +134,20 @@ impl Bucket {
         }
         let store = builder.build().map_err(|e| format!("configuration keys `fleet.s3_*`: {e}"))?;
         Ok(Bucket { store: Arc::new(store), timeout: config.timeout, health: Health::new("bucket"), name: config.s3_bucket.trim().to_string() })
+    }
+
+    /// Asks the bucket for an object that does not exist: an answer (found
+    /// or not) means it is reachable. For the health probe.
+    pub async fn probe(&self) -> Result<(), FleetError> {
+        let path = ObjectPath::from("bodies/crawlcache-probe");
+        match tokio::time::timeout(self.timeout, self.store.head(&path)).await {
+            Ok(Ok(_)) | Ok(Err(object_store::Error::NotFound { .. })) => {
+                self.health.succeeded();
+                Ok(())
+            }
+            Ok(Err(e)) => Err(self.failed("HEAD", &e.to_string())),
+            Err(_) => Err(self.failed("HEAD", "no answer in time")),
+        }
     }
 
     /// The bucket's name, for logs.

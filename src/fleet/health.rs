@@ -73,6 +73,7 @@ impl Health {
 
     /// Records a successful operation; logs the recovery after a failure.
     pub fn succeeded(&self) {
+        self.down_until_ms.store(0, Ordering::Relaxed);
         if !self.up.swap(true, Ordering::Relaxed) {
             tracing::info!(engine = self.engine, "fleet: {} answers again; sharing with the fleet again", self.engine);
         }
@@ -93,5 +94,6 @@ mod tests {
         assert_eq!(h.errors.load(Ordering::Relaxed), 1);
         h.succeeded();
         assert!(h.is_up());
+        assert!(h.allows(), "an answer (the probe's) opens it at once");
     }
 }

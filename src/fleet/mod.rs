@@ -39,6 +39,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// While an engine is down, asks it every [`health::RETRY_AFTER`] (PING;
+/// HEAD of an object that does not exist) so that the node reconnects and
+/// shares again as soon as it answers, not at the first request after.
+/// Ends when the fleet is dropped.
+async fn probe(fleet: std::sync::Weak<Fleet>) {
+    loop {
+        tokio::time::sleep(health::RETRY_AFTER).await;
+        let Some(f) = fleet.upgrade() else { return };
+        if !f.redis.health.is_up() {
+            let _ = f.redis.query::<String>(::redis::cmd("PING")).await;
+        }
+        if let Some(b) = f.bucket.as_ref().filter(|b| !b.health.is_up()) {
+            let _ = b.probe().await;
+        }
+    }
+}
+
 /// One node's view of the fleet.
 pub struct Fleet {
     /// `[fleet]`.
@@ -88,7 +105,7 @@ impl Fleet {
             "fleet mode: sharing robots.txt state and Crawl-delay pacing through Redis{}",
             if bucket.is_some() { ", stored responses through the bucket" } else { "" }
         );
-        Ok(Some(Arc::new(Fleet {
+        let fleet = Arc::new(Fleet {
             config: fc.clone(),
             node,
             redis,
@@ -101,7 +118,9 @@ impl Fleet {
             robots_identity: keys::identity_id(&config.robots.user_agent, &config.robots.agent),
             tier: tier::TierState::default(),
             tokens: AtomicU64::new(0),
-        })))
+        });
+        tokio::spawn(probe(Arc::downgrade(&fleet)));
+        Ok(Some(fleet))
     }
 
     /// A lock value no other holder uses: node, process, counter, time.

@@ -119,7 +119,7 @@ impl Redis {
         self.timeout
     }
 
-    async fn conn(&self) -> Result<Conn, String> {
+    async fn conn(&self) -> Result<Conn, redis::RedisError> {
         match &self.target {
             Target::Single(m) => Ok(Conn::Single(m.clone())),
             Target::Cluster { client, conn } => {
@@ -127,7 +127,7 @@ impl Redis {
                 if let Some(c) = guard.as_ref() {
                     return Ok(Conn::Cluster(c.clone()));
                 }
-                let c = client.get_async_connection().await.map_err(|e| format!("connecting to the Redis Cluster: {e}"))?;
+                let c = client.get_async_connection().await?;
                 *guard = Some(c.clone());
                 Ok(Conn::Cluster(c))
             }
@@ -135,19 +135,31 @@ impl Redis {
     }
 
     /// Runs `op` on a connection within the timeout, unless Redis failed a
-    /// moment ago ([`FleetError::Down`]). `what` names the operation in the
-    /// warning a failure logs.
+    /// moment ago ([`FleetError::Down`]). An operation that meets a dropped
+    /// connection is sent once more on the new connection the client makes
+    /// (the first command after Redis came back meets the old one). `what`
+    /// names the operation in the warning a failure logs.
     async fn run<T, F, Fut>(&self, what: &str, op: F) -> Result<T, FleetError>
     where
-        F: FnOnce(Conn) -> Fut,
+        F: Fn(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         if !self.health.allows() {
             return Err(FleetError::Down);
         }
         let attempt = async {
-            let conn = self.conn().await?;
-            op(conn).await.map_err(|e| e.to_string())
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let conn = self.conn().await.map_err(|e| format!("connecting: {e}"))?;
+                match op(conn).await {
+                    Ok(v) => return Ok(v),
+                    Err(e) if tries == 1 && (e.is_io_error() || e.is_unrecoverable_error() || e.is_connection_dropped()) => {
+                        self.forget_connection().await;
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
         };
         match tokio::time::timeout(self.timeout, attempt).await {
             Ok(Ok(v)) => {
@@ -166,6 +178,14 @@ impl Redis {
         }
     }
 
+    /// Makes the next command connect anew (the connection manager of a
+    /// single Redis reconnects by itself).
+    async fn forget_connection(&self) {
+        if let Target::Cluster { conn, .. } = &self.target {
+            *conn.lock().await = None;
+        }
+    }
+
     /// Sends one command and converts its reply.
     pub async fn query<T: FromRedisValue + Send>(&self, cmd: Cmd) -> Result<T, FleetError> {
         let name = cmd.args_iter().next().map(|a| match a {
@@ -173,13 +193,14 @@ impl Redis {
             _ => "command".into(),
         });
         let what = name.unwrap_or_else(|| "command".into());
+        let cmd = &cmd;
         self.run(&what, move |mut c| async move { cmd.query_async::<T>(&mut c).await }).await
     }
 
     /// Runs a Lua script with `keys` and `args` (EVALSHA, loading it on
     /// first use).
     pub async fn script<T: FromRedisValue + Send>(&self, script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> Result<T, FleetError> {
-        self.run("EVALSHA", move |mut c| async move {
+        self.run("EVALSHA", |mut c| async move {
             let mut inv = script.prepare_invoke();
             for k in keys {
                 inv.key(*k);

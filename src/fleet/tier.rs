@@ -23,7 +23,8 @@
 //!   when nothing is stored.
 //! - Publishing ([`publish_later`]): every response the node stores (and
 //!   every 304 freshening) is published in the background, off the request
-//!   path, at most [`PUBLISH_CONCURRENCY`] at a time.
+//!   path, at most [`PUBLISH_CONCURRENCY`] at a time, tried up to
+//!   [`PUBLISH_ATTEMPTS`] times a second apart when an engine fails.
 //!
 //! Whatever fails on the way (Redis, the bucket, a record or a body that
 //! does not check out) leaves the request on its single-node path: local
@@ -50,6 +51,9 @@ pub const POLL: Duration = Duration::from_millis(50);
 
 /// Publications running at once (each uploads at most one body).
 pub const PUBLISH_CONCURRENCY: usize = 16;
+
+/// Attempts to publish one variant before giving up on it.
+pub const PUBLISH_ATTEMPTS: u32 = 3;
 
 /// Publications queued at most; more are dropped (and counted) rather than
 /// held in memory while the bucket is slow.
@@ -234,8 +238,16 @@ pub fn publish_later(fleet: &Arc<Fleet>, primary: &str, secondary_key: &[u8]) {
     let (f, p, sk) = (fleet.clone(), primary.to_string(), secondary_key.to_vec());
     tokio::spawn(async move {
         let permit = f.tier.permits.acquire().await;
-        if let Err(e) = f.publish(&p, &sk).await {
-            tracing::debug!("fleet: {p} not published: {e}");
+        // An engine that failed a moment ago gets up to two more chances,
+        // a second apart (it may be reconnecting after an outage).
+        for attempt in 1..=PUBLISH_ATTEMPTS {
+            match f.publish(&p, &sk).await {
+                Ok(()) => break,
+                Err(e) if attempt < PUBLISH_ATTEMPTS && !matches!(e, FleetError::Invalid(_)) => {
+                    tokio::time::sleep(super::health::RETRY_AFTER).await;
+                }
+                Err(e) => tracing::debug!("fleet: {p} not published: {e}"),
+            }
         }
         drop(permit);
         f.tier.queued.fetch_sub(1, Ordering::Relaxed);

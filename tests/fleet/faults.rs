@@ -21,6 +21,18 @@ fn metric(fleet: &Fleet, i: usize, line_start: &str) -> String {
     m.lines().find(|l| l.starts_with(line_start)).unwrap_or_else(|| panic!("no metric {line_start} on node {i}:\n{m}")).to_string()
 }
 
+/// Waits (bounded) until every node reports `key` (`redis_up`,
+/// `bucket_up`) true in `/stats`.
+fn wait_up(fleet: &Fleet, key: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    for i in 0..3 {
+        while fleet.fleet_stats(i)[key] != serde_json::Value::Bool(true) {
+            assert!(std::time::Instant::now() < deadline, "node {i} did not report {key} within 15 s:\n{}", fleet.nodes[i].stderr_tail(20));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 /// Requests `path` through every node; each must be 200 with the origin's body.
 fn all_nodes_serve(fleet: &Fleet, origin: &Origin, path: &str) -> Vec<Response> {
     (0..3)
@@ -59,9 +71,10 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     assert!(fleet.fleet_stats(0)["redis_errors"].as_u64().unwrap_or(0) >= 1);
     assert!(fleet.nodes[0].stderr().contains("fleet: redis unusable"), "a warning says so");
 
-    // Redis comes back (empty): the nodes share again, without a restart.
+    // Redis comes back (empty): the nodes reconnect by themselves and share
+    // again, without a restart.
     fleet.redis.start_again();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_up(&fleet, "redis_up");
     let before = fleet.counter(0, "published");
     assert_eq!(fleet.get(0, &origin.url("/after-redis")).status, 200);
     fleet.wait_counter(0, "published", before + 1, Duration::from_secs(10));
@@ -87,7 +100,7 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     // The bucket comes back, empty: records pointing at lost bodies are
     // dropped, and new pages are shared again.
     fleet.s3.as_mut().expect("bucket").start_again();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_up(&fleet, "bucket_up");
     let before = fleet.counter(0, "published");
     assert_eq!(fleet.get(0, &origin.url("/after-s3")).status, 200);
     fleet.wait_counter(0, "published", before + 1, Duration::from_secs(10));
