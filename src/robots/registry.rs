@@ -25,6 +25,12 @@
 //!
 //! Times: a fetch is stamped with the `now` of the call that started it
 //! (the request time), so snapshot ages follow the caller's clock.
+//!
+//! Fleet mode: with [`RobotsRegistry::set_shared`], every fetch goes through
+//! a [`SharedSnapshots`] (`crate::fleet::robots`), which either fetches for
+//! the whole fleet or hands over the snapshot another node fetched. What it
+//! gives is kept and persisted here like a fetch, so the node carries on
+//! alone from its local copies when the shared place is gone.
 
 use super::fetch::{apply_fetch, fetch_robots, RobotsFetch};
 use super::identity::fetch_identity;
