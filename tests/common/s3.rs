@@ -4,7 +4,8 @@
 //! drop. [`S3Server::stop`] and [`S3Server::start_again`] take it away and
 //! bring it back (empty, bucket created again) on the same port.
 //!
-//! moto is used because it installs from PyPI in seconds (pure Python) and
+//! moto is used because it installs from PyPI without a compiler (pure
+//! Python; about two minutes into a fresh venv, mostly download) and
 //! speaks the S3 REST protocol object_store's client uses (SigV4-signed
 //! path-style requests, multipart uploads); it accepts any credentials.
 
