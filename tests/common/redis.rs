@@ -2,7 +2,8 @@
 //! persistence, no daemon, its folder in a [`TestDir`]), stopped on drop;
 //! [`RedisServer::stop`] and [`RedisServer::start_again`] take it away and
 //! bring it back on the same port, for fault tests; [`RedisServer::cli`]
-//! runs `redis-cli` against it.
+//! runs `redis-cli` against it. [`RedisCluster`]: three of them joined into
+//! a Redis Cluster (`redis-cli --cluster create`, no replicas).
 
 use std::fs;
 use std::path::PathBuf;
@@ -22,14 +23,21 @@ pub struct RedisServer {
     port: u16,
     dir: TestDir,
     bin: PathBuf,
+    extra_args: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts `redis-server` on a free port and waits (up to 10 s) until it
     /// answers PING. Panics naming what to install when it is missing.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with extra `redis-server` arguments.
+    pub fn start_with(extra_args: &[&str]) -> RedisServer {
         let bin = find_tool("redis-server", "CRAWLCACHE_REDIS_SERVER", &["/usr/bin/redis-server", "/usr/sbin/redis-server"], REDIS_HINT);
-        let mut r = RedisServer { child: None, port: free_port(), dir: TestDir::new("redis"), bin };
+        let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
+        let mut r = RedisServer { child: None, port: free_port(), dir: TestDir::new("redis"), bin, extra_args };
         r.start_again();
         r
     }
@@ -61,6 +69,7 @@ impl RedisServer {
             let child = Command::new(&self.bin)
                 .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .args(["--daemonize", "no", "--protected-mode", "no", "--logfile", log.to_str().unwrap_or("redis.log")])
+                .args(&self.extra_args)
                 .arg("--dir")
                 .arg(self.dir.path())
                 .stdin(Stdio::null())
@@ -127,5 +136,47 @@ impl Drop for RedisServer {
                 eprintln!("[harness] redis-server log (tail):\n{}", super::process::tail(&text, 20));
             }
         }
+    }
+}
+
+/// Three `redis-server`s joined into a Redis Cluster (16384 slots over three
+/// primaries, no replicas), stopped on drop.
+pub struct RedisCluster {
+    pub servers: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three cluster-enabled servers, joins them and waits (up to
+    /// 20 s) until every one reports `cluster_state:ok`.
+    pub fn start() -> RedisCluster {
+        let servers: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_with(&["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"]))
+            .collect();
+        let addrs: Vec<String> = servers.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addrs.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        servers[0].cli(&args);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for s in &servers {
+            while !s.cli(&["cluster", "info"]).contains("cluster_state:ok") {
+                assert!(Instant::now() < deadline, "the Redis Cluster did not reach cluster_state:ok within 20 s");
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        RedisCluster { servers }
+    }
+
+    /// The seed list for `fleet.redis_url`, as TOML: `["redis://...", ...]`.
+    pub fn urls_toml(&self) -> String {
+        let v: Vec<String> = self.servers.iter().map(|s| format!("\"redis://127.0.0.1:{}\"", s.port())).collect();
+        format!("[{}]", v.join(", "))
+    }
+
+    /// Keys matching `pattern` over all primaries, sorted.
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut v: Vec<String> = self.servers.iter().flat_map(|s| s.keys(pattern)).collect();
+        v.sort();
+        v
     }
 }

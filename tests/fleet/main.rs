@@ -10,6 +10,7 @@
 //!   nodes make one origin fetch; a damaged body in the bucket is discarded.
 //! - [`pace`]: `Crawl-delay: 1` holds for the fleet as a whole.
 //! - [`faults`]: Redis, then the bucket, stopped mid-crawl and restarted.
+//! - [`cluster`]: the same sharing over a three-primary Redis Cluster.
 //!
 //! The tests run one at a time (they measure request spacing and stop
 //! servers); each takes seconds, the pacing one about 30 s.
@@ -19,6 +20,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cluster;
 mod faults;
 mod pace;
 mod robots;

@@ -22,9 +22,10 @@ pub struct Fleet {
     _dir: TestDir,
 }
 
-/// The `[fleet]` (and any `extra`) configuration of node `name`.
-pub fn node_config(redis: &RedisServer, s3: Option<&S3Server>, name: &str, extra: &str) -> String {
-    let mut c = format!("{extra}\n[fleet]\nredis_url = \"{}\"\nnode = \"{name}\"\ntimeout = \"500ms\"\n", redis.url());
+/// The `[fleet]` (and any `extra`) configuration of node `name`;
+/// `redis_url` is the TOML value (a string, or a list for a cluster).
+pub fn node_config(redis_url: &str, s3: Option<&S3Server>, name: &str, extra: &str) -> String {
+    let mut c = format!("{extra}\n[fleet]\nredis_url = {redis_url}\nnode = \"{name}\"\ntimeout = \"500ms\"\n");
     if let Some(s) = s3 {
         c.push_str(&format!("s3_endpoint = \"{}\"\ns3_bucket = \"{}\"\ns3_region = \"us-east-1\"\n", s.endpoint(), s.bucket()));
     }
@@ -40,7 +41,7 @@ impl Fleet {
         let dir = TestDir::new(label);
         let nodes = ["a", "b", "c"]
             .iter()
-            .map(|n| Proxy::start_with_config_env(&dir.subdir(n), &node_config(&redis, s3.as_ref(), n, extra), &TEST_CREDENTIALS))
+            .map(|n| Proxy::start_with_config_env(&dir.subdir(n), &node_config(&format!("\"{}\"", redis.url()), s3.as_ref(), n, extra), &TEST_CREDENTIALS))
             .collect();
         Fleet { nodes, redis, s3, _dir: dir }
     }
