@@ -513,6 +513,24 @@ mod tests {
     }
 
     #[test]
+    fn fleet_mode_is_off_by_default_and_its_keys_are_read() {
+        use crate::fleet::config::RedisUrl;
+        let c = Config::defaults().unwrap();
+        assert_eq!(c.fleet.redis_url, RedisUrl::None, "single node unless redis_url is set");
+        assert!(!c.fleet.has_bucket());
+        let c = Config::from_sources(Some((
+            Path::new("f.toml"),
+            "[fleet]\nredis_url = \"redis://127.0.0.1:6379/0\"\ns3_endpoint = \"http://127.0.0.1:9000\"\ns3_bucket = \"b\"\ns3_region = \"eu-west-1\"\nnode = \"n1\"\n",
+        )))
+        .unwrap();
+        assert_eq!(c.fleet.redis_url, RedisUrl::Single("redis://127.0.0.1:6379/0".into()));
+        assert!(c.fleet.has_bucket());
+        assert_eq!((c.fleet.s3_region.as_str(), c.fleet.node_name().as_str()), ("eu-west-1", "n1"));
+        let e = Config::from_sources(Some((Path::new("f.toml"), "[fleet]\ns3_bucket = \"b\"\n"))).unwrap_err();
+        assert!(e.0.contains("f.toml") && e.0.contains("fleet.redis_url"), "{e}");
+    }
+
+    #[test]
     fn user_file_overrides_only_its_keys() {
         let c = Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmax_size = \"1MiB\"\n"))).unwrap();
         assert_eq!(c.cache.max_size, 1024 * 1024);
