@@ -28,6 +28,9 @@ pub struct Config {
     pub record: crate::record::RecordConfig,
     /// `[robots]`: robots.txt snapshots, enforcement, politeness.
     pub robots: crate::robots::settings::RobotsConfig,
+    /// `[fleet]`: what a fleet of nodes shares through Redis and a bucket
+    /// (empty `redis_url`: single node).
+    pub fleet: crate::fleet::config::FleetConfig,
 }
 
 /// `[server]`: where the proxy listens and keeps its data.
@@ -449,6 +452,7 @@ impl Config {
         }
         self.robots.validate()?;
         self.record.validate()?;
+        self.fleet.validate()?;
         Ok(())
     }
 
@@ -513,6 +517,24 @@ mod tests {
         assert_eq!(c.cache.max_size, 10 * 1024 * 1024 * 1024);
         assert!(c.cache.shared);
         assert_eq!(c.cache.max_stale_on_error, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn fleet_mode_is_off_by_default_and_its_keys_are_read() {
+        use crate::fleet::config::RedisUrl;
+        let c = Config::defaults().unwrap();
+        assert_eq!(c.fleet.redis_url, RedisUrl::None, "single node unless redis_url is set");
+        assert!(!c.fleet.has_bucket());
+        let c = Config::from_sources(Some((
+            Path::new("f.toml"),
+            "[fleet]\nredis_url = \"redis://127.0.0.1:6379/0\"\ns3_endpoint = \"http://127.0.0.1:9000\"\ns3_bucket = \"b\"\ns3_region = \"eu-west-1\"\nnode = \"n1\"\n",
+        )))
+        .unwrap();
+        assert_eq!(c.fleet.redis_url, RedisUrl::Single("redis://127.0.0.1:6379/0".into()));
+        assert!(c.fleet.has_bucket());
+        assert_eq!((c.fleet.s3_region.as_str(), c.fleet.node_name().as_str()), ("eu-west-1", "n1"));
+        let e = Config::from_sources(Some((Path::new("f.toml"), "[fleet]\ns3_bucket = \"b\"\n"))).unwrap_err();
+        assert!(e.0.contains("f.toml") && e.0.contains("fleet.redis_url"), "{e}");
     }
 
     #[test]

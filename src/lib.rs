@@ -13,6 +13,7 @@ pub mod audit;
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod fleet;
 pub mod fsutil;
 pub mod metrics;
 pub mod proxy;

@@ -14,6 +14,9 @@ missing=()
 command -v nginx >/dev/null 2>&1 || missing+=(nginx)
 command -v wget >/dev/null 2>&1 || missing+=(wget)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# tests/fleet starts its own redis-server (and uses redis-cli, same package
+# family) on loopback ports.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
@@ -25,7 +28,8 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     log=$(mktemp)
     # Keep the packages' maintainer scripts from starting a system nginx on
-    # port 80: the tests run their own, on loopback ports.
+    # port 80 or a system Redis on 6379: the tests run their own, on
+    # loopback ports.
     made_policy=
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
@@ -66,6 +70,14 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import warcio' >/dev/null
     echo "tests/run.sh: installing the Python module warcio (pip) ..."
     python3 -m pip install --quiet warcio ||
         echo "tests/run.sh: warning: pip install warcio failed; tests/record_replay (warc) will fail." >&2
+fi
+
+# tests/fleet runs an S3-compatible server: moto's, from PyPI (pure Python,
+# installs in seconds; run as `python3 -m moto.server`).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import moto.server, flask, werkzeug' >/dev/null 2>&1; then
+    echo "tests/run.sh: installing moto[server] (pip) for the fleet tests ..."
+    python3 -m pip install --quiet "moto[server]" ||
+        echo "tests/run.sh: warning: pip install moto[server] failed; tests/fleet will fail." >&2
 fi
 
 # The end-to-end crawl serves the Rust book from the toolchain's rust-docs.

@@ -246,6 +246,9 @@ pub fn prometheus(state: &ProxyState) -> String {
         "# HELP crawlcache_evictions_total Entries evicted by the size budget.\n# TYPE crawlcache_evictions_total counter\ncrawlcache_evictions_total {}",
         s.evictions
     );
+    if let Some(f) = &state.fleet {
+        out.push_str(&f.prometheus());
+    }
     out
 }
 
@@ -266,6 +269,7 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "data_dir": state.config.server.data_dir.display().to_string(),
         "store": state.store.stats(),
         "proxy": counters,
+        "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
     })
 }
 

@@ -90,6 +90,11 @@ pub struct Exchange {
     /// The URL as requested (normalised), when `cache.key_rules` made the
     /// primary key differ from it.
     pub exact_url: Option<String>,
+    /// Whether the fleet tier was consulted for this request (fleet mode).
+    pub fleet_checked: bool,
+    /// Whether the fleet tier filled the local store for this request: its
+    /// hit says `detail=fleet`.
+    pub from_fleet: bool,
 }
 
 impl Exchange {
@@ -125,6 +130,8 @@ impl Exchange {
             lookups: 0,
             status: CacheStatus::default(),
             exact_url: None,
+            fleet_checked: false,
+            from_fleet: false,
         }
     }
 
@@ -228,6 +235,8 @@ impl Exchange {
             lookups: 0,
             status: CacheStatus::default(),
             exact_url: self.exact_url.clone(),
+            fleet_checked: false,
+            from_fleet: false,
         }
     }
 }

@@ -97,6 +97,9 @@ pub struct ProxyState {
     pub invalidations: invalidate::Invalidations,
     /// Requests addressed to crawlcache itself.
     pub endpoints: SelfEndpoints,
+    /// Fleet mode (`[fleet]`): what this node shares with the others;
+    /// `None` on a single node.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 impl ProxyState {
@@ -114,11 +117,21 @@ impl ProxyState {
         let upstream = origin_client(&config)?;
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crate::robots::politeness::Pacer::new());
+        // Fleet mode: robots.txt snapshots shared through Redis.
+        let fleet = crate::fleet::Fleet::start(&config, &store)?;
+        if let Some(f) = &fleet {
+            robots.set_shared(Arc::new(crate::fleet::robots::FleetRobots { fleet: f.clone() }));
+        }
         if config.robots.honor_crawl_delay {
-            // A robots.txt fetch counts as a request to its origin.
-            let (p, min) = (pacer.clone(), config.robots.min_delay);
+            // A robots.txt fetch counts as a request to its origin (for the
+            // fleet as a whole in fleet mode).
+            let (p, min, f) = (pacer.clone(), config.robots.min_delay, fleet.clone());
             robots.set_fetch_hook(Arc::new(move |o: &crate::robots::snapshot::Origin| {
                 p.reserve(&o.key(), min, std::time::SystemTime::now());
+                if let Some(f) = f.clone() {
+                    let key = o.key();
+                    tokio::spawn(async move { f.reserve_slot(&key, min).await });
+                }
             }));
         }
         let audit_dir = crate::audit::audit_dir(dir);
@@ -145,6 +158,7 @@ impl ProxyState {
             ca,
             invalidations: invalidate::Invalidations::default(),
             endpoints: no_endpoints(),
+            fleet,
         })
     }
 }

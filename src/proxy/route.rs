@@ -25,7 +25,8 @@
 //! GET/HEAD with content                     -> PassThrough (fwd=request; forwarded whole, never stored)
 //! GET/HEAD, store not looked up yet         -> LookUp
 //! stored and offline                        -> ServeStored (detail=offline)
-//! stored, reusable (fresh, max-stale)       -> ServeStored
+//! stored, reusable (fresh, max-stale)       -> ServeStored (detail=fleet when the
+//!                                              fleet tier just filled it)
 //! stored, within stale-while-revalidate     -> ServeStaleRevalidate
 //! stored, must be validated:
 //!   only-if-cached                          -> Refuse 504
@@ -34,7 +35,8 @@
 //! nothing stored:
 //!   offline, recorded                       -> ServeRecorded (key="record:..."; detail=offline)
 //!   offline, only-if-cached                 -> Refuse 504 (naming the URL and the keys)
-//!   GET                                     -> Forward (collapsed: leads or waits)
+//!   GET                                     -> Forward (collapsed: leads or waits;
+//!                                              in fleet mode the fleet tier first)
 //!   HEAD                                    -> Forward (waits for a GET in flight, never leads)
 //! ```
 //!
@@ -260,15 +262,12 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision = match crate::record::policy_rules::find(ctx.rules, primary) {
-            Some(r) if r.bounds_lifetime() => policy::decide_bounded(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy, r.min_ttl, r.max_ttl),
-            _ => policy::decide(&ex.request_cc, &found.decoded.stored, ctx.now, ctx.policy),
-        };
+        let decision = reuse_decision(ex, &found.decoded.stored, ctx.now, ctx.policy, ctx.rules);
         if ctx.offline {
             return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
         }
         return match decision.reuse {
-            Reuse::Serve => Route::ServeStored { found: found.clone(), decision, detail: None },
+            Reuse::Serve => Route::ServeStored { found: found.clone(), decision, detail: ex.from_fleet.then_some(Detail::Fleet) },
             Reuse::ServeStaleAndRevalidate => Route::ServeStaleRevalidate { found: found.clone(), decision },
             Reuse::Revalidate if ex.request_cc.only_if_cached => Route::Refuse {
                 status: StatusCode::GATEWAY_TIMEOUT,
@@ -304,6 +303,16 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         (true, false) => Collapse::LeadOrWait,
     };
     Route::Forward { fwd, collapse }
+}
+
+/// Whether and how `stored` may answer `ex` at `now` (RFC 9111 section 4.2,
+/// bounded by the per-URL policy rule in `rules` that matches, if any):
+/// the one decision for the local store and the fleet tier alike.
+pub fn reuse_decision(ex: &Exchange, stored: &crate::cache::StoredResponse, now: SystemTime, policy_config: &PolicyConfig, rules: &[crate::record::policy_rules::PolicyRule]) -> Decision {
+    match crate::record::policy_rules::find(rules, ex.primary()) {
+        Some(r) if r.bounds_lifetime() => policy::decide_bounded(&ex.request_cc, stored, now, policy_config, r.min_ttl, r.max_ttl),
+        _ => policy::decide(&ex.request_cc, stored, now, policy_config),
+    }
 }
 
 /// The record keys an offline GET or HEAD is answered from, in order: a

@@ -7,7 +7,9 @@
 //! refreshes) take a slot.
 //!
 //! [`effective_delay`] and [`next_slot`] are pure; [`Pacer`] keeps the
-//! per-origin next-allowed times and hands out slots.
+//! per-origin next-allowed times and hands out slots. In fleet mode the
+//! slots come from Redis for the fleet as a whole (`crate::fleet::pace`),
+//! and this node's [`Pacer`] is used while Redis cannot be.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -25,6 +25,12 @@
 //!
 //! Times: a fetch is stamped with the `now` of the call that started it
 //! (the request time), so snapshot ages follow the caller's clock.
+//!
+//! Fleet mode: with [`RobotsRegistry::set_shared`], every fetch goes through
+//! a [`SharedSnapshots`] (`crate::fleet::robots`), which either fetches for
+//! the whole fleet or hands over the snapshot another node fetched. What it
+//! gives is kept and persisted here like a fetch, so the node carries on
+//! alone from its local copies when the shared place is gone.
 
 use super::fetch::{apply_fetch, fetch_robots, RobotsFetch};
 use super::identity::fetch_identity;
@@ -32,6 +38,8 @@ use super::settings::RobotsConfig;
 use super::snapshot::{Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
 use super::{RobotsTxt, Verdict};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -69,6 +77,35 @@ impl Rules {
 /// pacing. Must not block.
 pub type FetchHook = Arc<dyn Fn(&Origin) + Send + Sync>;
 
+/// The fetch a [`SharedSnapshots`] may run: fetches the origin's robots.txt
+/// now, with the given previous snapshot (for validators, and to keep on a
+/// failure), and gives the snapshot to use.
+pub type FetchOnce<'a> = Box<dyn FnOnce(Option<Snapshot>) -> Pin<Box<dyn Future<Output = Snapshot> + Send + 'a>> + Send + 'a>;
+
+/// Where the nodes of a fleet share robots.txt snapshots (fleet mode,
+/// implemented by `crate::fleet`). The registry calls [`SharedSnapshots::obtain`]
+/// wherever it would fetch; the implementation decides whether this node
+/// fetches (calling `fetch`, at most once) or takes the snapshot another
+/// node fetched. Either way the registry keeps the result as its local
+/// copy, so the node goes on alone if the shared place goes away.
+pub trait SharedSnapshots: Send + Sync + 'static {
+    /// The snapshot to use for `origin`, whose local snapshot is `previous`,
+    /// at `now` under `windows`: fetched with `fetch` or shared by another
+    /// node. `forced`: a refresh asked for by an operator
+    /// ([`RobotsRegistry::refresh`]), which takes only a snapshot attempted
+    /// at or after `now`. Never fails: when the shared place cannot be
+    /// used, it fetches.
+    fn obtain<'a>(
+        &'a self,
+        origin: &'a Origin,
+        previous: Option<Snapshot>,
+        windows: Windows,
+        now: SystemTime,
+        forced: bool,
+        fetch: FetchOnce<'a>,
+    ) -> Pin<Box<dyn Future<Output = Snapshot> + Send + 'a>>;
+}
+
 type Inflight = watch::Receiver<Option<Arc<Rules>>>;
 
 #[derive(Default)]
@@ -83,6 +120,7 @@ struct Inner {
     config: RobotsConfig,
     slots: Mutex<HashMap<String, Slot>>,
     hook: Mutex<Option<FetchHook>>,
+    shared: Mutex<Option<Arc<dyn SharedSnapshots>>>,
     fetches: AtomicU64,
     outcomes: Mutex<HashMap<&'static str, u64>>,
 }
@@ -192,6 +230,7 @@ impl RobotsRegistry {
                 config,
                 slots: Mutex::new(HashMap::new()),
                 hook: Mutex::new(None),
+                shared: Mutex::new(None),
                 fetches: AtomicU64::new(0),
                 outcomes: Mutex::new(HashMap::new()),
             }),
@@ -201,6 +240,12 @@ impl RobotsRegistry {
     /// Installs the hook called before every fetch attempt (pacing).
     pub fn set_fetch_hook(&self, hook: FetchHook) {
         *lock(&self.inner.hook) = Some(hook);
+    }
+
+    /// Shares snapshots with a fleet through `shared` (fleet mode): every
+    /// fetch goes through [`SharedSnapshots::obtain`].
+    pub fn set_shared(&self, shared: Arc<dyn SharedSnapshots>) {
+        *lock(&self.inner.shared) = Some(shared);
     }
 
     /// The configuration in use.
@@ -242,7 +287,7 @@ impl RobotsRegistry {
             if let Some(cur) = slot.current.clone() {
                 if slot.inflight.is_none() && cur.snapshot.refresh_due(&windows, now) {
                     let id = self.identity(Some(&cur), client_user_agent);
-                    slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now, id));
+                    slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now, id, false));
                 }
                 let state = cur.snapshot.state(&windows, now);
                 if state != State::Expired {
@@ -259,7 +304,7 @@ impl RobotsRegistry {
                 match &slot.inflight {
                     Some(rx) => (rx.clone(), None),
                     None => {
-                        let rx = self.spawn_fetch(origin.clone(), None, now, self.identity(None, client_user_agent));
+                        let rx = self.spawn_fetch(origin.clone(), None, now, self.identity(None, client_user_agent), false);
                         slot.inflight = Some(rx.clone());
                         (rx, None)
                     }
@@ -291,7 +336,7 @@ impl RobotsRegistry {
                 Some(rx) => rx.clone(),
                 None => {
                     let id = self.identity(slot.current.as_deref(), None);
-                    let rx = self.spawn_fetch(origin.clone(), slot.current.clone(), now, id);
+                    let rx = self.spawn_fetch(origin.clone(), slot.current.clone(), now, id, true);
                     slot.inflight = Some(rx.clone());
                     rx
                 }
@@ -381,12 +426,12 @@ impl RobotsRegistry {
         fetch_identity(&c.user_agent, &c.agent, client_user_agent, previous.and_then(|p| p.snapshot.fetched_as.as_deref()))
     }
 
-    fn spawn_fetch(&self, origin: Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: String) -> Inflight {
+    fn spawn_fetch(&self, origin: Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: String, forced: bool) -> Inflight {
         let (tx, rx) = watch::channel(None);
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let mut guard = InflightGuard { inner: inner.clone(), key: origin.key(), done: false };
-            let rules = inner.fetch(&origin, previous, now, &identity).await;
+            let rules = inner.fetch(&origin, previous, now, &identity, forced).await;
             {
                 let mut slots = lock(&inner.slots);
                 let slot = slots.entry(origin.key()).or_default();
@@ -444,15 +489,29 @@ fn unavailable(origin: &Origin, detail: &str, now: SystemTime) -> Snapshot {
 }
 
 impl Inner {
-    /// One attempt as `identity`: hook, fetch with redirects, cap, map,
-    /// persist, parse.
-    async fn fetch(&self, origin: &Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: &str) -> Arc<Rules> {
+    /// The rules after one attempt as `identity` (or, in fleet mode, the
+    /// snapshot another node fetched): persisted, parsed.
+    async fn fetch(&self, origin: &Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: &str, forced: bool) -> Arc<Rules> {
+        let shared = lock(&self.shared).clone();
+        let snapshot = match shared {
+            None => self.fetch_snapshot(origin, previous.as_ref().map(|p| p.snapshot.clone()), now, identity).await,
+            Some(shared) => {
+                let windows = self.config.windows_for(&origin.host);
+                let fetch: FetchOnce<'_> = Box::new(move |prev| Box::pin(self.fetch_snapshot(origin, prev, now, identity)));
+                shared.obtain(origin, previous.as_ref().map(|p| p.snapshot.clone()), windows, now, forced, fetch).await
+            }
+        };
+        self.keep(origin, previous, snapshot)
+    }
+
+    /// One attempt as `identity`: hook, fetch with redirects, cap, map.
+    async fn fetch_snapshot(&self, origin: &Origin, previous: Option<Snapshot>, now: SystemTime, identity: &str) -> Snapshot {
         self.fetches.fetch_add(1, Ordering::Relaxed);
         let hook = lock(&self.hook).clone();
         if let Some(h) = hook {
             h(origin);
         }
-        let validators = previous.as_ref().and_then(|p| p.snapshot.validators());
+        let validators = previous.as_ref().and_then(|p| p.validators());
         let mut result = fetch_robots(&*self.fetcher, origin, validators, self.config.redirects, identity).await;
         let max = usize::try_from(self.config.max_size).unwrap_or(usize::MAX);
         if let Some(r) = result.response.as_mut() {
@@ -464,10 +523,16 @@ impl Inner {
         *lock(&self.outcomes).entry(result.outcome.label()).or_insert(0) += 1;
         tracing::debug!(origin = %origin, outcome = %result.outcome, user_agent = identity, "robots.txt fetch");
         let windows = self.config.windows_for(&origin.host);
-        let snapshot = apply_fetch(origin, previous.as_ref().map(|p| &p.snapshot), result, &windows, &self.config.backoff(), now);
+        let snapshot = apply_fetch(origin, previous.as_ref(), result, &windows, &self.config.backoff(), now);
         if let Some(w) = snapshot.identity_warning() {
             tracing::warn!("{origin}: {w}");
         }
+        snapshot
+    }
+
+    /// Persists `snapshot` as `origin`'s local copy and parses it (reusing
+    /// `previous`'s parsed rules when the body is the same).
+    fn keep(&self, origin: &Origin, previous: Option<Arc<Rules>>, snapshot: Snapshot) -> Arc<Rules> {
         match serde_json::to_vec(&snapshot) {
             Ok(bytes) => {
                 if let Err(e) = self.tree.insert(origin.key().as_bytes(), bytes) {

@@ -116,7 +116,11 @@ pub enum Detail {
     TooLarge,
     /// Not stored: the store failed (e.g. a full disk).
     StoreError,
+    /// A per-URL policy rule decided (`[[cache.rules]]`).
     Rule,
+    /// Served from the fleet tier: a local miss found in the fleet's shared
+    /// store, copied into the local store (fleet mode).
+    Fleet,
 }
 
 impl Detail {
@@ -154,6 +158,7 @@ impl Detail {
             Detail::TooLarge => "too-large",
             Detail::StoreError => "store-error",
             Detail::Rule => "rule",
+            Detail::Fleet => "fleet",
         }
     }
 }

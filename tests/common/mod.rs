@@ -22,7 +22,10 @@
 //! - [`crawl`]: the Rust book, `wget -r` and file-tree comparison;
 //! - [`corpus`]: the robots.txt corpus, unpacked from the repository;
 //! - [`tmpfs`]: a small tmpfs for the disk-full tests (root only);
-//! - [`tls`]: a test CA and leaf for TLS origins.
+//! - [`tls`]: a test CA and leaf for TLS origins;
+//! - [`redis`]: [`RedisServer`], a throw-away `redis-server` (fleet tests);
+//! - [`s3`]: [`S3Server`], a throw-away S3-compatible server (moto) with a
+//!   bucket (fleet tests).
 //!
 //! The HTTP-level helpers compile against nothing but the binary (they spawn
 //! it) and use only std and tokio; `tls` uses rcgen and rustls. Every wait is
@@ -40,6 +43,8 @@ pub mod origin;
 pub mod process;
 pub mod proxy;
 pub mod raw_origin;
+pub mod redis;
+pub mod s3;
 pub mod tls;
 pub mod tmpfs;
 pub mod wire;
@@ -52,4 +57,6 @@ pub use origin::*;
 pub use process::*;
 pub use proxy::*;
 pub use raw_origin::*;
+pub use redis::*;
+pub use s3::*;
 pub use wire::*;

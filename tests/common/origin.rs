@@ -26,6 +26,8 @@ pub struct RecordedRequest {
     /// Index of the TCP connection it came on (0, 1, ...): equal numbers
     /// mean the client reused a connection.
     pub connection: usize,
+    /// When it had been read whole (for spacing measurements).
+    pub arrived: Instant,
 }
 
 impl RecordedRequest {
@@ -394,7 +396,7 @@ async fn origin_serve_conn(
             Vec::new()
         };
         let wants_close = field_has_token(&headers, "Connection", "close") || version == "HTTP/1.0";
-        let req = RecordedRequest { method, target, version, headers, body, head_raw, connection };
+        let req = RecordedRequest { method, target, version, headers, body, head_raw, connection, arrived: Instant::now() };
         {
             let mut guard = log.requests.lock().unwrap_or_else(|p| p.into_inner());
             guard.push(req.clone());

@@ -70,7 +70,7 @@ impl Proxy {
     /// [`Proxy::start`] with another program in place of crawlcache (the
     /// harness self-tests use a stub).
     pub fn start_program(program: &Path, data_dir: &Path, extra_args: &[&str]) -> Proxy {
-        Proxy::start_program_on(program, IpAddr::from([127, 0, 0, 1]), data_dir, extra_args, &[])
+        Proxy::start_program_on(program, IpAddr::from([127, 0, 0, 1]), data_dir, extra_args, &[], &[])
     }
 
     /// Like [`Proxy::start_with_config`], listening on `ip` (another
@@ -82,12 +82,24 @@ impl Proxy {
         let path = dir.join("crawlcache.toml");
         fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
-        let mut proxy = Proxy::start_program_on(&crawlcache_bin(), ip, data_dir, &["--config", &path_str], probe_headers);
+        let mut proxy = Proxy::start_program_on(&crawlcache_bin(), ip, data_dir, &["--config", &path_str], probe_headers, &[]);
         proxy.config_dir = Some(dir);
         proxy
     }
 
-    fn start_program_on(program: &Path, ip: IpAddr, data_dir: &Path, extra_args: &[&str], probe_headers: &[(&str, &str)]) -> Proxy {
+    /// Like [`Proxy::start_with_config`], with `envs` added to the
+    /// process's environment (e.g. the bucket credentials of fleet mode).
+    pub fn start_with_config_env(data_dir: &Path, config_toml: &str, envs: &[(&str, &str)]) -> Proxy {
+        let dir = TestDir::new("proxy-config");
+        let path = dir.join("crawlcache.toml");
+        fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
+        let mut proxy = Proxy::start_program_on(&crawlcache_bin(), IpAddr::from([127, 0, 0, 1]), data_dir, &["--config", &path_str], &[], envs);
+        proxy.config_dir = Some(dir);
+        proxy
+    }
+
+    fn start_program_on(program: &Path, ip: IpAddr, data_dir: &Path, extra_args: &[&str], probe_headers: &[(&str, &str)], envs: &[(&str, &str)]) -> Proxy {
         let logs = TestDir::new("proxy-logs");
         let stderr_path = logs.join("stderr.log");
         let mut last_failure = String::new();
@@ -110,6 +122,7 @@ impl Proxy {
             for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
                 cmd.env_remove(var);
             }
+            cmd.envs(envs.iter().copied());
             let mut child = cmd
                 .spawn()
                 .unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));

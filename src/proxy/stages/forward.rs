@@ -50,6 +50,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
             }
         },
     };
+    // Fleet mode: the fleet tier before the origin (src/fleet/tier.rs).
+    let lead = match crate::fleet::tier::before_origin(state, ex, lead).await {
+        crate::fleet::tier::BeforeOrigin::Filled => return Step::LookAgain,
+        crate::fleet::tier::BeforeOrigin::Fetch(lead) => lead,
+    };
     Step::Done(fetch(state, ex, lead, fwd, None).await)
 }
 

@@ -76,8 +76,15 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 return fetch(state, ex, lead, Fwd::Stale, Some(&found.entry)).await;
             }
             let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
-            if let Err(e) = state.store.update_meta(ex.primary(), &found.entry.secondary_key, &fresh.to_bytes()) {
-                tracing::warn!("freshening {} failed: {e}", ex.primary());
+            match state.store.update_meta(ex.primary(), &found.entry.secondary_key, &fresh.to_bytes()) {
+                Err(e) => tracing::warn!("freshening {} failed: {e}", ex.primary()),
+                // Fleet mode: the freshened head goes to the fleet tier too.
+                Ok(true) => {
+                    if let Some(f) = &state.fleet {
+                        crate::fleet::tier::publish_later(f, ex.primary(), &found.entry.secondary_key);
+                    }
+                }
+                Ok(false) => {}
             }
             if let Some(l) = lead {
                 l.finish(Outcome::Stored);

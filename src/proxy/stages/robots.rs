@@ -161,10 +161,21 @@ pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
     }
 }
 
-/// Waits for this request's pacing slot before it contacts the origin.
-/// Cache hits never call this, so they are never delayed.
+/// Waits for this request's pacing slot before it contacts the origin:
+/// in fleet mode the fleet's slot for the origin (spacing the whole fleet's
+/// requests), else (or while Redis cannot be used) this node's. Cache hits
+/// never call this, so they are never delayed.
 pub async fn pace(state: &ProxyState, ex: &Exchange) {
     let Some(p) = ex.robots.as_ref().and_then(|g| g.pace.as_ref()) else { return };
+    // Fleet mode: the slot is the fleet's (Redis), unless Redis cannot be used.
+    if let Some(f) = &state.fleet {
+        if let Some(wait) = f.reserve_slot(&p.origin_key, p.delay).await {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            return;
+        }
+    }
     let now = SystemTime::now();
     let start = state.pacer.reserve(&p.origin_key, p.delay, now);
     if let Ok(wait) = start.duration_since(now) {

@@ -125,6 +125,10 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
         Ok(Err(())) => Outcome::NotShared,
         Ok(Ok(Ok(_evicted))) => {
             Metrics::inc(&state.metrics.stored);
+            // Fleet mode: shared with the fleet tier in the background.
+            if let Some(f) = &state.fleet {
+                crate::fleet::tier::publish_later(f, &job.primary, &job.secondary_key);
+            }
             Outcome::Stored
         }
         Ok(Ok(Err(e))) => {

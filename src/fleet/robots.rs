@@ -1,0 +1,312 @@
+//! robots.txt across the fleet: the [`SharedSnapshots`] the registry asks
+//! instead of fetching (see `crate::robots::registry`).
+//!
+//! [`FleetRobots::obtain`], for one origin:
+//! 1. Read the shared snapshot (`robots:snap:{ORIGIN}:ID`). If it can be
+//!    used as is (see [`adoptable`]), take it: no fetch.
+//! 2. Otherwise try to become the fleet's refresher: `SET
+//!    robots:refresh:{ORIGIN}:ID TOKEN NX EX ttl`, the TTL twice the longest
+//!    an origin fetch may take. The winner reads the shared snapshot once
+//!    more (another node may have finished meanwhile), else fetches
+//!    (conditional on the newer of its own and the shared validators),
+//!    writes the snapshot, and releases the lock (only its own token).
+//! 3. A loser polls every [`POLL`] for the winner's snapshot, for at most
+//!    the longest an origin fetch may take; if the lock goes without a
+//!    snapshot it tries to win it; after the bound it fetches itself.
+//!    For a refresh, nobody waits for this: the registry serves the stale
+//!    snapshot meanwhile; at first sight the requests wait (bounded).
+//!
+//! The windows are computed from the snapshot's own fetched-at and
+//! validated-at times, stamped by the node that fetched, so the fleet
+//! agrees on fresh / stale / expired (to within the nodes' clock skew).
+//! Whenever Redis cannot be used, the node fetches alone, as a single node
+//! does; the registry keeps every snapshot it uses as its local copy.
+//!
+//! Record in Redis: `CCR1`, a u32 (big-endian) length, the snapshot as JSON
+//! without its body, then the body (the rules text) raw. Checked on read:
+//! the origin, the body length (at most 500 KiB), its SHA-256, and that only
+//! a `fetched` snapshot has a body.
+
+use super::keys;
+use super::metrics::FleetMetrics;
+use super::redis::FleetError;
+use super::Fleet;
+use crate::robots::registry::{FetchOnce, SharedSnapshots};
+use crate::robots::snapshot::{sha256_hex, Origin, RobotsStatus, Snapshot, Windows, MAX_ROBOTS_BYTES};
+use redis::Script;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a node waiting for another node's robots.txt fetch looks.
+pub const POLL: Duration = Duration::from_millis(100);
+
+const MAGIC: &[u8; 4] = b"CCR1";
+
+/// Deletes KEYS[1] only when it holds ARGV[1] (a lock released by its
+/// holder only).
+pub const UNLOCK: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+
+pub(crate) fn unlock_script() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    S.get_or_init(|| Script::new(UNLOCK))
+}
+
+/// Encodes a snapshot for Redis (see the module docs).
+pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
+    let mut head = snapshot.clone();
+    head.body = Vec::new();
+    let json = serde_json::to_vec(&head).unwrap_or_default();
+    let mut out = Vec::with_capacity(8 + json.len() + snapshot.body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&snapshot.body);
+    out
+}
+
+/// Decodes and checks a snapshot read from Redis for `origin`.
+pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, String> {
+    let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache robots record (magic)")?;
+    if rest.len() < 4 {
+        return Err("record cut short".into());
+    }
+    let (len, rest) = rest.split_at(4);
+    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if len > rest.len() || len > 64 * 1024 {
+        return Err(format!("bad head length {len}"));
+    }
+    let (json, body) = rest.split_at(len);
+    let mut s: Snapshot = serde_json::from_slice(json).map_err(|e| format!("the snapshot head does not decode: {e}"))?;
+    if &s.origin != origin {
+        return Err(format!("the snapshot is for {}, not {origin}", s.origin));
+    }
+    if body.len() > MAX_ROBOTS_BYTES {
+        return Err(format!("body of {} bytes (more than {MAX_ROBOTS_BYTES})", body.len()));
+    }
+    if s.status != RobotsStatus::Fetched && !body.is_empty() {
+        return Err(format!("a {} snapshot with a body", s.status.as_str()));
+    }
+    if sha256_hex(body) != s.sha256 {
+        return Err("the body does not hash to the snapshot's sha256".into());
+    }
+    s.body = body.to_vec();
+    Ok(s)
+}
+
+/// Whether the shared snapshot `shared` may be used instead of fetching, for
+/// a node whose own snapshot is `previous`, at `now`: it is not due for a
+/// refresh (fresh, or in its back-off after a failed attempt), and no older
+/// than what the node has; at first sight also a stale one that is not
+/// expired (the next request starts its refresh). A forced refresh takes
+/// only a snapshot attempted at or after `now`.
+pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windows, now: SystemTime, forced: bool) -> bool {
+    if forced {
+        return shared.last_attempt >= now;
+    }
+    let newer = previous.is_none_or(|p| shared.last_attempt >= p.last_attempt);
+    if !shared.refresh_due(windows, now) {
+        return newer;
+    }
+    previous.is_none() && shared.status.is_good() && shared.state(windows, now) != crate::robots::snapshot::State::Expired
+}
+
+/// The fleet's [`SharedSnapshots`].
+pub struct FleetRobots {
+    /// The fleet.
+    pub fleet: Arc<Fleet>,
+}
+
+impl FleetRobots {
+    async fn load(&self, origin: &Origin, key: &str) -> Result<Option<Snapshot>, FleetError> {
+        let raw: Option<Vec<u8>> = self.fleet.redis.query(redis::cmd("GET").arg(key).clone()).await?;
+        match raw {
+            None => Ok(None),
+            Some(b) => match decode(origin, &b) {
+                Ok(s) => Ok(Some(s)),
+                Err(e) => {
+                    FleetMetrics::inc(&self.fleet.metrics.invalid_records);
+                    tracing::warn!("fleet: ignoring the robots.txt snapshot of {origin} in Redis: {e}");
+                    Ok(None)
+                }
+            },
+        }
+    }
+
+    async fn store(&self, key: &str, snapshot: &Snapshot, windows: &Windows) {
+        let ttl = windows.hard_max.as_secs().saturating_add(86_400).max(60);
+        let cmd = redis::cmd("SET").arg(key).arg(encode(snapshot)).arg("EX").arg(ttl).clone();
+        if let Err(e) = self.fleet.redis.query::<()>(cmd).await {
+            tracing::debug!("fleet: robots.txt snapshot of {} not shared: {e}", snapshot.origin);
+        }
+    }
+
+    async fn unlock(&self, key: &str, token: &str) {
+        let _ = self.fleet.redis.script::<i64>(unlock_script(), &[key.as_bytes()], &[token.as_bytes()]).await;
+    }
+
+    async fn run<'a>(&'a self, origin: &'a Origin, previous: Option<Snapshot>, windows: Windows, now: SystemTime, forced: bool, fetch: FetchOnce<'a>) -> Snapshot {
+        let fleet = &self.fleet;
+        let okey = origin.key();
+        let snap_key = keys::robots_snapshot(&okey, &fleet.robots_identity);
+        let lock_key = keys::robots_refresh(&okey, &fleet.robots_identity);
+        let alone = |fetch: FetchOnce<'a>, prev: Option<Snapshot>| {
+            FleetMetrics::inc(&fleet.metrics.robots_fetched_alone);
+            fetch(prev)
+        };
+        let shared = match self.load(origin, &snap_key).await {
+            Ok(s) => s,
+            Err(_) => return alone(fetch, previous).await,
+        };
+        if let Some(s) = shared.filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced)) {
+            FleetMetrics::inc(&fleet.metrics.robots_shared);
+            return s;
+        }
+        let deadline = Instant::now() + fleet.wait_bound;
+        loop {
+            let token = fleet.lock_token();
+            let won: Result<Option<String>, _> = fleet
+                .redis
+                .query(redis::cmd("SET").arg(&lock_key).arg(&token).arg("NX").arg("EX").arg(fleet.lock_ttl.as_secs().max(1)).clone())
+                .await;
+            match won {
+                Err(_) => return alone(fetch, previous).await,
+                Ok(Some(_)) => {
+                    // Another node may have finished just before we won.
+                    let shared = self.load(origin, &snap_key).await.ok().flatten();
+                    if let Some(s) = shared.as_ref().filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced)) {
+                        self.unlock(&lock_key, &token).await;
+                        FleetMetrics::inc(&fleet.metrics.robots_shared);
+                        return s.clone();
+                    }
+                    // Validators from the newer of the two snapshots.
+                    let base = match (previous, shared) {
+                        (Some(p), Some(s)) if s.status.is_good() && s.last_attempt > p.last_attempt => Some(s),
+                        (None, Some(s)) if s.status.is_good() => Some(s),
+                        (p, _) => p,
+                    };
+                    FleetMetrics::inc(&fleet.metrics.robots_fetched_for_fleet);
+                    let snapshot = fetch(base).await;
+                    self.store(&snap_key, &snapshot, &windows).await;
+                    self.unlock(&lock_key, &token).await;
+                    return snapshot;
+                }
+                Ok(None) => {}
+            }
+            // Another node is fetching: wait for its snapshot.
+            loop {
+                if Instant::now() >= deadline {
+                    tracing::info!("fleet: no robots.txt of {origin} from the fleet within {} s; fetching it here", fleet.wait_bound.as_secs());
+                    return alone(fetch, previous).await;
+                }
+                tokio::time::sleep(POLL).await;
+                match self.load(origin, &snap_key).await {
+                    Err(_) => return alone(fetch, previous).await,
+                    Ok(Some(s)) if adoptable(&s, previous.as_ref(), &windows, now, forced) => {
+                        FleetMetrics::inc(&fleet.metrics.robots_shared);
+                        return s;
+                    }
+                    Ok(_) => {}
+                }
+                match fleet.redis.query::<bool>(redis::cmd("EXISTS").arg(&lock_key).clone()).await {
+                    Err(_) => return alone(fetch, previous).await,
+                    Ok(false) => break,
+                    Ok(true) => {}
+                }
+            }
+        }
+    }
+}
+
+impl SharedSnapshots for FleetRobots {
+    fn obtain<'a>(
+        &'a self,
+        origin: &'a Origin,
+        previous: Option<Snapshot>,
+        windows: Windows,
+        now: SystemTime,
+        forced: bool,
+        fetch: FetchOnce<'a>,
+    ) -> Pin<Box<dyn Future<Output = Snapshot> + Send + 'a>> {
+        Box::pin(self.run(origin, previous, windows, now, forced, fetch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::robots::snapshot::{FetchOutcome, RedirectDetails};
+
+    fn snap(body: &[u8], at: SystemTime) -> Snapshot {
+        Snapshot {
+            origin: Origin::new("http", "e.test", 80),
+            status: RobotsStatus::Fetched,
+            body: body.to_vec(),
+            truncated: false,
+            sha256: sha256_hex(body),
+            etag: Some("\"v\"".into()),
+            last_modified: None,
+            fetched_at: at,
+            validated_at: at,
+            http_status: Some(200),
+            redirects: RedirectDetails::default(),
+            last_outcome: FetchOutcome::Ok { status: 200 },
+            last_attempt: at,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+            fetched_as: Some("Bot/1".into()),
+            content_encoding: None,
+        }
+    }
+
+    fn t(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_bad_records_are_refused() {
+        let s = snap(b"User-agent: *\nDisallow: /x\n", t(0));
+        let o = s.origin.clone();
+        assert_eq!(decode(&o, &encode(&s)).unwrap(), s);
+        let enc = encode(&s);
+        for n in 0..enc.len() {
+            assert!(decode(&o, &enc[..n]).is_err(), "prefix of {n} bytes");
+        }
+        assert!(decode(&Origin::new("http", "other.test", 80), &enc).unwrap_err().contains("not http://other.test"));
+        let mut tampered = enc.clone();
+        let last = tampered.len() - 2;
+        tampered[last] = b'y';
+        assert!(decode(&o, &tampered).unwrap_err().contains("hash"));
+        let mut absent = snap(b"", t(0));
+        absent.status = RobotsStatus::Absent;
+        let mut with_body = encode(&absent);
+        with_body.push(b'x');
+        assert!(decode(&o, &with_body).is_err());
+    }
+
+    #[test]
+    fn what_a_node_takes_from_the_fleet() {
+        let w = Windows { fresh: Duration::from_secs(60), stale_usable: Duration::from_secs(120), hard_max: Duration::from_secs(300) };
+        let old = snap(b"a", t(0));
+        let fresh = snap(b"b", t(100));
+        assert!(adoptable(&fresh, Some(&old), &w, t(110), false), "a fresher snapshot than ours");
+        assert!(adoptable(&fresh, None, &w, t(110), false), "first sight");
+        assert!(!adoptable(&old, Some(&old), &w, t(100), false), "due for a refresh: someone must fetch");
+        assert!(adoptable(&old, None, &w, t(100), false), "first sight takes a stale, unexpired snapshot");
+        assert!(!adoptable(&old, None, &w, t(400), false), "expired");
+        assert!(!adoptable(&old, Some(&fresh), &w, t(50), false), "older than ours");
+        let mut failed = old.clone();
+        failed.last_attempt = t(100);
+        failed.next_retry = Some(t(160));
+        assert!(adoptable(&failed, Some(&old), &w, t(110), false), "the fleet shares a back-off");
+        assert!(!adoptable(&fresh, Some(&old), &w, t(110), true), "a forced refresh wants an attempt after it was asked");
+        assert!(adoptable(&fresh, Some(&old), &w, t(100), true));
+    }
+}
