@@ -35,8 +35,10 @@
 //! always, and orphans when the previous run did not close cleanly (no
 //! `clean-shutdown` marker); [`Store::verify`] reports and repairs both.
 //!
-//! LRU: every entry carries a stamp from one monotonic counter; the `lru`
-//! tree maps stamp to entry. [`Store::touch`] only records a new stamp in
+//! LRU: every entry carries a stamp, unique and increasing, that is also
+//! the time of its last use in microseconds (a hybrid clock, see
+//! `budget.rs`; [`Entry::last_used_at`]); the `lru` tree maps stamp to
+//! entry. [`Store::touch`] only records a new stamp in
 //! memory; pending stamps are written in batched transactions by a
 //! background thread (every second, or as soon as [`TOUCH_BATCH`] are
 //! pending), before an entry would be evicted, by [`Store::flush`] and when

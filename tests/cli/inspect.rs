@@ -111,6 +111,14 @@ fn inspect_and_maintain(mode: Mode) {
     };
     let at = |p: &str| origin.url(p);
 
+    // Through the proxy, the listing is streamed (chunked), not built whole.
+    if let Some(p) = &proxy {
+        let r = send_request(p.addr(), "GET", "/cache/ls?json=1", &[("Authorization", "Bearer s3cret")], b"");
+        assert_eq!(r.status, 200, "{}", r.describe());
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"), "{}", r.describe());
+        assert!(r.header("content-length").is_none() && r.text().lines().count() == 7, "{}", r.describe());
+    }
+
     // ls --host: every response of that host, where it is, its figures.
     let rows = ls(&cfg, &data, &["--host", "127.0.0.1"]);
     assert_eq!(urls(&rows), ["/a", "/brief", "/docs/1", "/docs/2", "/gz", "/r302"].map(at).to_vec(), "{rows:?}");
