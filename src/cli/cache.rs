@@ -63,11 +63,12 @@ pub enum CacheCommand {
     /// Remove stored responses, from the cache and the record: every
     /// variant and record of URL, or all those passing the filters (every
     /// filter given must hold). Prints how many entries and bytes went.
+    #[command(group(clap::ArgGroup::new("selection").required(true).multiple(true).args(["url", "host", "prefix", "older_than"])))]
     Purge {
         #[command(flatten)]
         common: Common,
         /// A URL: its cache variants and its records (any method).
-        #[arg(required_unless_present_any = ["host", "prefix", "older_than"], conflicts_with_all = ["host", "prefix"])]
+        #[arg(conflicts_with_all = ["host", "prefix"])]
         url: Option<String>,
         /// Every URL of this host (any scheme and port).
         #[arg(long)]
