@@ -33,6 +33,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Writes `d` in the largest unit of [`parse_duration`] that expresses it
+/// whole (`7d`, `90m`, `30s`, `1500ms`), so that it parses back to `d`
+/// (to the millisecond).
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, scale) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
+        if ms > 0 && ms % scale == 0 {
+            return format!("{}{unit}", ms / scale);
+        }
+    }
+    format!("{ms}ms")
+}
+
 /// Parses a size in bytes: a bare integer, or a number with `B`, `KB`, `MB`,
 /// `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -99,6 +112,11 @@ mod tests {
         assert_eq!(parse_duration("3d").unwrap(), Duration::from_secs(259_200));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1y").is_err());
+        for (d, text) in [(604_800_000, "7d"), (5_400_000, "90m"), (30_000, "30s"), (1500, "1500ms"), (0, "0ms")] {
+            let d = Duration::from_millis(d);
+            assert_eq!(format_duration(d), text);
+            assert_eq!(parse_duration(text).unwrap(), d);
+        }
         assert_eq!(parse_size("512KiB").unwrap(), 524_288);
         assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
         assert!(parse_size("ten").is_err());

@@ -4,7 +4,15 @@
 //! - `GET /metrics`: Prometheus text.
 //! - `GET /stats`: JSON counters and store figures.
 //! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
-//! - `POST /cache/purge?url=URL`: removes every variant of a URL.
+//! - `GET /cache/ls[?host=H][&prefix=URL][&json=1]`: the stored responses,
+//!   one line each, streamed ([`inspect`]).
+//! - `GET /cache/cat?url=URL[&decode=1]`: a stored body, streamed
+//!   ([`inspect::pick`]).
+//! - `POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`:
+//!   removes the selected responses from the cache and the record
+//!   ([`maintain`]), answering with the counts as JSON.
+//! - `POST /cache/prune[?unused_for=DURATION][&records=1]`: removes stale
+//!   responses not used for that long ([`maintain::prune`]).
 //! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
 //! - `GET /cache/export[?host=H&prefix=URL&filename=NAME]`: the stored
 //!   exchanges as a WARC file, streamed ([`crate::warc::export`]); the field
@@ -12,6 +20,9 @@
 //! - `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot of an origin.
 //! - `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now (of
 //!   every known origin without `origin`).
+
+pub mod inspect;
+pub mod maintain;
 
 use crate::cache::{key, StoredResponse};
 use crate::proxy::{ProxyState, SelfEndpoints};
@@ -49,27 +60,55 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/show needs ?url=URL\n".into()),
         },
         (Method::GET, "/cache/ls") => {
-            let (host, prefix) = (query_param(&query, "host"), query_param(&query, "prefix"));
-            let as_json = query_param(&query, "json").is_some();
-            match state.store.entries() {
-                Ok(entries) => {
-                    let mut out = String::new();
-                    for e in entries.iter().filter(|e| ls_matches(&e.primary_key, host.as_deref(), prefix.as_deref())) {
-                        out.push_str(&ls_line(e, as_json));
-                        out.push('\n');
-                    }
-                    text_ok(out)
+            let filter = inspect::KeyFilter { host: query_param(&query, "host"), prefix: query_param(&query, "prefix") };
+            let as_json = query_param(&query, "json").is_some_and(|v| v != "0");
+            let spec = inspect::ListSpec {
+                filter,
+                policy: state.policy.clone(),
+                rules: state.config.cache.rules.clone(),
+                now: std::time::SystemTime::now(),
+            };
+            let store = state.store.clone();
+            stream_blocking("text/plain; charset=utf-8", move |out| {
+                for row in inspect::Listing::new(&store, spec) {
+                    let row = row.map_err(std::io::Error::other)?;
+                    writeln!(out, "{}", if as_json { row.json() } else { row.text() })?;
                 }
-                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: {e}\n")),
-            }
+                Ok(())
+            })
         }
-        (Method::POST | Method::DELETE, "/cache/purge") => match query_param(&query, "url") {
-            Some(url) => match purge(&state.store, &url) {
-                Ok(n) => json(StatusCode::OK, &serde_json::json!({ "url": url, "removed": n })),
-                Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
-            },
-            None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/purge needs ?url=URL\n".into()),
-        },
+        (Method::GET, "/cache/cat") => {
+            let Some(url) = query_param(&query, "url") else {
+                return text(StatusCode::BAD_REQUEST, "crawlcache: /cache/cat needs ?url=URL\n".into());
+            };
+            let decode = query_param(&query, "decode").is_some_and(|v| v != "0");
+            cat(state, &url, decode)
+        }
+        (Method::POST | Method::DELETE, "/cache/purge") => {
+            let selection = match purge_selection(&query, &state.config.cache.key_rules) {
+                Ok(s) => s,
+                Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+            };
+            let store = state.store.clone();
+            let now = std::time::SystemTime::now();
+            removal_answer(tokio::task::spawn_blocking(move || maintain::purge(&store, &selection, now)).await)
+        }
+        (Method::POST, "/cache/prune") => {
+            let unused_for = query_param(&query, "unused_for").unwrap_or_else(|| maintain::DEFAULT_UNUSED_FOR.into());
+            let unused_for = match crate::units::parse_duration(&unused_for) {
+                Ok(d) => d,
+                Err(e) => return text(StatusCode::BAD_REQUEST, format!("crawlcache: unused_for: {e}\n")),
+            };
+            let spec = maintain::PruneSpec {
+                unused_for,
+                records: query_param(&query, "records").is_some_and(|v| v != "0"),
+                policy: state.policy.clone(),
+                rules: state.config.cache.rules.clone(),
+            };
+            let store = state.store.clone();
+            let now = std::time::SystemTime::now();
+            removal_answer(tokio::task::spawn_blocking(move || maintain::prune(&store, &spec, now)).await)
+        }
         (Method::GET, "/cache/export") => export(state, &query).await,
         (Method::GET, "/robots/show") => match query_param(&query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
             Some(origin) => match state.robots.current(&origin) {
@@ -110,8 +149,9 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
         _ => text(
             StatusCode::NOT_FOUND,
             "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
-             Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, POST /cache/purge?url=URL, GET /cache/verify[?repair=1],\n\
-             GET /cache/ls[?host=H&prefix=URL&json=1], GET /cache/export[?host=H&prefix=URL],\n\
+             Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
+             GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
+             POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], GET /cache/export[?host=H&prefix=URL],\n\
              GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
                 .into(),
         ),
@@ -320,63 +360,129 @@ fn entry_json(e: &Entry) -> serde_json::Value {
     })
 }
 
-/// Removes every variant of `url`; returns how many were removed.
-pub fn purge(store: &Store, url: &str) -> Result<u64, String> {
-    let primary = normalise(url)?;
-    store.remove(&primary).map_err(|e| e.to_string())
+/// The cache key of `url`: normalised ([`key::primary_key`]), then
+/// rewritten by the first of `rules` (`cache.key_rules`) that matches.
+/// Errors: `url` is not an absolute http:// or https:// URL.
+pub fn cache_key(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<String, String> {
+    Ok(crate::record::key_rules::apply(rules, &normalise(url)?))
 }
 
-/// The URL a store key stands for: a cache key as is; a record key
-/// (`record:METHOD URL[ sha256=...]`) without its method and body hash.
-pub fn key_url(key: &str) -> &str {
-    match key.strip_prefix(crate::record::PREFIX) {
-        Some(rest) => {
-            let rest = rest.split_once(' ').map(|(_, u)| u).unwrap_or(rest);
-            rest.split(" sha256=").next().unwrap_or(rest)
-        }
-        None => key,
+/// The selection of a `POST /cache/purge` query: `url` (its cache key under
+/// `rules`, and the exact URL when that differs), `host`, `prefix`,
+/// `older_than` (a duration). Errors: a bad URL or duration, or nothing
+/// selected.
+pub fn purge_selection(query: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<maintain::PurgeSelection, String> {
+    let mut selection = maintain::PurgeSelection {
+        filter: inspect::KeyFilter { host: query_param(query, "host"), prefix: query_param(query, "prefix") },
+        ..Default::default()
+    };
+    if let Some(url) = query_param(query, "url") {
+        selection.urls = url_keys(&url, rules)?;
+    }
+    if let Some(d) = query_param(query, "older_than") {
+        selection.older_than = Some(crate::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?);
+    }
+    selection.validate()?;
+    Ok(selection)
+}
+
+/// The keys a purge of `url` removes: its cache key under `rules`, and the
+/// exact (normalised) URL when the rules rewrote it (entries stored before
+/// the rule was added). Errors: `url` is not an absolute http(s) URL.
+pub fn url_keys(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<Vec<String>, String> {
+    let exact = normalise(url)?;
+    let key = crate::record::key_rules::apply(rules, &exact);
+    Ok(if key == exact { vec![key] } else { vec![key, exact] })
+}
+
+/// The answer to a purge or prune run on the blocking pool.
+fn removal_answer(done: Result<Result<maintain::Removed, String>, tokio::task::JoinError>) -> Response<ProxyBody> {
+    match done {
+        Ok(Ok(removed)) => json(StatusCode::OK, &serde_json::to_value(removed).unwrap_or_default()),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, message(&e)),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, message(&e.to_string())),
     }
 }
 
-/// Whether the entry under `key` passes the `cache ls` filters: `host`
-/// (exact, case-insensitive) and `prefix` (a URL prefix).
-pub fn ls_matches(key: &str, host: Option<&str>, prefix: Option<&str>) -> bool {
-    let url = key_url(key);
-    if let Some(p) = prefix {
-        if !url.starts_with(p) {
-            return false;
-        }
-    }
-    if let Some(h) = host {
-        let authority = url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
-        let entry_host = authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map(|(h, _)| h).unwrap_or(authority);
-        if !entry_host.eq_ignore_ascii_case(h) {
-            return false;
-        }
-    }
-    true
+/// An error line for an admin answer: `crawlcache: ` once, then `e`.
+fn message(e: &str) -> String {
+    format!("crawlcache: {}\n", e.trim_start_matches("crawlcache: "))
 }
 
-/// One `cache ls` line for `e`: `STATUS BYTES KEY` (tab-separated), or a
-/// JSON object with `json`.
-pub fn ls_line(e: &Entry, json: bool) -> String {
-    let stored = StoredResponse::from_bytes(&e.meta);
-    let status = stored.as_ref().map(|s| s.status);
-    let bytes = e.body.as_ref().map_or(0, |b| b.len);
-    if json {
-        serde_json::json!({
-            "key": e.primary_key,
-            "url": key_url(&e.primary_key),
-            "record": crate::record::is_record_key(&e.primary_key),
-            "secondary_key": String::from_utf8_lossy(&e.secondary_key),
-            "status": status,
-            "bytes": bytes,
-            "body_sha256": e.body.as_ref().map(|b| b.sha256.clone()),
-            "response_time_ms": stored.as_ref().map(|s| s.response_time_ms),
-        })
-        .to_string()
-    } else {
-        format!("{}\t{bytes}\t{}", status.map(|s| s.to_string()).unwrap_or_else(|| "-".into()), e.primary_key)
+/// `GET /cache/cat`: the stored body of `url` (see [`inspect::pick`]),
+/// streamed; `X-Crawlcache-Source` says `cache` or `record`,
+/// `X-Crawlcache-Key` the store key. 404 when nothing is stored for it;
+/// 400 for a bad URL or, with `decode`, a coding that cannot be undone.
+fn cat(state: &ProxyState, url: &str, decode: bool) -> Response<ProxyBody> {
+    let picked = match inspect::pick(&state.store, url, &state.config.cache.key_rules) {
+        Ok(Some(p)) => p,
+        Ok(None) => return text(StatusCode::NOT_FOUND, format!("crawlcache: {url} is not stored (neither in the cache nor in the record)\n")),
+        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+    };
+    let mut body = match picked.body(&state.store, decode) {
+        Ok(b) => b,
+        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+    };
+    let key = picked.key.clone();
+    let mut resp = stream_blocking("application/octet-stream", move |out| {
+        std::io::copy(&mut body, out).map(|_| ()).inspect_err(|e| tracing::warn!("cache cat {key}: {e}"))
+    });
+    resp.headers_mut().insert("x-crawlcache-source", HeaderValue::from_static(picked.source()));
+    if let Ok(v) = HeaderValue::from_str(&picked.key) {
+        resp.headers_mut().insert("x-crawlcache-key", v);
+    }
+    resp
+}
+
+/// A response whose body `produce` writes on the blocking pool, sent as it
+/// is written (chunked, never held whole): bytes are passed on every
+/// 32 KiB, and at least every 50 ms while some are waiting. A client that
+/// goes away makes the writes fail, which stops `produce`; an error from
+/// `produce` cuts the body short (the client sees an incomplete answer).
+fn stream_blocking(
+    content_type: &'static str,
+    produce: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'static,
+) -> Response<ProxyBody> {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tokio::task::spawn_blocking(move || {
+        let mut out = ChunkSink { tx, buf: Vec::with_capacity(CHUNK), last: std::time::Instant::now() };
+        let result = produce(&mut out).and_then(|_| std::io::Write::flush(&mut out));
+        if let Err(e) = result {
+            let _ = out.tx.blocking_send(Err(e));
+        }
+    });
+    let mut resp = Response::new(ProxyBody::Channel { rx, len: None });
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// Bytes per chunk of a streamed admin answer.
+const CHUNK: usize = 32 * 1024;
+
+/// The writer behind [`stream_blocking`].
+struct ChunkSink {
+    tx: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    buf: Vec<u8>,
+    last: std::time::Instant,
+}
+
+impl std::io::Write for ChunkSink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK || self.last.elapsed() >= std::time::Duration::from_millis(50) {
+            self.flush()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.last = std::time::Instant::now();
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
     }
 }
 
@@ -398,60 +504,19 @@ async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
         tracing::warn!("export: leaving out {u}");
     }
     let planned = plan.len() + undecodable.len();
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
     let store = state.store.clone();
-    tokio::task::spawn_blocking(move || {
-        let out = ChannelWriter { tx: tx.clone(), buf: Vec::with_capacity(CHANNEL_CHUNK) };
+    let mut resp = stream_blocking("application/warc", move |out| {
         match crate::warc::export::write(&store, &plan, out, &filename, &description, &mut |_| {}) {
-            Ok((mut out, summary)) => {
-                if let Err(e) = std::io::Write::flush(&mut out) {
-                    tracing::warn!("export: the client went away: {e}");
-                } else {
-                    tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
-                }
+            Ok((_, summary)) => {
+                tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
+                Ok(())
             }
             Err(e) => {
                 tracing::warn!("export stopped: {e}");
-                let _ = tx.blocking_send(Err(e));
+                Err(e)
             }
         }
     });
-    let mut resp = Response::new(ProxyBody::Channel { rx, len: None });
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/warc"));
-    resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut().insert(crate::cli::warc::EXCHANGES_HEADER, HeaderValue::from(planned));
     resp
-}
-
-/// Bytes sent per chunk of a streamed admin answer.
-const CHANNEL_CHUNK: usize = 64 * 1024;
-
-/// A blocking writer feeding a streamed response body; fails with
-/// `BrokenPipe` once the client is gone.
-struct ChannelWriter {
-    tx: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
-    buf: Vec<u8>,
-}
-
-impl ChannelWriter {
-    fn send(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = bytes::Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHANNEL_CHUNK)));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
-    }
-}
-
-impl std::io::Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CHANNEL_CHUNK {
-            self.send()?;
-        }
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send()
-    }
 }

@@ -81,42 +81,116 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     Ok((status, body.to_string()))
 }
 
-/// An admin answer being read: status, fields, and the body as it arrives.
-pub struct AdminStream {
-    /// The status code.
+/// The head of a streamed admin answer ([`admin_stream`]).
+#[derive(Debug)]
+pub struct StreamedHead {
+    /// The status code (200).
     pub status: u16,
-    /// The response fields, names lower-cased.
-    pub fields: Vec<(String, String)>,
-    /// The body: de-chunked, or up to its `Content-Length`, or to the end
-    /// of the connection.
-    pub body: Box<dyn std::io::BufRead>,
+    /// The response header fields.
+    pub headers: http::HeaderMap,
 }
 
-/// A streaming exchange with the running proxy's admin endpoints, for
-/// answers too large to hold in memory (`GET /cache/export`): sends `method
-/// path` like [`admin_request`] and returns the answer as it arrives. Reads
-/// time out after 300 s without data.
+/// Why a streamed admin request failed.
+#[derive(Debug)]
+pub struct StreamError {
+    /// The proxy's status code, when it answered with another than 200.
+    pub status: Option<u16>,
+    /// What went wrong (for a status: the proxy's message).
+    pub message: String,
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for StreamError {
+    fn from(message: String) -> Self {
+        StreamError { status: None, message }
+    }
+}
+
+impl From<StreamError> for String {
+    fn from(e: StreamError) -> Self {
+        e.message
+    }
+}
+
+/// How long a streamed admin answer may stay silent before it is given up.
+pub const STREAM_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Sends `method path` (empty body, the admin token when configured) to
+/// the running proxy with hyper and hands the answer's body to `sink`
+/// piece by piece as it arrives, so an answer of any size is never held
+/// whole (`cache ls`, `cache cat` through the proxy). A `sink` error of
+/// kind `BrokenPipe` (stdout closed: `| head`) ends the transfer quietly.
 ///
-/// Errors: the proxy cannot be reached, or its answer has no valid head.
-pub fn admin_stream(admin: &Admin, method: &str, path: &str) -> Result<AdminStream, String> {
-    use crate::warc::http as wh;
+/// Errors: the proxy cannot be reached (2 s connect timeout), sends no
+/// answer head within `head_timeout` (work done before answering: a purge)
+/// or then says nothing for [`STREAM_IDLE_TIMEOUT`], answers with another
+/// status than 200 (the error is its body, trimmed), or cuts the body
+/// short; or `sink` fails otherwise.
+pub fn admin_stream(
+    admin: &Admin,
+    method: &str,
+    path: &str,
+    head_timeout: std::time::Duration,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<StreamedHead, StreamError> {
+    use http_body_util::BodyExt;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start a runtime: {e}"))?;
     let addr = admin.addr;
-    let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
-    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
-        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(300)));
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Length: 0\r\n\r\n")
-        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
-    let mut r = std::io::BufReader::with_capacity(64 * 1024, s);
-    let head = wh::read_head(&mut r).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
-    let (status, fields) = wh::parse_response_head(&head).map_err(|e| format!("malformed answer from the proxy: {e}"))?;
-    let body: Box<dyn std::io::BufRead> = if wh::is_chunked(&fields) {
-        Box::new(std::io::BufReader::new(wh::ChunkedDecoder::new(r)))
-    } else if let Some(n) = wh::content_length(&fields) {
-        Box::new(r.take(n))
-    } else {
-        Box::new(r)
-    };
-    let fields = fields.into_iter().map(|(n, v)| (n, String::from_utf8_lossy(&v).into_owned())).collect();
-    Ok(AdminStream { status, fields, body })
+    rt.block_on(async {
+        let connect = tokio::net::TcpStream::connect(addr);
+        let tcp = tokio::time::timeout(std::time::Duration::from_secs(2), connect)
+            .await
+            .map_err(|_| format!("cannot reach the proxy at {addr}: timed out"))?
+            .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, http_body_util::Empty<bytes::Bytes>>(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+        tokio::spawn(conn);
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, addr.to_string());
+        if !admin.token.is_empty() {
+            req = req.header(http::header::AUTHORIZATION, format!("Bearer {}", admin.token));
+        }
+        let req = req.body(http_body_util::Empty::new()).map_err(|e| format!("bad admin request {path}: {e}"))?;
+        let resp = tokio::time::timeout(head_timeout, sender.send_request(req))
+            .await
+            .map_err(|_| format!("the proxy at {addr} did not answer within {head_timeout:?}"))?
+            .map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+        let (parts, mut body) = resp.into_parts();
+        let status = parts.status.as_u16();
+        let mut error = Vec::new();
+        loop {
+            let frame = tokio::time::timeout(STREAM_IDLE_TIMEOUT, body.frame())
+                .await
+                .map_err(|_| format!("the proxy at {addr} stopped sending for {STREAM_IDLE_TIMEOUT:?}"))?;
+            let Some(frame) = frame else { break };
+            let frame = frame.map_err(|e| format!("the proxy's answer was cut short: {e} (see the proxy's log)"))?;
+            let Ok(data) = frame.into_data() else { continue };
+            if status != 200 {
+                if error.len() < 64 * 1024 {
+                    error.extend_from_slice(&data);
+                }
+                continue;
+            }
+            match sink(&data) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+                Err(e) => return Err(e.to_string().into()),
+            }
+        }
+        if status != 200 {
+            let text = String::from_utf8_lossy(&error).trim().to_string();
+            let text = text.strip_prefix("crawlcache: ").map(str::to_string).unwrap_or(text);
+            let message = if text.is_empty() { format!("the proxy answered {status}") } else { text };
+            return Err(StreamError { status: Some(status), message });
+        }
+        Ok(StreamedHead { status, headers: parts.headers })
+    })
 }

@@ -1,11 +1,22 @@
-//! `crawlcache cache stats|show|purge|verify`: inspect and maintain the
-//! store, directly or through the running proxy ([`super::access`]).
+//! `crawlcache cache stats|show|ls|cat|purge|prune|verify`: inspect and
+//! maintain the store, directly or through the running proxy
+//! ([`super::access`]). The work itself is in [`crate::admin::inspect`]
+//! and [`crate::admin::maintain`], shared with the admin endpoints.
 
-use super::access::{admin_request, encode, open_store, StoreAccess};
+use super::access::{admin_request, admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::progress::{Progress, Unit};
 use super::{load_config, Common};
+use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
+use crate::admin::maintain::{self, PruneSpec, PurgeSelection, Removed};
 use clap::Subcommand;
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+/// Parses a `--older-than` / `--unused-for` value ([`crate::units::parse_duration`]).
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    crate::units::parse_duration(s)
+}
 
 /// `cache` subcommands.
 #[derive(Subcommand, Debug)]
@@ -21,26 +32,67 @@ pub enum CacheCommand {
         common: Common,
         url: String,
     },
-    /// List stored entries (cache and record): `STATUS BYTES KEY` per line,
-    /// or JSON lines; a one-line summary on stderr.
+    /// List the stored responses, one line each as they are read (not
+    /// sorted): `URL STATUS BYTES STORED TTL IN`, tab-separated, where TTL
+    /// is the freshness left in seconds (negative: stale) and IN says
+    /// `cache`, `record` or `cache+record`; or JSON lines. A summary line
+    /// goes to stderr.
     Ls {
         #[command(flatten)]
         common: Common,
-        /// Only entries for this host.
+        /// Only URLs of this host (any scheme and port).
         #[arg(long)]
         host: Option<String>,
-        /// Only entries whose URL starts with this prefix.
+        /// Only URLs starting with this prefix (e.g. https://example.com/docs/).
         #[arg(long)]
         prefix: Option<String>,
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
     },
-    /// Remove every stored variant of a URL.
-    Purge {
+    /// Print a stored body on stdout exactly as stored (the newest cache
+    /// variant of the URL, else its recorded GET response); stderr says
+    /// which. Exit 1 when the URL is not stored.
+    Cat {
         #[command(flatten)]
         common: Common,
         url: String,
+        /// Undo the Content-Encoding (gzip, deflate, br; also stacked).
+        #[arg(long)]
+        decode: bool,
+    },
+    /// Remove stored responses, from the cache and the record: every
+    /// variant and record of URL, or all those passing the filters (every
+    /// filter given must hold). Prints how many entries and bytes went.
+    #[command(group(clap::ArgGroup::new("selection").required(true).multiple(true).args(["url", "host", "prefix", "older_than"])))]
+    Purge {
+        #[command(flatten)]
+        common: Common,
+        /// A URL: its cache variants and its records (any method).
+        #[arg(conflicts_with_all = ["host", "prefix"])]
+        url: Option<String>,
+        /// Every URL of this host (any scheme and port).
+        #[arg(long)]
+        host: Option<String>,
+        /// Every URL starting with this prefix.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Only responses received longer ago than this (e.g. 10m, 7d).
+        #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+        older_than: Option<Duration>,
+    },
+    /// Remove the cache entries that are no longer fresh and have not been
+    /// used (stored, served, freshened) for a while; records are kept
+    /// unless --records. Prints a one-line summary.
+    Prune {
+        #[command(flatten)]
+        common: Common,
+        /// How long an entry must have gone unused.
+        #[arg(long, value_name = "DURATION", default_value = maintain::DEFAULT_UNUSED_FOR, value_parser = duration_arg)]
+        unused_for: Duration,
+        /// Prune records (offline replay copies) by the same test too.
+        #[arg(long)]
+        records: bool,
     },
     /// Check every store invariant; exits 1 when one is broken.
     Verify {
@@ -57,8 +109,10 @@ pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
     match command {
         CacheCommand::Stats { common } => stats(&common),
         CacheCommand::Show { common, url } => show(&common, &url),
-        CacheCommand::Purge { common, url } => purge(&common, &url),
-        CacheCommand::Ls { common, host, prefix, json } => ls(&common, host.as_deref(), prefix.as_deref(), json),
+        CacheCommand::Purge { common, url, host, prefix, older_than } => purge(&common, url.as_deref(), KeyFilter { host, prefix }, older_than),
+        CacheCommand::Prune { common, unused_for, records } => prune(&common, unused_for, records),
+        CacheCommand::Ls { common, host, prefix, json } => ls(&common, KeyFilter { host, prefix }, json),
+        CacheCommand::Cat { common, url, decode } => cat(&common, &url, decode),
         CacheCommand::Verify { common, repair } => verify(&common, repair),
     }
 }
@@ -91,26 +145,71 @@ fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
     Ok(if empty { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// Removes every stored variant of `url` and says how many went.
-fn purge(common: &Common, url: &str) -> Result<ExitCode, String> {
+/// Removes the selected responses (cache and record) and says how many
+/// entries and bytes went.
+fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Option<Duration>) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
-    let n = match open_store(&cfg)? {
+    let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let n = crate::admin::purge(&s, url)?;
+            let mut selection = PurgeSelection { filter, older_than, ..Default::default() };
+            if let Some(u) = url {
+                selection.urls = crate::admin::url_keys(u, &cfg.cache.key_rules).map_err(|e| e.trim_start_matches("crawlcache: ").to_string())?;
+            }
+            let removed = maintain::purge(&s, &selection, SystemTime::now())?;
             s.flush().map_err(|e| e.to_string())?;
-            n
+            removed
         }
         StoreAccess::Daemon(a) => {
-            let (status, body) = admin_request(&a, "POST", &format!("/cache/purge?url={}", encode(url)))?;
-            if status != 200 {
-                return Err(body.trim().to_string());
+            let mut q = Vec::new();
+            if let Some(u) = url {
+                q.push(format!("url={}", encode(u)));
             }
-            let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
-            v["removed"].as_u64().unwrap_or(0)
+            if let Some(h) = &filter.host {
+                q.push(format!("host={}", encode(h)));
+            }
+            if let Some(p) = &filter.prefix {
+                q.push(format!("prefix={}", encode(p)));
+            }
+            if let Some(d) = older_than {
+                q.push(format!("older_than={}ms", d.as_millis()));
+            }
+            removal(&a, &format!("/cache/purge?{}", q.join("&")))?
         }
     };
-    outln!("removed {n} stored variant(s) of {url}");
+    outln!("cache purge: {removed}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Removes stale entries unused for `unused_for` and prints the summary.
+fn prune(common: &Common, unused_for: Duration, records: bool) -> Result<ExitCode, String> {
+    let cfg = load_config(common)?;
+    let removed = match open_store(&cfg)? {
+        StoreAccess::Direct(s) => {
+            let spec = PruneSpec { unused_for, records, policy: cfg.policy(), rules: cfg.cache.rules.clone() };
+            let removed = maintain::prune(&s, &spec, SystemTime::now())?;
+            s.flush().map_err(|e| e.to_string())?;
+            removed
+        }
+        StoreAccess::Daemon(a) => {
+            let records = if records { "&records=1" } else { "" };
+            removal(&a, &format!("/cache/prune?unused_for={}ms{records}", unused_for.as_millis()))?
+        }
+    };
+    outln!("cache prune: {removed} (stale and unused for {})", crate::units::format_duration(unused_for));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long a purge or prune through the proxy may work before it answers.
+const REMOVAL_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// A purge or prune through the running proxy: its JSON answer.
+fn removal(admin: &super::access::Admin, path: &str) -> Result<Removed, String> {
+    let mut body = Vec::new();
+    admin_stream(admin, "POST", path, REMOVAL_TIMEOUT, &mut |chunk: &[u8]| {
+        body.extend_from_slice(chunk);
+        Ok(())
+    })?;
+    serde_json::from_slice(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))
 }
 
 /// Prints the verify report; exit 1 when an invariant was broken (repaired
@@ -156,63 +255,103 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
     }
 }
 
-/// Lists the entries passing the filters, one line each, with progress on
-/// stderr when it is a terminal and a one-line summary at the end.
-fn ls(common: &Common, host: Option<&str>, prefix: Option<&str>, json: bool) -> Result<ExitCode, String> {
-    use std::io::Write;
+/// Lists the stored responses passing `filter`, one line each as they are
+/// read (through the proxy: as they arrive), then a summary on stderr. A
+/// closed stdout (`| head`) ends the listing quietly.
+fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let (mut listed, mut records, mut bytes) = (0u64, 0u64, 0u64);
+    let mut out = std::io::LineWriter::new(stdout.lock());
+    let mut summary = LsSummary::default();
+    let mut print = |row: &LsRow, out: &mut dyn Write| -> std::io::Result<()> {
+        summary.add(row);
+        writeln!(out, "{}", if json { row.json() } else { row.text() })
+    };
+    let closed = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let entries = s.entries().map_err(|e| e.to_string())?;
-            let progress = Progress::new("cache ls", Some(entries.len() as u64), Unit::Items("entries scanned"));
-            for (i, e) in entries.iter().enumerate() {
-                if i % 1_000 == 0 {
-                    progress.set(i as u64);
+            let spec = ListSpec { filter, policy: cfg.policy(), rules: cfg.cache.rules.clone(), now: SystemTime::now() };
+            for row in Listing::new(&s, spec) {
+                match print(&row?, &mut out) {
+                    Err(e) if closed(&e) => return Ok(ExitCode::SUCCESS),
+                    r => r.map_err(|e| e.to_string())?,
                 }
-                if !crate::admin::ls_matches(&e.primary_key, host, prefix) {
-                    continue;
-                }
-                listed += 1;
-                records += u64::from(crate::record::is_record_key(&e.primary_key));
-                bytes += e.body.as_ref().map_or(0, |b| b.len);
-                writeln!(out, "{}", crate::admin::ls_line(e, json)).map_err(|e| e.to_string())?;
             }
-            progress.clear();
         }
         StoreAccess::Daemon(a) => {
-            let mut path = String::from("/cache/ls?");
-            if let Some(h) = host {
-                path.push_str(&format!("host={}&", encode(h)));
+            let mut path = String::from("/cache/ls?json=1");
+            if let Some(h) = &filter.host {
+                path.push_str(&format!("&host={}", encode(h)));
             }
-            if let Some(p) = prefix {
-                path.push_str(&format!("prefix={}&", encode(p)));
+            if let Some(p) = &filter.prefix {
+                path.push_str(&format!("&prefix={}", encode(p)));
             }
-            if json {
-                path.push_str("json=1");
-            }
-            let (status, body) = admin_request(&a, "GET", &path)?;
-            if status != 200 {
-                return Err(body.trim().to_string());
-            }
-            for line in body.lines() {
-                listed += 1;
-                if json {
-                    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
-                    records += u64::from(v["record"].as_bool().unwrap_or(false));
-                    bytes += v["bytes"].as_u64().unwrap_or(0);
-                } else {
-                    let mut f = line.split('\t');
-                    bytes += f.nth(1).and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
-                    records += u64::from(f.next().is_some_and(crate::record::is_record_key));
+            // JSON lines from the proxy, printed as they arrive.
+            let mut partial: Vec<u8> = Vec::new();
+            let mut bad_line = None;
+            admin_stream(&a, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
+                partial.extend_from_slice(chunk);
+                let mut start = 0;
+                while let Some(n) = partial[start..].iter().position(|&b| b == b'\n') {
+                    let line = &partial[start..start + n];
+                    start += n + 1;
+                    match serde_json::from_slice::<LsRow>(line) {
+                        Ok(row) => print(&row, &mut out)?,
+                        Err(e) => bad_line = Some(format!("unexpected line from the proxy: {e}")),
+                    }
                 }
-                writeln!(out, "{line}").map_err(|e| e.to_string())?;
+                partial.drain(..start);
+                Ok(())
+            })?;
+            if let Some(e) = bad_line {
+                return Err(e);
             }
         }
     }
-    out.flush().map_err(|e| e.to_string())?;
-    eprintln!("cache ls: {listed} entries ({records} recorded), {bytes} body bytes");
+    if let Err(e) = out.flush() {
+        if !closed(&e) {
+            return Err(e.to_string());
+        }
+    }
+    eprintln!("cache ls: {summary}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the stored body of `url` on stdout (decoded with `decode`) and
+/// says on stderr where it came from; exit 1 when it is not stored.
+fn cat(common: &Common, url: &str, decode: bool) -> Result<ExitCode, String> {
+    let cfg = load_config(common)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let quiet_pipe = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    };
+    match open_store(&cfg)? {
+        StoreAccess::Direct(s) => {
+            let Some(picked) = crate::admin::inspect::pick(&s, url, &cfg.cache.key_rules).map_err(|e| e.trim_start_matches("crawlcache: ").to_string())? else {
+                eprintln!("crawlcache: {url} is not stored (neither in the cache nor in the record)");
+                return Ok(ExitCode::from(1));
+            };
+            let mut body = picked.body(&s, decode)?;
+            quiet_pipe(std::io::copy(&mut body, &mut out).map(|_| ())).map_err(|e| format!("{}: {e}", picked.key))?;
+            quiet_pipe(out.flush()).map_err(|e| e.to_string())?;
+            eprintln!("cache cat: {} from the {} ({})", url, picked.source(), picked.key);
+        }
+        StoreAccess::Daemon(a) => {
+            let path = format!("/cache/cat?url={}{}", encode(url), if decode { "&decode=1" } else { "" });
+            let head = match admin_stream(&a, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| out.write_all(chunk)) {
+                Ok(h) => h,
+                Err(e) if e.status == Some(404) => {
+                    eprintln!("crawlcache: {e}");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            quiet_pipe(out.flush()).map_err(|e| e.to_string())?;
+            let header = |n: &str| head.headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
+            eprintln!("cache cat: {} from the {} ({})", url, header("x-crawlcache-source"), header("x-crawlcache-key"));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! per subcommand, one file per command group.
 //!
 //! - [`serve`]: run the proxy.
-//! - [`cache`]: `cache stats|show|ls|purge|verify`.
+//! - [`cache`]: `cache stats|show|ls|cat|purge|prune|verify`.
 //! - [`robots`]: `robots check|batch` (files, no data directory) and
 //!   `robots show|refresh` (snapshots in the data directory).
 //! - [`audit`]: `audit skips`.

@@ -6,7 +6,7 @@
 //! the file from the running proxy's `GET /cache/export` otherwise.
 //! `import` writes to the store and so needs the proxy stopped.
 
-use super::access::{admin_stream, encode, open_store, StoreAccess};
+use super::access::{admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::progress::{Progress, Unit};
 use super::{load_config, Common};
 use crate::warc::{export, import};
@@ -97,32 +97,27 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             if let Some(p) = &args.prefix {
                 path.push_str(&format!("&prefix={}", encode(p)));
             }
-            let super::access::AdminStream { status, fields: headers, mut body } = admin_stream(&admin, "GET", &path)?;
-            if status != 200 {
-                let mut text = String::new();
-                let _ = std::io::Read::read_to_string(&mut body, &mut text);
-                return Err(format!("the running proxy refused the export ({status}): {}", text.trim()));
-            }
-            let planned: u64 = headers.iter().find(|(n, _)| n == EXCHANGES_HEADER).and_then(|(_, v)| v.trim().parse().ok()).unwrap_or(0);
             let progress = Progress::new("export", None, Unit::Bytes);
             progress.message(format!("from the running proxy at {}", admin.addr));
             let mut out = std::io::BufWriter::new(tmp.as_file());
-            let mut buf = vec![0u8; 64 * 1024];
             let mut bytes = 0u64;
-            loop {
-                let n = match std::io::Read::read(&mut body, &mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        progress.finish("export: failed");
-                        return Err(format!("the running proxy's export ended early ({e}); see its log"));
-                    }
-                };
-                out.write_all(&buf[..n]).map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
-                bytes += n as u64;
+            let head = admin_stream(&admin, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
+                out.write_all(chunk)?;
+                bytes += chunk.len() as u64;
                 progress.set(bytes);
-            }
+                Ok(())
+            });
+            let head = match head {
+                Ok(head) => head,
+                Err(e) => {
+                    progress.finish("export: failed");
+                    return Err(match e.status {
+                        Some(status) => format!("the running proxy refused the export ({status}): {}", e.message),
+                        None => format!("the running proxy's export failed ({}); see its log", e.message),
+                    });
+                }
+            };
+            let planned: u64 = head.headers.get(EXCHANGES_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
             out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
             drop(out);
             progress.clear();

@@ -173,6 +173,37 @@ fn copy_entry(store: &Store, primary: &str, secondary_key: &[u8], record_key: &s
     Ok(())
 }
 
+/// After a `304` (or a `200` answering a HEAD, RFC 9111 section 4.3.5)
+/// freshened the cache entry `cached` (under the cache key `primary`):
+/// freshens the record copy of the same response, `record:GET primary`,
+/// the same way, so an offline re-run replays the newest header fields
+/// (RFC 9111 sections 3.2 and 4.3.4) rather than those of the first fetch.
+///
+/// The record is updated only when it holds the same content as `cached`
+/// (the same body, by SHA-256) and `selects` (the caller's validator check
+/// on the record's stored head) accepts it; a record of another response
+/// (a later answer that was recorded but not cached) is left alone.
+/// Returns whether the record was updated. Errors: the store's message.
+pub fn freshen_record(
+    store: &Store,
+    primary: &str,
+    cached: &crate::store::Entry,
+    selects: impl Fn(&crate::cache::StoredResponse) -> bool,
+    freshen: impl Fn(&crate::cache::StoredResponse) -> crate::cache::StoredResponse,
+) -> Result<bool, String> {
+    let key = record_key(&Method::GET, primary, None);
+    let records = store.lookup(&key).map_err(|e| format!("{key}: {e}"))?;
+    let Some(record) = records.into_iter().find(|r| r.secondary_key.is_empty()) else { return Ok(false) };
+    if record.body != cached.body {
+        return Ok(false);
+    }
+    let Some(stored) = crate::cache::StoredResponse::from_bytes(&record.meta) else { return Ok(false) };
+    if !selects(&stored) {
+        return Ok(false);
+    }
+    store.update_meta(&key, b"", &freshen(&stored).to_bytes()).map_err(|e| format!("{key}: {e}"))
+}
+
 /// Forwards a request body as it arrives while hashing it: returns the body
 /// to send upstream and a receiver for the hex SHA-256 of the whole body
 /// (dropped without a value when the body failed or was not read to its end).

@@ -12,6 +12,9 @@
 //! again as raw deflate if that fails; any other as raw deflate) and `br`
 //! (RFC 7932). `identity` is ignored.
 //!
+//! [`reader`] gives the same layers as a stream without a bound (for
+//! `cache cat --decode`).
+//!
 //! Decoding streams through the layers and stops after `limit + 1` decoded
 //! bytes, so a decompression bomb costs at most that much memory and time:
 //! its first `limit` bytes are kept and marked truncated (RFC 9309 §2.5
@@ -124,10 +127,24 @@ pub fn decode(codings: &[String], body: &[u8], limit: usize) -> Result<Decoded, 
 }
 
 fn run(codings: &[(Coding, &str)], body: &[u8], limit: usize, raw_deflate: bool) -> Result<Decoded, DecodeError> {
-    let mut reader: Box<dyn Read + '_> = Box::new(body);
-    // The last coding listed was applied last: undo it first.
+    let reader = layers(codings, Box::new(body), raw_deflate)?;
+    let mut out = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    reader.take(cap).read_to_end(&mut out).map_err(|e| match e.get_ref().and_then(|i| i.downcast_ref::<DecodeError>()) {
+        Some(d) => d.clone(),
+        None => corrupt(codings.first().map_or("identity", |c| c.1), &e),
+    })?;
+    let truncated = out.len() > limit;
+    out.truncate(limit);
+    Ok(Decoded { body: out, truncated })
+}
+
+/// The decoding layers over `reader`: the last coding listed was applied
+/// last, so it is undone first. Errors: `Corrupt` when a deflate stream
+/// cannot even be started.
+fn layers<'a>(codings: &[(Coding, &str)], mut reader: Box<dyn Read + Send + 'a>, raw_deflate: bool) -> Result<Box<dyn Read + Send + 'a>, DecodeError> {
     for &(c, name) in codings.iter().rev() {
-        let inner: Box<dyn Read + '_> = match c {
+        let inner: Box<dyn Read + Send + 'a> = match c {
             Coding::Gzip => Box::new(MultiGzDecoder::new(reader)),
             Coding::Brotli => Box::new(Decompressor::new(reader, 4096)),
             Coding::Deflate => {
@@ -142,15 +159,26 @@ fn run(codings: &[(Coding, &str)], body: &[u8], limit: usize, raw_deflate: bool)
         };
         reader = Box::new(Labelled { inner, coding: name.to_string() });
     }
-    let mut out = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    reader.take(cap).read_to_end(&mut out).map_err(|e| match e.get_ref().and_then(|i| i.downcast_ref::<DecodeError>()) {
-        Some(d) => d.clone(),
-        None => corrupt(codings.first().map_or("identity", |c| c.1), &e),
-    })?;
-    let truncated = out.len() > limit;
-    out.truncate(limit);
-    Ok(Decoded { body: out, truncated })
+    Ok(reader)
+}
+
+/// A streaming decoder (for `cache cat --decode`): reads `body` and yields
+/// it with `codings` (as listed in `Content-Encoding`) undone, with no
+/// bound on the decoded size. Same codings as [`decode`]; `deflate` is read
+/// as zlib when it starts with a valid zlib header and as raw deflate
+/// otherwise (without [`decode`]'s second attempt, which needs the whole
+/// body). Errors: `Unknown` for a coding it cannot undo (before anything
+/// is read); later, a read error whose inner error is the [`DecodeError`]
+/// naming the coding whose data is bad.
+pub fn reader<'a>(codings: &[String], body: impl Read + Send + 'a) -> Result<Box<dyn Read + Send + 'a>, DecodeError> {
+    let mut known = Vec::with_capacity(codings.len());
+    for c in codings {
+        match coding(c) {
+            Some(k) => known.push((k, c.as_str())),
+            None => return Err(DecodeError::Unknown { coding: c.clone() }),
+        }
+    }
+    layers(&known, Box::new(body), false)
 }
 
 fn corrupt(coding: &str, e: &io::Error) -> DecodeError {
@@ -161,7 +189,7 @@ fn corrupt(coding: &str, e: &io::Error) -> DecodeError {
 }
 
 /// Reads up to two bytes (fewer only at the end of the stream).
-fn peek2<'a>(mut r: Box<dyn Read + 'a>) -> io::Result<(Vec<u8>, Box<dyn Read + 'a>)> {
+fn peek2<'a>(mut r: Box<dyn Read + Send + 'a>) -> io::Result<(Vec<u8>, Box<dyn Read + Send + 'a>)> {
     let mut head = [0u8; 2];
     let mut n = 0;
     while n < 2 {
@@ -184,7 +212,7 @@ fn is_zlib_header(h: &[u8]) -> bool {
 /// Tags the errors of one decoding layer with its coding, leaving errors
 /// already tagged by an inner layer as they are.
 struct Labelled<'a> {
-    inner: Box<dyn Read + 'a>,
+    inner: Box<dyn Read + Send + 'a>,
     coding: String,
 }
 

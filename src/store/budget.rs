@@ -1,7 +1,11 @@
 //! The size budget and the LRU order.
 //!
-//! Every entry carries a stamp from one monotonic counter (larger means
-//! more recently used); the `lru` tree maps stamp to entry. A hit (and a
+//! Every entry carries a stamp (larger means more recently used); the `lru`
+//! tree maps stamp to entry. Stamps are a hybrid clock ([`Inner::stamp`]):
+//! microseconds since the Unix epoch at the time of the use, raised past the
+//! previous stamp when the clock has not moved or went back, so they are
+//! unique and increasing and also say when an entry was last used
+//! ([`super::Entry::last_used_at`]). A hit (and a
 //! 304 freshening, with its new metadata) only records a new stamp in memory
 //! ([`Inner::record_pending`]); pending stamps
 //! are written in batches ([`Inner::apply_touches`]) by the background
@@ -60,9 +64,14 @@ impl Inner {
         }
     }
 
-    /// A fresh LRU stamp, larger than every earlier one.
+    /// A fresh LRU stamp, larger than every earlier one: the current time
+    /// in microseconds since the Unix epoch, or the previous stamp + 1 when
+    /// that is larger (a clock that stood still or went back).
     pub(super) fn stamp(&self) -> u64 {
-        self.next_stamp.fetch_add(1, Ordering::AcqRel)
+        let now = super::clock_micros(std::time::SystemTime::now());
+        match self.next_stamp.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.max(now).saturating_add(1))) {
+            Ok(prev) | Err(prev) => prev.max(now),
+        }
     }
 
     /// Applies pending (not yet written) touches and freshenings to entries

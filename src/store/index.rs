@@ -53,6 +53,13 @@ pub(crate) fn primary_prefix(primary_key: &str) -> Vec<u8> {
     key
 }
 
+/// The primary key bytes of an entry key, without copying; `None` if the
+/// key is malformed.
+pub(crate) fn primary_key_bytes(key: &[u8]) -> Option<&[u8]> {
+    let len_bytes: [u8; 4] = key.get(..4)?.try_into().ok()?;
+    key.get(4..4usize.checked_add(u32::from_be_bytes(len_bytes) as usize)?)
+}
+
 /// Splits an entry key into (primary key, secondary key); `None` if the key
 /// is malformed (too short, or the primary key is not UTF-8).
 pub(crate) fn split_entry_key(key: &[u8]) -> Option<(String, Vec<u8>)> {

@@ -35,8 +35,10 @@
 //! always, and orphans when the previous run did not close cleanly (no
 //! `clean-shutdown` marker); [`Store::verify`] reports and repairs both.
 //!
-//! LRU: every entry carries a stamp from one monotonic counter; the `lru`
-//! tree maps stamp to entry. [`Store::touch`] only records a new stamp in
+//! LRU: every entry carries a stamp, unique and increasing, that is also
+//! the time of its last use in microseconds (a hybrid clock, see
+//! `budget.rs`; [`Entry::last_used_at`]); the `lru` tree maps stamp to
+//! entry. [`Store::touch`] only records a new stamp in
 //! memory; pending stamps are written in batched transactions by a
 //! background thread (every second, or as soon as [`TOUCH_BATCH`] are
 //! pending), before an entry would be evicted, by [`Store::flush`] and when
@@ -150,8 +152,64 @@ pub struct Entry {
     pub meta: Vec<u8>,
     /// The body, if the entry has one (a stored 304-less HEAD has none).
     pub body: Option<CommittedBody>,
-    /// Monotonic LRU stamp: larger means more recently used.
+    /// LRU stamp: larger means more recently used. A hybrid clock: the time
+    /// of the last use (insert, hit, freshening) in microseconds since the
+    /// Unix epoch, raised when needed to stay unique and increasing (see
+    /// [`Entry::last_used_at`]).
     pub last_used: u64,
+}
+
+/// Stamps below this (2001-01-01T00:00:00Z in microseconds) are not clock
+/// readings: a store written by a release whose stamps were a plain counter.
+const CLOCK_STAMPS_FROM: u64 = 978_307_200_000_000;
+
+/// `t` in microseconds since the Unix epoch (0 before it).
+pub(crate) fn clock_micros(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+impl Entry {
+    /// When the entry was last used (stored, served, freshened by a 304),
+    /// read from its stamp; `None` for a stamp written by a release whose
+    /// stamps were not clock readings (that entry has not been used since
+    /// the upgrade). A stamp can run ahead of the clock by at most one
+    /// microsecond per use made within the same microsecond, so this is
+    /// never much earlier than the real time of the last use.
+    pub fn last_used_at(&self) -> Option<std::time::SystemTime> {
+        (self.last_used >= CLOCK_STAMPS_FROM).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_micros(self.last_used))
+    }
+}
+
+/// The entries of the index one at a time, in index order, from
+/// [`Store::scan`]. Each item is decoded when it is reached (with a pending
+/// touch or freshening laid over it, like [`Store::lookup`]), so a scan of
+/// any size holds one entry at a time. The scan sees the index as it is when
+/// each item is read: entries inserted or removed meanwhile may or may not
+/// appear. Undecodable rows are skipped with a warning.
+pub struct Scan {
+    rows: sled::Iter,
+    prefix: Vec<u8>,
+    store: Store,
+}
+
+impl Iterator for Scan {
+    type Item = Result<Entry, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (k, v) = match self.rows.next()? {
+                Ok(row) => row,
+                Err(e) => return Some(Err(sled_err(e))),
+            };
+            if !self.prefix.is_empty() && !index::primary_key_bytes(&k).is_some_and(|pk| pk.starts_with(&self.prefix)) {
+                continue;
+            }
+            if let Some(mut e) = decode_entry(&k, &v) {
+                self.store.inner.overlay_pending(std::slice::from_mut(&mut e));
+                return Some(Ok(e));
+            }
+        }
+    }
 }
 
 /// Counters reported by [`Store::stats`].
@@ -461,19 +519,20 @@ impl Store {
         Ok(released.removed > 0)
     }
 
-    /// Every entry in the index (for `cache show`, stats and verify).
-    /// Undecodable records are skipped with a warning.
-    /// Errors: `Index` when sled cannot be read.
+    /// Every entry in the index, collected ([`Store::scan`] without the
+    /// memory: use that for listings of any size). Undecodable records are
+    /// skipped with a warning. Errors: `Index` when sled cannot be read.
     pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.inner.index.entries.iter() {
-            let (k, v) = item.map_err(sled_err)?;
-            if let Some(e) = decode_entry(&k, &v) {
-                out.push(e);
-            }
-        }
-        self.inner.overlay_pending(&mut out);
-        Ok(out)
+        self.scan("").collect()
+    }
+
+    /// Streams the entries whose primary key starts with `prefix` (`""`:
+    /// all of them), decoding one at a time (see [`Scan`]). The prefix is
+    /// checked on each row's key before its record is decoded; the index is
+    /// ordered by key length first, so the scan still reads every key.
+    /// Items are `Err(Index)` when sled cannot be read.
+    pub fn scan(&self, prefix: &str) -> Scan {
+        Scan { rows: self.inner.index.entries.iter(), prefix: prefix.as_bytes().to_vec(), store: self.clone() }
     }
 
     /// Current counters (kept in the index, not computed by a scan). If the

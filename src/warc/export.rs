@@ -39,14 +39,8 @@ use super::{new_record_id, sha256_label, warc_date, REQUEST_BODY_SHA256};
 use crate::cache::StoredResponse;
 use crate::store::{Entry, Store, StoreError};
 
-/// Which entries to export (the `cache ls` filters).
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    /// Only this host (exact, case-insensitive).
-    pub host: Option<String>,
-    /// Only URLs starting with this prefix.
-    pub prefix: Option<String>,
-}
+/// Which entries to export: the `cache ls` filters (`host`, `prefix`).
+pub type Filter = crate::admin::inspect::KeyFilter;
 
 /// One exchange to write: a request and the stored response to it.
 #[derive(Debug, Clone)]
@@ -105,7 +99,7 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
     let mut groups: BTreeMap<(String, String, Option<String>), Group> = BTreeMap::new();
     let mut undecodable = Vec::new();
     for entry in store.entries()? {
-        if !crate::admin::ls_matches(&entry.primary_key, filter.host.as_deref(), filter.prefix.as_deref()) {
+        if !filter.matches(&entry.primary_key) {
             continue;
         }
         let Some(stored) = StoredResponse::from_bytes(&entry.meta) else {

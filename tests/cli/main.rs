@@ -2,10 +2,14 @@
 //! never creates a CA unless told to (`ca --init`), `ca --bundle` writes the
 //! system roots plus the CA for clients whose `--cacert` replaces their trust
 //! store, `config --defaults` prints the embedded defaults, configuration
-//! errors point at it, and `completions` prints a completion script.
+//! errors point at it, and `completions` prints a completion script; and
+//! the inspection and maintenance commands `cache ls|cat|purge|prune`
+//! (`inspect.rs`), with `cache ls` at scale (`scale.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
+mod inspect;
+mod scale;
 
 use common::tls::test_pki;
 use common::*;

@@ -26,14 +26,19 @@
 //! - [`redis`]: [`RedisServer`], a throw-away `redis-server` (fleet tests);
 //! - [`s3`]: [`S3Server`], a throw-away S3-compatible server (moto) with a
 //!   bucket (fleet tests).
+//! - [`bulk_store`]: a data directory of many stored responses written
+//!   through the crawlcache library, and a child process watched for its
+//!   peak resident memory (`/proc/<pid>/status`, `VmHWM`).
 //!
 //! The HTTP-level helpers compile against nothing but the binary (they spawn
-//! it) and use only std and tokio; `tls` uses rcgen and rustls. Every wait is
-//! bounded; every failure message says what was being done and shows the
-//! relevant log. `corpus`, `tmpfs` and `tls` use nothing from the other files,
+//! it) and use only std and tokio; `tls` uses rcgen and rustls, `bulk_store`
+//! the crawlcache library. Every wait is bounded; every failure message says
+//! what was being done and shows the relevant log. `corpus`, `tmpfs`, `tls`
+//! and `bulk_store` use nothing from the other files,
 //! so a test binary may include one of them alone with `#[path]`.
 #![allow(dead_code, unused_imports)]
 
+pub mod bulk_store;
 pub mod client;
 pub mod corpus;
 pub mod crawl;

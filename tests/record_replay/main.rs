@@ -166,11 +166,14 @@ fn mode_all_replays_a_crawl_offline_byte_identical() {
     assert_eq!(run.post_other_offline.status, 504, "another body was never posted");
     assert!(run.post_other_offline.text().contains("record:POST"), "{}", run.post_other_offline.text());
 
-    // `cache ls --host` lists cache entries and records, with a summary.
-    assert!(run.ls_text.lines().any(|l| l.starts_with("302\t") && l.contains("record:GET http://127.0.0.1:")), "{}", run.ls_text);
-    assert!(run.ls_text.lines().any(|l| l.contains("record:POST http://127.0.0.1:") && l.contains(" sha256=")), "{}", run.ls_text);
-    assert!(run.ls_text.lines().any(|l| l.starts_with("200\t") && l.contains("\thttp://127.0.0.1:")), "{}", run.ls_text);
-    assert!(run.ls_summary.contains("recorded)"), "{}", run.ls_summary);
+    // `cache ls --host` lists cache entries and records, with a summary:
+    // URL STATUS BYTES STORED TTL IN.
+    let rows: Vec<Vec<&str>> = run.ls_text.lines().map(|l| l.split('\t').collect()).collect();
+    assert!(rows.iter().all(|f| f.len() == 6 && f[0].starts_with("http://127.0.0.1:")), "{}", run.ls_text);
+    assert!(rows.iter().any(|f| f[0].ends_with("/r302") && f[1] == "302" && f[5] == "record"), "{}", run.ls_text);
+    assert!(rows.iter().any(|f| f[0].ends_with("/form") && f[5].starts_with("record(POST sha256=")), "{}", run.ls_text);
+    assert!(rows.iter().any(|f| f[1] == "200" && f[5] == "cache+record"), "{}", run.ls_text);
+    assert!(run.ls_summary.contains("in the record)"), "{}", run.ls_summary);
     assert!(run.ls_json_other_host.trim().is_empty(), "{}", run.ls_json_other_host);
 
     // A URL never seen: 504 naming the URL and the key.
@@ -275,4 +278,87 @@ fn a_never_store_rule_keeps_responses_out_of_the_cache() {
     assert_eq!(n, 2, "never stored: both requests reach the origin");
     proxy_get(proxy.addr(), &origin.url("/cached"), &[]);
     assert!(proxy_get(proxy.addr(), &origin.url("/cached"), &[]).cache_status().unwrap_or_default().contains("hit"));
+}
+
+/// The `ttl` parameter of a `Cache-Status` value.
+fn ttl_of(cache_status: &str) -> Option<i64> {
+    cache_status.split(';').find_map(|p| p.trim().strip_prefix("ttl=")).and_then(|t| t.parse().ok())
+}
+
+/// An origin whose responses carry `ETag: "v1"` and `cache_control`, and
+/// answer a matching `If-None-Match` with 304 carrying `X-Version: 2`
+/// (the first full response says `X-Version: 1`).
+fn validating_origin(cache_control: &'static str) -> Origin {
+    Origin::start(move |req| {
+        if req.header("if-none-match") == Some("\"v1\"") {
+            return Reply::not_modified(&[("ETag", "\"v1\""), ("Cache-Control", cache_control), ("X-Version", "2")]);
+        }
+        Reply::ok(&[("ETag", "\"v1\""), ("Cache-Control", cache_control), ("X-Version", "1")], b"the page")
+    })
+}
+
+#[test]
+fn a_304_refreshes_the_record_copy_too() {
+    let dir = TestDir::new("record-304");
+    let data = dir.subdir("data");
+    let origin = validating_origin("max-age=1");
+    let url = origin.url("/page");
+    let proxy = Proxy::start_with_config(&data, ALL, &[]);
+    assert_eq!(proxy.get(&url, &[]).header("x-version"), Some("1"));
+    std::thread::sleep(Duration::from_millis(1300));
+    let revalidated = proxy.get(&url, &[]);
+    let cs = revalidated.cache_status().unwrap_or_default();
+    assert!(cs.contains("fwd=stale") && cs.contains("fwd-status=304"), "{}", revalidated.describe());
+    assert_eq!(revalidated.header("x-version"), Some("2"));
+    proxy.stop_cleanly();
+
+    // Both copies carry the field of the 304 (RFC 9111 section 3.2).
+    let cfg = dir.join("all.toml");
+    std::fs::write(&cfg, ALL).unwrap();
+    let (cfg_s, data_s) = (cfg.to_str().unwrap(), data.to_str().unwrap());
+    let out = crawlcache_cmd(&["cache", "show", "--config", cfg_s, "--data-dir", data_s, &url], Duration::from_secs(30));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let version = |e: &serde_json::Value| {
+        e["headers"].as_array().and_then(|h| h.iter().find(|f| f[0] == "x-version")).map(|f| f[1].as_str().unwrap_or("").to_string())
+    };
+    assert_eq!(version(&v["variants"][0]).as_deref(), Some("2"), "{v:#}");
+    assert_eq!(version(&v["records"][0]).as_deref(), Some("2"), "the record copy is freshened too: {v:#}");
+
+    // Offline, from the record alone (the stale cache entry pruned).
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = crawlcache_cmd(&["cache", "prune", "--unused-for", "0s", "--config", cfg_s, "--data-dir", data_s], Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 1 entries"), "{}", String::from_utf8_lossy(&out.stdout));
+    drop(origin);
+    let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
+    let replayed = offline.get(&url, &[]);
+    assert_eq!(replayed.status, 200, "{}", replayed.describe());
+    assert!(replayed.cache_status().unwrap_or_default().contains("key=\"record:GET "), "{}", replayed.describe());
+    assert_eq!(replayed.header("x-version"), Some("2"), "offline replay gets the newest fields: {}", replayed.describe());
+    assert_eq!(replayed.body, b"the page");
+}
+
+#[test]
+fn a_path_regex_max_ttl_rule_caps_freshness_also_after_a_304() {
+    let cfg = "[[cache.rules]]\nname = \"articles\"\npath_regex = '^/news/[0-9]+$'\nmax_ttl = \"1s\"\n";
+    let dir = TestDir::new("rule-regex-304");
+    let origin = validating_origin("max-age=3600");
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), cfg, &[]);
+    let (article, index) = (origin.url("/news/7"), origin.url("/news/latest"));
+    let first = proxy.get(&article, &[]);
+    assert!(first.cache_status().unwrap_or_default().contains("rule=articles"), "{}", first.describe());
+    assert!(!proxy.get(&index, &[]).cache_status().unwrap_or_default().contains("rule"), "the regex does not match /news/latest");
+    for round in 1..=2 {
+        std::thread::sleep(Duration::from_millis(1300));
+        let r = proxy.get(&article, &[]);
+        let cs = r.cache_status().unwrap_or_default();
+        assert!(cs.contains("fwd=stale") && cs.contains("fwd-status=304") && cs.contains("rule=articles"), "round {round}: {cs}");
+        assert!(ttl_of(&cs).is_some_and(|t| t <= 1), "round {round}: a 304 saying max-age=3600 is still capped at 1 s: {cs}");
+        let hit = proxy.get(&article, &[]);
+        let cs = hit.cache_status().unwrap_or_default();
+        assert!(cs.contains("hit") && ttl_of(&cs).is_some_and(|t| t <= 1), "round {round}: {cs}");
+    }
+    let cs = proxy.get(&index, &[]).cache_status().unwrap_or_default();
+    assert!(cs.contains("hit") && ttl_of(&cs).is_some_and(|t| t > 3000) && !cs.contains("rule"), "{cs}");
+    let conditional = origin.requests().iter().filter(|r| r.path() == "/news/7" && r.header("if-none-match").is_some()).count();
+    assert_eq!(conditional, 2, "one revalidation per second past max_ttl");
 }

@@ -43,6 +43,16 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> R
                 Ok(_) => detail = Some(Detail::HeadFreshened),
                 Err(e) => tracing::warn!("freshening {primary} from a HEAD failed: {e}"),
             }
+            let refreshed = crate::record::freshen_record(
+                &state.store,
+                primary,
+                entry,
+                |r| policy::head_matches(r, resp.headers(), body_len),
+                |r| policy::freshen(r, resp.headers(), request_time, now, &state.policy),
+            );
+            if let Err(e) = refreshed {
+                tracing::warn!("freshening the record of {primary} from a HEAD failed: {e}");
+            }
         } else {
             let _ = state.store.remove_variant(primary, &entry.secondary_key);
             detail = Some(Detail::HeadMismatch);

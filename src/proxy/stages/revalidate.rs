@@ -86,11 +86,22 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 }
                 Ok(false) => {}
             }
+            // The record copy of this response gets the same new fields.
+            let refreshed = crate::record::freshen_record(
+                &state.store,
+                ex.primary(),
+                &found.entry,
+                |r| policy::not_modified_matches(r, resp.headers()),
+                |r| policy::freshen(r, resp.headers(), request_time, now, &state.policy),
+            );
+            if let Err(e) = refreshed {
+                tracing::warn!("freshening the record of {} failed: {e}", ex.primary());
+            }
             if let Some(l) = lead {
                 l.finish(Outcome::Stored);
             }
             let age = policy::current_age(&fresh, now).as_secs();
-            let ttl = policy::freshness_lifetime(&fresh, &state.policy).as_secs() as i64 - age as i64;
+            let ttl = lifetime(state, ex.primary(), &fresh).as_secs() as i64 - age as i64;
             ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(Fwd::Stale) };
             match super::serve::stored(state, ex, &found, &fresh, None, age) {
                 Step::Done(r) => r,
@@ -112,6 +123,12 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
     }
 }
 
+/// The freshness lifetime of `stored` under `primary`, bounded by the
+/// matching `[[cache.rules]]` (as the reuse decision bounds it).
+fn lifetime(state: &ProxyState, primary: &str, stored: &StoredResponse) -> std::time::Duration {
+    crate::record::policy_rules::freshness_lifetime(&state.config.cache.rules, primary, stored, &state.policy)
+}
+
 fn error_kind(e: &UpstreamError) -> OriginError {
     if e.unreachable() {
         OriginError::Unreachable
@@ -127,7 +144,7 @@ fn serve_stale(state: &ProxyState, ex: &mut Exchange, found: &Found, now: System
     let age = policy::current_age(stored, now).as_secs();
     ex.status.hit = true;
     ex.status.served_stale = true;
-    ex.status.ttl = Some(policy::freshness_lifetime(stored, &state.policy).as_secs() as i64 - age as i64);
+    ex.status.ttl = Some(lifetime(state, ex.primary(), stored).as_secs() as i64 - age as i64);
     match super::serve::stored(state, ex, found, stored, None, age) {
         Step::Done(r) => Some(r),
         Step::LookAgain => None,

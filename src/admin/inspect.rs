@@ -1,0 +1,392 @@
+//! `cache ls` and `cache cat`: what the store holds, shared by the command
+//! line (store opened directly) and the admin endpoints `GET /cache/ls`
+//! and `GET /cache/cat` (through a running proxy).
+//!
+//! A listing streams: [`Listing`] walks the index with [`Store::scan`] and
+//! yields one [`LsRow`] per stored response, so its memory does not grow
+//! with the store. A URL held by the HTTP cache and by the record (SPEC
+//! section 6) is one row (`cache+record`, the cache entry's figures); a
+//! record with no cache entry for its URL is a row of its own, and so is
+//! every record of another method (`HEAD`, a form's `POST`).
+
+use crate::cache::policy::{self, PolicyConfig};
+use crate::cache::{from_millis, StoredResponse};
+use crate::record::policy_rules::PolicyRule;
+use crate::store::{Entry, Scan, Store};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::time::SystemTime;
+
+/// The URL a store key stands for: a cache key as is; a record key
+/// (`record:METHOD URL[ sha256=...]`) without its method and body hash.
+pub fn key_url(key: &str) -> &str {
+    match key.strip_prefix(crate::record::PREFIX) {
+        Some(rest) => {
+            let rest = rest.split_once(' ').map(|(_, u)| u).unwrap_or(rest);
+            rest.split(" sha256=").next().unwrap_or(rest)
+        }
+        None => key,
+    }
+}
+
+/// The host of an absolute URL (`http://Host:8080/x` → `Host`), without
+/// brackets for an IPv6 literal; `""` when there is none.
+pub fn url_host(url: &str) -> &str {
+    let authority = url.split_once("://").map_or("", |(_, rest)| rest).split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or("");
+    }
+    authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(authority, |(h, _)| h)
+}
+
+/// The record key's method (`record:POST ...` → `POST`); `None` for a
+/// cache key.
+fn record_method(key: &str) -> Option<&str> {
+    key.strip_prefix(crate::record::PREFIX).and_then(|rest| rest.split(' ').next())
+}
+
+/// The request-body hash of a record key (`... sha256=HEX`).
+fn record_body_hash(key: &str) -> Option<&str> {
+    key.strip_prefix(crate::record::PREFIX).and_then(|rest| rest.rsplit_once(" sha256=")).map(|(_, h)| h)
+}
+
+/// Which entries a listing or a purge covers: every given filter must
+/// hold. `host` is compared case-insensitively with the URL's host (any
+/// scheme and port); `prefix` is a prefix of the URL (the cache key, e.g.
+/// `https://example.com/docs/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyFilter {
+    /// Only URLs of this host.
+    pub host: Option<String>,
+    /// Only URLs starting with this.
+    pub prefix: Option<String>,
+}
+
+impl KeyFilter {
+    /// Whether the entry under store key `key` (cache or record) passes.
+    pub fn matches(&self, key: &str) -> bool {
+        let url = key_url(key);
+        if let Some(p) = &self.prefix {
+            if !url.starts_with(p.as_str()) {
+                return false;
+            }
+        }
+        if let Some(h) = &self.host {
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            if !url_host(url).eq_ignore_ascii_case(h) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// One line of `cache ls`: a stored response. Serialized as one JSON
+/// object per line (`--json`, `GET /cache/ls?json=1`); [`LsRow::text`] is
+/// the tab-separated line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LsRow {
+    /// The URL (the cache key, after `cache.key_rules`).
+    pub url: String,
+    /// The response's status code (`None`: the stored head is unreadable).
+    pub status: Option<u16>,
+    /// Bytes of the stored body (as stored, still content-coded).
+    pub bytes: u64,
+    /// When the response was received (`response_time`, RFC 3339, UTC).
+    pub stored: Option<String>,
+    /// Freshness left in seconds: freshness_lifetime (bounded by a matching
+    /// `[[cache.rules]]`) minus current_age (RFC 9111 section 4.2); negative
+    /// when stale, by that many seconds.
+    pub ttl: Option<i64>,
+    /// In the HTTP cache.
+    pub cache: bool,
+    /// In the record (SPEC section 6): a `record:` entry for this URL.
+    pub record: bool,
+    /// The store key of the entry the figures are from.
+    pub key: String,
+    /// For a record of a method other than GET: that method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// For a record of a request with a body: the body's SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_body_sha256: Option<String>,
+    /// The secondary key (the `Vary` request fields), when there is one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub secondary_key: String,
+    /// SHA-256 of the stored body.
+    pub body_sha256: Option<String>,
+    /// When the entry was last used (stored, served, freshened; RFC 3339),
+    /// when known.
+    pub last_used: Option<String>,
+}
+
+impl LsRow {
+    /// Where the response is: `cache`, `record`, `cache+record`; a record
+    /// of another method says which (`record(HEAD)`, `record(POST
+    /// sha256=HEX)`).
+    pub fn place(&self) -> String {
+        match (self.cache, self.record, &self.method) {
+            (true, true, _) => "cache+record".into(),
+            (true, false, _) => "cache".into(),
+            (false, _, Some(m)) => match &self.request_body_sha256 {
+                Some(h) => format!("record({m} sha256={h})"),
+                None => format!("record({m})"),
+            },
+            (false, _, None) => "record".into(),
+        }
+    }
+
+    /// The text line: `URL STATUS BYTES STORED TTL IN`, tab-separated
+    /// (`-` for what is unknown; TTL in seconds with an `s`).
+    pub fn text(&self) -> String {
+        let dash = || "-".to_string();
+        format!(
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            self.url,
+            self.status.map_or_else(dash, |s| s.to_string()),
+            self.bytes,
+            self.stored.clone().unwrap_or_else(dash),
+            self.ttl.map_or_else(dash, |t| format!("{t}s")),
+            self.place()
+        )
+    }
+
+    /// The JSON line.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
+/// The figures of a listing, for its summary line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LsSummary {
+    /// Rows listed.
+    pub rows: u64,
+    /// Rows in the HTTP cache.
+    pub cached: u64,
+    /// Rows in the record.
+    pub recorded: u64,
+    /// Body bytes of the rows listed.
+    pub bytes: u64,
+}
+
+impl LsSummary {
+    /// Counts `row`.
+    pub fn add(&mut self, row: &LsRow) {
+        self.rows += 1;
+        self.cached += u64::from(row.cache);
+        self.recorded += u64::from(row.record);
+        self.bytes += row.bytes;
+    }
+}
+
+impl std::fmt::Display for LsSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} responses ({} in the cache, {} in the record), {} body bytes", self.rows, self.cached, self.recorded, self.bytes)
+    }
+}
+
+/// What a listing needs besides the store: the filter, and the policy and
+/// rules the freshness is judged by, at `now`.
+#[derive(Debug, Clone)]
+pub struct ListSpec {
+    /// Which URLs.
+    pub filter: KeyFilter,
+    /// The cache policy (`[cache]`).
+    pub policy: PolicyConfig,
+    /// `[[cache.rules]]`.
+    pub rules: Vec<PolicyRule>,
+    /// The time freshness is judged at.
+    pub now: SystemTime,
+}
+
+/// The rows of `cache ls`, one at a time, in index order (not sorted).
+/// Items are `Err` when the index cannot be read.
+pub struct Listing {
+    scan: Scan,
+    store: Store,
+    spec: ListSpec,
+}
+
+impl Listing {
+    /// A listing of `store` under `spec`.
+    pub fn new(store: &Store, spec: ListSpec) -> Listing {
+        Listing { scan: store.scan(""), store: store.clone(), spec }
+    }
+
+    /// The row for `e`, or `None` when it is listed elsewhere (a GET record
+    /// whose URL the cache holds) or filtered out.
+    fn row(&self, e: Entry) -> Result<Option<LsRow>, String> {
+        if !self.spec.filter.matches(&e.primary_key) {
+            return Ok(None);
+        }
+        let url = key_url(&e.primary_key).to_string();
+        let method = record_method(&e.primary_key).map(str::to_string);
+        let (cache, record) = match method.as_deref() {
+            None => {
+                let rk = crate::record::record_key(&http::Method::GET, &url, None);
+                (true, !self.store.lookup(&rk).map_err(|e| e.to_string())?.is_empty())
+            }
+            Some("GET") => {
+                if !self.store.lookup(&url).map_err(|e| e.to_string())?.is_empty() {
+                    return Ok(None);
+                }
+                (false, true)
+            }
+            Some(_) => (false, true),
+        };
+        let stored = StoredResponse::from_bytes(&e.meta);
+        let ttl = stored.as_ref().map(|s| {
+            let lifetime = crate::record::policy_rules::freshness_lifetime(&self.spec.rules, &url, s, &self.spec.policy);
+            let age = policy::current_age(s, self.spec.now);
+            let left = lifetime.as_millis() as i128 - age.as_millis() as i128;
+            left.div_euclid(1000).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+        });
+        Ok(Some(LsRow {
+            status: stored.as_ref().map(|s| s.status),
+            bytes: e.body.as_ref().map_or(0, |b| b.len),
+            stored: stored.as_ref().map(|s| crate::audit::format_rfc3339(from_millis(s.response_time_ms))),
+            ttl,
+            cache,
+            record,
+            method: method.filter(|m| m != "GET"),
+            request_body_sha256: record_body_hash(&e.primary_key).map(str::to_string),
+            secondary_key: String::from_utf8_lossy(&e.secondary_key).into_owned(),
+            body_sha256: e.body.as_ref().map(|b| b.sha256.clone()),
+            last_used: e.last_used_at().map(crate::audit::format_rfc3339),
+            key: e.primary_key,
+            url,
+        }))
+    }
+}
+
+impl Iterator for Listing {
+    type Item = Result<LsRow, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let e = match self.scan.next()? {
+                Ok(e) => e,
+                Err(e) => return Some(Err(e.to_string())),
+            };
+            match self.row(e) {
+                Ok(Some(row)) => return Some(Ok(row)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// The stored response `cache cat` prints: the newest cache variant of the
+/// URL, else its GET record.
+pub struct Picked {
+    /// The store key it is under (the cache key, or `record:GET URL`).
+    pub key: String,
+    /// The entry.
+    pub entry: Entry,
+    /// Its decoded head.
+    pub stored: StoredResponse,
+}
+
+impl Picked {
+    /// `cache` or `record`.
+    pub fn source(&self) -> &'static str {
+        if crate::record::is_record_key(&self.key) {
+            "record"
+        } else {
+            "cache"
+        }
+    }
+
+    /// The `Content-Encoding` codings of the stored response, as listed.
+    pub fn codings(&self) -> Vec<String> {
+        crate::robots::decode::parse_content_encoding(
+            self.stored.headers.iter().filter(|(n, _)| n == "content-encoding").filter_map(|(_, v)| std::str::from_utf8(v).ok()),
+        )
+    }
+
+    /// The body as stored, or with its content codings undone (`decode`;
+    /// gzip, deflate, br, also stacked). Errors: the body file is missing,
+    /// or a coding cannot be undone (named). A body that turns out not to
+    /// decode fails later, as a read error naming the coding.
+    pub fn body(&self, store: &Store, decode: bool) -> Result<Box<dyn Read + Send>, String> {
+        let raw: Box<dyn Read + Send> = match &self.entry.body {
+            Some(b) => Box::new(store.open_body(&b.sha256).map_err(|e| format!("{}: {e}", self.key))?),
+            None => Box::new(std::io::empty()),
+        };
+        if !decode {
+            return Ok(raw);
+        }
+        crate::robots::decode::reader(&self.codings(), raw).map_err(|e| format!("{}: {e}", self.key))
+    }
+}
+
+/// The response `cache cat` prints for `url` (normalised, `key_rules`
+/// applied): the newest cache variant, else the GET record; `None` when
+/// neither is stored. Errors: `url` is not an absolute http(s) URL, or the
+/// index cannot be read.
+pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::KeyRule]) -> Result<Option<Picked>, String> {
+    let key = super::cache_key(url, key_rules)?;
+    let record_key = crate::record::record_key(&http::Method::GET, &key, None);
+    for k in [key, record_key] {
+        let mut best: Option<Picked> = None;
+        for entry in store.lookup(&k).map_err(|e| e.to_string())? {
+            let Some(stored) = StoredResponse::from_bytes(&entry.meta) else { continue };
+            if best.as_ref().is_none_or(|b| stored.response_time_ms > b.stored.response_time_ms) {
+                best = Some(Picked { key: k.clone(), entry, stored });
+            }
+        }
+        if best.is_some() {
+            return Ok(best);
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_name_their_url_and_host() {
+        assert_eq!(key_url("http://a.test/x"), "http://a.test/x");
+        assert_eq!(key_url("record:GET http://a.test/x"), "http://a.test/x");
+        assert_eq!(key_url("record:POST http://a.test/f sha256=ab"), "http://a.test/f");
+        assert_eq!(record_body_hash("record:POST http://a.test/f sha256=ab"), Some("ab"));
+        assert_eq!(record_method("record:HEAD http://a.test/x"), Some("HEAD"));
+        assert_eq!(url_host("https://A.test:8443/x?y"), "A.test");
+        assert_eq!(url_host("http://[::1]:80/"), "::1");
+        assert_eq!(url_host("http://a.test"), "a.test");
+        let f = KeyFilter { host: Some("a.TEST".into()), prefix: None };
+        assert!(f.matches("https://a.test:8443/x") && f.matches("record:GET http://a.test/") && !f.matches("http://b.test/"));
+        assert!(!f.matches("http://a.test.evil/"));
+        let f = KeyFilter { host: None, prefix: Some("http://a.test/docs/".into()) };
+        assert!(f.matches("record:POST http://a.test/docs/f sha256=00") && !f.matches("http://a.test/doc"));
+    }
+
+    #[test]
+    fn a_row_prints_as_six_tab_separated_fields_and_round_trips_as_json() {
+        let row = LsRow {
+            url: "http://a.test/f".into(),
+            status: Some(200),
+            bytes: 12,
+            stored: Some("2026-01-01T00:00:00.000Z".into()),
+            ttl: Some(-30),
+            cache: false,
+            record: true,
+            key: "record:POST http://a.test/f sha256=ab".into(),
+            method: Some("POST".into()),
+            request_body_sha256: Some("ab".into()),
+            secondary_key: String::new(),
+            body_sha256: None,
+            last_used: None,
+        };
+        assert_eq!(row.text(), "http://a.test/f\t200\t12\t2026-01-01T00:00:00.000Z\t-30s\trecord(POST sha256=ab)");
+        assert_eq!(serde_json::from_str::<LsRow>(&row.json()).unwrap(), row);
+        let mut s = LsSummary::default();
+        s.add(&row);
+        assert_eq!(s.to_string(), "1 responses (0 in the cache, 1 in the record), 12 body bytes");
+    }
+}
