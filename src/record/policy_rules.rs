@@ -41,7 +41,8 @@ pub struct PolicyRule {
     /// Upper bound of the freshness lifetime.
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub max_ttl: Option<Duration>,
-    /// Never store responses for matching URLs in the cache.
+    /// Never store responses for matching URLs, in the cache or in the
+    /// record (`[record]`).
     #[serde(default)]
     pub never_store: bool,
     /// Status codes stored even when RFC 9111 finds no freshness

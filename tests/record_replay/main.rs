@@ -47,6 +47,9 @@ fn site(req: &RecordedRequest) -> Reply {
         ("GET", "/r302") => Reply::new(302, &[("Location", "/b")], b"found"),
         ("GET", "/r307") => Reply::new(307, &[("Location", "/c")], b"temporary"),
         ("GET", "/dir") => Reply::new(301, &[("Location", "/dir/")], b""),
+        // http -> https, as sites that moved to TLS answer (not linked: the
+        // crawls stay on this plain-HTTP origin).
+        ("GET", "/login") => Reply::new(302, &[("Location", "https://127.0.0.1/login")], b""),
         ("GET", "/dir/") => page(&[], "<html>dir index</html>".into()),
         ("GET", "/a") | ("GET", "/b") | ("GET", "/c") => page(&[], format!("<html>page {path}</html>")),
         // The same page whatever the tracking parameters say.
@@ -98,6 +101,7 @@ struct Run {
     nostore_offline: Response,
     missing_offline: Response,
     r302_offline: Response,
+    to_https_offline: Response,
     ls_text: String,
     ls_summary: String,
     ls_json_other_host: String,
@@ -114,6 +118,7 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     let form = origin.url("/form");
     let post_online = send_request(proxy.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
     assert_eq!(post_online.status, 200);
+    assert_eq!(proxy_get(proxy.addr(), &origin.url("/login"), &[]).status, 302);
     // Let the tee tasks publish, then stop; the origin goes away.
     std::thread::sleep(Duration::from_millis(300));
     proxy.stop_cleanly();
@@ -126,6 +131,7 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     let nostore_offline = proxy_get(offline_proxy.addr(), &format!("{start}nostore"), &[]);
     let missing_offline = proxy_get(offline_proxy.addr(), &format!("{}never-seen", start), &[]);
     let r302_offline = proxy_get(offline_proxy.addr(), &format!("{}r302", start), &[]);
+    let to_https_offline = proxy_get(offline_proxy.addr(), &format!("{}login", start), &[]);
     offline_proxy.stop_cleanly();
     assert_cache_verifies(&data);
     let data_s = data.to_str().unwrap();
@@ -137,7 +143,7 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     Run {
         ls_text,
         ls_summary,
-        ls_json_other_host, online, offline, offline_log, post_online, post_offline, post_other_offline, nostore_offline, missing_offline, r302_offline }
+        ls_json_other_host, online, offline, offline_log, post_online, post_offline, post_other_offline, nostore_offline, missing_offline, r302_offline, to_https_offline }
 }
 
 #[test]
@@ -156,6 +162,9 @@ fn mode_all_replays_a_crawl_offline_byte_identical() {
     // A redirect without freshness is replayed from the record, marked so.
     assert_eq!(run.r302_offline.status, 302, "{}", run.r302_offline.describe());
     assert_eq!(run.r302_offline.header("location"), Some("/b"));
+    // So is a redirect from http to https.
+    assert_eq!(run.to_https_offline.status, 302, "{}", run.to_https_offline.describe());
+    assert_eq!(run.to_https_offline.header("location"), Some("https://127.0.0.1/login"));
     let cs = run.r302_offline.cache_status().unwrap_or_default();
     assert!(cs.contains("hit") && cs.contains("detail=offline") && cs.contains("key=\"record:GET http://"), "{cs}");
 
@@ -266,9 +275,12 @@ fn a_max_ttl_rule_shortens_freshness_and_says_so() {
 }
 
 #[test]
-fn a_never_store_rule_keeps_responses_out_of_the_cache() {
-    let cfg = "[[cache.rules]]\nname = \"live\"\npath_prefix = \"/live\"\nnever_store = true\n";
-    let (origin, proxy) = start_with_origin("rule-never-store", cfg, |_| Reply::ok(&[("Cache-Control", "max-age=3600")], b"live"));
+fn a_never_store_rule_keeps_responses_out_of_the_cache_and_the_record() {
+    let cfg = "[record]\nmode = \"all\"\n[[cache.rules]]\nname = \"live\"\npath_prefix = \"/live\"\nnever_store = true\n";
+    let dir = TestDir::new("rule-never-store");
+    let data = dir.subdir("data");
+    let origin = Origin::start(|_| Reply::ok(&[("Cache-Control", "max-age=3600")], b"live"));
+    let proxy = Proxy::start_with_config(&data, cfg, &[]);
     for _ in 0..2 {
         let r = proxy_get(proxy.addr(), &origin.url("/live/score"), &[]);
         let cs = r.cache_status().unwrap_or_default();
@@ -278,6 +290,17 @@ fn a_never_store_rule_keeps_responses_out_of_the_cache() {
     assert_eq!(n, 2, "never stored: both requests reach the origin");
     proxy_get(proxy.addr(), &origin.url("/cached"), &[]);
     assert!(proxy_get(proxy.addr(), &origin.url("/cached"), &[]).cache_status().unwrap_or_default().contains("hit"));
+    let (live_url, cached_url) = (origin.url("/live/score"), origin.url("/cached"));
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.stop_cleanly();
+    drop(origin);
+
+    // Offline, with record.mode = "all": the rule's path was not recorded either.
+    let offline = Proxy::start_with_config(&data, cfg, &["--offline"]);
+    let live = proxy_get(offline.addr(), &live_url, &[]);
+    assert_eq!(live.status, 504, "never_store keeps the record empty too: {}", live.describe());
+    assert_eq!(proxy_get(offline.addr(), &cached_url, &[]).status, 200);
+    offline.stop_cleanly();
 }
 
 /// The `ttl` parameter of a `Cache-Status` value.

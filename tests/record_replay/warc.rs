@@ -87,7 +87,14 @@ fn recorded(data: &Path) -> Vec<(String, String)> {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| v["record"].as_bool() == Some(true))
-        .map(|v| (v["key"].as_str().unwrap().to_string(), v["url"].as_str().unwrap().to_string()))
+        .map(|v| {
+            // One line per URL: `key` is the cache entry's when the URL is in
+            // both; the record key follows from the method and body hash.
+            let url = v["url"].as_str().unwrap().to_string();
+            let method = v["method"].as_str().unwrap_or("GET");
+            let body = v["request_body_sha256"].as_str().map(|h| format!(" sha256={h}")).unwrap_or_default();
+            (format!("record:{method} {url}{body}"), url)
+        })
         .collect()
 }
 

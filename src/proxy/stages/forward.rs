@@ -127,7 +127,10 @@ pub fn respond_with_upstream(
     };
     // Per-URL policy rules (SPEC section 6) may forbid storing, or store a
     // status RFC 9111 finds no freshness information for.
-    if let Some(rule) = crate::record::policy_rules::find(&state.config.cache.rules, &primary) {
+    let rule = crate::record::policy_rules::find(&state.config.cache.rules, &primary);
+    // `never_store` keeps a URL off the disk altogether: out of the record too.
+    let never_store = rule.is_some_and(|r| r.never_store);
+    if let Some(rule) = rule {
         if rule.never_store || rule.skip_status.contains(&status) {
             not_stored = not_stored.or(Some(Detail::Rule));
         } else if matches!(not_stored, Some(Detail::NoFreshnessInformation) | Some(Detail::Status))
@@ -175,7 +178,7 @@ pub fn respond_with_upstream(
         // A 304 or 206 answers the client's own conditional or range
         // request: not a response to replay for the URL.
         .then_some(())
-        .filter(|_| status != 304 && status != 206)
+        .filter(|_| status != 304 && status != 206 && !never_store)
         .map(|_| crate::record::record_key(&ex.parts.method, &primary, None));
     let stored = StoredResponse {
         status,
