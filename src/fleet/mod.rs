@@ -150,6 +150,22 @@ impl Fleet {
         }
     }
 
+    /// When a reserved wait has ended: `Some(ZERO)` to send now (recorded
+    /// as the origin's last send), `Some(wait)` to wait and ask again
+    /// ([`pace::confirm`]), `None` when Redis cannot be used (send).
+    pub async fn confirm_send(&self, origin_key: &str, delay: Duration) -> Option<Duration> {
+        match pace::confirm(&self.redis, origin_key, delay).await {
+            Ok(wait) => Some(wait),
+            Err(e) => {
+                if matches!(e, redis::FleetError::Invalid(_)) {
+                    metrics::FleetMetrics::inc(&self.metrics.invalid_records);
+                    tracing::warn!("fleet: send check for {origin_key}: {e}");
+                }
+                None
+            }
+        }
+    }
+
     /// `/metrics` lines: the counters, `crawlcache_fleet_up{engine}` and
     /// `crawlcache_fleet_errors_total{engine}`.
     pub fn prometheus(&self) -> String {

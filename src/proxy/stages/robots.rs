@@ -173,6 +173,14 @@ pub async fn pace(state: &ProxyState, ex: &Exchange) {
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
+            // A late wake-up must not shorten the gap after the last send
+            // (closed loop, see crate::fleet::pace); bounded retries.
+            for _ in 0..20 {
+                match f.confirm_send(&p.origin_key, p.delay).await {
+                    Some(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
+                    _ => break,
+                }
+            }
             return;
         }
     }
