@@ -51,34 +51,21 @@ if ((${#missing[@]})); then
     done
 fi
 
-# tests/https_proxy.rs drives Python requests through the proxy.
-if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import requests' >/dev/null 2>&1; then
-    echo "tests/run.sh: installing the Python module requests (pip) ..."
-    python3 -m pip install --quiet requests ||
-        echo "tests/run.sh: warning: pip install requests failed; tests/https_proxy.rs will fail." >&2
-fi
-
-# tests/record_replay/scrapy.rs crawls through the proxy with a Scrapy spider.
-if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import scrapy' >/dev/null 2>&1; then
-    echo "tests/run.sh: installing Scrapy (pip) ..."
-    python3 -m pip install --quiet scrapy ||
-        echo "tests/run.sh: warning: pip install scrapy failed; tests/record_replay will fail." >&2
-fi
-
-# tests/record_replay/warc.rs reads exported WARC files with Python warcio.
-if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import warcio' >/dev/null 2>&1; then
-    echo "tests/run.sh: installing the Python module warcio (pip) ..."
-    python3 -m pip install --quiet warcio ||
-        echo "tests/run.sh: warning: pip install warcio failed; tests/record_replay (warc) will fail." >&2
-fi
-
+# Python modules the tests drive: `pip_module IMPORTS PACKAGE USER` installs
+# PACKAGE with pip when `import IMPORTS` fails; USER says what needs it.
+pip_module() {
+    command -v python3 >/dev/null 2>&1 || return 0
+    python3 -c "import $1" >/dev/null 2>&1 && return 0
+    echo "tests/run.sh: installing the Python package $2 (pip) for $3 ..."
+    python3 -m pip install --quiet "$2" ||
+        echo "tests/run.sh: warning: pip install $2 failed; $3 will fail." >&2
+}
+pip_module requests requests tests/https_proxy.rs            # Python requests through the proxy
+pip_module scrapy scrapy tests/record_replay/scrapy.rs       # a Scrapy spider through http_proxy
+pip_module warcio warcio tests/record_replay/warc.rs         # reads the exported WARC files
 # tests/fleet runs an S3-compatible server: moto's, from PyPI (pure Python,
-# installs in seconds; run as `python3 -m moto.server`).
-if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import moto.server, flask, werkzeug' >/dev/null 2>&1; then
-    echo "tests/run.sh: installing moto[server] (pip) for the fleet tests ..."
-    python3 -m pip install --quiet "moto[server]" ||
-        echo "tests/run.sh: warning: pip install moto[server] failed; tests/fleet will fail." >&2
-fi
+# no compiler; run as `python3 -m moto.server`).
+pip_module "moto.server, flask, werkzeug" "moto[server]" tests/fleet
 
 # The end-to-end crawl serves the Rust book from the toolchain's rust-docs.
 book="$(rustc --print sysroot)/share/doc/rust/html/book/index.html"

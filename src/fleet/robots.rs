@@ -241,29 +241,9 @@ impl SharedSnapshots for FleetRobots {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::robots::snapshot::{FetchOutcome, RedirectDetails};
 
     fn snap(body: &[u8], at: SystemTime) -> Snapshot {
-        Snapshot {
-            origin: Origin::new("http", "e.test", 80),
-            status: RobotsStatus::Fetched,
-            body: body.to_vec(),
-            truncated: false,
-            sha256: sha256_hex(body),
-            etag: Some("\"v\"".into()),
-            last_modified: None,
-            fetched_at: at,
-            validated_at: at,
-            http_status: Some(200),
-            redirects: RedirectDetails::default(),
-            last_outcome: FetchOutcome::Ok { status: 200 },
-            last_attempt: at,
-            failures: 0,
-            retry_after: None,
-            next_retry: None,
-            fetched_as: Some("Bot/1".into()),
-            content_encoding: None,
-        }
+        crate::robots::snapshot::tests::fetched(body, at)
     }
 
     fn t(s: u64) -> SystemTime {

@@ -596,7 +596,7 @@ impl ClientAnswer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const H: u64 = 3600;
@@ -605,6 +605,8 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
     }
 
+    /// A snapshot of a fetched robots.txt `body` at `at` (test fixture, also
+    /// used by the fleet's snapshot tests).
     pub(crate) fn fetched(body: &[u8], at: SystemTime) -> Snapshot {
         Snapshot {
             origin: Origin::new("http", "example.org", 80),
