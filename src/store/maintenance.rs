@@ -1,26 +1,39 @@
-//! Work on the store that no caller waits for: the start-up sweep, the
-//! background thread, deleting released bodies, and the close.
+//! Work on the store that no caller waits for: the group commit, the
+//! start-up recovery and sweep, the background thread, deleting released
+//! body files, and the close.
 //!
-//! A body whose reference count reaches zero is only queued
+//! Group commit: a new record is appended to the pack and its index row
+//! written without an fsync or a flush, and a new body file is renamed into
+//! place without an fsync, so neither the miss nor the revalidation path
+//! waits for the disk. Every [`COMMIT_INTERVAL`] while something was written
+//! the background thread ([`Inner::commit`]) reads the next stamp `n` and
+//! the end of the pack together, syncs every body file renamed since the
+//! last commit (data, then their directories) and every pack segment
+//! written since, then records the checkpoint `(n, end)`, deletes the
+//! journal rows below `n` (their records are now durable) and flushes the
+//! index. Segments the log's tail has passed are deleted after that flush.
+//!
+//! After an unclean shutdown (no [`CLEAN_MARKER`]), `open` ([`open_sweep`]):
+//! 1. walks the pack from the checkpoint's end: the first record that is
+//!    not whole (torn, or never written) ends the log; the segment is cut
+//!    there and any later one removed;
+//! 2. checks every entry the journal names (the index rows written after
+//!    the checkpoint; sled writes a row and its journal row atomically):
+//!    its record must be whole, be its key's, and its body hash to its name
+//!    (an inline body, or its body file); otherwise the entry is dropped;
+//! 3. sweeps orphan body files (renamed, never indexed) and temporary files.
+//!
+//! So a crash loses the entries stored, freshened or touched in the last
+//! commit interval plus the time one commit takes (SIGKILL usually loses
+//! nothing: what was written is in the page cache), and never leaves an
+//! entry pointing at a torn body.
+//!
+//! A body file whose count reaches zero is only queued
 //! ([`Inner::queue_reap`]); [`Inner::reap`] deletes the queued files that are
 //! still unreferenced and unpinned, after a sled flush made the zero counts
-//! durable. The background thread reaps and writes pending LRU touches every
-//! [`MAINTENANCE_INTERVAL`] or when woken. A clean close leaves the
-//! [`CLEAN_MARKER`] file; without it the next open also sweeps orphan bodies.
-//!
-//! Group commit (store format 2): a new body is renamed into place without
-//! an fsync, and its entry is indexed without a flush, so neither the miss
-//! nor the revalidation path waits for the disk. Every [`COMMIT_INTERVAL`]
-//! the background thread ([`Inner::commit`]) reads the next stamp `n`, syncs
-//! every body renamed since the last commit (data, then their directories),
-//! writes `n` as the checkpoint and flushes the index. So every entry stamped
-//! below a durable checkpoint has a durable, whole body. After an unclean
-//! shutdown, `open` re-hashes the bodies of the entries stamped at or after
-//! the checkpoint (the last few milliseconds of work) and drops the entries
-//! whose body is missing, short or not the bytes its name says; orphans are
-//! then swept. A crash can therefore lose entries stored (or freshened, or
-//! touched) in the last commit interval plus the time one commit takes, and
-//! never leaves an entry pointing at a torn body.
+//! durable. The background thread also writes pending touches, reaps, and
+//! compacts the pack (`budget.rs`) every [`MAINTENANCE_INTERVAL`] or when
+//! woken. A clean close leaves the [`CLEAN_MARKER`] file.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -31,31 +44,48 @@ use std::sync::{RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use super::blobs::{hash_file, io_err, sync_dir, BodyFile, Blobs};
-use super::index::{split_entry_key, Hash, Index, Record};
+use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, SlotBody};
+use super::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
 use super::{lock, Inner, StoreError};
 
-/// How often the background thread writes touches and reaps bodies.
+/// How often the background thread writes touches, reaps bodies and
+/// considers compaction.
 const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
-/// How often the background thread commits (syncs new bodies, writes the
-/// checkpoint, flushes the index) while there is something to commit.
+/// How often the background thread commits (syncs new records and bodies,
+/// writes the checkpoint, flushes the index) while there is something to
+/// commit.
 pub const COMMIT_INTERVAL: Duration = Duration::from_millis(10);
 /// Name of the marker file a clean close leaves in the store directory.
 const CLEAN_MARKER: &str = "clean-shutdown";
 
-/// Sweeps what a previous run left in `dir`: temporary body files always,
-/// orphan body files (no entry references them) when that run did not close
-/// cleanly (no [`CLEAN_MARKER`]); consumes the marker.
-/// Errors: `Io` when a file cannot be listed or removed, `Index` when a
-/// reference count cannot be read.
-pub(super) fn sweep_leftovers(dir: &Path, blobs: &Blobs, index: &Index) -> Result<(), StoreError> {
+/// What [`open_sweep`] found.
+pub(super) struct Recovered {
+    /// The first stamp to hand out.
+    pub next_stamp: u64,
+    /// The stamp of the durable checkpoint.
+    pub checkpoint: u64,
+    /// The log's tail (segments before it are deleted).
+    pub tail: Pos,
+}
+
+/// Recovers and sweeps what a previous run left in `dir` (see the module
+/// comment): after an unclean shutdown the pack's torn end, the entries the
+/// journal names, and orphan body files; always temporary files and the
+/// segments the tail has passed. Consumes the clean-shutdown marker.
+/// Errors: `Io` when a file cannot be listed, read or removed, `Index` when
+/// sled fails.
+pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs) -> Result<Recovered, StoreError> {
     let marker = dir.join(CLEAN_MARKER);
     let clean = marker.exists();
     if clean {
         fs::remove_file(&marker).map_err(io_err("remove", &marker))?;
         sync_dir(dir)?;
     }
+    let cp = index.checkpoint()?;
+    let mut max_stamp = index.state().max_stamp;
     if !clean {
-        drop_uncommitted_torn(blobs, index)?;
+        max_stamp = max_stamp.max(cut_torn_end(packs, cp.end)?);
+        drop_unwritten(blobs, index, packs)?;
     }
     let swept = blobs.sweep_tmp(true)?;
     if !swept.is_empty() {
@@ -75,43 +105,83 @@ pub(super) fn sweep_leftovers(dir: &Path, blobs: &Blobs, index: &Index) -> Resul
             tracing::info!(count = orphans, "removed orphan body files left by an unclean shutdown");
         }
     }
-    Ok(())
+    let tail = index.state().tail;
+    packs.delete_before(tail.seg)?;
+    let next_stamp = (max_stamp + 1).max(cp.stamp);
+    Ok(Recovered { next_stamp, checkpoint: cp.stamp, tail })
 }
 
-/// After an unclean shutdown: re-hashes the bodies of the entries stamped at
-/// or after the durable checkpoint (their bodies may not have reached the
-/// disk) and removes the entries whose body is not whole. Their files, now
-/// unreferenced, go with the orphan sweep.
-fn drop_uncommitted_torn(blobs: &Blobs, index: &Index) -> Result<(), StoreError> {
-    let checkpoint = index.checkpoint()?;
-    let mut checked: HashMap<Hash, bool> = HashMap::new();
+/// Walks the pack from `end` (the last durable end) and cuts it at the first
+/// record that is not whole. Returns the largest stamp of the records kept.
+fn cut_torn_end(packs: &Packs, end: Pos) -> Result<u64, StoreError> {
+    let (segs, _) = list_segments(&packs.dir)?;
+    let mut max_stamp = 0;
+    for (seg, len) in segs.into_iter().filter(|(s, _)| *s >= end.seg) {
+        let mut pos = Pos { seg, off: if seg == end.seg { end.off.min(len) } else { 0 } };
+        loop {
+            match packs.read_at(pos, len) {
+                Ok(Some((rec, loc))) => {
+                    max_stamp = max_stamp.max(rec.stamp);
+                    pos.off = loc.off + loc.len as u64;
+                }
+                Ok(None) => break,
+                Err(ReadError::Io(e)) => return Err(e),
+                Err(e) => {
+                    let e = e.into_store_error(&packs::Loc { seg, off: pos.off, len: 0 });
+                    tracing::warn!(segment = seg, offset = pos.off, problem = %e, "cutting the pack where the last crash left it torn");
+                    packs.truncate_at(seg, pos.off)?;
+                    return Ok(max_stamp);
+                }
+            }
+        }
+    }
+    Ok(max_stamp)
+}
+
+/// Checks the entries the journal names and drops those whose record or
+/// body is not whole; then empties the journal.
+fn drop_unwritten(blobs: &Blobs, index: &Index, packs: &Packs) -> Result<(), StoreError> {
+    let journal = index.journal()?;
+    if journal.is_empty() {
+        return Ok(());
+    }
+    let mut checked_files: HashMap<Hash, bool> = HashMap::new();
+    let mut seen = HashSet::new();
     let mut doomed = Vec::new();
-    let mut seen = 0u64;
-    for (stamp, key) in index.stamped_since(checkpoint)? {
-        let Some(v) = index.entries.get(&key).map_err(super::index::sled_err)? else { continue };
-        let Some(rec) = Record::decode(&v) else { continue };
-        if rec.stamp != stamp {
+    for (_, key) in &journal {
+        if !seen.insert(key.clone()) {
             continue;
         }
-        seen += 1;
-        let Some((h, len)) = rec.body else { continue };
-        let whole = *checked.entry(h).or_insert_with(|| matches!(hash_file(&blobs.path(&h)), Ok((got, n)) if got == h && n == len));
+        let Ok(Some(slot)) = index.get(key) else { continue };
+        let whole = match packs.read(&slot.loc) {
+            Ok(rec) if rec.key == *key && inline_intact(&rec.body) => match (&rec.body, &slot.body) {
+                (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) if hash == h2 && len == l2 => {
+                    let (hash, len) = (*hash, *len);
+                    *checked_files.entry(hash).or_insert_with(|| {
+                        matches!(hash_file(&blobs.path(&hash)), Ok((got, n)) if got == hash && n == len)
+                    })
+                }
+                (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
+                (RecBody::None, SlotBody::None) => true,
+                _ => false,
+            },
+            Ok(_) | Err(ReadError::Gone) | Err(ReadError::Invalid(_)) => false,
+            Err(ReadError::Io(e)) => return Err(e),
+        };
         if !whole {
-            doomed.push(key);
+            if let Some((pk, _)) = split_entry_key(key) {
+                tracing::warn!(primary_key = pk, "dropping an entry whose record or body did not reach the disk before the crash");
+            }
+            doomed.push(Op::Remove { key: key.clone(), expect: Some(slot.loc) });
         }
     }
     if !doomed.is_empty() {
-        for k in &doomed {
-            if let Some((pk, _)) = split_entry_key(k) {
-                tracing::warn!(primary_key = pk, "dropping an entry whose body did not reach the disk before the crash");
-            }
-        }
-        index.remove(&doomed)?;
-        index.db.flush().map_err(super::index::sled_err)?;
+        index.apply(&doomed)?;
     }
-    if seen > 0 {
-        tracing::info!(checked = seen, dropped = doomed.len(), "re-checked the entries stored after the last commit");
-    }
+    let last = journal.iter().map(|(s, _)| *s).max().unwrap_or(0);
+    index.clear_journal_below(last.saturating_add(1))?;
+    index.db.flush().map_err(sled_err)?;
+    tracing::info!(checked = seen.len(), dropped = doomed.len(), "re-checked the entries stored after the last commit");
     Ok(())
 }
 
@@ -141,8 +211,9 @@ impl Drop for Closer {
     }
 }
 
-/// The background thread: writes pending touches and reaps released bodies
-/// every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
+/// The background thread: commits every [`COMMIT_INTERVAL`] while there is
+/// something to commit; writes pending touches, reaps released bodies and
+/// compacts every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
 fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
     let mut last_maintenance = std::time::Instant::now();
     loop {
@@ -153,7 +224,9 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
         };
         let Some(inner) = inner.upgrade() else { return };
         let due = woken || last_maintenance.elapsed() >= MAINTENANCE_INTERVAL;
-        if !due && lock(&inner.unsynced).is_empty() {
+        let written = inner.next_stamp.load(Ordering::Acquire) != inner.checkpointed.load(Ordering::Acquire)
+            || inner.index.state().tail != *lock(&inner.tail_committed);
+        if !due && !written && lock(&inner.unsynced).is_empty() {
             continue;
         }
         let _m = inner.read_maintenance();
@@ -162,9 +235,13 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
             inner.wake_queued.store(false, Ordering::Release);
             inner.apply_touches();
             inner.reap();
+            if inner.needs_compaction() {
+                match inner.compact() {
+                    Ok(n) => tracing::debug!(bytes = n, "compacted the pack"),
+                    Err(e) => tracing::warn!(error = %e, "compacting the pack failed"),
+                }
+            }
         }
-        // New bodies are committed every COMMIT_INTERVAL; stamps issued by
-        // hits and freshenings alone, with the other maintenance.
         if let Err(e) = inner.commit() {
             tracing::warn!(error = %e, "group commit failed; retrying");
         }
@@ -178,22 +255,22 @@ impl Inner {
         self.maintenance.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Group commit: syncs the bodies renamed since the last commit, then
-    /// records the checkpoint (the stamp read before they were taken) and
-    /// flushes the index. Nothing to do when no stamp was issued and no body
-    /// written since the last commit. Errors: `Io` when a body or directory
-    /// cannot be synced (those bodies stay queued), `Index` when sled fails.
+    /// Group commit (see the module comment). Nothing to do when no stamp
+    /// was issued and no body written since the last commit. Errors: `Io`
+    /// when a body, directory or segment cannot be synced (those stay
+    /// queued), `Index` when sled fails.
     pub(crate) fn commit(&self) -> Result<(), StoreError> {
         let _g = lock(&self.commit_lock);
         if self.commits_paused.load(Ordering::Acquire) {
             return Ok(());
         }
-        // Read before taking the queue: a body is queued before the stamp of
-        // its entry is issued, so every entry stamped below `n` has its body
-        // in this batch or in an earlier, completed one.
-        let n = self.next_stamp.load(Ordering::Acquire);
+        // Read together: every record stamped below `n` lies before `end`.
+        // A body file is queued before the stamp of its record is issued,
+        // so every such body is in this batch or an earlier one.
+        let (end, n) = self.packs.end(&self.next_stamp);
+        let tail = self.index.state().tail;
         let batch: Vec<Hash> = std::mem::take(&mut *lock(&self.unsynced));
-        if batch.is_empty() && n == self.checkpointed.load(Ordering::Acquire) {
+        if batch.is_empty() && n == self.checkpointed.load(Ordering::Acquire) && tail == *lock(&self.tail_committed) {
             return Ok(());
         }
         let mut dirs = HashSet::new();
@@ -227,9 +304,14 @@ impl Inner {
                 return Err(e);
             }
         }
-        self.index.put_checkpoint(n)?;
-        self.index.db.flush().map_err(super::index::sled_err)?;
+        self.packs.sync()?;
+        self.index.put_checkpoint(Checkpoint { stamp: n, end })?;
+        self.index.clear_journal_below(n)?;
+        self.index.db.flush().map_err(sled_err)?;
         self.checkpointed.store(n, Ordering::Release);
+        // The tail's move is durable, and so are the copies it made.
+        self.packs.delete_before(tail.seg)?;
+        *lock(&self.tail_committed) = tail;
         Ok(())
     }
 
@@ -328,16 +410,21 @@ impl Inner {
 }
 
 /// The close: pending touches written, pins dropped and their bodies reaped,
-/// the index flushed, and the clean-shutdown marker left.
+/// everything synced, the index flushed, and the clean-shutdown marker left.
 impl Drop for Inner {
     fn drop(&mut self) {
         self.apply_touches();
         let pinned = self.blobs.clear_pins();
+        self.blobs.clear_small();
         self.queue_reap(&pinned);
         self.reap();
         if let Err(e) = self.commit() {
             // No clean-shutdown marker: the next open re-checks what was not committed.
-            tracing::warn!(error = %e, "cannot sync the last bodies at close");
+            tracing::warn!(error = %e, "cannot sync the last records and bodies at close");
+            return;
+        }
+        if self.commits_paused.load(Ordering::Acquire) {
+            // Test support: what was written after the pause stays unchecked.
             return;
         }
         match self.index.db.flush() {
@@ -351,4 +438,3 @@ impl Drop for Inner {
         }
     }
 }
-

@@ -66,10 +66,14 @@ pub fn stored_body(
     }
     match &entry.body {
         Some(_) if is_head => Ok(ProxyBody::empty()),
-        Some(b) => match state.store.open_body(&b.sha256) {
-            Ok(file) => {
+        Some(b) => match state.store.read_body(entry) {
+            Ok(crate::store::BodyData::File(file)) => {
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
                 Ok(ProxyBody::File { file, remaining: b.len })
+            }
+            Ok(crate::store::BodyData::Bytes(bytes)) => {
+                Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                Ok(ProxyBody::Full(Some(bytes::Bytes::from(bytes))))
             }
             Err(e) => {
                 tracing::warn!("stored body for {key} is unusable ({e}); dropping the entry");
