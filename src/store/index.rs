@@ -7,29 +7,23 @@
 //! | key                         | value                                          |
 //! |-----------------------------|------------------------------------------------|
 //! | [`entry_key`]               | [`Slot`]: stamp, record location, body length (and SHA-256 of a body file) |
-//! | `FF 'j'` + stamp (u64 BE)   | journal: the entry key whose record got that stamp |
 //! | `FF 'r'` + SHA-256          | [`RefRow`]: entries referencing a body *file*, and its length |
-//! | `FF 's'`                    | [`State`]: totals, the log's tail, the largest stamp |
+//! | `FF 's'`                    | [`State`]: totals, the log's tail and end, the largest stamp |
 //! | `FF 'c'`                    | [`Checkpoint`]: the last group commit          |
 //!
 //! Every change goes through [`Index::apply`], which turns a list of
 //! [`Op`]s into one sled batch together with the new [`State`] row: sled
-//! applies a batch atomically, so after a crash the totals, reference counts
-//! and journal always agree with the entries they describe. Only one batch
-//! is built at a time (the state lock), so reading a row and writing its new
-//! value cannot interleave with another change.
+//! applies a batch atomically, so after a crash the totals and reference
+//! counts always agree with the entries they describe, and the state's
+//! `log_end` is at or past the end of every record an entry points at. Only
+//! one batch is built at a time (the state lock), so reading a row and
+//! writing its new value cannot interleave with another change.
 //!
 //! What the index holds per entry is kept small on purpose (measured with
 //! sled 0.34: about 280 bytes of disk per URL-keyed row even with a 4-byte
 //! value, and every 32-byte random key, such as a row per body hash, adds
 //! about 500 more): the stored head and small bodies live in the pack, and
 //! hash-keyed rows exist only for bodies large enough to have a file.
-//!
-//! Journal: a [`Op::Put`] also writes a journal row for the new record's
-//! stamp, in the same batch. The group commit deletes the rows below its
-//! checkpoint once their records are synced, so after a crash the rows left
-//! name exactly the entries whose records (or body files) may not have
-//! reached the disk; start-up checks those and nothing else.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -45,7 +39,6 @@ pub(crate) const TREE: &str = "store";
 /// Longest primary key accepted, in bytes (keeps entry keys clear of the
 /// `0xFF` rows).
 pub(crate) const MAX_PRIMARY_KEY: usize = 1 << 24;
-const JOURNAL: [u8; 2] = [0xFF, b'j'];
 const REFS: [u8; 2] = [0xFF, b'r'];
 const STATE_KEY: [u8; 2] = [0xFF, b's'];
 const CHECKPOINT_KEY: [u8; 2] = [0xFF, b'c'];
@@ -222,20 +215,29 @@ pub(crate) struct State {
     pub tail: Pos,
     /// The largest stamp any row holds.
     pub max_stamp: u64,
+    /// At or past the end of every record an entry points at (the log's
+    /// end as the index knows it; crash recovery compares it with the end
+    /// of what reached the disk).
+    pub log_end: Pos,
 }
 
 impl State {
-    pub fn encode(&self) -> [u8; 52] {
-        let mut out = [0u8; 52];
-        for (i, v) in [self.entries, self.bodies, self.bytes, self.pack_live, self.tail.off, self.max_stamp].iter().enumerate() {
+    /// Layout: entries, bodies, bytes, pack_live, tail offset, max_stamp,
+    /// log_end offset (u64 BE each), then tail segment, log_end segment
+    /// (u32 BE each).
+    pub fn encode(&self) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        let words = [self.entries, self.bodies, self.bytes, self.pack_live, self.tail.off, self.max_stamp, self.log_end.off];
+        for (i, v) in words.iter().enumerate() {
             out[i * 8..i * 8 + 8].copy_from_slice(&v.to_be_bytes());
         }
-        out[48..].copy_from_slice(&self.tail.seg.to_be_bytes());
+        out[56..60].copy_from_slice(&self.tail.seg.to_be_bytes());
+        out[60..].copy_from_slice(&self.log_end.seg.to_be_bytes());
         out
     }
 
     pub fn decode(b: &[u8]) -> Option<State> {
-        if b.len() != 52 {
+        if b.len() != 64 {
             return None;
         }
         let u = |i: usize| u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
@@ -244,8 +246,9 @@ impl State {
             bodies: u(1),
             bytes: u(2),
             pack_live: u(3),
-            tail: Pos { seg: u32::from_be_bytes(b[48..52].try_into().ok()?), off: u(4) },
+            tail: Pos { seg: u32::from_be_bytes(b[56..60].try_into().ok()?), off: u(4) },
             max_stamp: u(5),
+            log_end: Pos { seg: u32::from_be_bytes(b[60..64].try_into().ok()?), off: u(6) },
         })
     }
 }
@@ -321,14 +324,6 @@ fn corrupt(what: String) -> StoreError {
     StoreError::Index(format!("{what}; run `crawlcache cache verify --repair` to rebuild it"))
 }
 
-/// The journal key of `stamp`.
-pub(crate) fn journal_key(stamp: u64) -> [u8; 10] {
-    let mut k = [0u8; 10];
-    k[..2].copy_from_slice(&JOURNAL);
-    k[2..].copy_from_slice(&stamp.to_be_bytes());
-    k
-}
-
 /// The reference-count key of `hash`.
 pub(crate) fn refs_key(hash: &Hash) -> [u8; 34] {
     let mut k = [0u8; 34];
@@ -398,31 +393,6 @@ impl Index {
         Ok(())
     }
 
-    /// The journal rows: (stamp, entry key).
-    pub fn journal(&self) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.tree.scan_prefix(JOURNAL) {
-            let (k, v) = item.map_err(sled_err)?;
-            let stamp = k.get(2..10).and_then(|s| s.try_into().ok()).map(u64::from_be_bytes).unwrap_or(0);
-            out.push((stamp, v.to_vec()));
-        }
-        Ok(out)
-    }
-
-    /// Deletes the journal rows stamped below `stamp` (not flushed).
-    pub fn clear_journal_below(&self, stamp: u64) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        let mut any = false;
-        for k in self.tree.range(&journal_key(0)[..]..&journal_key(stamp)[..]).keys() {
-            batch.remove(k.map_err(sled_err)?);
-            any = true;
-        }
-        if any {
-            self.tree.apply_batch(batch).map_err(sled_err)?;
-        }
-        Ok(())
-    }
-
     /// Rewrites the state row and reference counts wholesale (verify's
     /// repair): `refs` replaces every reference-count row.
     pub fn rewrite(&self, state: State, refs: &HashMap<Hash, RefRow>) -> Result<(), StoreError> {
@@ -479,8 +449,8 @@ impl Index {
                         }
                         state.pack_live += slot.loc.len as u64;
                         state.max_stamp = state.max_stamp.max(slot.stamp);
+                        state.log_end = state.log_end.max(Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
                         batch.insert(key.as_slice(), slot.encode());
-                        batch.insert(&journal_key(slot.stamp)[..], key.as_slice());
                         slots.insert(key.clone(), Some(*slot));
                         true
                     }
@@ -649,7 +619,15 @@ mod tests {
         for garbage in [&b""[..], &b"\x01"[..], &b"\x32\x80"[..], &[0x33, 1, 1, 1, 1, 1][..], &[0x31, 1, 1, 1, 1, 9][..]] {
             assert_eq!(Slot::decode(garbage), None);
         }
-        let st = State { entries: 1, bodies: 2, bytes: 3, pack_live: 4, tail: Pos { seg: 5, off: 6 }, max_stamp: 7 };
+        let st = State {
+            entries: 1,
+            bodies: 2,
+            bytes: 3,
+            pack_live: 4,
+            tail: Pos { seg: 5, off: 6 },
+            max_stamp: 7,
+            log_end: Pos { seg: 8, off: 9 },
+        };
         assert_eq!(State::decode(&st.encode()), Some(st));
         assert_eq!(RefRow::decode(b"short"), None);
         assert_eq!(State::decode(b""), None);

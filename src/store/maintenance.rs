@@ -9,18 +9,21 @@
 //! the background thread ([`Inner::commit`]) reads the next stamp `n` and
 //! the end of the pack together, syncs every body file renamed since the
 //! last commit (data, then their directories) and every pack segment
-//! written since, then records the checkpoint `(n, end)`, deletes the
-//! journal rows below `n` (their records are now durable) and flushes the
+//! written since, then records the checkpoint `(n, end)` and flushes the
 //! index. Segments the log's tail has passed are deleted after that flush.
 //!
 //! After an unclean shutdown (no [`CLEAN_MARKER`]), `open` ([`open_sweep`]):
-//! 1. walks the pack from the checkpoint's end: the first record that is
-//!    not whole (torn, or never written) ends the log; the segment is cut
-//!    there and any later one removed;
-//! 2. checks every entry the journal names (the index rows written after
-//!    the checkpoint; sled writes a row and its journal row atomically):
-//!    its record must be whole, be its key's, and its body hash to its name
-//!    (an inline body, or its body file); otherwise the entry is dropped;
+//! 1. walks the pack from the checkpoint's end (everything before it is
+//!    durable): the first record that is not whole (torn, or never written)
+//!    ends the log; the segment is cut there and any later one removed.
+//!    Each whole record an entry still points at is checked: its body must
+//!    hash to its name (an inline body, or its body file, which may not
+//!    have been synced either); otherwise the entry is dropped;
+//! 2. if the index knows of records past that end (the state row's
+//!    `log_end`, written atomically with every entry: a power loss kept
+//!    index rows whose records did not reach the disk), every index row is
+//!    read and those pointing past the end are dropped (the one case that
+//!    takes time in proportion to the store);
 //! 3. sweeps orphan body files (renamed, never indexed) and temporary files.
 //!
 //! So a crash loses the entries stored, freshened or touched in the last
@@ -44,7 +47,7 @@ use std::sync::{RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use super::blobs::{hash_file, io_err, sync_dir, BodyFile, Blobs};
-use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, SlotBody};
+use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, Slot, SlotBody};
 use super::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
 use super::{lock, Inner, StoreError};
 
@@ -84,8 +87,7 @@ pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs
     let cp = index.checkpoint()?;
     let mut max_stamp = index.state().max_stamp;
     if !clean {
-        max_stamp = max_stamp.max(cut_torn_end(packs, cp.end)?);
-        drop_unwritten(blobs, index, packs)?;
+        max_stamp = max_stamp.max(recover(blobs, index, packs, cp)?);
     }
     let swept = blobs.sweep_tmp(true)?;
     if !swept.is_empty() {
@@ -111,18 +113,33 @@ pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs
     Ok(Recovered { next_stamp, checkpoint: cp.stamp, tail })
 }
 
-/// Walks the pack from `end` (the last durable end) and cuts it at the first
-/// record that is not whole. Returns the largest stamp of the records kept.
-fn cut_torn_end(packs: &Packs, end: Pos) -> Result<u64, StoreError> {
+/// Steps 1 and 2 of the recovery (see the module comment). Returns the
+/// largest stamp of the records kept past the checkpoint.
+fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Result<u64, StoreError> {
     let (segs, _) = list_segments(&packs.dir)?;
     let mut max_stamp = 0;
-    for (seg, len) in segs.into_iter().filter(|(s, _)| *s >= end.seg) {
-        let mut pos = Pos { seg, off: if seg == end.seg { end.off.min(len) } else { 0 } };
+    let mut valid_end = cp.end;
+    let mut files: HashMap<Hash, bool> = HashMap::new();
+    let mut doomed = Vec::new();
+    let mut checked = 0u64;
+    'segments: for (seg, len) in segs.into_iter().filter(|(s, _)| *s >= cp.end.seg) {
+        let mut pos = Pos { seg, off: if seg == cp.end.seg { cp.end.off.min(len) } else { 0 } };
         loop {
             match packs.read_at(pos, len) {
                 Ok(Some((rec, loc))) => {
                     max_stamp = max_stamp.max(rec.stamp);
                     pos.off = loc.off + loc.len as u64;
+                    let Ok(Some(slot)) = index.get(&rec.key) else { continue };
+                    if slot.loc != loc {
+                        continue; // replaced since: a dead record
+                    }
+                    checked += 1;
+                    if !record_whole(blobs, &rec, &slot, &mut files) {
+                        if let Some((pk, _)) = split_entry_key(&rec.key) {
+                            tracing::warn!(primary_key = pk, "dropping an entry whose body did not reach the disk before the crash");
+                        }
+                        doomed.push(Op::Remove { key: rec.key, expect: Some(loc) });
+                    }
                 }
                 Ok(None) => break,
                 Err(ReadError::Io(e)) => return Err(e),
@@ -130,59 +147,55 @@ fn cut_torn_end(packs: &Packs, end: Pos) -> Result<u64, StoreError> {
                     let e = e.into_store_error(&packs::Loc { seg, off: pos.off, len: 0 });
                     tracing::warn!(segment = seg, offset = pos.off, problem = %e, "cutting the pack where the last crash left it torn");
                     packs.truncate_at(seg, pos.off)?;
-                    return Ok(max_stamp);
+                    valid_end = pos;
+                    break 'segments;
                 }
             }
         }
+        valid_end = pos;
     }
-    Ok(max_stamp)
-}
-
-/// Checks the entries the journal names and drops those whose record or
-/// body is not whole; then empties the journal.
-fn drop_unwritten(blobs: &Blobs, index: &Index, packs: &Packs) -> Result<(), StoreError> {
-    let journal = index.journal()?;
-    if journal.is_empty() {
-        return Ok(());
-    }
-    let mut checked_files: HashMap<Hash, bool> = HashMap::new();
-    let mut seen = HashSet::new();
-    let mut doomed = Vec::new();
-    for (_, key) in &journal {
-        if !seen.insert(key.clone()) {
-            continue;
-        }
-        let Ok(Some(slot)) = index.get(key) else { continue };
-        let whole = match packs.read(&slot.loc) {
-            Ok(rec) if rec.key == *key && inline_intact(&rec.body) => match (&rec.body, &slot.body) {
-                (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) if hash == h2 && len == l2 => {
-                    let (hash, len) = (*hash, *len);
-                    *checked_files.entry(hash).or_insert_with(|| {
-                        matches!(hash_file(&blobs.path(&hash)), Ok((got, n)) if got == hash && n == len)
-                    })
+    let log_end = index.state().log_end;
+    if log_end > valid_end {
+        tracing::warn!(
+            "the index knows of pack records past what reached the disk (lost at a power loss); reading every index row"
+        );
+        for item in index.entry_rows() {
+            let (k, v) = item.map_err(sled_err)?;
+            let Some(slot) = Slot::decode(&v) else { continue };
+            if (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end {
+                if let Some((pk, _)) = split_entry_key(&k) {
+                    tracing::warn!(primary_key = pk, "dropping an entry whose record did not reach the disk before the crash");
                 }
-                (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
-                (RecBody::None, SlotBody::None) => true,
-                _ => false,
-            },
-            Ok(_) | Err(ReadError::Gone) | Err(ReadError::Invalid(_)) => false,
-            Err(ReadError::Io(e)) => return Err(e),
-        };
-        if !whole {
-            if let Some((pk, _)) = split_entry_key(key) {
-                tracing::warn!(primary_key = pk, "dropping an entry whose record or body did not reach the disk before the crash");
+                doomed.push(Op::Remove { key: k.to_vec(), expect: Some(slot.loc) });
             }
-            doomed.push(Op::Remove { key: key.clone(), expect: Some(slot.loc) });
         }
     }
     if !doomed.is_empty() {
         index.apply(&doomed)?;
+        index.db.flush().map_err(sled_err)?;
     }
-    let last = journal.iter().map(|(s, _)| *s).max().unwrap_or(0);
-    index.clear_journal_below(last.saturating_add(1))?;
-    index.db.flush().map_err(sled_err)?;
-    tracing::info!(checked = seen.len(), dropped = doomed.len(), "re-checked the entries stored after the last commit");
-    Ok(())
+    if checked > 0 || !doomed.is_empty() {
+        tracing::info!(checked, dropped = doomed.len(), "re-checked the entries stored after the last commit");
+    }
+    Ok(max_stamp)
+}
+
+/// Whether the record `rec` of the entry `slot` is whole: it agrees with
+/// the row about its body, and the body hashes to its name (a body file is
+/// hashed once, memoised in `files`).
+fn record_whole(blobs: &Blobs, rec: &packs::Record, slot: &Slot, files: &mut HashMap<Hash, bool>) -> bool {
+    if !inline_intact(&rec.body) {
+        return false;
+    }
+    match (&rec.body, &slot.body) {
+        (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) if hash == h2 && len == l2 => {
+            let (hash, len) = (*hash, *len);
+            *files.entry(hash).or_insert_with(|| matches!(hash_file(&blobs.path(&hash)), Ok((got, n)) if got == hash && n == len))
+        }
+        (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
+        (RecBody::None, SlotBody::None) => true,
+        _ => false,
+    }
 }
 
 /// Starts the background thread over `inner`; it stops when `wake` receives
@@ -306,7 +319,6 @@ impl Inner {
         }
         self.packs.sync()?;
         self.index.put_checkpoint(Checkpoint { stamp: n, end })?;
-        self.index.clear_journal_below(n)?;
         self.index.db.flush().map_err(sled_err)?;
         self.checkpointed.store(n, Ordering::Release);
         // The tail's move is durable, and so are the copies it made.

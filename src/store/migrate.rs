@@ -131,7 +131,6 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
     packs.sync()?;
     let (end, next) = packs.end(&stamps);
     index.put_checkpoint(Checkpoint { stamp: next, end })?;
-    index.clear_journal_below(next)?;
     db.flush().map_err(sled_err)?;
     drop(index);
     format::write(dir)?;

@@ -13,7 +13,7 @@
 //!   `bodies/` or `packs/`; no segment lies behind the log's tail;
 //! - no temporary file is left over (live writers excepted);
 //! - the kept totals (entries, bodies, bytes, live pack bytes) agree with
-//!   the entries, and no journal row outlived its commit.
+//!   the entries, and no entry's record lies past the log's end as kept.
 //!
 //! Memory: one pass over the index rows reading each record (nothing kept
 //! per entry), plus one count per distinct body file.
@@ -52,7 +52,7 @@ pub struct VerifyReport {
     /// Leftover temporary files.
     pub leftover_tmp: Vec<String>,
     /// Other index inconsistencies: undecodable rows, damaged or misplaced
-    /// pack records, wrong totals, stale journal rows.
+    /// pack records, wrong totals.
     pub index_problems: Vec<String>,
     /// True when `repair` was requested and every problem was fixed.
     pub repaired: bool,
@@ -77,7 +77,7 @@ enum FileState {
 }
 
 /// Runs verify with the maintenance lock held exclusively by the caller
-/// (after a commit: the journal is empty, everything synced).
+/// (after a commit: everything synced).
 pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreError> {
     let index = &inner.index;
     let blobs = &inner.blobs;
@@ -208,6 +208,7 @@ pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreErro
         derived.entries += 1;
         derived.pack_live += slot.loc.len as u64;
         derived.max_stamp = derived.max_stamp.max(slot.stamp).max(rec.stamp);
+        derived.log_end = derived.log_end.max(super::packs::Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
     }
     keep.retain(|_, r| r.count > 0);
     derived.bodies += keep.len() as u64;
@@ -256,9 +257,9 @@ pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreErro
     orphans.extend(leftover_segs.iter().chain(pack_strays.iter()).map(|p| p.display().to_string()));
     report.orphan_bodies = orphans;
 
-    // Totals, and the journal (empty after the commit verify ran behind).
+    // Totals.
     let kept = index.state();
-    let derived = State { max_stamp: kept.max_stamp.max(derived.max_stamp), ..derived };
+    let derived = State { max_stamp: kept.max_stamp.max(derived.max_stamp), log_end: kept.log_end.max(derived.log_end), ..derived };
     if (kept.entries, kept.bodies, kept.bytes, kept.pack_live) != (derived.entries, derived.bodies, derived.bytes, derived.pack_live)
         && bad_keys.is_empty()
     {
@@ -268,10 +269,8 @@ pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreErro
             kept.entries, kept.bodies, kept.bytes, kept.pack_live, derived.entries, derived.bodies, derived.bytes, derived.pack_live
         ));
     }
-    let checkpoint = index.checkpoint()?.stamp;
-    let stale = index.journal()?.into_iter().filter(|(s, _)| *s < checkpoint).count();
-    if stale > 0 {
-        report.index_problems.push(format!("{stale} journal rows outlived their commit"));
+    if derived.log_end > kept.log_end {
+        report.index_problems.push("an entry's record lies past the log's end the index keeps".into());
     }
 
     if !repair || report.is_clean() {
@@ -281,9 +280,8 @@ pub(crate) fn run(inner: &Inner, repair: bool) -> Result<VerifyReport, StoreErro
 
     // 1. Drop entries whose records or bodies are damaged or missing.
     index.remove_raw(&bad_keys)?;
-    // 2. Reference counts and totals, together; stale journal rows.
+    // 2. Reference counts and totals, together.
     index.rewrite(derived, &keep)?;
-    index.clear_journal_below(checkpoint)?;
     index.db.flush().map_err(sled_err)?;
 
     // 3. Files, last: nothing references them any more.
