@@ -11,13 +11,18 @@
 //! | `FF 's'`                    | [`State`]: totals, the log's tail and end, the largest stamp |
 //! | `FF 'c'`                    | [`Checkpoint`]: the last group commit          |
 //!
-//! Every change goes through [`Index::apply`], which turns a list of
-//! [`Op`]s into one sled batch together with the new [`State`] row: sled
-//! applies a batch atomically, so after a crash the totals and reference
-//! counts always agree with the entries they describe, and the state's
-//! `log_end` is at or past the end of every record an entry points at. Only
-//! one batch is built at a time (the state lock), so reading a row and
-//! writing its new value cannot interleave with another change.
+//! Every change goes through [`Index::apply`], which works out the new rows
+//! of a list of [`Op`]s (one at a time, under the index lock, so reading a
+//! row and writing its new value cannot interleave with another change) and
+//! keeps them in memory, in an overlay every read of the index sees first.
+//! The group commit moves the overlay into sled as one batch, together with
+//! the [`State`] row and the [`Checkpoint`] ([`Index::begin_commit`],
+//! [`Index::finish_commit`]): a sled batch costs about the same for one row
+//! as for hundreds (measured with sled 0.34: ~160 µs each), and sled applies
+//! it atomically, so after a crash the totals and reference counts always
+//! agree with the entries they describe, and the state's `log_end` is at or
+//! past the end of every record an entry points at. A crash loses the
+//! overlay: the changes of the last commit interval.
 //!
 //! What the index holds per entry is kept small on purpose (measured with
 //! sled 0.34: about 280 bytes of disk per URL-keyed row even with a 4-byte
@@ -25,8 +30,8 @@
 //! about 500 more): the stored head and small bodies live in the pack, and
 //! hash-keyed rows exist only for bodies large enough to have a file.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use super::packs::{Loc, Pos};
 use super::{lock, StoreError};
@@ -307,12 +312,82 @@ pub(crate) struct Applied {
     pub zero: Vec<Hash>,
 }
 
+/// Index rows changed in memory and not yet in sled.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    /// Entry rows (`None`: removed).
+    slots: BTreeMap<Vec<u8>, Option<Slot>>,
+    /// Reference-count rows (`None`: removed).
+    refs: HashMap<Hash, Option<RefRow>>,
+}
+
+impl Overlay {
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.refs.is_empty()
+    }
+
+    /// Lays `newer` over this overlay.
+    fn absorb(&mut self, newer: Overlay) {
+        self.slots.extend(newer.slots);
+        self.refs.extend(newer.refs);
+    }
+
+    /// The sled batch writing these rows.
+    fn batch(&self) -> sled::Batch {
+        let mut batch = sled::Batch::default();
+        for (k, v) in &self.slots {
+            match v {
+                Some(slot) => batch.insert(k.as_slice(), slot.encode()),
+                None => batch.remove(k.as_slice()),
+            }
+        }
+        for (h, row) in &self.refs {
+            match row {
+                Some(r) => batch.insert(&refs_key(h)[..], &r.encode()[..]),
+                None => batch.remove(&refs_key(h)[..]),
+            }
+        }
+        batch
+    }
+}
+
+/// What the index lock guards.
+struct Mem {
+    /// The state with every change applied (in sled or not).
+    state: State,
+    /// Changes since the last commit began.
+    active: Overlay,
+    /// Changes a commit is writing to sled (read after `active`).
+    flushing: Option<Arc<Overlay>>,
+}
+
+/// Past this many changed rows in memory, the writer moves them to sled
+/// itself (a commit that cannot keep up must not let memory grow).
+const SPILL_ROWS: usize = 32 * 1024;
+
 /// The open sled database and the store's tree.
 pub(crate) struct Index {
     pub db: sled::Db,
     pub tree: sled::Tree,
-    /// The state row as last written; held while a batch is built.
-    state: Mutex<State>,
+    mem: Mutex<Mem>,
+}
+
+/// A commit in progress (see [`Index::begin_commit`]).
+pub(crate) struct CommitBatch {
+    state: State,
+    overlay: Arc<Overlay>,
+}
+
+impl CommitBatch {
+    /// The state the commit's changes lead to.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Whether it has no changes.
+    pub fn is_empty(&self) -> bool {
+        self.overlay.is_empty()
+    }
 }
 
 /// Converts a sled error into a store error.
@@ -341,16 +416,33 @@ impl Index {
             None => State::default(),
             Some(v) => State::decode(&v).ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
         };
-        Ok(Index { db, tree, state: Mutex::new(state) })
+        Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None }) })
     }
 
-    /// The state as last written.
+    /// Whether changes wait in memory for the next commit.
+    pub fn has_changes(&self) -> bool {
+        !lock(&self.mem).active.is_empty()
+    }
+
+    /// The state with every change applied.
     pub fn state(&self) -> State {
-        *lock(&self.state)
+        lock(&self.mem).state
+    }
+
+    /// The overlay's word on `key`: `Some(row)` when it changed it.
+    fn overlaid(&self, key: &[u8]) -> Option<Option<Slot>> {
+        let mem = lock(&self.mem);
+        if let Some(s) = mem.active.slots.get(key) {
+            return Some(*s);
+        }
+        mem.flushing.as_ref().and_then(|f| f.slots.get(key).copied())
     }
 
     /// The slot of `key`, if it is an entry (undecodable rows read as `Err`).
     pub fn get(&self, key: &[u8]) -> Result<Option<Slot>, StoreError> {
+        if let Some(s) = self.overlaid(key) {
+            return Ok(s);
+        }
         match self.tree.get(key).map_err(sled_err)? {
             None => Ok(None),
             Some(v) => Slot::decode(&v)
@@ -359,9 +451,112 @@ impl Index {
         }
     }
 
-    /// Every entry row, in key order.
+    /// Every entry row whose key starts with `prefix`, in key order, as raw
+    /// (key, value) pairs: sled's rows with the overlay laid over them.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let mut over: BTreeMap<Vec<u8>, Option<Slot>> = BTreeMap::new();
+        {
+            let mem = lock(&self.mem);
+            if let Some(f) = &mem.flushing {
+                for (k, v) in f.slots.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+                    over.insert(k.clone(), *v);
+                }
+            }
+            for (k, v) in mem.active.slots.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+                over.insert(k.clone(), *v);
+            }
+        }
+        let mut out = BTreeMap::new();
+        for item in self.tree.scan_prefix(prefix) {
+            let (k, v) = item.map_err(sled_err)?;
+            out.insert(k.to_vec(), v.to_vec());
+        }
+        for (k, v) in over {
+            match v {
+                Some(slot) => out.insert(k, slot.encode()),
+                None => out.remove(&k),
+            };
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Every entry row in sled, in key order (callers make sure the overlay
+    /// is written first: [`Index::spill`]).
     pub fn entry_rows(&self) -> sled::Iter {
         self.tree.range(..&ENTRIES_END[..])
+    }
+
+    /// Moves the changes held in memory into sled (not a commit: nothing
+    /// is synced), so that [`Index::entry_rows`] sees them.
+    pub fn spill(&self) -> Result<(), StoreError> {
+        let mut mem = lock(&self.mem);
+        self.spill_locked(&mut mem)
+    }
+
+    fn spill_locked(&self, mem: &mut Mem) -> Result<(), StoreError> {
+        if mem.active.is_empty() && mem.flushing.is_none() {
+            return Ok(());
+        }
+        let mut all = Overlay::default();
+        if let Some(f) = mem.flushing.take() {
+            let f = Arc::try_unwrap(f).unwrap_or_else(|a| Overlay { slots: a.slots.clone(), refs: a.refs.clone() });
+            all.absorb(f);
+        }
+        all.absorb(std::mem::take(&mut mem.active));
+        let mut batch = all.batch();
+        batch.insert(&STATE_KEY[..], &mem.state.encode()[..]);
+        if let Err(e) = self.tree.apply_batch(batch) {
+            // Keep them for the next attempt.
+            mem.flushing = Some(Arc::new(all));
+            return Err(sled_err(e));
+        }
+        Ok(())
+    }
+
+    /// Starts a group commit: the changes made so far are set apart (still
+    /// read through the overlay) with the state they lead to. Called before
+    /// the commit reads the log's end, so every record they point at lies
+    /// before it.
+    pub fn begin_commit(&self) -> CommitBatch {
+        let mut mem = lock(&self.mem);
+        let active = std::mem::take(&mut mem.active);
+        let overlay = match mem.flushing.take() {
+            // A commit that failed: its changes go again, under the newer ones.
+            Some(f) => {
+                let mut older = Arc::try_unwrap(f).unwrap_or_else(|a| Overlay { slots: a.slots.clone(), refs: a.refs.clone() });
+                older.absorb(active);
+                Arc::new(older)
+            }
+            None => Arc::new(active),
+        };
+        mem.flushing = Some(Arc::clone(&overlay));
+        CommitBatch { state: mem.state, overlay }
+    }
+
+    /// Ends a commit that had nothing to write.
+    pub fn cancel_commit(&self, commit: CommitBatch) {
+        let mut mem = lock(&self.mem);
+        if mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false) {
+            if commit.overlay.is_empty() {
+                mem.flushing = None;
+            }
+        }
+    }
+
+    /// Writes the changes of `commit`, their state and `checkpoint` to sled
+    /// in one batch and flushes it. Errors: `Index`; the changes stay in
+    /// memory for the next commit.
+    pub fn finish_commit(&self, commit: CommitBatch, checkpoint: Checkpoint) -> Result<(), StoreError> {
+        let mut batch = commit.overlay.batch();
+        batch.insert(&STATE_KEY[..], &commit.state.encode()[..]);
+        batch.insert(&CHECKPOINT_KEY[..], &checkpoint.encode()[..]);
+        self.tree.apply_batch(batch).map_err(sled_err)?;
+        self.db.flush().map_err(sled_err)?;
+        let mut mem = lock(&self.mem);
+        if mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false) {
+            mem.flushing = None;
+        }
+        Ok(())
     }
 
     /// Every reference-count row: (hash, row or `None` if undecodable).
@@ -376,6 +571,15 @@ impl Index {
 
     /// Whether a reference-count row exists for the body file `hash`.
     pub fn is_referenced(&self, hash: &Hash) -> Result<bool, StoreError> {
+        {
+            let mem = lock(&self.mem);
+            if let Some(r) = mem.active.refs.get(hash) {
+                return Ok(r.is_some());
+            }
+            if let Some(r) = mem.flushing.as_ref().and_then(|f| f.refs.get(hash)) {
+                return Ok(r.is_some());
+            }
+        }
         self.tree.contains_key(refs_key(hash)).map_err(sled_err)
     }
 
@@ -387,8 +591,10 @@ impl Index {
         })
     }
 
-    /// Records a checkpoint (not flushed: the caller flushes).
+    /// Records a checkpoint, with everything changed so far (not flushed:
+    /// the caller flushes). For the migration, which commits once.
     pub fn put_checkpoint(&self, cp: Checkpoint) -> Result<(), StoreError> {
+        self.spill()?;
         self.tree.insert(CHECKPOINT_KEY, &cp.encode()[..]).map_err(sled_err)?;
         Ok(())
     }
@@ -396,7 +602,8 @@ impl Index {
     /// Rewrites the state row and reference counts wholesale (verify's
     /// repair): `refs` replaces every reference-count row.
     pub fn rewrite(&self, state: State, refs: &HashMap<Hash, RefRow>) -> Result<(), StoreError> {
-        let mut st = lock(&self.state);
+        let mut mem = lock(&self.mem);
+        self.spill_locked(&mut mem)?;
         let mut batch = sled::Batch::default();
         for (k, _) in self.ref_rows()? {
             if <Hash>::try_from(k.as_slice()).map(|h| !refs.contains_key(&h)).unwrap_or(true) {
@@ -410,14 +617,15 @@ impl Index {
         }
         batch.insert(&STATE_KEY[..], &state.encode()[..]);
         self.tree.apply_batch(batch).map_err(sled_err)?;
-        *st = state;
+        mem.state = state;
         Ok(())
     }
 
     /// Removes raw rows (verify's repair of undecodable rows); the state is
     /// rewritten afterwards by [`Index::rewrite`].
     pub fn remove_raw(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
-        let _st = lock(&self.state);
+        let mut mem = lock(&self.mem);
+        self.spill_locked(&mut mem)?;
         let mut batch = sled::Batch::default();
         for k in keys {
             batch.remove(k.as_slice());
@@ -425,52 +633,49 @@ impl Index {
         self.tree.apply_batch(batch).map_err(sled_err)
     }
 
-    /// Applies `ops` in order as one atomic batch (see the module comment).
-    /// Errors: `Index` when sled fails or a reference count is corrupt;
-    /// then nothing was applied.
+    /// Applies `ops` in order (see the module comment): the new rows go to
+    /// the overlay, to reach sled with the next commit. Errors: `Index` when
+    /// sled cannot be read or a reference count is corrupt; then nothing was
+    /// applied.
     pub fn apply(&self, ops: &[Op]) -> Result<Applied, StoreError> {
-        let mut st = lock(&self.state);
-        let mut state = *st;
-        let mut batch = sled::Batch::default();
+        let mut mem = lock(&self.mem);
+        let mut state = mem.state;
         let mut slots: HashMap<Vec<u8>, Option<Slot>> = HashMap::new();
         let mut refs: HashMap<Hash, Option<RefRow>> = HashMap::new();
         let mut applied = Applied::default();
         for op in ops {
             let done = match op {
                 Op::Put { key, slot, expect } => {
-                    let old = self.current(&mut slots, key)?;
+                    let old = self.current(&mem, &mut slots, key)?;
                     if expect.is_some() && old.map(|s| s.loc) != *expect {
                         false
                     } else {
-                        self.acquire(&mut refs, &mut state, &slot.body)?;
+                        self.acquire(&mem, &mut refs, &mut state, &slot.body)?;
                         match old {
-                            Some(o) => self.release(&mut refs, &mut state, &o, &mut applied.zero)?,
+                            Some(o) => self.release(&mem, &mut refs, &mut state, &o, &mut applied.zero)?,
                             None => state.entries += 1,
                         }
                         state.pack_live += slot.loc.len as u64;
                         state.max_stamp = state.max_stamp.max(slot.stamp);
                         state.log_end = state.log_end.max(Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
-                        batch.insert(key.as_slice(), slot.encode());
                         slots.insert(key.clone(), Some(*slot));
                         true
                     }
                 }
-                Op::Remove { key, expect } => match self.current(&mut slots, key)? {
+                Op::Remove { key, expect } => match self.current(&mem, &mut slots, key)? {
                     Some(o) if expect.map_or(true, |e| e == o.loc) => {
-                        self.release(&mut refs, &mut state, &o, &mut applied.zero)?;
+                        self.release(&mem, &mut refs, &mut state, &o, &mut applied.zero)?;
                         state.entries = state.entries.saturating_sub(1);
                         applied.removed += 1;
-                        batch.remove(key.as_slice());
                         slots.insert(key.clone(), None);
                         true
                     }
                     _ => false,
                 },
-                Op::Touch { key, stamp } => match self.current(&mut slots, key)? {
+                Op::Touch { key, stamp } => match self.current(&mem, &mut slots, key)? {
                     Some(mut s) if s.stamp < *stamp => {
                         s.stamp = *stamp;
                         state.max_stamp = state.max_stamp.max(*stamp);
-                        batch.insert(key.as_slice(), s.encode());
                         slots.insert(key.clone(), Some(s));
                         true
                     }
@@ -483,24 +688,23 @@ impl Index {
             };
             applied.done.push(done);
         }
-        for (h, row) in &refs {
-            match row {
-                Some(r) => batch.insert(&refs_key(h)[..], &r.encode()[..]),
-                None => batch.remove(&refs_key(h)[..]),
-            }
+        mem.active.slots.extend(slots);
+        mem.active.refs.extend(refs);
+        mem.state = state;
+        if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS {
+            self.spill_locked(&mut mem)?;
         }
-        if state != *st {
-            batch.insert(&STATE_KEY[..], &state.encode()[..]);
-        }
-        self.tree.apply_batch(batch).map_err(sled_err)?;
-        *st = state;
         Ok(applied)
     }
 
-    /// The slot of `key` as the batch being built sees it.
-    fn current(&self, slots: &mut HashMap<Vec<u8>, Option<Slot>>, key: &[u8]) -> Result<Option<Slot>, StoreError> {
+    /// The slot of `key` as the ops being applied see it.
+    fn current(&self, mem: &Mem, slots: &mut HashMap<Vec<u8>, Option<Slot>>, key: &[u8]) -> Result<Option<Slot>, StoreError> {
         if let Some(s) = slots.get(key) {
             return Ok(*s);
+        }
+        let over = mem.active.slots.get(key).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.slots.get(key).copied()));
+        if let Some(s) = over {
+            return Ok(s);
         }
         let s = match self.tree.get(key).map_err(sled_err)? {
             None => None,
@@ -517,10 +721,14 @@ impl Index {
         Ok(s)
     }
 
-    /// The reference-count row of `hash` as the batch being built sees it.
-    fn ref_row(&self, refs: &mut HashMap<Hash, Option<RefRow>>, hash: &Hash) -> Result<Option<RefRow>, StoreError> {
+    /// The reference-count row of `hash` as the ops being applied see it.
+    fn ref_row(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, hash: &Hash) -> Result<Option<RefRow>, StoreError> {
         if let Some(r) = refs.get(hash) {
             return Ok(*r);
+        }
+        let over = mem.active.refs.get(hash).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.refs.get(hash).copied()));
+        if let Some(r) = over {
+            return Ok(r);
         }
         let r = match self.tree.get(refs_key(hash)).map_err(sled_err)? {
             None => None,
@@ -534,7 +742,7 @@ impl Index {
     }
 
     /// Counts a new reference to `body`.
-    fn acquire(&self, refs: &mut HashMap<Hash, Option<RefRow>>, state: &mut State, body: &SlotBody) -> Result<(), StoreError> {
+    fn acquire(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, state: &mut State, body: &SlotBody) -> Result<(), StoreError> {
         match body {
             SlotBody::None => {}
             SlotBody::Inline { len } => {
@@ -542,7 +750,7 @@ impl Index {
                 state.bytes += len;
             }
             SlotBody::File { hash, len } => {
-                let row = match self.ref_row(refs, hash)? {
+                let row = match self.ref_row(mem, refs, hash)? {
                     None => {
                         state.bodies += 1;
                         state.bytes += len;
@@ -559,6 +767,7 @@ impl Index {
     /// Drops the reference (and the record) of the entry `old`.
     fn release(
         &self,
+        mem: &Mem,
         refs: &mut HashMap<Hash, Option<RefRow>>,
         state: &mut State,
         old: &Slot,
@@ -571,7 +780,7 @@ impl Index {
                 state.bodies = state.bodies.saturating_sub(1);
                 state.bytes = state.bytes.saturating_sub(len);
             }
-            SlotBody::File { hash, .. } => match self.ref_row(refs, &hash)? {
+            SlotBody::File { hash, .. } => match self.ref_row(mem, refs, &hash)? {
                 None => {
                     tracing::warn!(body = %hex::encode(hash), "releasing a body file that has no reference count");
                     zero.push(hash);
