@@ -155,34 +155,47 @@ fn if_range_matches(value: &[u8], stored: &StoredResponse) -> bool {
 }
 
 /// Narrows a response built from the stored `200` (status 200, body the
-/// whole stored file) to what a GET with `Range` asked for: a `206` with
+/// whole stored body: a file, or the bytes of a short body read from the
+/// store's pack) to what a GET with `Range` asked for: a `206` with
 /// `Content-Range` and the selected bytes, a `416`, or `resp` unchanged
 /// (no `Range`, another method or status, several ranges, failed
-/// `If-Range`, or a body that is not a whole stored file).
+/// `If-Range`, or a body that is not a whole stored body).
 pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody>) -> Response<ProxyBody> {
     if request.method != Method::GET || resp.status() != StatusCode::OK || !request.headers.contains_key(http::header::RANGE) {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
-    let ProxyBody::File { mut file, remaining: len } = body else {
-        return Response::from_parts(parts, body);
+    let len = match &body {
+        ProxyBody::File { remaining, .. } => *remaining,
+        ProxyBody::Full(Some(bytes)) => bytes.len() as u64,
+        _ => return Response::from_parts(parts, body),
     };
     match select(&request.headers, stored, len) {
-        RangeAnswer::Full => Response::from_parts(parts, ProxyBody::File { file, remaining: len }),
+        RangeAnswer::Full => Response::from_parts(parts, body),
         RangeAnswer::Partial { first, last } => {
-            if let Err(e) = file.seek(SeekFrom::Start(first)) {
-                tracing::warn!("cannot seek in a stored body ({e}); sending it whole");
-                let _ = file.seek(SeekFrom::Start(0));
-                return Response::from_parts(parts, ProxyBody::File { file, remaining: len });
-            }
             let count = last - first + 1;
+            let body = match body {
+                ProxyBody::File { mut file, remaining } => {
+                    if let Err(e) = file.seek(SeekFrom::Start(first)) {
+                        tracing::warn!("cannot seek in a stored body ({e}); sending it whole");
+                        let _ = file.seek(SeekFrom::Start(0));
+                        return Response::from_parts(parts, ProxyBody::File { file, remaining });
+                    }
+                    ProxyBody::File { file, remaining: count }
+                }
+                // `select` keeps first <= last < len.
+                ProxyBody::Full(Some(bytes)) if first <= last && last < len => {
+                    ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize)))
+                }
+                other => return Response::from_parts(parts, other),
+            };
             parts.status = StatusCode::PARTIAL_CONTENT;
             let h = &mut parts.headers;
             h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(count));
             if let Ok(v) = HeaderValue::from_str(&format!("bytes {first}-{last}/{len}")) {
                 h.insert(http::header::CONTENT_RANGE, v);
             }
-            Response::from_parts(parts, ProxyBody::File { file, remaining: count })
+            Response::from_parts(parts, body)
         }
         RangeAnswer::Unsatisfiable => {
             let mut out = Response::new(ProxyBody::empty());
