@@ -3,13 +3,14 @@
 //! body files, and the close.
 //!
 //! Group commit: a new record is appended to the pack and its index row
-//! written without an fsync or a flush, and a new body file is renamed into
+//! kept in memory (the overlay, `index.rs`), and a new body file is renamed into
 //! place without an fsync, so neither the miss nor the revalidation path
 //! waits for the disk. Every [`COMMIT_INTERVAL`] while something was written
 //! the background thread ([`Inner::commit`]) reads the next stamp `n` and
 //! the end of the pack together, syncs every body file renamed since the
 //! last commit (data, then their directories) and every pack segment
-//! written since, then records the checkpoint `(n, end)` and flushes the
+//! written since, then writes the index changes made before it read `end`
+//! to sled in one batch with the checkpoint `(n, end)` and flushes the
 //! index. Segments the log's tail has passed are deleted after that flush.
 //!
 //! After an unclean shutdown (no [`CLEAN_MARKER`]), `open` ([`open_sweep`]):
@@ -26,14 +27,15 @@
 //!    takes time in proportion to the store);
 //! 3. sweeps orphan body files (renamed, never indexed) and temporary files.
 //!
-//! So a crash loses the entries stored, freshened or touched in the last
-//! commit interval plus the time one commit takes (SIGKILL usually loses
-//! nothing: what was written is in the page cache), and never leaves an
-//! entry pointing at a torn body.
+//! So a crash (SIGKILL or power loss) loses the index changes of the last
+//! commit interval plus the time one commit takes (entries stored, removed,
+//! freshened or touched then; touches and freshenings also wait up to a
+//! second before they become index changes), and never leaves an entry
+//! pointing at a torn body.
 //!
 //! A body file whose count reaches zero is only queued
 //! ([`Inner::queue_reap`]); [`Inner::reap`] deletes the queued files that are
-//! still unreferenced and unpinned, after a sled flush made the zero counts
+//! still unreferenced and unpinned, after a commit made the zero counts
 //! durable. The background thread also writes pending touches, reaps, and
 //! compacts the pack (`budget.rs`) every [`MAINTENANCE_INTERVAL`] or when
 //! woken. A clean close leaves the [`CLEAN_MARKER`] file.
@@ -72,8 +74,8 @@ pub(super) struct Recovered {
 }
 
 /// Recovers and sweeps what a previous run left in `dir` (see the module
-/// comment): after an unclean shutdown the pack's torn end, the entries the
-/// journal names, and orphan body files; always temporary files and the
+/// comment): after an unclean shutdown the pack's torn end, the entries
+/// written after the checkpoint, and orphan body files; always temporary files and the
 /// segments the tail has passed. Consumes the clean-shutdown marker.
 /// Errors: `Io` when a file cannot be listed, read or removed, `Index` when
 /// sled fails.
@@ -385,7 +387,7 @@ impl Inner {
 
     /// Deletes the queued body files that are still unreferenced and
     /// unpinned. Holds their stripe locks from the check to the unlink, with a
-    /// sled flush in between so the zero counts are durable before any file
+    /// commit in between so the zero counts are durable before any file
     /// goes. Failures are logged: an undeleted file is an orphan for the next
     /// sweep, never a dangling entry.
     pub(super) fn reap(&self) {

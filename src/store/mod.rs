@@ -10,7 +10,7 @@
 //!   every entry with that body (reference counted) (`blobs.rs`);
 //! - `index/`: sled, one tree mapping each entry key to its current record
 //!   (a few bytes per entry), plus reference counts of body files, the
-//!   store's totals and the commit journal (`index.rs`);
+//!   store's totals and the commit checkpoint (`index.rs`);
 //! - `format`: the store format number (`format.rs`); `tmp/`: bodies being
 //!   written.
 //!
@@ -21,25 +21,27 @@
 //!
 //! Miss path: [`BodyWriter`] keeps a short body in memory, or streams a long
 //! one into `tmp/` and renames it into place; [`Store::insert`] appends the
-//! entry's record to the pack and writes its index row. Nothing on it waits
-//! for the disk: no fsync, no index flush. The background committer
-//! (`maintenance.rs`, "Group commit") syncs what was written every
-//! [`COMMIT_INTERVAL`] and records a checkpoint; a crash loses at most the
-//! entries written since the last checkpoint, and never leaves an entry
-//! pointing at a torn body (every record carries a CRC, every body its
-//! SHA-256, and start-up re-checks what the commit journal lists).
+//! entry's record to the pack and puts its index row in the in-memory
+//! overlay. Nothing on it waits for the disk: no fsync, no sled write. The
+//! background committer (`maintenance.rs`, "Group commit") syncs what was
+//! written every [`COMMIT_INTERVAL`], then writes the overlay to sled in one
+//! batch with a checkpoint; a crash loses at most the changes made since the
+//! last commit, and never leaves an entry pointing at a torn body (every
+//! record carries a CRC, every body its SHA-256, and start-up re-checks
+//! what was written after the checkpoint).
 //!
 //! Life cycle of a body file, and why a committed entry never points at a
 //! deleted file:
 //! 1. [`BodyWriter::finish`] renames the file into place (or finds it there)
 //!    under the lock stripe of its hash and *pins* it in memory.
 //! 2. [`Store::insert`] writes the entry, the reference count and the totals
-//!    in one sled batch, then drops the pin.
+//!    together (one overlay change, one sled batch at the commit), then
+//!    drops the pin.
 //! 3. A change that drops a count to zero only queues the hash. The queue is
 //!    reaped by the background thread (promptly, or at the latest within a
 //!    second; [`Store::flush`] and close reap too): under the stripe locks,
 //!    hashes that are still unreferenced and unpinned are deleted, after a
-//!    sled flush made the zero count durable.
+//!    commit made the zero count durable.
 //!
 //! LRU and budget: `max_size` bounds the bytes of bodies (inline and files;
 //! metadata and the index are not counted). When an insert goes over it,
