@@ -72,7 +72,17 @@ fn child_process() {
     let Ok(mode) = std::env::var(CHILD_MODE) else { return };
     let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
     let budget = if mode == "mixed" { MIXED_BUDGET } else { BUDGET };
-    let store = Store::open(&dir, budget).unwrap();
+    // The parent may have closed the store a moment ago: sled lets go of
+    // its lock from background threads that can outlive the close briefly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let store = loop {
+        match Store::open(&dir, budget) {
+            Err(crawlcache::store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            other => break other.unwrap(),
+        }
+    };
     match mode.as_str() {
         "finish-then-crash" => {
             let mut w = store.begin_body().unwrap();

@@ -544,22 +544,34 @@ impl Index {
     }
 
     /// Writes the changes of `commit`, their state and `checkpoint` to sled
-    /// in one batch and flushes it. Errors: `Index`; the changes stay in
-    /// memory for the next commit.
+    /// in one batch and flushes it. Every write of changes to sled happens
+    /// under the index lock, so a spill (which writes newer changes) and a
+    /// commit cannot land in the wrong order: when a spill already wrote
+    /// this commit's changes, only the checkpoint is added. Errors: `Index`;
+    /// the changes stay in memory for the next commit.
     pub fn finish_commit(&self, commit: CommitBatch, checkpoint: Checkpoint) -> Result<(), StoreError> {
-        let mut batch = commit.overlay.batch();
-        batch.insert(&STATE_KEY[..], &commit.state.encode()[..]);
-        batch.insert(&CHECKPOINT_KEY[..], &checkpoint.encode()[..]);
-        self.tree.apply_batch(batch).map_err(sled_err)?;
-        self.db.flush().map_err(sled_err)?;
-        let mut mem = lock(&self.mem);
-        if mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false) {
-            mem.flushing = None;
+        {
+            let mut mem = lock(&self.mem);
+            let mine = mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false);
+            let mut batch = if mine {
+                let mut b = commit.overlay.batch();
+                b.insert(&STATE_KEY[..], &commit.state.encode()[..]);
+                b
+            } else {
+                sled::Batch::default()
+            };
+            batch.insert(&CHECKPOINT_KEY[..], &checkpoint.encode()[..]);
+            self.tree.apply_batch(batch).map_err(sled_err)?;
+            if mine {
+                mem.flushing = None;
+            }
         }
+        self.db.flush().map_err(sled_err)?;
         Ok(())
     }
 
-    /// Every reference-count row: (hash, row or `None` if undecodable).
+    /// Every reference-count row in sled: (hash, row or `None` if
+    /// undecodable). Callers write the overlay first ([`Index::spill`]).
     pub fn ref_rows(&self) -> Result<Vec<(Vec<u8>, Option<RefRow>)>, StoreError> {
         let mut out = Vec::new();
         for item in self.tree.scan_prefix(REFS) {

@@ -438,6 +438,7 @@ impl Inner {
 /// everything synced, the index flushed, and the clean-shutdown marker left.
 impl Drop for Inner {
     fn drop(&mut self) {
+        super::note_closed(&self.dir);
         self.apply_touches();
         let pinned = self.blobs.clear_pins();
         self.blobs.clear_small();

@@ -225,6 +225,40 @@ impl StoreOptions {
 /// hash alone (no index row is keyed by hash: see `index.rs`).
 const RECENT_PACKED: usize = 65536;
 
+/// When this process last closed a store, by directory: sled releases its
+/// lock on the index from background threads that may outlive the close by
+/// a moment, so an open right after a close in the same process waits for
+/// them (bounded by [`REOPEN_WAIT`]) instead of reporting `InUse`.
+static CLOSED: Mutex<Vec<(PathBuf, std::time::Instant)>> = Mutex::new(Vec::new());
+/// How long an open waits for the lock of a store this process just closed.
+const REOPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Opens the sled index of the store in `dir` with a page cache of
+/// `cache` bytes. Errors: `InUse` when another process holds it, `Index`.
+fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
+    let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
+    loop {
+        match sled::Config::new().path(dir.join("index")).cache_capacity(cache.max(1 << 20)).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(ref io)) if io.to_string().contains("could not acquire lock") => {
+                if closed_at.is_some_and(|t| t.elapsed() < REOPEN_WAIT) {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                }
+                return Err(StoreError::InUse { dir: dir.to_path_buf() });
+            }
+            Err(e) => return Err(StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display()))),
+        }
+    }
+}
+
+/// Notes that this process closed the store in `dir` (see [`CLOSED`]).
+pub(crate) fn note_closed(dir: &Path) {
+    let mut closed = lock(&CLOSED);
+    closed.retain(|(d, t)| d != dir && t.elapsed() < REOPEN_WAIT);
+    closed.push((dir.to_path_buf(), std::time::Instant::now()));
+}
+
 /// Locks a mutex, ignoring poisoning (every guarded state stays valid when a
 /// holder panics).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -316,16 +350,7 @@ impl Store {
         for d in [blobs.bodies.as_path(), blobs.tmp.as_path()] {
             fs::create_dir_all(d).map_err(io_err("create store directory", d))?;
         }
-        let db = sled::Config::new()
-            .path(dir.join("index"))
-            .cache_capacity(options.index_cache.max(1 << 20))
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(ref io) if io.to_string().contains("could not acquire lock") => {
-                    StoreError::InUse { dir: dir.to_path_buf() }
-                }
-                e => StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display())),
-            })?;
+        let db = open_index(dir, options.index_cache)?;
         if found == format::Found::Previous {
             migrate::run(dir, &db, &blobs, options.inline_max)?;
         } else if found == format::Found::Current && migrate::unfinished(&db) {
