@@ -56,10 +56,13 @@ pub(crate) struct Blobs {
     /// Names of temporary files of live writers (verify must not report them).
     live_tmp: Mutex<HashSet<String>>,
     /// Small bodies finished but not yet inserted: their bytes and pin count.
-    small: Mutex<HashMap<Hash, (Arc<Vec<u8>>, u32)>>,
+    small: Mutex<HashMap<Hash, SmallPin>>,
     /// Counter for temporary file names.
     next_tmp: AtomicU64,
 }
+
+/// A finished short body's bytes and how many pins it has.
+type SmallPin = (Arc<Vec<u8>>, u32);
 
 /// What a walk of `bodies/` found.
 pub(crate) enum BodyFile {

@@ -38,6 +38,10 @@ use super::{lock, StoreError};
 
 /// A raw SHA-256 digest.
 pub(crate) type Hash = [u8; 32];
+/// An index row as stored: key and value bytes.
+pub(crate) type RawRow = (Vec<u8>, Vec<u8>);
+/// A reference-count row as found: the hash bytes, and the row if it decodes.
+pub(crate) type RawRefRow = (Vec<u8>, Option<RefRow>);
 
 /// The name of the index tree of format 3.
 pub(crate) const TREE: &str = "store";
@@ -453,7 +457,7 @@ impl Index {
 
     /// Every entry row whose key starts with `prefix`, in key order, as raw
     /// (key, value) pairs: sled's rows with the overlay laid over them.
-    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<RawRow>, StoreError> {
         let mut over: BTreeMap<Vec<u8>, Option<Slot>> = BTreeMap::new();
         {
             let mem = lock(&self.mem);
@@ -536,10 +540,8 @@ impl Index {
     /// Ends a commit that had nothing to write.
     pub fn cancel_commit(&self, commit: CommitBatch) {
         let mut mem = lock(&self.mem);
-        if mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false) {
-            if commit.overlay.is_empty() {
-                mem.flushing = None;
-            }
+        if mem.flushing.as_ref().is_some_and(|f| Arc::ptr_eq(f, &commit.overlay)) && commit.overlay.is_empty() {
+            mem.flushing = None;
         }
     }
 
@@ -572,7 +574,7 @@ impl Index {
 
     /// Every reference-count row in sled: (hash, row or `None` if
     /// undecodable). Callers write the overlay first ([`Index::spill`]).
-    pub fn ref_rows(&self) -> Result<Vec<(Vec<u8>, Option<RefRow>)>, StoreError> {
+    pub fn ref_rows(&self) -> Result<Vec<RawRefRow>, StoreError> {
         let mut out = Vec::new();
         for item in self.tree.scan_prefix(REFS) {
             let (k, v) = item.map_err(sled_err)?;
@@ -675,7 +677,7 @@ impl Index {
                     }
                 }
                 Op::Remove { key, expect } => match self.current(&mem, &mut slots, key)? {
-                    Some(o) if expect.map_or(true, |e| e == o.loc) => {
+                    Some(o) if expect.is_none_or(|e| e == o.loc) => {
                         self.release(&mem, &mut refs, &mut state, &o, &mut applied.zero)?;
                         state.entries = state.entries.saturating_sub(1);
                         applied.removed += 1;

@@ -712,10 +712,8 @@ impl Inner {
         if let Some(bytes) = self.blobs.take_small(hash) {
             return Ok(RecBody::Inline { hash: *hash, bytes });
         }
-        if len >= self.inline_max || self.blobs.path(hash).is_file() {
-            if self.hold_for_insert(hash).is_ok() {
-                return Ok(RecBody::File { hash: *hash, len });
-            }
+        if (len >= self.inline_max || self.blobs.path(hash).is_file()) && self.hold_for_insert(hash).is_ok() {
+            return Ok(RecBody::File { hash: *hash, len });
         }
         if let Some(bytes) = self.packed_bytes(hash) {
             if bytes.len() as u64 == len {

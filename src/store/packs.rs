@@ -279,8 +279,11 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u32> {
     (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
 }
 
+/// Segments found (number, length in bytes), sorted, and any other file.
+pub(crate) type Segments = (Vec<(u32, u64)>, Vec<PathBuf>);
+
 /// Lists the segments in `dir` (sorted) and anything else found there.
-pub(crate) fn list_segments(dir: &Path) -> Result<(Vec<(u32, u64)>, Vec<PathBuf>), StoreError> {
+pub(crate) fn list_segments(dir: &Path) -> Result<Segments, StoreError> {
     let mut segs = Vec::new();
     let mut strays = Vec::new();
     let rd = match fs::read_dir(dir) {
