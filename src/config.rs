@@ -22,6 +22,8 @@ pub const DEFAULT_CONFIG: &str = include_str!("../config/crawlcache.toml");
 pub struct Config {
     pub server: ServerConfig,
     pub cache: CacheConfig,
+    /// `[store]`: how the cache is kept on disk and in memory.
+    pub store: StoreConfig,
     pub upstream: UpstreamConfig,
     pub tls: TlsConfig,
     /// `[record]`: what is kept for offline replay.
@@ -133,6 +135,33 @@ pub struct CacheConfig {
     pub key_rules: Vec<crate::record::key_rules::KeyRule>,
     /// `[[cache.rules]]`: per-URL policy rules (SPEC section 6).
     pub rules: Vec<crate::record::policy_rules::PolicyRule>,
+}
+
+/// `[store]`: how the cache is kept on disk and in memory (issue 13).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Bodies shorter than this many bytes live in their entry's pack
+    /// record instead of a file of their own.
+    #[serde(deserialize_with = "de_size")]
+    pub inline_max_bytes: u64,
+    /// Resident memory (bytes) the proxy aims to stay under; the index's
+    /// page cache gets an eighth, the decoded-head cache a sixteenth.
+    #[serde(deserialize_with = "de_size")]
+    pub memory_ceiling: u64,
+}
+
+impl StoreConfig {
+    /// Bytes of sled's page cache: an eighth of the memory ceiling.
+    pub fn index_cache(&self) -> u64 {
+        self.memory_ceiling / 8
+    }
+
+    /// Bytes of the cache of decoded response heads: a sixteenth of the
+    /// memory ceiling.
+    pub fn head_cache(&self) -> u64 {
+        self.memory_ceiling / 16
+    }
 }
 
 /// `[upstream]`: how origins are contacted.
@@ -450,10 +479,29 @@ impl Config {
         if self.cache.max_size == 0 {
             return Err("bad value for key `cache.max_size`: must be more than 0".into());
         }
+        if self.store.inline_max_bytes > 1 << 20 {
+            return Err(format!(
+                "bad value for key `store.inline_max_bytes`: {} (at most 1MiB: longer bodies belong in files)",
+                self.store.inline_max_bytes
+            ));
+        }
+        if self.store.memory_ceiling < 32 << 20 {
+            return Err(format!("bad value for key `store.memory_ceiling`: {} (at least 32MiB)", self.store.memory_ceiling));
+        }
         self.robots.validate()?;
         self.record.validate()?;
         self.fleet.validate()?;
         Ok(())
+    }
+
+    /// How to open the store: the budget of `cache.max_size`, the inline
+    /// threshold and index cache of `[store]`.
+    pub fn store_options(&self) -> crate::store::StoreOptions {
+        crate::store::StoreOptions {
+            max_size: self.cache.max_size,
+            inline_max: self.store.inline_max_bytes,
+            index_cache: self.store.index_cache(),
+        }
     }
 
     /// The cache policy tunables.

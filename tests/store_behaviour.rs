@@ -1,6 +1,10 @@
 //! The body store as the proxy and `crawlcache cache ...` rely on it
-//! (SPEC section 3): content addressing, reference counts, LRU budget,
-//! persistence across restarts, leftovers, verify and repair.
+//! (SPEC section 3): content addressing, reference counts, the LRU (CLOCK)
+//! budget, persistence across restarts, leftovers, verify and repair.
+//!
+//! Bodies shorter than 4096 bytes (the default `store.inline_max_bytes`)
+//! live in their entry's pack record, longer ones in files of their own;
+//! tests about body files use [`long`] bodies.
 
 use std::fs;
 use std::path::Path;
@@ -14,6 +18,18 @@ use sha2::{Digest, Sha256};
 
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// A body long enough to get a file of its own: `seed` repeated to 5000 bytes.
+fn long(seed: &[u8]) -> Vec<u8> {
+    seed.iter().copied().cycle().take(5000).collect()
+}
+
+/// The bytes of a stored body, whether a file or in the pack.
+fn read_stored(store: &Store, sha256: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut store.open_body(sha256).expect("open body"), &mut out).expect("read body");
+    out
 }
 
 /// Streams `bytes` into the store in 7-byte chunks and finishes the body.
@@ -85,7 +101,7 @@ fn an_empty_body_is_a_body_too() {
 fn identical_bodies_are_stored_once_and_deleted_with_their_last_reference() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 1 << 20).unwrap();
-    let data = b"same bytes from two URLs";
+    let data = &long(b"same bytes from two URLs");
     let a = store_url(&store, "http://a.example/1", data);
     let b = store_url(&store, "http://b.example/2", data);
     assert_eq!(a, b);
@@ -107,11 +123,31 @@ fn identical_bodies_are_stored_once_and_deleted_with_their_last_reference() {
 }
 
 #[test]
+fn identical_short_bodies_are_kept_with_each_entry_and_go_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), 1 << 20).unwrap();
+    let data = b"same short bytes from two URLs";
+    let a = store_url(&store, "http://a.example/1", data);
+    let b = store_url(&store, "http://b.example/2", data);
+    assert_eq!(a, b, "the same content address");
+    assert!(files_in(&dir.path().join("bodies")).is_empty(), "no file: both live in the pack");
+    let stats = store.stats();
+    assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (2, 2, 2 * data.len() as u64));
+    assert_eq!(read_stored(&store, &a.sha256), data);
+    assert!(store.remove_variant("http://a.example/1", b"").unwrap());
+    let e = store.lookup("http://b.example/2").unwrap().pop().unwrap();
+    assert_eq!(e.body.as_ref(), Some(&b), "the other entry keeps its copy");
+    let stats = store.stats();
+    assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (1, 1, data.len() as u64));
+    assert!(store.verify(false).unwrap().is_clean());
+}
+
+#[test]
 fn replacing_a_variant_releases_its_old_body() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 1 << 20).unwrap();
-    let old = store_url(&store, "http://example.com/page", b"version one");
-    let new = store_url(&store, "http://example.com/page", b"version two, longer");
+    let old = store_url(&store, "http://example.com/page", &long(b"version one"));
+    let new = store_url(&store, "http://example.com/page", &long(b"version two, longer"));
     store.flush().unwrap();
     assert!(!store.body_path(&old.sha256).exists());
     assert!(store.body_path(&new.sha256).exists());
@@ -122,7 +158,7 @@ fn replacing_a_variant_releases_its_old_body() {
     assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (1, 1, new.len));
 
     // Replacing with the very same body keeps it.
-    store_url(&store, "http://example.com/page", b"version two, longer");
+    store_url(&store, "http://example.com/page", &long(b"version two, longer"));
     store.flush().unwrap();
     assert!(store.body_path(&new.sha256).exists());
     assert_eq!(store.stats().bodies, 1);
@@ -133,7 +169,7 @@ fn replacing_a_variant_releases_its_old_body() {
 fn variants_of_one_uri_coexist_and_are_removed_together_or_one_by_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 1 << 20).unwrap();
-    let gz = put_body(&store, b"gzip bytes");
+    let gz = put_body(&store, &long(b"gzip bytes"));
     let br = put_body(&store, b"br bytes");
     store.insert("http://example.com/x", b"accept-encoding: gzip", b"m1", Some(&gz)).unwrap();
     store.insert("http://example.com/x", b"accept-encoding: br", b"m2", Some(&br)).unwrap();
@@ -180,7 +216,9 @@ fn a_dropped_writer_leaves_no_temporary_file() {
     let mut w = store.begin_body().unwrap();
     w.write(b"the origin hung up half way").unwrap();
     assert_eq!(w.len(), 27);
-    assert_eq!(files_in(&dir.path().join("tmp")).len(), 1);
+    assert!(files_in(&dir.path().join("tmp")).is_empty(), "a short body is held in memory");
+    w.write(&long(b"and then sent more")).unwrap();
+    assert_eq!(files_in(&dir.path().join("tmp")).len(), 1, "a long one spills to a temporary file");
     drop(w);
     assert!(files_in(&dir.path().join("tmp")).is_empty());
     assert!(files_in(&dir.path().join("bodies")).is_empty());
@@ -206,44 +244,44 @@ fn a_body_larger_than_the_whole_budget_is_refused_without_evicting_anything() {
 }
 
 #[test]
-fn least_recently_used_entries_are_evicted_first_to_fit_the_budget() {
+fn entries_not_used_since_they_were_stored_are_evicted_first_to_fit_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 300).unwrap();
-    let a = store_url(&store, "http://e/a", &[b'a'; 100]);
-    let b = store_url(&store, "http://e/b", &[b'b'; 100]);
+    store_url(&store, "http://e/a", &[b'a'; 100]);
+    store_url(&store, "http://e/b", &[b'b'; 100]);
     store_url(&store, "http://e/c", &[b'c'; 100]);
-    store.touch("http://e/a", b""); // a is now more recent than b and c
+    store.touch("http://e/a", b""); // a is used, b and c are not
     let body = put_body(&store, &[b'd'; 100]);
     assert_eq!(store.insert("http://e/d", b"", b"", Some(&body)).unwrap(), 1);
-    assert_eq!(urls(&store), vec!["http://e/a", "http://e/c", "http://e/d"]);
-    store.flush().unwrap();
-    assert!(!store.body_path(&b.sha256).exists());
-    assert!(store.body_path(&a.sha256).exists());
+    assert_eq!(urls(&store), vec!["http://e/a", "http://e/c", "http://e/d"], "the oldest unused entry went");
 
-    // A body that needs two slots evicts the two oldest (c, then a).
+    // A body that needs two slots evicts the two oldest unused entries (c,
+    // then d); a had its second chance when b went, and stays this time.
     let body = put_body(&store, &[b'e'; 200]);
     assert_eq!(store.insert("http://e/e", b"", b"", Some(&body)).unwrap(), 2);
-    assert_eq!(urls(&store), vec!["http://e/d", "http://e/e"]);
+    assert_eq!(urls(&store), vec!["http://e/a", "http://e/e"]);
     let stats = store.stats();
-    assert!(stats.bytes_stored <= 300);
     assert_eq!(stats.bytes_stored, 300);
     assert_eq!(stats.evictions, 3);
+    // Not used again, a is next.
+    store_url(&store, "http://e/f", &[b'f'; 100]);
+    assert_eq!(urls(&store), vec!["http://e/e", "http://e/f"]);
     assert!(store.verify(false).unwrap().is_clean());
 }
 
 #[test]
 fn a_shared_body_is_freed_only_when_its_last_entry_is_evicted() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), 250).unwrap();
-    store_url(&store, "http://e/1", &[1u8; 100]);
-    store_url(&store, "http://e/2", &[1u8; 100]); // same body: still 100 bytes
-    store_url(&store, "http://e/3", &[3u8; 100]);
-    assert_eq!(store.stats().bytes_stored, 200);
-    // 100 more bytes: evicting /1 frees nothing (shared), /2 frees the body.
-    let body = put_body(&store, &[4u8; 100]);
+    let store = Store::open(dir.path(), 12_500).unwrap();
+    store_url(&store, "http://e/1", &long(&[1u8]));
+    store_url(&store, "http://e/2", &long(&[1u8])); // same body: still 5000 bytes
+    store_url(&store, "http://e/3", &long(&[3u8]));
+    assert_eq!(store.stats().bytes_stored, 10_000);
+    // 5000 more bytes: evicting /1 frees nothing (shared), /2 frees the body.
+    let body = put_body(&store, &long(&[4u8]));
     assert_eq!(store.insert("http://e/4", b"", b"", Some(&body)).unwrap(), 2);
     assert_eq!(urls(&store), vec!["http://e/3", "http://e/4"]);
-    assert_eq!(store.stats().bytes_stored, 200);
+    assert_eq!(store.stats().bytes_stored, 10_000);
     assert!(store.verify(false).unwrap().is_clean());
 }
 
@@ -264,11 +302,12 @@ fn entries_and_lru_order_survive_a_restart() {
     assert_eq!(store.lookup("http://e/b").unwrap()[0].meta, b"meta of http://e/b");
     let stats = store.stats();
     assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (3, 3, 300));
-    // c is the least recently used, then a; new stamps continue after the old ones.
+    // c is the only entry not used since it was stored; a and b get their
+    // second chance, and new stamps continue after the old ones.
     store_url(&store, "http://e/d", &[b'd'; 100]);
     assert_eq!(urls(&store), vec!["http://e/a", "http://e/b", "http://e/d"]);
     store_url(&store, "http://e/e", &[b'e'; 100]);
-    assert_eq!(urls(&store), vec!["http://e/b", "http://e/d", "http://e/e"]);
+    assert_eq!(urls(&store), vec!["http://e/a", "http://e/b", "http://e/e"]);
     assert!(store.verify(false).unwrap().is_clean());
 }
 
@@ -316,9 +355,9 @@ fn verify_reports_leftover_temporary_files_but_not_those_being_written() {
 fn verify_detects_and_repairs_a_corrupted_body() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 1 << 20).unwrap();
-    let bad = store_url(&store, "http://e/bad", b"original bytes");
-    store_url(&store, "http://e/good", b"other bytes");
-    fs::write(store.body_path(&bad.sha256), b"flipped bytes!").unwrap();
+    let bad = store_url(&store, "http://e/bad", &long(b"original bytes"));
+    store_url(&store, "http://e/good", &long(b"other bytes"));
+    fs::write(store.body_path(&bad.sha256), long(b"flipped bytes!")).unwrap();
 
     let report = store.verify(false).unwrap();
     assert_eq!(report.corrupt_bodies, vec![bad.sha256.clone()]);
@@ -338,8 +377,8 @@ fn verify_detects_and_repairs_a_corrupted_body() {
 fn verify_detects_and_repairs_a_missing_body() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 1 << 20).unwrap();
-    let gone = store_url(&store, "http://e/1", b"will vanish");
-    store_url(&store, "http://e/2", b"will vanish");
+    let gone = store_url(&store, "http://e/1", &long(b"will vanish"));
+    store_url(&store, "http://e/2", &long(b"will vanish"));
     store_url(&store, "http://e/3", b"stays");
     fs::remove_file(store.body_path(&gone.sha256)).unwrap();
     assert!(matches!(store.open_body(&gone.sha256), Err(StoreError::MissingBody(_))));
@@ -420,7 +459,7 @@ fn concurrent_inserts_and_removals_of_one_body_stay_consistent() {
                     // then, one of its own; entries come and go so the shared
                     // count keeps dropping to zero while others finish it.
                     let url = format!("http://e/{t}/{}", r % 3);
-                    let shared = put_body(&store, b"the one body everybody fetches");
+                    let shared = put_body(&store, &long(b"the one body everybody fetches"));
                     store.insert(&url, b"", b"", Some(&shared)).unwrap();
                     store.touch(&url, b"");
                     if r % 4 == 0 {
@@ -447,12 +486,13 @@ fn concurrent_inserts_and_removals_of_one_body_stay_consistent() {
     let report = store.verify(false).unwrap();
     assert!(report.is_clean(), "{report:?}");
     let entries = store.entries().unwrap();
-    let shared = sha256_hex(b"the one body everybody fetches");
+    let shared = sha256_hex(&long(b"the one body everybody fetches"));
     let sharing = entries.iter().filter(|e| e.body.as_ref().map(|b| &b.sha256) == Some(&shared)).count();
     assert!(sharing > 0);
     assert_eq!(store.stats().entries, entries.len() as u64);
     for e in &entries {
-        assert!(store.body_path(&e.body.as_ref().unwrap().sha256).exists());
+        let b = e.body.as_ref().unwrap();
+        assert_eq!(sha256_hex(&read_stored(&store, &b.sha256)), b.sha256);
     }
 }
 
@@ -478,8 +518,8 @@ fn concurrent_inserts_under_a_tight_budget_respect_it() {
     assert!(stats.bytes_stored <= 2000, "{stats:?}");
     assert!(stats.evictions > 0);
     store.flush().unwrap();
-    let on_disk: u64 = files_in(&dir.path().join("bodies")).iter().map(|p| fs::metadata(p).unwrap().len()).sum();
-    assert_eq!(on_disk, stats.bytes_stored, "released bodies are deleted by flush");
+    let held: u64 = store.entries().unwrap().iter().map(|e| e.body.as_ref().map_or(0, |b| b.len)).sum();
+    assert_eq!(held, stats.bytes_stored, "the kept total is what the entries hold");
     let report = store.verify(false).unwrap();
     assert!(report.is_clean(), "{report:?}");
 }
@@ -518,72 +558,15 @@ fn a_full_disk_while_writing_leaves_nothing_behind() {
     }
 }
 
-/// A store of format 1 (the release before the `format` file): the same
-/// record layout, stored heads in JSON, no commit checkpoint. Built here by
-/// writing such entries and removing what format 2 adds.
-fn make_format_1_store(dir: &Path) -> Vec<(String, crawlcache::cache::StoredResponse, Vec<u8>)> {
-    use crawlcache::cache::StoredResponse;
-    let mut made = Vec::new();
-    {
-        let store = Store::open(dir, 1 << 20).unwrap();
-        for i in 0..5 {
-            let url = format!("http://old.example/{i}");
-            let head = StoredResponse {
-                status: 200,
-                headers: vec![("etag".into(), format!("\"v{i}\"").into_bytes()), ("content-type".into(), b"text/plain".to_vec())],
-                request_time_ms: 1_700_000_000_000,
-                response_time_ms: 1_700_000_000_010,
-                url: url.clone(),
-                vary_request: vec![],
-            };
-            let bytes = format!("body number {i}").repeat(i + 1).into_bytes();
-            let mut w = store.begin_body().unwrap();
-            w.write(&bytes).unwrap();
-            let body = w.finish().unwrap();
-            store.insert(&url, b"", &head.to_json_bytes(), Some(&body)).unwrap();
-            made.push((url, head, bytes));
-        }
-    }
-    fs::remove_file(dir.join("format")).unwrap();
-    let db = sled::open(dir.join("index")).unwrap();
-    db.open_tree("counters").unwrap().remove(b"checkpoint").unwrap();
-    db.flush().unwrap();
-    made
-}
-
-#[test]
-fn a_store_of_the_previous_release_is_migrated_on_open_and_its_entries_read() {
-    use crawlcache::cache::StoredResponse;
-    let dir = tempfile::tempdir().unwrap();
-    let made = make_format_1_store(dir.path());
-    assert!(!dir.path().join("format").exists());
-    let store = Store::open(dir.path(), 1 << 20).unwrap();
-    assert_eq!(fs::read_to_string(dir.path().join("format")).unwrap().trim(), "2");
-    for (url, head, bytes) in &made {
-        let e = store.lookup(url).unwrap().pop().expect("entry kept");
-        assert_eq!(StoredResponse::from_bytes(&e.meta).as_ref(), Some(head), "JSON head of format 1 read");
-        let body = e.body.unwrap();
-        assert_eq!(fs::read(store.body_path(&body.sha256)).unwrap(), *bytes);
-    }
-    // Freshening rewrites the head in the new encoding.
-    let (url, head, _) = &made[0];
-    assert!(store.update_meta(url, b"", &head.to_bytes()).unwrap());
-    assert_eq!(store.lookup(url).unwrap()[0].meta, head.to_bytes());
-    assert!(store.verify(false).unwrap().is_clean());
-    drop(store);
-    let store = Store::open(dir.path(), 1 << 20).unwrap();
-    assert_eq!(store.lookup(url).unwrap()[0].meta, head.to_bytes(), "the freshening was written at close");
-}
-
 #[test]
 fn a_store_of_an_unknown_format_is_refused_with_a_message_saying_how() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path(), 1 << 20).unwrap());
-    fs::write(dir.path().join("format"), "3\n").unwrap();
+    fs::write(dir.path().join("format"), "4\n").unwrap();
     let err = Store::open(dir.path(), 1 << 20).unwrap_err();
     assert!(matches!(err, StoreError::Format(_)), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("format 3") && msg.contains("move the directory aside"), "{msg}");
+    assert!(msg.contains("format 4") && msg.contains("move the directory aside"), "{msg}");
     fs::write(dir.path().join("format"), "garbage").unwrap();
     assert!(matches!(Store::open(dir.path(), 1 << 20), Err(StoreError::Format(_))));
 }

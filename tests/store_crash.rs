@@ -1,6 +1,7 @@
 //! Crash safety of the store (SPEC section 3): a process killed at any moment
 //! leaves either the old state or the new one, and the next start cleans up
-//! what the crash left (temporary files, bodies renamed but never indexed).
+//! what the crash left (temporary files, bodies renamed but never indexed,
+//! the torn end of a pack segment).
 //!
 //! The crashing process is this test binary run again in "child" mode (the
 //! `child_process` test below does nothing unless the environment asks it
@@ -36,6 +37,8 @@ fn put(store: &Store, url: &str, bytes: &[u8]) {
     store.insert(url, b"", url.as_bytes(), Some(&body)).unwrap();
 }
 
+/// Stores `bytes` under `url`, then says so on stdout (`STORED url sha256`):
+/// from that line on, the child has answered that the body is stored.
 fn put_meta(store: &Store, url: &str, meta: &str, bytes: &[u8]) {
     let mut w = store.begin_body().unwrap();
     for chunk in bytes.chunks(16 * 1024) {
@@ -43,6 +46,21 @@ fn put_meta(store: &Store, url: &str, meta: &str, bytes: &[u8]) {
     }
     let body = w.finish().unwrap();
     store.insert(url, b"", meta.as_bytes(), Some(&body)).unwrap();
+    println!("STORED {url} {}", body.sha256);
+}
+
+/// The bytes of a stored body (a file, or in the pack), as the store reads
+/// them back.
+fn read_stored(store: &Store, sha256: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut store.open_body(sha256).unwrap(), &mut out).unwrap();
+    out
+}
+
+/// The long bodies of these tests are files of their own (4096 bytes and
+/// more), the short ones live in pack records.
+fn long(text: &str) -> Vec<u8> {
+    text.as_bytes().iter().copied().cycle().take(5000).collect()
 }
 
 /// Not a test of its own: the body of the child processes, which run this
@@ -54,14 +72,24 @@ fn child_process() {
     let Ok(mode) = std::env::var(CHILD_MODE) else { return };
     let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
     let budget = if mode == "mixed" { MIXED_BUDGET } else { BUDGET };
-    let store = Store::open(&dir, budget).unwrap();
+    // The parent may have closed the store a moment ago: sled lets go of
+    // its lock from background threads that can outlive the close briefly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let store = loop {
+        match Store::open(&dir, budget) {
+            Err(crawlcache::store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            other => break other.unwrap(),
+        }
+    };
     match mode.as_str() {
         "finish-then-crash" => {
             let mut w = store.begin_body().unwrap();
-            w.write(b"renamed into place, then the power went out").unwrap();
+            w.write(&long("renamed into place, then the power went out")).unwrap();
             w.finish().unwrap();
             let mut half = store.begin_body().unwrap();
-            half.write(b"half a body").unwrap();
+            half.write(&long("half a body")).unwrap();
             kill_self();
         }
         "churn" => {
@@ -89,10 +117,11 @@ fn child_process() {
             put(&store, "http://e/committed", b"committed before the power went out");
             store.flush().unwrap();
             store.pause_commits_for_tests();
+            // Two long bodies (files), then two short ones (pack records).
             for i in 0..4 {
-                put(&store, &format!("http://e/late{i}"), format!("late body {i}, never synced").repeat(50).as_bytes());
+                put(&store, &format!("http://e/late{i}"), &late_body(i));
             }
-            store.flush().unwrap(); // the index holds them; their bodies were never synced
+            store.flush().unwrap(); // the index holds them; their records and bodies were never synced
             println!("READY");
             kill_self();
         }
@@ -128,6 +157,36 @@ fn child_process() {
     }
 }
 
+/// The body of `http://e/late{i}`: files for 0 and 1, pack records for 2 and 3.
+fn late_body(i: usize) -> Vec<u8> {
+    let text = format!("late body {i}, never synced. ");
+    if i < 2 {
+        long(&text)
+    } else {
+        text.repeat(20).into_bytes()
+    }
+}
+
+/// The start of every record in a pack segment (the layout is documented in
+/// `src/store/packs.rs`: the record's total length is the big-endian u32 at
+/// offset 4).
+fn record_starts(segment: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 8 <= segment.len() {
+        out.push(at);
+        at += u32::from_be_bytes(segment[at + 4..at + 8].try_into().unwrap()) as usize;
+    }
+    out
+}
+
+/// The pack segment written last.
+fn last_segment(dir: &Path) -> PathBuf {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir.join("packs")).unwrap().map(|e| e.unwrap().path()).collect();
+    segs.sort();
+    segs.pop().expect("a pack segment")
+}
+
 fn child(mode: &str, dir: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["child_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
@@ -157,7 +216,7 @@ fn a_crash_between_rename_and_index_leaves_an_orphan_swept_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let status = child("finish-then-crash", dir.path()).wait().unwrap();
     assert!(!status.success());
-    let hash = hex::encode(Sha256::digest(b"renamed into place, then the power went out"));
+    let hash = hex::encode(Sha256::digest(long("renamed into place, then the power went out")));
     let orphan = dir.path().join("bodies").join(&hash[..2]).join(&hash[2..4]).join(&hash);
     assert!(orphan.exists(), "the child got as far as the rename");
     assert_eq!(files_in(&dir.path().join("tmp")).len(), 1, "and left a temporary file");
@@ -195,7 +254,7 @@ fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
         for e in store.entries().unwrap() {
             assert_eq!(e.meta, e.primary_key.as_bytes(), "an entry is never half written");
             let body = e.body.unwrap();
-            let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
+            let bytes = read_stored(&store, &body.sha256);
             assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256);
         }
     }
@@ -218,26 +277,36 @@ fn after_a_power_loss_entries_whose_bodies_were_not_synced_are_dropped_never_ser
     let mut c = child("uncommitted-then-crash", dir.path());
     wait_ready(&mut c);
     c.wait().unwrap();
-    // Simulate what a power loss may do to bodies that were never synced:
-    // one truncated, one holding other bytes, one gone, one intact.
-    let late: Vec<String> = (0..4).map(|i| hex::encode(Sha256::digest(format!("late body {i}, never synced").repeat(50)))).collect();
+    // Simulate what a power loss may do to what was never synced: a body
+    // file cut short, a body file holding other bytes, the pack segment
+    // ending in the middle of its last record.
+    let late: Vec<String> = (0..4).map(|i| hex::encode(Sha256::digest(late_body(i)))).collect();
     let path = |h: &str| dir.path().join("bodies").join(&h[..2]).join(&h[2..4]).join(h);
     let full = std::fs::read(path(&late[0])).unwrap();
     std::fs::write(path(&late[0]), &full[..full.len() / 2]).unwrap();
     std::fs::write(path(&late[1]), vec![0u8; full.len()]).unwrap();
-    std::fs::remove_file(path(&late[2])).unwrap();
+    let seg = last_segment(dir.path());
+    let bytes = std::fs::read(&seg).unwrap();
+    let starts = record_starts(&bytes);
+    let last = *starts.last().unwrap();
+    std::fs::write(&seg, &bytes[..last + 30]).unwrap();
 
     let store = Store::open(dir.path(), BUDGET).unwrap();
     let mut kept: Vec<String> = store.entries().unwrap().into_iter().map(|e| e.primary_key).collect();
     kept.sort();
-    assert_eq!(kept, ["http://e/committed", "http://e/late3"], "torn and missing bodies dropped their entries");
+    assert_eq!(kept, ["http://e/committed", "http://e/late2"], "torn bodies and the torn record dropped their entries");
     let report = store.verify(false).unwrap();
     assert!(report.is_clean(), "{report:?}");
     for e in store.entries().unwrap() {
         let body = e.body.unwrap();
-        let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
-        assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256);
+        assert_eq!(hex::encode(Sha256::digest(read_stored(&store, &body.sha256))), body.sha256);
     }
+    // The store goes on from the cut.
+    put(&store, "http://e/after", b"stored after the power came back");
+    drop(store);
+    let store = Store::open(dir.path(), BUDGET).unwrap();
+    assert_eq!(store.lookup("http://e/after").unwrap().len(), 1);
+    assert!(store.verify(false).unwrap().is_clean());
 }
 
 #[test]
@@ -250,23 +319,60 @@ fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
         seed ^= seed << 17;
         let ms = seed % 400;
         let mut c = child("mixed", dir.path());
-        wait_ready(&mut c);
+        let mut out = BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("READY") {
+            line.clear();
+            if out.read_line(&mut line).unwrap() == 0 {
+                panic!("child exited before it was ready: {:?}", c.wait());
+            }
+        }
+        // Every body the child answered as stored before the kill, by URL
+        // (the last one reported wins).
+        let reader = std::thread::spawn(move || {
+            let mut answered: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+            let mut line = String::new();
+            while out.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() == 3 && f[0] == "STORED" {
+                    answered.insert(f[1].to_string(), f[2].to_string());
+                }
+                line.clear();
+            }
+            answered
+        });
         std::thread::sleep(Duration::from_millis(ms));
         c.kill().unwrap();
         c.wait().unwrap();
+        let answered = reader.join().unwrap();
 
         let store = Store::open(dir.path(), MIXED_BUDGET).unwrap();
         let report = store.verify(false).unwrap();
         assert!(report.is_clean(), "round {round} (killed after {ms} ms): {report:?}");
         let stats = store.stats();
         assert!(stats.bytes_stored <= MIXED_BUDGET, "{stats:?}");
+        let mut identical = 0;
         for e in store.entries().unwrap() {
             let meta = String::from_utf8(e.meta.clone()).unwrap();
             assert!(meta.starts_with(&format!("{}#", e.primary_key)), "an entry is never half written: {meta}");
-            let body = e.body.unwrap();
-            let bytes = std::fs::read(store.body_path(&body.sha256)).unwrap();
+            let body = e.body.clone().unwrap();
+            let bytes = read_stored(&store, &body.sha256);
             assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256, "round {round}: bodies byte-identical");
+            assert_eq!(bytes.len() as u64, body.len);
+            // Read the way the proxy serves it, too.
+            let served = match store.read_body(&e).unwrap() {
+                crawlcache::store::BodyData::Bytes(b) => b,
+                crawlcache::store::BodyData::File(mut f) => {
+                    let mut b = Vec::new();
+                    std::io::Read::read_to_end(&mut f, &mut b).unwrap();
+                    b
+                }
+            };
+            assert_eq!(served, bytes, "round {round}: {} served as stored", e.primary_key);
+            if answered.get(&e.primary_key) == Some(&body.sha256) {
+                identical += 1;
+            }
         }
-        eprintln!("round {round}: killed after {ms} ms: {stats:?}");
+        eprintln!("round {round}: killed after {ms} ms: {stats:?}, {} bodies answered as stored, {identical} of them still indexed and byte-identical", answered.len());
     }
 }

@@ -313,7 +313,7 @@ impl Picked {
     /// decode fails later, as a read error naming the coding.
     pub fn body(&self, store: &Store, decode: bool) -> Result<Box<dyn Read + Send>, String> {
         let raw: Box<dyn Read + Send> = match &self.entry.body {
-            Some(b) => Box::new(store.open_body(&b.sha256).map_err(|e| format!("{}: {e}", self.key))?),
+            Some(_) => Box::new(store.read_body(&self.entry).map_err(|e| format!("{}: {e}", self.key))?.into_reader()),
             None => Box::new(std::io::empty()),
         };
         if !decode {

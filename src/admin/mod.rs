@@ -232,8 +232,9 @@ pub fn prometheus(state: &ProxyState) -> String {
     let s = state.store.stats();
     let gauges = [
         ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
-        ("crawlcache_store_bodies", "Distinct body files on disk.", s.bodies),
-        ("crawlcache_store_bytes", "Bytes of body files on disk.", s.bytes_stored),
+        ("crawlcache_store_bodies", "Distinct bodies stored: body files, plus one per short body kept in its entry's pack record.", s.bodies),
+        ("crawlcache_store_bytes", "Bytes of those bodies (what cache.max_size bounds).", s.bytes_stored),
+        ("crawlcache_store_pack_bytes", "Bytes of the store's pack segments on disk (entry records, live and not yet reclaimed).", s.pack_bytes),
         ("crawlcache_store_max_bytes", "The configured size budget in bytes.", s.max_size),
     ];
     for (name, help, value) in gauges {

@@ -36,7 +36,7 @@ pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
     if !dir.join("index").exists() && !dir.exists() {
         return Err(format!("no cache at {} (nothing stored yet, or wrong --data-dir)", dir.display()));
     }
-    match Store::open(dir, cfg.cache.max_size) {
+    match Store::open_with(dir, &cfg.store_options()) {
         Ok(s) => Ok(StoreAccess::Direct(s)),
         Err(e) => {
             // Most likely a running proxy holds the index: ask it, at the

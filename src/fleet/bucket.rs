@@ -174,12 +174,15 @@ impl Bucket {
         FleetError::Failed(format!("bucket {what}: {e}"))
     }
 
-    /// Uploads the stored body `sha256` of `len` bytes from `store` to
-    /// `bodies/SHA256` (streamed; multipart above 10 MB).
-    pub async fn upload(&self, store: &Store, sha256: &str, len: u64) -> Result<(), FleetError> {
+    /// Uploads the body of the stored `entry` (`sha256`, `len` bytes) from
+    /// `store` to `bodies/SHA256` (streamed; multipart above 10 MB).
+    pub async fn upload(&self, store: &Store, entry: &crate::store::Entry, sha256: &str, len: u64) -> Result<(), FleetError> {
         self.check()?;
-        let file = store.open_body(sha256).map_err(|e| FleetError::Failed(format!("reading body {sha256}: {e}")))?;
-        let mut file = tokio::fs::File::from_std(file);
+        let body = store.read_body(entry).map_err(|e| FleetError::Failed(format!("reading body {sha256}: {e}")))?;
+        let mut file: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match body {
+            crate::store::BodyData::File(f) => Box::new(tokio::fs::File::from_std(f)),
+            crate::store::BodyData::Bytes(b) => Box::new(std::io::Cursor::new(b)),
+        };
         let path = ObjectPath::from(keys::body_object(sha256));
         let work = async {
             let mut w = object_store::buffered::BufWriter::new(self.store.clone(), path);

@@ -179,7 +179,7 @@ impl Fleet {
             if known {
                 FleetMetrics::inc(&self.metrics.uploads_skipped);
             } else {
-                bucket.upload(&self.store, &b.sha256, b.len).await?;
+                bucket.upload(&self.store, &local, &b.sha256, b.len).await?;
                 FleetMetrics::inc(&self.metrics.uploads);
                 self.redis.query::<()>(redis::cmd("SET").arg(&mark).arg(1).arg("EX").arg(self.config.entry_ttl.as_secs().max(1)).clone()).await?;
             }

@@ -1,6 +1,6 @@
 //! A small in-memory cache of decoded entry metadata, so a cache hit does
 //! not parse the stored response head and rebuild its header map
-//! every time.
+//! every time. Bounded by bytes (`store.memory_ceiling` / 16).
 //!
 //! It is keyed by the metadata bytes themselves (a hash, confirmed by
 //! comparing the bytes), so it can never serve a head other than the one
@@ -9,7 +9,6 @@
 use crate::cache::StoredResponse;
 use http::HeaderMap;
 use std::hash::{Hash, Hasher};
-use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 /// A stored response head, decoded once.
@@ -22,16 +21,37 @@ pub struct Decoded {
     pub headers: HeaderMap,
 }
 
-/// Bounded map from metadata bytes to their decoded form.
+/// Map from metadata bytes to their decoded form, bounded by bytes (an
+/// estimate of what each decoded head holds), least recently used first out.
 pub struct MetaCache {
-    map: Mutex<lru::LruCache<u64, Arc<Decoded>>>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    map: lru::LruCache<u64, Arc<Decoded>>,
+    /// Estimated bytes held.
+    bytes: usize,
+    /// Bound on `bytes`.
+    capacity: usize,
+}
+
+/// Estimated bytes one decoded head holds: its raw bytes, the decoded
+/// fields (names and values again), the header map (again, plus its index
+/// table), and the fixed parts.
+fn cost(d: &Decoded) -> usize {
+    3 * d.raw.len() + 48 * d.headers.len() + 512
 }
 
 impl MetaCache {
-    /// A cache holding at most `capacity` decoded heads.
-    pub fn new(capacity: usize) -> MetaCache {
-        let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
-        MetaCache { map: Mutex::new(lru::LruCache::new(cap)) }
+    /// A cache holding decoded heads of at most about `capacity_bytes` bytes.
+    pub fn new(capacity_bytes: u64) -> MetaCache {
+        MetaCache {
+            inner: Mutex::new(Inner {
+                map: lru::LruCache::unbounded(),
+                bytes: 0,
+                capacity: usize::try_from(capacity_bytes).unwrap_or(usize::MAX),
+            }),
+        }
     }
 
     /// The decoded form of `meta`; `None` if it is not a valid record.
@@ -40,8 +60,8 @@ impl MetaCache {
         meta.hash(&mut h);
         let key = h.finish();
         {
-            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(d) = map.get(&key) {
+            let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(d) = inner.map.get(&key) {
                 if d.raw == meta {
                     return Some(d.clone());
                 }
@@ -50,8 +70,27 @@ impl MetaCache {
         let stored = StoredResponse::from_bytes(meta)?;
         let headers = stored.header_map();
         let d = Arc::new(Decoded { raw: meta.to_vec(), stored, headers });
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).put(key, d.clone());
+        let size = cost(&d);
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if size > inner.capacity {
+            return Some(d);
+        }
+        if let Some(old) = inner.map.put(key, d.clone()) {
+            inner.bytes -= cost(&old);
+        }
+        inner.bytes += size;
+        while inner.bytes > inner.capacity {
+            match inner.map.pop_lru() {
+                Some((_, old)) => inner.bytes -= cost(&old),
+                None => break,
+            }
+        }
         Some(d)
+    }
+
+    /// Estimated bytes held now.
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).bytes
     }
 }
 
@@ -64,12 +103,30 @@ mod tests {
         let a = StoredResponse { status: 200, headers: vec![("etag".into(), b"\"a\"".to_vec())], request_time_ms: 1, response_time_ms: 2, url: "http://a/".into(), vary_request: vec![] };
         let mut b = a.clone();
         b.headers[0].1 = b"\"b\"".to_vec();
-        let c = MetaCache::new(2);
+        let c = MetaCache::new(1 << 20);
         let da = c.decode(&a.to_bytes()).expect("valid");
         let da2 = c.decode(&a.to_bytes()).expect("valid");
         assert!(Arc::ptr_eq(&da, &da2), "second decode comes from the cache");
         let db = c.decode(&b.to_bytes()).expect("valid");
         assert_eq!(db.headers.get("etag").unwrap(), "\"b\"");
         assert!(c.decode(b"not json").is_none());
+    }
+
+    #[test]
+    fn the_bytes_held_stay_under_the_bound() {
+        let c = MetaCache::new(64 * 1024);
+        for i in 0..2000 {
+            let s = StoredResponse {
+                status: 200,
+                headers: vec![("etag".into(), format!("\"{i}\"").into_bytes()), ("x-pad".into(), vec![b'p'; 300])],
+                request_time_ms: 1,
+                response_time_ms: 2,
+                url: format!("http://a/{i}"),
+                vary_request: vec![],
+            };
+            c.decode(&s.to_bytes()).expect("valid");
+            assert!(c.bytes() <= 64 * 1024, "{} bytes after {i}", c.bytes());
+        }
+        assert!(c.bytes() > 32 * 1024, "and the room is used");
     }
 }

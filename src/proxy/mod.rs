@@ -107,7 +107,7 @@ impl ProxyState {
     pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
         let dir = &config.server.data_dir;
         crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
-        let store = Store::open(dir, config.cache.max_size).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+        let store = Store::open_with(dir, &config.store_options()).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
         Self::build(config, store, local_addr)
     }
 
@@ -141,7 +141,7 @@ impl ProxyState {
         Ok(ProxyState {
             closing: tokio::sync::watch::channel(false).0,
             conns: Arc::new(Tasks::default()),
-            meta_cache: meta_cache::MetaCache::new(8192),
+            meta_cache: meta_cache::MetaCache::new(config.store.head_cache()),
             body_cache: body_cache::BodyCache::new(config.cache.body_memory, config.cache.body_memory_max_object),
             robots,
             pacer,

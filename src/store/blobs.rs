@@ -2,10 +2,16 @@
 //! that keep a just-finished body alive until its entry is committed, and the
 //! sweeps of temporary and orphan files.
 //!
+//! A body shorter than the store's `inline_max` bytes never becomes a file:
+//! the writer keeps it in memory, [`BodyWriter::finish`] pins the bytes under
+//! their SHA-256, and [`super::Store::insert`] writes them into the entry's
+//! pack record (`packs.rs`). A longer body spills to a temporary file as soon
+//! as it crosses `inline_max`.
+//!
 //! Layout under the store directory:
-//! - `bodies/ab/cd/abcd...`: one file per distinct body, named by the
-//!   lower-case hex SHA-256 of its bytes;
-//! - `tmp/<pid>-<n>.tmp`: bodies being written; never read, swept at open.
+//! - `bodies/ab/cd/abcd...`: one file per distinct body of `inline_max`
+//!   bytes or more, named by the lower-case hex SHA-256 of its bytes;
+//! - `tmp/<pid>-<n>.tmp`: such bodies being written; never read, swept at open.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
@@ -49,9 +55,14 @@ pub(crate) struct Blobs {
     stripes: Vec<Mutex<HashMap<Hash, u32>>>,
     /// Names of temporary files of live writers (verify must not report them).
     live_tmp: Mutex<HashSet<String>>,
+    /// Small bodies finished but not yet inserted: their bytes and pin count.
+    small: Mutex<HashMap<Hash, SmallPin>>,
     /// Counter for temporary file names.
     next_tmp: AtomicU64,
 }
+
+/// A finished short body's bytes and how many pins it has.
+type SmallPin = (Arc<Vec<u8>>, u32);
 
 /// What a walk of `bodies/` found.
 pub(crate) enum BodyFile {
@@ -69,8 +80,39 @@ impl Blobs {
             tmp: dir.join("tmp"),
             stripes: (0..STRIPES).map(|_| Mutex::new(HashMap::new())).collect(),
             live_tmp: Mutex::new(HashSet::new()),
+            small: Mutex::new(HashMap::new()),
             next_tmp: AtomicU64::new(0),
         }
+    }
+
+    /// Pins the bytes of a finished small body.
+    pub fn pin_small(&self, hash: Hash, bytes: Vec<u8>) {
+        let mut small = lock(&self.small);
+        let e = small.entry(hash).or_insert_with(|| (Arc::new(bytes), 0));
+        e.1 += 1;
+    }
+
+    /// Takes one pin of the small body `hash`, returning its bytes (`None`
+    /// when it is not pinned).
+    pub fn take_small(&self, hash: &Hash) -> Option<Arc<Vec<u8>>> {
+        let mut small = lock(&self.small);
+        let (bytes, n) = small.get_mut(hash)?;
+        let bytes = Arc::clone(bytes);
+        *n -= 1;
+        if *n == 0 {
+            small.remove(hash);
+        }
+        Some(bytes)
+    }
+
+    /// The bytes of the pinned small body `hash`, leaving the pin.
+    pub fn peek_small(&self, hash: &Hash) -> Option<Arc<Vec<u8>>> {
+        lock(&self.small).get(hash).map(|(b, _)| Arc::clone(b))
+    }
+
+    /// Forgets every small-body pin (at close).
+    pub fn clear_small(&self) {
+        lock(&self.small).clear();
     }
 
     /// `bodies/ab/cd/<hash>` for a hex hash (a hex string that is not a
@@ -241,13 +283,18 @@ pub(crate) fn hash_file(path: &Path) -> io::Result<(Hash, u64)> {
     Ok((hasher.finalize().into(), len))
 }
 
-/// A body being written: bytes go to a temporary file under `tmp/` and into a
-/// SHA-256. Nothing is held in memory beyond a 64 KiB buffer. Dropping a
-/// writer that was not finished, or any write error, removes the temporary
-/// file.
+/// A body being written: bytes go into a SHA-256 and, while the body is
+/// shorter than the store's `inline_max`, into memory; beyond that into a
+/// temporary file under `tmp/` (nothing is then held in memory beyond a
+/// 64 KiB buffer). Dropping a writer that was not finished, or any write
+/// error, removes the temporary file.
 pub struct BodyWriter {
     pub(crate) inner: Arc<Inner>,
+    /// The bytes so far, while the body is short enough to be inline.
+    mem: Option<Vec<u8>>,
     file: Option<BufWriter<File>>,
+    /// Set once a write failed: every further call fails.
+    failed: bool,
     tmp_name: String,
     tmp_path: PathBuf,
     hasher: Sha256,
@@ -260,29 +307,40 @@ pub struct BodyWriter {
 }
 
 impl BodyWriter {
-    /// Creates the temporary file.
+    /// A writer that starts in memory (the temporary file is created when
+    /// the body grows to `inline_max` bytes). Errors: none today; `Io` is
+    /// kept in the signature for the file it may create.
     pub(crate) fn create(inner: Arc<Inner>) -> Result<BodyWriter, StoreError> {
-        let blobs = &inner.blobs;
-        let n = blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let n = inner.blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
         let tmp_name = format!("{}-{}.tmp", std::process::id(), n);
-        let tmp_path = blobs.tmp.join(&tmp_name);
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp_path)
-            .map_err(io_err("create temporary body file", &tmp_path))?;
-        lock(&blobs.live_tmp).insert(tmp_name.clone());
+        let tmp_path = inner.blobs.tmp.join(&tmp_name);
         Ok(BodyWriter {
             inner,
-            file: Some(BufWriter::with_capacity(BUF_SIZE, file)),
+            mem: Some(Vec::new()),
+            file: None,
+            failed: false,
             tmp_name,
             tmp_path,
             hasher: Sha256::new(),
             len: 0,
-            closed: false,
+            closed: true,
             #[cfg(test)]
             fail_after: None,
         })
+    }
+
+    /// Moves the bytes held in memory into a new temporary file.
+    fn spill(&mut self, first: &[u8]) -> io::Result<()> {
+        let file = fs::OpenOptions::new().write(true).create_new(true).open(&self.tmp_path)?;
+        self.closed = false;
+        lock(&self.inner.blobs.live_tmp).insert(self.tmp_name.clone());
+        let mut w = BufWriter::with_capacity(BUF_SIZE, file);
+        if let Some(mem) = self.mem.take() {
+            w.write_all(&mem)?;
+        }
+        w.write_all(first)?;
+        self.file = Some(w);
+        Ok(())
     }
 
     /// Appends `chunk` to the body.
@@ -292,12 +350,12 @@ impl BodyWriter {
     /// body could never be stored). After an error the temporary file is
     /// already removed and every further call fails.
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
-        let Some(file) = self.file.as_mut() else {
+        if self.failed {
             return Err(StoreError::Io {
                 what: format!("write {}", self.tmp_path.display()),
                 source: io::Error::other("the body writer already failed"),
             });
-        };
+        }
         let new_len = self.len + chunk.len() as u64;
         let max_size = self.inner.max_size;
         if new_len > max_size {
@@ -308,9 +366,18 @@ impl BodyWriter {
         let injected = self.fail_after.filter(|&n| new_len > n).map(|_| io::Error::from_raw_os_error(28));
         #[cfg(not(test))]
         let injected: Option<io::Error> = None;
-        let result = match injected {
-            Some(e) => Err(e),
-            None => file.write_all(chunk),
+        let inline_max = self.inner.inline_max;
+        let result = if let Some(e) = injected {
+            Err(e)
+        } else if let Some(mem) = self.mem.as_mut().filter(|_| new_len < inline_max) {
+            mem.extend_from_slice(chunk);
+            Ok(())
+        } else if self.mem.is_some() {
+            self.spill(chunk)
+        } else if let Some(file) = self.file.as_mut() {
+            file.write_all(chunk)
+        } else {
+            Err(io::Error::other("the body writer already failed"))
         };
         if let Err(e) = result {
             let what = format!("write temporary body file {}", self.tmp_path.display());
@@ -332,14 +399,28 @@ impl BodyWriter {
         self.len == 0
     }
 
-    /// Renames the file to its content address (or drops it if
-    /// that body already exists intact). Only a complete body may be
-    /// finished. The returned body is pinned (it cannot be deleted) until it
-    /// is passed to [`super::Store::insert`] or [`super::Store::discard_body`].
+    /// Completes the body. Only a complete body may be finished. A body of
+    /// `inline_max` bytes or more is renamed to its content address (or its
+    /// temporary file dropped if that body already exists intact); a shorter
+    /// one stays in memory, to be written into its entry's pack record. The
+    /// returned body is pinned (it cannot be deleted) until it is passed to
+    /// [`super::Store::insert`] or [`super::Store::discard_body`].
     ///
     /// Errors: `Io` when syncing or renaming fails; the temporary file is
     /// removed and nothing was stored.
     pub fn finish(mut self) -> Result<CommittedBody, StoreError> {
+        if self.failed {
+            return Err(StoreError::Io {
+                what: format!("finish {}", self.tmp_path.display()),
+                source: io::Error::other("the body writer already failed"),
+            });
+        }
+        if let Some(mem) = self.mem.take() {
+            // Short enough to live in its entry's pack record.
+            let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
+            self.inner.blobs.pin_small(hash, mem);
+            return Ok(CommittedBody { sha256: hex::encode(hash), len: self.len });
+        }
         let Some(buffered) = self.file.take() else {
             return Err(StoreError::Io {
                 what: format!("finish {}", self.tmp_path.display()),
@@ -382,8 +463,10 @@ impl BodyWriter {
         Ok(CommittedBody { sha256: hex::encode(hash), len })
     }
 
-    /// Closes and removes the temporary file.
+    /// Closes and removes the temporary file; the writer fails from now on.
     fn discard(&mut self) {
+        self.failed = true;
+        self.mem = None;
         self.file = None;
         if !self.closed {
             self.closed = true;

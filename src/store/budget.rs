@@ -1,21 +1,37 @@
-//! The size budget and the LRU order.
+//! Touches, the size budget, and the walk of the log's tail that evicts
+//! and compacts.
 //!
-//! Every entry carries a stamp (larger means more recently used); the `lru`
-//! tree maps stamp to entry. Stamps are a hybrid clock ([`Inner::stamp`]):
-//! microseconds since the Unix epoch at the time of the use, raised past the
-//! previous stamp when the clock has not moved or went back, so they are
-//! unique and increasing and also say when an entry was last used
-//! ([`super::Entry::last_used_at`]). A hit (and a
-//! 304 freshening, with its new metadata) only records a new stamp in memory
-//! ([`Inner::record_pending`]); pending stamps
-//! are written in batches ([`Inner::apply_touches`]) by the background
-//! thread, before an entry would be evicted, by `Store::flush` and at close.
-//! [`Inner::evict_to_budget`] removes the least recently used entries until
-//! the bytes of distinct body files fit `max_size`.
+//! Every pack record carries the stamp it was written at, every index row
+//! the stamp of its entry's last use. Stamps are a hybrid clock
+//! ([`super::issue_stamp`]): microseconds since the Unix epoch, raised past
+//! the previous stamp when the clock has not moved or went back, so they are
+//! unique and increasing (larger is more recent) and also say when an entry
+//! was last used ([`super::Entry::last_used_at`]). A hit (and a 304 freshening, with its new metadata) only records
+//! a new stamp in memory ([`Inner::record_pending`]); pending stamps are
+//! written in batches ([`Inner::apply_touches`]) by the background thread,
+//! by `Store::flush` and at close. A freshening is written as a new record.
+//!
+//! Eviction is CLOCK over the pack log: [`Inner::evict_to_budget`] walks
+//! records from the tail, in the order they were written. A record no entry
+//! points at any more is skipped; an entry used since its record was written
+//! (a later stamp in its row, or a pending touch) gets a second chance: its
+//! record is copied to the head of the log and the walk goes on; any other
+//! entry is evicted. A second-chance copy carries a fresh record stamp but
+//! keeps the entry's last use in its row, so an entry not used again is
+//! evicted when the tail comes round to it, and `cache prune` still sees
+//! when it was really last used. Nothing in
+//! memory grows with the number of entries.
+//!
+//! Compaction ([`Inner::compact`], from the background thread) walks the
+//! tail the same way without evicting: live records are copied forward,
+//! dead ones dropped, while the pack holds more than twice its live bytes
+//! (plus one segment). Segments the tail has passed are deleted by the next
+//! group commit, once the copies are durable.
 
 use std::sync::atomic::Ordering;
 
-use super::index::{entry_key, split_entry_key, EvictStep};
+use super::index::{split_entry_key, Op, Slot, SlotBody};
+use super::packs::{Pos, ReadError, RecBody, SEGMENT_SIZE};
 use super::{lock, Entry, Inner, StoreError};
 
 /// Pending touches written to the index once this many have accumulated.
@@ -23,6 +39,9 @@ pub const TOUCH_BATCH: usize = 1024;
 /// Past this many pending touches the caller of `touch` writes them itself
 /// (back-pressure when the background thread cannot keep up).
 const TOUCH_LIMIT: usize = 16 * TOUCH_BATCH;
+/// Bytes of log one compaction round walks at most before letting go of
+/// the tail lock.
+const COMPACT_STEP: u64 = 16 * 1024 * 1024;
 
 /// A touch or freshening not yet written to the index.
 #[derive(Debug, Clone)]
@@ -31,6 +50,19 @@ pub(crate) struct Pending {
     pub stamp: u64,
     /// New metadata (a 304 freshening), if any.
     pub meta: Option<Vec<u8>>,
+}
+
+/// What one step of the tail walk did.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing left behind the head.
+    End,
+    /// Skipped a dead record (or an empty or missing segment).
+    Skipped,
+    /// Copied a live record to the head.
+    Moved,
+    /// Evicted an entry.
+    Evicted,
 }
 
 impl Inner {
@@ -64,14 +96,9 @@ impl Inner {
         }
     }
 
-    /// A fresh LRU stamp, larger than every earlier one: the current time
-    /// in microseconds since the Unix epoch, or the previous stamp + 1 when
-    /// that is larger (a clock that stood still or went back).
+    /// A fresh stamp, larger than every earlier one ([`super::issue_stamp`]).
     pub(super) fn stamp(&self) -> u64 {
-        let now = super::clock_micros(std::time::SystemTime::now());
-        match self.next_stamp.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.max(now).saturating_add(1))) {
-            Ok(prev) | Err(prev) => prev.max(now),
-        }
+        super::issue_stamp(&self.next_stamp)
     }
 
     /// Applies pending (not yet written) touches and freshenings to entries
@@ -82,7 +109,7 @@ impl Inner {
             return;
         }
         for e in entries {
-            if let Some(p) = pending.get(&entry_key(&e.primary_key, &e.secondary_key)) {
+            if let Some(p) = pending.get(&super::index::entry_key(&e.primary_key, &e.secondary_key)) {
                 // Only over the record it was made for: a later insert has a larger stamp.
                 if p.stamp > e.last_used {
                     e.last_used = p.stamp;
@@ -94,51 +121,191 @@ impl Inner {
         }
     }
 
-    /// Writes every pending touch and freshening to the index. Failures are
-    /// logged: a lost touch only makes an entry look older than it is, a
-    /// lost freshening staler.
+    /// Writes every pending touch and freshening: touches as new stamps in
+    /// the index rows, freshenings as new records. Failures are logged: a
+    /// lost touch only makes an entry look older than it is, a lost
+    /// freshening staler.
     pub(super) fn apply_touches(&self) {
         let batch: Vec<(Vec<u8>, Pending)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
-        for chunk in batch.chunks(256) {
-            if let Err(e) = self.index.restamp_many(chunk) {
+        let mut touches = Vec::new();
+        for (key, p) in batch {
+            match p.meta {
+                None => touches.push(Op::Touch { key, stamp: p.stamp }),
+                Some(meta) => {
+                    if let Err(e) = self.freshen(&key, p.stamp, &meta) {
+                        tracing::warn!(error = %e, "could not write a freshened response head");
+                    }
+                }
+            }
+        }
+        for chunk in touches.chunks(256) {
+            if let Err(e) = self.index.apply(chunk) {
                 tracing::warn!(error = %e, "could not record cache hits in the LRU order");
             }
         }
     }
 
-    /// Evicts least-recently-used entries until the bytes stored fit the
-    /// budget. Returns how many entries went.
+    /// Writes the freshening of `key` (made at `stamp`) as a new record with
+    /// the same body, unless the entry was replaced after it.
+    fn freshen(&self, key: &[u8], stamp: u64, meta: &[u8]) -> Result<(), StoreError> {
+        // The tail walk may move the record meanwhile: then read it again.
+        for _ in 0..3 {
+            let Some(slot) = self.index.get(key)? else { return Ok(()) };
+            if slot.stamp > stamp {
+                // Stored again (or copied with its newest head) since.
+                return Ok(());
+            }
+            let rec = match self.packs.read(&slot.loc) {
+                Ok(rec) => rec,
+                Err(ReadError::Gone) => continue,
+                Err(e) => return Err(e.into_store_error(&slot.loc)),
+            };
+            let applied = self.write_record(key, meta, &rec.body, Some(slot.loc))?;
+            self.queue_reap(&applied.zero);
+            if applied.done.first() == Some(&true) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Evicts entries until the bytes stored fit the budget. Returns how
+    /// many entries went.
     pub(super) fn evict_to_budget(&self) -> Result<u64, StoreError> {
+        if self.index.state().bytes <= self.max_size {
+            return Ok(0);
+        }
         let _g = lock(&self.evict_lock);
         let mut evicted = 0;
-        loop {
-            let totals = self.index.totals()?;
-            if totals.bytes <= self.max_size {
-                break;
-            }
-            let Some((stamp, key)) = self.index.oldest()? else {
-                tracing::warn!(bytes = totals.bytes, "bytes stored exceed the budget but no entry is left (run cache verify)");
-                break;
-            };
-            // A hit not yet written makes this entry recent: record it instead.
-            let touched = lock(&self.pending).remove(&key);
-            if let Some(p) = touched {
-                if p.stamp > stamp && self.index.restamp(&key, p.stamp, p.meta.as_deref()).is_ok() {
-                    continue;
-                }
-            }
-            match self.index.evict(stamp)? {
-                EvictStep::Skipped => {}
-                EvictStep::Evicted { key, released } => {
-                    evicted += 1;
-                    self.evictions.fetch_add(1, Ordering::Relaxed);
-                    if let Some((pk, _)) = split_entry_key(&key) {
-                        tracing::debug!(primary_key = pk, "evicted by the size budget");
-                    }
-                    self.queue_reap(&released.zero);
+        while self.index.state().bytes > self.max_size {
+            match self.tail_step(true)? {
+                Step::Evicted => evicted += 1,
+                Step::Moved | Step::Skipped => {}
+                Step::End => {
+                    tracing::warn!(bytes = self.index.state().bytes, "bytes stored exceed the budget but no entry is left (run cache verify)");
+                    break;
                 }
             }
         }
         Ok(evicted)
+    }
+
+    /// Bytes of log between the tail and the head.
+    fn log_bytes(&self) -> u64 {
+        let tail = self.index.state().tail;
+        let head = self.packs.head_seg();
+        let mut total = 0;
+        for seg in tail.seg.max(1)..=head {
+            if let Some(len) = self.packs.seg_len(seg) {
+                total += if seg == tail.seg { len.saturating_sub(tail.off) } else { len };
+            }
+        }
+        total
+    }
+
+    /// Whether the pack holds more than twice its live bytes plus a segment.
+    pub(super) fn needs_compaction(&self) -> bool {
+        let live = self.index.state().pack_live;
+        self.log_bytes() > 2 * live + SEGMENT_SIZE
+    }
+
+    /// Copies live records forward from the tail of sealed segments until
+    /// the pack holds at most 1.5 times its live bytes plus a segment, or
+    /// [`COMPACT_STEP`] bytes were walked. Returns the bytes walked.
+    pub(super) fn compact(&self) -> Result<u64, StoreError> {
+        let _g = lock(&self.evict_lock);
+        let start = self.log_bytes();
+        let mut walked = 0;
+        loop {
+            let st = self.index.state();
+            let log = self.log_bytes();
+            walked = start.saturating_sub(log).max(walked);
+            if log * 2 <= 3 * st.pack_live + 2 * SEGMENT_SIZE || walked >= COMPACT_STEP || st.tail.seg >= self.packs.head_seg() {
+                return Ok(walked);
+            }
+            if self.tail_step(false)? == Step::End {
+                return Ok(walked);
+            }
+        }
+    }
+
+    /// One step of the tail walk: examines the record at the tail and
+    /// moves the tail past it. With `evict`, an entry not used since its
+    /// record was written is evicted; otherwise live records are copied.
+    fn tail_step(&self, evict: bool) -> Result<Step, StoreError> {
+        let tail = self.index.state().tail;
+        let head = self.packs.head_seg();
+        let tail = if tail.seg == 0 { Pos { seg: 1, off: 0 } } else { tail };
+        let Some(seg_len) = self.packs.seg_len(tail.seg) else {
+            return self.tail_to_next_segment(tail.seg, head);
+        };
+        if tail.off >= seg_len {
+            return self.tail_to_next_segment(tail.seg, head);
+        }
+        let (rec, loc) = match self.packs.read_at(tail, seg_len) {
+            Ok(Some(found)) => found,
+            Ok(None) | Err(ReadError::Gone) => return self.tail_to_next_segment(tail.seg, head),
+            Err(ReadError::Invalid(m)) => {
+                tracing::warn!(segment = tail.seg, offset = tail.off, problem = %m, "the pack is damaged at its tail; skipping the rest of the segment (run cache verify)");
+                if tail.seg >= head {
+                    return Ok(Step::End);
+                }
+                return self.tail_to_next_segment(tail.seg, head);
+            }
+            Err(ReadError::Io(e)) => return Err(e),
+        };
+        let next = Pos { seg: loc.seg, off: loc.off + loc.len as u64 };
+        let _log = lock(&self.log_lock);
+        let slot = match self.index.get(&rec.key) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "an undecodable index row at the tail (run cache verify)");
+                None
+            }
+        };
+        let Some(slot) = slot.filter(|s| s.loc == loc) else {
+            self.index.apply(&[Op::Tail(next)])?;
+            return Ok(Step::Skipped);
+        };
+        let pending = lock(&self.pending).remove(&rec.key);
+        let used = slot.stamp > rec.stamp || pending.is_some();
+        // The entry's last use, kept in its row when the record moves.
+        let last_used = pending.as_ref().map_or(slot.stamp, |p| p.stamp.max(slot.stamp));
+        if evict && !used {
+            let applied = self.index.apply(&[Op::Remove { key: rec.key.clone(), expect: Some(loc) }, Op::Tail(next)])?;
+            if applied.done.first() == Some(&true) {
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+                if let Some((pk, _)) = split_entry_key(&rec.key) {
+                    tracing::debug!(primary_key = pk, "evicted by the size budget");
+                }
+                self.queue_reap(&applied.zero);
+                return Ok(Step::Evicted);
+            }
+            return Ok(Step::Skipped);
+        }
+        // A second chance (or compaction): the record moves to the head,
+        // with the newest head if a freshening is pending.
+        let meta = pending.as_ref().and_then(|p| p.meta.clone()).unwrap_or(rec.meta);
+        let body = rec.body;
+        let (_, new_loc) = self.packs.append(&self.next_stamp, &rec.key, &meta, &body)?;
+        let slot_body = match &body {
+            RecBody::None => SlotBody::None,
+            RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
+            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
+        };
+        let put = Op::Put { key: rec.key, slot: Slot { stamp: last_used, loc: new_loc, body: slot_body }, expect: Some(loc) };
+        let applied = self.index.apply(&[put, Op::Tail(next)])?;
+        self.queue_reap(&applied.zero);
+        Ok(if applied.done.first() == Some(&true) { Step::Moved } else { Step::Skipped })
+    }
+
+    /// Moves the tail to the start of the next segment after `seg`.
+    fn tail_to_next_segment(&self, seg: u32, head: u32) -> Result<Step, StoreError> {
+        if seg >= head {
+            return Ok(Step::End);
+        }
+        let next = self.packs.next_seg(seg).unwrap_or(head);
+        self.index.apply(&[Op::Tail(Pos { seg: next, off: 0 })])?;
+        Ok(Step::Skipped)
     }
 }

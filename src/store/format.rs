@@ -1,17 +1,17 @@
 //! The store format version, kept in `<dir>/format` (one line: the number).
 //!
-//! - 1: the releases before the file existed. Every body was synced, and its
-//!   directory entry too, before its entry was indexed; there is no commit
+//! - 1: the releases before the file existed. Every body was a file, synced
+//!   with its directory entry before its entry was indexed; no commit
 //!   checkpoint. Recognised by an `index/` directory without a `format` file.
-//! - 2: bodies are synced in groups by the background committer, which then
-//!   records a checkpoint stamp in the `counters` tree (see `maintenance.rs`);
-//!   after an unclean shutdown, entries stamped at or after the checkpoint are
-//!   re-hashed at open and dropped if their body is not whole.
+//! - 2: as 1, but bodies synced in groups by a background committer that
+//!   records a checkpoint stamp (releases up to commit 7238623).
+//! - 3 (this code): entry records and short bodies in pack segments, one
+//!   small index row per entry (see `mod.rs`).
 //!
-//! A format-1 store is migrated on open: all its bodies were synced, so its
-//! checkpoint is "everything", and its entries are kept as they are (the
-//! record layout did not change; the cache layer reads both encodings of the
-//! stored head). A `format` file naming any other version is refused with a
+//! A store of format 1 or 2 is migrated on open (`migrate.rs`), with
+//! progress on stderr; its `format` file says 3 only once the new index is
+//! complete and durable, so an interrupted migration starts again at the
+//! next open. A `format` file naming any other version is refused with a
 //! message saying what to do; nothing is read from such a store.
 
 use std::fs;
@@ -22,7 +22,7 @@ use super::blobs::{io_err, sync_dir};
 use super::StoreError;
 
 /// The format written by this code.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 /// The name of the format file in the store directory.
 pub const FORMAT_FILE: &str = "format";
 
@@ -33,39 +33,41 @@ pub(crate) enum Found {
     New,
     /// A store of [`FORMAT`].
     Current,
-    /// A store of the previous release (format 1), to migrate.
+    /// A store of an earlier release (format 1 or 2), to migrate.
     Previous,
+}
+
+/// The format number of the store in `dir` as its file says (1 when the
+/// file is missing but an index exists, `None` for a new store).
+pub(crate) fn read(dir: &Path) -> Result<Option<u32>, StoreError> {
+    let path = dir.join(FORMAT_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => text.trim().parse::<u32>().map(Some).map_err(|_| {
+            StoreError::Format(format!(
+                "{} does not hold a store format number ({:?}); if the cache is otherwise intact, write \
+                 \"{FORMAT}\" into it only if it was written by this release, else move the directory aside",
+                path.display(),
+                text.chars().take(40).collect::<String>()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(dir.join("index").exists().then_some(1)),
+        Err(e) => Err(io_err("read", &path)(e)),
+    }
 }
 
 /// Reads the format of the store in `dir`. Errors (`Format`) for a version
 /// this code does not know or a file it cannot parse.
 pub(crate) fn check(dir: &Path) -> Result<Found, StoreError> {
-    let path = dir.join(FORMAT_FILE);
-    match fs::read_to_string(&path) {
-        Ok(text) => match text.trim().parse::<u32>() {
-            Ok(FORMAT) => Ok(Found::Current),
-            Ok(1) => Ok(Found::Previous),
-            Ok(v) => Err(StoreError::Format(format!(
-                "the cache in {} has store format {v}, but this crawlcache reads formats 1 and {FORMAT}; \
-                 run the crawlcache release that wrote it, or move the directory aside (or delete it) \
-                 to start an empty cache",
-                dir.display()
-            ))),
-            Err(_) => Err(StoreError::Format(format!(
-                "{} does not hold a store format number ({:?}); if the cache is otherwise intact, write \
-                 \"{FORMAT}\" into it only if it was written by this release, else move the directory aside",
-                path.display(),
-                text.chars().take(40).collect::<String>()
-            ))),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if dir.join("index").exists() {
-                Ok(Found::Previous)
-            } else {
-                Ok(Found::New)
-            }
-        }
-        Err(e) => Err(io_err("read", &path)(e)),
+    match read(dir)? {
+        None => Ok(Found::New),
+        Some(FORMAT) => Ok(Found::Current),
+        Some(1 | 2) => Ok(Found::Previous),
+        Some(v) => Err(StoreError::Format(format!(
+            "the cache in {} has store format {v}, but this crawlcache reads formats 1 to {FORMAT}; \
+             run the crawlcache release that wrote it, or move the directory aside (or delete it) \
+             to start an empty cache",
+            dir.display()
+        ))),
     }
 }
 

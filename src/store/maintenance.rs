@@ -1,26 +1,44 @@
-//! Work on the store that no caller waits for: the start-up sweep, the
-//! background thread, deleting released bodies, and the close.
+//! Work on the store that no caller waits for: the group commit, the
+//! start-up recovery and sweep, the background thread, deleting released
+//! body files, and the close.
 //!
-//! A body whose reference count reaches zero is only queued
+//! Group commit: a new record is appended to the pack and its index row
+//! kept in memory (the overlay, `index.rs`), and a new body file is renamed into
+//! place without an fsync, so neither the miss nor the revalidation path
+//! waits for the disk. Every [`COMMIT_INTERVAL`] while something was written
+//! the background thread ([`Inner::commit`]) reads the next stamp `n` and
+//! the end of the pack together, syncs every body file renamed since the
+//! last commit (data, then their directories) and every pack segment
+//! written since, then writes the index changes made before it read `end`
+//! to sled in one batch with the checkpoint `(n, end)` and flushes the
+//! index. Segments the log's tail has passed are deleted after that flush.
+//!
+//! After an unclean shutdown (no [`CLEAN_MARKER`]), `open` ([`open_sweep`]):
+//! 1. walks the pack from the checkpoint's end (everything before it is
+//!    durable): the first record that is not whole (torn, or never written)
+//!    ends the log; the segment is cut there and any later one removed.
+//!    Each whole record an entry still points at is checked: its body must
+//!    hash to its name (an inline body, or its body file, which may not
+//!    have been synced either); otherwise the entry is dropped;
+//! 2. if the index knows of records past that end (the state row's
+//!    `log_end`, written atomically with every entry: a power loss kept
+//!    index rows whose records did not reach the disk), every index row is
+//!    read and those pointing past the end are dropped (the one case that
+//!    takes time in proportion to the store);
+//! 3. sweeps orphan body files (renamed, never indexed) and temporary files.
+//!
+//! So a crash (SIGKILL or power loss) loses the index changes of the last
+//! commit interval plus the time one commit takes (entries stored, removed,
+//! freshened or touched then; touches and freshenings also wait up to a
+//! second before they become index changes), and never leaves an entry
+//! pointing at a torn body.
+//!
+//! A body file whose count reaches zero is only queued
 //! ([`Inner::queue_reap`]); [`Inner::reap`] deletes the queued files that are
-//! still unreferenced and unpinned, after a sled flush made the zero counts
-//! durable. The background thread reaps and writes pending LRU touches every
-//! [`MAINTENANCE_INTERVAL`] or when woken. A clean close leaves the
-//! [`CLEAN_MARKER`] file; without it the next open also sweeps orphan bodies.
-//!
-//! Group commit (store format 2): a new body is renamed into place without
-//! an fsync, and its entry is indexed without a flush, so neither the miss
-//! nor the revalidation path waits for the disk. Every [`COMMIT_INTERVAL`]
-//! the background thread ([`Inner::commit`]) reads the next stamp `n`, syncs
-//! every body renamed since the last commit (data, then their directories),
-//! writes `n` as the checkpoint and flushes the index. So every entry stamped
-//! below a durable checkpoint has a durable, whole body. After an unclean
-//! shutdown, `open` re-hashes the bodies of the entries stamped at or after
-//! the checkpoint (the last few milliseconds of work) and drops the entries
-//! whose body is missing, short or not the bytes its name says; orphans are
-//! then swept. A crash can therefore lose entries stored (or freshened, or
-//! touched) in the last commit interval plus the time one commit takes, and
-//! never leaves an entry pointing at a torn body.
+//! still unreferenced and unpinned, after a commit made the zero counts
+//! durable. The background thread also writes pending touches, reaps, and
+//! compacts the pack (`budget.rs`) every [`MAINTENANCE_INTERVAL`] or when
+//! woken. A clean close leaves the [`CLEAN_MARKER`] file.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -31,31 +49,47 @@ use std::sync::{RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use super::blobs::{hash_file, io_err, sync_dir, BodyFile, Blobs};
-use super::index::{split_entry_key, Hash, Index, Record};
+use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, Slot, SlotBody};
+use super::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
 use super::{lock, Inner, StoreError};
 
-/// How often the background thread writes touches and reaps bodies.
+/// How often the background thread writes touches, reaps bodies and
+/// considers compaction.
 const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
-/// How often the background thread commits (syncs new bodies, writes the
-/// checkpoint, flushes the index) while there is something to commit.
+/// How often the background thread commits (syncs new records and bodies,
+/// writes the checkpoint, flushes the index) while there is something to
+/// commit.
 pub const COMMIT_INTERVAL: Duration = Duration::from_millis(10);
 /// Name of the marker file a clean close leaves in the store directory.
 const CLEAN_MARKER: &str = "clean-shutdown";
 
-/// Sweeps what a previous run left in `dir`: temporary body files always,
-/// orphan body files (no entry references them) when that run did not close
-/// cleanly (no [`CLEAN_MARKER`]); consumes the marker.
-/// Errors: `Io` when a file cannot be listed or removed, `Index` when a
-/// reference count cannot be read.
-pub(super) fn sweep_leftovers(dir: &Path, blobs: &Blobs, index: &Index) -> Result<(), StoreError> {
+/// What [`open_sweep`] found.
+pub(super) struct Recovered {
+    /// The first stamp to hand out.
+    pub next_stamp: u64,
+    /// The stamp of the durable checkpoint.
+    pub checkpoint: u64,
+    /// The log's tail (segments before it are deleted).
+    pub tail: Pos,
+}
+
+/// Recovers and sweeps what a previous run left in `dir` (see the module
+/// comment): after an unclean shutdown the pack's torn end, the entries
+/// written after the checkpoint, and orphan body files; always temporary files and the
+/// segments the tail has passed. Consumes the clean-shutdown marker.
+/// Errors: `Io` when a file cannot be listed, read or removed, `Index` when
+/// sled fails.
+pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs) -> Result<Recovered, StoreError> {
     let marker = dir.join(CLEAN_MARKER);
     let clean = marker.exists();
     if clean {
         fs::remove_file(&marker).map_err(io_err("remove", &marker))?;
         sync_dir(dir)?;
     }
+    let cp = index.checkpoint()?;
+    let mut max_stamp = index.state().max_stamp;
     if !clean {
-        drop_uncommitted_torn(blobs, index)?;
+        max_stamp = max_stamp.max(recover(blobs, index, packs, cp)?);
     }
     let swept = blobs.sweep_tmp(true)?;
     if !swept.is_empty() {
@@ -75,44 +109,96 @@ pub(super) fn sweep_leftovers(dir: &Path, blobs: &Blobs, index: &Index) -> Resul
             tracing::info!(count = orphans, "removed orphan body files left by an unclean shutdown");
         }
     }
-    Ok(())
+    let tail = index.state().tail;
+    packs.delete_before(tail.seg)?;
+    let next_stamp = (max_stamp + 1).max(cp.stamp);
+    Ok(Recovered { next_stamp, checkpoint: cp.stamp, tail })
 }
 
-/// After an unclean shutdown: re-hashes the bodies of the entries stamped at
-/// or after the durable checkpoint (their bodies may not have reached the
-/// disk) and removes the entries whose body is not whole. Their files, now
-/// unreferenced, go with the orphan sweep.
-fn drop_uncommitted_torn(blobs: &Blobs, index: &Index) -> Result<(), StoreError> {
-    let checkpoint = index.checkpoint()?;
-    let mut checked: HashMap<Hash, bool> = HashMap::new();
+/// Steps 1 and 2 of the recovery (see the module comment). Returns the
+/// largest stamp of the records kept past the checkpoint.
+fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Result<u64, StoreError> {
+    let (segs, _) = list_segments(&packs.dir)?;
+    let mut max_stamp = 0;
+    let mut valid_end = cp.end;
+    let mut files: HashMap<Hash, bool> = HashMap::new();
     let mut doomed = Vec::new();
-    let mut seen = 0u64;
-    for (stamp, key) in index.stamped_since(checkpoint)? {
-        let Some(v) = index.entries.get(&key).map_err(super::index::sled_err)? else { continue };
-        let Some(rec) = Record::decode(&v) else { continue };
-        if rec.stamp != stamp {
-            continue;
+    let mut checked = 0u64;
+    'segments: for (seg, len) in segs.into_iter().filter(|(s, _)| *s >= cp.end.seg) {
+        let mut pos = Pos { seg, off: if seg == cp.end.seg { cp.end.off.min(len) } else { 0 } };
+        loop {
+            match packs.read_at(pos, len) {
+                Ok(Some((rec, loc))) => {
+                    max_stamp = max_stamp.max(rec.stamp);
+                    pos.off = loc.off + loc.len as u64;
+                    let Ok(Some(slot)) = index.get(&rec.key) else { continue };
+                    if slot.loc != loc {
+                        continue; // replaced since: a dead record
+                    }
+                    checked += 1;
+                    if !record_whole(blobs, &rec, &slot, &mut files) {
+                        if let Some((pk, _)) = split_entry_key(&rec.key) {
+                            tracing::warn!(primary_key = pk, "dropping an entry whose body did not reach the disk before the crash");
+                        }
+                        doomed.push(Op::Remove { key: rec.key, expect: Some(loc) });
+                    }
+                }
+                Ok(None) => break,
+                Err(ReadError::Io(e)) => return Err(e),
+                Err(e) => {
+                    let e = e.into_store_error(&packs::Loc { seg, off: pos.off, len: 0 });
+                    tracing::warn!(segment = seg, offset = pos.off, problem = %e, "cutting the pack where the last crash left it torn");
+                    packs.truncate_at(seg, pos.off)?;
+                    valid_end = pos;
+                    break 'segments;
+                }
+            }
         }
-        seen += 1;
-        let Some((h, len)) = rec.body else { continue };
-        let whole = *checked.entry(h).or_insert_with(|| matches!(hash_file(&blobs.path(&h)), Ok((got, n)) if got == h && n == len));
-        if !whole {
-            doomed.push(key);
+        valid_end = pos;
+    }
+    let log_end = index.state().log_end;
+    if log_end > valid_end {
+        tracing::warn!(
+            "the index knows of pack records past what reached the disk (lost at a power loss); reading every index row"
+        );
+        for item in index.entry_rows() {
+            let (k, v) = item.map_err(sled_err)?;
+            let Some(slot) = Slot::decode(&v) else { continue };
+            if (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end {
+                if let Some((pk, _)) = split_entry_key(&k) {
+                    tracing::warn!(primary_key = pk, "dropping an entry whose record did not reach the disk before the crash");
+                }
+                doomed.push(Op::Remove { key: k.to_vec(), expect: Some(slot.loc) });
+            }
         }
     }
     if !doomed.is_empty() {
-        for k in &doomed {
-            if let Some((pk, _)) = split_entry_key(k) {
-                tracing::warn!(primary_key = pk, "dropping an entry whose body did not reach the disk before the crash");
-            }
+        index.apply(&doomed)?;
+        index.spill()?;
+        index.db.flush().map_err(sled_err)?;
+    }
+    if checked > 0 || !doomed.is_empty() {
+        tracing::info!(checked, dropped = doomed.len(), "re-checked the entries stored after the last commit");
+    }
+    Ok(max_stamp)
+}
+
+/// Whether the record `rec` of the entry `slot` is whole: it agrees with
+/// the row about its body, and the body hashes to its name (a body file is
+/// hashed once, memoised in `files`).
+fn record_whole(blobs: &Blobs, rec: &packs::Record, slot: &Slot, files: &mut HashMap<Hash, bool>) -> bool {
+    if !inline_intact(&rec.body) {
+        return false;
+    }
+    match (&rec.body, &slot.body) {
+        (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) if hash == h2 && len == l2 => {
+            let (hash, len) = (*hash, *len);
+            *files.entry(hash).or_insert_with(|| matches!(hash_file(&blobs.path(&hash)), Ok((got, n)) if got == hash && n == len))
         }
-        index.remove(&doomed)?;
-        index.db.flush().map_err(super::index::sled_err)?;
+        (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
+        (RecBody::None, SlotBody::None) => true,
+        _ => false,
     }
-    if seen > 0 {
-        tracing::info!(checked = seen, dropped = doomed.len(), "re-checked the entries stored after the last commit");
-    }
-    Ok(())
 }
 
 /// Starts the background thread over `inner`; it stops when `wake` receives
@@ -141,8 +227,9 @@ impl Drop for Closer {
     }
 }
 
-/// The background thread: writes pending touches and reaps released bodies
-/// every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
+/// The background thread: commits every [`COMMIT_INTERVAL`] while there is
+/// something to commit; writes pending touches, reaps released bodies and
+/// compacts every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
 fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
     let mut last_maintenance = std::time::Instant::now();
     loop {
@@ -153,7 +240,9 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
         };
         let Some(inner) = inner.upgrade() else { return };
         let due = woken || last_maintenance.elapsed() >= MAINTENANCE_INTERVAL;
-        if !due && lock(&inner.unsynced).is_empty() {
+        let written = inner.next_stamp.load(Ordering::Acquire) != inner.checkpointed.load(Ordering::Acquire)
+            || inner.index.has_changes();
+        if !due && !written && lock(&inner.unsynced).is_empty() {
             continue;
         }
         let _m = inner.read_maintenance();
@@ -162,9 +251,13 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
             inner.wake_queued.store(false, Ordering::Release);
             inner.apply_touches();
             inner.reap();
+            if inner.needs_compaction() {
+                match inner.compact() {
+                    Ok(n) => tracing::debug!(bytes = n, "compacted the pack"),
+                    Err(e) => tracing::warn!(error = %e, "compacting the pack failed"),
+                }
+            }
         }
-        // New bodies are committed every COMMIT_INTERVAL; stamps issued by
-        // hits and freshenings alone, with the other maintenance.
         if let Err(e) = inner.commit() {
             tracing::warn!(error = %e, "group commit failed; retrying");
         }
@@ -178,22 +271,32 @@ impl Inner {
         self.maintenance.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Group commit: syncs the bodies renamed since the last commit, then
-    /// records the checkpoint (the stamp read before they were taken) and
-    /// flushes the index. Nothing to do when no stamp was issued and no body
-    /// written since the last commit. Errors: `Io` when a body or directory
-    /// cannot be synced (those bodies stay queued), `Index` when sled fails.
+    /// Group commit (see the module comment). Nothing to do when no stamp
+    /// was issued and no body written since the last commit. Errors: `Io`
+    /// when a body, directory or segment cannot be synced (those stay
+    /// queued), `Index` when sled fails.
     pub(crate) fn commit(&self) -> Result<(), StoreError> {
         let _g = lock(&self.commit_lock);
         if self.commits_paused.load(Ordering::Acquire) {
-            return Ok(());
+            // Test support: the index rows reach sled, nothing is synced and
+            // the checkpoint stays (what a power loss may leave behind).
+            return self.index.spill();
         }
-        // Read before taking the queue: a body is queued before the stamp of
-        // its entry is issued, so every entry stamped below `n` has its body
-        // in this batch or in an earlier, completed one.
-        let n = self.next_stamp.load(Ordering::Acquire);
+        // The index changes so far, set apart first: every record they
+        // point at was appended before the end read next.
+        let changes = self.index.begin_commit();
+        let tail = changes.state().tail;
+        // Read together: every record stamped below `n` lies before `end`.
+        // A body file is queued before the stamp of its record is issued,
+        // so every such body is in this batch or an earlier one.
+        let (end, n) = self.packs.end(&self.next_stamp);
         let batch: Vec<Hash> = std::mem::take(&mut *lock(&self.unsynced));
-        if batch.is_empty() && n == self.checkpointed.load(Ordering::Acquire) {
+        if batch.is_empty()
+            && changes.is_empty()
+            && n == self.checkpointed.load(Ordering::Acquire)
+            && tail == *lock(&self.tail_committed)
+        {
+            self.index.cancel_commit(changes);
             return Ok(());
         }
         let mut dirs = HashSet::new();
@@ -227,9 +330,12 @@ impl Inner {
                 return Err(e);
             }
         }
-        self.index.put_checkpoint(n)?;
-        self.index.db.flush().map_err(super::index::sled_err)?;
+        self.packs.sync()?;
+        self.index.finish_commit(changes, Checkpoint { stamp: n, end })?;
         self.checkpointed.store(n, Ordering::Release);
+        // The tail's move is durable, and so are the copies it made.
+        self.packs.delete_before(tail.seg)?;
+        *lock(&self.tail_committed) = tail;
         Ok(())
     }
 
@@ -281,7 +387,7 @@ impl Inner {
 
     /// Deletes the queued body files that are still unreferenced and
     /// unpinned. Holds their stripe locks from the check to the unlink, with a
-    /// sled flush in between so the zero counts are durable before any file
+    /// commit in between so the zero counts are durable before any file
     /// goes. Failures are logged: an undeleted file is an orphan for the next
     /// sweep, never a dangling entry.
     pub(super) fn reap(&self) {
@@ -310,8 +416,9 @@ impl Inner {
         if doomed.is_empty() {
             return;
         }
-        if let Err(e) = self.index.db.flush() {
-            tracing::warn!(error = %e, "cannot flush the index; released bodies are kept for now");
+        // The zero counts reach the disk before any file goes.
+        if let Err(e) = self.commit() {
+            tracing::warn!(error = %e, "cannot commit the index; released bodies are kept for now");
             lock(&self.reap_queue).extend(doomed);
             return;
         }
@@ -328,16 +435,22 @@ impl Inner {
 }
 
 /// The close: pending touches written, pins dropped and their bodies reaped,
-/// the index flushed, and the clean-shutdown marker left.
+/// everything synced, the index flushed, and the clean-shutdown marker left.
 impl Drop for Inner {
     fn drop(&mut self) {
+        super::note_closed(&self.dir);
         self.apply_touches();
         let pinned = self.blobs.clear_pins();
+        self.blobs.clear_small();
         self.queue_reap(&pinned);
         self.reap();
         if let Err(e) = self.commit() {
             // No clean-shutdown marker: the next open re-checks what was not committed.
-            tracing::warn!(error = %e, "cannot sync the last bodies at close");
+            tracing::warn!(error = %e, "cannot sync the last records and bodies at close");
+            return;
+        }
+        if self.commits_paused.load(Ordering::Acquire) {
+            // Test support: what was written after the pause stays unchecked.
             return;
         }
         match self.index.db.flush() {
@@ -351,4 +464,3 @@ impl Drop for Inner {
         }
     }
 }
-

@@ -1,72 +1,85 @@
-//! The body store and its metadata index (SPEC section 3).
+//! The body store and its metadata index (SPEC section 3), store format 3.
 //!
-//! Bodies live in a content-addressed directory: the file name is the
-//! lower-case hex SHA-256 of the body, fanned out as `bodies/ab/cd/abcd...`.
-//! A body is streamed into a temporary file under `tmp/` while it is hashed,
-//! and renamed into place only once it is complete ([`BodyWriter::finish`]);
-//! it is synced later, in a group, by the background committer, before the
-//! checkpoint that covers its entry (see `maintenance.rs`, "Group commit"). Metadata (entries, variants, reference counts,
-//! LRU order) lives in sled; every update that must agree with another (an
-//! entry and the reference counts it changes) is one sled transaction
-//! (see `index.rs` for the trees).
+//! Where things live (under the store directory):
+//! - `packs/NNNNNNNN.pack`: append-only segments with one record per
+//!   stored version of an entry: its key, its metadata (the stored response
+//!   head) and, for a body shorter than `inline_max` bytes (4 KiB by
+//!   default), the body itself, named by its SHA-256 (`packs.rs`);
+//! - `bodies/ab/cd/abcd...`: one content-addressed file per distinct larger
+//!   body, named by the lower-case hex SHA-256 of its bytes and shared by
+//!   every entry with that body (reference counted) (`blobs.rs`);
+//! - `index/`: sled, one tree mapping each entry key to its current record
+//!   (a few bytes per entry), plus reference counts of body files, the
+//!   store's totals and the commit checkpoint (`index.rs`);
+//! - `format`: the store format number (`format.rs`); `tmp/`: bodies being
+//!   written.
 //!
 //! The store knows nothing about HTTP: an entry is addressed by a primary key
 //! (a string chosen by the cache layer) and a secondary key (bytes chosen by
 //! the cache layer from `Vary`), and carries opaque metadata bytes plus a
 //! reference to at most one body.
 //!
+//! Miss path: [`BodyWriter`] keeps a short body in memory, or streams a long
+//! one into `tmp/` and renames it into place; [`Store::insert`] appends the
+//! entry's record to the pack and puts its index row in the in-memory
+//! overlay. Nothing on it waits for the disk: no fsync, no sled write. The
+//! background committer (`maintenance.rs`, "Group commit") syncs what was
+//! written every [`COMMIT_INTERVAL`], then writes the overlay to sled in one
+//! batch with a checkpoint; a crash loses at most the changes made since the
+//! last commit, and never leaves an entry pointing at a torn body (every
+//! record carries a CRC, every body its SHA-256, and start-up re-checks
+//! what was written after the checkpoint).
+//!
 //! Life cycle of a body file, and why a committed entry never points at a
 //! deleted file:
 //! 1. [`BodyWriter::finish`] renames the file into place (or finds it there)
 //!    under the lock stripe of its hash and *pins* it in memory.
-//! 2. [`Store::insert`] commits the entry and the reference count in one
-//!    transaction, then drops the pin.
-//! 3. A transaction that drops a count to zero only queues the hash. The
-//!    queue is reaped by the background thread (promptly, or at the latest
-//!    within a second; [`Store::flush`] and close reap too): under the stripe
-//!    locks, hashes that are still unreferenced and unpinned are deleted,
-//!    after a sled flush made the zero count durable (so a crash cannot
-//!    bring back an entry whose file is gone). Until then the budget already
-//!    counts the bytes as freed; the disk holds them a little longer.
+//! 2. [`Store::insert`] writes the entry, the reference count and the totals
+//!    together (one overlay change, one sled batch at the commit), then
+//!    drops the pin.
+//! 3. A change that drops a count to zero only queues the hash. The queue is
+//!    reaped by the background thread (promptly, or at the latest within a
+//!    second; [`Store::flush`] and close reap too): under the stripe locks,
+//!    hashes that are still unreferenced and unpinned are deleted, after a
+//!    commit made the zero count durable.
 //!
-//! Crashes: a body renamed but never referenced (crash between steps 1 and
-//! 2, or between a flush and the unlink in step 3) is an orphan; temporary
-//! files are leftovers. Both are harmless: `open` sweeps temporary files
-//! always, and orphans when the previous run did not close cleanly (no
-//! `clean-shutdown` marker); [`Store::verify`] reports and repairs both.
-//!
-//! LRU: every entry carries a stamp, unique and increasing, that is also
-//! the time of its last use in microseconds (a hybrid clock, see
-//! `budget.rs`; [`Entry::last_used_at`]); the `lru` tree maps stamp to
-//! entry. [`Store::touch`] only records a new stamp in
-//! memory; pending stamps are written in batched transactions by a
-//! background thread (every second, or as soon as [`TOUCH_BATCH`] are
-//! pending), before an entry would be evicted, by [`Store::flush`] and when
-//! the store is closed. The same thread reaps released bodies (step 3
-//! above), so the fsync that makes a zero count durable is off the insert
-//! path and shared by many deletions.
-//!
-//! Budget: `max_size` bounds the bytes of distinct body files (metadata and
-//! the index are not counted). After each insert, and at open, the least
-//! recently used entries are evicted until the total fits.
+//! LRU and budget: `max_size` bounds the bytes of bodies (inline and files;
+//! metadata and the index are not counted). When an insert goes over it,
+//! the records at the log's tail are examined in the order they were
+//! written: an entry used since its record was written (a hit, a
+//! freshening) gets a second chance (its record is copied to the head of
+//! the log), any other is evicted. This CLOCK approximation of LRU keeps no
+//! per-entry structure in memory; a hit only records a stamp in memory
+//! ([`Store::touch`]), written in batches by the background thread. The
+//! same tail walk copies live records forward to reclaim the space of dead
+//! ones when the pack holds more dead bytes than live (`budget.rs`).
 //! A body larger than the whole budget is refused with
-//! [`StoreError::TooLarge`] (already while it is written): storing it would
-//! first evict everything else and then the body itself.
+//! [`StoreError::TooLarge`] (already while it is written).
 //!
-//! Files: this one holds the types and the public API; `blobs.rs` the body
-//! files and their pins; `index.rs` the sled trees; `budget.rs` the LRU order
-//! and eviction; `maintenance.rs` the start-up sweep, the background thread,
-//! body deletion and the close; `verify.rs` the invariant check.
+//! Memory: the sled cache is sized from [`StoreOptions::index_cache`]; pending
+//! touches are bounded ([`TOUCH_BATCH`]); nothing else grows with the number
+//! of entries.
+//!
+//! Files: this one holds the types and the public API; `packs.rs` the pack
+//! segments; `blobs.rs` the body files and their pins; `index.rs` the sled
+//! rows; `budget.rs` touches, eviction and compaction; `maintenance.rs` the
+//! group commit, crash recovery, the background thread and the close;
+//! `verify.rs` the invariant check; `format.rs` and `migrate.rs` the format
+//! number and the migration of older stores (`legacy.rs` reads them).
 
 mod blobs;
 mod budget;
 pub mod format;
 mod index;
+mod legacy;
 mod maintenance;
+mod migrate;
+mod packs;
 mod verify;
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -74,10 +87,12 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use blobs::BodyWriter;
 pub use budget::TOUCH_BATCH;
+pub use maintenance::COMMIT_INTERVAL;
 pub use verify::VerifyReport;
 use blobs::{io_err, Blobs};
-use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, Hash, Index, Record};
+use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, Hash, Index, Op, Slot, SlotBody};
 use maintenance::Closer;
+use packs::{Loc, Packs, ReadError, RecBody, Record};
 
 /// Errors from the store. Every variant names what failed; none of them is
 /// ever turned into a panic.
@@ -87,7 +102,7 @@ pub enum StoreError {
     Io { what: String, source: std::io::Error },
     /// The sled index failed or holds a record that cannot be decoded.
     Index(String),
-    /// The body named by an entry is missing from `bodies/`.
+    /// The body named by an entry is missing from the store.
     MissingBody(String),
     /// A body of `len` bytes (or more) exceeds the whole budget of
     /// `max_size` bytes; it is not stored and nothing else was evicted.
@@ -130,8 +145,8 @@ impl std::error::Error for StoreError {
     }
 }
 
-/// A complete body that has been hashed and renamed into place (synced by
-/// the next group commit).
+/// A complete body that has been hashed (and, if it is a file, renamed into
+/// place; it is synced by the next group commit).
 /// Returned by [`BodyWriter::finish`]; handed to [`Store::insert`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedBody {
@@ -168,6 +183,18 @@ pub(crate) fn clock_micros(t: std::time::SystemTime) -> u64 {
     t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// Issues a stamp from `counter` (which holds the next stamp): the current
+/// time in microseconds since the Unix epoch, or the previous stamp + 1 when
+/// that is larger (a clock that stood still or went back). Stamps are
+/// unique and increasing and also say when they were issued
+/// ([`Entry::last_used_at`]); the counter ends one past the stamp returned.
+pub(crate) fn issue_stamp(counter: &AtomicU64) -> u64 {
+    let now = clock_micros(std::time::SystemTime::now());
+    match counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.max(now).saturating_add(1))) {
+        Ok(prev) | Err(prev) => prev.max(now),
+    }
+}
+
 impl Entry {
     /// When the entry was last used (stored, served, freshened by a 304),
     /// read from its stamp; `None` for a stamp written by a release whose
@@ -190,12 +217,18 @@ pub struct Scan {
     rows: sled::Iter,
     prefix: Vec<u8>,
     store: Store,
+    /// An error met before the first row (moving the in-memory changes
+    /// into sled), reported as the first item.
+    failed: Option<StoreError>,
 }
 
 impl Iterator for Scan {
     type Item = Result<Entry, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
         loop {
             let (k, v) = match self.rows.next()? {
                 Ok(row) => row,
@@ -204,10 +237,62 @@ impl Iterator for Scan {
             if !self.prefix.is_empty() && !index::primary_key_bytes(&k).is_some_and(|pk| pk.starts_with(&self.prefix)) {
                 continue;
             }
-            if let Some(mut e) = decode_entry(&k, &v) {
-                self.store.inner.overlay_pending(std::slice::from_mut(&mut e));
-                return Some(Ok(e));
+            match self.store.inner.read_entry(&k, &v) {
+                Ok(Some(mut e)) => {
+                    self.store.inner.overlay_pending(std::slice::from_mut(&mut e));
+                    return Some(Ok(e));
+                }
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
             }
+        }
+    }
+}
+
+/// A stored body opened for reading ([`Store::read_body`]).
+#[derive(Debug)]
+pub enum BodyData {
+    /// A body file, at its start; read [`CommittedBody::len`] bytes.
+    File(std::fs::File),
+    /// A short body, read whole from its pack record (already checked
+    /// against its CRC).
+    Bytes(Vec<u8>),
+}
+
+impl BodyData {
+    /// A reader (with seeking) over the body, for callers that stream it
+    /// (`cache cat`, WARC export) whatever its kind.
+    pub fn into_reader(self) -> BodyReader {
+        match self {
+            BodyData::File(f) => BodyReader::File(f),
+            BodyData::Bytes(b) => BodyReader::Bytes(std::io::Cursor::new(b)),
+        }
+    }
+}
+
+/// A stored body as a `Read + Seek` ([`BodyData::into_reader`]).
+#[derive(Debug)]
+pub enum BodyReader {
+    /// A body file.
+    File(std::fs::File),
+    /// A short body's bytes.
+    Bytes(std::io::Cursor<Vec<u8>>),
+}
+
+impl std::io::Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            BodyReader::File(f) => f.read(buf),
+            BodyReader::Bytes(c) => c.read(buf),
+        }
+    }
+}
+
+impl std::io::Seek for BodyReader {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        match self {
+            BodyReader::File(f) => f.seek(pos),
+            BodyReader::Bytes(c) => c.seek(pos),
         }
     }
 }
@@ -217,14 +302,77 @@ impl Iterator for Scan {
 pub struct StoreStats {
     /// Number of entries (variants) in the index.
     pub entries: u64,
-    /// Number of distinct body files referenced.
+    /// Number of distinct bodies: body files, plus one per inline body.
     pub bodies: u64,
-    /// Bytes of body files on disk (each distinct body counted once).
+    /// Bytes of those bodies (what the budget bounds).
     pub bytes_stored: u64,
     /// The configured budget in bytes.
     pub max_size: u64,
     /// Entries evicted by the LRU budget since the store was opened.
     pub evictions: u64,
+    /// Bytes of the pack segments on disk (records of entries, live and
+    /// not yet reclaimed).
+    pub pack_bytes: u64,
+}
+
+/// How to open a store ([`Store::open_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Budget for bodies, in bytes (`cache.max_size`).
+    pub max_size: u64,
+    /// Bodies shorter than this many bytes live in their entry's pack
+    /// record instead of a file of their own (`store.inline_max_bytes`).
+    pub inline_max: u64,
+    /// Bytes of memory sled may use for its page cache (derived from
+    /// `store.memory_ceiling`).
+    pub index_cache: u64,
+}
+
+impl StoreOptions {
+    /// The defaults (inline bodies under 4 KiB, a 32 MiB index cache) with
+    /// a budget of `max_size` bytes.
+    pub fn new(max_size: u64) -> StoreOptions {
+        StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20 }
+    }
+}
+
+/// Packed bodies recently seen, by hash, and where: lets
+/// [`Store::open_body`] and [`Store::insert`] find a packed body from its
+/// hash alone (no index row is keyed by hash: see `index.rs`).
+const RECENT_PACKED: usize = 65536;
+
+/// When this process last closed a store, by directory: sled releases its
+/// lock on the index from background threads that may outlive the close by
+/// a moment, so an open right after a close in the same process waits for
+/// them (bounded by [`REOPEN_WAIT`]) instead of reporting `InUse`.
+static CLOSED: Mutex<Vec<(PathBuf, std::time::Instant)>> = Mutex::new(Vec::new());
+/// How long an open waits for the lock of a store this process just closed.
+const REOPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Opens the sled index of the store in `dir` with a page cache of
+/// `cache` bytes. Errors: `InUse` when another process holds it, `Index`.
+fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
+    let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
+    loop {
+        match sled::Config::new().path(dir.join("index")).cache_capacity(cache.max(1 << 20)).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(ref io)) if io.to_string().contains("could not acquire lock") => {
+                if closed_at.is_some_and(|t| t.elapsed() < REOPEN_WAIT) {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                }
+                return Err(StoreError::InUse { dir: dir.to_path_buf() });
+            }
+            Err(e) => return Err(StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display()))),
+        }
+    }
+}
+
+/// Notes that this process closed the store in `dir` (see [`CLOSED`]).
+pub(crate) fn note_closed(dir: &Path) {
+    let mut closed = lock(&CLOSED);
+    closed.retain(|(d, t)| d != dir && t.elapsed() < REOPEN_WAIT);
+    closed.push((dir.to_path_buf(), std::time::Instant::now()));
 }
 
 /// Locks a mutex, ignoring poisoning (every guarded state stays valid when a
@@ -237,15 +385,21 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Inner {
     dir: PathBuf,
     pub(crate) max_size: u64,
+    pub(crate) inline_max: u64,
     pub(crate) index: Index,
     pub(crate) blobs: Blobs,
+    pub(crate) packs: Packs,
     /// Touches and freshenings not yet written: entry key -> newest stamp
     /// and, after a freshening, the new metadata.
     pending: Mutex<HashMap<Vec<u8>, budget::Pending>>,
-    next_stamp: AtomicU64,
+    pub(crate) next_stamp: AtomicU64,
     evictions: AtomicU64,
-    /// Serialises eviction so concurrent inserts do not over-evict.
+    /// Serialises walks of the log's tail (eviction, compaction).
     evict_lock: Mutex<()>,
+    /// Held from appending a record to writing its index row, and by the
+    /// tail walk while it judges a record: the tail never passes a record
+    /// whose row is still to be written.
+    log_lock: Mutex<()>,
     /// Hashes whose count reached zero; their files are deleted by `reap`.
     reap_queue: Mutex<HashSet<Hash>>,
     reap_lock: Mutex<()>,
@@ -255,21 +409,25 @@ pub(crate) struct Inner {
     wake: Mutex<mpsc::Sender<bool>>,
     /// Set while a wake-up is queued, so hot paths send at most one.
     wake_queued: AtomicBool,
-    /// Bodies renamed into place but not yet synced (group commit; see
-    /// `maintenance.rs`).
+    /// Body files renamed into place but not yet synced (group commit).
     pub(crate) unsynced: Mutex<Vec<Hash>>,
-    /// The last checkpoint stamp written: every entry stamped below it has
-    /// a synced body.
+    /// The last checkpoint stamp written: every record stamped below it is
+    /// synced, with its body file.
     pub(crate) checkpointed: AtomicU64,
     /// Serialises commits.
     commit_lock: Mutex<()>,
+    /// The log's tail as of the last commit (segments before it deleted).
+    pub(crate) tail_committed: Mutex<packs::Pos>,
     /// Test support: commits do nothing (see [`Store::pause_commits_for_tests`]).
     pub(crate) commits_paused: AtomicBool,
+    /// See [`RECENT_PACKED`].
+    recent: Mutex<lru::LruCache<Hash, Loc>>,
 }
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
-/// The store closes (pending touches written, index flushed, clean-shutdown
-/// marker left) when the last clone and the last [`BodyWriter`] are dropped.
+/// The store closes (pending touches written, everything synced, index
+/// flushed, clean-shutdown marker left) when the last clone and the last
+/// [`BodyWriter`] are dropped.
 #[derive(Clone)]
 pub struct Store {
     // Declared first so it is dropped first: the background thread is
@@ -286,63 +444,65 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the store under `dir` with a budget of
-    /// `max_size` bytes of body files, and sweeps leftovers of a previous run
-    /// (temporary files always; orphan body files when the previous run did
-    /// not close cleanly), then evicts entries until the budget is met.
+    /// `max_size` bytes of bodies and the other [`StoreOptions`] at their
+    /// defaults. See [`Store::open_with`].
+    pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
+        Self::open_with(dir, &StoreOptions::new(max_size))
+    }
+
+    /// Opens (creating if needed) the store under `dir`. A store written by
+    /// an earlier release (format 1 or 2) is migrated first, with progress
+    /// on stderr (`migrate.rs`). After an unclean shutdown, what the last
+    /// group commit did not cover is checked and torn entries are dropped,
+    /// leftovers swept (`maintenance.rs`). Then entries are evicted until
+    /// the budget is met.
     /// Errors: `Io` when the directory cannot be created or a leftover cannot
     /// be removed, `InUse` when another process holds the index, `Index`
-    /// when sled fails.
-    pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
+    /// when sled fails, `Format` for a store of an unknown format.
+    pub fn open_with(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         let blobs = Blobs::new(dir);
         fs::create_dir_all(dir).map_err(io_err("create store directory", dir))?;
         let found = format::check(dir)?;
         for d in [blobs.bodies.as_path(), blobs.tmp.as_path()] {
             fs::create_dir_all(d).map_err(io_err("create store directory", d))?;
         }
-        let db = sled::Config::new().path(dir.join("index")).open().map_err(|e| match e {
-            sled::Error::Io(ref io) if io.to_string().contains("could not acquire lock") => {
-                StoreError::InUse { dir: dir.to_path_buf() }
-            }
-            e => StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display())),
-        })?;
-        let index = Index::new(db)?;
+        let db = open_index(dir, options.index_cache)?;
         if found == format::Found::Previous {
-            // Format 1 synced every body before indexing it: all of it is committed.
-            let all = index.max_stamp()? + 1;
-            eprintln!("crawlcache: migrating the cache in {} from store format 1 to {}", dir.display(), format::FORMAT);
-            index.put_checkpoint(all)?;
-            index.db.flush().map_err(sled_err)?;
+            migrate::run(dir, &db, &blobs, options.inline_max)?;
+        } else if found == format::Found::Current && migrate::unfinished(&db) {
+            // A migration that stopped after its `format` file was written.
+            migrate::finish(&db, &blobs)?;
         }
-        maintenance::sweep_leftovers(dir, &blobs, &index)?;
-        if found != format::Found::Current {
+        let index = Index::new(db)?;
+        let packs = Packs::open(&dir.join("packs"))?;
+        let recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
+        if found == format::Found::New {
             format::write(dir)?;
-            if found == format::Found::Previous {
-                eprintln!("crawlcache: cache in {} migrated to store format {}", dir.display(), format::FORMAT);
-            }
         }
-        let checkpoint = index.checkpoint()?;
-        // Stamps restart above the checkpoint even when touches recorded
-        // after it were lost, so no new entry is mistaken for a committed one.
-        let next_stamp = (index.max_stamp()? + 1).max(checkpoint);
         let (wake_tx, wake_rx) = mpsc::channel();
         let inner = Arc::new(Inner {
             dir: dir.to_path_buf(),
-            max_size,
+            max_size: options.max_size,
+            inline_max: options.inline_max,
             index,
             blobs,
+            packs,
             pending: Mutex::new(HashMap::new()),
-            next_stamp: AtomicU64::new(next_stamp),
+            next_stamp: AtomicU64::new(recovered.next_stamp),
             evictions: AtomicU64::new(0),
             evict_lock: Mutex::new(()),
+            log_lock: Mutex::new(()),
             reap_queue: Mutex::new(HashSet::new()),
             reap_lock: Mutex::new(()),
             maintenance: RwLock::new(()),
             wake: Mutex::new(wake_tx.clone()),
             wake_queued: AtomicBool::new(false),
             unsynced: Mutex::new(Vec::new()),
-            checkpointed: AtomicU64::new(checkpoint),
+            checkpointed: AtomicU64::new(recovered.checkpoint),
             commit_lock: Mutex::new(()),
+            tail_committed: Mutex::new(recovered.tail),
             commits_paused: AtomicBool::new(false),
+            recent: Mutex::new(lru::LruCache::new(NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN))),
         });
         let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
         let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
@@ -350,7 +510,7 @@ impl Store {
         // than last time, leaves more bytes than the budget allows.
         let evicted = store.inner.evict_to_budget()?;
         if evicted > 0 {
-            tracing::info!(evicted, max_size, "evicted entries to fit the size budget at start-up");
+            tracing::info!(evicted, max_size = options.max_size, "evicted entries to fit the size budget at start-up");
             store.inner.wake_if_reaping();
         }
         Ok(store)
@@ -361,20 +521,21 @@ impl Store {
         &self.inner.dir
     }
 
-    /// Starts writing a new body into a temporary file.
-    /// Errors: `Io` when the temporary file cannot be created.
+    /// Starts writing a new body.
+    /// Errors: `Io` when a temporary file cannot be created.
     pub fn begin_body(&self) -> Result<BodyWriter, StoreError> {
         BodyWriter::create(Arc::clone(&self.inner))
     }
 
     /// All variants stored under `primary_key`, in no particular order.
-    /// Undecodable records are skipped with a warning.
-    /// Errors: `Index` when sled cannot be read.
+    /// Undecodable or damaged records are skipped with a warning (`cache
+    /// verify` reports them).
+    /// Errors: `Index` when sled cannot be read, `Io` when a pack segment
+    /// cannot be read.
     pub fn lookup(&self, primary_key: &str) -> Result<Vec<Entry>, StoreError> {
         let mut out = Vec::new();
-        for item in self.inner.index.entries.scan_prefix(primary_prefix(primary_key)) {
-            let (k, v) = item.map_err(sled_err)?;
-            if let Some(e) = decode_entry(&k, &v) {
+        for (k, v) in self.inner.index.scan_prefix(&primary_prefix(primary_key))? {
+            if let Some(e) = self.inner.read_entry(&k, &v)? {
                 out.push(e);
             }
         }
@@ -383,14 +544,20 @@ impl Store {
     }
 
     /// Stores (or replaces) the variant `(primary_key, secondary_key)` with
-    /// `meta` and `body` in one transaction that also adjusts reference counts
-    /// (a replaced body loses a reference; a body whose count reaches zero is
-    /// deleted). Then evicts least-recently-used entries until the bytes
-    /// stored fit the budget. Returns the number of entries evicted.
+    /// `meta` and `body`: appends its record to the pack, then writes its
+    /// index row with the reference counts and totals it changes in one
+    /// batch (a replaced body loses a reference; a body file whose count
+    /// reaches zero is deleted). Then evicts entries until the bytes stored
+    /// fit the budget. Returns the number of entries evicted.
+    ///
+    /// `body` is one returned by [`BodyWriter::finish`], or the body of an
+    /// entry [`Store::lookup`] returned (a body file, or a short body read
+    /// recently).
     ///
     /// Errors: `TooLarge` when `body` is larger than the whole budget (the
-    /// store is left unchanged, the body file released); `MissingBody` when
-    /// the body file is not in the store; `Index` on sled failures.
+    /// store is left unchanged, the body released); `MissingBody` when the
+    /// body is not in the store; `Index` on sled failures, `Io` when the
+    /// pack cannot be written.
     pub fn insert(
         &self,
         primary_key: &str,
@@ -400,54 +567,63 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
-        let body = match body {
-            None => None,
+        if primary_key.len() >= index::MAX_PRIMARY_KEY {
+            if let Some(b) = body {
+                self.release_committed(b);
+            }
+            return Err(StoreError::Index(format!("a primary key of {} bytes is too long to store", primary_key.len())));
+        }
+        let rec_body = match body {
+            None => RecBody::None,
             Some(b) => {
                 let h = parse_hash(&b.sha256)
                     .ok_or_else(|| StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256)))?;
-                Some((h, b.len))
+                if b.len > inner.max_size {
+                    self.release_committed(b);
+                    return Err(StoreError::TooLarge { len: b.len, max_size: inner.max_size });
+                }
+                inner.resolve_body(&h, b.len)?
             }
         };
-        if let Some((h, len)) = body {
-            if len > inner.max_size {
-                inner.release_pin(&h);
-                inner.reap();
-                return Err(StoreError::TooLarge { len, max_size: inner.max_size });
-            }
-            inner.hold_for_insert(&h)?;
-        }
         let key = entry_key(primary_key, secondary_key);
-        let rec = Record { stamp: inner.stamp(), body, meta: meta.to_vec() };
-        let result = inner.index.put(&key, &rec);
-        if let Some((h, _)) = body {
-            inner.release_pin(&h);
+        let result = inner.write_record(&key, meta, &rec_body, None);
+        if let RecBody::File { hash, .. } = &rec_body {
+            inner.release_pin(hash);
         }
-        let released = match result {
-            Ok(r) => r,
+        let applied = match result {
+            Ok(a) => a,
             Err(e) => {
                 inner.reap();
                 return Err(e);
             }
         };
-        inner.queue_reap(&released.zero);
+        inner.queue_reap(&applied.zero);
         let evicted = inner.evict_to_budget();
         inner.wake_if_reaping();
         evicted
     }
 
-    /// Releases a body returned by [`BodyWriter::finish`] that will not be
-    /// inserted after all: its file is deleted unless an entry references it.
-    pub fn discard_body(&self, body: &CommittedBody) {
+    /// Releases one pin of `body` (a body that will not be inserted).
+    fn release_committed(&self, body: &CommittedBody) {
         if let Some(h) = parse_hash(&body.sha256) {
-            let _m = self.inner.read_maintenance();
-            self.inner.release_pin(&h);
-            self.inner.reap();
+            if self.inner.blobs.take_small(&h).is_none() {
+                self.inner.release_pin(&h);
+                self.inner.reap();
+            }
         }
+    }
+
+    /// Releases a body returned by [`BodyWriter::finish`] that will not be
+    /// inserted after all: a body file is deleted unless an entry references
+    /// it; a short body's bytes are dropped.
+    pub fn discard_body(&self, body: &CommittedBody) {
+        let _m = self.inner.read_maintenance();
+        self.release_committed(body);
     }
 
     /// Replaces only the metadata of an existing variant (a 304 freshening,
     /// RFC 9111 section 4.3.4) and marks it used. Returns false if the variant
-    /// no longer exists. Errors: `Index` on sled failures or a corrupt record.
+    /// no longer exists. Errors: `Index` on sled failures.
     ///
     /// Nothing waits for the disk: the new metadata is kept in memory (and
     /// seen by [`Store::lookup`] at once) and written with the next batch of
@@ -455,7 +631,7 @@ impl Store {
     /// last second; the entry is then merely staler than it was.
     pub fn update_meta(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8]) -> Result<bool, StoreError> {
         let key = entry_key(primary_key, secondary_key);
-        if !self.inner.index.entries.contains_key(&key).map_err(sled_err)? {
+        if self.inner.index.get(&key)?.is_none() {
             return Ok(false);
         }
         self.inner.record_pending(key, Some(meta.to_vec()));
@@ -469,43 +645,88 @@ impl Store {
         self.inner.record_pending(entry_key(primary_key, secondary_key), None);
     }
 
-    /// Opens a stored body for reading. Errors with `MissingBody` if the file
-    /// is gone (or `sha256` is not a hash), `Io` if it cannot be opened.
+    /// Opens a stored body for reading, by its SHA-256. A body file is
+    /// opened as it is; a short body kept in a pack record is copied into
+    /// an unnamed temporary file (the store's own readers use
+    /// [`Store::read_body`], which does not copy). A packed body is found
+    /// when it was returned by a recent [`Store::lookup`] or
+    /// [`BodyWriter::finish`] (the store keeps the last 65,536 such
+    /// locations), which is how its hash reaches a caller.
+    /// Errors: `MissingBody` if the body is not found (or `sha256` is not a
+    /// hash), `Io` if it cannot be read.
     pub fn open_body(&self, sha256: &str) -> Result<std::fs::File, StoreError> {
-        if parse_hash(sha256).is_none() {
+        let Some(hash) = parse_hash(sha256) else {
             return Err(StoreError::MissingBody(sha256.to_string()));
-        }
+        };
         let path = self.body_path(sha256);
         match fs::File::open(&path) {
-            Ok(f) => Ok(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::MissingBody(sha256.to_string())),
+            Ok(f) => return Ok(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("open body", &path)(e)),
+        }
+        let bytes = self.inner.packed_bytes(&hash).ok_or_else(|| StoreError::MissingBody(sha256.to_string()))?;
+        let tmp = &self.inner.blobs.tmp;
+        let mut f = tempfile::tempfile_in(tmp).map_err(io_err("create a temporary copy of a body in", tmp))?;
+        use std::io::{Seek, Write};
+        f.write_all(&bytes).and_then(|_| f.rewind()).map_err(io_err("write a temporary copy of a body in", tmp))?;
+        Ok(f)
+    }
+
+    /// Opens the body of `entry` (as returned by [`Store::lookup`]) for
+    /// reading: a body file, or the bytes of a short body from its pack
+    /// record. An entry without a body reads as no bytes.
+    /// Errors: `MissingBody` when the body is gone (the entry was replaced
+    /// or evicted meanwhile, or its file deleted), `Io` when it cannot be
+    /// read.
+    pub fn read_body(&self, entry: &Entry) -> Result<BodyData, StoreError> {
+        let Some(body) = &entry.body else { return Ok(BodyData::Bytes(Vec::new())) };
+        let hash = parse_hash(&body.sha256).ok_or_else(|| StoreError::MissingBody(body.sha256.clone()))?;
+        if let Some(bytes) = self.inner.packed_bytes(&hash) {
+            return Ok(BodyData::Bytes(bytes.to_vec()));
+        }
+        // Not seen recently: through the entry's own row.
+        let key = entry_key(&entry.primary_key, &entry.secondary_key);
+        if let Some(slot) = self.inner.index.get(&key)? {
+            if let SlotBody::Inline { .. } = slot.body {
+                if let Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) = self.inner.packs.read(&slot.loc) {
+                    if h == hash {
+                        return Ok(BodyData::Bytes(bytes.to_vec()));
+                    }
+                }
+            }
+        }
+        let path = self.body_path(&body.sha256);
+        match fs::File::open(&path) {
+            Ok(f) => Ok(BodyData::File(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::MissingBody(body.sha256.clone())),
             Err(e) => Err(io_err("open body", &path)(e)),
         }
     }
 
-    /// The path of a stored body file (it may not exist).
+    /// The path a body *file* has (or would have); a short body kept in a
+    /// pack record has none (it may not exist).
     pub fn body_path(&self, sha256: &str) -> PathBuf {
         self.inner.blobs.path_hex(sha256)
     }
 
     /// Removes every variant under `primary_key` (purge, or invalidation per
     /// RFC 9111 section 4.4). Returns how many variants were removed; their
-    /// bodies are deleted in the background once unreferenced.
+    /// body files are deleted in the background once unreferenced.
     /// Errors: `Index` on sled failures.
     pub fn remove(&self, primary_key: &str) -> Result<u64, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
-        let mut keys = Vec::new();
-        for k in inner.index.entries.scan_prefix(primary_prefix(primary_key)).keys() {
-            keys.push(k.map_err(sled_err)?.to_vec());
+        let mut ops = Vec::new();
+        for (key, _) in inner.index.scan_prefix(&primary_prefix(primary_key))? {
+            ops.push(Op::Remove { key, expect: None });
         }
-        if keys.is_empty() {
+        if ops.is_empty() {
             return Ok(0);
         }
-        let released = inner.index.remove(&keys)?;
-        inner.queue_reap(&released.zero);
+        let applied = inner.index.apply(&ops)?;
+        inner.queue_reap(&applied.zero);
         inner.wake_if_reaping();
-        Ok(released.removed)
+        Ok(applied.removed)
     }
 
     /// Removes one variant. Returns whether it existed.
@@ -513,49 +734,51 @@ impl Store {
     pub fn remove_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<bool, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
-        let released = inner.index.remove(&[entry_key(primary_key, secondary_key)])?;
-        inner.queue_reap(&released.zero);
+        let applied = inner.index.apply(&[Op::Remove { key: entry_key(primary_key, secondary_key), expect: None }])?;
+        inner.queue_reap(&applied.zero);
         inner.wake_if_reaping();
-        Ok(released.removed > 0)
+        Ok(applied.removed > 0)
     }
 
     /// Every entry in the index, collected ([`Store::scan`] without the
-    /// memory: use that for listings of any size). Undecodable records are
-    /// skipped with a warning. Errors: `Index` when sled cannot be read.
+    /// memory: use that for listings of any size). Undecodable or damaged
+    /// records are skipped with a warning. Errors: `Index` when sled cannot
+    /// be read, `Io` when a pack cannot.
     pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
         self.scan("").collect()
     }
 
     /// Streams the entries whose primary key starts with `prefix` (`""`:
-    /// all of them), decoding one at a time (see [`Scan`]). The prefix is
-    /// checked on each row's key before its record is decoded; the index is
-    /// ordered by key length first, so the scan still reads every key.
-    /// Items are `Err(Index)` when sled cannot be read.
+    /// all of them), reading one record at a time (see [`Scan`]). The
+    /// changes still held in memory are moved into sled first (not synced:
+    /// that is the group commit's work). The prefix is checked on each row's
+    /// key before its record is read; the index is ordered by key length
+    /// first, so the scan still reads every key. Items are `Err(Index)` when
+    /// sled cannot be read, `Err(Io)` when a pack cannot.
     pub fn scan(&self, prefix: &str) -> Scan {
-        Scan { rows: self.inner.index.entries.iter(), prefix: prefix.as_bytes().to_vec(), store: self.clone() }
+        let spilled = self.inner.index.spill().err();
+        Scan { rows: self.inner.index.entry_rows(), prefix: prefix.as_bytes().to_vec(), store: self.clone(), failed: spilled }
     }
 
-    /// Current counters (kept in the index, not computed by a scan). If the
-    /// totals cannot be read, that is logged and they are reported as 0.
+    /// Current counters (kept in the index, not computed by a scan).
     pub fn stats(&self) -> StoreStats {
-        let totals = self.inner.index.totals().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "cannot read the store's totals");
-            Default::default()
-        });
+        let st = self.inner.index.state();
         StoreStats {
-            entries: totals.entries,
-            bodies: totals.bodies,
-            bytes_stored: totals.bytes,
+            entries: st.entries,
+            bodies: st.bodies,
+            bytes_stored: st.bytes,
             max_size: self.inner.max_size,
             evictions: self.inner.evictions.load(Ordering::Relaxed),
+            pack_bytes: self.inner.packs.bytes(),
         }
     }
 
     /// Checks every invariant of SPEC section 3 and, with `repair`, fixes what
-    /// it finds (drops entries with missing or corrupt bodies, deletes orphans
-    /// and leftovers, rewrites reference counts, LRU rows and totals). Hashes
-    /// every body file, so it reads the whole store. Other operations wait
-    /// while it runs. Errors: `Io` / `Index` when the store cannot be read.
+    /// it finds (drops entries with missing or damaged records or bodies,
+    /// deletes orphans and leftovers, rewrites reference counts and totals).
+    /// Reads every record and hashes every body, so it reads the whole store.
+    /// Other operations wait while it runs. Errors: `Io` / `Index` when the
+    /// store cannot be read.
     pub fn verify(&self, repair: bool) -> Result<VerifyReport, StoreError> {
         self.verify_with_progress(repair, &mut |_, _| {})
     }
@@ -567,30 +790,34 @@ impl Store {
         let _m = inner.maintenance.write().unwrap_or_else(|e| e.into_inner());
         inner.apply_touches();
         inner.reap();
+        inner.commit()?;
         verify::run(inner, repair, progress)
     }
 
     /// A named sled tree in the same index, for other persistent state that
     /// lives beside the cache (robots.txt snapshots). Its name must not be
-    /// one of the store's own trees (`entries`, `lru`, `refs`, `counters`).
+    /// one of the store's own trees (`store`, and `entries`, `lru`, `refs`,
+    /// `counters` of earlier formats).
     /// Errors: `Index` for a reserved name or when sled cannot open it.
     pub fn extra_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
-        if matches!(name, "entries" | "lru" | "refs" | "counters") {
+        if name == index::TREE || legacy::TREES.contains(&name) {
             return Err(StoreError::Index(format!("tree name {name} is reserved by the store")));
         }
         self.inner.index.db.open_tree(name).map_err(sled_err)
     }
 
-    /// Test support: stops group commits (new bodies stay unsynced, the
-    /// checkpoint stays where it is), so that a crash test can simulate a
-    /// power loss by damaging the bodies written afterwards.
+    /// Test support: stops group commits (new records and bodies stay
+    /// unsynced, the checkpoint stays where it is; index rows still reach
+    /// sled on [`Store::flush`]), so that a crash test can simulate a power
+    /// loss by damaging what was written afterwards.
     #[doc(hidden)]
     pub fn pause_commits_for_tests(&self) {
         self.inner.commits_paused.store(true, Ordering::Release);
     }
 
-    /// Writes pending touches, deletes released bodies, syncs new bodies and
-    /// flushes the index to disk (called at shutdown). Errors: `Index` when sled cannot flush.
+    /// Writes pending touches, deletes released bodies, syncs new records
+    /// and bodies and flushes the index to disk (called at shutdown).
+    /// Errors: `Index` when sled cannot flush, `Io` when a sync fails.
     pub fn flush(&self) -> Result<(), StoreError> {
         let _m = self.inner.read_maintenance();
         self.inner.apply_touches();
@@ -601,23 +828,111 @@ impl Store {
     }
 }
 
-/// Decodes one `entries` row; `None` (with a warning) if it is corrupt.
-fn decode_entry(key: &[u8], value: &[u8]) -> Option<Entry> {
-    let Some((primary_key, secondary_key)) = split_entry_key(key) else {
-        tracing::warn!(key = ?String::from_utf8_lossy(key), "skipping an index entry with a malformed key");
-        return None;
-    };
-    let Some(rec) = Record::decode(value) else {
-        tracing::warn!(primary_key, "skipping an undecodable index record (run cache verify)");
-        return None;
-    };
-    Some(Entry {
-        primary_key,
-        secondary_key,
-        meta: rec.meta,
-        body: rec.body.map(|(h, len)| CommittedBody { sha256: hex::encode(h), len }),
-        last_used: rec.stamp,
-    })
+impl Inner {
+    /// The body to write into a new record for the body `hash` of `len`
+    /// bytes: a pinned short body, a body file, or a packed body seen
+    /// recently (copied into the new record).
+    /// Errors: `MissingBody` when none of them has it.
+    fn resolve_body(&self, hash: &Hash, len: u64) -> Result<RecBody, StoreError> {
+        if let Some(bytes) = self.blobs.take_small(hash) {
+            return Ok(RecBody::Inline { hash: *hash, bytes });
+        }
+        if (len >= self.inline_max || self.blobs.path(hash).is_file()) && self.hold_for_insert(hash).is_ok() {
+            return Ok(RecBody::File { hash: *hash, len });
+        }
+        if let Some(bytes) = self.packed_bytes(hash) {
+            if bytes.len() as u64 == len {
+                return Ok(RecBody::Inline { hash: *hash, bytes });
+            }
+        }
+        Err(StoreError::MissingBody(hex::encode(hash)))
+    }
+
+    /// Appends a record for `key` and writes its index row (with `expect`,
+    /// only if the entry's current record is still there).
+    pub(crate) fn write_record(
+        &self,
+        key: &[u8],
+        meta: &[u8],
+        body: &RecBody,
+        expect: Option<Loc>,
+    ) -> Result<index::Applied, StoreError> {
+        let _log = lock(&self.log_lock);
+        let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, body)?;
+        let slot_body = match body {
+            RecBody::None => SlotBody::None,
+            RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
+            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
+        };
+        let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect }])?;
+        if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
+            lock(&self.recent).put(*hash, loc);
+        }
+        Ok(applied)
+    }
+
+    /// The bytes of the packed body `hash`, if it is pinned or was seen
+    /// recently (checked against its hash).
+    fn packed_bytes(&self, hash: &Hash) -> Option<Arc<Vec<u8>>> {
+        if let Some(b) = self.blobs.peek_small(hash) {
+            return Some(b);
+        }
+        let loc = *lock(&self.recent).get(hash)?;
+        match self.packs.read(&loc) {
+            Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) if h == *hash => Some(bytes),
+            _ => {
+                lock(&self.recent).pop(hash);
+                None
+            }
+        }
+    }
+
+    /// Builds the entry of the index row `(key, value)` from its record.
+    /// `None` (with a warning) when the row or record is damaged; a record
+    /// whose segment went meanwhile (the tail walk moved it) is looked up
+    /// again.
+    fn read_entry(&self, key: &[u8], value: &[u8]) -> Result<Option<Entry>, StoreError> {
+        let Some((primary_key, secondary_key)) = split_entry_key(key) else {
+            tracing::warn!(key = ?String::from_utf8_lossy(key), "skipping an index entry with a malformed key");
+            return Ok(None);
+        };
+        let Some(mut slot) = Slot::decode(value) else {
+            tracing::warn!(primary_key, "skipping an undecodable index row (run cache verify)");
+            return Ok(None);
+        };
+        let mut tries = 0;
+        let rec = loop {
+            match self.packs.read(&slot.loc) {
+                Ok(rec) => break rec,
+                Err(ReadError::Gone) if tries < 3 => {
+                    tries += 1;
+                    match self.index.get(key) {
+                        Ok(Some(s)) => slot = s,
+                        Ok(None) => return Ok(None),
+                        Err(_) => return Ok(None),
+                    }
+                }
+                Err(ReadError::Io(e)) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(primary_key, error = %e.into_store_error(&slot.loc), "skipping an entry whose record is unreadable (run cache verify)");
+                    return Ok(None);
+                }
+            }
+        };
+        if rec.key != key {
+            tracing::warn!(primary_key, "skipping an entry whose record belongs to another key (run cache verify)");
+            return Ok(None);
+        }
+        let body = match &rec.body {
+            RecBody::None => None,
+            RecBody::Inline { hash, bytes } => {
+                lock(&self.recent).put(*hash, slot.loc);
+                Some(CommittedBody { sha256: hex::encode(hash), len: bytes.len() as u64 })
+            }
+            RecBody::File { hash, len } => Some(CommittedBody { sha256: hex::encode(hash), len: *len }),
+        };
+        Ok(Some(Entry { primary_key, secondary_key, meta: rec.meta, body, last_used: slot.stamp }))
+    }
 }
 
 #[cfg(test)]

@@ -2,29 +2,34 @@
 //! with repair, fixes what it finds.
 //!
 //! Invariants checked:
-//! - each body file hashes to its name (files are stream-hashed);
-//! - no entry points at a missing body; the length an entry records is the
-//!   file's length;
-//! - each stored reference count equals the number of entries naming the body;
-//! - no body file is unreferenced (orphan) and nothing stray lies in `bodies/`;
+//! - each entry's pack record is whole (magic, length, CRC), belongs to the
+//!   entry's key and agrees with the index row about its body;
+//! - each inline body hashes to the SHA-256 its record names;
+//! - each body file hashes to its name (files are stream-hashed once) and
+//!   has the length its entries record; no entry names a missing file;
+//! - each stored reference count equals the number of entries naming the
+//!   body file;
+//! - no body file is unreferenced (orphan) and nothing stray lies in
+//!   `bodies/` or `packs/`; no segment lies behind the log's tail;
 //! - no temporary file is left over (live writers excepted);
-//! - each entry has exactly its LRU row, each LRU row its entry;
-//! - the kept totals agree with the reference-count rows.
+//! - the kept totals (entries, bodies, bytes, live pack bytes) agree with
+//!   the entries, and no entry's record lies past the log's end as kept.
+//!
+//! Memory: one pass over the index rows reading each record (nothing kept
+//! per entry), plus one count per distinct body file.
 //!
 //! Repair order keeps every intermediate state safe to crash in: first drop
-//! the entries whose bodies are missing or corrupt, then fix LRU rows, then
-//! rewrite counts and totals in one transaction, flush, and only then delete
-//! files (corrupt, orphan, stray, temporary).
+//! the entries whose records or bodies are damaged or missing, then rewrite
+//! counts and totals in one batch, flush, and only then delete files
+//! (corrupt, orphan, stray, temporary, leftover segments).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
-use std::path::PathBuf;
-
-use sled::transaction::ConflictableTransactionError;
-use sled::Transactional;
+use std::path::{Path, PathBuf};
 
 use super::blobs::{hash_file, io_err, BodyFile};
-use super::index::{sled_err, split_entry_key, Hash, RefRow, Record, Totals, TOTALS_KEY};
+use super::index::{sled_err, split_entry_key, Hash, RefRow, Slot, SlotBody, State};
+use super::packs::{inline_intact, list_segments, ReadError, RecBody};
 use super::{Inner, StoreError};
 
 /// What [`Store::verify`](super::Store::verify) found (and, with `repair`,
@@ -33,20 +38,21 @@ use super::{Inner, StoreError};
 pub struct VerifyReport {
     /// Index entries read.
     pub entries_checked: u64,
-    /// Body files hashed.
+    /// Bodies hashed: body files, and inline bodies in pack records.
     pub bodies_checked: u64,
-    /// Body files whose content does not hash to their name.
+    /// Bodies whose content does not hash to their name (hashes).
     pub corrupt_bodies: Vec<String>,
     /// Hashes named by entries whose body file does not exist.
     pub missing_bodies: Vec<String>,
-    /// Body files no entry references (hashes; paths for stray files).
+    /// Body files no entry references (hashes; paths for stray files and
+    /// leftover pack segments).
     pub orphan_bodies: Vec<String>,
     /// Hashes whose stored reference count differs from the real count.
     pub refcount_mismatches: Vec<String>,
     /// Leftover temporary files.
     pub leftover_tmp: Vec<String>,
-    /// Other index inconsistencies: undecodable records, LRU rows that
-    /// disagree with their entries, wrong totals.
+    /// Other index inconsistencies: undecodable rows, damaged or misplaced
+    /// pack records, wrong totals.
     pub index_problems: Vec<String>,
     /// True when `repair` was requested and every problem was fixed.
     pub repaired: bool,
@@ -64,161 +70,213 @@ impl VerifyReport {
     }
 }
 
+/// A body file as found on disk.
+enum FileState {
+    Intact(u64),
+    Corrupt,
+}
 
-/// Runs verify with the maintenance lock held exclusively by the caller.
-/// `progress(hashed, total)` is called after each body file is hashed.
+/// Runs verify with the maintenance lock held exclusively by the caller
+/// (after a commit: everything synced). `progress(hashed, total)` is called
+/// after each body file is hashed.
 pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
     let index = &inner.index;
     let blobs = &inner.blobs;
+    let packs = &inner.packs;
     let pinned = blobs.all_pinned();
     let mut report = VerifyReport { leftover_tmp: blobs.sweep_tmp(false)?, ..Default::default() };
 
-    // Body files: hash each one.
-    let mut files: HashMap<Hash, (PathBuf, u64)> = HashMap::new();
-    let mut corrupt: BTreeMap<Hash, PathBuf> = BTreeMap::new();
+    // Body files on disk (hashed lazily, once, when an entry names them;
+    // the others are orphans or strays).
+    let mut on_disk: HashMap<Hash, PathBuf> = HashMap::new();
     let mut strays: Vec<PathBuf> = Vec::new();
     let walked = blobs.walk()?;
     let total = walked.iter().filter(|f| matches!(f, BodyFile::Valid(..))).count() as u64;
     for f in walked {
         match f {
             BodyFile::Valid(h, path) => {
-                report.bodies_checked += 1;
-                progress(report.bodies_checked, total);
-                let (digest, len) = hash_file(&path).map_err(io_err("read body", &path))?;
-                if digest == h {
-                    files.insert(h, (path, len));
-                } else {
-                    corrupt.insert(h, path);
-                }
+                on_disk.insert(h, path);
             }
             BodyFile::Stray(path) => strays.push(path),
         }
     }
-    report.corrupt_bodies = corrupt.keys().map(hex::encode).collect();
+    let mut files: HashMap<Hash, FileState> = HashMap::new();
+    let mut hashed = 0u64;
+    let mut check_file = |h: &Hash, report: &mut VerifyReport| -> Result<Option<u64>, StoreError> {
+        if let Some(s) = files.get(h) {
+            return Ok(match s {
+                FileState::Intact(n) => Some(*n),
+                FileState::Corrupt => None,
+            });
+        }
+        let Some(path) = on_disk.get(h) else { return Ok(None) };
+        report.bodies_checked += 1;
+        let (digest, len) = hash_file(path).map_err(io_err("read body", path))?;
+        hashed += 1;
+        progress(hashed, total);
+        let state = if digest == *h { FileState::Intact(len) } else { FileState::Corrupt };
+        let out = match state {
+            FileState::Intact(n) => Some(n),
+            FileState::Corrupt => None,
+        };
+        files.insert(*h, state);
+        Ok(out)
+    };
 
-    // Entries: count real references; find the ones to drop.
-    let mut referenced: HashMap<Hash, u64> = HashMap::new();
+    // Entries: read each record; count real references and totals.
+    let mut derived = State { tail: index.state().tail, ..Default::default() };
     let mut keep: HashMap<Hash, RefRow> = HashMap::new();
+    // Entries naming each body file (also those dropped for a broken body).
+    let mut named: HashMap<Hash, u64> = HashMap::new();
     let mut bad_keys: Vec<Vec<u8>> = Vec::new();
-    let mut live: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut missing: BTreeMap<String, ()> = BTreeMap::new();
-    for item in index.entries.iter() {
+    let mut corrupt: BTreeMap<String, ()> = BTreeMap::new();
+    let tail = index.state().tail;
+    for item in index.entry_rows() {
         let (k, v) = item.map_err(sled_err)?;
         report.entries_checked += 1;
-        let rec = match (split_entry_key(&k), Record::decode(&v)) {
-            (Some(_), Some(rec)) => rec,
-            _ => {
-                report.index_problems.push(format!("undecodable entry record {:?}", String::from_utf8_lossy(&k)));
+        let (Some(_), Some(slot)) = (split_entry_key(&k), Slot::decode(&v)) else {
+            report.index_problems.push(format!("undecodable index row {:?}", String::from_utf8_lossy(&k)));
+            bad_keys.push(k.to_vec());
+            continue;
+        };
+        let rec = match packs.read(&slot.loc) {
+            Ok(rec) => rec,
+            Err(ReadError::Io(e)) => return Err(e),
+            Err(e) => {
+                report.index_problems.push(format!("entry {:?}: {}", display_key(&k), e.into_store_error(&slot.loc)));
                 bad_keys.push(k.to_vec());
                 continue;
             }
         };
-        if let Some((h, len)) = rec.body {
-            *referenced.entry(h).or_insert(0) += 1;
-            if corrupt.contains_key(&h) {
-                bad_keys.push(k.to_vec());
-                continue;
-            }
-            let Some((_, file_len)) = files.get(&h) else {
-                missing.insert(hex::encode(h), ());
-                bad_keys.push(k.to_vec());
-                continue;
-            };
-            if *file_len != len {
-                report.index_problems.push(format!(
-                    "entry {:?} records {len} bytes for body {} but the file has {file_len}",
-                    display_key(&k),
-                    hex::encode(h)
-                ));
-                bad_keys.push(k.to_vec());
-                continue;
-            }
-            keep.entry(h).or_insert(RefRow { count: 0, len }).count += 1;
+        if rec.key != k.as_ref() {
+            report.index_problems.push(format!("entry {:?} points at the record of another key", display_key(&k)));
+            bad_keys.push(k.to_vec());
+            continue;
         }
-        live.insert(k.to_vec(), rec.stamp);
+        if (slot.loc.seg, slot.loc.off) < (tail.seg, tail.off) && tail.seg != 0 {
+            report.index_problems.push(format!("entry {:?} has its record behind the log's tail", display_key(&k)));
+            bad_keys.push(k.to_vec());
+            continue;
+        }
+        let agrees = match (&rec.body, &slot.body) {
+            (RecBody::None, SlotBody::None) => true,
+            (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
+            (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) => hash == h2 && len == l2,
+            _ => false,
+        };
+        if !agrees {
+            report.index_problems.push(format!("entry {:?}: its index row and its record disagree about the body", display_key(&k)));
+            bad_keys.push(k.to_vec());
+            continue;
+        }
+        match &rec.body {
+            RecBody::None => {}
+            RecBody::Inline { hash, bytes } => {
+                report.bodies_checked += 1;
+                if !inline_intact(&rec.body) {
+                    corrupt.insert(hex::encode(hash), ());
+                    bad_keys.push(k.to_vec());
+                    continue;
+                }
+                derived.bodies += 1;
+                derived.bytes += bytes.len() as u64;
+            }
+            RecBody::File { hash, len } => {
+                *named.entry(*hash).or_insert(0) += 1;
+                let counted = keep.entry(*hash).or_insert(RefRow { count: 0, len: *len });
+                counted.count += 1;
+                match check_file(hash, &mut report)? {
+                    Some(n) if n == *len => {}
+                    Some(n) => {
+                        report.index_problems.push(format!(
+                            "entry {:?} records {len} bytes for body {} but the file has {n}",
+                            display_key(&k),
+                            hex::encode(hash)
+                        ));
+                        counted.count -= 1;
+                        bad_keys.push(k.to_vec());
+                        continue;
+                    }
+                    None => {
+                        if on_disk.contains_key(hash) {
+                            corrupt.insert(hex::encode(hash), ());
+                        } else {
+                            missing.insert(hex::encode(hash), ());
+                        }
+                        counted.count -= 1;
+                        bad_keys.push(k.to_vec());
+                        continue;
+                    }
+                }
+            }
+        }
+        derived.entries += 1;
+        derived.pack_live += slot.loc.len as u64;
+        derived.max_stamp = derived.max_stamp.max(slot.stamp).max(rec.stamp);
+        derived.log_end = derived.log_end.max(super::packs::Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
     }
+    keep.retain(|_, r| r.count > 0);
+    derived.bodies += keep.len() as u64;
+    derived.bytes += keep.values().map(|r| r.len).sum::<u64>();
     report.missing_bodies = missing.into_keys().collect();
+    report.corrupt_bodies = corrupt.into_keys().collect();
+    for (h, f) in &files {
+        if matches!(f, FileState::Corrupt) && !report.corrupt_bodies.contains(&hex::encode(h)) {
+            report.corrupt_bodies.push(hex::encode(h));
+        }
+    }
 
-    // Reference counts as stored.
+    // Reference counts as stored, against the entries that name each file.
     let mut stored: HashMap<Hash, RefRow> = HashMap::new();
-    let mut bad_ref_keys: Vec<Vec<u8>> = Vec::new();
-    for item in index.refs.iter() {
-        let (k, v) = item.map_err(sled_err)?;
-        match (<Hash>::try_from(k.as_ref()), RefRow::decode(&v)) {
+    for (k, row) in index.ref_rows()? {
+        match (<Hash>::try_from(k.as_slice()), row) {
             (Ok(h), Some(row)) => {
                 stored.insert(h, row);
             }
-            _ => {
-                report.index_problems.push(format!("undecodable reference-count row {}", hex::encode(&k)));
-                bad_ref_keys.push(k.to_vec());
-            }
+            _ => report.index_problems.push(format!("undecodable reference-count row {}", hex::encode(&k))),
         }
     }
     let mut mismatched: Vec<String> = stored
         .keys()
-        .chain(referenced.keys())
+        .chain(named.keys())
         .collect::<HashSet<_>>()
         .into_iter()
-        .filter(|h| stored.get(*h).map(|r| r.count).unwrap_or(0) != referenced.get(*h).copied().unwrap_or(0))
+        .filter(|h| stored.get(*h).map(|r| r.count).unwrap_or(0) != named.get(*h).copied().unwrap_or(0))
         .map(hex::encode)
         .collect();
     mismatched.sort();
     report.refcount_mismatches = mismatched;
 
     // Orphans: intact files nothing references (a pinned body is about to be).
-    let mut orphans: Vec<String> = files
-        .keys()
-        .filter(|h| !referenced.contains_key(*h) && !pinned.contains(*h))
-        .map(hex::encode)
-        .collect();
+    let mut orphans: Vec<String> =
+        on_disk.keys().filter(|h| !named.contains_key(*h) && !pinned.contains(*h)).map(hex::encode).collect();
     orphans.sort();
     orphans.extend(strays.iter().map(|p| p.display().to_string()));
+    // Pack segments: strays, and segments the tail has passed.
+    let (segs, pack_strays) = list_segments(&packs.dir)?;
+    let leftover_segs: Vec<PathBuf> = segs
+        .iter()
+        .filter(|(s, _)| *s < tail.seg && *s < packs.head_seg())
+        .map(|(s, _)| packs.dir.join(super::packs::segment_name(*s)))
+        .collect();
+    orphans.extend(leftover_segs.iter().chain(pack_strays.iter()).map(|p| p.display().to_string()));
     report.orphan_bodies = orphans;
 
-    // LRU rows against entries.
-    let mut lru_rows: HashMap<u64, Vec<u8>> = HashMap::new();
-    let mut stale_rows: Vec<Vec<u8>> = Vec::new();
-    for item in index.lru.iter() {
-        let (k, v) = item.map_err(sled_err)?;
-        let stamp = <[u8; 8]>::try_from(k.as_ref()).map(u64::from_be_bytes);
-        match stamp {
-            Ok(s) if live.get(v.as_ref()) == Some(&s) => {
-                lru_rows.insert(s, v.to_vec());
-            }
-            _ => {
-                report.index_problems.push(format!("stale LRU row for {:?}", display_key(&v)));
-                stale_rows.push(k.to_vec());
-            }
-        }
-    }
-    let mut unranked: Vec<Vec<u8>> = Vec::new();
-    for (k, s) in &live {
-        if lru_rows.get(s) != Some(k) {
-            report.index_problems.push(format!("entry {:?} has no LRU row", display_key(k)));
-            unranked.push(k.clone());
-        }
-    }
-
-    // Totals against the rows they summarise.
-    let stored_totals = index.totals().unwrap_or_else(|e| {
-        report.index_problems.push(e.to_string());
-        Totals { entries: u64::MAX, ..Default::default() }
-    });
-    let derived = Totals {
-        entries: report.entries_checked,
-        bodies: stored.len() as u64,
-        bytes: stored.values().map(|r| r.len).sum(),
-    };
-    if stored_totals != derived {
+    // Totals.
+    let kept = index.state();
+    let derived = State { max_stamp: kept.max_stamp.max(derived.max_stamp), log_end: kept.log_end.max(derived.log_end), ..derived };
+    if (kept.entries, kept.bodies, kept.bytes, kept.pack_live) != (derived.entries, derived.bodies, derived.bytes, derived.pack_live)
+        && bad_keys.is_empty()
+    {
         report.index_problems.push(format!(
-            "kept totals ({} entries, {} bodies, {} bytes) disagree with the index ({} entries, {} bodies, {} bytes)",
-            stored_totals.entries,
-            stored_totals.bodies,
-            stored_totals.bytes,
-            derived.entries,
-            derived.bodies,
-            derived.bytes
+            "kept totals ({} entries, {} bodies, {} bytes, {} live pack bytes) disagree with the index \
+             ({} entries, {} bodies, {} bytes, {} live pack bytes)",
+            kept.entries, kept.bodies, kept.bytes, kept.pack_live, derived.entries, derived.bodies, derived.bytes, derived.pack_live
         ));
+    }
+    if derived.log_end > kept.log_end {
+        report.index_problems.push("an entry's record lies past the log's end the index keeps".into());
     }
 
     if !repair || report.is_clean() {
@@ -226,74 +284,19 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
         return Ok(report);
     }
 
-    // 1. Drop entries whose bodies are missing, corrupt or mismatched.
-    for k in &bad_keys {
-        if let Some(v) = index.entries.remove(k).map_err(sled_err)? {
-            if let Some(rec) = Record::decode(&v) {
-                let sk = rec.stamp.to_be_bytes();
-                if index.lru.get(sk).map_err(sled_err)?.as_deref() == Some(k.as_slice()) {
-                    index.lru.remove(sk).map_err(sled_err)?;
-                }
-            }
-        }
-    }
-    // 2. LRU rows.
-    for k in &stale_rows {
-        index.lru.remove(k).map_err(sled_err)?;
-    }
-    for k in &unranked {
-        let stamp = inner.stamp();
-        if let Some(v) = index.entries.get(k).map_err(sled_err)? {
-            if let Some(mut rec) = Record::decode(&v) {
-                rec.stamp = stamp;
-                index.entries.insert(k.as_slice(), rec.encode()).map_err(sled_err)?;
-                index.lru.insert(stamp.to_be_bytes(), k.as_slice()).map_err(sled_err)?;
-            }
-        }
-    }
-    // 3. Reference counts and totals, together.
-    let entries_left = index.entries.len() as u64;
-    let totals = Totals {
-        entries: entries_left,
-        bodies: keep.len() as u64,
-        bytes: keep.values().map(|r| r.len).sum(),
-    };
-    (&index.refs, &index.counters)
-        .transaction(|(refs, counters)| {
-            for k in &bad_ref_keys {
-                refs.remove(k.as_slice())?;
-            }
-            for h in stored.keys() {
-                if !keep.contains_key(h) {
-                    refs.remove(&h[..])?;
-                }
-            }
-            for (h, row) in &keep {
-                if stored.get(h) != Some(row) {
-                    refs.insert(&h[..], &row.encode()[..])?;
-                }
-            }
-            counters.insert(TOTALS_KEY, &totals.encode()[..])?;
-            Ok::<(), ConflictableTransactionError<StoreError>>(())
-        })
-        .map_err(|e| match e {
-            sled::transaction::TransactionError::Abort(e) => e,
-            sled::transaction::TransactionError::Storage(e) => sled_err(e),
-        })?;
+    // 1. Drop entries whose records or bodies are damaged or missing.
+    index.remove_raw(&bad_keys)?;
+    // 2. Reference counts and totals, together.
+    index.rewrite(derived, &keep)?;
     index.db.flush().map_err(sled_err)?;
 
-    // 4. Files, last: nothing references them any more.
-    for (h, path) in &corrupt {
-        if !pinned.contains(h) {
-            remove_path(path)?;
-        }
-    }
-    for (h, (path, _)) in &files {
+    // 3. Files, last: nothing references them any more.
+    for (h, path) in &on_disk {
         if !keep.contains_key(h) && !pinned.contains(h) {
             remove_path(path)?;
         }
     }
-    for path in &strays {
+    for path in strays.iter().chain(pack_strays.iter()).chain(leftover_segs.iter()) {
         remove_path(path)?;
     }
     blobs.sweep_tmp(true)?;
@@ -302,7 +305,7 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
 }
 
 /// Removes a file or a directory (stray directories in `bodies/`).
-fn remove_path(path: &std::path::Path) -> Result<(), StoreError> {
+fn remove_path(path: &Path) -> Result<(), StoreError> {
     let r = if path.is_dir() { fs::remove_dir_all(path) } else { fs::remove_file(path) };
     match r {
         Ok(()) => Ok(()),

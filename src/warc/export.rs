@@ -202,8 +202,8 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
     let mut file = match &x.entry.body {
         None => None,
         Some(b) => {
-            let mut f = match store.open_body(&b.sha256) {
-                Ok(f) => f,
+            let mut f = match store.read_body(&x.entry) {
+                Ok(f) => f.into_reader(),
                 Err(e) => return Ok(Err(e.to_string())),
             };
             let mut buf = vec![0u8; 64 * 1024];

@@ -465,7 +465,11 @@ mod tests {
 
     fn body_of(store: &Store, key: &str) -> Option<(StoredResponse, Option<Vec<u8>>)> {
         let e = store.lookup(key).unwrap().into_iter().next()?;
-        let body = e.body.as_ref().map(|b| std::fs::read(store.body_path(&b.sha256)).unwrap());
+        let body = e.body.as_ref().map(|_| {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut store.read_body(&e).unwrap().into_reader(), &mut out).unwrap();
+            out
+        });
         Some((StoredResponse::from_bytes(&e.meta).unwrap(), body))
     }
 

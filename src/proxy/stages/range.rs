@@ -155,11 +155,11 @@ fn if_range_matches(value: &[u8], stored: &StoredResponse) -> bool {
 }
 
 /// Narrows a response built from the stored `200` (status 200, body the
-/// whole stored file) to what a GET with `Range` asked for: a `206` with
+/// whole stored body: a file, or the bytes of a short body read from the
+/// store's pack) to what a GET with `Range` asked for: a `206` with
 /// `Content-Range` and the selected bytes, a `416`, or `resp` unchanged
 /// (no `Range`, another method or status, several ranges, failed
-/// `If-Range`, or a body that is not a whole stored body: a file, or the
-/// copy held in memory).
+/// `If-Range`, or a body that is not a whole stored body).
 pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody>) -> Response<ProxyBody> {
     if request.method != Method::GET || resp.status() != StatusCode::OK || !request.headers.contains_key(http::header::RANGE) {
         return resp;
@@ -174,7 +174,7 @@ pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody
         RangeAnswer::Full => Response::from_parts(parts, body),
         RangeAnswer::Partial { first, last } => {
             let count = last - first + 1;
-            let narrowed = match body {
+            let body = match body {
                 ProxyBody::File { mut file, remaining } => {
                     if let Err(e) = file.seek(SeekFrom::Start(first)) {
                         tracing::warn!("cannot seek in a stored body ({e}); sending it whole");
@@ -183,8 +183,10 @@ pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody
                     }
                     ProxyBody::File { file, remaining: count }
                 }
-                // A body held in memory (`cache.body_memory`): a slice of it.
-                ProxyBody::Full(Some(bytes)) => ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize))),
+                // `select` keeps first <= last < len.
+                ProxyBody::Full(Some(bytes)) if first <= last && last < len => {
+                    ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize)))
+                }
                 other => return Response::from_parts(parts, other),
             };
             parts.status = StatusCode::PARTIAL_CONTENT;
@@ -193,7 +195,7 @@ pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody
             if let Ok(v) = HeaderValue::from_str(&format!("bytes {first}-{last}/{len}")) {
                 h.insert(http::header::CONTENT_RANGE, v);
             }
-            Response::from_parts(parts, narrowed)
+            Response::from_parts(parts, body)
         }
         RangeAnswer::Unsatisfiable => {
             let mut out = Response::new(ProxyBody::empty());

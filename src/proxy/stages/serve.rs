@@ -71,8 +71,8 @@ pub fn stored_body(
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
                 return Ok(ProxyBody::Full(Some(bytes)));
             }
-            match state.store.open_body(&b.sha256) {
-                Ok(file) => {
+            match state.store.read_body(entry) {
+                Ok(crate::store::BodyData::File(file)) => {
                     Metrics::add(&state.metrics.bytes_from_cache, b.len);
                     if state.body_cache.admits(b.len) {
                         if let Some(bytes) = read_whole(file, b.len) {
@@ -86,6 +86,13 @@ pub fn stored_body(
                         return Err(());
                     }
                     Ok(ProxyBody::File { file, remaining: b.len })
+                }
+                // A short body, from its pack record (checked against its CRC).
+                Ok(crate::store::BodyData::Bytes(bytes)) => {
+                    Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                    let bytes = bytes::Bytes::from(bytes);
+                    state.body_cache.insert(&b.sha256, bytes.clone());
+                    Ok(ProxyBody::Full(Some(bytes)))
                 }
                 Err(e) => {
                     tracing::warn!("stored body for {key} is unusable ({e}); dropping the entry");

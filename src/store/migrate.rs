@@ -1,0 +1,174 @@
+//! Migration of a store of format 1 or 2 (the releases up to commit
+//! 7238623) to format 3, run by `Store::open` with progress on stderr.
+//!
+//! 1. The new tree (`store`) and `packs/` are emptied (a migration that was
+//!    interrupted starts again from the old trees, which are untouched).
+//! 2. Every old entry gets a pack record with its head; a body shorter than
+//!    `inline_max` is read from its file, checked against its hash and
+//!    copied into the record; a longer one stays a file and is counted in
+//!    the new reference rows. An entry whose body file is missing or
+//!    damaged is dropped (and counted in the summary). Entries of a format-2
+//!    store that was not closed cleanly, stamped after its checkpoint, have
+//!    their body files hashed too (format 2's own crash check).
+//! 3. The pack is synced, a checkpoint recorded, the index flushed, and only
+//!    then the `format` file says 3.
+//! 4. The old trees are dropped and the files of the bodies now inline
+//!    deleted ([`finish`]; also run at an open that finds old trees left by
+//!    a crash between 3 and 4).
+
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use super::blobs::{hash_file, io_err, BodyFile, Blobs};
+use super::index::{sled_err, Checkpoint, Index, Op, Slot, SlotBody};
+use super::legacy::{self, Record};
+use super::packs::{Packs, RecBody};
+use super::{format, StoreError};
+
+/// Old entries written to the new index per batch.
+const BATCH: usize = 1000;
+/// How often progress is printed.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// Migrates the store in `dir` (whose sled database `db` is open) to format
+/// 3. Errors: `Io` when a file cannot be read or written, `Index` when sled
+/// fails; the old store is then untouched and the next open tries again.
+pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> Result<(), StoreError> {
+    let from = format::read(dir)?.unwrap_or(1);
+    let started = Instant::now();
+    let old_entries = db.open_tree("entries").map_err(sled_err)?;
+    let counters = db.open_tree("counters").map_err(sled_err)?;
+    let total = old_entries.len();
+    eprintln!(
+        "crawlcache: migrating the cache in {} from store format {from} to {} ({total} entries)",
+        dir.display(),
+        format::FORMAT
+    );
+    // Format 2 without a clean close: bodies of entries stamped at or after
+    // its checkpoint may not have reached the disk.
+    let clean = dir.join("clean-shutdown").exists();
+    let suspect_from = match (from, clean) {
+        (2, false) => counters
+            .get(legacy::CHECKPOINT_KEY)
+            .map_err(sled_err)?
+            .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
+            .unwrap_or(0),
+        _ => u64::MAX,
+    };
+
+    // 1. Start from nothing.
+    db.drop_tree(super::index::TREE).map_err(sled_err)?;
+    let packs_dir = dir.join("packs");
+    match fs::remove_dir_all(&packs_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("remove", &packs_dir)(e)),
+    }
+    let index = Index::new(db.clone())?;
+    let packs = Packs::open(&packs_dir)?;
+    let stamps = AtomicU64::new(1);
+
+    // 2. Every entry.
+    let mut ops = Vec::with_capacity(BATCH);
+    let (mut done, mut dropped, mut inlined) = (0u64, 0u64, 0u64);
+    let mut last_progress = Instant::now();
+    for item in old_entries.iter() {
+        let (key, value) = item.map_err(sled_err)?;
+        done += 1;
+        let Some(rec) = Record::decode(&value) else {
+            dropped += 1;
+            continue;
+        };
+        let body = match rec.body {
+            None => Some(RecBody::None),
+            Some((hash, len)) => {
+                let path = blobs.path(&hash);
+                if len < inline_max {
+                    match fs::read(&path) {
+                        Ok(bytes) if bytes.len() as u64 == len && Sha256::digest(&bytes).as_slice() == hash => {
+                            inlined += 1;
+                            Some(RecBody::Inline { hash, bytes: std::sync::Arc::new(bytes) })
+                        }
+                        _ => None,
+                    }
+                } else {
+                    let whole = if rec.stamp >= suspect_from {
+                        matches!(hash_file(&path), Ok((got, n)) if got == hash && n == len)
+                    } else {
+                        fs::metadata(&path).map(|m| m.is_file() && m.len() == len).unwrap_or(false)
+                    };
+                    whole.then_some(RecBody::File { hash, len })
+                }
+            }
+        };
+        let Some(body) = body else {
+            dropped += 1;
+            continue;
+        };
+        let (stamp, loc) = packs.append(&stamps, &key, &rec.meta, &body)?;
+        let slot_body = match &body {
+            RecBody::None => SlotBody::None,
+            RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
+            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
+        };
+        ops.push(Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect: None });
+        if ops.len() >= BATCH {
+            index.apply(&ops)?;
+            ops.clear();
+        }
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            last_progress = Instant::now();
+            eprintln!("crawlcache: migrating: {done} of {total} entries ({:.0} s)", started.elapsed().as_secs_f64());
+        }
+    }
+    index.apply(&ops)?;
+
+    // 3. Durable, then the format says so.
+    packs.sync()?;
+    let (end, next) = packs.end(&stamps);
+    index.put_checkpoint(Checkpoint { stamp: next, end })?;
+    db.flush().map_err(sled_err)?;
+    drop(index);
+    format::write(dir)?;
+
+    // 4. The old trees and the files of inlined bodies.
+    finish(db, blobs)?;
+    eprintln!(
+        "crawlcache: cache in {} migrated to store format {} in {:.1} s: {} entries ({inlined} short bodies moved \
+         into the pack), {dropped} dropped (body missing or damaged)",
+        dir.display(),
+        format::FORMAT,
+        started.elapsed().as_secs_f64(),
+        done - dropped
+    );
+    Ok(())
+}
+
+/// Whether `db` still holds trees of an earlier format.
+pub(crate) fn unfinished(db: &sled::Db) -> bool {
+    let names = db.tree_names();
+    legacy::TREES.iter().any(|t| names.iter().any(|n| n.as_ref() == t.as_bytes()))
+}
+
+/// Drops the trees of the earlier format and deletes every body file no
+/// reference row of the new index names (the bodies now inline).
+/// Errors: `Io` / `Index`.
+pub(crate) fn finish(db: &sled::Db, blobs: &Blobs) -> Result<(), StoreError> {
+    let index = Index::new(db.clone())?;
+    for f in blobs.walk()? {
+        if let BodyFile::Valid(h, path) = f {
+            if !index.is_referenced(&h)? {
+                fs::remove_file(&path).map_err(io_err("remove the file of a body moved into the pack", &path))?;
+            }
+        }
+    }
+    for t in legacy::TREES {
+        db.drop_tree(t).map_err(sled_err)?;
+    }
+    db.flush().map_err(sled_err)?;
+    Ok(())
+}
