@@ -475,8 +475,33 @@ print(*(p.get(k, 0) for k in ("requests", "hits", "misses", "revalidated")))'
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
+# CPU ticks (user + system, 1/CLK_TCK s) used so far by a peer's server
+# processes: its main process and their direct children (nginx workers,
+# Varnish's child); every thread is counted in its process's line.
+peer_root_pid() {
+    case $1 in
+        nginx) cat "$WORK/nginx-cache.pid" 2>/dev/null ;;
+        varnish) cat "$WORK/varnish.pid" 2>/dev/null ;;
+        crawlcache) echo "$CC_PID" ;;
+    esac
+}
+peer_ticks() {
+    local root pids p total=0
+    root=$(peer_root_pid "$1")
+    [[ -n $root ]] || { echo 0; return; }
+    pids="$root $(pgrep -P "$root" | tr '\n' ' ')"
+    for p in $pids; do
+        [[ -r /proc/$p/stat ]] || continue
+        # Fields after the ")" ending the command name: utime is the 12th, stime the 13th.
+        total=$((total + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+    done
+    echo "$total"
+}
+CLK_TCK=$(getconf CLK_TCK)
+
 # One cell: MODE SIZE. Appends a table row to ROWS and origin counts to NOTES.
 ROWS=()
+CPU_ROWS=()
 NOTES=()
 measure_cell() {
     local mode=$1 size=$2 path n conns peer load
@@ -488,6 +513,7 @@ measure_cell() {
     load=$(loadavg)
     local -A rps=()
     local -A err=()
+    local -A cpu=()
     local counts=""
     local -A conditional=()
     for peer in $PEERS; do
@@ -502,7 +528,13 @@ measure_cell() {
         fi
         before=$(origin_lines)
         say "$mode $size: wrk -t$THREADS -c$conns -d$DURATION via $peer ..."
+        local ticks0 ticks1
+        ticks0=$(peer_ticks "$peer")
         read -r rps[$peer] err[$peer] < <(run_wrk "$conns" "$DURATION" "$url" "$prefix" "$n" $host)
+        ticks1=$(peer_ticks "$peer")
+        # Server CPU per request in microseconds: ticks over requests served.
+        cpu[$peer]=$(awk -v t=$((ticks1 - ticks0)) -v hz="$CLK_TCK" -v r="${rps[$peer]}" -v d="$(duration_secs "$DURATION")" \
+            'BEGIN { if (r * d > 0) printf "%.1f", t / hz * 1e6 / (r * d); else print "-" }')
         local req ok nm
         read -r req ok nm < <(origin_counts "$before")
         counts+=" $peer: $req origin requests ($ok x 200, $nm x 304);"
@@ -524,6 +556,9 @@ measure_cell() {
         ratio=$(awk -v c="${rps[crawlcache]}" -v b="$best" 'BEGIN { printf "%.2f", c / b }')
     fi
     ROWS+=("$(printf '%-6s %-5s%s %10s %6s %6s %8s' "$mode" "$size" "$cells" "${best_peer:--}" "$ratio" "$load" "$(vmhwm "$CC_PID")")")
+    local cpu_cells=""
+    for peer in $PEERS; do cpu_cells+=$(printf ' %12s' "${cpu[$peer]}"); done
+    CPU_ROWS+=("$(printf '%-6s %-5s%s' "$mode" "$size" "$cpu_cells")")
     NOTES+=("$mode $size:$counts")
 }
 
@@ -593,6 +628,11 @@ printf '%s\n' "${ROWS[@]}"
 echo "(req/s; (!N): N socket errors or non-2xx/3xx answers; best: the fastest peer other than crawlcache"
 echo " (for reval: among peers whose origin requests were >= 90 % answered 304; nginx proxy_cache does not store no-cache responses);"
 echo " ratio: crawlcache / best; load: 1-minute load average when the cell started; cc RSS: crawlcache's VmHWM so far)"
+echo
+echo "server CPU per request (microseconds of user + system time of the peer's processes during its measured run, over its requests):"
+printf '%s\n' "$(printf '%-6s %-5s' mode size)$(for peer in $PEERS; do printf ' %12s' "$peer"; done)"
+printf '%s\n' "${CPU_ROWS[@]}"
+echo "(the origin's work and wrk's are not included; on loopback the kernel's delivery of a response to wrk is charged to the sender)"
 echo "origin requests during each measured run:"
 printf '  %s\n' "${NOTES[@]}"
 [[ -z $cc_line ]] || echo "$cc_line"
