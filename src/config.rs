@@ -47,6 +47,9 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Log filter used when `RUST_LOG` is unset.
     pub log: String,
+    /// Threads that serve client connections, each running its own event
+    /// loop (0: one per CPU core).
+    pub threads: usize,
     /// Grace period for in-flight responses at shutdown.
     #[serde(deserialize_with = "de_duration")]
     pub shutdown_timeout: Duration,
@@ -146,7 +149,8 @@ pub struct StoreConfig {
     #[serde(deserialize_with = "de_size")]
     pub inline_max_bytes: u64,
     /// Resident memory (bytes) the proxy aims to stay under; the index's
-    /// page cache gets an eighth, the decoded-head cache a sixteenth.
+    /// page cache gets an eighth, the decoded-head cache and the record
+    /// cache a sixteenth each.
     #[serde(deserialize_with = "de_size")]
     pub memory_ceiling: u64,
 }
@@ -160,6 +164,12 @@ impl StoreConfig {
     /// Bytes of the cache of decoded response heads: a sixteenth of the
     /// memory ceiling.
     pub fn head_cache(&self) -> u64 {
+        self.memory_ceiling / 16
+    }
+
+    /// Bytes of the store's cache of recently read pack records (entry
+    /// heads and short bodies): a sixteenth of the memory ceiling.
+    pub fn record_cache(&self) -> u64 {
         self.memory_ceiling / 16
     }
 }
@@ -501,6 +511,7 @@ impl Config {
             max_size: self.cache.max_size,
             inline_max: self.store.inline_max_bytes,
             index_cache: self.store.index_cache(),
+            record_cache: self.store.record_cache(),
         }
     }
 

@@ -22,9 +22,6 @@ pub struct ServeArgs {
 /// Runs the proxy with `--listen` and `--offline` laid over the
 /// configuration. Errors: the configuration, the runtime, or the proxy
 /// failing to start (the message says which).
-/// Most threads the runtime runs blocking work on (store writes, verify).
-const BLOCKING_THREADS: usize = 64;
-
 pub fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let mut cfg = load_config(&args.common)?;
     if let Some(l) = args.listen {
@@ -35,14 +32,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, String> {
     }
     // Held until the proxy has stopped, so buffered log lines are written.
     let _log_writer = init_logging(&cfg);
-    // Store work (finishing and indexing bodies) runs on blocking threads;
-    // when it lags behind a burst of misses the jobs queue instead of each
-    // getting a thread (tokio's default allows 512, and every thread keeps
-    // its stack and malloc arena: resident memory grew past the
-    // store.memory_ceiling with them).
+    // This runtime starts the proxy and waits for the signal; connections
+    // are served by the proxy's own threads (`server.threads`).
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
-        .max_blocking_threads(BLOCKING_THREADS)
+        .max_blocking_threads(crate::proxy::BLOCKING_THREADS)
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(crate::proxy::run(cfg, crate::admin::endpoints(), crate::proxy::shutdown_signal()))?;

@@ -301,30 +301,19 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Binds the configured address and serves until `shutdown` resolves.
-///
-/// Errors: the address cannot be bound or the store cannot be opened.
-pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
-    let listen = config.server.listen;
-    let listener = TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let local_addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let mut state = ProxyState::new(config, local_addr)?;
-    state.endpoints = endpoints;
-    let state = Arc::new(state);
-    tracing::info!(
-        "crawlcache listening on http://{local_addr} (data directory {}, {})",
-        state.config.server.data_dir.display(),
-        if state.offline { "offline: no origin will be contacted" } else { "online" }
-    );
-    // Tells `crawlcache cache ...` where the running proxy answers while it
-    // holds the index.
-    let addr_file = state.config.server.data_dir.join(ADDR_FILE);
-    if let Err(e) = std::fs::write(&addr_file, format!("{local_addr}\n")) {
-        tracing::warn!("cannot write {}: {e}", addr_file.display());
-    }
-    let allow = state.config.server.allow_clients.clone();
-    let conns = state.conns.clone();
-    tokio::pin!(shutdown);
+/// One serving thread: accepts connections from `listener` until the proxy
+/// is closing, serving each on this thread's runtime; then waits (at most
+/// `server.shutdown_timeout`) for the exchanges and background tasks in
+/// flight, so the runtime is not dropped under them.
+async fn serve_thread(state: Arc<ProxyState>, listener: std::net::TcpListener) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("a serving thread cannot use the listening socket: {e}");
+            return;
+        }
+    };
+    let mut closing = state.closing.subscribe();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -337,30 +326,116 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
                         continue;
                     }
                 };
-                let ip = peer.ip();
-                if !crate::wire::net::is_loopback(ip) && !allow.iter().any(|n| n.contains(ip)) {
-                    tracing::warn!("refused connection from {peer}: not in server.allow_clients");
-                    continue;
-                }
-                let _ = stream.set_nodelay(true);
-                let st = state.clone();
-                let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(stream));
-                let svc = service_fn(move |req| route::handle(st.clone(), req, peer, interim.clone()));
-                let conn = client_http1().serve_connection(io, svc).with_upgrades();
-                let closing = state.closing.subscribe();
-                let guard = conns.enter();
-                tokio::spawn(async move {
-                    let _guard = guard;
-                    let result = serve_until_closing(conn, closing, |c| c.graceful_shutdown()).await;
-                    if let Err(e) = result {
-                        tracing::debug!("connection from {peer} ended with an error: {e}");
-                    }
-                });
+                serve_connection(&state, stream, peer);
             }
-            _ = &mut shutdown => break,
+            _ = closing.wait_for(|c| *c) => break,
         }
     }
     drop(listener);
+    let (conns, tasks) = (state.conns.clone(), state.tasks.clone());
+    let _ = tokio::time::timeout(state.config.server.shutdown_timeout, async move {
+        conns.wait_idle().await;
+        tasks.wait_idle().await;
+    })
+    .await;
+}
+
+/// Serves one accepted client connection on the current runtime (refused
+/// at once when the client is not allowed by `server.allow_clients`).
+fn serve_connection(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let ip = peer.ip();
+    if !crate::wire::net::is_loopback(ip) && !state.config.server.allow_clients.iter().any(|n| n.contains(ip)) {
+        tracing::warn!("refused connection from {peer}: not in server.allow_clients");
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let st = state.clone();
+    let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(stream));
+    let svc = service_fn(move |req| route::handle(st.clone(), req, peer, interim.clone()));
+    let conn = client_http1().serve_connection(io, svc).with_upgrades();
+    let closing = state.closing.subscribe();
+    let guard = state.conns.enter();
+    tokio::spawn(async move {
+        let _guard = guard;
+        let result = serve_until_closing(conn, closing, |c| c.graceful_shutdown()).await;
+        if let Err(e) = result {
+            tracing::debug!("connection from {peer} ended with an error: {e}");
+        }
+    });
+}
+
+/// Most threads each serving thread's runtime runs blocking work on
+/// (finishing and indexing bodies, verify), all serving threads together:
+/// when store work lags behind a burst of misses the jobs queue instead of
+/// each getting a thread (tokio's default allows 512 per runtime, and every
+/// thread keeps its stack and malloc arena: resident memory grew past the
+/// store.memory_ceiling with them).
+pub const BLOCKING_THREADS: usize = 64;
+
+/// How many threads serve connections for `server.threads` (0: one per CPU
+/// core, at least one).
+pub fn serving_threads(configured: usize) -> usize {
+    match configured {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Binds the configured address and serves until `shutdown` resolves.
+///
+/// Connections are served by `server.threads` threads, each with its own
+/// single-threaded runtime accepting from the same listening socket; a
+/// connection stays on the thread that accepted it (tasks it spawns too),
+/// so an exchange never waits for another thread to pick it up. The
+/// caller's runtime only waits for `shutdown`, then for the threads to
+/// finish what is in flight (at most `server.shutdown_timeout`).
+///
+/// Errors: the address cannot be bound, a runtime cannot be started, or
+/// the store cannot be opened.
+pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
+    let listen = config.server.listen;
+    let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let local_addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let threads = serving_threads(config.server.threads);
+    let mut state = ProxyState::new(config, local_addr)?;
+    state.endpoints = endpoints;
+    let state = Arc::new(state);
+    // Every runtime is built before any thread starts, so a failure stops
+    // the start-up rather than leaving fewer threads serving.
+    let mut runtimes = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads((BLOCKING_THREADS / threads).max(4))
+            .build()
+            .map_err(|e| format!("cannot start a serving thread's runtime: {e}"))?;
+        let l = listener.try_clone().map_err(|e| format!("cannot share the listening socket: {e}"))?;
+        runtimes.push((rt, l));
+    }
+    drop(listener);
+    tracing::info!(
+        "crawlcache listening on http://{local_addr} (data directory {}, {}, {threads} serving thread{})",
+        state.config.server.data_dir.display(),
+        if state.offline { "offline: no origin will be contacted" } else { "online" },
+        if threads == 1 { "" } else { "s" }
+    );
+    // Tells `crawlcache cache ...` where the running proxy answers while it
+    // holds the index.
+    let addr_file = state.config.server.data_dir.join(ADDR_FILE);
+    if let Err(e) = std::fs::write(&addr_file, format!("{local_addr}\n")) {
+        tracing::warn!("cannot write {}: {e}", addr_file.display());
+    }
+    for (i, (rt, l)) in runtimes.into_iter().enumerate() {
+        let st = state.clone();
+        let spawned = std::thread::Builder::new().name(format!("crawlcache-serve-{i}")).spawn(move || rt.block_on(serve_thread(st, l)));
+        if let Err(e) = spawned {
+            let _ = state.closing.send(true);
+            return Err(format!("cannot start a serving thread: {e}"));
+        }
+    }
+    let conns = state.conns.clone();
+    shutdown.await;
     let _ = state.closing.send(true);
     let grace = state.config.server.shutdown_timeout;
     tracing::info!("shutting down: finishing responses in flight (at most {} s)", grace.as_secs_f64());

@@ -465,30 +465,43 @@ impl Index {
     /// Every entry row whose key starts with `prefix`, in key order, as raw
     /// (key, value) pairs: sled's rows with the overlay laid over them.
     pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<RawRow>, StoreError> {
-        let mut over: BTreeMap<Vec<u8>, Option<Slot>> = BTreeMap::new();
+        use std::ops::Bound;
+        let range = (Bound::Included(prefix), Bound::Unbounded);
+        // The overlay's rows under the prefix: the flushing batch's first,
+        // then the active one's, which are newer.
+        let mut over: Vec<(Vec<u8>, Option<Slot>)> = Vec::new();
         {
             let mem = lock(&self.mem);
-            if let Some(f) = &mem.flushing {
-                for (k, v) in f.slots.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
-                    over.insert(k.clone(), *v);
+            let mut lay = |rows: &BTreeMap<Vec<u8>, Option<Slot>>| {
+                for (k, v) in rows.range::<[u8], _>(range).take_while(|(k, _)| k.starts_with(prefix)) {
+                    match over.iter_mut().find(|(o, _)| o == k) {
+                        Some(o) => o.1 = *v,
+                        None => over.push((k.clone(), *v)),
+                    }
                 }
+            };
+            if let Some(f) = &mem.flushing {
+                lay(&f.slots);
             }
-            for (k, v) in mem.active.slots.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
-                over.insert(k.clone(), *v);
-            }
+            lay(&mem.active.slots);
         }
-        let mut out = BTreeMap::new();
+        // sled yields its rows in key order; the overlay is merged in.
+        let mut out: Vec<RawRow> = Vec::new();
         for item in self.tree.scan_prefix(prefix) {
             let (k, v) = item.map_err(sled_err)?;
-            out.insert(k.to_vec(), v.to_vec());
+            out.push((k.to_vec(), v.to_vec()));
         }
         for (k, v) in over {
-            match v {
-                Some(slot) => out.insert(k, slot.encode()),
-                None => out.remove(&k),
-            };
+            match (out.binary_search_by(|(o, _)| o.as_slice().cmp(&k)), v) {
+                (Ok(i), Some(slot)) => out[i].1 = slot.encode(),
+                (Ok(i), None) => {
+                    out.remove(i);
+                }
+                (Err(i), Some(slot)) => out.insert(i, (k, slot.encode())),
+                (Err(_), None) => {}
+            }
         }
-        Ok(out.into_iter().collect())
+        Ok(out)
     }
 
     /// Every entry row in sled, in key order (callers make sure the overlay

@@ -75,6 +75,7 @@ mod legacy;
 mod maintenance;
 mod migrate;
 mod packs;
+mod record_cache;
 mod verify;
 
 use std::collections::{HashMap, HashSet};
@@ -326,13 +327,16 @@ pub struct StoreOptions {
     /// Bytes of memory sled may use for its page cache (derived from
     /// `store.memory_ceiling`).
     pub index_cache: u64,
+    /// Bytes of recently read pack records kept in memory (entry heads and
+    /// short bodies; derived from `store.memory_ceiling`).
+    pub record_cache: u64,
 }
 
 impl StoreOptions {
-    /// The defaults (inline bodies under 4 KiB, a 32 MiB index cache) with
-    /// a budget of `max_size` bytes.
+    /// The defaults (inline bodies under 4 KiB, a 32 MiB index cache, 16 MiB
+    /// of cached records) with a budget of `max_size` bytes.
     pub fn new(max_size: u64) -> StoreOptions {
-        StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20 }
+        StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20, record_cache: 16 << 20 }
     }
 }
 
@@ -422,6 +426,8 @@ pub(crate) struct Inner {
     pub(crate) commits_paused: AtomicBool,
     /// See [`RECENT_PACKED`].
     recent: Mutex<lru::LruCache<Hash, Loc>>,
+    /// Pack records read recently, by location (`record_cache.rs`).
+    records: Mutex<record_cache::RecordCache>,
 }
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
@@ -503,6 +509,7 @@ impl Store {
             tail_committed: Mutex::new(recovered.tail),
             commits_paused: AtomicBool::new(false),
             recent: Mutex::new(lru::LruCache::new(NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN))),
+            records: Mutex::new(record_cache::RecordCache::new(options.record_cache)),
         });
         let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
         let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
@@ -878,13 +885,25 @@ impl Inner {
             return Some(b);
         }
         let loc = *lock(&self.recent).get(hash)?;
-        match self.packs.read(&loc) {
-            Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) if h == *hash => Some(bytes),
+        match self.read_record(&loc).as_deref() {
+            Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) if h == hash => Some(bytes.clone()),
             _ => {
                 lock(&self.recent).pop(hash);
                 None
             }
         }
+    }
+
+    /// The record at `loc`, from the record cache or read (and checked)
+    /// from its segment, then cached. For the lookup path only: verify,
+    /// recovery and the tail walk read the disk.
+    fn read_record(&self, loc: &Loc) -> Result<Arc<Record>, ReadError> {
+        if let Some(rec) = lock(&self.records).get(loc) {
+            return Ok(rec);
+        }
+        let rec = Arc::new(self.packs.read(loc)?);
+        lock(&self.records).put(*loc, rec.clone());
+        Ok(rec)
     }
 
     /// Builds the entry of the index row `(key, value)` from its record.
@@ -902,7 +921,7 @@ impl Inner {
         };
         let mut tries = 0;
         let rec = loop {
-            match self.packs.read(&slot.loc) {
+            match self.read_record(&slot.loc) {
                 Ok(rec) => break rec,
                 Err(ReadError::Gone) if tries < 3 => {
                     tries += 1;
@@ -931,7 +950,7 @@ impl Inner {
             }
             RecBody::File { hash, len } => Some(CommittedBody { sha256: hex::encode(hash), len: *len }),
         };
-        Ok(Some(Entry { primary_key, secondary_key, meta: rec.meta, body, last_used: slot.stamp }))
+        Ok(Some(Entry { primary_key, secondary_key, meta: rec.meta.clone(), body, last_used: slot.stamp }))
     }
 }
 
