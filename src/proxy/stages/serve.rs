@@ -85,7 +85,10 @@ pub fn stored_body(
                         let _ = state.store.remove_variant(key, &entry.secondary_key);
                         return Err(());
                     }
-                    Ok(ProxyBody::File { file, remaining: b.len })
+                    match map_whole(&file, b.len) {
+                        Some(bytes) => Ok(ProxyBody::Full(Some(bytes))),
+                        None => Ok(ProxyBody::File { file, remaining: b.len }),
+                    }
                 }
                 // A short body, from its pack record (checked against its CRC).
                 Ok(crate::store::BodyData::Bytes(bytes)) => {
@@ -112,6 +115,30 @@ fn read_whole(mut file: std::fs::File, len: u64) -> Option<bytes::Bytes> {
     let mut buf = Vec::with_capacity(len as usize);
     (&mut file).take(len).read_to_end(&mut buf).ok()?;
     (buf.len() as u64 == len).then(|| bytes::Bytes::from(buf))
+}
+
+/// Bodies at least this long are served from a map of their file.
+const MAP_FROM: u64 = 64 * 1024;
+
+/// The whole of a large body file (`len` bytes, at least [`MAP_FROM`]) as
+/// bytes backed by a read-only map of the file: the socket write then copies
+/// straight from the page cache, instead of a read into a buffer first and
+/// a write from it. `None` (the caller reads the file instead) when the
+/// file is not exactly `len` bytes long or cannot be mapped.
+fn map_whole(file: &std::fs::File, len: u64) -> Option<bytes::Bytes> {
+    if len < MAP_FROM || file.metadata().ok()?.len() != len {
+        return None;
+    }
+    // SAFETY: a body file is written once under a temporary name, renamed
+    // into place by its SHA-256 and never written again: the store only
+    // reads or unlinks it (an unlinked file stays mapped whole). The length
+    // was checked just above. Only a process outside crawlcache truncating
+    // the file under the map could invalidate it (SIGBUS); the store's files
+    // are the proxy's own (see README, Security).
+    // `populate`: the pages (almost always in the page cache) are mapped in
+    // one call rather than faulted in one by one while the socket copies.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(file) }.ok()?;
+    (map.len() as u64 == len).then(|| bytes::Bytes::from_owner(map))
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
