@@ -100,3 +100,27 @@ fn head_with_range_is_answered_as_a_plain_head() {
     assert!(r.header("content-range").is_none());
     assert_eq!(origin.request_count(), 1);
 }
+
+/// A stored body larger than `cache.body_memory_max_object` (256 KiB) is
+/// served from its file (a map of it): whole, and by range, byte for byte,
+/// every time; the origin is asked once.
+#[test]
+fn a_large_stored_body_is_served_whole_and_by_range_byte_for_byte() {
+    let big: Vec<u8> = (0..(600 * 1024 + 7) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let body = big.clone();
+    let (origin, proxy) = start(move |_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"big\"")], &body));
+    let url = origin.url("/big");
+    for round in 0..3 {
+        let r = proxy.get(&url, &[]);
+        assert_eq!(r.status, 200, "{}", r.describe());
+        assert!(r.body == big, "round {round}: {} bytes, not the stored ones", r.body.len());
+    }
+    let len = big.len();
+    for (range, first, last) in [("bytes=0-9".to_string(), 0, 9), (format!("bytes={}-", len - 5), len - 5, len - 1), ("bytes=300000-400000".to_string(), 300_000, 400_000)] {
+        let r = proxy.get(&url, &[("Range", range.as_str())]);
+        assert_eq!(r.status, 206, "{range}: {}", r.describe());
+        assert!(r.body == big[first..=last], "{range}: wrong bytes");
+        assert_eq!(r.header("content-range"), Some(format!("bytes {first}-{last}/{len}").as_str()), "{range}");
+    }
+    assert_eq!(origin.request_count(), 1, "everything came from the stored body");
+}
