@@ -291,10 +291,10 @@ impl Inner {
         // so every such body is in this batch or an earlier one.
         let (end, n) = self.packs.end(&self.next_stamp);
         let batch: Vec<Hash> = std::mem::take(&mut *lock(&self.unsynced));
-        if batch.is_empty()
-            && changes.is_empty()
-            && n == self.checkpointed.load(Ordering::Acquire)
-            && tail == *lock(&self.tail_committed)
+        // Stamps issued without a record appended (touches: a hit, a
+        // freshening waiting for `apply_touches`) move no checkpoint.
+        let stamps_moved = n != self.checkpointed.load(Ordering::Acquire) && end != *lock(&self.end_committed);
+        if batch.is_empty() && changes.is_empty() && !stamps_moved && tail == *lock(&self.tail_committed)
         {
             self.index.cancel_commit(changes);
             return Ok(());
@@ -333,6 +333,7 @@ impl Inner {
         self.packs.sync()?;
         self.index.finish_commit(changes, Checkpoint { stamp: n, end })?;
         self.checkpointed.store(n, Ordering::Release);
+        *lock(&self.end_committed) = end;
         // The tail's move is durable, and so are the copies it made.
         self.packs.delete_before(tail.seg)?;
         *lock(&self.tail_committed) = tail;

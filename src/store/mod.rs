@@ -422,6 +422,10 @@ pub(crate) struct Inner {
     commit_lock: Mutex<()>,
     /// The log's tail as of the last commit (segments before it deleted).
     pub(crate) tail_committed: Mutex<packs::Pos>,
+    /// The log's end at the last commit (`Pos::default()` before the first):
+    /// with no record appended since, stamps issued by touches alone need
+    /// no commit (they are written by `apply_touches`).
+    pub(crate) end_committed: Mutex<packs::Pos>,
     /// Test support: commits do nothing (see [`Store::pause_commits_for_tests`]).
     pub(crate) commits_paused: AtomicBool,
     /// See [`RECENT_PACKED`].
@@ -507,6 +511,7 @@ impl Store {
             checkpointed: AtomicU64::new(recovered.checkpoint),
             commit_lock: Mutex::new(()),
             tail_committed: Mutex::new(recovered.tail),
+            end_committed: Mutex::new(packs::Pos::default()),
             commits_paused: AtomicBool::new(false),
             recent: Mutex::new(lru::LruCache::new(NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN))),
             records: Mutex::new(record_cache::RecordCache::new(options.record_cache)),
