@@ -95,35 +95,40 @@ pub async fn run(job: TeeJob, mut body: Incoming, writer: BodyWriter, tx: mpsc::
     }
 }
 
-/// Syncs and renames the body, then records the entry.
+/// Finishes the body (a body file is written or renamed into place), then
+/// records the entry, unless the URL was invalidated after the request was
+/// sent (RFC 9111 section 4.4). A short body held in memory is recorded
+/// right here when the store can take it without blocking (no eviction due,
+/// no maintenance running: `Store::try_insert_quick`); anything else takes
+/// one trip to a blocking thread for both steps.
 async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> Outcome {
-    let committed = match tokio::task::spawn_blocking(move || writer.finish()).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            Metrics::inc(&state.metrics.store_errors);
-            tracing::warn!("storing {} failed: {e}", job.primary);
-            return Outcome::NotShared;
+    let sent_ms = job.stored.request_time_ms;
+    let meta = job.stored.to_bytes();
+    let inserted = if writer.len() < state.store.inline_max() {
+        // Hashing only: nothing touches the disk.
+        match writer.finish() {
+            Err(e) => Err(Some(e)),
+            Ok(committed) => match state.invalidations.publish(&job.primary, sent_ms, || {
+                state.store.try_insert_quick(&job.primary, &job.secondary_key, &meta, &committed)
+            }) {
+                None => {
+                    state.store.discard_body(&committed);
+                    return Outcome::NotShared;
+                }
+                Some(Some(r)) => {
+                    if r.is_err() {
+                        state.store.discard_body(&committed);
+                    }
+                    r.map_err(Some)
+                }
+                Some(None) => insert_blocking(state, job, Ok(committed), meta).await,
+            },
         }
-        Err(e) => {
-            tracing::warn!("storing {} failed: {e}", job.primary);
-            return Outcome::NotShared;
-        }
+    } else {
+        insert_blocking(state, job, Err(writer), meta).await
     };
-    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
-    let (primary, sk, meta) = (job.primary.clone(), job.secondary_key.clone(), job.stored.to_bytes());
-    let inserted = tokio::task::spawn_blocking(move || {
-        // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
-        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
-        if !matches!(r, Some(Ok(_))) {
-            // Release the finished file now rather than at close.
-            st.store.discard_body(&committed);
-        }
-        r.ok_or(())
-    })
-    .await;
     match inserted {
-        Ok(Err(())) => Outcome::NotShared,
-        Ok(Ok(Ok(_evicted))) => {
+        Ok(_evicted) => {
             Metrics::inc(&state.metrics.stored);
             // Fleet mode: shared with the fleet tier in the background.
             if let Some(f) = &state.fleet {
@@ -131,15 +136,46 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
             }
             Outcome::Stored
         }
-        Ok(Ok(Err(e))) => {
+        Err(None) => Outcome::NotShared,
+        Err(Some(e)) => {
             Metrics::inc(&state.metrics.store_errors);
-            tracing::warn!("indexing {} failed: {e}", job.primary);
-            Outcome::NotShared
-        }
-        Err(e) => {
-            tracing::warn!("indexing {} failed: {e}", job.primary);
+            tracing::warn!("storing {} failed: {e}", job.primary);
             Outcome::NotShared
         }
     }
 }
 
+/// Finishes the body (when `body` is still the writer) and inserts the
+/// entry on a blocking thread, checking invalidations first. `Err(None)`:
+/// nothing stored and nothing to report (invalidated, or the blocking task
+/// failed, which is logged).
+async fn insert_blocking(
+    state: &Arc<ProxyState>,
+    job: &TeeJob,
+    body: Result<crate::store::CommittedBody, BodyWriter>,
+    meta: Vec<u8>,
+) -> Result<u64, Option<crate::store::StoreError>> {
+    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
+    let (primary, sk) = (job.primary.clone(), job.secondary_key.clone());
+    let joined = tokio::task::spawn_blocking(move || {
+        let committed = match body {
+            Ok(c) => c,
+            Err(writer) => writer.finish().map_err(Some)?,
+        };
+        // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
+        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
+        if !matches!(r, Some(Ok(_))) {
+            // Release the finished body now rather than at close.
+            st.store.discard_body(&committed);
+        }
+        match r {
+            None => Err(None),
+            Some(r) => r.map_err(Some),
+        }
+    })
+    .await;
+    joined.unwrap_or_else(|e| {
+        tracing::warn!("storing {} failed: {e}", job.primary);
+        Err(None)
+    })
+}
