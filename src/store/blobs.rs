@@ -323,9 +323,8 @@ impl BodyWriter {
     /// the body grows to `inline_max` bytes). Errors: none today; `Io` is
     /// kept in the signature for the file it may create.
     pub(crate) fn create(inner: Arc<Inner>) -> Result<BodyWriter, StoreError> {
-        let n = inner.blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
-        let tmp_name = format!("{}-{}.tmp", std::process::id(), n);
-        let tmp_path = inner.blobs.tmp.join(&tmp_name);
+        // Named when a file is needed: most bodies never get one.
+        let (tmp_name, tmp_path) = (String::new(), PathBuf::new());
         Ok(BodyWriter {
             inner,
             mem: Some(Vec::new()),
@@ -341,8 +340,28 @@ impl BodyWriter {
         })
     }
 
+    /// Names the temporary file (`<pid>-<n>.tmp`) if not done yet.
+    fn name_tmp(&mut self) {
+        static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        if self.tmp_name.is_empty() {
+            let n = self.inner.blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
+            self.tmp_name = format!("{}-{}.tmp", PID.get_or_init(std::process::id), n);
+            self.tmp_path = self.inner.blobs.tmp.join(&self.tmp_name);
+        }
+    }
+
+    /// The temporary file's path for messages.
+    fn shown(&self) -> std::path::Display<'_> {
+        if self.tmp_name.is_empty() {
+            Path::new("(a body held in memory)").display()
+        } else {
+            self.tmp_path.display()
+        }
+    }
+
     /// Moves the bytes held in memory into a new temporary file.
     fn spill(&mut self, first: &[u8]) -> io::Result<()> {
+        self.name_tmp();
         let file = fs::OpenOptions::new().write(true).create_new(true).open(&self.tmp_path)?;
         self.closed = false;
         lock(&self.inner.blobs.live_tmp).insert(self.tmp_name.clone());
@@ -364,7 +383,7 @@ impl BodyWriter {
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         if self.failed {
             return Err(StoreError::Io {
-                what: format!("write {}", self.tmp_path.display()),
+                what: format!("write {}", self.shown()),
                 source: io::Error::other("the body writer already failed"),
             });
         }
@@ -392,7 +411,7 @@ impl BodyWriter {
             Err(io::Error::other("the body writer already failed"))
         };
         if let Err(e) = result {
-            let what = format!("write temporary body file {}", self.tmp_path.display());
+            let what = format!("write temporary body file {}", self.shown());
             self.discard();
             return Err(StoreError::Io { what, source: e });
         }
@@ -426,7 +445,7 @@ impl BodyWriter {
     pub fn finish(mut self) -> Result<CommittedBody, StoreError> {
         if self.failed {
             return Err(StoreError::Io {
-                what: format!("finish {}", self.tmp_path.display()),
+                what: format!("finish {}", self.shown()),
                 source: io::Error::other("the body writer already failed"),
             });
         }
@@ -442,7 +461,7 @@ impl BodyWriter {
         }
         let Some(buffered) = self.file.take() else {
             return Err(StoreError::Io {
-                what: format!("finish {}", self.tmp_path.display()),
+                what: format!("finish {}", self.shown()),
                 source: io::Error::other("the body writer already failed"),
             });
         };
@@ -488,6 +507,7 @@ impl BodyWriter {
     /// `finish`). Pins the body. The maintenance lock is held throughout,
     /// so verify never sees the temporary file; on an error it is removed.
     fn write_file(&mut self, hash: &Hash, bytes: &[u8]) -> Result<(), StoreError> {
+        self.name_tmp();
         let inner = Arc::clone(&self.inner);
         let _maintenance = inner.maintenance.read().unwrap_or_else(|e| e.into_inner());
         let blobs = &inner.blobs;
@@ -539,7 +559,9 @@ impl BodyWriter {
                 }
             }
         }
-        lock(&self.inner.blobs.live_tmp).remove(&self.tmp_name);
+        if !self.tmp_name.is_empty() {
+            lock(&self.inner.blobs.live_tmp).remove(&self.tmp_name);
+        }
     }
 }
 
