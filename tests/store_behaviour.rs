@@ -218,7 +218,9 @@ fn a_dropped_writer_leaves_no_temporary_file() {
     assert_eq!(w.len(), 27);
     assert!(files_in(&dir.path().join("tmp")).is_empty(), "a short body is held in memory");
     w.write(&long(b"and then sent more")).unwrap();
-    assert_eq!(files_in(&dir.path().join("tmp")).len(), 1, "a long one spills to a temporary file");
+    assert!(files_in(&dir.path().join("tmp")).is_empty(), "so is a body file of up to 64 KiB");
+    w.write(&[b'x'; 64 * 1024]).unwrap();
+    assert_eq!(files_in(&dir.path().join("tmp")).len(), 1, "a longer one spills to a temporary file");
     drop(w);
     assert!(files_in(&dir.path().join("tmp")).is_empty());
     assert!(files_in(&dir.path().join("bodies")).is_empty());

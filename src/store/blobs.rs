@@ -5,8 +5,11 @@
 //! A body shorter than the store's `inline_max` bytes never becomes a file:
 //! the writer keeps it in memory, [`BodyWriter::finish`] pins the bytes under
 //! their SHA-256, and [`super::Store::insert`] writes them into the entry's
-//! pack record (`packs.rs`). A longer body spills to a temporary file as soon
-//! as it crosses `inline_max`.
+//! pack record (`packs.rs`). A longer body is also held in memory up to
+//! [`SPILL_AT`] bytes (no more than the write buffer a file would take) and
+//! written to its file by `finish` in one go: temporary file, write, rename,
+//! or no file at all when that content is already stored. Only a body longer
+//! than that spills to a temporary file while it is being written.
 //!
 //! Layout under the store directory:
 //! - `bodies/ab/cd/abcd...`: one file per distinct body of `inline_max`
@@ -29,6 +32,10 @@ use super::{lock, CommittedBody, Inner, StoreError};
 const STRIPES: usize = 256;
 /// Buffer size for writing and hashing bodies (bytes).
 const BUF_SIZE: usize = 64 * 1024;
+/// A body is held in memory while it is at most this many bytes (or shorter
+/// than `inline_max`, if that is larger): the same memory as the buffer of a
+/// spilled writer, and no temporary file for most bodies of a crawl.
+pub(crate) const SPILL_AT: u64 = BUF_SIZE as u64;
 
 /// Wraps an I/O error with what was being done and to which path.
 pub(crate) fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
@@ -103,6 +110,11 @@ impl Blobs {
             small.remove(hash);
         }
         Some(bytes)
+    }
+
+    /// Whether the small body `hash` is pinned (its bytes in memory).
+    pub fn is_small_pinned(&self, hash: &Hash) -> bool {
+        lock(&self.small).contains_key(hash)
     }
 
     /// The bytes of the pinned small body `hash`, leaving the pin.
@@ -283,11 +295,11 @@ pub(crate) fn hash_file(path: &Path) -> io::Result<(Hash, u64)> {
     Ok((hasher.finalize().into(), len))
 }
 
-/// A body being written: bytes go into a SHA-256 and, while the body is
-/// shorter than the store's `inline_max`, into memory; beyond that into a
-/// temporary file under `tmp/` (nothing is then held in memory beyond a
-/// 64 KiB buffer). Dropping a writer that was not finished, or any write
-/// error, removes the temporary file.
+/// A body being written: bytes go into a SHA-256 and, while the body is at
+/// most [`SPILL_AT`] bytes (or shorter than the store's `inline_max`), into
+/// memory; beyond that into a temporary file under `tmp/` (nothing is then
+/// held in memory beyond a 64 KiB buffer). Dropping a writer that was not
+/// finished, or any write error, removes the temporary file.
 pub struct BodyWriter {
     pub(crate) inner: Arc<Inner>,
     /// The bytes so far, while the body is short enough to be inline.
@@ -311,9 +323,8 @@ impl BodyWriter {
     /// the body grows to `inline_max` bytes). Errors: none today; `Io` is
     /// kept in the signature for the file it may create.
     pub(crate) fn create(inner: Arc<Inner>) -> Result<BodyWriter, StoreError> {
-        let n = inner.blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
-        let tmp_name = format!("{}-{}.tmp", std::process::id(), n);
-        let tmp_path = inner.blobs.tmp.join(&tmp_name);
+        // Named when a file is needed: most bodies never get one.
+        let (tmp_name, tmp_path) = (String::new(), PathBuf::new());
         Ok(BodyWriter {
             inner,
             mem: Some(Vec::new()),
@@ -329,8 +340,28 @@ impl BodyWriter {
         })
     }
 
+    /// Names the temporary file (`<pid>-<n>.tmp`) if not done yet.
+    fn name_tmp(&mut self) {
+        static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        if self.tmp_name.is_empty() {
+            let n = self.inner.blobs.next_tmp.fetch_add(1, Ordering::Relaxed);
+            self.tmp_name = format!("{}-{}.tmp", PID.get_or_init(std::process::id), n);
+            self.tmp_path = self.inner.blobs.tmp.join(&self.tmp_name);
+        }
+    }
+
+    /// The temporary file's path for messages.
+    fn shown(&self) -> std::path::Display<'_> {
+        if self.tmp_name.is_empty() {
+            Path::new("(a body held in memory)").display()
+        } else {
+            self.tmp_path.display()
+        }
+    }
+
     /// Moves the bytes held in memory into a new temporary file.
     fn spill(&mut self, first: &[u8]) -> io::Result<()> {
+        self.name_tmp();
         let file = fs::OpenOptions::new().write(true).create_new(true).open(&self.tmp_path)?;
         self.closed = false;
         lock(&self.inner.blobs.live_tmp).insert(self.tmp_name.clone());
@@ -352,7 +383,7 @@ impl BodyWriter {
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         if self.failed {
             return Err(StoreError::Io {
-                what: format!("write {}", self.tmp_path.display()),
+                what: format!("write {}", self.shown()),
                 source: io::Error::other("the body writer already failed"),
             });
         }
@@ -369,7 +400,7 @@ impl BodyWriter {
         let inline_max = self.inner.inline_max;
         let result = if let Some(e) = injected {
             Err(e)
-        } else if let Some(mem) = self.mem.as_mut().filter(|_| new_len < inline_max) {
+        } else if let Some(mem) = self.mem.as_mut().filter(|_| new_len < inline_max || new_len <= SPILL_AT) {
             mem.extend_from_slice(chunk);
             Ok(())
         } else if self.mem.is_some() {
@@ -380,7 +411,7 @@ impl BodyWriter {
             Err(io::Error::other("the body writer already failed"))
         };
         if let Err(e) = result {
-            let what = format!("write temporary body file {}", self.tmp_path.display());
+            let what = format!("write temporary body file {}", self.shown());
             self.discard();
             return Err(StoreError::Io { what, source: e });
         }
@@ -400,9 +431,12 @@ impl BodyWriter {
     }
 
     /// Completes the body. Only a complete body may be finished. A body of
-    /// `inline_max` bytes or more is renamed to its content address (or its
-    /// temporary file dropped if that body already exists intact); a shorter
-    /// one stays in memory, to be written into its entry's pack record. The
+    /// `inline_max` bytes or more is written to its content address (its
+    /// temporary file renamed there, or the bytes held in memory written
+    /// through one), or its temporary file dropped if that body already
+    /// exists intact; a shorter one stays in memory, to be written into its
+    /// entry's pack record. May block on the file system: call it from a
+    /// blocking thread (a body shorter than `inline_max` only hashes). The
     /// returned body is pinned (it cannot be deleted) until it is passed to
     /// [`super::Store::insert`] or [`super::Store::discard_body`].
     ///
@@ -411,19 +445,23 @@ impl BodyWriter {
     pub fn finish(mut self) -> Result<CommittedBody, StoreError> {
         if self.failed {
             return Err(StoreError::Io {
-                what: format!("finish {}", self.tmp_path.display()),
+                what: format!("finish {}", self.shown()),
                 source: io::Error::other("the body writer already failed"),
             });
         }
         if let Some(mem) = self.mem.take() {
-            // Short enough to live in its entry's pack record.
             let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
-            self.inner.blobs.pin_small(hash, mem);
+            if self.len < self.inner.inline_max {
+                // Short enough to live in its entry's pack record.
+                self.inner.blobs.pin_small(hash, mem);
+            } else {
+                self.write_file(&hash, &mem)?;
+            }
             return Ok(CommittedBody { sha256: hex::encode(hash), len: self.len });
         }
         let Some(buffered) = self.file.take() else {
             return Err(StoreError::Io {
-                what: format!("finish {}", self.tmp_path.display()),
+                what: format!("finish {}", self.shown()),
                 source: io::Error::other("the body writer already failed"),
             });
         };
@@ -463,6 +501,49 @@ impl BodyWriter {
         Ok(CommittedBody { sha256: hex::encode(hash), len })
     }
 
+    /// Writes the complete body `bytes` (held in memory) to its content
+    /// address: nothing to write when that body is already stored intact,
+    /// otherwise a temporary file renamed into place (not synced: see
+    /// `finish`). Pins the body. The maintenance lock is held throughout,
+    /// so verify never sees the temporary file; on an error it is removed.
+    fn write_file(&mut self, hash: &Hash, bytes: &[u8]) -> Result<(), StoreError> {
+        self.name_tmp();
+        let inner = Arc::clone(&self.inner);
+        let _maintenance = inner.maintenance.read().unwrap_or_else(|e| e.into_inner());
+        let blobs = &inner.blobs;
+        let target = blobs.path(hash);
+        let len = bytes.len() as u64;
+        let mut pins = blobs.lock_stripe(Blobs::stripe_of(hash));
+        let intact = fs::metadata(&target).map(|m| m.is_file() && m.len() == len).unwrap_or(false);
+        if !intact {
+            let written = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&self.tmp_path)
+                .and_then(|mut f| f.write_all(bytes));
+            let placed = match written {
+                Ok(()) => blobs
+                    .ensure_parent(&target)
+                    .and_then(|()| fs::rename(&self.tmp_path, &target).map_err(io_err("rename body into place at", &target))),
+                Err(e) => Err(io_err("write temporary body file", &self.tmp_path)(e)),
+            };
+            if let Err(e) = placed {
+                drop(pins);
+                self.failed = true;
+                if let Err(e) = fs::remove_file(&self.tmp_path) {
+                    if e.kind() != io::ErrorKind::NotFound {
+                        tracing::warn!(path = %self.tmp_path.display(), error = %e, "could not remove temporary body file; it will be swept at the next start");
+                    }
+                }
+                return Err(e);
+            }
+            // Queued before the stamp of its entry is issued (see `Inner::commit`).
+            lock(&inner.unsynced).push(*hash);
+        }
+        *pins.entry(*hash).or_insert(0) += 1;
+        Ok(())
+    }
+
     /// Closes and removes the temporary file; the writer fails from now on.
     fn discard(&mut self) {
         self.failed = true;
@@ -478,7 +559,9 @@ impl BodyWriter {
                 }
             }
         }
-        lock(&self.inner.blobs.live_tmp).remove(&self.tmp_name);
+        if !self.tmp_name.is_empty() {
+            lock(&self.inner.blobs.live_tmp).remove(&self.tmp_name);
+        }
     }
 }
 

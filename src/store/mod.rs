@@ -533,6 +533,11 @@ impl Store {
         &self.inner.dir
     }
 
+    /// Bodies shorter than this many bytes live in their entry's pack record.
+    pub fn inline_max(&self) -> u64 {
+        self.inner.inline_max
+    }
+
     /// Starts writing a new body.
     /// Errors: `Io` when a temporary file cannot be created.
     pub fn begin_body(&self) -> Result<BodyWriter, StoreError> {
@@ -577,8 +582,49 @@ impl Store {
         meta: &[u8],
         body: Option<&CommittedBody>,
     ) -> Result<u64, StoreError> {
+        let _m = self.inner.read_maintenance();
+        self.insert_locked(primary_key, secondary_key, meta, body)
+    }
+
+    /// [`Store::insert`] when it is sure to be quick: `body` is a short body
+    /// held in memory ([`BodyWriter::finish`] of fewer than `inline_max`
+    /// bytes), the bytes stored leave room for it (nothing to evict), and no
+    /// maintenance holds the store. The record is then appended to the pack
+    /// (a write to the page cache, never synced here) and its index row kept
+    /// in memory, so an async task may call it without blocking for long.
+    /// `None` (nothing done, `body` still pinned) when it is not quick: call
+    /// [`Store::insert`] from a blocking thread instead.
+    pub fn try_insert_quick(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+        meta: &[u8],
+        body: &CommittedBody,
+    ) -> Option<Result<u64, StoreError>> {
         let inner = &self.inner;
-        let _m = inner.read_maintenance();
+        if body.len >= inner.inline_max || inner.index.state().bytes.saturating_add(body.len) > inner.max_size {
+            return None;
+        }
+        let _m = match inner.maintenance.try_read() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        if !parse_hash(&body.sha256).is_some_and(|h| inner.blobs.is_small_pinned(&h)) {
+            return None;
+        }
+        Some(self.insert_locked(primary_key, secondary_key, meta, Some(body)))
+    }
+
+    /// [`Store::insert`], the maintenance lock held (read) by the caller.
+    fn insert_locked(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+        meta: &[u8],
+        body: Option<&CommittedBody>,
+    ) -> Result<u64, StoreError> {
+        let inner = &self.inner;
         if primary_key.len() >= index::MAX_PRIMARY_KEY {
             if let Some(b) = body {
                 self.release_committed(b);

@@ -2,7 +2,8 @@
 //!
 //! A body is either a small buffer (error pages, admin answers), an upstream
 //! body passed straight through, a channel fed by a task that is also
-//! writing the body to the store, or a stored body file read in chunks.
+//! writing the body to the store, a stored body file read in chunks, or
+//! the received part of a short body the origin cut short.
 //! Nothing here holds a whole large body in memory.
 
 use bytes::Bytes;
@@ -29,6 +30,10 @@ pub enum ProxyBody {
     Channel { rx: mpsc::Receiver<Result<Bytes, std::io::Error>>, len: Option<u64> },
     /// A stored body file, `remaining` bytes left to read.
     File { file: std::fs::File, remaining: u64 },
+    /// The part of a body that arrived before the origin cut it short, then
+    /// the error: the chunks, one `Pending` (so that what came before goes
+    /// out first, as it would have streamed), then the error, which aborts.
+    Cut { chunks: std::collections::VecDeque<Bytes>, error: Option<std::io::Error>, paused: bool, len: Option<u64> },
     /// Another body whose bytes are counted for the audit line, written when
     /// the body is done or dropped.
     Audited(Box<ProxyBody>, AuditGuard),
@@ -166,6 +171,20 @@ impl Body for ProxyBody {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
+            ProxyBody::Cut { chunks, error, paused, .. } => {
+                if let Some(c) = chunks.pop_front() {
+                    return Poll::Ready(Some(Ok(Frame::data(c))));
+                }
+                if !*paused {
+                    *paused = true;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                match error.take() {
+                    Some(e) => Poll::Ready(Some(Err(Box::new(e)))),
+                    None => Poll::Ready(None),
+                }
+            }
             ProxyBody::Audited(inner, guard) => {
                 let r = Pin::new(inner.as_mut()).poll_frame(cx);
                 if let Poll::Ready(Some(Ok(f))) = &r {
@@ -206,6 +225,7 @@ impl Body for ProxyBody {
             ProxyBody::Full(b) => b.is_none(),
             ProxyBody::Upstream(inc) => inc.is_end_stream(),
             ProxyBody::Channel { .. } => false,
+            ProxyBody::Cut { .. } => false,
             ProxyBody::File { remaining, .. } => *remaining == 0,
             ProxyBody::Audited(inner, _) => inner.is_end_stream(),
         }
@@ -217,6 +237,8 @@ impl Body for ProxyBody {
             ProxyBody::Upstream(inc) => inc.size_hint(),
             ProxyBody::Channel { len: Some(n), .. } => SizeHint::with_exact(*n),
             ProxyBody::Channel { len: None, .. } => SizeHint::default(),
+            ProxyBody::Cut { len: Some(n), .. } => SizeHint::with_exact(*n),
+            ProxyBody::Cut { len: None, .. } => SizeHint::default(),
             ProxyBody::File { remaining, .. } => SizeHint::with_exact(*remaining),
             ProxyBody::Audited(inner, _) => inner.size_hint(),
         }

@@ -67,7 +67,7 @@ pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead
     let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     match state.upstream.send(req).await {
         Err(e) => upstream_failure(state, ex, &e, fwd),
-        Ok(resp) => respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces),
+        Ok(resp) => respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces).await,
     }
 }
 
@@ -93,8 +93,10 @@ fn not_storable_detail(why: NotStorable) -> Detail {
 }
 
 /// Turns an upstream response into the client's response, teeing the body
-/// into the store when the response may be stored (RFC 9111 section 3).
-pub fn respond_with_upstream(
+/// into the store when the response may be stored (RFC 9111 section 3). A
+/// stored body announced at most `tee::BUFFER_MAX` bytes long is read
+/// whole first (`tee::buffered`); a longer one streams.
+pub async fn respond_with_upstream(
     state: &Arc<ProxyState>,
     ex: &mut Exchange,
     resp: Response<Incoming>,
@@ -195,8 +197,21 @@ pub fn respond_with_upstream(
                 Some(rk) => Some(crate::record::relay_lead(state.store.clone(), lead, primary.clone(), secondary_key.clone(), rk)),
                 None => lead,
             };
-            let (tx, rx) = mpsc::channel(8);
             let job = TeeJob { state: state.clone(), primary, secondary_key, stored, lead };
+            if content_length.is_some_and(|l| l <= tee::BUFFER_MAX) {
+                // A task of its own, so that the copy into the store goes on
+                // if the client goes away meanwhile (as with `tee::run`).
+                let body = match tokio::spawn(tee::buffered(job, body, writer, content_length)).await {
+                    Ok(body) => body,
+                    Err(e) => {
+                        let (tx, rx) = mpsc::channel(1);
+                        let _ = tx.try_send(Err(std::io::Error::other(format!("copying the origin's body failed: {e}"))));
+                        ProxyBody::Channel { rx, len: None }
+                    }
+                };
+                return Response::from_parts(rparts, body);
+            }
+            let (tx, rx) = mpsc::channel(8);
             tokio::spawn(tee::run(job, body, writer, tx));
             Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
         }

@@ -118,7 +118,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 }
                 return error_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), "crawlcache: origin error", &ex.status);
             }
-            respond_with_upstream(state, ex, resp, request_time, lead, Fwd::Stale, Some(&found.entry))
+            respond_with_upstream(state, ex, resp, request_time, lead, Fwd::Stale, Some(&found.entry)).await
         }
     }
 }

@@ -7,6 +7,7 @@ use super::super::ProxyState;
 use crate::cache::StoredResponse;
 use crate::metrics::Metrics;
 use crate::store::BodyWriter;
+use crate::wire::body::ProxyBody;
 use bytes::Bytes;
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -26,33 +27,118 @@ pub struct TeeJob {
     pub lead: Option<Lead>,
 }
 
+/// A response body announced at most this many bytes long is read whole
+/// before the response goes out ([`buffered`]): no task and channel per
+/// response, and the client gets head and body in one write. The same
+/// bound as the bytes a [`BodyWriter`] holds in memory.
+pub const BUFFER_MAX: u64 = 64 * 1024;
+
+/// Where the bytes for the client go while the body is copied.
+enum Client {
+    /// To the response body, through a channel; `open` until the receiver
+    /// is gone.
+    Channel { tx: mpsc::Sender<Result<Bytes, std::io::Error>>, open: bool },
+    /// Collected, and the error that cut the body short if one did.
+    Buffer { chunks: Vec<Bytes>, error: Option<std::io::Error> },
+}
+
+impl Client {
+    async fn send(&mut self, item: Result<Bytes, std::io::Error>) {
+        match self {
+            Client::Channel { tx, open } => {
+                if *open && tx.send(item).await.is_err() {
+                    *open = false;
+                }
+            }
+            Client::Buffer { chunks, error } => match item {
+                Ok(b) => chunks.push(b),
+                Err(e) => *error = Some(e),
+            },
+        }
+    }
+
+    fn open(&self) -> bool {
+        match self {
+            Client::Channel { open, .. } => *open,
+            Client::Buffer { .. } => true,
+        }
+    }
+}
+
 /// Copies the upstream body to the client and into the store. The entry is
 /// published only when the body arrived complete (C09); a write error (C18)
 /// abandons the store but not the client's transfer. If the client goes
 /// away the download continues into the store, bounded by
 /// `cache.max_object_size`.
-pub async fn run(job: TeeJob, mut body: Incoming, writer: BodyWriter, tx: mpsc::Sender<Result<Bytes, std::io::Error>>) {
-    use http_body_util::BodyExt;
+pub async fn run(job: TeeJob, body: Incoming, writer: BodyWriter, tx: mpsc::Sender<Result<Bytes, std::io::Error>>) {
     let state = job.state.clone();
     let _task = state.tasks.enter();
+    let mut client = Client::Channel { tx, open: true };
+    let (complete, writer) = copy(&job, body, writer, &mut client).await;
+    drop(client);
+    conclude(&state, job, complete, writer).await;
+}
+
+/// [`run`] for a body announced at most [`BUFFER_MAX`] bytes long: reads
+/// it whole (into the store as it arrives), then returns the client's
+/// body: the bytes, or, when the origin cut it short, the bytes received
+/// followed by the error, as the streamed copy would have sent them (`len`,
+/// the announced length, stays the body's size hint). The
+/// entry is published first when that is quick (a short body), else by a
+/// task of its own, so the response goes out at once.
+pub async fn buffered(job: TeeJob, body: Incoming, writer: BodyWriter, len: Option<u64>) -> ProxyBody {
+    let state = job.state.clone();
+    let _task = state.tasks.enter();
+    let mut client = Client::Buffer { chunks: Vec::new(), error: None };
+    let (complete, writer) = copy(&job, body, writer, &mut client).await;
+    let Client::Buffer { mut chunks, error } = client else { unreachable!("a buffer was given") };
+    if complete && writer.as_ref().is_some_and(|w| w.len() >= state.store.inline_max()) {
+        // A body file to write: one blocking trip, not waited for.
+        let st = state.clone();
+        tokio::spawn(async move {
+            let _task = st.tasks.enter();
+            conclude(&st, job, complete, writer).await;
+        });
+    } else {
+        // A short body (or nothing to store): publishing is quick, unless
+        // the store must evict first (then its one blocking trip).
+        conclude(&state, job, complete, writer).await;
+    }
+    match error {
+        None => ProxyBody::Full(match chunks.len() {
+            0 => None,
+            1 => chunks.pop(),
+            _ => {
+                let mut all = bytes::BytesMut::with_capacity(chunks.iter().map(|c| c.len()).sum());
+                for c in &chunks {
+                    all.extend_from_slice(c);
+                }
+                Some(all.freeze())
+            }
+        }),
+        Some(e) => ProxyBody::Cut { chunks: chunks.into(), error: Some(e), paused: false, len },
+    }
+}
+
+/// The copy loop: each data frame into the writer (while it is still
+/// wanted) and to the client. Returns whether the body arrived complete and
+/// the writer if the store still wants it.
+async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut Client) -> (bool, Option<BodyWriter>) {
+    use http_body_util::BodyExt;
+    let state = &job.state;
     let max = state.config.cache.max_object_size;
     let idle = state.config.upstream.response_timeout;
     let mut writer = Some(writer);
-    let mut client_open = true;
     let complete = loop {
         let frame = match tokio::time::timeout(idle, body.frame()).await {
             Err(_) => {
                 let msg = format!("origin stalled for {} s in the middle of the body", idle.as_secs_f64());
-                if client_open {
-                    let _ = tx.send(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, msg))).await;
-                }
+                client.send(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, msg))).await;
                 break false;
             }
             Ok(None) => break true,
             Ok(Some(Err(e))) => {
-                if client_open {
-                    let _ = tx.send(Err(std::io::Error::other(format!("origin body failed: {e}")))).await;
-                }
+                client.send(Err(std::io::Error::other(format!("origin body failed: {e}")))).await;
                 break false;
             }
             Ok(Some(Ok(f))) => f,
@@ -73,20 +159,23 @@ pub async fn run(job: TeeJob, mut body: Incoming, writer: BodyWriter, tx: mpsc::
                 writer = None;
             }
         }
-        if client_open && tx.send(Ok(data)).await.is_err() {
-            client_open = false;
-        }
-        if !client_open && writer.is_none() {
+        client.send(Ok(data)).await;
+        if !client.open() && writer.is_none() {
             break false;
         }
     };
-    drop(tx);
+    (complete, writer)
+}
+
+/// Publishes a complete body and releases the collapsed-forwarding lead
+/// with the outcome.
+async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: Option<BodyWriter>) {
     let outcome = if !complete {
         Metrics::inc(&state.metrics.incomplete_bodies);
         tracing::info!("body of {} ended early; nothing stored", job.primary);
         Outcome::NotShared
     } else if let Some(w) = writer {
-        publish(&state, &job, w).await
+        publish(state, &job, w).await
     } else {
         Outcome::NotShared
     };
@@ -95,35 +184,40 @@ pub async fn run(job: TeeJob, mut body: Incoming, writer: BodyWriter, tx: mpsc::
     }
 }
 
-/// Syncs and renames the body, then records the entry.
+/// Finishes the body (a body file is written or renamed into place), then
+/// records the entry, unless the URL was invalidated after the request was
+/// sent (RFC 9111 section 4.4). A short body held in memory is recorded
+/// right here when the store can take it without blocking (no eviction due,
+/// no maintenance running: `Store::try_insert_quick`); anything else takes
+/// one trip to a blocking thread for both steps.
 async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> Outcome {
-    let committed = match tokio::task::spawn_blocking(move || writer.finish()).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            Metrics::inc(&state.metrics.store_errors);
-            tracing::warn!("storing {} failed: {e}", job.primary);
-            return Outcome::NotShared;
+    let sent_ms = job.stored.request_time_ms;
+    let meta = job.stored.to_bytes();
+    let inserted = if writer.len() < state.store.inline_max() {
+        // Hashing only: nothing touches the disk.
+        match writer.finish() {
+            Err(e) => Err(Some(e)),
+            Ok(committed) => match state.invalidations.publish(&job.primary, sent_ms, || {
+                state.store.try_insert_quick(&job.primary, &job.secondary_key, &meta, &committed)
+            }) {
+                None => {
+                    state.store.discard_body(&committed);
+                    return Outcome::NotShared;
+                }
+                Some(Some(r)) => {
+                    if r.is_err() {
+                        state.store.discard_body(&committed);
+                    }
+                    r.map_err(Some)
+                }
+                Some(None) => insert_blocking(state, job, Ok(committed), meta).await,
+            },
         }
-        Err(e) => {
-            tracing::warn!("storing {} failed: {e}", job.primary);
-            return Outcome::NotShared;
-        }
+    } else {
+        insert_blocking(state, job, Err(writer), meta).await
     };
-    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
-    let (primary, sk, meta) = (job.primary.clone(), job.secondary_key.clone(), job.stored.to_bytes());
-    let inserted = tokio::task::spawn_blocking(move || {
-        // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
-        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
-        if !matches!(r, Some(Ok(_))) {
-            // Release the finished file now rather than at close.
-            st.store.discard_body(&committed);
-        }
-        r.ok_or(())
-    })
-    .await;
     match inserted {
-        Ok(Err(())) => Outcome::NotShared,
-        Ok(Ok(Ok(_evicted))) => {
+        Ok(_evicted) => {
             Metrics::inc(&state.metrics.stored);
             // Fleet mode: shared with the fleet tier in the background.
             if let Some(f) = &state.fleet {
@@ -131,15 +225,46 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
             }
             Outcome::Stored
         }
-        Ok(Ok(Err(e))) => {
+        Err(None) => Outcome::NotShared,
+        Err(Some(e)) => {
             Metrics::inc(&state.metrics.store_errors);
-            tracing::warn!("indexing {} failed: {e}", job.primary);
-            Outcome::NotShared
-        }
-        Err(e) => {
-            tracing::warn!("indexing {} failed: {e}", job.primary);
+            tracing::warn!("storing {} failed: {e}", job.primary);
             Outcome::NotShared
         }
     }
 }
 
+/// Finishes the body (when `body` is still the writer) and inserts the
+/// entry on a blocking thread, checking invalidations first. `Err(None)`:
+/// nothing stored and nothing to report (invalidated, or the blocking task
+/// failed, which is logged).
+async fn insert_blocking(
+    state: &Arc<ProxyState>,
+    job: &TeeJob,
+    body: Result<crate::store::CommittedBody, BodyWriter>,
+    meta: Vec<u8>,
+) -> Result<u64, Option<crate::store::StoreError>> {
+    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
+    let (primary, sk) = (job.primary.clone(), job.secondary_key.clone());
+    let joined = tokio::task::spawn_blocking(move || {
+        let committed = match body {
+            Ok(c) => c,
+            Err(writer) => writer.finish().map_err(Some)?,
+        };
+        // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
+        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
+        if !matches!(r, Some(Ok(_))) {
+            // Release the finished body now rather than at close.
+            st.store.discard_body(&committed);
+        }
+        match r {
+            None => Err(None),
+            Some(r) => r.map_err(Some),
+        }
+    })
+    .await;
+    joined.unwrap_or_else(|e| {
+        tracing::warn!("storing {} failed: {e}", job.primary);
+        Err(None)
+    })
+}
