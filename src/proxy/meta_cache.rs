@@ -56,9 +56,7 @@ impl MetaCache {
 
     /// The decoded form of `meta`; `None` if it is not a valid record.
     pub fn decode(&self, meta: &[u8]) -> Option<Arc<Decoded>> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        meta.hash(&mut h);
-        let key = h.finish();
+        let key = hash(meta);
         {
             let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(d) = inner.map.get(&key) {
@@ -70,28 +68,67 @@ impl MetaCache {
         let stored = StoredResponse::from_bytes(meta)?;
         let headers = stored.header_map();
         let d = Arc::new(Decoded { raw: meta.to_vec(), stored, headers });
-        let size = cost(&d);
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if size > inner.capacity {
-            return Some(d);
-        }
-        if let Some(old) = inner.map.put(key, d.clone()) {
-            inner.bytes -= cost(&old);
-        }
-        inner.bytes += size;
-        while inner.bytes > inner.capacity {
-            match inner.map.pop_lru() {
-                Some((_, old)) => inner.bytes -= cost(&old),
-                None => break,
+        self.lock().put(key, &d);
+        Some(d)
+    }
+
+    /// Records that the head decoded as `old` was just replaced by `stored`,
+    /// whose encoding is `meta` (a 304 freshening, RFC 9111 section 4.3.4):
+    /// `old` leaves the cache (no entry holds those bytes any more), and the
+    /// new head enters it already decoded, so that the next look-up of the
+    /// entry (which reads `meta`) neither parses it nor builds its header
+    /// map. Returns the new head's decoded form.
+    pub fn replace(&self, old: &Decoded, meta: Vec<u8>, stored: StoredResponse) -> Arc<Decoded> {
+        let headers = stored.header_map();
+        let d = Arc::new(Decoded { raw: meta, stored, headers });
+        let old_key = hash(&old.raw);
+        let mut inner = self.lock();
+        if inner.map.peek(&old_key).is_some_and(|o| o.raw == old.raw) {
+            if let Some(o) = inner.map.pop(&old_key) {
+                inner.bytes -= cost(&o);
             }
         }
-        Some(d)
+        inner.put(hash(&d.raw), &d);
+        d
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Estimated bytes held now.
     pub fn bytes(&self) -> usize {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).bytes
+        self.lock().bytes
     }
+}
+
+impl Inner {
+    /// Inserts `d` under `key` (replacing what was there), then lets the
+    /// least recently used heads go until the bytes held fit the bound. A
+    /// head larger than the whole bound is not kept.
+    fn put(&mut self, key: u64, d: &Arc<Decoded>) {
+        let size = cost(d);
+        if size > self.capacity {
+            return;
+        }
+        if let Some(old) = self.map.put(key, d.clone()) {
+            self.bytes -= cost(&old);
+        }
+        self.bytes += size;
+        while self.bytes > self.capacity {
+            match self.map.pop_lru() {
+                Some((_, old)) => self.bytes -= cost(&old),
+                None => break,
+            }
+        }
+    }
+}
+
+/// The cache key of metadata bytes (confirmed by comparing the bytes).
+fn hash(meta: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    meta.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]
@@ -110,6 +147,27 @@ mod tests {
         let db = c.decode(&b.to_bytes()).expect("valid");
         assert_eq!(db.headers.get("etag").unwrap(), "\"b\"");
         assert!(c.decode(b"not json").is_none());
+    }
+
+    #[test]
+    fn a_replaced_head_leaves_and_its_successor_is_served_decoded() {
+        let a = StoredResponse { status: 200, headers: vec![("etag".into(), b"\"a\"".to_vec())], request_time_ms: 1, response_time_ms: 2, url: "http://a/".into(), vary_request: vec![] };
+        let c = MetaCache::new(1 << 20);
+        let da = c.decode(&a.to_bytes()).expect("valid");
+        let held = c.bytes();
+        let mut fresh = a.clone();
+        fresh.response_time_ms = 3;
+        fresh.headers.push(("age".into(), b"0".to_vec()));
+        let df = c.replace(&da, fresh.to_bytes(), fresh.clone());
+        assert_eq!(df.headers.get("age").unwrap(), "0");
+        let df2 = c.decode(&fresh.to_bytes()).expect("valid");
+        assert!(Arc::ptr_eq(&df, &df2), "the freshened head comes from the cache");
+        assert_eq!(df2.stored.response_time_ms, 3);
+        assert!(c.bytes() > held, "the new head is larger");
+        assert!(c.bytes() < 2 * held, "and the old one left");
+        let da2 = c.decode(&a.to_bytes()).expect("valid");
+        assert!(!Arc::ptr_eq(&da, &da2), "the old head was decoded again");
+        assert_eq!(da2.headers.get("etag").unwrap(), "\"a\"");
     }
 
     #[test]

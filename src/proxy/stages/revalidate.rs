@@ -76,7 +76,8 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 return fetch(state, ex, lead, Fwd::Stale, Some(&found.entry)).await;
             }
             let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
-            match state.store.update_meta(ex.primary(), &found.entry.secondary_key, &fresh.to_bytes()) {
+            let meta = fresh.to_bytes();
+            match state.store.update_meta(ex.primary(), &found.entry.secondary_key, &meta) {
                 Err(e) => tracing::warn!("freshening {} failed: {e}", ex.primary()),
                 // Fleet mode: the freshened head goes to the fleet tier too.
                 Ok(true) => {
@@ -97,13 +98,16 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
             if let Err(e) = refreshed {
                 tracing::warn!("freshening the record of {} failed: {e}", ex.primary());
             }
+            // The freshened head, decoded once: for this answer and for the
+            // next look-up of the entry (which reads these bytes).
+            let fresh = state.meta_cache.replace(&found.decoded, meta, fresh);
             if let Some(l) = lead {
                 l.finish(Outcome::Stored);
             }
-            let age = policy::current_age(&fresh, now).as_secs();
-            let ttl = lifetime(state, ex.primary(), &fresh).as_secs() as i64 - age as i64;
+            let age = policy::current_age(&fresh.stored, now).as_secs();
+            let ttl = lifetime(state, ex.primary(), &fresh.stored).as_secs() as i64 - age as i64;
             ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(Fwd::Stale) };
-            match super::serve::stored(state, ex, &found, &fresh, None, age) {
+            match super::serve::stored(state, ex, &found, &fresh.stored, Some(&fresh.headers), age) {
                 Step::Done(r) => r,
                 Step::LookAgain => error_response(StatusCode::BAD_GATEWAY, "crawlcache: stored body vanished during revalidation", &ex.status),
             }
