@@ -192,8 +192,8 @@ pub fn freshen_record(
     freshen: impl Fn(&crate::cache::StoredResponse) -> crate::cache::StoredResponse,
 ) -> Result<bool, String> {
     let key = record_key(&Method::GET, primary, None);
-    let records = store.lookup(&key).map_err(|e| format!("{key}: {e}"))?;
-    let Some(record) = records.into_iter().find(|r| r.secondary_key.is_empty()) else { return Ok(false) };
+    // One index row read: most cached responses have no record.
+    let Some(record) = store.lookup_variant(&key, b"").map_err(|e| format!("{key}: {e}"))? else { return Ok(false) };
     if record.body != cached.body {
         return Ok(false);
     }

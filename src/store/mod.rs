@@ -560,6 +560,20 @@ impl Store {
         Ok(out)
     }
 
+    /// The variant `(primary_key, secondary_key)`, as [`Store::lookup`]
+    /// returns it, if stored: one index row read (no scan of the key's
+    /// variants), then its record.
+    /// Errors: as [`Store::lookup`].
+    pub fn lookup_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<Option<Entry>, StoreError> {
+        let key = entry_key(primary_key, secondary_key);
+        let Some(slot) = self.inner.index.get(&key)? else { return Ok(None) };
+        let Some(e) = self.inner.read_entry(&key, &slot.encode())? else { return Ok(None) };
+        let mut out = [e];
+        self.inner.overlay_pending(&mut out);
+        let [e] = out;
+        Ok(Some(e))
+    }
+
     /// Stores (or replaces) the variant `(primary_key, secondary_key)` with
     /// `meta` and `body`: appends its record to the pack, then writes its
     /// index row with the reference counts and totals it changes in one
