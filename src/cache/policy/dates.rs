@@ -23,6 +23,44 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// in the previous century (RFC 9110 section 5.6.7). Returns `None` for
 /// anything else; dates before 1970 are returned as such.
 pub fn parse_http_date(value: &[u8], received: SystemTime) -> Option<SystemTime> {
+    if let Some(t) = imf_fixdate(value) {
+        return Some(t);
+    }
+    parse_any_form(value, received)
+}
+
+/// The common case, exactly `Sun, 06 Nov 1994 08:49:37 GMT` (the form
+/// senders must generate; every stored response's `Date` after a
+/// revalidation): read by position. `None` for anything else (then
+/// [`parse_any_form`] decides), so it never accepts a date the general
+/// reading would reject or read differently.
+fn imf_fixdate(v: &[u8]) -> Option<SystemTime> {
+    let v: &[u8; 29] = v.try_into().ok()?;
+    let digits = |i: usize, n: usize| -> Option<u32> {
+        v[i..i + n].iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0')))
+    };
+    if &v[3..5] != b", " || v[7] != b' ' || v[11] != b' ' || v[16] != b' ' || v[19] != b':' || v[22] != b':' || &v[25..] != b" GMT" {
+        return None;
+    }
+    if !DAYS.iter().any(|d| v[..3].eq_ignore_ascii_case(d.as_bytes())) {
+        return None;
+    }
+    let month = month_number(&v[8..11])?;
+    let (day, year) = (digits(5, 2)?, i64::from(digits(12, 4)?));
+    let (h, m, s) = (digits(17, 2)?, digits(20, 2)?, digits(23, 2)?);
+    if day == 0 || day > days_in_month(year, month) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
+    if secs >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
+    }
+}
+
+/// [`parse_http_date`] for every form and tolerance.
+fn parse_any_form(value: &[u8], received: SystemTime) -> Option<SystemTime> {
     let mut c = Cursor { s: value.trim_ascii(), i: 0 };
     let day_name = c.letters();
     if !is_day_name(day_name) {
@@ -336,6 +374,45 @@ mod tests {
         ] {
             assert_eq!(parse(s), None, "{s:?}");
         }
+    }
+
+    /// The IMF-fixdate fast path agrees with the general reading on valid
+    /// dates (calendar edges, leap seconds, letter case) and on every
+    /// single-byte mutation of them.
+    #[test]
+    fn the_fixdate_fast_path_agrees_with_the_general_reading() {
+        let valid = [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "sun, 06 nov 1994 08:49:37 gmt",
+            "Thu, 01 Jan 1970 00:00:00 GMT",
+            "Wed, 31 Dec 1969 23:59:59 GMT",
+            "Tue, 29 Feb 2000 23:59:60 GMT",
+            "Mon, 29 Feb 2100 12:00:00 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Sat, 00 Jan 0000 00:00:00 GMT",
+        ];
+        let mut n = 0;
+        for v in valid {
+            let v = v.as_bytes();
+            let mut inputs = vec![v.to_vec()];
+            for i in 0..v.len() {
+                for b in [0u8, b' ', b'\t', b',', b'-', b':', b'0', b'9', b'a', b'Z', 0x7f, 0xff] {
+                    let mut m = v.to_vec();
+                    m[i] = b;
+                    inputs.push(m);
+                }
+            }
+            for m in inputs {
+                let general = parse_any_form(&m, received());
+                if let Some(fast) = imf_fixdate(&m) {
+                    assert_eq!(Some(fast), general, "{:?}", String::from_utf8_lossy(&m));
+                    n += 1;
+                }
+                assert_eq!(parse_http_date(&m, received()), general, "{:?}", String::from_utf8_lossy(&m));
+            }
+        }
+        assert!(n > 50, "the fast path read {n} of them");
+        assert!(imf_fixdate(b"Sun, 06 Nov 1994 08:49:37 GMT").is_some());
     }
 
     /// Garbage, every prefix of every valid form, and single-byte mutations
