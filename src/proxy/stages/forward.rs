@@ -40,7 +40,22 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
             None
         }
         Collapse::LeadOrWait => match state.inflight.join(&primary) {
-            Role::Leader(lead) => Some(lead),
+            Role::Leader(lead) => {
+                // The lookup that routed this request here ran before it
+                // led: a fetch for the same key that stored its response
+                // and finished in between left nothing to wait for, and
+                // would be fetched twice. Nothing was stored then
+                // (`uri-miss`): if something is now, look again.
+                if fwd == Fwd::UriMiss && ex.lookups <= super::super::route::MAX_COLLAPSED_LOOKUPS {
+                    if let Ok(entries) = state.store.lookup(&primary) {
+                        if !entries.is_empty() {
+                            lead.finish(Outcome::Stored);
+                            return Step::LookAgain;
+                        }
+                    }
+                }
+                Some(lead)
+            }
             Role::Follower(rx) => {
                 Metrics::inc(&state.metrics.collapsed);
                 if collapse::wait(rx).await == Outcome::Stored {
