@@ -43,7 +43,11 @@
 # shared machine hits one cell, not one peer. The table gives req/s of each
 # peer, crawlcache's ratio to the best peer of the cell, the 1-minute load
 # average when the cell started, and the origin's 200/304 counts per peer
-# for revalidations (proof that every request was a conditional GET).
+# for revalidations (proof that every request was a conditional GET). A
+# second table gives each peer's server CPU per request: user + system time
+# of its processes (main process and direct children, every thread) during
+# its measured run over its requests, in microseconds; the figure noise
+# disturbs least on a shared machine.
 # HTTPS hits: wrk cannot send CONNECT, so benches/https_load.rs (built with
 # `cargo bench --no-run`) runs CONNECTIONS keep-alive connections for DURATION
 # directly against nginx-tls (trusting the work folder's CA) and through

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod audit;
+pub mod byte_lru;
 pub mod cache;
 pub mod cli;
 pub mod config;

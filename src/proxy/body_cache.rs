@@ -9,6 +9,7 @@
 //! replaces the file read).
 
 use bytes::Bytes;
+use crate::byte_lru::ByteLru;
 use std::sync::Mutex;
 
 /// Least-recently-used map from body SHA-256 (hex) to the body's bytes,
@@ -16,12 +17,7 @@ use std::sync::Mutex;
 pub struct BodyCache {
     max_bytes: u64,
     max_object: u64,
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    map: lru::LruCache<String, Bytes>,
-    bytes: u64,
+    inner: Mutex<ByteLru<String, Bytes>>,
 }
 
 impl BodyCache {
@@ -32,7 +28,7 @@ impl BodyCache {
         BodyCache {
             max_bytes,
             max_object: max_object.min(max_bytes),
-            inner: Mutex::new(Inner { map: lru::LruCache::unbounded(), bytes: 0 }),
+            inner: Mutex::new(ByteLru::new(max_bytes, |b: &Bytes| b.len())),
         }
     }
 
@@ -46,8 +42,7 @@ impl BodyCache {
         if self.max_bytes == 0 {
             return None;
         }
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.map.get(sha256).cloned()
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).get(sha256).cloned()
     }
 
     /// Keeps `body` under `sha256`, evicting the least recently used bodies
@@ -58,22 +53,12 @@ impl BodyCache {
         if !self.admits(len) {
             return;
         }
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = inner.map.put(sha256.to_owned(), body) {
-            inner.bytes -= old.len() as u64;
-        }
-        inner.bytes += len;
-        while inner.bytes > self.max_bytes {
-            match inner.map.pop_lru() {
-                Some((_, evicted)) => inner.bytes -= evicted.len() as u64,
-                None => break,
-            }
-        }
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).put(sha256.to_owned(), body);
     }
 
     /// Bytes of bodies held.
     pub fn bytes(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).bytes
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).bytes() as u64
     }
 }
 

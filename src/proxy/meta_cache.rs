@@ -9,6 +9,7 @@
 use crate::cache::StoredResponse;
 use http::HeaderMap;
 use std::hash::{Hash, Hasher};
+use crate::byte_lru::ByteLru;
 use std::sync::{Arc, Mutex};
 
 /// A stored response head, decoded once.
@@ -24,42 +25,28 @@ pub struct Decoded {
 /// Map from metadata bytes to their decoded form, bounded by bytes (an
 /// estimate of what each decoded head holds), least recently used first out.
 pub struct MetaCache {
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    map: lru::LruCache<u64, Arc<Decoded>>,
-    /// Estimated bytes held.
-    bytes: usize,
-    /// Bound on `bytes`.
-    capacity: usize,
+    inner: Mutex<ByteLru<u64, Arc<Decoded>>>,
 }
 
 /// Estimated bytes one decoded head holds: its raw bytes, the decoded
 /// fields (names and values again), the header map (again, plus its index
 /// table), and the fixed parts.
-fn cost(d: &Decoded) -> usize {
+fn cost(d: &Arc<Decoded>) -> usize {
     3 * d.raw.len() + 48 * d.headers.len() + 512
 }
 
 impl MetaCache {
     /// A cache holding decoded heads of at most about `capacity_bytes` bytes.
     pub fn new(capacity_bytes: u64) -> MetaCache {
-        MetaCache {
-            inner: Mutex::new(Inner {
-                map: lru::LruCache::unbounded(),
-                bytes: 0,
-                capacity: usize::try_from(capacity_bytes).unwrap_or(usize::MAX),
-            }),
-        }
+        MetaCache { inner: Mutex::new(ByteLru::new(capacity_bytes, cost)) }
     }
 
     /// The decoded form of `meta`; `None` if it is not a valid record.
     pub fn decode(&self, meta: &[u8]) -> Option<Arc<Decoded>> {
         let key = hash(meta);
         {
-            let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(d) = inner.map.get(&key) {
+            let mut inner = self.lock();
+            if let Some(d) = inner.get(&key) {
                 if d.raw == meta {
                     return Some(d.clone());
                 }
@@ -68,7 +55,7 @@ impl MetaCache {
         let stored = StoredResponse::from_bytes(meta)?;
         let headers = stored.header_map();
         let d = Arc::new(Decoded { raw: meta.to_vec(), stored, headers });
-        self.lock().put(key, &d);
+        self.lock().put(key, d.clone());
         Some(d)
     }
 
@@ -83,44 +70,20 @@ impl MetaCache {
         let d = Arc::new(Decoded { raw: meta, stored, headers });
         let old_key = hash(&old.raw);
         let mut inner = self.lock();
-        if inner.map.peek(&old_key).is_some_and(|o| o.raw == old.raw) {
-            if let Some(o) = inner.map.pop(&old_key) {
-                inner.bytes -= cost(&o);
-            }
+        if inner.peek(&old_key).is_some_and(|o| o.raw == old.raw) {
+            inner.pop(&old_key);
         }
-        inner.put(hash(&d.raw), &d);
+        inner.put(hash(&d.raw), d.clone());
         d
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<u64, Arc<Decoded>>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Estimated bytes held now.
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
-    }
-}
-
-impl Inner {
-    /// Inserts `d` under `key` (replacing what was there), then lets the
-    /// least recently used heads go until the bytes held fit the bound. A
-    /// head larger than the whole bound is not kept.
-    fn put(&mut self, key: u64, d: &Arc<Decoded>) {
-        let size = cost(d);
-        if size > self.capacity {
-            return;
-        }
-        if let Some(old) = self.map.put(key, d.clone()) {
-            self.bytes -= cost(&old);
-        }
-        self.bytes += size;
-        while self.bytes > self.capacity {
-            match self.map.pop_lru() {
-                Some((_, old)) => self.bytes -= cost(&old),
-                None => break,
-            }
-        }
+        self.lock().bytes()
     }
 }
 

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use super::packs::{Loc, RecBody, Record};
+use crate::byte_lru::ByteLru;
 
 /// Fixed bytes counted per cached record besides its fields (map node,
 /// `Arc`, `Vec` headers).
@@ -31,15 +32,13 @@ fn cost(rec: &Record) -> usize {
 
 /// The cache (not synchronised: the store keeps it under a mutex).
 pub(crate) struct RecordCache {
-    map: lru::LruCache<Loc, Arc<Record>>,
-    bytes: usize,
-    capacity: usize,
+    map: ByteLru<Loc, Arc<Record>>,
 }
 
 impl RecordCache {
     /// A cache holding records of at most `capacity` bytes (0: none).
     pub fn new(capacity: u64) -> RecordCache {
-        RecordCache { map: lru::LruCache::unbounded(), bytes: 0, capacity: usize::try_from(capacity).unwrap_or(usize::MAX) }
+        RecordCache { map: ByteLru::new(capacity, |r| cost(r)) }
     }
 
     /// The record at `loc`, if cached.
@@ -51,26 +50,13 @@ impl RecordCache {
     /// recently used records beyond the capacity. A record larger than the
     /// whole capacity is not kept.
     pub fn put(&mut self, loc: Loc, rec: Arc<Record>) {
-        let size = cost(&rec);
-        if size > self.capacity {
-            return;
-        }
-        if let Some(old) = self.map.put(loc, rec) {
-            self.bytes -= cost(&old);
-        }
-        self.bytes += size;
-        while self.bytes > self.capacity {
-            match self.map.pop_lru() {
-                Some((_, old)) => self.bytes -= cost(&old),
-                None => break,
-            }
-        }
+        self.map.put(loc, rec);
     }
 
     /// Bytes counted now.
     #[cfg(test)]
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.map.bytes()
     }
 }
 
