@@ -241,14 +241,7 @@ fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
     let dir = tempfile::tempdir().unwrap();
     for (round, ms) in [5u64, 40, 120, 300, 17, 600].into_iter().enumerate() {
         let mut c = child("churn", dir.path());
-        let mut out = BufReader::new(c.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("READY") {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 {
-                panic!("child exited before it was ready: {:?}", c.wait());
-            }
-        }
+        let _out = wait_ready(&mut c);
         std::thread::sleep(Duration::from_millis(ms));
         c.kill().unwrap();
         c.wait().unwrap();
@@ -268,7 +261,9 @@ fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
     }
 }
 
-fn wait_ready(c: &mut std::process::Child) {
+/// Reads the child's output until it says READY; returns the reader, for
+/// what it says after.
+fn wait_ready(c: &mut std::process::Child) -> BufReader<std::process::ChildStdout> {
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("READY") {
@@ -277,6 +272,7 @@ fn wait_ready(c: &mut std::process::Child) {
             panic!("child exited before it was ready: {:?}", c.wait());
         }
     }
+    out
 }
 
 #[test]
@@ -332,14 +328,7 @@ fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
         seed ^= seed << 17;
         let ms = seed % 400;
         let mut c = child("mixed", dir.path());
-        let mut out = BufReader::new(c.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("READY") {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 {
-                panic!("child exited before it was ready: {:?}", c.wait());
-            }
-        }
+        let mut out = wait_ready(&mut c);
         // What the child said, in order: (WRITING | STORED, URL, SHA-256).
         let reader = std::thread::spawn(move || {
             let mut said: Vec<(bool, String, String)> = Vec::new();
