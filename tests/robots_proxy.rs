@@ -254,6 +254,13 @@ fn stale_rules_are_refreshed_once_in_the_background() {
         })
         .collect();
     let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("client thread")).collect();
+    // The refresh runs in the background: it may reach the origin only
+    // after every answer went out (it is a task of the serving thread that
+    // saw the stale rules first, queued behind that thread's requests).
+    let waited = Instant::now();
+    while slow_done.lock().unwrap().is_none() && waited.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let refresh_end = slow_done.lock().unwrap().expect("a background refresh was made");
     for (status, at) in &results {
         assert_eq!(*status, 200);

@@ -65,7 +65,12 @@ fn c46_get_or_head_with_content_is_forwarded_whole_and_the_pool_stays_in_sync() 
         if v.method == "GET" {
             assert_eq!(ra.text(), format!("GET {a_path} got {} bytes", v.content.len()), "{}", v.name);
         }
-        // Client A's connection is still in sync.
+        // Client A's connection is still in sync. A moment first, so the
+        // origin connection that carried A's request is back in the pool
+        // (it is returned by its own task, which may not have run yet when
+        // the client has the whole answer): the requests below then reuse
+        // it rather than opening another.
+        std::thread::sleep(std::time::Duration::from_millis(50));
         let again = a.send(format!("GET http://{o}/{}/a2 HTTP/1.1\r\nHost: {o}\r\n\r\n", v.name).as_bytes(), false);
         if let Ok(r) = again {
             assert_eq!(r.status, 200, "{}: A's next request: {}", v.name, r.describe());
