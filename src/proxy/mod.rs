@@ -332,12 +332,19 @@ async fn serve_thread(state: Arc<ProxyState>, listener: std::net::TcpListener) {
         }
     }
     drop(listener);
-    let (conns, tasks) = (state.conns.clone(), state.tasks.clone());
-    let _ = tokio::time::timeout(state.config.server.shutdown_timeout, async move {
+    drain(&state).await;
+}
+
+/// Waits, at most `server.shutdown_timeout`, until no client connection and
+/// no background task runs. Returns whether they all finished in time.
+async fn drain(state: &ProxyState) -> bool {
+    let (conns, tasks) = (&state.conns, &state.tasks);
+    tokio::time::timeout(state.config.server.shutdown_timeout, async {
         conns.wait_idle().await;
         tasks.wait_idle().await;
     })
-    .await;
+    .await
+    .is_ok()
 }
 
 /// Serves one accepted client connection on the current runtime (refused
@@ -434,18 +441,11 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
             return Err(format!("cannot start a serving thread: {e}"));
         }
     }
-    let conns = state.conns.clone();
     shutdown.await;
     let _ = state.closing.send(true);
     let grace = state.config.server.shutdown_timeout;
     tracing::info!("shutting down: finishing responses in flight (at most {} s)", grace.as_secs_f64());
-    let tasks = state.tasks.clone();
-    let drained = tokio::time::timeout(grace, async move {
-        conns.wait_idle().await;
-        tasks.wait_idle().await;
-    })
-    .await;
-    if drained.is_err() {
+    if !drain(&state).await {
         tracing::warn!("shutdown timeout reached; unfinished store writes are dropped (nothing partial is kept)");
     }
     if let Err(e) = state.robots.flush() {
