@@ -449,15 +449,8 @@ impl BodyWriter {
                 source: io::Error::other("the body writer already failed"),
             });
         }
-        if let Some(mem) = self.mem.take() {
-            let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
-            if self.len < self.inner.inline_max {
-                // Short enough to live in its entry's pack record.
-                self.inner.blobs.pin_small(hash, mem);
-            } else {
-                self.write_file(&hash, &mem)?;
-            }
-            return Ok(CommittedBody { sha256: hex::encode(hash), len: self.len });
+        if self.mem.is_some() {
+            return self.finish_held(false);
         }
         let Some(buffered) = self.file.take() else {
             return Err(StoreError::Io {
@@ -501,15 +494,53 @@ impl BodyWriter {
         Ok(CommittedBody { sha256: hex::encode(hash), len })
     }
 
+    /// [`BodyWriter::finish`] without waiting for anything but page-cache
+    /// writes: for a body held in memory (at most [`SPILL_AT`] bytes) while
+    /// no maintenance holds the store. A short body only hashes; a longer
+    /// one is written to its content address in one write and a rename, or
+    /// found there already (never synced here: see `finish`), as nginx
+    /// writes its cache files from its event loop. `Err(self)`, nothing
+    /// done, when the body is in a temporary file or maintenance (verify,
+    /// compaction) holds the store: call `finish` from a blocking thread.
+    pub fn finish_quick(self) -> Result<Result<CommittedBody, StoreError>, BodyWriter> {
+        if self.failed || self.mem.is_none() {
+            return Err(self);
+        }
+        let inner = Arc::clone(&self.inner);
+        let _maintenance = match inner.maintenance.try_read() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(self),
+        };
+        let mut this = self;
+        Ok(this.finish_held(true))
+    }
+
+    /// Finishes a body held in memory: pinned in memory when shorter than
+    /// `inline_max`, else written to its file (`lock_held`: the caller holds
+    /// the maintenance lock).
+    fn finish_held(&mut self, lock_held: bool) -> Result<CommittedBody, StoreError> {
+        let mem = self.mem.take().unwrap_or_default();
+        let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
+        if self.len < self.inner.inline_max {
+            // Short enough to live in its entry's pack record.
+            self.inner.blobs.pin_small(hash, mem);
+        } else {
+            self.write_file(&hash, &mem, lock_held)?;
+        }
+        Ok(CommittedBody { sha256: hex::encode(hash), len: self.len })
+    }
+
     /// Writes the complete body `bytes` (held in memory) to its content
     /// address: nothing to write when that body is already stored intact,
     /// otherwise a temporary file renamed into place (not synced: see
     /// `finish`). Pins the body. The maintenance lock is held throughout,
     /// so verify never sees the temporary file; on an error it is removed.
-    fn write_file(&mut self, hash: &Hash, bytes: &[u8]) -> Result<(), StoreError> {
+    /// `lock_held`: the caller already holds the maintenance lock (read).
+    fn write_file(&mut self, hash: &Hash, bytes: &[u8], lock_held: bool) -> Result<(), StoreError> {
         self.name_tmp();
         let inner = Arc::clone(&self.inner);
-        let _maintenance = inner.maintenance.read().unwrap_or_else(|e| e.into_inner());
+        let _maintenance = (!lock_held).then(|| inner.maintenance.read().unwrap_or_else(|e| e.into_inner()));
         let blobs = &inner.blobs;
         let target = blobs.path(hash);
         let len = bytes.len() as u64;

@@ -602,12 +602,14 @@ impl Store {
 
     /// [`Store::insert`] when it is sure to be quick: `body` is a short body
     /// held in memory ([`BodyWriter::finish`] of fewer than `inline_max`
-    /// bytes), the bytes stored leave room for it (nothing to evict), and no
-    /// maintenance holds the store. The record is then appended to the pack
-    /// (a write to the page cache, never synced here) and its index row kept
-    /// in memory, so an async task may call it without blocking for long.
-    /// `None` (nothing done, `body` still pinned) when it is not quick: call
-    /// [`Store::insert`] from a blocking thread instead.
+    /// bytes) or a body file already in place (as `finish` or
+    /// [`BodyWriter::finish_quick`] leave it), the bytes stored leave room
+    /// for it (nothing to evict), and no maintenance holds the store. The
+    /// record is then appended to the pack (a write to the page cache, never
+    /// synced here) and its index row kept in memory, so an async task may
+    /// call it without blocking for long. `None` (nothing done, `body` still
+    /// pinned) when it is not quick: call [`Store::insert`] from a blocking
+    /// thread instead.
     pub fn try_insert_quick(
         &self,
         primary_key: &str,
@@ -616,7 +618,7 @@ impl Store {
         body: &CommittedBody,
     ) -> Option<Result<u64, StoreError>> {
         let inner = &self.inner;
-        if body.len >= inner.inline_max || inner.index.state().bytes.saturating_add(body.len) > inner.max_size {
+        if inner.index.state().bytes.saturating_add(body.len) > inner.max_size {
             return None;
         }
         let _m = match inner.maintenance.try_read() {
@@ -624,7 +626,8 @@ impl Store {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
-        if !parse_hash(&body.sha256).is_some_and(|h| inner.blobs.is_small_pinned(&h)) {
+        let hash = parse_hash(&body.sha256)?;
+        if body.len < inner.inline_max && !inner.blobs.is_small_pinned(&hash) {
             return None;
         }
         Some(self.insert_locked(primary_key, secondary_key, meta, Some(body)))

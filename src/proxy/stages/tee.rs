@@ -188,14 +188,17 @@ async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: 
 /// records the entry, unless the URL was invalidated after the request was
 /// sent (RFC 9111 section 4.4). A short body held in memory is recorded
 /// right here when the store can take it without blocking (no eviction due,
-/// no maintenance running: `Store::try_insert_quick`); anything else takes
-/// one trip to a blocking thread for both steps.
+/// no maintenance running: `BodyWriter::finish_quick` and
+/// `Store::try_insert_quick`); anything else (a body spilled to a temporary
+/// file, eviction due, maintenance running) takes one trip to a blocking
+/// thread for both steps.
 async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> Outcome {
     let sent_ms = job.stored.request_time_ms;
     let meta = job.stored.to_bytes();
-    let inserted = if writer.len() < state.store.inline_max() {
-        // Hashing only: nothing touches the disk.
-        match writer.finish() {
+    let inserted = match writer.finish_quick() {
+        // Hashing, and for a body of `inline_max` bytes or more one write
+        // to the page cache and a rename: no trip to a blocking thread.
+        Ok(finished) => match finished {
             Err(e) => Err(Some(e)),
             Ok(committed) => match state.invalidations.publish(&job.primary, sent_ms, || {
                 state.store.try_insert_quick(&job.primary, &job.secondary_key, &meta, &committed)
@@ -212,9 +215,8 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
                 }
                 Some(None) => insert_blocking(state, job, Ok(committed), meta).await,
             },
-        }
-    } else {
-        insert_blocking(state, job, Err(writer), meta).await
+        },
+        Err(writer) => insert_blocking(state, job, Err(writer), meta).await,
     };
     match inserted {
         Ok(_evicted) => {
