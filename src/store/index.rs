@@ -31,6 +31,7 @@
 //! hash-keyed rows exist only for bodies large enough to have a file.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::packs::{Loc, Pos};
@@ -376,11 +377,26 @@ struct Mem {
 /// itself (a commit that cannot keep up must not let memory grow).
 const SPILL_ROWS: usize = 32 * 1024;
 
+/// How many change counters [`Index::generation`] spreads primary keys over.
+const GENERATIONS: usize = 4096;
+
+/// The counter of [`Index::generation`] that `primary` (a primary key's
+/// bytes) falls on (FNV-1a).
+fn generation_slot(primary: &[u8]) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in primary {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % GENERATIONS as u64) as usize
+}
+
 /// The open sled database and the store's tree.
 pub(crate) struct Index {
     pub db: sled::Db,
     pub tree: sled::Tree,
     mem: Mutex<Mem>,
+    /// Change counters by primary key (see [`Index::generation`]).
+    generations: Box<[AtomicU64]>,
 }
 
 /// A commit in progress (see [`Index::begin_commit`]).
@@ -427,7 +443,35 @@ impl Index {
             None => State::default(),
             Some(v) => State::decode(&v).ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
         };
-        Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None }) })
+        let generations = (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect();
+        Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None }), generations })
+    }
+
+    /// A counter that moves whenever a row of `primary_key`'s variants
+    /// changes (stored, removed, touched, moved by the tail walk, repaired):
+    /// a lookup result read while it had one value still holds while it
+    /// keeps that value (the lookup cache of `Store::lookup`). Read it
+    /// before reading the rows. Keys share counters, so a change to another
+    /// key may move it too (only a wasted re-read).
+    pub fn generation(&self, primary_key: &str) -> u64 {
+        self.generations[generation_slot(primary_key.as_bytes())].load(Ordering::Acquire)
+    }
+
+    /// Moves the counter of the entry key `key` (after its change is in
+    /// place, under the index lock).
+    fn changed(&self, key: &[u8]) {
+        match primary_key_bytes(key) {
+            Some(p) => self.generations[generation_slot(p)].fetch_add(1, Ordering::AcqRel),
+            None => self.changed_all(),
+        };
+    }
+
+    /// Moves every counter (a repair that rewrites rows wholesale).
+    fn changed_all(&self) -> u64 {
+        for g in self.generations.iter() {
+            g.fetch_add(1, Ordering::AcqRel);
+        }
+        0
     }
 
     /// Whether changes wait in memory for the next commit.
@@ -652,6 +696,7 @@ impl Index {
         batch.insert(&STATE_KEY[..], &state.encode()[..]);
         self.tree.apply_batch(batch).map_err(sled_err)?;
         mem.state = state;
+        self.changed_all();
         Ok(())
     }
 
@@ -664,7 +709,9 @@ impl Index {
         for k in keys {
             batch.remove(k.as_slice());
         }
-        self.tree.apply_batch(batch).map_err(sled_err)
+        let r = self.tree.apply_batch(batch).map_err(sled_err);
+        self.changed_all();
+        r
     }
 
     /// Applies `ops` in order (see the module comment): the new rows go to
@@ -722,9 +769,14 @@ impl Index {
             };
             applied.done.push(done);
         }
+        let changed: Vec<Vec<u8>> =
+            slots.iter().filter(|(k, v)| mem.active.slots.get(k.as_slice()) != Some(v)).map(|(k, _)| k.clone()).collect();
         mem.active.slots.extend(slots);
         mem.active.refs.extend(refs);
         mem.state = state;
+        for k in &changed {
+            self.changed(k);
+        }
         if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS {
             self.spill_locked(&mut mem)?;
         }

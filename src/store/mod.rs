@@ -328,7 +328,8 @@ pub struct StoreOptions {
     /// `store.memory_ceiling`).
     pub index_cache: u64,
     /// Bytes of recently read pack records kept in memory (entry heads and
-    /// short bodies; derived from `store.memory_ceiling`).
+    /// short bodies; derived from `store.memory_ceiling`). Recent lookups
+    /// are kept in half as many bytes again.
     pub record_cache: u64,
 }
 
@@ -432,6 +433,8 @@ pub(crate) struct Inner {
     recent: Mutex<lru::LruCache<Hash, Loc>>,
     /// Pack records read recently, by location (`record_cache.rs`).
     records: Mutex<record_cache::RecordCache>,
+    /// Recent lookups by primary key (`record_cache.rs`).
+    lookups: Mutex<record_cache::LookupCache>,
 }
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
@@ -515,6 +518,7 @@ impl Store {
             commits_paused: AtomicBool::new(false),
             recent: Mutex::new(lru::LruCache::new(NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN))),
             records: Mutex::new(record_cache::RecordCache::new(options.record_cache)),
+            lookups: Mutex::new(record_cache::LookupCache::new(options.record_cache / 2)),
         });
         let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
         let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
@@ -550,13 +554,35 @@ impl Store {
     /// Errors: `Index` when sled cannot be read, `Io` when a pack segment
     /// cannot be read.
     pub fn lookup(&self, primary_key: &str) -> Result<Vec<Entry>, StoreError> {
-        let mut out = Vec::new();
-        for (k, v) in self.inner.index.scan_prefix(&primary_prefix(primary_key))? {
-            if let Some(e) = self.inner.read_entry(&k, &v)? {
-                out.push(e);
+        let inner = &self.inner;
+        // Read before the rows: a change after this moves it (`Index::generation`).
+        let generation = inner.index.generation(primary_key);
+        let cached = lock(&inner.lookups).get(primary_key, generation);
+        let mut out = match cached {
+            Some(found) => {
+                let mut recent = None;
+                let mut out = Vec::with_capacity(found.len());
+                for (e, packed) in found.iter() {
+                    if let Some((hash, loc)) = packed {
+                        recent.get_or_insert_with(|| lock(&inner.recent)).put(*hash, *loc);
+                    }
+                    out.push(e.clone());
+                }
+                out
             }
-        }
-        self.inner.overlay_pending(&mut out);
+            None => {
+                let mut found = Vec::new();
+                for (k, v) in inner.index.scan_prefix(&primary_prefix(primary_key))? {
+                    if let Some(e) = inner.read_entry_located(&k, &v)? {
+                        found.push(e);
+                    }
+                }
+                let out = found.iter().map(|(e, _)| e.clone()).collect();
+                lock(&inner.lookups).put(primary_key, generation, found.into());
+                out
+            }
+        };
+        inner.overlay_pending(&mut out);
         Ok(out)
     }
 
@@ -979,6 +1005,12 @@ impl Inner {
     /// whose segment went meanwhile (the tail walk moved it) is looked up
     /// again.
     fn read_entry(&self, key: &[u8], value: &[u8]) -> Result<Option<Entry>, StoreError> {
+        Ok(self.read_entry_located(key, value)?.map(|(e, _)| e))
+    }
+
+    /// [`Inner::read_entry`], with the hash and location of the entry's
+    /// short body when it has one in its record.
+    fn read_entry_located(&self, key: &[u8], value: &[u8]) -> Result<Option<(Entry, Option<(Hash, Loc)>)>, StoreError> {
         let Some((primary_key, secondary_key)) = split_entry_key(key) else {
             tracing::warn!(key = ?String::from_utf8_lossy(key), "skipping an index entry with a malformed key");
             return Ok(None);
@@ -1010,15 +1042,17 @@ impl Inner {
             tracing::warn!(primary_key, "skipping an entry whose record belongs to another key (run cache verify)");
             return Ok(None);
         }
+        let mut packed = None;
         let body = match &rec.body {
             RecBody::None => None,
             RecBody::Inline { hash, bytes } => {
                 lock(&self.recent).put(*hash, slot.loc);
+                packed = Some((*hash, slot.loc));
                 Some(CommittedBody { sha256: hex::encode(hash), len: bytes.len() as u64 })
             }
             RecBody::File { hash, len } => Some(CommittedBody { sha256: hex::encode(hash), len: *len }),
         };
-        Ok(Some(Entry { primary_key, secondary_key, meta: rec.meta.clone(), body, last_used: slot.stamp }))
+        Ok(Some((Entry { primary_key, secondary_key, meta: rec.meta.clone(), body, last_used: slot.stamp }, packed)))
     }
 }
 

@@ -60,6 +60,53 @@ impl RecordCache {
     }
 }
 
+/// What a lookup found for one primary key: each entry, with the hash and
+/// location of its short body when it has one in its pack record.
+pub(crate) type Found = Arc<[(super::Entry, Option<(super::index::Hash, Loc)>)]>;
+
+/// The bytes a cached lookup is counted for (the key twice: as the map's
+/// key and in each entry).
+fn found_cost(found: &(u64, Found)) -> usize {
+    found.1.iter().map(|(e, _)| 2 * e.primary_key.len() + e.secondary_key.len() + e.meta.len() + 64 + OVERHEAD).sum()
+}
+
+/// Results of recent [`super::Store::lookup`]s by primary key, each with
+/// the index generation it was read at (`Index::generation`): a result
+/// stands while the generation of its key has not moved, so a hit reads no
+/// index rows. Bounded by bytes, least recently used out first; lookups
+/// that found nothing are not kept (a new URL is a miss anyway).
+pub(crate) struct LookupCache {
+    map: ByteLru<String, (u64, Found)>,
+}
+
+impl LookupCache {
+    /// A cache of at most `capacity` bytes (0: none).
+    pub fn new(capacity: u64) -> LookupCache {
+        LookupCache { map: ByteLru::new(capacity, found_cost) }
+    }
+
+    /// What the lookup of `primary_key` found when the index was at
+    /// `generation`, if cached at that generation (a result read at another
+    /// one is dropped).
+    pub fn get(&mut self, primary_key: &str, generation: u64) -> Option<Found> {
+        match self.map.get(primary_key) {
+            Some((g, found)) if *g == generation => Some(Arc::clone(found)),
+            Some(_) => {
+                self.map.pop(primary_key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps what the lookup of `primary_key` found at `generation`.
+    pub fn put(&mut self, primary_key: &str, generation: u64, found: Found) {
+        if !found.is_empty() {
+            self.map.put(primary_key.to_string(), (generation, found));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
