@@ -92,33 +92,13 @@ impl Default for HeadLimits {
 /// (with `Proxy-Authorization` when credentials are configured),
 /// `https://` origins through a `CONNECT` tunnel with TLS to the origin
 /// over it. Failures on the way to the parent name the parent.
-///
-/// Response heads are parsed with room for [`LEAN_FIELDS`] fields first:
-/// hyper sets aside (and fills) room for every field it may accept before
-/// parsing each head, which for `upstream.max_head_fields = 3000` cost more
-/// than the rest of parsing a 1 KiB revalidation. A replayable request (see
-/// above) whose response head has more fields is sent once more with room
-/// for `max_fields`, and its origin remembered (the last [`WIDE_ORIGINS`])
-/// so that its later requests get that room at once; any other request
-/// always gets it.
 #[derive(Clone)]
 pub struct Upstream {
-    /// Parses heads with room for `limits.max_fields`.
     client: Client<Connector, ProxyBody>,
-    /// Parses heads with room for [`LEAN_FIELDS`] (when that is less).
-    lean: Option<Client<Connector, ProxyBody>>,
-    /// Origins (`host:port`) seen sending more than [`LEAN_FIELDS`] fields.
-    wide: Arc<std::sync::Mutex<lru::LruCache<String, ()>>>,
     response_timeout: Duration,
     limits: HeadLimits,
     parent: Option<Arc<ParentProxy>>,
 }
-
-/// Fields of a response head a first attempt has room for (hyper's own
-/// default; room for up to this many takes no allocation).
-pub const LEAN_FIELDS: usize = 100;
-/// Origins remembered as sending heads of more than [`LEAN_FIELDS`] fields.
-const WIDE_ORIGINS: usize = 4096;
 
 impl Upstream {
     /// A client verifying origins' TLS with `tls`, with the given connect
@@ -156,30 +136,15 @@ impl Upstream {
     ) -> Upstream {
         let parent = parent.map(Arc::new);
         let connector = crate::tls::origin_connector(tls, connect_timeout, parent.clone());
-        let build = |max_fields: usize| {
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(pool_idle_timeout)
-                .pool_max_idle_per_host(32)
-                .http1_allow_spaces_after_header_name_in_responses(true)
-                .http1_allow_obsolete_multiline_headers_in_responses(true)
-                .http1_max_headers(max_fields)
-                .http1_max_buf_size(limits.max_bytes.max(8192))
-                .build(connector.clone())
-        };
-        let client = build(limits.max_fields);
-        let lean = (limits.max_fields > LEAN_FIELDS).then(|| build(LEAN_FIELDS));
-        let wide = Arc::new(std::sync::Mutex::new(lru::LruCache::new(
-            std::num::NonZeroUsize::new(WIDE_ORIGINS).unwrap_or(std::num::NonZeroUsize::MIN),
-        )));
-        Upstream { client, lean, wide, response_timeout, limits, parent }
-    }
-
-    /// The lean client, for a replayable request to `host` when that origin
-    /// is not known to send heads of more than [`LEAN_FIELDS`] fields.
-    fn lean_for(&self, host: &str, replayable: bool) -> Option<&Client<Connector, ProxyBody>> {
-        let lean = self.lean.as_ref().filter(|_| replayable)?;
-        let wide = self.wide.lock().unwrap_or_else(|e| e.into_inner()).get(host).is_some();
-        (!wide).then_some(lean)
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(pool_idle_timeout)
+            .pool_max_idle_per_host(32)
+            .http1_allow_spaces_after_header_name_in_responses(true)
+            .http1_allow_obsolete_multiline_headers_in_responses(true)
+            .http1_max_headers(limits.max_fields)
+            .http1_max_buf_size(limits.max_bytes.max(8192))
+            .build(connector);
+        Upstream { client, response_timeout, limits, parent }
     }
 
     /// The parent proxy `uri` goes through, if any.
@@ -203,34 +168,17 @@ impl Upstream {
         }
         let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
         let replay = replayable(&req);
-        let lean = self.lean_for(&host, replay.is_some());
-        let again = || replay.as_ref().map(|(parts, ())| Request::from_parts(parts.clone(), ProxyBody::empty()));
         let attempts = async {
-            let (mut client, mut widened, mut resent) = (lean.unwrap_or(&self.client), lean.is_none(), false);
-            let mut next = req;
-            loop {
-                match client.request(next).await {
-                    Err(e) if !widened && head_too_large(&e) => {
-                        // More fields than the lean parser has room for (or
-                        // more bytes than allowed: the wide one says so).
-                        tracing::debug!("origin {host} sent a head of more than {LEAN_FIELDS} fields; asking again with room for {}", self.limits.max_fields);
-                        self.wide.lock().unwrap_or_else(|e| e.into_inner()).put(host.clone(), ());
-                        (client, widened) = (&self.client, true);
-                        match again() {
-                            Some(r) => next = r,
-                            None => return Err(e),
-                        }
+            match self.client.request(req).await {
+                Err(e) if replay.is_some() && failed_before_response(&e) => {
+                    tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
+                    let again = replay.map(|(parts, ())| Request::from_parts(parts, ProxyBody::empty()));
+                    match again {
+                        Some(r) => self.client.request(r).await,
+                        None => Err(e),
                     }
-                    Err(e) if !resent && failed_before_response(&e) => {
-                        tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
-                        resent = true;
-                        match again() {
-                            Some(r) => next = r,
-                            None => return Err(e),
-                        }
-                    }
-                    other => return other,
                 }
+                other => other,
             }
         };
         match tokio::time::timeout(self.response_timeout, attempts).await {
@@ -281,19 +229,6 @@ fn replayable(req: &Request<ProxyBody>) -> Option<(http::request::Parts, ())> {
     *copy.version_mut() = req.version();
     *copy.headers_mut() = req.headers().clone();
     Some(copy.into_parts())
-}
-
-/// True when `err` is hyper's "message head is too large" (more fields or
-/// bytes than the parser allows).
-fn head_too_large(err: &hyper_util::client::legacy::Error) -> bool {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = src {
-        if e.downcast_ref::<hyper::Error>().is_some_and(|h| h.is_parse_too_large()) {
-            return true;
-        }
-        src = e.source();
-    }
-    false
 }
 
 /// True when `err` says the connection failed before any response

@@ -80,28 +80,3 @@ fn a_crawler_with_many_cookies_is_not_refused_below_the_origin_limits_c42() {
     assert_eq!(r.status, 200, "{}", r.describe());
     assert_eq!(origin.requests()[0].header("cookie"), Some(cookie.as_str()), "the cookie line forwarded whole");
 }
-
-#[test]
-fn a_head_of_many_fields_is_asked_for_twice_once_per_origin_and_never_for_a_post_c42() {
-    // Heads are parsed with room for 100 fields first (src/wire/origin.rs,
-    // LEAN_FIELDS): a GET whose answer has more is sent once more with room
-    // for upstream.max_head_fields, and the origin is remembered.
-    let (origin, proxy) = start("", |_| Reply::raw(&head_with_fields(150, "X-W")));
-    let first = proxy.get(&origin.url("/a"), &[]);
-    assert_eq!(first.status, 200, "{}", first.describe());
-    assert_eq!(first.header_all("x-w149").len(), 1, "every field passed on");
-    assert_eq!(origin.request_count(), 2, "the first GET to this origin is asked for again");
-    let second = proxy.get(&origin.url("/b"), &[]);
-    assert_eq!(second.status, 200, "{}", second.describe());
-    assert_eq!(origin.request_count(), 3, "the origin is remembered: one request for the next URL");
-    // A request that may not be repeated gets the room from the start.
-    let (origin, proxy) = start("", |_| Reply::raw(&head_with_fields(150, "X-W")));
-    let url = origin.url("/p");
-    let post = common::client::send_request(proxy.addr(), "POST", &url, &[("Content-Type", "text/plain")], b"body");
-    assert_eq!(post.status, 200, "{}", post.describe());
-    assert_eq!(origin.request_count(), 1, "a POST is never sent twice");
-    // A small head takes one request, as always.
-    let (origin, proxy) = start("", |_| Reply::raw(&head_with_fields(90, "X-S")));
-    assert_eq!(proxy.get(&origin.url("/s"), &[]).status, 200);
-    assert_eq!(origin.request_count(), 1);
-}
