@@ -212,12 +212,19 @@ impl AuditLog {
     pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
-        let day = record.time.get(..10).filter(|d| is_date(d)).map(str::to_owned).unwrap_or_else(|| format_rfc3339(SystemTime::now())[..10].to_owned());
+        let now;
+        let day = match record.time.get(..10).filter(|d| is_date(d)) {
+            Some(d) => d,
+            None => {
+                now = format_rfc3339(SystemTime::now());
+                &now[..10]
+            }
+        };
         let mut w = lock_writer(&self.writer);
         let mut result = Ok(());
         if w.buf_day != day {
             result = w.write_out();
-            w.buf_day = day;
+            w.buf_day = day.to_owned();
         }
         w.buf.extend_from_slice(&line);
         if w.buf.len() >= FLUSH_BYTES {
