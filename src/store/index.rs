@@ -461,17 +461,18 @@ impl Index {
     /// place, under the index lock).
     fn changed(&self, key: &[u8]) {
         match primary_key_bytes(key) {
-            Some(p) => self.generations[generation_slot(p)].fetch_add(1, Ordering::AcqRel),
+            Some(p) => {
+                self.generations[generation_slot(p)].fetch_add(1, Ordering::AcqRel);
+            }
             None => self.changed_all(),
-        };
+        }
     }
 
     /// Moves every counter (a repair that rewrites rows wholesale).
-    fn changed_all(&self) -> u64 {
+    fn changed_all(&self) {
         for g in self.generations.iter() {
             g.fetch_add(1, Ordering::AcqRel);
         }
-        0
     }
 
     /// Whether changes wait in memory for the next commit.
