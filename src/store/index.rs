@@ -457,8 +457,8 @@ impl Index {
         self.generations[generation_slot(primary_key.as_bytes())].load(Ordering::Acquire)
     }
 
-    /// Moves the counter of the entry key `key` (after its change is in
-    /// place, under the index lock).
+    /// Moves the counter of the entry key `key` (under the index lock, so
+    /// that no reader reads the rows between the move and the change).
     fn changed(&self, key: &[u8]) {
         match primary_key_bytes(key) {
             Some(p) => {
@@ -770,14 +770,17 @@ impl Index {
             };
             applied.done.push(done);
         }
-        let changed: Vec<Vec<u8>> =
-            slots.iter().filter(|(k, v)| mem.active.slots.get(k.as_slice()) != Some(v)).map(|(k, _)| k.clone()).collect();
+        // Counters move while the lock is held, before the rows change: a
+        // reader that sees the new value reads the rows after the lock is
+        // released. (Rows only read by the ops are left alone.)
+        for (k, v) in &slots {
+            if mem.active.slots.get(k.as_slice()) != Some(v) {
+                self.changed(k);
+            }
+        }
         mem.active.slots.extend(slots);
         mem.active.refs.extend(refs);
         mem.state = state;
-        for k in &changed {
-            self.changed(k);
-        }
         if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS {
             self.spill_locked(&mut mem)?;
         }

@@ -1010,7 +1010,7 @@ impl Inner {
 
     /// [`Inner::read_entry`], with the hash and location of the entry's
     /// short body when it has one in its record.
-    fn read_entry_located(&self, key: &[u8], value: &[u8]) -> Result<Option<(Entry, Option<(Hash, Loc)>)>, StoreError> {
+    fn read_entry_located(&self, key: &[u8], value: &[u8]) -> Result<Option<record_cache::Located>, StoreError> {
         let Some((primary_key, secondary_key)) = split_entry_key(key) else {
             tracing::warn!(key = ?String::from_utf8_lossy(key), "skipping an index entry with a malformed key");
             return Ok(None);

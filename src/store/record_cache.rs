@@ -60,9 +60,12 @@ impl RecordCache {
     }
 }
 
-/// What a lookup found for one primary key: each entry, with the hash and
-/// location of its short body when it has one in its pack record.
-pub(crate) type Found = Arc<[(super::Entry, Option<(super::index::Hash, Loc)>)]>;
+/// An entry as a lookup read it, with the hash and location of its short
+/// body when it has one in its pack record.
+pub(crate) type Located = (super::Entry, Option<(super::index::Hash, Loc)>);
+
+/// What a lookup found for one primary key.
+pub(crate) type Found = Arc<[Located]>;
 
 /// The bytes a cached lookup is counted for (the key twice: as the map's
 /// key and in each entry).
