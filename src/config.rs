@@ -50,6 +50,10 @@ pub struct ServerConfig {
     /// Threads that serve client connections, each running its own event
     /// loop (0: one per CPU core).
     pub threads: usize,
+    /// Send stored bodies of 64 KiB and more that are not held in memory
+    /// with `sendfile(2)` on plain-HTTP client connections (Linux; no copy
+    /// through user space) instead of writing them from a map of the file.
+    pub sendfile: bool,
     /// Grace period for in-flight responses at shutdown.
     #[serde(deserialize_with = "de_duration")]
     pub shutdown_timeout: Duration,

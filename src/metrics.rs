@@ -101,6 +101,7 @@ impl Metrics {
             ("crawlcache_upstream_errors_total", "Requests answered with an error because the origin failed.", g(&self.upstream_errors)),
             ("crawlcache_collapsed_total", "Requests that shared another request's upstream fetch.", g(&self.collapsed)),
             ("crawlcache_from_cache_bytes_total", "Body bytes sent to clients from the store.", g(&self.bytes_from_cache)),
+            ("crawlcache_sendfile_bytes_total", "Body bytes of stored files sent to clients with sendfile (no copy through user space).", crate::wire::sendfile::SENT_BYTES.load(Ordering::Relaxed)),
         ]
     }
 }

@@ -25,7 +25,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -357,7 +357,7 @@ fn serve_connection(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer
     }
     let _ = stream.set_nodelay(true);
     let st = state.clone();
-    let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(stream));
+    let (io, interim) = crate::wire::interim::InterimIo::new(crate::wire::sendfile::SendfileIo::new(stream, state.config.server.sendfile));
     let svc = service_fn(move |req| route::handle(st.clone(), req, peer, interim.clone()));
     let conn = client_http1().serve_connection(io, svc).with_upgrades();
     let closing = state.closing.subscribe();

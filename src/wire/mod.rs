@@ -12,6 +12,8 @@
 //! - [`upstream_fields`]: the fields of a request sent to an origin (`Host`
 //!   from the target, framing from what is sent), pure.
 //! - [`interim`]: 1xx interim responses relayed to the client.
+//! - [`sendfile`]: large stored bodies sent with `sendfile(2)` on plain
+//!   client connections.
 //! - [`parent`]: the parent (upstream) proxy the origin client may go
 //!   through, and the connector that goes direct or via it.
 //! - [`net`]: the one loopback test for socket addresses.
@@ -26,4 +28,5 @@ pub mod net;
 pub mod origin;
 pub mod upstream_fields;
 pub mod parent;
+pub mod sendfile;
 pub mod url;

@@ -103,12 +103,34 @@ fn head_with_range_is_answered_as_a_plain_head() {
 
 /// A stored body larger than `cache.body_memory_max_object` (256 KiB) is
 /// served from its file (a map of it): whole, and by range, byte for byte,
-/// every time; the origin is asked once.
+/// every time; the origin is asked once. By default the map is written as
+/// any other bytes; nothing goes out with `sendfile`.
 #[test]
 fn a_large_stored_body_is_served_whole_and_by_range_byte_for_byte() {
+    let sent = large_body_whole_and_by_ranges(NO_ROBOTS);
+    assert_eq!(sent, 0, "server.sendfile is off by default");
+}
+
+/// The same with `server.sendfile` on: the body and its ranges arrive byte
+/// for byte on a plain-HTTP connection, and went out with `sendfile`.
+#[test]
+fn with_sendfile_a_large_stored_body_is_sent_from_its_file_byte_for_byte() {
+    let sent = large_body_whole_and_by_ranges(&format!("{NO_ROBOTS}[server]\nsendfile = true\n"));
+    // The first answer is the miss, relayed as it arrived from the origin;
+    // then two whole bodies and the 100,001-byte range come from the file
+    // (the two short ranges are written as usual, and so may be a last
+    // remainder under 4 KiB of each after a partial send).
+    let from_file = 2 * (600 * 1024 + 7) + 100_001;
+    assert!(sent <= from_file && sent + 3 * 4096 > from_file, "the stored bodies went out with sendfile: {sent} of {from_file} bytes");
+}
+
+/// Stores a 600 KiB body through a proxy configured with `config_toml`,
+/// checks it three times whole and by three ranges, and returns the
+/// proxy's `crawlcache_sendfile_bytes_total`.
+fn large_body_whole_and_by_ranges(config_toml: &str) -> u64 {
     let big: Vec<u8> = (0..(600 * 1024 + 7) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let body = big.clone();
-    let (origin, proxy) = start(move |_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"big\"")], &body));
+    let (origin, proxy) = start_with_origin("http", config_toml, move |_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"big\"")], &body));
     let url = origin.url("/big");
     for round in 0..3 {
         let r = proxy.get(&url, &[]);
@@ -123,4 +145,7 @@ fn a_large_stored_body_is_served_whole_and_by_range_byte_for_byte() {
         assert_eq!(r.header("content-range"), Some(format!("bytes {first}-{last}/{len}").as_str()), "{range}");
     }
     assert_eq!(origin.request_count(), 1, "everything came from the stored body");
+    let metrics = proxy.admin("/metrics").text();
+    let line = metrics.lines().find(|l| l.starts_with("crawlcache_sendfile_bytes_total ")).expect("the sendfile counter is exported");
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
 }

@@ -85,9 +85,11 @@ pub fn stored_body(
                         let _ = state.store.remove_variant(key, &entry.secondary_key);
                         return Err(());
                     }
-                    match map_whole(&file, b.len) {
-                        Some(bytes) => Ok(ProxyBody::Full(Some(bytes))),
-                        None => Ok(ProxyBody::File { file, remaining: b.len }),
+                    // Intercepted HTTPS (`https` keys) is encrypted: copied.
+                    let copy = !state.config.server.sendfile || key.starts_with("https:");
+                    match map_whole(file, b.len, copy) {
+                        Ok(bytes) => Ok(ProxyBody::Full(Some(bytes))),
+                        Err(file) => Ok(ProxyBody::File { file, remaining: b.len }),
                     }
                 }
                 // A short body, from its pack record (checked against its CRC).
@@ -121,24 +123,22 @@ fn read_whole(mut file: std::fs::File, len: u64) -> Option<bytes::Bytes> {
 const MAP_FROM: u64 = 64 * 1024;
 
 /// The whole of a large body file (`len` bytes, at least [`MAP_FROM`]) as
-/// bytes backed by a read-only map of the file: the socket write then copies
-/// straight from the page cache, instead of a read into a buffer first and
-/// a write from it. `None` (the caller reads the file instead) when the
-/// file is not exactly `len` bytes long or cannot be mapped.
-fn map_whole(file: &std::fs::File, len: u64) -> Option<bytes::Bytes> {
-    if len < MAP_FROM || file.metadata().ok()?.len() != len {
-        return None;
+/// bytes backed by a read-only map of the file
+/// ([`crate::wire::sendfile::MappedBody`]): the socket write (or the TLS
+/// encryption) copies straight from the page cache instead of from a
+/// buffer filled first, and with `server.sendfile` on a plain-HTTP
+/// connection the body goes out with `sendfile` (no copy at all). `copy`: the bytes will be copied (no `sendfile`),
+/// so the pages are faulted in at once. `Err` (the file back: the caller
+/// reads it instead) when the file is not exactly `len` bytes long or
+/// cannot be mapped.
+fn map_whole(file: std::fs::File, len: u64, copy: bool) -> Result<bytes::Bytes, std::fs::File> {
+    if len < MAP_FROM {
+        return Err(file);
     }
-    // SAFETY: a body file is written once under a temporary name, renamed
-    // into place by its SHA-256 and never written again: the store only
-    // reads or unlinks it (an unlinked file stays mapped whole). The length
-    // was checked just above. Only a process outside crawlcache truncating
-    // the file under the map could invalidate it (SIGBUS); the store's files
-    // are the proxy's own (see README, Security).
-    // `populate`: the pages (almost always in the page cache) are mapped in
-    // one call rather than faulted in one by one while the socket copies.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(file) }.ok()?;
-    (map.len() as u64 == len).then(|| bytes::Bytes::from_owner(map))
+    match file.try_clone() {
+        Ok(f) => crate::wire::sendfile::MappedBody::bytes(f, len, copy).ok_or(file),
+        Err(_) => Err(file),
+    }
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
