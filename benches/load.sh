@@ -14,7 +14,9 @@
 # (default "1k 16k"), MODES (default "hit reval miss"), PEERS (default
 # "nginx varnish crawlcache"), KEEP=1 keeps the work folder (configs, logs,
 # caches), CRAWLCACHE_BIN=path measures that binary instead of building one,
-# HTTPS_LOAD_BIN=path uses that benches/https_load.rs binary.
+# HTTPS_LOAD_BIN=path uses that benches/https_load.rs binary,
+# CRAWLCACHE_TOML="..." adds those lines to crawlcache's configuration
+# (e.g. $'[server]\nsendfile = true'; not with --https sections twice).
 # --nginx-only is PEERS="nginx" (no crawlcache build).
 #
 # What it starts, all on 127.0.0.1 and stopped on exit:
@@ -380,11 +382,12 @@ CC_PID=
 CC_CA=
 if ((CRAWLCACHE)); then
     PORT_crawlcache=$(free_port)
-    cc_config=()
+    : >"$WORK/crawlcache.toml"
     if ((HTTPS)); then
-        printf '[upstream]\nextra_ca_file = "%s"\n' "$WORK/pki/ca.pem" >"$WORK/crawlcache.toml"
-        cc_config=(--config "$WORK/crawlcache.toml")
+        printf '[upstream]\nextra_ca_file = "%s"\n' "$WORK/pki/ca.pem" >>"$WORK/crawlcache.toml"
     fi
+    printf '%s\n' "${CRAWLCACHE_TOML:-}" >>"$WORK/crawlcache.toml"
+    cc_config=(--config "$WORK/crawlcache.toml")
     "$CC_BIN" serve "${cc_config[@]}" --listen "127.0.0.1:$PORT_crawlcache" --data-dir "$WORK/cc-data" \
         >"$WORK/crawlcache.stdout.log" 2>"$WORK/crawlcache.stderr.log" </dev/null &
     CC_PID=$!

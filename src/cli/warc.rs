@@ -160,7 +160,7 @@ fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
 pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
     let cfg = load_config(&args.common)?;
     let dir = &cfg.server.data_dir;
-    let store = match crate::store::Store::open(dir, cfg.cache.max_size) {
+    let store = match crate::store::Store::open_with(dir, &cfg.store_options()) {
         Ok(s) => s,
         Err(crate::store::StoreError::InUse { .. }) => {
             return Err(format!(

@@ -3,8 +3,8 @@
 //! Where things live (under the store directory):
 //! - `packs/NNNNNNNN.pack`: append-only segments with one record per
 //!   stored version of an entry: its key, its metadata (the stored response
-//!   head) and, for a body shorter than `inline_max` bytes (4 KiB by
-//!   default), the body itself, named by its SHA-256 (`packs.rs`);
+//!   head) and, for a body shorter than `inline_max` bytes (32 KiB in the
+//!   default configuration), the body itself, named by its SHA-256 (`packs.rs`);
 //! - `bodies/ab/cd/abcd...`: one content-addressed file per distinct larger
 //!   body, named by the lower-case hex SHA-256 of its bytes and shared by
 //!   every entry with that body (reference counted) (`blobs.rs`);
@@ -334,8 +334,11 @@ pub struct StoreOptions {
 }
 
 impl StoreOptions {
-    /// The defaults (inline bodies under 4 KiB, a 32 MiB index cache, 16 MiB
-    /// of cached records) with a budget of `max_size` bytes.
+    /// The store's own defaults (inline bodies under 4 KiB, a 32 MiB index
+    /// cache, 16 MiB of cached records) with a budget of `max_size` bytes,
+    /// for tools and tests that open a store directly. The proxy and the
+    /// `cache` commands take theirs from the configuration
+    /// (`Config::store_options`: inline bodies under 32 KiB by default).
     pub fn new(max_size: u64) -> StoreOptions {
         StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20, record_cache: 16 << 20 }
     }
