@@ -92,9 +92,17 @@ impl Default for HeadLimits {
 /// (with `Proxy-Authorization` when credentials are configured),
 /// `https://` origins through a `CONNECT` tunnel with TLS to the origin
 /// over it. Failures on the way to the parent name the parent.
+///
+/// Each thread that sends requests gets its own connection pool (built on
+/// first use from the same settings): a serving thread's requests then go
+/// out on connections driven by that thread's own event loop, as nginx's
+/// workers each keep their own upstream connections. With one pool shared
+/// by all threads, a request often met a connection driven by another
+/// thread, and every exchange on it crossed threads twice (to send, and
+/// with the response), leaving CPUs idle under load.
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<Connector, ProxyBody>,
+    pools: Arc<PoolSettings>,
     response_timeout: Duration,
     limits: HeadLimits,
     parent: Option<Arc<ParentProxy>>,
@@ -136,15 +144,25 @@ impl Upstream {
     ) -> Upstream {
         let parent = parent.map(Arc::new);
         let connector = crate::tls::origin_connector(tls, connect_timeout, parent.clone());
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(pool_idle_timeout)
-            .pool_max_idle_per_host(32)
-            .http1_allow_spaces_after_header_name_in_responses(true)
-            .http1_allow_obsolete_multiline_headers_in_responses(true)
-            .http1_max_headers(limits.max_fields)
-            .http1_max_buf_size(limits.max_bytes.max(8192))
-            .build(connector);
-        Upstream { client, response_timeout, limits, parent }
+        let pools = Arc::new(PoolSettings { connector, pool_idle_timeout, limits });
+        Upstream { pools, response_timeout, limits, parent }
+    }
+
+    /// Starts sending `req` with this thread's client (see [`Upstream`]).
+    fn request(&self, req: Request<ProxyBody>) -> hyper_util::client::legacy::ResponseFuture {
+        THREAD_CLIENTS.with(|clients| {
+            let mut clients = clients.borrow_mut();
+            let mine = Arc::as_ptr(&self.pools);
+            if let Some((_, client)) = clients.iter().find(|(p, _)| std::ptr::eq(p.as_ptr(), mine)) {
+                return client.request(req);
+            }
+            // Pools of upstreams dropped since go with their settings.
+            clients.retain(|(p, _)| p.strong_count() > 0);
+            let client = self.pools.client();
+            let sent = client.request(req);
+            clients.push((Arc::downgrade(&self.pools), client));
+            sent
+        })
     }
 
     /// The parent proxy `uri` goes through, if any.
@@ -169,12 +187,12 @@ impl Upstream {
         let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
         let replay = replayable(&req);
         let attempts = async {
-            match self.client.request(req).await {
+            match self.request(req).await {
                 Err(e) if replay.is_some() && failed_before_response(&e) => {
                     tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
                     let again = replay.map(|(parts, ())| Request::from_parts(parts, ProxyBody::empty()));
                     match again {
-                        Some(r) => self.client.request(r).await,
+                        Some(r) => self.request(r).await,
                         None => Err(e),
                     }
                 }
@@ -206,6 +224,35 @@ impl Upstream {
             Ok(Err(e)) => Err(classify(&host, &e, &self.limits)),
         }
     }
+}
+
+/// What each thread's client for an [`Upstream`] is built from.
+struct PoolSettings {
+    connector: Connector,
+    pool_idle_timeout: Duration,
+    limits: HeadLimits,
+}
+
+impl PoolSettings {
+    /// A new client with its own connection pool: at most 32 idle
+    /// connections per origin, each closed after `pool_idle_timeout`.
+    fn client(&self) -> Client<Connector, ProxyBody> {
+        Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .pool_max_idle_per_host(32)
+            .http1_allow_spaces_after_header_name_in_responses(true)
+            .http1_allow_obsolete_multiline_headers_in_responses(true)
+            .http1_max_headers(self.limits.max_fields)
+            .http1_max_buf_size(self.limits.max_bytes.max(8192))
+            .build(self.connector.clone())
+    }
+}
+
+type ThreadClients = std::cell::RefCell<Vec<(std::sync::Weak<PoolSettings>, Client<Connector, ProxyBody>)>>;
+
+thread_local! {
+    /// This thread's clients, one per live [`Upstream`] (by its settings).
+    static THREAD_CLIENTS: ThreadClients = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The size of a response head as received, in bytes (status line, and per
