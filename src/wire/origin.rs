@@ -238,6 +238,10 @@ impl PoolSettings {
     /// connections per origin, each closed after `pool_idle_timeout`.
     fn client(&self) -> Client<Connector, ProxyBody> {
         Client::builder(TokioExecutor::new())
+            // The timer lets the pool close idle connections in the
+            // background; without it they were only dropped when a request
+            // to the same origin found them expired.
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .pool_idle_timeout(self.pool_idle_timeout)
             .pool_max_idle_per_host(32)
             .http1_allow_spaces_after_header_name_in_responses(true)

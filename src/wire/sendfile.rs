@@ -1,7 +1,8 @@
 //! Large stored bodies sent with `sendfile(2)` on plain-HTTP client
-//! connections: the kernel hands the page-cache pages of the body file to
-//! the socket, so the body is not copied through user space at all (what
-//! nginx does with `sendfile on`).
+//! connections when `server.sendfile` is on (off by default; README,
+//! Performance, has the measurements): the kernel hands the page-cache
+//! pages of the body file to the socket, so the body is not copied through
+//! user space at all (what nginx does with `sendfile on`).
 //!
 //! hyper writes a response body it was given as one [`bytes::Bytes`]
 //! without copying it: the slice it passes to the connection's
@@ -48,10 +49,13 @@ pub struct MappedBody {
 
 impl MappedBody {
     /// Maps `file`, which must be exactly `len` bytes long, and returns its
-    /// bytes; `populate`: fault all pages in now (worth it when the bytes
-    /// will be copied, e.g. encrypted for a TLS connection; wasted when
-    /// they go out with `sendfile`). `None` when the file is not `len`
-    /// bytes long (or empty) or cannot be mapped.
+    /// bytes. `sendable`: the bytes may go out with `sendfile` (plain-HTTP
+    /// connection, `server.sendfile` on): the map is registered, keeps the
+    /// file open, and its pages are not faulted in (the kernel reads the
+    /// file itself). Otherwise the bytes will be copied (written, or
+    /// encrypted for TLS): a plain map, its pages faulted in at once, the
+    /// file closed. `None` when the file is not `len` bytes long (or is
+    /// empty) or cannot be mapped.
     ///
     /// The caller promises the file is never written again while mapped:
     /// the store's body files are written once under a temporary name,
@@ -59,19 +63,23 @@ impl MappedBody {
     /// (an unlinked file stays mapped whole). Only a process outside
     /// crawlcache truncating the file could invalidate the map (SIGBUS);
     /// the store's files are the proxy's own (README, Security).
-    pub fn bytes(file: std::fs::File, len: u64, populate: bool) -> Option<Bytes> {
+    pub fn bytes(file: &std::fs::File, len: u64, sendable: bool) -> Option<Bytes> {
         if len == 0 || file.metadata().ok()?.len() != len {
             return None;
         }
         let mut options = memmap2::MmapOptions::new();
-        if populate {
+        if !sendable {
             options.populate();
         }
         // SAFETY: see the promise above; the length was checked just now.
-        let map = unsafe { options.map(&file) }.ok()?;
+        let map = unsafe { options.map(file) }.ok()?;
         if map.len() as u64 != len {
             return None;
         }
+        if !sendable {
+            return Some(Bytes::from_owner(map));
+        }
+        let file = file.try_clone().ok()?;
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
@@ -152,11 +160,19 @@ impl SendfileIo {
                     SENT_BYTES.fetch_add(n as u64, Ordering::Relaxed);
                     return Poll::Ready(Ok(n));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }
+}
+
+/// Whether a `sendfile` failure means the file cannot be sent that way at
+/// all (a file system without splice support and the like), rather than a
+/// broken connection: the bytes are then written from the map instead.
+#[cfg(target_os = "linux")]
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP))
 }
 
 impl Read for SendfileIo {
@@ -185,7 +201,13 @@ impl Write for SendfileIo {
                 false => None,
             };
             match mapped {
-                Some((i, (fd, offset))) if i == first => return this.poll_sendfile(cx, fd, offset, bufs[i].len()),
+                Some((i, (fd, offset))) if i == first => match this.poll_sendfile(cx, fd, offset, bufs[i].len()) {
+                    Poll::Ready(Err(e)) if unsupported(&e) => {
+                        tracing::warn!("sendfile is not usable here ({e}); writing stored bodies from their maps on this connection");
+                        this.enabled = false;
+                    }
+                    other => return other,
+                },
                 Some((i, _)) => return Pin::new(&mut this.inner).poll_write_vectored(cx, &bufs[..i]),
                 None => {}
             }
@@ -221,7 +243,7 @@ mod tests {
     #[test]
     fn a_mapped_body_and_its_slices_are_located_in_their_file_until_dropped() {
         let (f, want) = body_file(100_000);
-        let bytes = MappedBody::bytes(f.reopen().unwrap(), want.len() as u64, false).unwrap();
+        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64, true).unwrap();
         assert!(bytes == want[..], "the map reads the file's bytes");
         let (fd, off) = locate(&bytes).expect("the whole body is registered");
         assert_eq!(off, 0);
@@ -236,10 +258,18 @@ mod tests {
     }
 
     #[test]
+    fn a_map_for_copying_reads_the_file_and_is_not_registered() {
+        let (f, want) = body_file(70_000);
+        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64, false).unwrap();
+        assert!(bytes == want[..]);
+        assert_eq!(locate(&bytes), None, "never sent with sendfile");
+    }
+
+    #[test]
     fn a_file_of_another_length_is_not_mapped() {
         let (f, want) = body_file(10_000);
-        assert!(MappedBody::bytes(f.reopen().unwrap(), want.len() as u64 + 1, true).is_none());
-        assert!(MappedBody::bytes(f.reopen().unwrap(), 0, true).is_none());
+        assert!(MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64 + 1, true).is_none());
+        assert!(MappedBody::bytes(&f.reopen().unwrap(), 0, true).is_none());
     }
 
     /// A body map written through a client connection arrives byte for
@@ -249,7 +279,7 @@ mod tests {
     async fn a_mapped_slice_goes_out_with_sendfile_byte_for_byte() {
         use tokio::io::AsyncReadExt;
         let (f, want) = body_file(3 * 1024 * 1024 + 11);
-        let bytes = MappedBody::bytes(f.reopen().unwrap(), want.len() as u64, false).unwrap();
+        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64, true).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let reader = tokio::spawn(async move {

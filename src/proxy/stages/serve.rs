@@ -86,10 +86,10 @@ pub fn stored_body(
                         return Err(());
                     }
                     // Intercepted HTTPS (`https` keys) is encrypted: copied.
-                    let copy = !state.config.server.sendfile || key.starts_with("https:");
-                    match map_whole(file, b.len, copy) {
-                        Ok(bytes) => Ok(ProxyBody::Full(Some(bytes))),
-                        Err(file) => Ok(ProxyBody::File { file, remaining: b.len }),
+                    let sendable = state.config.server.sendfile && !key.starts_with("https:");
+                    match map_whole(&file, b.len, sendable) {
+                        Some(bytes) => Ok(ProxyBody::Full(Some(bytes))),
+                        None => Ok(ProxyBody::File { file, remaining: b.len }),
                     }
                 }
                 // A short body, from its pack record (checked against its CRC).
@@ -127,18 +127,16 @@ const MAP_FROM: u64 = 64 * 1024;
 /// ([`crate::wire::sendfile::MappedBody`]): the socket write (or the TLS
 /// encryption) copies straight from the page cache instead of from a
 /// buffer filled first, and with `server.sendfile` on a plain-HTTP
-/// connection the body goes out with `sendfile` (no copy at all). `copy`: the bytes will be copied (no `sendfile`),
-/// so the pages are faulted in at once. `Err` (the file back: the caller
-/// reads it instead) when the file is not exactly `len` bytes long or
+/// connection the body goes out with `sendfile` (no copy at all).
+/// `sendable`: may go out with `sendfile` (see
+/// [`crate::wire::sendfile::MappedBody::bytes`]). `None` (the caller reads
+/// the file instead) when the file is not exactly `len` bytes long or
 /// cannot be mapped.
-fn map_whole(file: std::fs::File, len: u64, copy: bool) -> Result<bytes::Bytes, std::fs::File> {
+fn map_whole(file: &std::fs::File, len: u64, sendable: bool) -> Option<bytes::Bytes> {
     if len < MAP_FROM {
-        return Err(file);
+        return None;
     }
-    match file.try_clone() {
-        Ok(f) => crate::wire::sendfile::MappedBody::bytes(f, len, copy).ok_or(file),
-        Err(_) => Err(file),
-    }
+    crate::wire::sendfile::MappedBody::bytes(file, len, sendable)
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
