@@ -99,7 +99,9 @@ impl Default for HeadLimits {
 /// workers each keep their own upstream connections. With one pool shared
 /// by all threads, a request often met a connection driven by another
 /// thread, and every exchange on it crossed threads twice (to send, and
-/// with the response), leaving CPUs idle under load.
+/// with the response): a 16 KiB miss took 130-140 us of CPU instead of
+/// 92-100 (README, Performance). Idle connections are then kept per
+/// thread: up to 32 per origin on each.
 #[derive(Clone)]
 pub struct Upstream {
     pools: Arc<PoolSettings>,
