@@ -67,17 +67,13 @@ impl MappedBody {
         if len == 0 || file.metadata().ok()?.len() != len {
             return None;
         }
-        let mut options = memmap2::MmapOptions::new();
         if !sendable {
-            options.populate();
+            return copy_map(file, len).map(Bytes::from_owner);
         }
         // SAFETY: see the promise above; the length was checked just now.
-        let map = unsafe { options.map(file) }.ok()?;
+        let map = unsafe { memmap2::MmapOptions::new().map(file) }.ok()?;
         if map.len() as u64 != len {
             return None;
-        }
-        if !sendable {
-            return Some(Bytes::from_owner(map));
         }
         let file = file.try_clone().ok()?;
         #[cfg(unix)]
@@ -87,6 +83,20 @@ impl MappedBody {
         }
         Some(Bytes::from_owner(MappedBody { map, _file: file }))
     }
+}
+
+/// A read-only map of `file`, which must be exactly `len` bytes long, with
+/// its pages faulted in at once, for bytes that will be copied (see
+/// [`MappedBody::bytes`], whose promise about the file the caller makes
+/// here too). `None` when the file is not `len` bytes long (or is empty)
+/// or cannot be mapped.
+pub fn copy_map(file: &std::fs::File, len: u64) -> Option<memmap2::Mmap> {
+    if len == 0 || file.metadata().ok()?.len() != len {
+        return None;
+    }
+    // SAFETY: as for `MappedBody::bytes`; the length was checked just now.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(file) }.ok()?;
+    (map.len() as u64 == len).then_some(map)
 }
 
 impl AsRef<[u8]> for MappedBody {

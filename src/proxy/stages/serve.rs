@@ -71,6 +71,14 @@ pub fn stored_body(
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
                 return Ok(ProxyBody::Full(Some(bytes)));
             }
+            // Intercepted HTTPS (`https` keys) is encrypted: copied.
+            let sendable = state.config.server.sendfile && !key.starts_with("https:");
+            if !sendable {
+                if let Some(bytes) = state.body_cache.live_map(&b.sha256).filter(|m| m.len() as u64 == b.len) {
+                    Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                    return Ok(ProxyBody::Full(Some(bytes)));
+                }
+            }
             match state.store.read_body(entry) {
                 Ok(crate::store::BodyData::File(file)) => {
                     Metrics::add(&state.metrics.bytes_from_cache, b.len);
@@ -85,9 +93,15 @@ pub fn stored_body(
                         let _ = state.store.remove_variant(key, &entry.secondary_key);
                         return Err(());
                     }
-                    // Intercepted HTTPS (`https` keys) is encrypted: copied.
-                    let sendable = state.config.server.sendfile && !key.starts_with("https:");
-                    match map_whole(&file, b.len, sendable) {
+                    // Otherwise the write (or the TLS encryption) copies
+                    // straight from the page cache through a map, shared
+                    // with any other response sending the same body.
+                    let mapped = match sendable {
+                        true => map_for_sendfile(&file, b.len),
+                        false if b.len >= MAP_FROM => crate::wire::sendfile::copy_map(&file, b.len).map(|m| state.body_cache.share_map(&b.sha256, m)),
+                        false => None,
+                    };
+                    match mapped {
                         Some(bytes) => Ok(ProxyBody::Full(Some(bytes))),
                         None => Ok(ProxyBody::File { file, remaining: b.len }),
                     }
@@ -123,20 +137,16 @@ fn read_whole(mut file: std::fs::File, len: u64) -> Option<bytes::Bytes> {
 const MAP_FROM: u64 = 64 * 1024;
 
 /// The whole of a large body file (`len` bytes, at least [`MAP_FROM`]) as
-/// bytes backed by a read-only map of the file
-/// ([`crate::wire::sendfile::MappedBody`]): the socket write (or the TLS
-/// encryption) copies straight from the page cache instead of from a
-/// buffer filled first, and with `server.sendfile` on a plain-HTTP
-/// connection the body goes out with `sendfile` (no copy at all).
-/// `sendable`: may go out with `sendfile` (see
-/// [`crate::wire::sendfile::MappedBody::bytes`]). `None` (the caller reads
-/// the file instead) when the file is not exactly `len` bytes long or
-/// cannot be mapped.
-fn map_whole(file: &std::fs::File, len: u64, sendable: bool) -> Option<bytes::Bytes> {
+/// bytes backed by a read-only map of the file, registered so that on a
+/// plain-HTTP connection it goes out with `sendfile` (`server.sendfile`;
+/// [`crate::wire::sendfile::MappedBody`]). `None` (the caller reads the
+/// file instead) when the file is not exactly `len` bytes long or cannot
+/// be mapped.
+fn map_for_sendfile(file: &std::fs::File, len: u64) -> Option<bytes::Bytes> {
     if len < MAP_FROM {
         return None;
     }
-    crate::wire::sendfile::MappedBody::bytes(file, len, sendable)
+    crate::wire::sendfile::MappedBody::bytes(file, len, true)
 }
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
