@@ -48,14 +48,13 @@ pub struct MappedBody {
 }
 
 impl MappedBody {
-    /// Maps `file`, which must be exactly `len` bytes long, and returns its
-    /// bytes. `sendable`: the bytes may go out with `sendfile` (plain-HTTP
-    /// connection, `server.sendfile` on): the map is registered, keeps the
-    /// file open, and its pages are not faulted in (the kernel reads the
-    /// file itself). Otherwise the bytes will be copied (written, or
-    /// encrypted for TLS): a plain map, its pages faulted in at once, the
-    /// file closed. `None` when the file is not `len` bytes long (or is
-    /// empty) or cannot be mapped.
+    /// Maps `file`, which must be exactly `len` bytes long, for bytes that
+    /// may go out with `sendfile` (plain-HTTP connection, `server.sendfile`
+    /// on): the map is registered and keeps the file open, and its pages
+    /// are not faulted in (the kernel reads the file itself). Bytes that
+    /// will be copied (written, or encrypted for TLS) take [`copy_map`].
+    /// `None` when the file is not `len` bytes long (or is empty) or cannot
+    /// be mapped.
     ///
     /// The caller promises the file is never written again while mapped:
     /// the store's body files are written once under a temporary name,
@@ -63,12 +62,9 @@ impl MappedBody {
     /// (an unlinked file stays mapped whole). Only a process outside
     /// crawlcache truncating the file could invalidate the map (SIGBUS);
     /// the store's files are the proxy's own (README, Security).
-    pub fn bytes(file: &std::fs::File, len: u64, sendable: bool) -> Option<Bytes> {
+    pub fn bytes(file: &std::fs::File, len: u64) -> Option<Bytes> {
         if len == 0 || file.metadata().ok()?.len() != len {
             return None;
-        }
-        if !sendable {
-            return copy_map(file, len).map(Bytes::from_owner);
         }
         // SAFETY: see the promise above; the length was checked just now.
         let map = unsafe { memmap2::MmapOptions::new().map(file) }.ok()?;
@@ -253,7 +249,7 @@ mod tests {
     #[test]
     fn a_mapped_body_and_its_slices_are_located_in_their_file_until_dropped() {
         let (f, want) = body_file(100_000);
-        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64, true).unwrap();
+        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64).unwrap();
         assert!(bytes == want[..], "the map reads the file's bytes");
         let (fd, off) = locate(&bytes).expect("the whole body is registered");
         assert_eq!(off, 0);
@@ -270,7 +266,7 @@ mod tests {
     #[test]
     fn a_map_for_copying_reads_the_file_and_is_not_registered() {
         let (f, want) = body_file(70_000);
-        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64, false).unwrap();
+        let bytes = Bytes::from_owner(copy_map(&f.reopen().unwrap(), want.len() as u64).unwrap());
         assert!(bytes == want[..]);
         assert_eq!(locate(&bytes), None, "never sent with sendfile");
     }
@@ -278,8 +274,8 @@ mod tests {
     #[test]
     fn a_file_of_another_length_is_not_mapped() {
         let (f, want) = body_file(10_000);
-        assert!(MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64 + 1, true).is_none());
-        assert!(MappedBody::bytes(&f.reopen().unwrap(), 0, true).is_none());
+        assert!(MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64 + 1).is_none());
+        assert!(MappedBody::bytes(&f.reopen().unwrap(), 0).is_none());
     }
 
     /// A body map written through a client connection arrives byte for
@@ -289,7 +285,7 @@ mod tests {
     async fn a_mapped_slice_goes_out_with_sendfile_byte_for_byte() {
         use tokio::io::AsyncReadExt;
         let (f, want) = body_file(3 * 1024 * 1024 + 11);
-        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64, true).unwrap();
+        let bytes = MappedBody::bytes(&f.reopen().unwrap(), want.len() as u64).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let reader = tokio::spawn(async move {

@@ -96,10 +96,10 @@ pub fn stored_body(
                     // Otherwise the write (or the TLS encryption) copies
                     // straight from the page cache through a map, shared
                     // with any other response sending the same body.
-                    let mapped = match sendable {
-                        true => map_for_sendfile(&file, b.len),
-                        false if b.len >= MAP_FROM => crate::wire::sendfile::copy_map(&file, b.len).map(|m| state.body_cache.share_map(&b.sha256, m)),
-                        false => None,
+                    let mapped = match (b.len >= MAP_FROM, sendable) {
+                        (false, _) => None,
+                        (true, true) => crate::wire::sendfile::MappedBody::bytes(&file, b.len),
+                        (true, false) => crate::wire::sendfile::copy_map(&file, b.len).map(|m| state.body_cache.share_map(&b.sha256, m)),
                     };
                     match mapped {
                         Some(bytes) => Ok(ProxyBody::Full(Some(bytes))),
@@ -135,19 +135,6 @@ fn read_whole(mut file: std::fs::File, len: u64) -> Option<bytes::Bytes> {
 
 /// Bodies at least this long are served from a map of their file.
 const MAP_FROM: u64 = 64 * 1024;
-
-/// The whole of a large body file (`len` bytes, at least [`MAP_FROM`]) as
-/// bytes backed by a read-only map of the file, registered so that on a
-/// plain-HTTP connection it goes out with `sendfile` (`server.sendfile`;
-/// [`crate::wire::sendfile::MappedBody`]). `None` (the caller reads the
-/// file instead) when the file is not exactly `len` bytes long or cannot
-/// be mapped.
-fn map_for_sendfile(file: &std::fs::File, len: u64) -> Option<bytes::Bytes> {
-    if len < MAP_FROM {
-        return None;
-    }
-    crate::wire::sendfile::MappedBody::bytes(file, len, true)
-}
 
 /// A 304 built from a stored response's fields (RFC 9110 section 15.4.5).
 fn not_modified_response(stored_headers: &HeaderMap) -> Response<ProxyBody> {
