@@ -7,8 +7,10 @@
 #   bash benches/load.sh --no-https      # skip the HTTPS measurements
 #   PEERS="nginx crawlcache" MODES=hit SIZES=1k bash benches/load.sh
 #
-# Knobs (environment): DURATION (wrk -d per cell, default 8s), WARM (wrk
-# warm-up per cell, 2s), CONNECTIONS (-c for hits and revalidations, 32),
+# Knobs (environment): DURATION (measured time per peer and cell, default
+# 8s), ROUNDS (interleaved rounds DURATION is split into, default 4: wrk -d
+# of DURATION/ROUNDS each; ROUNDS=1 is one wrk run per peer), WARM (wrk
+# warm-up per peer and cell, 2s), CONNECTIONS (-c for hits and revalidations, 32),
 # MISS_CONNECTIONS (-c for misses, 16), THREADS (-t, 2), OBJECTS (distinct
 # objects per size, 64), SIZES (default "1k 16k 256k 4m"), MISS_SIZES
 # (default "1k 16k"), MODES (default "hit reval miss"), PEERS (default
@@ -38,17 +40,20 @@
 #   crawlcache   `crawlcache serve` on its defaults (robots.mode annotate),
 #                forward proxy (absolute-form requests); its config trusts
 #                the work folder's CA for the HTTPS table
-# For each mode, size and peer: warm (hits and revalidations: every object
-# twice with curl, then wrk for WARM), then `wrk -tTHREADS -cCONNECTIONS
-# -dDURATION` cycling over the OBJECTS objects (misses: a new URL per
-# request). Peers take turns within each cell, so a burst of noise on this
-# shared machine hits one cell, not one peer. The table gives req/s of each
-# peer, crawlcache's ratio to the best peer of the cell, the 1-minute load
+# For each mode and size: warm every peer (hits and revalidations: every
+# object twice with curl, then wrk for WARM), then ROUNDS rounds in which
+# each peer in turn gets `wrk -tTHREADS -cCONNECTIONS -d(DURATION/ROUNDS)`
+# cycling over the OBJECTS objects (misses: a new URL per request). Peers
+# take turns within each cell and round (A B C A B C ...), so a burst of
+# noise on this shared machine falls on every peer of the cell alike rather
+# than on the one measured at that moment (the team's peer script repeats
+# its runs for the same reason). The table gives req/s of each peer (all
+# its requests over all its measured time), crawlcache's ratio to the best peer of the cell, the 1-minute load
 # average when the cell started, and the origin's 200/304 counts per peer
 # for revalidations (proof that every request was a conditional GET). A
 # second table gives each peer's server CPU per request: user + system time
 # of its processes (main process and direct children, every thread) during
-# its measured run over its requests, in microseconds; the figure noise
+# its measured runs over its requests, in microseconds; the figure noise
 # disturbs least on a shared machine.
 # HTTPS hits: wrk cannot send CONNECT, so benches/https_load.rs (built with
 # `cargo bench --no-run`) runs CONNECTIONS keep-alive connections for DURATION
@@ -60,6 +65,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 DURATION=${DURATION:-8s}
+ROUNDS=${ROUNDS:-4}
 WARM=${WARM:-2s}
 CONNECTIONS=${CONNECTIONS:-32}
 MISS_CONNECTIONS=${MISS_CONNECTIONS:-16}
@@ -98,6 +104,9 @@ duration_secs() {
 }
 duration_secs "$DURATION" >/dev/null
 duration_secs "$WARM" >/dev/null
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$ROUNDS: use a whole number >= 1"
+ROUND_SECS=$(( $(duration_secs "$DURATION") / ROUNDS ))
+((ROUND_SECS >= 1)) || die "DURATION=$DURATION split in ROUNDS=$ROUNDS rounds leaves less than 1 s per round"
 
 # --- tools ---------------------------------------------------------------
 missing=()
@@ -255,7 +264,7 @@ http {
 $(common_http origin)
     # One line per request: the status and the path, for the origin counts.
     log_format st '\$status \$uri';
-    access_log "$WORK/origin.access.log" st buffer=64k flush=1s;
+    access_log "$WORK/origin.access.log" st buffer=64k flush=250ms;
     etag on;
     gzip off;
     server {
@@ -279,7 +288,7 @@ say "origin on 127.0.0.1:$ORIGIN_PORT"
 # origin_counts FROM: "requests 200s 304s" logged since line FROM.
 origin_lines() { wc -l <"$WORK/origin.access.log"; }
 origin_counts() {
-    sleep 1.2 # the access log is flushed every second
+    sleep 0.4 # the access log is flushed every 250 ms
     tail -n +"$(($1 + 1))" "$WORK/origin.access.log" |
         awk '{ n++ } $1 == 200 { ok++ } $1 == 304 { nm++ } END { printf "%d %d %d\n", n, ok, nm }'
 }
@@ -447,11 +456,13 @@ run_wrk() {
     out=$(timeout "$secs" wrk -t"$THREADS" -c"$conns" -d"$dur" --timeout 10s \
         -s "$WORK/request.lua" "$url" -- "$prefix" "$n" $host) || die "wrk against $url failed: $out"
     echo "$url $prefix: $out" >>"$WORK/wrk.log"
-    local rps errors non2xx
+    local rps errors non2xx requests secs_run
     rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+    # "  123456 requests in 8.00s, 170.09MB read": the exact count and time.
+    read -r requests secs_run < <(awk '/ requests in / { sub(",", "", $4); t = $4 + 0; if ($4 ~ /m$/) t *= 60; print $1, t }' <<<"$out")
     errors=$(awk '/Socket errors:/ { gsub(",", ""); print $4 + $6 + $8 + $10 }' <<<"$out")
     non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")
-    echo "${rps:-0} $((${errors:-0} + ${non2xx:-0}))"
+    echo "${rps:-0} $((${errors:-0} + ${non2xx:-0})) ${requests:-0} ${secs_run:-0}"
 }
 
 # Warms PEER for PATH: every object twice, sequentially, one connection.
@@ -518,35 +529,46 @@ measure_cell() {
         miss) path=/m/$size/ n=0 conns=$MISS_CONNECTIONS ;;
     esac
     load=$(loadavg)
-    local -A rps=()
-    local -A err=()
-    local -A cpu=()
-    local counts=""
-    local -A conditional=()
+    local -A rps=() err=() cpu=() conditional=() reqs=() secs=() ticks=() oreq=() ook=() onm=()
+    local counts="" url prefix host round
+    # Warm every peer first (hits and revalidations), then measure in
+    # interleaved rounds: peer A, B, C, A, B, C, ... so a burst of load
+    # from elsewhere on this shared machine falls on every peer alike.
     for peer in $PEERS; do
-        local url prefix host before
+        reqs[$peer]=0 secs[$peer]=0 ticks[$peer]=0 err[$peer]=0 oreq[$peer]=0 ook[$peer]=0 onm[$peer]=0
+        [[ $mode == miss ]] && continue
         read -r url prefix host <<<"$(peer_args "$peer" "$path")"
-        if [[ $mode != miss ]]; then
-            warm_objects "$peer" "$path"
-            run_wrk "$conns" "$WARM" "$url" "$prefix" "$n" $host >/dev/null
-        else
-            # A new tag per peer, so no peer meets another's URLs.
-            prefix="$prefix$peer-"
-        fi
-        before=$(origin_lines)
-        say "$mode $size: wrk -t$THREADS -c$conns -d$DURATION via $peer ..."
-        local ticks0 ticks1
-        ticks0=$(peer_ticks "$peer")
-        read -r rps[$peer] err[$peer] < <(run_wrk "$conns" "$DURATION" "$url" "$prefix" "$n" $host)
-        ticks1=$(peer_ticks "$peer")
+        warm_objects "$peer" "$path"
+        run_wrk "$conns" "$WARM" "$url" "$prefix" "$n" $host >/dev/null
+    done
+    say "$mode $size: wrk -t$THREADS -c$conns, $ROUNDS round(s) of ${ROUND_SECS}s per peer: $PEERS ..."
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for peer in $PEERS; do
+            read -r url prefix host <<<"$(peer_args "$peer" "$path")"
+            # Misses: a new tag per peer and round, so no URL is ever asked twice.
+            [[ $mode == miss ]] && prefix="$prefix$peer-$round-"
+            local before ticks0 ticks1 r e q t req ok nm
+            before=$(origin_lines)
+            ticks0=$(peer_ticks "$peer")
+            read -r r e q t < <(run_wrk "$conns" "${ROUND_SECS}s" "$url" "$prefix" "$n" $host)
+            ticks1=$(peer_ticks "$peer")
+            reqs[$peer]=$((reqs[$peer] + q))
+            secs[$peer]=$(awk -v a="${secs[$peer]}" -v b="$t" 'BEGIN { print a + b }')
+            ticks[$peer]=$((ticks[$peer] + ticks1 - ticks0))
+            err[$peer]=$((err[$peer] + e))
+            read -r req ok nm < <(origin_counts "$before")
+            oreq[$peer]=$((oreq[$peer] + req)) ook[$peer]=$((ook[$peer] + ok)) onm[$peer]=$((onm[$peer] + nm))
+        done
+    done
+    for peer in $PEERS; do
+        # req/s over all rounds: every request over the measured time.
+        rps[$peer]=$(awk -v q="${reqs[$peer]}" -v t="${secs[$peer]}" 'BEGIN { if (t > 0) printf "%.2f", q / t; else print 0 }')
         # Server CPU per request in microseconds: ticks over requests served.
-        cpu[$peer]=$(awk -v t=$((ticks1 - ticks0)) -v hz="$CLK_TCK" -v r="${rps[$peer]}" -v d="$(duration_secs "$DURATION")" \
-            'BEGIN { if (r * d > 0) printf "%.1f", t / hz * 1e6 / (r * d); else print "-" }')
-        local req ok nm
-        read -r req ok nm < <(origin_counts "$before")
-        counts+=" $peer: $req origin requests ($ok x 200, $nm x 304);"
+        cpu[$peer]=$(awk -v t="${ticks[$peer]}" -v hz="$CLK_TCK" -v q="${reqs[$peer]}" \
+            'BEGIN { if (q > 0) printf "%.1f", t / hz * 1e6 / q; else print "-" }')
+        counts+=" $peer: ${oreq[$peer]} origin requests (${ook[$peer]} x 200, ${onm[$peer]} x 304);"
         # A peer revalidated when at least 90 % of its origin requests were answered 304.
-        conditional[$peer]=$(( req > 0 && nm * 10 >= req * 9 ))
+        conditional[$peer]=$(( oreq[$peer] > 0 && onm[$peer] * 10 >= oreq[$peer] * 9 ))
     done
     local best_peer="" best=0 cells="" p
     for peer in $PEERS; do
@@ -625,7 +647,7 @@ if ((HTTPS && CRAWLCACHE)); then
 fi
 
 echo
-echo "wrk -t$THREADS, -c$CONNECTIONS (hits, revalidations) / -c$MISS_CONNECTIONS (misses), -d$DURATION per peer and cell, $OBJECTS objects per size; $(nproc) cores shared by wrk, the origin and the server"
+echo "wrk -t$THREADS, -c$CONNECTIONS (hits, revalidations) / -c$MISS_CONNECTIONS (misses), $((ROUNDS * ROUND_SECS))s per peer and cell in $ROUNDS interleaved round(s) of ${ROUND_SECS}s, $OBJECTS objects per size; $(nproc) cores shared by wrk, the origin and the server"
 echo "load average at start: $START_LOAD; at end of the HTTP table: $END_LOAD"
 header=$(printf '%-6s %-5s' mode size)
 for peer in $PEERS; do header+=$(printf ' %12s' "$peer"); done

@@ -210,7 +210,24 @@ impl AuditLog {
     /// the buffer was due and its file cannot be opened or written; the
     /// caller logs them and carries on.
     pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        thread_local! {
+            /// The line being serialized, reused by each request on this thread.
+            static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        LINE.with(|line| match line.try_borrow_mut() {
+            Ok(mut line) => self.append_with(record, &mut line),
+            // Re-entered on this thread (never in practice): a buffer of its own.
+            Err(_) => self.append_with(record, &mut Vec::new()),
+        })
+    }
+
+    fn append_with(&self, record: &AuditRecord, line: &mut Vec<u8>) -> io::Result<()> {
+        // The buffer a rare huge record (a very long URL) grew is not kept.
+        if line.capacity() > 64 * 1024 {
+            *line = Vec::new();
+        }
+        line.clear();
+        serde_json::to_writer(&mut *line, record).map_err(io::Error::other)?;
         line.push(b'\n');
         let now;
         let day = match record.time.get(..10).filter(|d| is_date(d)) {
@@ -226,7 +243,7 @@ impl AuditLog {
             result = w.write_out();
             w.buf_day = day.to_owned();
         }
-        w.buf.extend_from_slice(&line);
+        w.buf.extend_from_slice(line);
         if w.buf.len() >= FLUSH_BYTES {
             result = result.and(w.write_out());
         }

@@ -508,7 +508,8 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
     if ex.is_cacheable_method() && matches!(ex.target, Target::Absolute { .. }) && ex.status.key.is_none() {
         ex.status.rule = crate::record::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
     }
-    ex.status.apply(response.headers_mut());
+    // Built once: the response field and the audit line carry the same value.
+    let cache_status = ex.status.apply(response.headers_mut());
     state.metrics.record(&ex.status);
     if !matches!(ex.target, Target::Absolute { .. }) {
         return response;
@@ -518,7 +519,8 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
         stages::robots::annotate(&mut response, c);
     }
     let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.url(), check);
-    record.set_outcome(&ex.status);
+    record.cache_status = cache_status;
+    record.upstream_status = ex.status.fwd_status;
     if ex.exact_url.is_some() {
         record.key = Some(ex.primary().to_string());
     }

@@ -158,9 +158,13 @@ impl RobotsCheck {
             s.push_str(&quote(r));
         }
         if let Some(l) = self.verdict.line {
-            s.push_str(&format!("; line={l}"));
+            use std::fmt::Write as _;
+            let _ = write!(s, "; line={l}");
         }
-        s.push_str(&format!("; sha256=\"{}\"; disposition={}", self.sha256, self.disposition.as_str()));
+        s.push_str("; sha256=\"");
+        s.push_str(&self.sha256);
+        s.push_str("\"; disposition=");
+        s.push_str(self.disposition.as_str());
         s
     }
 }

@@ -12,6 +12,8 @@
 //! crawlcache; fwd=uri-miss; stored
 //! ```
 
+use std::fmt::Write as _;
+
 /// The cache name crawlcache uses in `Cache-Status`.
 pub const CACHE_NAME: &str = "crawlcache";
 
@@ -259,11 +261,14 @@ impl CacheStatus {
         }
     }
 
-    /// Sets `Cache-Status` on `headers` to this member, named `crawlcache`.
-    pub fn apply(&self, headers: &mut http::HeaderMap) {
-        if let Ok(v) = http::HeaderValue::from_str(&self.to_field_value(CACHE_NAME)) {
+    /// Sets `Cache-Status` on `headers` to this member, named `crawlcache`,
+    /// and returns the value set (for the audit line).
+    pub fn apply(&self, headers: &mut http::HeaderMap) -> String {
+        let value = self.to_field_value(CACHE_NAME);
+        if let Ok(v) = http::HeaderValue::from_str(&value) {
             headers.insert(http::header::HeaderName::from_static("cache-status"), v);
         }
+        value
     }
 
     /// Serializes as an RFC 8941 list member: `cache_name` (a token, or a
@@ -283,10 +288,10 @@ impl CacheStatus {
             out.push_str(fwd.as_str());
         }
         if let Some(status) = self.fwd_status {
-            out.push_str(&format!("; fwd-status={status}"));
+            let _ = write!(out, "; fwd-status={status}");
         }
         if let Some(ttl) = self.ttl {
-            out.push_str(&format!("; ttl={ttl}"));
+            let _ = write!(out, "; ttl={ttl}");
         }
         if self.stored {
             out.push_str("; stored");

@@ -94,7 +94,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let check = RobotsCheck::new(&rules, disposition, &windows, now, &agent, url);
     state.metrics.robots_verdict(check.verdict.allowed);
 
-    let is_robots_url = url == origin.robots_url();
+    let is_robots_url = url.ends_with("/robots.txt") && url == origin.robots_url();
     let action = if is_robots_url && ex.is_cacheable_method() {
         RobotsAction::AnswerSnapshot(ClientAnswer::for_snapshot(&rules.snapshot, check.judged_state()))
     } else {
