@@ -32,10 +32,16 @@
 //! Every read checks the magic, the length and the CRC, so a torn or
 //! overwritten record is never decoded; an inline body is also checked
 //! against its SHA-256 when the store is verified and after a crash.
-//! Records are written with one `write` at the end of the segment and are
-//! not synced there: the group commit (`maintenance.rs`) syncs the
+//! Records are appended to an in-memory write-behind buffer and reach the
+//! segment file in one `write` of many records ([`PENDING_FLUSH`] bytes, or
+//! whatever is pending at the next group commit, every few milliseconds):
+//! one large write costs ext4 a fraction of many record-sized ones. A
+//! record is readable from the buffer until then. Nothing is synced here:
+//! the group commit (`maintenance.rs`) writes the buffer and syncs the
 //! segments written since the last commit before it records the checkpoint
-//! that covers their records.
+//! that covers their records, so a crash (SIGKILL included) loses at most
+//! the records of the last commit interval, never a record the index
+//! committed.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, File};
@@ -54,6 +60,15 @@ use super::{lock, StoreError};
 /// that gets a segment of its own). 1 MiB in the unit tests, so that they
 /// fill segments quickly.
 pub const SEGMENT_SIZE: u64 = if cfg!(test) { 1024 * 1024 } else { 64 * 1024 * 1024 };
+/// Records appended are kept in memory and written to the segment in one
+/// write once this many bytes are pending, or at the next group commit
+/// (every few milliseconds), whichever comes first: ext4 spends about
+/// 10 us on each unaligned 17 KiB write and 2.5-4 us per 16 KiB of a
+/// 1 MiB write (measured on this project's 2-core machine).
+pub(crate) const PENDING_FLUSH: usize = 256 * 1024;
+/// While writes fail (a full disk), appends are refused once this many
+/// bytes are pending, so memory stays bounded.
+const PENDING_MAX: usize = 32 * 1024 * 1024;
 /// Bytes of a record before the key.
 pub(crate) const HEADER_LEN: usize = 64;
 /// Bytes after the last field (the CRC).
@@ -126,14 +141,24 @@ impl ReadError {
 }
 
 /// Encodes a record with `stamp`.
+#[cfg(test)]
 pub(crate) fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(&mut out, stamp, key, meta, body);
+    out
+}
+
+/// Appends the record [`encode`] gives to `out` (the write-behind buffer)
+/// and returns its length.
+fn encode_into(out: &mut Vec<u8>, stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> usize {
     let (kind, hash, body_len, inline): (u8, [u8; 32], u64, &[u8]) = match body {
         RecBody::None => (0, [0; 32], 0, &[]),
         RecBody::Inline { hash, bytes } => (1, *hash, bytes.len() as u64, bytes.as_slice()),
         RecBody::File { hash, len } => (2, *hash, *len, &[]),
     };
     let total = HEADER_LEN + key.len() + meta.len() + inline.len() + TRAILER_LEN;
-    let mut out = Vec::with_capacity(total);
+    let start = out.len();
+    out.reserve(total);
     out.extend_from_slice(&MAGIC);
     out.push(kind);
     out.push(0);
@@ -146,9 +171,9 @@ pub(crate) fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec
     out.extend_from_slice(key);
     out.extend_from_slice(meta);
     out.extend_from_slice(inline);
-    let crc = crc32fast::hash(&out);
+    let crc = crc32fast::hash(&out[start..]);
     out.extend_from_slice(&crc.to_be_bytes());
-    out
+    total
 }
 
 fn be_u32(b: &[u8], at: usize) -> u32 {
@@ -251,7 +276,50 @@ fn write_all_at(f: &File, buf: &[u8], off: u64) -> io::Result<()> {
 struct Writer {
     seg: u32,
     file: Arc<File>,
+    /// The segment's length, the records still in `pending` included.
     len: u64,
+    /// The last records appended, not yet written to the file: bytes
+    /// `len - pending.len() .. len` of the segment. Whole records only.
+    pending: Vec<u8>,
+}
+
+impl Writer {
+    fn new(seg: u32, file: Arc<File>, len: u64) -> Writer {
+        Writer { seg, file, len, pending: Vec::new() }
+    }
+
+    /// Where `pending` starts in the segment.
+    fn written(&self) -> u64 {
+        self.len - self.pending.len() as u64
+    }
+
+    /// Writes `pending` to the file with one write. On error it stays
+    /// pending (whatever part reached the file is written again next time).
+    fn flush(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        write_all_at(&self.file, &self.pending, self.written())?;
+        // A buffer grown by a burst is not kept.
+        if self.pending.capacity() > 2 * PENDING_FLUSH {
+            self.pending = Vec::new();
+        } else {
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    /// Bytes `off .. off + buf.len()` of the active segment when they are
+    /// all still pending (`false`: read them from the file).
+    fn read_pending(&self, off: u64, buf: &mut [u8]) -> bool {
+        let written = self.written();
+        if off < written || off + buf.len() as u64 > self.len {
+            return false;
+        }
+        let at = (off - written) as usize;
+        buf.copy_from_slice(&self.pending[at..at + buf.len()]);
+        true
+    }
 }
 
 /// The pack segments of one store.
@@ -323,7 +391,7 @@ impl Packs {
         let bytes = segs.iter().map(|s| s.1).sum::<u64>().max(len);
         Ok(Packs {
             dir: dir.to_path_buf(),
-            writer: Mutex::new(Writer { seg, file: Arc::new(file), len }),
+            writer: Mutex::new(Writer::new(seg, Arc::new(file), len)),
             readers: Mutex::new(HashMap::new()),
             unsynced: Mutex::new(BTreeSet::new()),
             bytes: AtomicU64::new(bytes),
@@ -346,7 +414,7 @@ impl Packs {
         lock(&self.readers).clear();
         let (segs, _) = list_segments(&self.dir)?;
         self.bytes.store(segs.iter().map(|s| s.1).sum(), Ordering::Release);
-        *lock(&self.writer) = Writer { seg, file: Arc::new(file), len };
+        *lock(&self.writer) = Writer::new(seg, Arc::new(file), len);
         Ok(())
     }
 
@@ -354,13 +422,21 @@ impl Packs {
     /// from `stamps` while the segment is locked, so stamps and positions
     /// grow together: every record with a stamp below a value read under
     /// the same lock ([`Packs::end`]) lies before the end read with it.
+    /// The record joins the write-behind buffer ([`PENDING_FLUSH`]); it is
+    /// readable at once and reaches the file by the next [`Packs::sync`].
     /// Returns the record's stamp and location.
-    /// Errors: `Io` when the segment cannot be written or a new one created.
+    /// Errors: `Io` when a new segment cannot be created, or the buffer
+    /// cannot be written while [`PENDING_MAX`] bytes are pending.
     pub fn append(&self, stamps: &AtomicU64, key: &[u8], meta: &[u8], body: &RecBody) -> Result<(u64, Loc), StoreError> {
         let mut w = lock(&self.writer);
-        let stamp = super::issue_stamp(stamps);
-        let rec = encode(stamp, key, meta, body);
-        if w.len > 0 && w.len + rec.len() as u64 > SEGMENT_SIZE {
+        let rec_len = (HEADER_LEN + key.len() + meta.len() + TRAILER_LEN) as u64
+            + match body {
+                RecBody::Inline { bytes, .. } => bytes.len() as u64,
+                _ => 0,
+            };
+        if w.len > 0 && w.len + rec_len > SEGMENT_SIZE {
+            // The sealed segment's records go to its file first.
+            w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
             let seg = w.seg + 1;
             let path = self.dir.join(segment_name(seg));
             let file = fs::OpenOptions::new()
@@ -371,17 +447,30 @@ impl Packs {
                 .open(&path)
                 .map_err(io_err("create pack segment", &path))?;
             lock(&self.unsynced).insert(w.seg);
-            *w = Writer { seg, file: Arc::new(file), len: 0 };
+            *w = Writer::new(seg, Arc::new(file), 0);
         }
+        if w.pending.len() >= PENDING_FLUSH {
+            if let Err(e) = w.flush() {
+                if w.pending.len() >= PENDING_MAX {
+                    return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
+                }
+                tracing::warn!(error = %e, segment = w.seg, "cannot write the pack segment; its last records stay in memory and are retried");
+            }
+        }
+        let stamp = super::issue_stamp(stamps);
         let off = w.len;
-        if let Err(e) = write_all_at(&w.file, &rec, off) {
-            // Whatever part was written is overwritten by the next record.
-            return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
-        }
-        w.len += rec.len() as u64;
-        self.bytes.fetch_add(rec.len() as u64, Ordering::AcqRel);
+        let len = encode_into(&mut w.pending, stamp, key, meta, body);
+        w.len += len as u64;
+        self.bytes.fetch_add(len as u64, Ordering::AcqRel);
         lock(&self.unsynced).insert(w.seg);
-        Ok((stamp, Loc { seg: w.seg, off, len: rec.len() as u32 }))
+        Ok((stamp, Loc { seg: w.seg, off, len: len as u32 }))
+    }
+
+    /// Writes the records still in memory to their segment (before the
+    /// store is verified or closed). Errors: `Io`; they stay pending.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let mut w = lock(&self.writer);
+        w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))
     }
 
     /// The end of the log and the next stamp, read together (see
@@ -396,9 +485,11 @@ impl Packs {
         lock(&self.writer).seg
     }
 
-    /// Syncs every segment written since the last call (data only).
-    /// Errors: `Io`; the segments stay queued.
+    /// Writes the pending records, then syncs every segment written since
+    /// the last call (data only). Errors: `Io`; the segments stay queued.
     pub fn sync(&self) -> Result<(), StoreError> {
+        // Every record appended so far reaches its file before the syncs.
+        self.flush()?;
         let segs: Vec<u32> = std::mem::take(&mut *lock(&self.unsynced)).into_iter().collect();
         for (i, seg) in segs.iter().enumerate() {
             let synced = match self.handle(*seg) {
@@ -441,9 +532,8 @@ impl Packs {
 
     /// Reads and checks the record at `loc`.
     pub fn read(&self, loc: &Loc) -> Result<Record, ReadError> {
-        let f = self.handle(loc.seg)?;
         let mut buf = vec![0u8; loc.len as usize];
-        match read_exact_at(&f, &mut buf, loc.off) {
+        match self.read_bytes(loc.seg, loc.off, &mut buf)? {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Err(ReadError::Invalid("the segment ends before the record".into()))
@@ -453,15 +543,35 @@ impl Packs {
         decode(&buf).map_err(ReadError::Invalid)
     }
 
+    /// Bytes `off .. off + buf.len()` of segment `seg`, from the
+    /// write-behind buffer when they are still there, else from the file.
+    fn read_bytes(&self, seg: u32, off: u64, buf: &mut [u8]) -> Result<io::Result<()>, ReadError> {
+        let f = {
+            let w = lock(&self.writer);
+            if w.seg == seg {
+                if w.read_pending(off, buf) {
+                    return Ok(Ok(()));
+                }
+                Some(Arc::clone(&w.file))
+            } else {
+                None
+            }
+        };
+        let f = match f {
+            Some(f) => f,
+            None => self.handle(seg)?,
+        };
+        Ok(read_exact_at(&f, buf, off))
+    }
+
     /// Reads the record starting at `pos` without knowing its length
     /// (walking a segment). `Ok(None)` at the segment's end (`seg_len`).
     pub fn read_at(&self, pos: Pos, seg_len: u64) -> Result<Option<(Record, Loc)>, ReadError> {
         if pos.off >= seg_len {
             return Ok(None);
         }
-        let f = self.handle(pos.seg)?;
         let mut head = [0u8; 8];
-        if pos.off + 8 > seg_len || read_exact_at(&f, &mut head, pos.off).is_err() {
+        if pos.off + 8 > seg_len || self.read_bytes(pos.seg, pos.off, &mut head)?.is_err() {
             return Err(ReadError::Invalid("a partial record header".into()));
         }
         let total = announced_len(&head).ok_or_else(|| ReadError::Invalid("no record header".into()))?;
@@ -518,6 +628,16 @@ impl Packs {
     }
 }
 
+impl Drop for Packs {
+    /// The records still in memory go to their file (not synced: a clean
+    /// shutdown's last group commit syncs them; this is the fallback).
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!(error = %e, "cannot write the last pack records at close");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,5 +678,38 @@ mod tests {
         assert!(packs.read(&Loc { seg: 99, off: 0, len: 70 }).is_err());
         assert_eq!(parse_segment_name(&segment_name(12)), Some(12));
         assert_eq!(parse_segment_name("12.pack"), None);
+    }
+
+    #[test]
+    fn records_are_readable_while_pending_and_reach_the_file_by_sync_or_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let stamps = AtomicU64::new(1);
+        let seg_file = |seg: u32| std::fs::read(dir.path().join(segment_name(seg))).unwrap();
+        let packs = Packs::open(dir.path()).unwrap();
+        let body = Arc::new(vec![7u8; 3000]);
+        let hash: Hash = Sha256::digest(body.as_slice()).into();
+        let (_, l1) = packs.append(&stamps, b"k1", b"m1", &RecBody::Inline { hash, bytes: body.clone() }).unwrap();
+        let (_, l2) = packs.append(&stamps, b"k2", b"m2", &RecBody::None).unwrap();
+        // Not written yet, but readable, by location and by walking.
+        assert_eq!(seg_file(l1.seg).len(), 0);
+        assert_eq!(packs.read(&l1).unwrap().body, RecBody::Inline { hash, bytes: body.clone() });
+        let (rec, loc) = packs.read_at(Pos { seg: l2.seg, off: l2.off }, packs.seg_len(l2.seg).unwrap()).unwrap().unwrap();
+        assert_eq!((rec.key.as_slice(), loc), (&b"k2"[..], l2));
+        // A sync writes them, whole and in order.
+        packs.sync().unwrap();
+        let on_disk = seg_file(l1.seg);
+        assert_eq!(on_disk.len() as u64, l2.off + l2.len as u64);
+        assert_eq!(decode(&on_disk[l1.off as usize..(l1.off + l1.len as u64) as usize]).unwrap().key, b"k1");
+        // Past the flush threshold the appender writes them itself.
+        let big = Arc::new(vec![1u8; PENDING_FLUSH]);
+        let big_hash: Hash = Sha256::digest(big.as_slice()).into();
+        let (_, l3) = packs.append(&stamps, b"k3", b"", &RecBody::Inline { hash: big_hash, bytes: big }).unwrap();
+        let (_, l4) = packs.append(&stamps, b"k4", b"", &RecBody::None).unwrap();
+        assert_eq!(seg_file(l3.seg).len() as u64, l3.off + l3.len as u64, "the first append past the threshold wrote what was pending");
+        // Closing writes the rest (a clean shutdown).
+        drop(packs);
+        assert_eq!(seg_file(l4.seg).len() as u64, l4.off + l4.len as u64);
+        let packs = Packs::open(dir.path()).unwrap();
+        assert_eq!(packs.read(&l4).unwrap().key, b"k4");
     }
 }
