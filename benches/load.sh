@@ -44,10 +44,11 @@
 # object twice with curl, then wrk for WARM), then ROUNDS rounds in which
 # each peer in turn gets `wrk -tTHREADS -cCONNECTIONS -d(DURATION/ROUNDS)`
 # cycling over the OBJECTS objects (misses: a new URL per request). Peers
-# take turns within each cell and round (A B C A B C ...), so a burst of
-# noise on this shared machine falls on every peer of the cell alike rather
-# than on the one measured at that moment (the team's peer script repeats
-# its runs for the same reason). The table gives req/s of each peer (all
+# take turns within each cell and round, each round starting with the next
+# peer (A B C, B C A, C A B, A B C), so a burst of noise on this shared
+# machine, or the disk writes one peer's turn leaves behind, fall on every
+# peer of the cell alike rather than on the one measured at that moment
+# (the team's peer script repeats its runs for the same reason). The table gives req/s of each peer (all
 # its requests over all its measured time), crawlcache's ratio to the best peer of the cell, the 1-minute load
 # average when the cell started, and the origin's 200/304 counts per peer
 # for revalidations (proof that every request was a conditional GET). A
@@ -542,8 +543,12 @@ measure_cell() {
         run_wrk "$conns" "$WARM" "$url" "$prefix" "$n" $host >/dev/null
     done
     say "$mode $size: wrk -t$THREADS -c$conns, $ROUNDS round(s) of ${ROUND_SECS}s per peer: $PEERS ..."
+    local order=($PEERS)
     for ((round = 1; round <= ROUNDS; round++)); do
-        for peer in $PEERS; do
+        # Each round starts with the next peer (A B C, B C A, C A B, ...), so
+        # each peer follows every other one alike: what one peer's turn
+        # leaves behind (its writes being flushed to disk) falls on all.
+        for peer in "${order[@]:(round - 1) % ${#order[@]}}" "${order[@]:0:(round - 1) % ${#order[@]}}"; do
             read -r url prefix host <<<"$(peer_args "$peer" "$path")"
             # Misses: a new tag per peer and round, so no URL is ever asked twice.
             [[ $mode == miss ]] && prefix="$prefix$peer-$round-"
