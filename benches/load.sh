@@ -542,6 +542,8 @@ measure_cell() {
         warm_objects "$peer" "$path"
         run_wrk "$conns" "$WARM" "$url" "$prefix" "$n" $host >/dev/null
     done
+    # The warm-ups' last origin log lines are flushed before counting starts.
+    [[ $mode == miss ]] || sleep 0.4
     say "$mode $size: wrk -t$THREADS -c$conns, $ROUNDS round(s) of ${ROUND_SECS}s per peer: $PEERS ..."
     local order=($PEERS)
     for ((round = 1; round <= ROUNDS; round++)); do
