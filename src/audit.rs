@@ -92,6 +92,24 @@ impl AuditRecord {
         }
     }
 
+    /// [`AuditRecord::new`] taking the robots fields out of `robots`
+    /// instead of copying them: for the proxy, whose check ends with the
+    /// request.
+    pub fn from_check(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>) -> AuditRecord {
+        let mut record = AuditRecord::new(at, method, url, None);
+        if let Some(r) = robots {
+            record.disposition = Some(r.disposition.as_str().to_string());
+            record.verdict = Some(Self::verdict_str(r.verdict.allowed).to_string());
+            record.line = r.verdict.line;
+            record.rule = r.verdict.rule;
+            record.agent = Some(r.agent);
+            record.robots_sha256 = Some(r.sha256);
+            record.robots_fetched_as = r.fetched_as;
+            record.robots_warning = r.warning;
+        }
+        record
+    }
+
     /// Fills the cache fields from the request's outcome: `cache_status`
     /// (its `Cache-Status` value) and `upstream_status` (`fwd-status`).
     pub fn set_outcome(&mut self, status: &crate::wire::cache_status::CacheStatus) {
@@ -550,6 +568,10 @@ mod tests {
         assert_eq!(r.robots_warning, None);
         let off = AuditRecord::new(t, "GET", "http://a.test/", None);
         assert!(off.verdict.is_none() && off.robots_sha256.is_none());
+        // The proxy's path moves the check's strings instead of copying
+        // them: the record must be the same either way.
+        assert_eq!(AuditRecord::from_check(t, "GET", "http://a.test/private/1", Some(check.clone())), r);
+        assert_eq!(AuditRecord::from_check(t, "GET", "http://a.test/", None), off);
     }
 
     #[test]

@@ -514,11 +514,16 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
     if !matches!(ex.target, Target::Absolute { .. }) {
         return response;
     }
-    let check = ex.robots.as_ref().map(|g| &g.check);
-    if let Some(c) = check {
+    let check = ex.robots.take().map(|g| g.check);
+    if let Some(c) = &check {
         stages::robots::annotate(&mut response, c);
     }
-    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.url(), check);
+    let robots = match &check {
+        Some(c) if c.verdict.allowed => "allowed",
+        Some(_) => "disallowed",
+        None => "-",
+    };
+    let mut record = crate::audit::AuditRecord::from_check(ex.arrived, ex.method().as_str(), ex.url(), check);
     record.cache_status = cache_status;
     record.upstream_status = ex.status.fwd_status;
     if ex.exact_url.is_some() {
@@ -528,11 +533,7 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
         level: AccessLine::level_if_enabled(state.config.server.access_log.level()),
         status: response.status().as_u16(),
         outcome: ex.status.outcome().as_str(),
-        robots: match check {
-            Some(c) if c.verdict.allowed => "allowed",
-            Some(_) => "disallowed",
-            None => "-",
-        },
+        robots,
     };
     let (parts, body) = response.into_parts();
     let guard = AuditGuard::new(state.audit.clone(), record, access, ex.started);

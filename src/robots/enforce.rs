@@ -78,18 +78,19 @@ impl RobotsCheck {
     /// `disposition`) at `now` under `windows`. With
     /// [`Disposition::Offline`] the windows do not apply: the rules are used
     /// whatever their age (C44).
-    pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: &str, url: &str) -> RobotsCheck {
+    pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: impl Into<String>, url: &str) -> RobotsCheck {
+        let agent = agent.into();
         let state = rules.snapshot.state(windows, now);
         let judged = if disposition == Disposition::Offline { State::Fresh } else { state };
         let snapshot = &rules.snapshot;
         RobotsCheck {
-            agent: agent.to_string(),
-            verdict: rules.verdict(judged, agent, url),
+            verdict: rules.verdict(judged, &agent, url),
+            agent,
             state,
             disposition,
             status: rules.snapshot.status,
             sha256: rules.snapshot.sha256.clone(),
-            robots_url: rules.snapshot.origin.robots_url(),
+            robots_url: rules.robots_url.clone(),
             age_secs: rules.snapshot.age(now).as_secs(),
             hard_max_secs: windows.hard_max.as_secs(),
             fetched_as: snapshot.fetched_as.clone(),

@@ -53,6 +53,9 @@ pub struct Rules {
     /// Its body parsed (an empty rule set, allowing everything, unless the
     /// status is `fetched`; use [`Rules::verdict`], which knows the status).
     pub robots: RobotsTxt,
+    /// The snapshot origin's robots.txt URL ([`Origin::robots_url`]), built
+    /// once: every request checked against these rules names it.
+    pub robots_url: String,
 }
 
 impl Rules {
@@ -62,7 +65,14 @@ impl Rules {
             RobotsStatus::Fetched => RobotsTxt::parse(&snapshot.body),
             _ => RobotsTxt::parse(b""),
         };
-        Rules { snapshot, robots }
+        Rules::with_parsed(snapshot, robots)
+    }
+
+    /// `snapshot` with its body already parsed as `robots` (kept from the
+    /// previous rules when a refresh brought the same body).
+    pub fn with_parsed(snapshot: Snapshot, robots: RobotsTxt) -> Rules {
+        let robots_url = snapshot.origin.robots_url();
+        Rules { snapshot, robots, robots_url }
     }
 
     /// The verdict for `product_token` on `url` in `state`
@@ -544,7 +554,7 @@ impl Inner {
         // Reuse the parsed rules when the body did not change (304, kept).
         match previous {
             Some(p) if p.snapshot.status == snapshot.status && p.snapshot.sha256 == snapshot.sha256 => {
-                Arc::new(Rules { snapshot, robots: p.robots.clone() })
+                Arc::new(Rules::with_parsed(snapshot, p.robots.clone()))
             }
             _ => Arc::new(Rules::new(snapshot)),
         }

@@ -146,8 +146,12 @@ impl RobotsConfig {
     /// the global ones with that host's overrides laid over them.
     pub fn windows_for(&self, host: &str) -> Windows {
         let mut w = Windows { fresh: self.fresh, stale_usable: self.stale_usable, hard_max: self.hard_max };
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        let o = self.hosts.get(&host).or_else(|| self.hosts.iter().find(|(k, _)| k.trim_end_matches('.').eq_ignore_ascii_case(&host)).map(|(_, v)| v));
+        if self.hosts.is_empty() {
+            // The usual case, checked for every proxied request: nothing to look up.
+            return w;
+        }
+        let host = host.trim_end_matches('.');
+        let o = self.hosts.get(host).or_else(|| self.hosts.iter().find(|(k, _)| k.trim_end_matches('.').eq_ignore_ascii_case(host)).map(|(_, v)| v));
         if let Some(o) = o {
             w.fresh = o.fresh.unwrap_or(w.fresh);
             w.stale_usable = o.stale_usable.unwrap_or(w.stale_usable);

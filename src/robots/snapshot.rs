@@ -55,10 +55,12 @@ impl Origin {
 
     /// The default port of `scheme` (80 for `http`, 443 for `https`).
     pub fn default_port(scheme: &str) -> Option<u16> {
-        match scheme.to_ascii_lowercase().as_str() {
-            "http" => Some(80),
-            "https" => Some(443),
-            _ => None,
+        if scheme.eq_ignore_ascii_case("http") {
+            Some(80)
+        } else if scheme.eq_ignore_ascii_case("https") {
+            Some(443)
+        } else {
+            None
         }
     }
 
@@ -101,7 +103,14 @@ impl Origin {
     /// The key under which this origin's snapshot is persisted:
     /// `scheme://host:port`, port always present.
     pub fn key(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
+        use std::fmt::Write as _;
+        // Built by hand: the registry looks each request's origin up by it.
+        let mut key = String::with_capacity(self.scheme.len() + self.host.len() + 9);
+        key.push_str(&self.scheme);
+        key.push_str("://");
+        key.push_str(&self.host);
+        let _ = write!(key, ":{}", self.port);
+        key
     }
 
     /// The URL of this origin's robots.txt (RFC 9309 §2.3), default port elided.

@@ -91,7 +91,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
         );
     }
     let agent = enforce::product_token(&cfg.agent, ex.user_agent());
-    let check = RobotsCheck::new(&rules, disposition, &windows, now, &agent, url);
+    let check = RobotsCheck::new(&rules, disposition, &windows, now, agent, url);
     state.metrics.robots_verdict(check.verdict.allowed);
 
     let is_robots_url = url.ends_with("/robots.txt") && url == origin.robots_url();
@@ -105,7 +105,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     };
     let pace = cfg.honor_crawl_delay.then(|| Pace {
         origin_key: origin.key(),
-        delay: politeness::effective_delay(rules.robots.crawl_delay(&agent), cfg.min_delay, cfg.max_delay),
+        delay: politeness::effective_delay(rules.robots.crawl_delay(&check.agent), cfg.min_delay, cfg.max_delay),
     });
     Some(RobotsGate { check, action, pace, origin })
 }
@@ -156,7 +156,7 @@ pub fn answer(ex: &mut Exchange) -> Response<ProxyBody> {
 
 /// Adds `Robots-Status` to a response.
 pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
-    if let Ok(v) = HeaderValue::from_str(&check.status_header()) {
+    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(check.status_header())) {
         response.headers_mut().insert(enforce::ROBOTS_STATUS_HEADER, v);
     }
 }
