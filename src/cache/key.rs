@@ -11,24 +11,27 @@
 /// when the URI has no scheme or host, or the scheme is not http or https.
 /// User information in the authority is dropped; an empty path becomes `/`.
 pub fn primary_key(uri: &http::Uri) -> Option<String> {
-    let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    let default_port = match scheme.as_str() {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
+    use std::fmt::Write as _;
+    // Built without intermediate strings: this runs for every request.
+    let scheme = uri.scheme_str()?;
+    let (scheme, default_port) = if scheme.eq_ignore_ascii_case("http") {
+        ("http", 80)
+    } else if scheme.eq_ignore_ascii_case("https") {
+        ("https", 443)
+    } else {
+        return None;
     };
     let host = uri.host()?;
     if host.is_empty() {
         return None;
     }
-    let mut key = String::with_capacity(scheme.len() + host.len() + uri.path().len() + 16);
-    key.push_str(&scheme);
+    let mut key = String::with_capacity(scheme.len() + host.len() + uri.path().len() + uri.query().map_or(0, str::len) + 16);
+    key.push_str(scheme);
     key.push_str("://");
-    key.push_str(&host.to_ascii_lowercase());
+    key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
     if let Some(port) = uri.port_u16() {
         if port != default_port {
-            key.push(':');
-            key.push_str(&port.to_string());
+            let _ = write!(key, ":{port}");
         }
     }
     let path = uri.path();

@@ -256,7 +256,54 @@ fn classify(method: &Method, uri: &Uri) -> Target {
     // URI (`http://a@b[c:80]/`, which the URI parser takes with host `b[c`)
     // is unusable, rather than forwarded in the client's own spelling.
     match key::primary_key(uri) {
-        Some(primary) if primary.parse::<Uri>().is_ok() => Target::Absolute { primary },
+        Some(primary) if (plain_host(uri) && primary.len() < MAX_PLAIN_KEY) || primary.parse::<Uri>().is_ok() => Target::Absolute { primary },
         _ => Target::Unusable,
+    }
+}
+
+/// Below this length a key with a [`plain_host`] needs no second parse
+/// (the URI parser's own limit is 65,534 bytes).
+const MAX_PLAIN_KEY: usize = 60_000;
+
+/// Whether `uri`'s host is letters, digits, `.`, `-` and `_` only: the key
+/// built from it (scheme, that host, a port, then the path and query the
+/// URI parser already accepted) is then a URI without parsing it again.
+/// Anything else (IP literals in brackets, odd characters the parser let
+/// into a host) is checked by parsing the key.
+fn plain_host(uri: &Uri) -> bool {
+    uri.host().is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_host_key_is_a_uri_and_an_odd_one_is_checked() {
+        // Whatever the parser accepted with a plain host, the key built from
+        // it parses too: the shortcut in `classify` never admits a key the
+        // full check would refuse.
+        for target in [
+            "http://Example.COM:8080/a%20b?x=1&y=[2]",
+            "HTTP://a_b.example/",
+            "http://example.com?q",
+            "http://example.com:80",
+            "https://x.y/a;b,c!$&'()*+=:@~?d=%22&e=/?",
+            "http://user:pw@example.com/p",
+            "http://example.com/a?b#c",
+        ] {
+            let uri: Uri = target.parse().unwrap_or_else(|e| panic!("{target}: {e}"));
+            assert!(plain_host(&uri), "{target}");
+            let Target::Absolute { primary } = classify(&Method::GET, &uri) else { panic!("{target} is not usable") };
+            assert!(primary.parse::<Uri>().is_ok(), "{target} -> {primary}");
+        }
+        // Not plain: checked by parsing the key.
+        let v6: Uri = "http://[::1]:8080/p".parse().unwrap();
+        assert!(!plain_host(&v6));
+        assert!(matches!(classify(&Method::GET, &v6), Target::Absolute { .. }));
+        // The URI parser takes this one with host `b[c`; its key is no URI.
+        let odd: Uri = "http://a@b[c:80]/".parse().expect("the URI parser accepts it");
+        assert!(!plain_host(&odd));
+        assert!(matches!(classify(&Method::GET, &odd), Target::Unusable));
     }
 }
