@@ -68,35 +68,29 @@ pub struct AuditRecord {
 
 impl AuditRecord {
     /// A record for a request that arrived at `at`, with the robots fields
-    /// from `robots` (`None` when `robots.mode = "off"`). The cache status,
-    /// upstream status, bytes and milliseconds start empty; set them when
-    /// the response is done.
-    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<&crate::robots::enforce::RobotsCheck>) -> AuditRecord {
-        AuditRecord {
+    /// taken from `robots` (`None` when `robots.mode = "off"`; the check's
+    /// strings move into the record, as the proxy's check ends with the
+    /// request). The cache status, upstream status, bytes and milliseconds
+    /// start empty; set them when the response is done.
+    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>) -> AuditRecord {
+        let mut record = AuditRecord {
             time: format_rfc3339(at),
             method: method.to_string(),
             url: url.to_string(),
-            agent: robots.map(|r| r.agent.clone()),
-            robots_sha256: robots.map(|r| r.sha256.clone()),
-            disposition: robots.map(|r| r.disposition.as_str().to_string()),
-            verdict: robots.map(|r| Self::verdict_str(r.verdict.allowed).to_string()),
-            rule: robots.and_then(|r| r.verdict.rule.clone()),
-            line: robots.and_then(|r| r.verdict.line),
+            agent: None,
+            robots_sha256: None,
+            disposition: None,
+            verdict: None,
+            rule: None,
+            line: None,
             cache_status: String::new(),
             upstream_status: None,
             bytes: 0,
             ms: 0,
-            robots_fetched_as: robots.and_then(|r| r.fetched_as.clone()),
-            robots_warning: robots.and_then(|r| r.warning.clone()),
+            robots_fetched_as: None,
+            robots_warning: None,
             key: None,
-        }
-    }
-
-    /// [`AuditRecord::new`] taking the robots fields out of `robots`
-    /// instead of copying them: for the proxy, whose check ends with the
-    /// request.
-    pub fn from_check(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>) -> AuditRecord {
-        let mut record = AuditRecord::new(at, method, url, None);
+        };
         if let Some(r) = robots {
             record.disposition = Some(r.disposition.as_str().to_string());
             record.verdict = Some(Self::verdict_str(r.verdict.allowed).to_string());
@@ -558,7 +552,7 @@ mod tests {
             content_encoding: None,
         });
         let check = RobotsCheck::new(&rules, Disposition::StaleUsable, &Windows::default(), t, "Bot", "http://a.test/private/1");
-        let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(&check));
+        let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(check));
         assert_eq!(r.robots_sha256.as_deref(), Some(sha256_hex(body).as_str()));
         assert_eq!((r.verdict.as_deref(), r.rule.as_deref(), r.line), (Some("disallowed"), Some("Disallow: /private"), Some(2)));
         assert_eq!(r.disposition.as_deref(), Some("stale_usable"));
@@ -568,10 +562,6 @@ mod tests {
         assert_eq!(r.robots_warning, None);
         let off = AuditRecord::new(t, "GET", "http://a.test/", None);
         assert!(off.verdict.is_none() && off.robots_sha256.is_none());
-        // The proxy's path moves the check's strings instead of copying
-        // them: the record must be the same either way.
-        assert_eq!(AuditRecord::from_check(t, "GET", "http://a.test/private/1", Some(check.clone())), r);
-        assert_eq!(AuditRecord::from_check(t, "GET", "http://a.test/", None), off);
     }
 
     #[test]

@@ -523,7 +523,7 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
         Some(_) => "disallowed",
         None => "-",
     };
-    let mut record = crate::audit::AuditRecord::from_check(ex.arrived, ex.method().as_str(), ex.url(), check);
+    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.url(), check);
     record.cache_status = cache_status;
     record.upstream_status = ex.status.fwd_status;
     if ex.exact_url.is_some() {
