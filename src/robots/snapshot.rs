@@ -114,18 +114,10 @@ impl Origin {
     }
 
     /// The URL of this origin's robots.txt (RFC 9309 §2.3), default port elided.
+    /// Requests are checked against the copy [`super::registry::Rules`]
+    /// keeps, built once per snapshot.
     pub fn robots_url(&self) -> String {
-        use std::fmt::Write as _;
-        // Built by hand: this runs for every proxied request.
-        let mut url = String::with_capacity(self.scheme.len() + self.host.len() + 20);
-        url.push_str(&self.scheme);
-        url.push_str("://");
-        url.push_str(&self.host);
-        if Self::default_port(&self.scheme) != Some(self.port) {
-            let _ = write!(url, ":{}", self.port);
-        }
-        url.push_str("/robots.txt");
-        url
+        format!("{self}/robots.txt")
     }
 }
 

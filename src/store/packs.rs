@@ -148,6 +148,15 @@ pub(crate) fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec
     out
 }
 
+/// Bytes of the record [`encode`] gives for these fields.
+fn record_len(key: &[u8], meta: &[u8], body: &RecBody) -> usize {
+    let inline = match body {
+        RecBody::Inline { bytes, .. } => bytes.len(),
+        RecBody::None | RecBody::File { .. } => 0,
+    };
+    HEADER_LEN + key.len() + meta.len() + inline + TRAILER_LEN
+}
+
 /// Appends the record [`encode`] gives to `out` (the write-behind buffer)
 /// and returns its length.
 fn encode_into(out: &mut Vec<u8>, stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> usize {
@@ -156,7 +165,7 @@ fn encode_into(out: &mut Vec<u8>, stamp: u64, key: &[u8], meta: &[u8], body: &Re
         RecBody::Inline { hash, bytes } => (1, *hash, bytes.len() as u64, bytes.as_slice()),
         RecBody::File { hash, len } => (2, *hash, *len, &[]),
     };
-    let total = HEADER_LEN + key.len() + meta.len() + inline.len() + TRAILER_LEN;
+    let total = record_len(key, meta, body);
     let start = out.len();
     out.reserve(total);
     out.extend_from_slice(&MAGIC);
@@ -429,11 +438,7 @@ impl Packs {
     /// cannot be written while [`PENDING_MAX`] bytes are pending.
     pub fn append(&self, stamps: &AtomicU64, key: &[u8], meta: &[u8], body: &RecBody) -> Result<(u64, Loc), StoreError> {
         let mut w = lock(&self.writer);
-        let rec_len = (HEADER_LEN + key.len() + meta.len() + TRAILER_LEN) as u64
-            + match body {
-                RecBody::Inline { bytes, .. } => bytes.len() as u64,
-                _ => 0,
-            };
+        let rec_len = record_len(key, meta, body) as u64;
         if w.len > 0 && w.len + rec_len > SEGMENT_SIZE {
             // The sealed segment's records go to its file first.
             w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
