@@ -157,6 +157,10 @@ pub struct StoreConfig {
     /// cache a sixteenth each.
     #[serde(deserialize_with = "de_size")]
     pub memory_ceiling: u64,
+    /// Leave what the proxy writes (pack records, body files) in the
+    /// kernel's page cache after the group commit synced it; `false` (the
+    /// default) drops it then.
+    pub keep_written_pages: bool,
 }
 
 impl StoreConfig {
@@ -516,6 +520,7 @@ impl Config {
             inline_max: self.store.inline_max_bytes,
             index_cache: self.store.index_cache(),
             record_cache: self.store.record_cache(),
+            keep_written_pages: self.store.keep_written_pages,
         }
     }
 

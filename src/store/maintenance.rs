@@ -48,7 +48,7 @@ use std::sync::mpsc;
 use std::sync::{RwLockReadGuard, Weak};
 use std::time::Duration;
 
-use super::blobs::{hash_file, io_err, sync_dir, BodyFile, Blobs};
+use super::blobs::{drop_cached_pages, hash_file, io_err, sync_dir, BodyFile, Blobs};
 use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, Slot, SlotBody};
 use super::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
 use super::{lock, Inner, StoreError};
@@ -306,7 +306,11 @@ impl Inner {
         for (i, h) in batch.iter().enumerate() {
             let path = self.blobs.path(h);
             let synced = match fs::File::open(&path) {
-                Ok(f) => f.sync_data(),
+                Ok(f) => f.sync_data().map(|()| {
+                    if !self.keep_written_pages {
+                        drop_cached_pages(&f, 0, None);
+                    }
+                }),
                 // Deleted meanwhile (released and reaped): nothing to keep.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => Err(e),

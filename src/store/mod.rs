@@ -331,16 +331,20 @@ pub struct StoreOptions {
     /// short bodies; derived from `store.memory_ceiling`). Recent lookups
     /// are kept in half as many bytes again.
     pub record_cache: u64,
+    /// Leave the pages of pack records and body files in the kernel's page
+    /// cache after the group commit has synced them
+    /// (`store.keep_written_pages`); `false` drops them.
+    pub keep_written_pages: bool,
 }
 
 impl StoreOptions {
     /// The store's own defaults (inline bodies under 4 KiB, a 32 MiB index
-    /// cache, 16 MiB of cached records) with a budget of `max_size` bytes,
+    /// cache, 16 MiB of cached records, written pages dropped) with a budget of `max_size` bytes,
     /// for tools and tests that open a store directly. The proxy and the
     /// `cache` commands take theirs from the configuration
     /// (`Config::store_options`: inline bodies under 32 KiB by default).
     pub fn new(max_size: u64) -> StoreOptions {
-        StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20, record_cache: 16 << 20 }
+        StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20, record_cache: 16 << 20, keep_written_pages: false }
     }
 }
 
@@ -394,6 +398,8 @@ pub(crate) struct Inner {
     dir: PathBuf,
     pub(crate) max_size: u64,
     pub(crate) inline_max: u64,
+    /// `StoreOptions::keep_written_pages`.
+    pub(crate) keep_written_pages: bool,
     pub(crate) index: Index,
     pub(crate) blobs: Blobs,
     pub(crate) packs: Packs,
@@ -490,7 +496,7 @@ impl Store {
             migrate::finish(&db, &blobs)?;
         }
         let index = Index::new(db)?;
-        let packs = Packs::open(&dir.join("packs"))?;
+        let packs = Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
         let recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
         if found == format::Found::New {
             format::write(dir)?;
@@ -500,6 +506,7 @@ impl Store {
             dir: dir.to_path_buf(),
             max_size: options.max_size,
             inline_max: options.inline_max,
+            keep_written_pages: options.keep_written_pages,
             index,
             blobs,
             packs,

@@ -43,7 +43,7 @@
 //! the records of the last commit interval, never a record the index
 //! committed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::blobs::io_err;
+use super::blobs::{drop_cached_pages, io_err};
 use super::index::Hash;
 use super::{lock, StoreError};
 
@@ -338,12 +338,22 @@ pub(crate) struct Packs {
     writer: Mutex<Writer>,
     /// Read handles of segments (bounded by [`MAX_READERS`]).
     readers: Mutex<HashMap<u32, Arc<File>>>,
-    /// Segments written since the last commit.
-    unsynced: Mutex<BTreeSet<u32>>,
+    /// Segments written since the last commit, each with the offset its
+    /// first such record starts at, rounded down to a page. Locked after
+    /// `writer` when both are held.
+    unsynced: Mutex<BTreeMap<u32, u64>>,
     /// Bytes in segments from the first to the current end (updated on
     /// append and segment deletion; the tail offset is not subtracted).
     bytes: AtomicU64,
+    /// Leave what [`Packs::sync`] synced in the kernel's page cache
+    /// (`store.keep_written_pages`); `false` drops it
+    /// ([`drop_cached_pages`]).
+    keep_written_pages: bool,
 }
+
+/// Offsets are rounded down to this before pages are dropped, so a page a
+/// record ends in is dropped by the next commit, once it is whole.
+const PAGE: u64 = 4096;
 
 /// The file name of segment `seg`.
 pub(crate) fn segment_name(seg: u32) -> String {
@@ -402,9 +412,17 @@ impl Packs {
             dir: dir.to_path_buf(),
             writer: Mutex::new(Writer::new(seg, Arc::new(file), len)),
             readers: Mutex::new(HashMap::new()),
-            unsynced: Mutex::new(BTreeSet::new()),
+            unsynced: Mutex::new(BTreeMap::new()),
             bytes: AtomicU64::new(bytes),
+            keep_written_pages: false,
         })
+    }
+
+    /// Whether what [`Packs::sync`] synced stays in the kernel's page cache
+    /// (`store.keep_written_pages`; by default it is dropped).
+    pub fn keeping_written_pages(mut self, keep: bool) -> Packs {
+        self.keep_written_pages = keep;
+        self
     }
 
     /// Cuts segment `seg` back to `len` bytes and removes every later
@@ -451,7 +469,7 @@ impl Packs {
                 .truncate(true)
                 .open(&path)
                 .map_err(io_err("create pack segment", &path))?;
-            lock(&self.unsynced).insert(w.seg);
+            lock(&self.unsynced).entry(w.seg).or_insert(0);
             *w = Writer::new(seg, Arc::new(file), 0);
         }
         if w.pending.len() >= PENDING_FLUSH {
@@ -467,7 +485,7 @@ impl Packs {
         let len = encode_into(&mut w.pending, stamp, key, meta, body);
         w.len += len as u64;
         self.bytes.fetch_add(len as u64, Ordering::AcqRel);
-        lock(&self.unsynced).insert(w.seg);
+        lock(&self.unsynced).entry(w.seg).or_insert(off - off % PAGE);
         Ok((stamp, Loc { seg: w.seg, off, len: len as u32 }))
     }
 
@@ -491,20 +509,41 @@ impl Packs {
     }
 
     /// Writes the pending records, then syncs every segment written since
-    /// the last call (data only). Errors: `Io`; the segments stay queued.
+    /// the last call (data only), and unless `keep_written_pages`, drops
+    /// the pages it synced from the page cache. Errors: `Io`; the segments
+    /// stay queued.
     pub fn sync(&self) -> Result<(), StoreError> {
-        // Every record appended so far reaches its file before the syncs.
-        self.flush()?;
-        let segs: Vec<u32> = std::mem::take(&mut *lock(&self.unsynced)).into_iter().collect();
-        for (i, seg) in segs.iter().enumerate() {
+        // Every record appended so far reaches its file before the syncs;
+        // the segments are taken under the same lock, so a record appended
+        // after the flush queues its segment again for the next call.
+        let (segs, head) = {
+            let mut w = lock(&self.writer);
+            w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
+            let segs: Vec<(u32, u64)> = std::mem::take(&mut *lock(&self.unsynced)).into_iter().collect();
+            (segs, (w.seg, w.len))
+        };
+        for (i, (seg, from)) in segs.iter().enumerate() {
             let synced = match self.handle(*seg) {
-                Ok(f) => f.sync_data().map_err(io_err("sync pack segment", &self.dir.join(segment_name(*seg)))),
-                Err(ReadError::Gone) => Ok(()),
+                Ok(f) => f.sync_data().map(|()| Some(f)).map_err(io_err("sync pack segment", &self.dir.join(segment_name(*seg)))),
+                Err(ReadError::Gone) => Ok(None),
                 Err(e) => Err(e.into_store_error(&Loc { seg: *seg, off: 0, len: 0 })),
             };
-            if let Err(e) = synced {
-                lock(&self.unsynced).extend(&segs[i..]);
-                return Err(e);
+            match synced {
+                Ok(Some(f)) if !self.keep_written_pages => {
+                    // The head segment only up to what this call synced:
+                    // later bytes are still dirty, and the next call drops them.
+                    let to = (*seg == head.0).then_some(head.1);
+                    drop_cached_pages(&f, *from, to);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let mut unsynced = lock(&self.unsynced);
+                    for (s, f) in &segs[i..] {
+                        let from = unsynced.entry(*s).or_insert(*f);
+                        *from = (*from).min(*f);
+                    }
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -646,6 +685,8 @@ impl Drop for Packs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use crate::store::blobs::page_test::{pages_can_be_dropped, resident_pages};
 
     #[test]
     fn records_round_trip_and_damage_is_detected_not_panicked_on() {
@@ -716,5 +757,53 @@ mod tests {
         assert_eq!(seg_file(l4.seg).len() as u64, l4.off + l4.len as u64);
         let packs = Packs::open(dir.path()).unwrap();
         assert_eq!(packs.read(&l4).unwrap().key, b"k4");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn what_a_sync_wrote_leaves_the_page_cache_unless_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        if !pages_can_be_dropped(dir.path()) {
+            eprintln!("skipped: this file system keeps pages after POSIX_FADV_DONTNEED");
+            return;
+        }
+        let body = Arc::new(vec![5u8; 16 * 1024]);
+        let hash: Hash = Sha256::digest(body.as_slice()).into();
+        for keep in [false, true] {
+            let packs_dir = dir.path().join(format!("keep-{keep}"));
+            let packs = Packs::open(&packs_dir).unwrap().keeping_written_pages(keep);
+            let stamps = AtomicU64::new(1);
+            let mut locs = Vec::new();
+            for round in 0..3 {
+                for i in 0..40 {
+                    let key = format!("k{round}-{i}");
+                    let (_, loc) = packs.append(&stamps, key.as_bytes(), b"m", &RecBody::Inline { hash, bytes: body.clone() }).unwrap();
+                    locs.push(loc);
+                }
+                packs.sync().unwrap();
+                // Segments roll at 1 MiB in tests, so count every segment:
+                // a segment left behind by a roll is dropped whole.
+                let (mut resident, mut pages) = (0, 0);
+                for entry in std::fs::read_dir(&packs_dir).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.file_name().and_then(|n| n.to_str()).and_then(parse_segment_name).is_some() {
+                        let (r, p) = resident_pages(&path);
+                        (resident, pages) = (resident + r, pages + p);
+                    }
+                }
+                assert!(pages >= 160 * (round + 1), "{pages} pages after round {round}");
+                if keep {
+                    assert_eq!(resident, pages, "kept: every written page stays cached");
+                } else {
+                    // Only the page the last record ends in may stay (it is
+                    // not whole yet); the next sync drops it.
+                    assert!(resident <= 1, "{resident} of {pages} pages still cached after round {round}");
+                }
+            }
+            // Dropped pages are read back from the disk.
+            for loc in [locs[0], locs[locs.len() / 2], locs[locs.len() - 1]] {
+                assert_eq!(packs.read(&loc).unwrap().body, RecBody::Inline { hash, bytes: body.clone() });
+            }
+        }
     }
 }
