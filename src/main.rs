@@ -9,7 +9,8 @@ use std::process::ExitCode;
 /// 145 us, revalidations 120-136 -> 52-56 us, 1 KiB misses 90 -> 79 us. The
 /// request path allocates short-lived buffers of every size on one thread
 /// and frees some on another (the origin connection's head parser alone
-/// takes 144 KiB per response for `upstream.max_head_fields = 3000`);
+/// took 144 KiB per response for `upstream.max_head_fields = 3000`, before
+/// heads were parsed with room for 256 fields first);
 /// glibc's per-thread arenas spend that time consolidating and trimming.
 /// Built without transparent huge pages (`no_thp`): with them resident
 /// memory at 300,000 entries in benches/scale.sh was 141 MiB, without 96

@@ -102,6 +102,17 @@ impl Default for HeadLimits {
 /// with the response): a 16 KiB miss took 130-140 us of CPU instead of
 /// 92-100 (README, Performance). Idle connections are then kept per
 /// thread: up to 32 per origin on each.
+///
+/// Response heads are parsed with room for [`COMPACT_FIELDS`] fields
+/// first: the HTTP library allocates and fills room for as many fields as
+/// it may accept on every response it parses, 144 KiB for 3,000, which
+/// cost a 1 KiB miss about 4 us of its 42 (9 % of the samples). An origin
+/// whose head has more fields than that (but no more than
+/// `upstream.max_head_fields`) is remembered, and its requests go to a
+/// second pool of connections with room for them; the request that found
+/// out is sent again there when it may be (an idempotent method without a
+/// body), and otherwise answered 502 with a sentence saying so (the next
+/// request to that origin gets the room).
 #[derive(Clone)]
 pub struct Upstream {
     pools: Arc<PoolSettings>,
@@ -146,26 +157,34 @@ impl Upstream {
     ) -> Upstream {
         let parent = parent.map(Arc::new);
         let connector = crate::tls::origin_connector(tls, connect_timeout, parent.clone());
-        let pools = Arc::new(PoolSettings { connector, pool_idle_timeout, limits });
+        let pools = Arc::new(PoolSettings { connector, pool_idle_timeout, limits, roomy_origins: std::sync::Mutex::new(std::collections::HashSet::new()), roomy_count: std::sync::atomic::AtomicUsize::new(0) });
         Upstream { pools, response_timeout, limits, parent }
     }
 
-    /// Starts sending `req` with this thread's client (see [`Upstream`]).
-    fn request(&self, req: Request<ProxyBody>) -> hyper_util::client::legacy::ResponseFuture {
+    /// Starts sending `req` with this thread's client (see [`Upstream`]):
+    /// the one with room for `upstream.max_head_fields` fields when `roomy`,
+    /// else the one with room for [`COMPACT_FIELDS`].
+    fn request(&self, req: Request<ProxyBody>, roomy: bool) -> hyper_util::client::legacy::ResponseFuture {
         THREAD_CLIENTS.with(|clients| {
             let mut clients = clients.borrow_mut();
             let mine = Arc::as_ptr(&self.pools);
-            if let Some((_, client)) = clients.iter().find(|(p, _)| std::ptr::eq(p.as_ptr(), mine)) {
-                return client.request(req);
-            }
-            // Pools of upstreams dropped since go with their settings.
-            clients.retain(|(p, _)| p.strong_count() > 0);
-            let client = self.pools.client();
-            let sent = client.request(req);
-            clients.push((Arc::downgrade(&self.pools), client));
-            sent
+            let at = match clients.iter().position(|c| std::ptr::eq(c.settings.as_ptr(), mine)) {
+                Some(at) => at,
+                None => {
+                    // Pools of upstreams dropped since go with their settings.
+                    clients.retain(|c| c.settings.strong_count() > 0);
+                    clients.push(ThreadClient { settings: Arc::downgrade(&self.pools), compact: None, roomy: None });
+                    clients.len() - 1
+                }
+            };
+            let mine = &mut clients[at];
+            let fields = if roomy { self.limits.max_fields } else { self.pools.compact_fields() };
+            let client = if roomy { &mut mine.roomy } else { &mut mine.compact };
+            client.get_or_insert_with(|| self.pools.client(fields)).request(req)
         })
     }
+
+
 
     /// The parent proxy `uri` goes through, if any.
     fn parent_for(&self, uri: &Uri) -> Option<&ParentProxy> {
@@ -187,15 +206,37 @@ impl Upstream {
             }
         }
         let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
-        let replay = replayable(&req);
+        let roomy = self.pools.is_roomy(req.uri());
+        let uri = req.uri().clone();
+        let mut replay = replayable(&req);
+        let mut not_resent = false;
         let attempts = async {
-            match self.request(req).await {
+            let first = match self.request(req, roomy).await {
                 Err(e) if replay.is_some() && failed_before_response(&e) => {
                     tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
-                    let again = replay.map(|(parts, ())| Request::from_parts(parts, ProxyBody::empty()));
+                    let again = replay.as_ref().map(copy_head).map(|(parts, ())| Request::from_parts(parts, ProxyBody::empty()));
                     match again {
-                        Some(r) => self.request(r).await,
+                        Some(r) => self.request(r, roomy).await,
                         None => Err(e),
+                    }
+                }
+                other => other,
+            };
+            match first {
+                Err(e) if !roomy && head_too_large(&e) => {
+                    // More fields than the compact parser has room for (or
+                    // more bytes than allowed, which the roomy one refuses
+                    // the same way): this origin gets the room from now on.
+                    self.pools.remember_roomy(&uri);
+                    match replay.take() {
+                        Some((parts, ())) => {
+                            tracing::debug!("origin {host} sent a response head with more than {} fields; sending the request again with room for {}", self.pools.compact_fields(), self.limits.max_fields);
+                            self.request(Request::from_parts(parts, ProxyBody::empty()), true).await
+                        }
+                        None => {
+                            not_resent = true;
+                            Err(e)
+                        }
                     }
                 }
                 other => other,
@@ -223,22 +264,82 @@ impl Upstream {
                 }),
                 _ => Ok(resp),
             },
+            Ok(Err(e)) if not_resent => Err(UpstreamError {
+                kind: UpstreamErrorKind::Protocol,
+                message: format!(
+                    "origin {host} sent a response head larger than the first parse has room for ({} fields), and this request cannot be sent again (not idempotent, or it has a body); later requests to {host} are parsed with room for upstream.max_head_fields = {} fields and upstream.max_head_bytes = {} bytes: {}",
+                    self.pools.compact_fields(),
+                    self.limits.max_fields,
+                    self.limits.max_bytes,
+                    classify(&host, &e, &self.limits).message
+                ),
+            }),
             Ok(Err(e)) => Err(classify(&host, &e, &self.limits)),
         }
     }
 }
+
+/// Fields the first parse of an origin's response head has room for (see
+/// [`Upstream`]); `upstream.max_head_fields` when that is smaller.
+pub const COMPACT_FIELDS: usize = 256;
+
+/// Origins remembered as sending heads beyond [`COMPACT_FIELDS`] fields, at
+/// most; the set is emptied when full (each origin then costs one more
+/// resent request to be learned again).
+const MAX_ROOMY_ORIGINS: usize = 4096;
 
 /// What each thread's client for an [`Upstream`] is built from.
 struct PoolSettings {
     connector: Connector,
     pool_idle_timeout: Duration,
     limits: HeadLimits,
+    /// Origins (`scheme://authority`) whose heads need more room than
+    /// [`COMPACT_FIELDS`], shared by every thread's clients.
+    roomy_origins: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The number of `roomy_origins`, read without the lock.
+    roomy_count: std::sync::atomic::AtomicUsize,
+}
+
+/// The key an origin is remembered by: scheme and authority of `uri`
+/// (`http://example.org:8080`).
+fn origin_key(uri: &Uri) -> String {
+    format!("{}://{}", uri.scheme_str().unwrap_or("http"), uri.authority().map(|a| a.as_str()).unwrap_or(""))
 }
 
 impl PoolSettings {
+    /// Room for fields in the compact clients' parser.
+    fn compact_fields(&self) -> usize {
+        COMPACT_FIELDS.min(self.limits.max_fields)
+    }
+
+    /// Whether requests to the origin of `uri` go to the roomy clients: it
+    /// sent a head beyond the compact room before, or there is no
+    /// difference.
+    fn is_roomy(&self, uri: &Uri) -> bool {
+        if self.limits.max_fields <= COMPACT_FIELDS {
+            return true;
+        }
+        // No origin remembered (the usual case): no key, no lock.
+        if self.roomy_count.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            return false;
+        }
+        lock(&self.roomy_origins).contains(&origin_key(uri))
+    }
+
+    /// Remembers that the origin of `uri` needs the roomy clients.
+    fn remember_roomy(&self, uri: &Uri) {
+        let mut set = lock(&self.roomy_origins);
+        if set.len() >= MAX_ROOMY_ORIGINS {
+            set.clear();
+        }
+        set.insert(origin_key(uri));
+        self.roomy_count.store(set.len(), std::sync::atomic::Ordering::Release);
+    }
+
     /// A new client with its own connection pool: at most 32 idle
-    /// connections per origin, each closed after `pool_idle_timeout`.
-    fn client(&self) -> Client<Connector, ProxyBody> {
+    /// connections per origin, each closed after `pool_idle_timeout`, and
+    /// room for `fields` fields in a response head.
+    fn client(&self, fields: usize) -> Client<Connector, ProxyBody> {
         Client::builder(TokioExecutor::new())
             // The timer lets the pool close idle connections in the
             // background; without it they were only dropped when a request
@@ -248,13 +349,37 @@ impl PoolSettings {
             .pool_max_idle_per_host(32)
             .http1_allow_spaces_after_header_name_in_responses(true)
             .http1_allow_obsolete_multiline_headers_in_responses(true)
-            .http1_max_headers(self.limits.max_fields)
+            .http1_max_headers(fields)
             .http1_max_buf_size(self.limits.max_bytes.max(8192))
             .build(self.connector.clone())
     }
 }
 
-type ThreadClients = std::cell::RefCell<Vec<(std::sync::Weak<PoolSettings>, Client<Connector, ProxyBody>)>>;
+/// One thread's clients for one [`Upstream`], each built on first use.
+struct ThreadClient {
+    settings: std::sync::Weak<PoolSettings>,
+    compact: Option<Client<Connector, ProxyBody>>,
+    roomy: Option<Client<Connector, ProxyBody>>,
+}
+
+type ThreadClients = std::cell::RefCell<Vec<ThreadClient>>;
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// True when `err` is the HTTP library refusing a response head as too
+/// large: more fields than its parser had room for, or more bytes.
+fn head_too_large(err: &hyper_util::client::legacy::Error) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = src {
+        if e.downcast_ref::<hyper::Error>().is_some_and(|h| h.is_parse_too_large()) {
+            return true;
+        }
+        src = e.source();
+    }
+    false
+}
 
 thread_local! {
     /// This thread's clients, one per live [`Upstream`] (by its settings).
@@ -282,6 +407,16 @@ fn replayable(req: &Request<ProxyBody>) -> Option<(http::request::Parts, ())> {
     *copy.version_mut() = req.version();
     *copy.headers_mut() = req.headers().clone();
     Some(copy.into_parts())
+}
+
+/// Another copy of a head [`replayable`] made.
+fn copy_head((parts, ()): &(http::request::Parts, ())) -> (http::request::Parts, ()) {
+    let mut copy = Request::new(());
+    *copy.method_mut() = parts.method.clone();
+    *copy.uri_mut() = parts.uri.clone();
+    *copy.version_mut() = parts.version;
+    *copy.headers_mut() = parts.headers.clone();
+    copy.into_parts()
 }
 
 /// True when `err` says the connection failed before any response

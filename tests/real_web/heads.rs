@@ -44,6 +44,35 @@ fn heads_with_hundreds_and_thousands_of_fields_are_accepted_c42() {
     let hit = proxy.get(&origin.url("/2000"), &[]);
     assert!(hit.cache_status().unwrap_or_default().contains("; hit"), "{}", hit.describe());
     assert_eq!(hit.header_all("x-h1999").len(), 1, "every field replayed");
+    // The first parse has room for 256 fields: /101 and /cookies fit, and
+    // /2000 was sent a second time with room for max_head_fields. The
+    // origin is remembered: a new URL there is sent once.
+    let paths = |origin: &Origin| origin.requests().iter().map(|r| r.path().to_string()).collect::<Vec<_>>();
+    assert_eq!(paths(&origin), ["/101", "/cookies", "/2000", "/2000"]);
+    let r = proxy.get(&origin.url("/2000?again"), &[]);
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(paths(&origin), ["/101", "/cookies", "/2000", "/2000", "/2000"], "sent once, with room");
+}
+
+#[test]
+fn a_request_that_cannot_be_resent_learns_the_room_for_the_next_c42() {
+    let (origin, proxy) = start("", |r: &RecordedRequest| match r.path() {
+        "/small" => Reply::raw(&head_with_fields(10, "X-H")),
+        _ => Reply::raw(&head_with_fields(300, "X-H")),
+    });
+    let post = |path: &str| send_request(proxy.addr(), "POST", &origin.url(path), &[("Content-Type", "text/plain")], b"form=1");
+    // Heads within the first parse's room: no difference.
+    assert_eq!(post("/small").status, 200);
+    // 300 fields on a POST the proxy must not send twice: a 502 that says
+    // why and that the next request gets the room; the origin saw it once.
+    let first = post("/big");
+    assert_eq!(first.status, 502, "{}", first.describe());
+    assert!(first.text().contains("cannot be sent again") && first.text().contains("upstream.max_head_fields"), "{}", first.text());
+    let second = post("/big");
+    assert_eq!(second.status, 200, "{}", second.describe());
+    assert_eq!(second.header_all("x-h299").len(), 1);
+    let seen: Vec<String> = origin.requests().iter().map(|r| format!("{} {} {}", r.method, r.path(), r.body.len())).collect();
+    assert_eq!(seen, ["POST /small 6", "POST /big 6", "POST /big 6"]);
 }
 
 #[test]
