@@ -184,8 +184,6 @@ impl Upstream {
         })
     }
 
-
-
     /// The parent proxy `uri` goes through, if any.
     fn parent_for(&self, uri: &Uri) -> Option<&ParentProxy> {
         self.parent.as_deref().filter(|p| p.routes(uri))
@@ -223,10 +221,10 @@ impl Upstream {
                 other => other,
             };
             match first {
-                Err(e) if !roomy && head_too_large(&e) => {
-                    // More fields than the compact parser has room for (or
-                    // more bytes than allowed, which the roomy one refuses
-                    // the same way): this origin gets the room from now on.
+                Err(e) if !roomy && head_too_large(&e) && !over_head_bytes(&e, self.limits.max_bytes) => {
+                    // More fields than the compact parser has room for
+                    // (not more bytes than allowed, which the roomy one
+                    // refuses as well): this origin gets the room from now on.
                     self.pools.remember_roomy(&uri);
                     match replay.take() {
                         Some((parts, ())) => {
@@ -366,6 +364,19 @@ type ThreadClients = std::cell::RefCell<Vec<ThreadClient>>;
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// True when the connection `err` happened on had received at least
+/// `max_bytes` since it sent the request: a head refused as too large was
+/// refused for its bytes (`upstream.max_head_bytes`), not for its fields
+/// (the library reports both alike). Counted on the connection
+/// ([`super::parent::ReadSinceWrite`]); encrypted bytes on TLS, a few
+/// percent more than the head's.
+fn over_head_bytes(err: &hyper_util::client::legacy::Error, max_bytes: usize) -> bool {
+    let Some(info) = err.connect_info() else { return false };
+    let mut extras = http::Extensions::new();
+    info.get_extras(&mut extras);
+    extras.get::<super::parent::ReadSinceWrite>().is_some_and(|r| r.bytes() >= max_bytes)
 }
 
 /// True when `err` is the HTTP library refusing a response head as too

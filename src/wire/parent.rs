@@ -122,27 +122,80 @@ impl OriginConnector {
 /// A connection opened by [`OriginConnector`]: a TCP stream to the origin,
 /// to the parent (for a plain `http://` origin: marked as proxied so that
 /// requests are written in absolute form), or a tunnel through the parent.
+///
+/// It counts the bytes received since it last sent any
+/// ([`ReadSinceWrite`], given to the client as the connection's extra
+/// information), so that a response head refused as too large can be told
+/// apart: many bytes (over `upstream.max_head_bytes`) or many fields.
 #[derive(Debug)]
 pub struct OriginStream {
     io: TokioIo<TcpStream>,
     absolute_form: bool,
+    read_since_write: ReadSinceWrite,
+}
+
+impl OriginStream {
+    fn new(io: TokioIo<TcpStream>, absolute_form: bool) -> OriginStream {
+        OriginStream { io, absolute_form, read_since_write: ReadSinceWrite::default() }
+    }
+}
+
+/// Bytes a connection to an origin (or the parent) has received since it
+/// last sent any: after a request is written, the bytes of its response
+/// so far (on TLS connections, the encrypted bytes). Shared with the
+/// client's record of the connection (`Connected::extra`), where it
+/// survives the connection.
+#[derive(Debug, Clone, Default)]
+pub struct ReadSinceWrite(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ReadSinceWrite {
+    /// The count, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Connection for OriginStream {
     fn connected(&self) -> Connected {
-        self.io.connected().proxy(self.absolute_form)
+        self.io.connected().proxy(self.absolute_form).extra(self.read_since_write.clone())
     }
 }
 
 impl Read for OriginStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+        // As TokioIo reads (hyper_util::rt::tokio), counting what arrives.
+        // SAFETY: tokio's ReadBuf over the cursor's unfilled bytes only
+        // ever initializes them, never de-initializes; `n` bytes of them
+        // were filled by the read, so advancing the cursor by `n` is sound.
+        let n = unsafe {
+            let mut tbuf = tokio::io::ReadBuf::uninit(buf.as_mut());
+            match tokio::io::AsyncRead::poll_read(Pin::new(self.io.inner_mut()), cx, &mut tbuf) {
+                Poll::Ready(Ok(())) => tbuf.filled().len(),
+                other => return other,
+            }
+        };
+        unsafe { buf.advance(n) };
+        self.read_since_write.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl OriginStream {
+    /// Restarts the count of [`ReadSinceWrite`] when `written` bytes were sent.
+    fn wrote<T>(&self, written: Poll<io::Result<T>>, n: impl Fn(&T) -> usize) -> Poll<io::Result<T>> {
+        if let Poll::Ready(Ok(w)) = &written {
+            if n(w) > 0 {
+                self.read_since_write.0.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        written
     }
 }
 
 impl Write for OriginStream {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(written, |n| *n)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -158,7 +211,8 @@ impl Write for OriginStream {
     }
 
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(written, |n| *n)
     }
 }
 
@@ -175,7 +229,7 @@ impl tower_service::Service<Uri> for OriginConnector {
         let route: Option<Intercept> = self.parent.as_ref().and_then(|p| p.intercept(&dst));
         let mut tcp = self.tcp.clone();
         let Some(route) = route else {
-            return Box::pin(async move { Ok(OriginStream { io: tcp.call(dst).await?, absolute_form: false }) });
+            return Box::pin(async move { Ok(OriginStream::new(tcp.call(dst).await?, false)) });
         };
         let parent_uri = route.uri().clone();
         let parent = ParentLeg { parent: self.parent.as_ref().map(|p| p.name.clone()).unwrap_or_default(), origin: authority(&dst) };
@@ -183,7 +237,7 @@ impl tower_service::Service<Uri> for OriginConnector {
             // The request itself goes to the parent, in absolute form.
             Box::pin(async move {
                 let io = tcp.call(parent_uri).await.map_err(|e| parent.error(ParentFailure::Connect, e.into()))?;
-                Ok(OriginStream { io, absolute_form: true })
+                Ok(OriginStream::new(io, true))
             })
         } else {
             // CONNECT host:port, then the TLS layer above talks to the origin.
@@ -193,7 +247,7 @@ impl tower_service::Service<Uri> for OriginConnector {
             }
             Box::pin(async move {
                 let io = tunnel.call(dst).await.map_err(|e| parent.tunnel_error(e))?;
-                Ok(OriginStream { io, absolute_form: false })
+                Ok(OriginStream::new(io, false))
             })
         }
     }

@@ -88,6 +88,8 @@ fn a_head_beyond_the_byte_limit_gets_a_502_naming_the_limit_c42() {
     let r = proxy.get(&origin.url("/big"), &[]);
     assert_eq!(r.status, 502, "{}", r.describe());
     assert!(r.text().contains("upstream.max_head_bytes"), "the body names the limit: {}", r.text());
+    // Refused for its bytes, not its fields: not asked for a second time.
+    assert_eq!(origin.request_count(), 1);
     // Log lines go through a writer thread: give it a moment (bounded).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !proxy.stderr().contains("upstream.max_head_bytes") && std::time::Instant::now() < deadline {
