@@ -174,6 +174,7 @@ impl Read for OriginStream {
                 other => return other,
             }
         };
+        // SAFETY: see above: the read filled exactly `n` of those bytes.
         unsafe { buf.advance(n) };
         self.read_since_write.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         Poll::Ready(Ok(()))
