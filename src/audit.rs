@@ -427,17 +427,8 @@ fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 /// `n` in decimal (a JSON number).
-fn json_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
+fn json_u64(out: &mut Vec<u8>, n: u64) {
+    let (digits, at) = decimal(n, 1);
     out.extend_from_slice(&digits[at..]);
 }
 
@@ -450,15 +441,23 @@ fn json_opt_u64(out: &mut Vec<u8>, n: Option<u64>) {
 }
 
 /// Appends `n` in decimal, zero-padded to at least `width` digits.
-fn push_padded(out: &mut String, mut n: u64, width: usize) {
+fn push_padded(out: &mut String, n: u64, width: usize) {
+    let (digits, at) = decimal(n, width);
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// `n` in decimal ASCII, zero-padded to at least `width` (at most 20)
+/// digits: the digits are `buffer[start..]`.
+fn decimal(mut n: u64, width: usize) -> ([u8; 20], usize) {
     let mut digits = [b'0'; 20];
-    let mut len = 0;
-    while n > 0 || len < width.max(1) {
-        digits[len] = b'0' + (n % 10) as u8;
+    let mut at = digits.len();
+    let stop = digits.len().saturating_sub(width.max(1));
+    while n > 0 || at > stop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
         n /= 10;
-        len += 1;
     }
-    out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
+    (digits, at)
 }
 
 /// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`); `None` when

@@ -492,7 +492,11 @@ impl Packs {
     /// Writes the records still in memory to their segment (before the
     /// store is verified or closed). Errors: `Io`; they stay pending.
     pub fn flush(&self) -> Result<(), StoreError> {
-        let mut w = lock(&self.writer);
+        self.flush_locked(&mut lock(&self.writer))
+    }
+
+    /// [`Packs::flush`] with the writer's lock already held.
+    fn flush_locked(&self, w: &mut Writer) -> Result<(), StoreError> {
         w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))
     }
 
@@ -518,7 +522,7 @@ impl Packs {
         // after the flush queues its segment again for the next call.
         let (segs, head) = {
             let mut w = lock(&self.writer);
-            w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
+            self.flush_locked(&mut w)?;
             let segs: Vec<(u32, u64)> = std::mem::take(&mut *lock(&self.unsynced)).into_iter().collect();
             (segs, (w.seg, w.len))
         };

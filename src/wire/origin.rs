@@ -212,7 +212,7 @@ impl Upstream {
             let first = match self.request(req, roomy).await {
                 Err(e) if replay.is_some() && failed_before_response(&e) => {
                     tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
-                    let again = replay.as_ref().map(copy_head).map(|(parts, ())| Request::from_parts(parts, ProxyBody::empty()));
+                    let again = replay.as_ref().map(|(p, ())| Request::from_parts(copy_head(&p.method, &p.uri, p.version, &p.headers).0, ProxyBody::empty()));
                     match again {
                         Some(r) => self.request(r, roomy).await,
                         None => Err(e),
@@ -412,21 +412,16 @@ fn replayable(req: &Request<ProxyBody>) -> Option<(http::request::Parts, ())> {
     if !idempotent || !http_body::Body::is_end_stream(req.body()) {
         return None;
     }
-    let mut copy = Request::new(());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    Some(copy.into_parts())
+    Some(copy_head(req.method(), req.uri(), req.version(), req.headers()))
 }
 
-/// Another copy of a head [`replayable`] made.
-fn copy_head((parts, ()): &(http::request::Parts, ())) -> (http::request::Parts, ()) {
+/// A request head (without extensions) with these parts.
+fn copy_head(method: &Method, uri: &Uri, version: Version, headers: &HeaderMap) -> (http::request::Parts, ()) {
     let mut copy = Request::new(());
-    *copy.method_mut() = parts.method.clone();
-    *copy.uri_mut() = parts.uri.clone();
-    *copy.version_mut() = parts.version;
-    *copy.headers_mut() = parts.headers.clone();
+    *copy.method_mut() = method.clone();
+    *copy.uri_mut() = uri.clone();
+    *copy.version_mut() = version;
+    *copy.headers_mut() = headers.clone();
     copy.into_parts()
 }
 

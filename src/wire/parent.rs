@@ -138,6 +138,16 @@ impl OriginStream {
     fn new(io: TokioIo<TcpStream>, absolute_form: bool) -> OriginStream {
         OriginStream { io, absolute_form, read_since_write: ReadSinceWrite::default() }
     }
+
+    /// Restarts the count of [`ReadSinceWrite`] when a write sent bytes.
+    fn wrote(&self, written: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = written {
+            if n > 0 {
+                self.read_since_write.0.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        written
+    }
 }
 
 /// Bytes a connection to an origin (or the parent) has received since it
@@ -181,22 +191,10 @@ impl Read for OriginStream {
     }
 }
 
-impl OriginStream {
-    /// Restarts the count of [`ReadSinceWrite`] when `written` bytes were sent.
-    fn wrote<T>(&self, written: Poll<io::Result<T>>, n: impl Fn(&T) -> usize) -> Poll<io::Result<T>> {
-        if let Poll::Ready(Ok(w)) = &written {
-            if n(w) > 0 {
-                self.read_since_write.0.store(0, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        written
-    }
-}
-
 impl Write for OriginStream {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.wrote(written, |n| *n)
+        self.wrote(written)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -213,7 +211,7 @@ impl Write for OriginStream {
 
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.wrote(written, |n| *n)
+        self.wrote(written)
     }
 }
 
