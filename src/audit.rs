@@ -365,6 +365,30 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
 pub fn format_rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = d.as_secs();
+    thread_local! {
+        /// The last second formatted on this thread and its text up to the
+        /// seconds (`YYYY-MM-DDTHH:MM:SS`): requests arrive many to a second.
+        static LAST: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+    }
+    let (last_secs, text) = LAST.try_with(std::cell::Cell::get).unwrap_or((u64::MAX, [0; 19]));
+    let mut out = String::with_capacity(24);
+    match std::str::from_utf8(&text) {
+        Ok(t) if last_secs == secs => out.push_str(t),
+        _ => {
+            out.push_str(&format_seconds(secs));
+            if let Ok(text) = <[u8; 19]>::try_from(out.as_bytes()) {
+                let _ = LAST.try_with(|l| l.set((secs, text)));
+            }
+        }
+    }
+    out.push('.');
+    push_padded(&mut out, u64::from(d.subsec_millis()), 3);
+    out.push('Z');
+    out
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` (UTC) of `secs` seconds since the Unix epoch.
+fn format_seconds(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, dd) = civil_from_days(days);
@@ -382,9 +406,6 @@ pub fn format_rfc3339(t: SystemTime) -> String {
     push_padded(&mut out, (rem % 3600) / 60, 2);
     out.push(':');
     push_padded(&mut out, rem % 60, 2);
-    out.push('.');
-    push_padded(&mut out, u64::from(d.subsec_millis()), 3);
-    out.push('Z');
     out
 }
 
@@ -397,6 +418,12 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Most strings (URLs, tokens, hashes) need no escape at all.
+    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape: &[u8] = match b {

@@ -522,3 +522,36 @@ fn apex_to_www_redirect_is_followed_by_default_c49() {
     let shown = robots_show(&proxy2, &format!("http://127.0.0.1:{}", apex2.port()));
     assert!(shown.contains(&format!("refused:       {www_robots}")), "{shown}");
 }
+
+/// Fresh rules are remembered by each serving thread between requests;
+/// a refresh (`POST /robots/refresh`) that brings new rules applies to the
+/// very next request, on every connection, never the remembered old ones.
+#[test]
+fn new_rules_from_a_refresh_apply_at_once_on_every_connection() {
+    let robots = Arc::new(Mutex::new(String::from("User-agent: *\nDisallow: /a\n")));
+    let r = robots.clone();
+    let (origin, proxy) = start("annotate", "", move |req| match req.path() {
+        "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain")], r.lock().unwrap().as_bytes()),
+        _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
+    });
+    let verdict = |c: &mut Conn, path: &str| {
+        let resp = c.send("GET", &origin.url(path), &[("User-Agent", "ExampleBot/1.0")], b"");
+        resp.header("robots-status").unwrap_or("").split(';').next().unwrap_or("").to_string()
+    };
+    let mut conns: Vec<Conn> = (0..4).map(|_| Conn::open(proxy.addr())).collect();
+    for c in conns.iter_mut() {
+        for _ in 0..3 {
+            assert_eq!(verdict(c, "/a"), "disallowed");
+            assert_eq!(verdict(c, "/b"), "allowed");
+        }
+    }
+    *robots.lock().unwrap() = String::from("User-agent: *\nDisallow: /b\n");
+    let mut admin = Conn::open(proxy.addr());
+    let refreshed = admin.send("POST", "/robots/refresh", &[], b"");
+    assert_eq!(refreshed.status, 200, "{}", refreshed.describe());
+    for c in conns.iter_mut() {
+        assert_eq!(verdict(c, "/a"), "allowed", "the refreshed rules apply at once");
+        assert_eq!(verdict(c, "/b"), "disallowed");
+    }
+    assert_eq!(robots_requests(&origin), 2);
+}

@@ -51,11 +51,12 @@ pub struct Exchange {
     pub peer: SocketAddr,
     /// What the request line addresses.
     pub target: Target,
-    /// The target to send upstream: built from the primary key (scheme and
-    /// host lower-cased, userinfo and fragment dropped, default port
-    /// elided), so its authority is the cache key's. `None` unless the
-    /// target is absolute.
-    pub upstream_uri: Option<Uri>,
+    /// The target to send upstream: built from the URL as requested, in
+    /// its primary-key form (scheme and host lower-cased, userinfo and
+    /// fragment dropped, default port elided), so its authority is the
+    /// cache key's; `None` unless the target is absolute. Parsed when first
+    /// needed (a cache hit never needs it): see [`Exchange::upstream_target`].
+    upstream_uri: std::sync::OnceLock<Option<Uri>>,
     /// The request carries content (a body of at least one byte, or chunked).
     pub has_body: bool,
     /// The request already carries this process's `Via`: a loop.
@@ -104,14 +105,10 @@ impl Exchange {
         let target = classify(&parts.method, &parts.uri);
         let header_bytes = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
         let request_cc = CacheControl::from_headers(&parts.headers);
-        let upstream_uri = match &target {
-            Target::Absolute { primary } => primary.parse::<Uri>().ok(),
-            _ => None,
-        };
         let has_body = !http_body::Body::is_end_stream(&body);
         let via_loop = crate::wire::fields::via_names_us(&parts.headers);
         Exchange {
-            upstream_uri,
+            upstream_uri: std::sync::OnceLock::new(),
             has_body,
             via_loop,
             names_self: None,
@@ -161,10 +158,15 @@ impl Exchange {
         }
     }
 
-    /// The URI to send upstream (see [`Exchange::upstream_uri`]); the
+    /// The URI to send upstream (the URL as requested, in primary-key form); the
     /// request's own URI when there is none.
     pub fn upstream_target(&self) -> &Uri {
-        self.upstream_uri.as_ref().unwrap_or(&self.parts.uri)
+        let parsed = self.upstream_uri.get_or_init(|| match &self.target {
+            // The URL as requested (the primary key before key rules).
+            Target::Absolute { .. } => self.url().parse::<Uri>().ok(),
+            _ => None,
+        });
+        parsed.as_ref().unwrap_or(&self.parts.uri)
     }
 
     /// The upstream request for this exchange: `method` on the upstream

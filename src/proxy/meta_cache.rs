@@ -6,11 +6,12 @@
 //! comparing the bytes), so it can never serve a head other than the one
 //! stored: there is nothing to invalidate when entries change.
 
+use crate::cache::policy::{Freshness, PolicyConfig};
 use crate::cache::StoredResponse;
 use http::HeaderMap;
 use std::hash::{Hash, Hasher};
 use crate::byte_lru::ByteLru;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A stored response head, decoded once.
 pub struct Decoded {
@@ -20,6 +21,24 @@ pub struct Decoded {
     pub stored: StoredResponse,
     /// Its header fields as a map.
     pub headers: HeaderMap,
+    /// Its freshness facts, computed at the first reuse decision (under the
+    /// one policy configuration of the proxy this cache belongs to).
+    freshness: OnceLock<Freshness>,
+}
+
+impl Decoded {
+    /// The decoded form of `stored` (encoded as `raw`).
+    fn new(raw: Vec<u8>, stored: StoredResponse) -> Decoded {
+        let headers = stored.header_map();
+        Decoded { raw, stored, headers, freshness: OnceLock::new() }
+    }
+
+    /// The stored response's freshness facts under `cfg`
+    /// ([`Freshness::of`]), computed once: a cache serves one proxy, whose
+    /// policy configuration does not change while it runs.
+    pub fn freshness(&self, cfg: &PolicyConfig) -> &Freshness {
+        self.freshness.get_or_init(|| Freshness::of(&self.stored, cfg))
+    }
 }
 
 /// Map from metadata bytes to their decoded form, bounded by bytes (an
@@ -53,8 +72,7 @@ impl MetaCache {
             }
         }
         let stored = StoredResponse::from_bytes(meta)?;
-        let headers = stored.header_map();
-        let d = Arc::new(Decoded { raw: meta.to_vec(), stored, headers });
+        let d = Arc::new(Decoded::new(meta.to_vec(), stored));
         self.lock().put(key, d.clone());
         Some(d)
     }
@@ -66,8 +84,7 @@ impl MetaCache {
     /// entry (which reads `meta`) neither parses it nor builds its header
     /// map. Returns the new head's decoded form.
     pub fn replace(&self, old: &Decoded, meta: Vec<u8>, stored: StoredResponse) -> Arc<Decoded> {
-        let headers = stored.header_map();
-        let d = Arc::new(Decoded { raw: meta, stored, headers });
+        let d = Arc::new(Decoded::new(meta, stored));
         let old_key = hash(&old.raw);
         let mut inner = self.lock();
         if inner.peek(&old_key).is_some_and(|o| o.raw == old.raw) {

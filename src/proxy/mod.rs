@@ -25,7 +25,6 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioTimer;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -254,7 +253,9 @@ impl Drop for TaskGuard {
 /// 8192).
 pub fn client_http1() -> http1::Builder {
     let mut b = http1::Builder::new();
-    b.keep_alive(true).max_buf_size(512 * 1024).timer(TokioTimer::new());
+    // hyper's header-read timeout (30 s) is armed for every request head:
+    // a coarse timer keeps it cheap (crate::wire::coarse_timer).
+    b.keep_alive(true).max_buf_size(512 * 1024).timer(crate::wire::coarse_timer::CoarseTimer);
     b
 }
 

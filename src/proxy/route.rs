@@ -81,9 +81,38 @@ pub struct Lookup {
 #[derive(Clone)]
 pub struct Found {
     /// The index entry.
-    pub entry: Entry,
+    pub entry: Arc<Entry>,
     /// The decoded stored response and its header map.
     pub decoded: Arc<Decoded>,
+    /// What this serving thread remembers of the variant between hits,
+    /// when it came from the thread's memo of lookups.
+    pub hot: Option<Arc<HotVariant>>,
+}
+
+/// What a serving thread keeps of a variant it served, beside its head
+/// ([`Found`] from the thread's memo of lookups).
+#[derive(Default)]
+pub struct HotVariant {
+    /// The body, once served from memory (short bodies only: at most
+    /// [`HOT_BODY_MAX`] bytes).
+    pub body: std::sync::OnceLock<bytes::Bytes>,
+    /// The second (since the Unix epoch) this thread last marked the
+    /// variant used in the store's LRU order: one mark per second is
+    /// enough for that order.
+    pub touched: std::sync::atomic::AtomicU64,
+}
+
+/// Longest body a thread's memo keeps beside the head (at most
+/// [`HOT_KEYS`] of them per thread: 4 MiB).
+pub const HOT_BODY_MAX: u64 = 16 * 1024;
+
+impl HotVariant {
+    /// Whether a hit at `at` should mark the variant used in the store's LRU
+    /// order: the first use in each second does.
+    pub fn first_use_in_second(&self, at: SystemTime) -> bool {
+        let secs = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.touched.swap(secs, std::sync::atomic::Ordering::Relaxed) != secs
+    }
 }
 
 /// How a forward takes part in collapsed forwarding.
@@ -262,7 +291,7 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision = reuse_decision(ex, &found.decoded.stored, ctx.now, ctx.policy, ctx.rules);
+        let decision = reuse_decision_with(ex, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
         if ctx.offline {
             return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
         }
@@ -309,10 +338,17 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
 /// bounded by the per-URL policy rule in `rules` that matches, if any):
 /// the one decision for the local store and the fleet tier alike.
 pub fn reuse_decision(ex: &Exchange, stored: &crate::cache::StoredResponse, now: SystemTime, policy_config: &PolicyConfig, rules: &[crate::record::policy_rules::PolicyRule]) -> Decision {
-    match crate::record::policy_rules::find(rules, ex.primary()) {
-        Some(r) if r.bounds_lifetime() => policy::decide_bounded(&ex.request_cc, stored, now, policy_config, r.min_ttl, r.max_ttl),
-        _ => policy::decide(&ex.request_cc, stored, now, policy_config),
-    }
+    reuse_decision_with(ex, &policy::Freshness::of(stored, policy_config), now, policy_config, rules)
+}
+
+/// [`reuse_decision`] from the stored response's [`policy::Freshness`]
+/// (computed under `policy_config`), as a cache hit makes it.
+pub fn reuse_decision_with(ex: &Exchange, fresh: &policy::Freshness, now: SystemTime, policy_config: &PolicyConfig, rules: &[crate::record::policy_rules::PolicyRule]) -> Decision {
+    let (min, max) = match crate::record::policy_rules::find(rules, ex.primary()) {
+        Some(r) if r.bounds_lifetime() => (r.min_ttl, r.max_ttl),
+        _ => (None, None),
+    };
+    policy::decide_with(&ex.request_cc, fresh, now, policy_config, min, max)
 }
 
 /// The record keys an offline GET or HEAD is answered from, in order: a
@@ -482,24 +518,90 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
 }
 
 fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::HeaderMap) -> Result<Lookup, StoreError> {
-    let mut best: Option<Found> = None;
+    let version = state.store.lookup_version(primary);
+    // Only keys with variants are memoized (had_any).
+    let memo = HOT.try_with(|hot| hot.try_borrow().ok().and_then(|hot| hot.get(primary).filter(|h| h.version == version).map(|h| best_variant(&h.variants, request_headers))));
+    if let Ok(Some(found)) = memo {
+        return Ok(Lookup { found, had_any: true, recorded: None });
+    }
     let entries = state.store.lookup(primary)?;
     let had_any = !entries.is_empty();
+    let mut variants = Vec::with_capacity(entries.len());
+    let mut complete = true;
     for entry in entries {
         let Some(decoded) = state.meta_cache.decode(&entry.meta) else {
             tracing::warn!("dropping unreadable cache entry for {primary}");
             let _ = state.store.remove_variant(primary, &entry.secondary_key);
+            complete = false;
             continue;
         };
+        variants.push((Arc::new(entry), decoded, Arc::new(HotVariant::default())));
+    }
+    let found = best_variant(&variants, request_headers);
+    if complete && had_any {
+        let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants })));
+    }
+    Ok(Lookup { found, had_any, recorded: None })
+}
+
+/// The stored variant among `variants` whose secondary key matches the
+/// request's (RFC 9111 section 4.1), the most recently received when
+/// several do.
+fn best_variant(variants: &[HotEntry], request_headers: &http::HeaderMap) -> Option<Found> {
+    let mut best: Option<&HotEntry> = None;
+    for v in variants {
+        let (entry, decoded, _) = v;
         let Some(sk) = crate::cache::key::secondary_key(&decoded.headers, request_headers) else { continue };
         if sk != entry.secondary_key {
             continue;
         }
-        if best.as_ref().map(|b| decoded.stored.response_time_ms > b.decoded.stored.response_time_ms).unwrap_or(true) {
-            best = Some(Found { entry, decoded });
+        if best.map(|b| decoded.stored.response_time_ms > b.1.stored.response_time_ms).unwrap_or(true) {
+            best = Some(v);
         }
     }
-    Ok(Lookup { found: best, had_any, recorded: None })
+    best.map(|(entry, decoded, hot)| Found { entry: entry.clone(), decoded: decoded.clone(), hot: Some(hot.clone()) })
+}
+
+/// The decoded variants of one primary key, as a lookup found them, and
+/// the store's [`crate::store::LookupVersion`] read before that lookup.
+struct HotKey {
+    version: crate::store::LookupVersion,
+    variants: Vec<HotEntry>,
+}
+
+/// One variant in a thread's memo of lookups.
+type HotEntry = (Arc<Entry>, Arc<Decoded>, Arc<HotVariant>);
+
+/// The most keys one thread's memo of lookups holds; when full it starts
+/// over (the hot set of a crawl or re-crawl refills it at once).
+const HOT_KEYS: usize = 256;
+
+/// A serving thread's memo of recent lookups (primary key -> decoded
+/// variants), used while the store's [`crate::store::Store::lookup_version`]
+/// of the key is unchanged: a repeated hit skips the store's lookup (its
+/// locks, its copies of the entry) and the decoded-head cache. Holds the
+/// heads and, once served, bodies of at most [`HOT_BODY_MAX`] bytes
+/// (shared with the body cache), for at most [`HOT_KEYS`] keys per thread.
+#[derive(Default)]
+struct Hot {
+    keys: std::collections::HashMap<String, HotKey>,
+}
+
+impl Hot {
+    fn get(&self, primary: &str) -> Option<&HotKey> {
+        self.keys.get(primary)
+    }
+
+    fn put(&mut self, primary: &str, key: HotKey) {
+        if self.keys.len() >= HOT_KEYS && !self.keys.contains_key(primary) {
+            self.keys.clear();
+        }
+        self.keys.insert(primary.to_string(), key);
+    }
+}
+
+thread_local! {
+    static HOT: std::cell::RefCell<Hot> = std::cell::RefCell::new(Hot::default());
 }
 
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),

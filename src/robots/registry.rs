@@ -133,6 +133,10 @@ struct Inner {
     shared: Mutex<Option<Arc<dyn SharedSnapshots>>>,
     fetches: AtomicU64,
     outcomes: Mutex<HashMap<&'static str, u64>>,
+    /// This registry's number in the process and how many times a fetch
+    /// replaced rules in memory ([`RobotsRegistry::version`]).
+    id: u64,
+    replaced: AtomicU64,
 }
 
 /// The per-origin registry (see the module docs). Cheap to clone; all
@@ -243,6 +247,11 @@ impl RobotsRegistry {
                 shared: Mutex::new(None),
                 fetches: AtomicU64::new(0),
                 outcomes: Mutex::new(HashMap::new()),
+                id: {
+                    static REGISTRIES: AtomicU64 = AtomicU64::new(0);
+                    REGISTRIES.fetch_add(1, Ordering::Relaxed)
+                },
+                replaced: AtomicU64::new(0),
             }),
         }
     }
@@ -330,6 +339,16 @@ impl RobotsRegistry {
             }
         }
         (rules, Disposition::Fetched)
+    }
+
+    /// A value that moves whenever a fetch replaces an origin's rules in
+    /// memory (and differs between registries of one process). Rules that
+    /// [`RobotsRegistry::rules_for_client`] returned as fresh
+    /// ([`Disposition::Cached`]) under one version are what it returns for
+    /// that origin until the snapshot's fresh window ends, while the
+    /// version is unchanged; read the version before the call.
+    pub fn version(&self) -> (u64, u64) {
+        (self.inner.id, self.inner.replaced.load(Ordering::Acquire))
     }
 
     /// Forces a conditional refresh of `origin` now, whatever the snapshot's
@@ -447,6 +466,7 @@ impl RobotsRegistry {
                 let slot = slots.entry(origin.key()).or_default();
                 slot.current = Some(rules.clone());
                 slot.inflight = None;
+                inner.replaced.fetch_add(1, Ordering::AcqRel);
             }
             guard.done = true;
             drop(guard);

@@ -70,21 +70,28 @@ impl Inner {
     /// freshened): a new stamp kept in memory, written with the next batch.
     /// Wakes the background thread at [`TOUCH_BATCH`] pending touches;
     /// writes them itself past `TOUCH_LIMIT`.
-    pub(super) fn record_pending(&self, key: Vec<u8>, meta: Option<Vec<u8>>) {
+    /// `key` is the entry key ([`super::index::entry_key`]); it is copied
+    /// only when the entry has no pending touch yet.
+    pub(super) fn record_pending(&self, key: &[u8], meta: Option<Vec<u8>>) {
         let stamp = self.stamp();
+        let freshening = meta.is_some();
         let pending = {
             let mut pending = lock(&self.pending);
-            match pending.entry(key) {
-                std::collections::hash_map::Entry::Occupied(mut o) => {
-                    let p = o.get_mut();
+            match pending.get_mut(key) {
+                Some(p) => {
                     p.stamp = stamp;
                     if meta.is_some() {
                         p.meta = meta;
                     }
                 }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(Pending { stamp, meta });
+                None => {
+                    pending.insert(key.to_vec(), Pending { stamp, meta });
                 }
+            }
+            if freshening {
+                // Under the lock, after the metadata is in place: a reader
+                // that sees the new count also sees the new metadata.
+                self.freshenings.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             }
             pending.len()
         };
@@ -109,13 +116,14 @@ impl Inner {
             return;
         }
         for e in entries {
-            if let Some(p) = pending.get(&super::index::entry_key(&e.primary_key, &e.secondary_key)) {
-                // Only over the record it was made for: a later insert has a larger stamp.
-                if p.stamp > e.last_used {
-                    e.last_used = p.stamp;
-                    if let Some(m) = &p.meta {
-                        e.meta = m.clone();
-                    }
+            // Only over the record it was made for: a later insert has a larger stamp.
+            let newer = super::index::with_entry_key(&e.primary_key, &e.secondary_key, |key| {
+                pending.get(key).filter(|p| p.stamp > e.last_used).map(|p| (p.stamp, p.meta.clone()))
+            });
+            if let Some((stamp, meta)) = newer {
+                e.last_used = stamp;
+                if let Some(m) = meta {
+                    e.meta = m;
                 }
             }
         }

@@ -64,6 +64,33 @@ pub(crate) fn entry_key(primary_key: &str, secondary_key: &[u8]) -> Vec<u8> {
     key
 }
 
+/// Calls `f` with [`entry_key`] of `(primary_key, secondary_key)`, built in
+/// a buffer this thread reuses (the hit path looks entries up by it on
+/// every request).
+pub(crate) fn with_entry_key<R>(primary_key: &str, secondary_key: &[u8], mut f: impl FnMut(&[u8]) -> R) -> R {
+    thread_local! {
+        static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let reused = KEY.try_with(|k| {
+        let mut key = k.try_borrow_mut().ok()?;
+        // A buffer a rare huge key grew is not kept.
+        if key.capacity() > 16 * 1024 {
+            *key = Vec::new();
+        }
+        let pk = primary_key.as_bytes();
+        key.clear();
+        key.extend_from_slice(&(pk.len() as u32).to_be_bytes());
+        key.extend_from_slice(pk);
+        key.extend_from_slice(secondary_key);
+        Some(f(&key))
+    });
+    match reused {
+        Ok(Some(r)) => r,
+        // The thread is ending, or the buffer is in use further up.
+        _ => f(&entry_key(primary_key, secondary_key)),
+    }
+}
+
 /// The prefix shared by every variant of `primary_key`.
 pub(crate) fn primary_prefix(primary_key: &str) -> Vec<u8> {
     let pk = primary_key.as_bytes();

@@ -175,6 +175,14 @@ pub struct Entry {
     pub last_used: u64,
 }
 
+/// See [`Store::lookup_version`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupVersion {
+    store: u64,
+    generation: u64,
+    freshenings: u64,
+}
+
 /// Stamps below this (2001-01-01T00:00:00Z in microseconds) are not clock
 /// readings: a store written by a release whose stamps were a plain counter.
 const CLOCK_STAMPS_FROM: u64 = 978_307_200_000_000;
@@ -406,6 +414,11 @@ pub(crate) struct Inner {
     /// Touches and freshenings not yet written: entry key -> newest stamp
     /// and, after a freshening, the new metadata.
     pending: Mutex<HashMap<Vec<u8>, budget::Pending>>,
+    /// Moves after each freshening is recorded in `pending` (see
+    /// [`Store::lookup_version`]).
+    pub(crate) freshenings: AtomicU64,
+    /// This store's number in the process ([`Store::lookup_version`]).
+    id: u64,
     pub(crate) next_stamp: AtomicU64,
     evictions: AtomicU64,
     /// Serialises walks of the log's tail (eviction, compaction).
@@ -511,6 +524,11 @@ impl Store {
             blobs,
             packs,
             pending: Mutex::new(HashMap::new()),
+            freshenings: AtomicU64::new(0),
+            id: {
+                static STORES: AtomicU64 = AtomicU64::new(0);
+                STORES.fetch_add(1, Ordering::Relaxed)
+            },
             next_stamp: AtomicU64::new(recovered.next_stamp),
             evictions: AtomicU64::new(0),
             evict_lock: Mutex::new(()),
@@ -556,6 +574,19 @@ impl Store {
     /// Errors: `Io` when a temporary file cannot be created.
     pub fn begin_body(&self) -> Result<BodyWriter, StoreError> {
         BodyWriter::create(Arc::clone(&self.inner))
+    }
+
+    /// A value that differs whenever [`Store::lookup`] of `primary_key` may
+    /// answer differently than when the value was read, except for the
+    /// entries' `last_used` stamps: it combines this store's number in the
+    /// process, the index generation covering `primary_key` (moved by every
+    /// insert, removal, eviction or rewrite of its rows) and a counter of
+    /// recorded freshenings (pending new metadata). Read it before the
+    /// lookup: a caller that keeps a lookup's answer under the version it
+    /// read first may use that answer while the version is unchanged.
+    pub fn lookup_version(&self, primary_key: &str) -> LookupVersion {
+        let inner = &self.inner;
+        LookupVersion { store: inner.id, generation: inner.index.generation(primary_key), freshenings: inner.freshenings.load(Ordering::Acquire) }
     }
 
     /// All variants stored under `primary_key`, in no particular order.
@@ -745,7 +776,7 @@ impl Store {
         if self.inner.index.get(&key)?.is_none() {
             return Ok(false);
         }
-        self.inner.record_pending(key, Some(meta.to_vec()));
+        self.inner.record_pending(&key, Some(meta.to_vec()));
         Ok(true)
     }
 
@@ -753,7 +784,7 @@ impl Store {
     /// in memory and written with the next batch (see [`TOUCH_BATCH`]), by
     /// [`Store::flush`], or at close. Touching a missing variant does nothing.
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
-        self.inner.record_pending(entry_key(primary_key, secondary_key), None);
+        index::with_entry_key(primary_key, secondary_key, |key| self.inner.record_pending(key, None));
     }
 
     /// Opens a stored body for reading, by its SHA-256. A body file is

@@ -264,11 +264,23 @@ impl CacheStatus {
     /// Sets `Cache-Status` on `headers` to this member, named `crawlcache`,
     /// and returns the value set (for the audit line).
     pub fn apply(&self, headers: &mut http::HeaderMap) -> String {
-        let value = self.to_field_value(CACHE_NAME);
-        if let Ok(v) = http::HeaderValue::from_str(&value) {
-            headers.insert(http::header::HeaderName::from_static("cache-status"), v);
+        thread_local! {
+            /// The last status applied on this thread and its field value:
+            /// consecutive responses mostly carry the same one.
+            static LAST: std::cell::RefCell<Option<(CacheStatus, String, http::HeaderValue)>> = const { std::cell::RefCell::new(None) };
         }
-        value
+        let name = http::header::HeaderName::from_static("cache-status");
+        let reused = LAST.try_with(|l| l.try_borrow().ok().and_then(|l| l.as_ref().filter(|(s, _, _)| s == self).map(|(_, t, v)| (t.clone(), v.clone())))).ok().flatten();
+        if let Some((text, value)) = reused {
+            headers.insert(name, value);
+            return text;
+        }
+        let text = self.to_field_value(CACHE_NAME);
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            headers.insert(name, v.clone());
+            let _ = LAST.try_with(|l| l.try_borrow_mut().map(|mut l| *l = Some((self.clone(), text.clone(), v))));
+        }
+        text
     }
 
     /// Serializes as an RFC 8941 list member: `cache_name` (a token, or a

@@ -18,9 +18,12 @@
 //!   through, and the connector that goes direct or via it.
 //! - [`net`]: the one loopback test for socket addresses.
 //! - [`url`]: the one URI-reference resolver (RFC 3986 section 5).
+//! - [`coarse_timer`]: the timer behind the client connections'
+//!   header-read timeout (fires within a quarter second of its deadline).
 
 pub mod body;
 pub mod cache_status;
+pub mod coarse_timer;
 pub mod error;
 pub mod fields;
 pub mod interim;

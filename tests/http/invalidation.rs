@@ -33,3 +33,53 @@ fn unsafe_request_invalidates_a_response_that_was_still_being_stored() {
         }
     }
 }
+
+/// Repeated hits are answered from each serving thread's memo of lookups;
+/// once a POST invalidated the stored response and a new one was stored,
+/// every later hit, on whichever thread and connection, serves the new
+/// body and head, never the remembered old one.
+#[test]
+fn hits_after_an_invalidation_serve_the_new_response_never_a_remembered_one() {
+    let version = Arc::new(AtomicUsize::new(1));
+    let v = version.clone();
+    let (origin, proxy) = start(move |req| {
+        if req.method == "POST" {
+            v.fetch_add(1, Ordering::SeqCst);
+            Reply::new(204, &[], b"")
+        } else {
+            let n = v.load(Ordering::SeqCst).to_string();
+            Reply::ok(&[("Cache-Control", "max-age=3600"), ("X-Version", n.as_str())], format!("body v{n}").as_bytes())
+        }
+    });
+    let url = origin.url("/hot");
+    for round in 1..=3 {
+        let want = format!("body v{round}");
+        let first = proxy.get(&url, &[]);
+        assert_eq!(first.text(), want, "round {round}: {}", first.describe());
+        // The entry is indexed once its body is written (a moment after
+        // the response): wait for the first hit.
+        let stored = (0..200).any(|_| {
+            let again = proxy.get(&url, &[]);
+            assert_eq!(again.text(), want, "round {round}: {}", again.describe());
+            is_hit(&again) || {
+                std::thread::sleep(Duration::from_millis(10));
+                false
+            }
+        });
+        assert!(stored, "round {round}: never served from the store");
+        // Several connections, so both serving threads remember it.
+        let conns: Vec<Conn> = (0..4).map(|_| Conn::open(proxy.addr())).collect();
+        for mut c in conns {
+            for _ in 0..3 {
+                let hit = c.send("GET", &url, &[], b"");
+                assert_eq!(hit.text(), want, "round {round}: {}", hit.describe());
+                assert_eq!(hit.header("x-version"), Some(round.to_string().as_str()));
+                assert!(is_hit(&hit), "{}", status_of(&hit));
+            }
+        }
+        let mut c = Conn::open(proxy.addr());
+        assert_eq!(c.send("POST", &url, &[("Content-Type", "text/plain")], b"x").status, 204);
+    }
+    let posts = origin.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 3);
+}

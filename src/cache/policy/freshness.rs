@@ -57,6 +57,15 @@ fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig)
 /// RFC 9111 section 4.2.3: the current age of a stored response at `now`
 /// (`apparent_age`, `corrected_age_value` from `Age`, `resident_time`).
 pub fn current_age(stored: &StoredResponse, now: SystemTime) -> Duration {
+    let (initial_age, response_time) = initial_age(stored);
+    initial_age + now.duration_since(response_time).unwrap_or(Duration::ZERO)
+}
+
+/// `corrected_initial_age` of RFC 9111 section 4.2.3 and the stored
+/// `response_time`: the part of [`current_age`] that does not change while
+/// the response is stored (`current_age` = `corrected_initial_age` +
+/// `resident_time`).
+fn initial_age(stored: &StoredResponse) -> (Duration, SystemTime) {
     let request_time = from_millis(stored.request_time_ms.min(stored.response_time_ms));
     let response_time = from_millis(stored.response_time_ms);
     let age_value = Duration::from_secs(age_value(&stored.headers));
@@ -64,9 +73,42 @@ pub fn current_age(stored: &StoredResponse, now: SystemTime) -> Duration {
     let apparent_age = response_time.duration_since(date_value).unwrap_or(Duration::ZERO);
     let response_delay = response_time.duration_since(request_time).unwrap_or(Duration::ZERO);
     let corrected_age_value = age_value + response_delay;
-    let corrected_initial_age = apparent_age.max(corrected_age_value);
-    let resident_time = now.duration_since(response_time).unwrap_or(Duration::ZERO);
-    corrected_initial_age + resident_time
+    (apparent_age.max(corrected_age_value), response_time)
+}
+
+/// What the reuse decision needs from a stored response that does not
+/// depend on the request or the clock, computed once per stored head
+/// (RFC 9111 sections 4.2.1 to 4.2.3): its parsed `Cache-Control`, its
+/// `freshness_lifetime` under one [`PolicyConfig`], its
+/// `corrected_initial_age` and its `response_time`. A cache hit decides
+/// from this without parsing the stored fields again
+/// ([`decide_with`]).
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    /// The stored response's `Cache-Control` directives.
+    pub cc: CacheControl,
+    /// `freshness_lifetime` (section 4.2.1), before any policy-rule bound.
+    pub freshness_lifetime: Duration,
+    /// `corrected_initial_age` (section 4.2.3).
+    pub corrected_initial_age: Duration,
+    /// When the response was received (`response_time`, section 4.2.3).
+    pub response_time: SystemTime,
+}
+
+impl Freshness {
+    /// The clock-independent freshness facts of `stored` under `cfg`.
+    pub fn of(stored: &StoredResponse, cfg: &PolicyConfig) -> Freshness {
+        let cc = CacheControl::from_stored(&stored.headers);
+        let freshness_lifetime = lifetime_with(stored, &cc, cfg);
+        let (corrected_initial_age, response_time) = initial_age(stored);
+        Freshness { cc, freshness_lifetime, corrected_initial_age, response_time }
+    }
+
+    /// `current_age` at `now` (section 4.2.3): the same as [`current_age`]
+    /// of the stored response.
+    pub fn current_age(&self, now: SystemTime) -> Duration {
+        self.corrected_initial_age + now.duration_since(self.response_time).unwrap_or(Duration::ZERO)
+    }
 }
 
 /// `age_value` of RFC 9111 section 4.2.3, in seconds, from the stored `Age`,
@@ -136,8 +178,21 @@ pub fn decide_bounded(
     min: Option<Duration>,
     max: Option<Duration>,
 ) -> Decision {
-    let cc = CacheControl::from_stored(&stored.headers);
-    let mut lifetime = lifetime_with(stored, &cc, cfg);
+    decide_with(req, &Freshness::of(stored, cfg), now, cfg, min, max)
+}
+
+/// [`decide_bounded`] from a stored response's [`Freshness`] (computed
+/// under the same `cfg`), so a cache hit does not parse the stored fields.
+pub fn decide_with(
+    req: &CacheControl,
+    fresh: &Freshness,
+    now: SystemTime,
+    cfg: &PolicyConfig,
+    min: Option<Duration>,
+    max: Option<Duration>,
+) -> Decision {
+    let cc = &fresh.cc;
+    let mut lifetime = fresh.freshness_lifetime;
     if let Some(m) = max {
         lifetime = lifetime.min(m);
     }
@@ -145,7 +200,7 @@ pub fn decide_bounded(
         lifetime = lifetime.max(m);
     }
     let lifetime_ms = lifetime.as_millis() as i128;
-    let age_ms = current_age(stored, now).as_millis() as i128;
+    let age_ms = fresh.current_age(now).as_millis() as i128;
     // Section 4.2: fresh when freshness_lifetime > current_age.
     let stale = lifetime_ms <= age_ms;
     let remaining_ms = lifetime_ms - age_ms;
@@ -176,7 +231,7 @@ pub fn decide_bounded(
         return decision(Reuse::Serve);
     }
     let staleness_ms = age_ms - lifetime_ms;
-    if forbids_stale(&cc, cfg) {
+    if forbids_stale(cc, cfg) {
         return decision(Reuse::Revalidate);
     }
     // 5.2.1.2: max-stale lets the client accept a stale response, unless the

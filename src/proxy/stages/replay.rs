@@ -31,7 +31,7 @@ pub fn find(state: &ProxyState, key: &str) -> Option<Found> {
     for entry in entries {
         let Some(decoded) = state.meta_cache.decode(&entry.meta) else { continue };
         if best.as_ref().map(|b| decoded.stored.response_time_ms > b.decoded.stored.response_time_ms).unwrap_or(true) {
-            best = Some(Found { entry, decoded });
+            best = Some(Found { entry: Arc::new(entry), decoded, hot: None });
         }
     }
     best
@@ -46,7 +46,7 @@ pub fn serve(state: &ProxyState, ex: &mut Exchange, found: &Found, key: &str) ->
     headers.insert(http::header::AGE, HeaderValue::from(age));
     add_via(&mut headers);
     state.store.touch(key, &found.entry.secondary_key);
-    let Ok(body) = super::serve::stored_body(state, ex.is_head(), key, &found.entry, stored.status, &mut headers) else {
+    let Ok(body) = super::serve::stored_body(state, ex.is_head(), key, &found.entry, None, stored.status, &mut headers) else {
         return missing(ex, &[key.to_string()]);
     };
     ex.status = CacheStatus { hit: true, key: Some(key.to_string()), detail: Some(Detail::Offline), ..CacheStatus::default() };

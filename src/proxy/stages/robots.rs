@@ -73,24 +73,35 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
         return None;
     }
     let url = ex.primary();
-    let origin = Origin::from_url(url)?;
     let now = SystemTime::now();
-    let (rules, disposition) = if state.offline {
-        // Offline: never fetch; use the stored snapshot whatever its age, or
-        // run without rules if this origin was never seen.
-        (state.robots.current(&origin)?, Disposition::Offline)
-    } else {
-        state.robots.rules_for_client(&origin, now, ex.user_agent()).await
+    let version = state.robots.version();
+    let fresh = if state.offline { None } else { FreshRules::recall(version, url, ex.user_agent(), now) };
+    let (origin, rules, disposition, windows, agent) = match fresh {
+        Some(f) => (f.origin, f.rules, Disposition::Cached, f.windows, f.agent),
+        None => {
+            let origin = Origin::from_url(url)?;
+            let (rules, disposition) = if state.offline {
+                // Offline: never fetch; use the stored snapshot whatever its age, or
+                // run without rules if this origin was never seen.
+                (state.robots.current(&origin)?, Disposition::Offline)
+            } else {
+                state.robots.rules_for_client(&origin, now, ex.user_agent()).await
+            };
+            let windows = state.robots.windows(&origin);
+            if disposition == Disposition::Fetched && rules.snapshot.status == RobotsStatus::Unavailable {
+                tracing::warn!(
+                    "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (`crawlcache robots refresh {origin}` retries now)",
+                    rules.snapshot.last_outcome
+                );
+            }
+            let agent = enforce::product_token(&cfg.agent, ex.user_agent());
+            if disposition == Disposition::Cached && rules.snapshot.status != RobotsStatus::Unavailable {
+                FreshRules::keep(version, url, ex.user_agent(), FreshRules { origin: origin.clone(), rules: rules.clone(), windows, agent: agent.clone(), until: rules.snapshot.validated_at + windows.fresh });
+            }
+            (origin, rules, disposition, windows, agent)
+        }
     };
     state.metrics.robots_disposition(disposition);
-    let windows = state.robots.windows(&origin);
-    if disposition == Disposition::Fetched && rules.snapshot.status == RobotsStatus::Unavailable {
-        tracing::warn!(
-            "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (`crawlcache robots refresh {origin}` retries now)",
-            rules.snapshot.last_outcome
-        );
-    }
-    let agent = enforce::product_token(&cfg.agent, ex.user_agent());
     let check = RobotsCheck::new(&rules, disposition, &windows, now, agent, url);
     state.metrics.robots_verdict(check.verdict.allowed);
 
@@ -108,6 +119,82 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
         delay: politeness::effective_delay(rules.robots.crawl_delay(&check.agent), cfg.min_delay, cfg.max_delay),
     });
     Some(RobotsGate { check, action, pace, origin })
+}
+
+/// Rules a serving thread found fresh for an origin and a client
+/// `User-Agent`, kept so the next requests of that client to that origin
+/// skip the registry (its lock, the origin's parse and key): while the
+/// registry's [`crate::robots::registry::RobotsRegistry::version`] is
+/// unchanged and the snapshot is inside its fresh window, the registry
+/// would return the same rules as `cached` without starting a refresh
+/// (RFC 9309 section 2.4: fresh rules are used as they are).
+#[derive(Clone)]
+struct FreshRules {
+    origin: Origin,
+    rules: std::sync::Arc<crate::robots::registry::Rules>,
+    windows: crate::robots::snapshot::Windows,
+    /// The product token checked for this client.
+    agent: String,
+    /// When the snapshot leaves its fresh window.
+    until: SystemTime,
+}
+
+/// Most origins one thread keeps [`FreshRules`] for; when full it starts over.
+const FRESH_ORIGINS: usize = 256;
+
+/// Per registry version: origin part of the primary key -> (User-Agent, rules).
+type FreshMemo = ((u64, u64), std::collections::HashMap<String, Vec<(Option<String>, FreshRules)>>);
+
+thread_local! {
+    static FRESH: std::cell::RefCell<FreshMemo> = std::cell::RefCell::new(((u64::MAX, 0), std::collections::HashMap::new()));
+}
+
+impl FreshRules {
+    /// `scheme://authority` of a primary key (lower-case host, no default
+    /// port: the same origin always gives the same text).
+    fn origin_part(url: &str) -> Option<&str> {
+        let start = url.find("://")? + 3;
+        let end = url[start..].find(['/', '?']).map_or(url.len(), |i| start + i);
+        Some(&url[..end])
+    }
+
+    /// The fresh rules kept for `url`'s origin and `user_agent` under
+    /// `version`, if still fresh at `now`.
+    fn recall(version: (u64, u64), url: &str, user_agent: Option<&str>, now: SystemTime) -> Option<FreshRules> {
+        let part = Self::origin_part(url)?;
+        FRESH
+            .try_with(|m| {
+                let m = m.try_borrow().ok()?;
+                if m.0 != version {
+                    return None;
+                }
+                let (_, f) = m.1.get(part)?.iter().find(|(ua, _)| ua.as_deref() == user_agent)?;
+                (now < f.until).then(|| f.clone())
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Keeps `fresh` for `url`'s origin and `user_agent` under `version`
+    /// (read before the rules were asked for).
+    fn keep(version: (u64, u64), url: &str, user_agent: Option<&str>, fresh: FreshRules) {
+        let Some(part) = Self::origin_part(url) else { return };
+        let _ = FRESH.try_with(|m| {
+            let Ok(mut m) = m.try_borrow_mut() else { return };
+            let (v, map) = &mut *m;
+            if *v != version || map.len() >= FRESH_ORIGINS {
+                *v = version;
+                map.clear();
+            }
+            let agents = map.entry(part.to_string()).or_default();
+            match agents.iter().position(|(ua, _)| ua.as_deref() == user_agent) {
+                Some(i) => agents[i].1 = fresh,
+                // A handful of client identities per origin; more start over.
+                None if agents.len() < 8 => agents.push((user_agent.map(str::to_string), fresh)),
+                None => *agents = vec![(user_agent.map(str::to_string), fresh)],
+            }
+        });
+    }
 }
 
 /// The proxy's own answer for a request the gate did not let through:
@@ -155,10 +242,48 @@ pub fn answer(ex: &mut Exchange) -> Response<ProxyBody> {
 }
 
 /// Adds `Robots-Status` to a response.
+///
+/// Consecutive requests on a thread mostly carry the same value (the same
+/// rules, disposition and verdict), so the last value rendered on this
+/// thread is kept with what it was rendered from and reused when those match.
 pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
-    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(check.status_header())) {
-        response.headers_mut().insert(enforce::ROBOTS_STATUS_HEADER, v);
+    /// What a `Robots-Status` value is rendered from, and the value.
+    struct Rendered {
+        allowed: bool,
+        rule: Option<String>,
+        line: Option<u32>,
+        sha256: String,
+        disposition: Disposition,
+        value: HeaderValue,
     }
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Rendered>> = const { std::cell::RefCell::new(None) };
+    }
+    let same = |r: &Rendered| {
+        r.allowed == check.verdict.allowed
+            && r.line == check.verdict.line
+            && r.disposition == check.disposition
+            && r.rule == check.verdict.rule
+            && r.sha256 == check.sha256
+    };
+    let reused = LAST.try_with(|last| last.try_borrow().ok().and_then(|l| l.as_ref().filter(|r| same(r)).map(|r| r.value.clone()))).ok().flatten();
+    let value = match reused {
+        Some(v) => v,
+        None => {
+            let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(check.status_header())) else { return };
+            let rendered = Rendered {
+                allowed: check.verdict.allowed,
+                rule: check.verdict.rule.clone(),
+                line: check.verdict.line,
+                sha256: check.sha256.clone(),
+                disposition: check.disposition,
+                value: v.clone(),
+            };
+            let _ = LAST.try_with(|last| last.try_borrow_mut().map(|mut l| *l = Some(rendered)));
+            v
+        }
+    };
+    response.headers_mut().insert(enforce::ROBOTS_STATUS_HEADER, value);
 }
 
 /// Waits for this request's pacing slot before it contacts the origin:

@@ -3,7 +3,7 @@
 //! ranges of the stored body (RFC 9110 section 14, see [`super::range`]).
 
 use super::super::exchange::Exchange;
-use super::super::route::Found;
+use super::super::route::{Found, HotVariant, HOT_BODY_MAX};
 use super::super::ProxyState;
 use super::Step;
 use crate::cache::{policy, StoredResponse};
@@ -33,12 +33,14 @@ pub fn stored(
     };
     headers.insert(http::header::AGE, HeaderValue::from(age));
     add_via(&mut headers);
-    state.store.touch(primary, &entry.secondary_key);
+    if found.hot.as_ref().is_none_or(|h| h.first_use_in_second(ex.arrived)) {
+        state.store.touch(primary, &entry.secondary_key);
+    }
 
     if (200..300).contains(&stored.status) && policy::client_not_modified(&ex.parts.headers, stored) {
         return Step::Done(not_modified_response(&headers));
     }
-    let Ok(body) = stored_body(state, ex.is_head(), primary, entry, stored.status, &mut headers) else {
+    let Ok(body) = stored_body(state, ex.is_head(), primary, entry, found.hot.as_deref(), stored.status, &mut headers) else {
         return Step::LookAgain;
     };
     let mut resp = Response::new(body);
@@ -51,12 +53,14 @@ pub fn stored(
 /// and its `Content-Length` set in `headers`: the length of the stored body,
 /// also for HEAD (RFC 9110 section 8.6), whatever framing the origin used;
 /// none for 1xx, 204 and 304. `Err` when the body file is unusable: the
-/// entry is then dropped.
+/// entry is then dropped. `hot`: what the serving thread keeps of the
+/// variant, where a short body served from memory is kept for the next hit.
 pub fn stored_body(
     state: &ProxyState,
     is_head: bool,
     key: &str,
     entry: &crate::store::Entry,
+    hot: Option<&HotVariant>,
     status: u16,
     headers: &mut HeaderMap,
 ) -> Result<ProxyBody, ()> {
@@ -67,8 +71,15 @@ pub fn stored_body(
     match &entry.body {
         Some(_) if is_head => Ok(ProxyBody::empty()),
         Some(b) => {
+            if let Some(bytes) = hot.and_then(|h| h.body.get()) {
+                Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                return Ok(ProxyBody::Full(Some(bytes.clone())));
+            }
             if let Some(bytes) = state.body_cache.get(&b.sha256) {
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
+                if let Some(h) = hot.filter(|_| b.len <= HOT_BODY_MAX && bytes.len() as u64 == b.len) {
+                    let _ = h.body.set(bytes.clone());
+                }
                 return Ok(ProxyBody::Full(Some(bytes)));
             }
             // Intercepted HTTPS (`https` keys) is encrypted: copied.
