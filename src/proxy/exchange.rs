@@ -86,6 +86,9 @@ pub struct Exchange {
     /// How many times the cache was looked up for this request (a follower
     /// of a collapsed fetch looks again).
     pub lookups: u32,
+    /// The store's [`crate::store::LookupVersion`] of the primary key, read
+    /// before the last lookup: unchanged since, that lookup still holds.
+    pub looked_up: Option<crate::store::LookupVersion>,
     /// The outcome so far; written by the stages.
     pub status: CacheStatus,
     /// The URL as requested (normalised), when `cache.key_rules` made the
@@ -125,6 +128,7 @@ impl Exchange {
             arrived: SystemTime::now(),
             started: Instant::now(),
             lookups: 0,
+            looked_up: None,
             status: CacheStatus::default(),
             exact_url: None,
             fleet_checked: false,
@@ -235,6 +239,7 @@ impl Exchange {
             arrived: SystemTime::now(),
             started: Instant::now(),
             lookups: 0,
+            looked_up: None,
             status: CacheStatus::default(),
             exact_url: self.exact_url.clone(),
             fleet_checked: false,

@@ -75,6 +75,9 @@ pub struct Lookup {
     /// Offline only: the latest recorded response (SPEC section 6) and its
     /// record key, when the cache holds no matching variant.
     pub recorded: Option<(String, Found)>,
+    /// The store's version of the key read before the lookup
+    /// ([`crate::store::Store::lookup_version`]); `None` if the lookup failed.
+    pub version: Option<crate::store::LookupVersion>,
 }
 
 /// A stored variant and its decoded head.
@@ -463,7 +466,9 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
             }
             Route::LookUp => {
                 ex.lookups += 1;
-                lookup = Some(look_up(&state, &ex));
+                let found = look_up(&state, &ex);
+                ex.looked_up = found.version;
+                lookup = Some(found);
                 continue;
             }
             Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
@@ -507,7 +512,7 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("cache lookup for {} failed, forwarding: {e}", ex.primary());
-            Lookup { found: None, had_any: false, recorded: None }
+            Lookup { found: None, had_any: false, recorded: None, version: None }
         }
     };
     // Offline, a request the cache cannot answer is answered from the record.
@@ -522,7 +527,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     // Only keys with variants are memoized (had_any).
     let memo = HOT.try_with(|hot| hot.try_borrow().ok().and_then(|hot| hot.get(primary).filter(|h| h.version == version).map(|h| best_variant(&h.variants, request_headers))));
     if let Ok(Some(found)) = memo {
-        return Ok(Lookup { found, had_any: true, recorded: None });
+        return Ok(Lookup { found, had_any: true, recorded: None, version: Some(version) });
     }
     let entries = state.store.lookup(primary)?;
     let had_any = !entries.is_empty();
@@ -541,7 +546,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     if complete && had_any {
         let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants })));
     }
-    Ok(Lookup { found, had_any, recorded: None })
+    Ok(Lookup { found, had_any, recorded: None, version: Some(version) })
 }
 
 /// The stored variant among `variants` whose secondary key matches the

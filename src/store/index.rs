@@ -398,6 +398,10 @@ struct Mem {
     active: Overlay,
     /// Changes a commit is writing to sled (read after `active`).
     flushing: Option<Arc<Overlay>>,
+    /// A commit is writing `flushing` to sled right now, outside this lock
+    /// ([`Index::finish_commit`]): nothing else may write rows to sled
+    /// until it is done (a spill from `apply` waits for the next round).
+    committing: bool,
 }
 
 /// Past this many changed rows in memory, the writer moves them to sled
@@ -424,6 +428,20 @@ pub(crate) struct Index {
     mem: Mutex<Mem>,
     /// Change counters by primary key (see [`Index::generation`]).
     generations: Box<[AtomicU64]>,
+    /// Which primary keys may have entry rows ([`Index::may_contain`]).
+    presence: super::presence::Presence,
+    /// Held while rows are written to sled outside `mem` (a commit) and by
+    /// every other writer of sled rows before it takes `mem` (the lock
+    /// order is `commit_writes`, then `mem`), so writes land in order.
+    commit_writes: Mutex<()>,
+}
+
+/// A build of the filter of stored keys in progress
+/// ([`Index::build_presence_step`]).
+pub(crate) struct PresenceBuild {
+    fresh: super::presence::Building,
+    /// The last sled key added; `None` before the first.
+    after: Option<Vec<u8>>,
 }
 
 /// A commit in progress (see [`Index::begin_commit`]).
@@ -464,14 +482,17 @@ pub(crate) fn refs_key(hash: &Hash) -> [u8; 34] {
 impl Index {
     /// Opens the store's tree in `db` and reads its state row.
     /// Errors: `Index` when sled fails or the state row is corrupt.
-    pub fn new(db: sled::Db) -> Result<Index, StoreError> {
+    /// `presence_bytes`: the size of the filter of stored primary keys
+    /// ([`Index::may_contain`]), built by [`Index::build_presence`].
+    pub fn new(db: sled::Db, presence_bytes: usize) -> Result<Index, StoreError> {
         let tree = db.open_tree(TREE).map_err(sled_err)?;
         let state = match tree.get(STATE_KEY).map_err(sled_err)? {
             None => State::default(),
             Some(v) => State::decode(&v).ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
         };
         let generations = (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect();
-        Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None }), generations })
+        Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None, committing: false }),
+            commit_writes: Mutex::new(()), generations, presence: super::presence::Presence::new(presence_bytes) })
     }
 
     /// A counter that moves whenever a row of `primary_key`'s variants
@@ -482,6 +503,76 @@ impl Index {
     /// key may move it too (only a wasted re-read).
     pub fn generation(&self, primary_key: &str) -> u64 {
         self.generations[generation_slot(primary_key.as_bytes())].load(Ordering::Acquire)
+    }
+
+    /// Whether `primary_key` may have entry rows: `false` only when it
+    /// certainly has none (src/store/presence.rs; "maybe" until the filter
+    /// is built).
+    pub fn may_contain(&self, primary_key: &str) -> bool {
+        self.presence.may_contain(primary_key.as_bytes())
+    }
+
+    /// Whether the filter of [`Index::may_contain`] answers (was built).
+    #[cfg(test)]
+    pub fn presence_ready(&self) -> bool {
+        self.presence.is_ready()
+    }
+
+    /// Whether the filter of [`Index::may_contain`] should be (re)built:
+    /// never built yet, or holding more keys than it was sized for.
+    pub fn presence_needs_build(&self) -> bool {
+        self.presence.needs_build()
+    }
+
+    /// One step of building the filter of [`Index::may_contain`] from
+    /// every entry row, while rows keep being written (keys added meanwhile
+    /// go to the new filter too): the first step takes the rows held in
+    /// memory and starts `build`; each step then adds at most `rows` of
+    /// sled's rows, resuming after the last key seen. Returns whether the
+    /// build is done (the new filter then answers). Called by the store's
+    /// background thread a step per round, so a large index never holds
+    /// up its group commits. Errors: `Index` when sled cannot be read (the
+    /// build is given up; the filter keeps answering as before).
+    pub fn build_presence_step(&self, build: &mut Option<PresenceBuild>, rows: usize) -> Result<bool, StoreError> {
+        if build.is_none() {
+            let mem = lock(&self.mem);
+            let Some(fresh) = self.presence.start_build() else { return Ok(true) };
+            let flushing = mem.flushing.iter().flat_map(|f| f.slots.keys());
+            for k in mem.active.slots.keys().chain(flushing) {
+                if let Some(p) = primary_key_bytes(k) {
+                    super::presence::add_to(&fresh, p);
+                }
+            }
+            *build = Some(PresenceBuild { fresh, after: None });
+        }
+        let Some(b) = build.as_mut() else { return Ok(true) };
+        let range = match &b.after {
+            None => self.tree.range(..&ENTRIES_END[..]),
+            Some(k) => self.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(&ENTRIES_END[..]))),
+        };
+        let mut seen = 0;
+        for item in range {
+            let (k, _) = match item {
+                Ok(row) => row,
+                Err(e) => {
+                    self.presence.abandon_build();
+                    *build = None;
+                    return Err(sled_err(e));
+                }
+            };
+            if let Some(p) = primary_key_bytes(&k) {
+                super::presence::add_to(&b.fresh, p);
+            }
+            seen += 1;
+            if seen >= rows {
+                b.after = Some(k.to_vec());
+                return Ok(false);
+            }
+        }
+        let Some(done) = build.take() else { return Ok(true) };
+        let _mem = lock(&self.mem);
+        self.presence.finish_build(done.fresh);
+        Ok(true)
     }
 
     /// Moves the counter of the entry key `key` (under the index lock, so
@@ -585,6 +676,7 @@ impl Index {
     /// Moves the changes held in memory into sled (not a commit: nothing
     /// is synced), so that [`Index::entry_rows`] sees them.
     pub fn spill(&self) -> Result<(), StoreError> {
+        let _writes = lock(&self.commit_writes);
         let mut mem = lock(&self.mem);
         self.spill_locked(&mut mem)
     }
@@ -643,10 +735,20 @@ impl Index {
     /// commit cannot land in the wrong order: when a spill already wrote
     /// this commit's changes, only the checkpoint is added. Errors: `Index`;
     /// the changes stay in memory for the next commit.
+    ///
+    /// The batch is written without holding the index lock (requests keep
+    /// reading and applying changes meanwhile: the rows being written are
+    /// read from `flushing` until it is done), under `commit_writes`, which
+    /// every other writer of sled rows takes first.
     pub fn finish_commit(&self, commit: CommitBatch, checkpoint: Checkpoint) -> Result<(), StoreError> {
         {
-            let mut mem = lock(&self.mem);
-            let mine = mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false);
+            let _writes = lock(&self.commit_writes);
+            let mine = {
+                let mut mem = lock(&self.mem);
+                let mine = mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false);
+                mem.committing = mine;
+                mine
+            };
             let mut batch = if mine {
                 let mut b = commit.overlay.batch();
                 b.insert(&STATE_KEY[..], &commit.state.encode()[..]);
@@ -655,10 +757,13 @@ impl Index {
                 sled::Batch::default()
             };
             batch.insert(&CHECKPOINT_KEY[..], &checkpoint.encode()[..]);
-            self.tree.apply_batch(batch).map_err(sled_err)?;
-            if mine {
+            let written = self.tree.apply_batch(batch).map_err(sled_err);
+            let mut mem = lock(&self.mem);
+            mem.committing = false;
+            if mine && written.is_ok() && mem.flushing.as_ref().is_some_and(|f| Arc::ptr_eq(f, &commit.overlay)) {
                 mem.flushing = None;
             }
+            written?;
         }
         self.db.flush().map_err(sled_err)?;
         Ok(())
@@ -708,6 +813,7 @@ impl Index {
     /// Rewrites the state row and reference counts wholesale (verify's
     /// repair): `refs` replaces every reference-count row.
     pub fn rewrite(&self, state: State, refs: &HashMap<Hash, RefRow>) -> Result<(), StoreError> {
+        let _writes = lock(&self.commit_writes);
         let mut mem = lock(&self.mem);
         self.spill_locked(&mut mem)?;
         let mut batch = sled::Batch::default();
@@ -731,6 +837,7 @@ impl Index {
     /// Removes raw rows (verify's repair of undecodable rows); the state is
     /// rewritten afterwards by [`Index::rewrite`].
     pub fn remove_raw(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        let _writes = lock(&self.commit_writes);
         let mut mem = lock(&self.mem);
         self.spill_locked(&mut mem)?;
         let mut batch = sled::Batch::default();
@@ -804,11 +911,19 @@ impl Index {
             if mem.active.slots.get(k.as_slice()) != Some(v) {
                 self.changed(k);
             }
+            // Before the row can be read (src/store/presence.rs).
+            if v.is_some() {
+                if let Some(p) = primary_key_bytes(k) {
+                    self.presence.add(p);
+                }
+            }
         }
         mem.active.slots.extend(slots);
         mem.active.refs.extend(refs);
         mem.state = state;
-        if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS {
+        // Not while a commit writes to sled (it ends within milliseconds;
+        // the next apply spills).
+        if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS && !mem.committing {
             self.spill_locked(&mut mem)?;
         }
         Ok(applied)
@@ -822,6 +937,11 @@ impl Index {
         let over = mem.active.slots.get(key).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.slots.get(key).copied()));
         if let Some(s) = over {
             return Ok(s);
+        }
+        // A key never stored (a new entry, the common case) has no row to read.
+        if primary_key_bytes(key).is_some_and(|p| !self.presence.may_contain(p)) {
+            slots.insert(key.to_vec(), None);
+            return Ok(None);
         }
         let s = match self.tree.get(key).map_err(sled_err)? {
             None => None,

@@ -60,6 +60,9 @@ const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
 /// writes the checkpoint, flushes the index) while there is something to
 /// commit.
 pub const COMMIT_INTERVAL: Duration = Duration::from_millis(10);
+/// Index rows added to the filter of stored keys per round of the
+/// background thread while it is built (a few milliseconds of work).
+const PRESENCE_ROWS_PER_STEP: usize = 8192;
 /// Name of the marker file a clean close leaves in the store directory.
 const CLEAN_MARKER: &str = "clean-shutdown";
 
@@ -232,13 +235,22 @@ impl Drop for Closer {
 /// compacts every [`MAINTENANCE_INTERVAL`] or when woken, until told to stop.
 fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
     let mut last_maintenance = std::time::Instant::now();
+    let mut presence_build = None;
     loop {
-        let woken = match wake.recv_timeout(COMMIT_INTERVAL) {
+        // While the filter of stored keys is being built, a step per round
+        // without waiting out the interval.
+        let interval = if presence_build.is_some() { Duration::ZERO } else { COMMIT_INTERVAL };
+        let woken = match wake.recv_timeout(interval) {
             Ok(true) => true,
             Err(mpsc::RecvTimeoutError::Timeout) => false,
             Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
         };
         let Some(inner) = inner.upgrade() else { return };
+        if presence_build.is_some() || inner.index.presence_needs_build() {
+            if let Err(e) = inner.index.build_presence_step(&mut presence_build, PRESENCE_ROWS_PER_STEP) {
+                tracing::warn!(error = %e, "building the filter of stored keys failed; lookups read the index meanwhile");
+            }
+        }
         let due = woken || last_maintenance.elapsed() >= MAINTENANCE_INTERVAL;
         let written = inner.next_stamp.load(Ordering::Acquire) != inner.checkpointed.load(Ordering::Acquire)
             || inner.index.has_changes();

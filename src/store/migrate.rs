@@ -68,7 +68,7 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err("remove", &packs_dir)(e)),
     }
-    let index = Index::new(db.clone())?;
+    let index = Index::new(db.clone(), 1 << 20)?;
     let packs = Packs::open(&packs_dir)?;
     let stamps = AtomicU64::new(1);
 
@@ -158,7 +158,7 @@ pub(crate) fn unfinished(db: &sled::Db) -> bool {
 /// reference row of the new index names (the bodies now inline).
 /// Errors: `Io` / `Index`.
 pub(crate) fn finish(db: &sled::Db, blobs: &Blobs) -> Result<(), StoreError> {
-    let index = Index::new(db.clone())?;
+    let index = Index::new(db.clone(), 1 << 20)?;
     for f in blobs.walk()? {
         if let BodyFile::Valid(h, path) = f {
             if !index.is_referenced(&h)? {

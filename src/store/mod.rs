@@ -71,6 +71,7 @@ mod blobs;
 mod budget;
 pub mod format;
 mod index;
+mod presence;
 mod legacy;
 mod maintenance;
 mod migrate;
@@ -508,7 +509,9 @@ impl Store {
             // A migration that stopped after its `format` file was written.
             migrate::finish(&db, &blobs)?;
         }
-        let index = Index::new(db)?;
+        // The filter of stored keys: half the record cache's size (a
+        // thirty-second of `store.memory_ceiling`).
+        let index = Index::new(db, usize::try_from(options.record_cache / 2).unwrap_or(usize::MAX))?;
         let packs = Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
         let recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
         if found == format::Found::New {
@@ -611,6 +614,8 @@ impl Store {
                 }
                 out
             }
+            // Never stored (src/store/presence.rs): nothing to read.
+            None if !inner.index.may_contain(primary_key) => Vec::new(),
             None => {
                 let mut found = Vec::new();
                 for (k, v) in inner.index.scan_prefix(&primary_prefix(primary_key))? {

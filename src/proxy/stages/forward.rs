@@ -45,8 +45,10 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
                 // led: a fetch for the same key that stored its response
                 // and finished in between left nothing to wait for, and
                 // would be fetched twice. Nothing was stored then
-                // (`uri-miss`): if something is now, look again.
-                if fwd == Fwd::UriMiss && ex.lookups <= super::super::route::MAX_COLLAPSED_LOOKUPS {
+                // (`uri-miss`): if something is now, look again. (Unless
+                // the store's version of the key has not moved since.)
+                let moved = ex.looked_up.is_none_or(|v| v != state.store.lookup_version(&primary));
+                if moved && fwd == Fwd::UriMiss && ex.lookups <= super::super::route::MAX_COLLAPSED_LOOKUPS {
                     if let Ok(entries) = state.store.lookup(&primary) {
                         if !entries.is_empty() {
                             lead.finish(Outcome::Stored);
