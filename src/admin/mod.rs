@@ -240,6 +240,15 @@ pub fn prometheus(state: &ProxyState) -> String {
     for (name, help, value) in gauges {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
     }
+    if let Some(shares) = &state.shares {
+        let _ = writeln!(
+            out,
+            "# HELP crawlcache_client_connections Open client connections, by serving thread (a burst of new connections is spread over the threads).\n# TYPE crawlcache_client_connections gauge"
+        );
+        for (thread, n) in shares.open_connections().into_iter().enumerate() {
+            let _ = writeln!(out, "crawlcache_client_connections{{thread=\"{thread}\"}} {n}");
+        }
+    }
     let now = std::time::SystemTime::now();
     // Bounded cardinality: one series for each of the oldest snapshots
     // (those nearest expiry), plus totals over all of them.

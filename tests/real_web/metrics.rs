@@ -51,3 +51,24 @@ fn a_miss_a_304_revalidation_and_a_stale_if_error_count_in_their_own_classes() {
         assert!(line.contains(&format!("GET {url} 200 {outcome} ")), "{line}");
     }
 }
+
+/// A burst of client connections (a crawler opening its pool) is spread
+/// over the serving threads, whichever thread accepted them: with two
+/// threads, eight connections opened at once are served four and four
+/// (`crawlcache_client_connections{thread}`), not all by one thread while
+/// the other idles.
+#[test]
+fn a_burst_of_connections_is_spread_over_the_serving_threads() {
+    let (origin, proxy) = start("[server]\nthreads = 2\n", |_r: &RecordedRequest| Reply::ok(&[("Cache-Control", "max-age=60")], b"page"));
+    let url = origin.url("/p");
+    let mut conns: Vec<Conn> = (0..8).map(|_| Conn::open(proxy.addr())).collect();
+    for c in conns.iter_mut() {
+        assert_eq!(c.send("GET", &url, &[], b"").status, 200);
+    }
+    let m = proxy.admin("/metrics").text();
+    let per_thread: Vec<u64> = (0..2).map(|t| metric(&m, &format!("crawlcache_client_connections{{thread=\"{t}\"}}"))).collect();
+    // The eight kept-alive connections, and perhaps the one asking.
+    assert!(per_thread.iter().sum::<u64>() >= 8, "{per_thread:?}");
+    assert!(per_thread.iter().all(|&n| n >= 4), "each thread serves its share: {per_thread:?}");
+    drop(conns);
+}
