@@ -444,8 +444,10 @@ fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority)
 /// Routes `ex` until a stage answers, then finishes the response.
 async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> {
     let mut lookup: Option<Lookup> = None;
+    // Read again after every step that may have waited.
+    let mut now = ex.arrived;
     loop {
-        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now: SystemTime::now(), rules: &state.config.cache.rules };
+        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now, rules: &state.config.cache.rules };
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
                 let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
@@ -462,6 +464,7 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
             Route::CheckRobots => {
                 ex.robots = stages::robots::gate(&state, &ex).await;
                 ex.robots_checked = true;
+                now = SystemTime::now();
                 continue;
             }
             Route::LookUp => {
@@ -475,6 +478,7 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
             Route::ResolveTarget => {
                 let (host, port) = (ex.parts.uri.host().unwrap_or("").to_string(), target_port(&ex.parts.uri));
                 ex.names_self = Some(crate::wire::net::names_listener(&host, port, state.local_addr).await);
+                now = SystemTime::now();
                 continue;
             }
             Route::ServeRecorded { found, key } => Step::Done(stages::replay::serve(&state, &mut ex, &found, &key)),
@@ -495,7 +499,10 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
         };
         match step {
             Step::Done(response) => return finish(&state, ex, response),
-            Step::LookAgain => lookup = None,
+            Step::LookAgain => {
+                lookup = None;
+                now = SystemTime::now();
+            }
         }
     }
 }
