@@ -30,7 +30,10 @@ pub struct CoarseTimer;
 
 impl Timer for CoarseTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
-        self.sleep_until(Instant::now() + duration)
+        // A deadline past what `Instant` can hold is as good as a year away.
+        let now = Instant::now();
+        let deadline = now.checked_add(duration).unwrap_or_else(|| now + Duration::from_secs(365 * 86_400));
+        self.sleep_until(deadline)
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {

@@ -95,8 +95,9 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
                 );
             }
             let agent = enforce::product_token(&cfg.agent, ex.user_agent());
-            if disposition == Disposition::Cached && rules.snapshot.status != RobotsStatus::Unavailable {
-                FreshRules::keep(version, url, ex.user_agent(), FreshRules { origin: origin.clone(), rules: rules.clone(), windows, agent: agent.clone(), until: rules.snapshot.validated_at + windows.fresh });
+            let until = rules.snapshot.validated_at.checked_add(windows.fresh);
+            if let (Disposition::Cached, true, Some(until)) = (disposition, rules.snapshot.status != RobotsStatus::Unavailable, until) {
+                FreshRules::keep(version, url, ex.user_agent(), FreshRules { origin: origin.clone(), rules: rules.clone(), windows, agent: agent.clone(), until });
             }
             (origin, rules, disposition, windows, agent)
         }
