@@ -379,12 +379,17 @@ async fn serve_thread(
                 let to = shares.pick(me);
                 let open = OpenConnection::new(shares.clone(), to);
                 if to != me {
-                    if let Ok(std_stream) = stream.into_std() {
-                        if let Err(tokio::sync::mpsc::error::SendError((std_stream, peer, _))) = shares.handoff[to].send((std_stream, peer, open)) {
-                            // That thread has stopped: serve it here.
-                            if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
-                                serve_connection(&state, stream, peer, OpenConnection::new(shares.clone(), me));
-                            }
+                    let std_stream = match stream.into_std() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!("cannot hand the connection from {peer} to another serving thread: {e}; it is closed");
+                            continue;
+                        }
+                    };
+                    if let Err(tokio::sync::mpsc::error::SendError((std_stream, peer, _))) = shares.handoff[to].send((std_stream, peer, open)) {
+                        // That thread has stopped: serve it here.
+                        if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
+                            serve_connection(&state, stream, peer, OpenConnection::new(shares.clone(), me));
                         }
                     }
                     continue;

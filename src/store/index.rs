@@ -430,9 +430,11 @@ pub(crate) struct Index {
     generations: Box<[AtomicU64]>,
     /// Which primary keys may have entry rows ([`Index::may_contain`]).
     presence: super::presence::Presence,
-    /// Held while rows are written to sled outside `mem` (a commit) and by
-    /// every other writer of sled rows before it takes `mem` (the lock
-    /// order is `commit_writes`, then `mem`), so writes land in order.
+    /// Held while a commit writes rows to sled outside `mem`, and taken
+    /// before `mem` by the other writers of sled rows (`spill`, `rewrite`,
+    /// `remove_raw`; the spill inside `apply` instead waits for a round
+    /// without a commit writing, see `Mem::committing`), so writes land in
+    /// order. Lock order: `commit_writes`, then `mem`.
     commit_writes: Mutex<()>,
 }
 
@@ -730,10 +732,12 @@ impl Index {
     }
 
     /// Writes the changes of `commit`, their state and `checkpoint` to sled
-    /// in one batch and flushes it. Every write of changes to sled happens
-    /// under the index lock, so a spill (which writes newer changes) and a
-    /// commit cannot land in the wrong order: when a spill already wrote
-    /// this commit's changes, only the checkpoint is added. Errors: `Index`;
+    /// in one batch and flushes it. A spill (which writes newer changes)
+    /// and a commit cannot land in the wrong order: the spills of
+    /// [`Index::spill`], `rewrite` and `remove_raw` take `commit_writes`
+    /// first, and the spill inside `apply` does not run while a commit
+    /// writes (`Mem::committing`); when a spill already wrote this
+    /// commit's changes, only the checkpoint is added. Errors: `Index`;
     /// the changes stay in memory for the next commit.
     ///
     /// The batch is written without holding the index lock (requests keep
@@ -869,7 +873,14 @@ impl Index {
                         self.acquire(&mem, &mut refs, &mut state, &slot.body)?;
                         match old {
                             Some(o) => self.release(&mem, &mut refs, &mut state, &o, &mut applied.zero)?,
-                            None => state.entries += 1,
+                            None => {
+                                state.entries += 1;
+                                // A new key, before its row can be read
+                                // (src/store/presence.rs).
+                                if let Some(p) = primary_key_bytes(key) {
+                                    self.presence.add(p);
+                                }
+                            }
                         }
                         state.pack_live += slot.loc.len as u64;
                         state.max_stamp = state.max_stamp.max(slot.stamp);
@@ -911,12 +922,7 @@ impl Index {
             if mem.active.slots.get(k.as_slice()) != Some(v) {
                 self.changed(k);
             }
-            // Before the row can be read (src/store/presence.rs).
-            if v.is_some() {
-                if let Some(p) = primary_key_bytes(k) {
-                    self.presence.add(p);
-                }
-            }
+
         }
         mem.active.slots.extend(slots);
         mem.active.refs.extend(refs);

@@ -12,9 +12,9 @@
 //! the row can be read, and the filter is built from every row already
 //! there (sled's and the in-memory overlay's) before it is used. Until
 //! then it says "maybe" for everything. Removed keys stay in it (a Bloom filter
-//! cannot forget); once more keys were added than it was sized for, it is
-//! rebuilt from the index in the background (a new filter fills while
-//! the old one keeps answering, then takes its place).
+//! cannot forget); once half as many new keys as it was sized for went
+//! into it, it is rebuilt from the index in the background (a new filter
+//! fills while the old one keeps answering, then takes its place).
 //!
 //! Its size is fixed (`store.memory_ceiling` / 32, 8 MiB by default: 67
 //! million bits, about 7 million keys at a 1 % false-positive rate), so
@@ -38,6 +38,8 @@ pub(crate) struct Bits {
     ready: AtomicBool,
     /// Keys added since it was started.
     added: AtomicU64,
+    /// `added` when it was built: keys added after that are new keys.
+    at_build: AtomicU64,
 }
 
 impl Bits {
@@ -48,6 +50,7 @@ impl Bits {
             mask: (words as u64) * 64 - 1,
             ready: AtomicBool::new(false),
             added: AtomicU64::new(0),
+            at_build: AtomicU64::new(0),
         }
     }
 
@@ -120,14 +123,19 @@ impl Presence {
         }
     }
 
-    /// Whether a build should start: the filter was never built, or holds
-    /// more keys than it was sized for.
+    /// Whether a build should start: the filter was never built, or half
+    /// as many new keys as it was sized for went into it since it was
+    /// built (removed keys stay set: a rebuild clears them). An index
+    /// holding more keys than the filter was sized for is thus rebuilt
+    /// only after that many new keys, not again and again; the filter then
+    /// just says "maybe" more often.
     pub fn needs_build(&self) -> bool {
         if self.rebuilding.load(Ordering::Acquire) {
             return false;
         }
         let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
-        !cur.ready.load(Ordering::Acquire) || cur.added.load(Ordering::Relaxed) > self.capacity()
+        let new_keys = cur.added.load(Ordering::Relaxed).saturating_sub(cur.at_build.load(Ordering::Relaxed));
+        !cur.ready.load(Ordering::Acquire) || new_keys > self.capacity() / 2
     }
 
     /// Starts a build: returns the new filter to fill with every key in
@@ -146,6 +154,7 @@ impl Presence {
 
     /// Puts a filled filter in place (call it under the index lock).
     pub fn finish_build(&self, fresh: Arc<Bits>) {
+        fresh.at_build.store(fresh.added.load(Ordering::Relaxed), Ordering::Relaxed);
         fresh.ready.store(true, Ordering::Release);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         *self.building.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -207,9 +216,23 @@ mod tests {
         p.finish_build(b);
         assert!(p.may_contain(b"http://during/1"));
         assert!(!p.needs_build());
-        for i in 0..p.capacity() + 1 {
+        for i in 0..p.capacity() / 2 + 1 {
             p.add(format!("http://k/{i}").as_bytes());
         }
-        assert!(p.needs_build(), "more keys than it was sized for: rebuild");
+        assert!(p.needs_build(), "half its capacity in new keys: rebuild");
+    }
+
+    /// A filter built over more keys than it was sized for is not asked to
+    /// build again at once (it would rebuild forever, a core busy).
+    #[test]
+    fn a_filter_built_over_more_keys_than_its_size_is_not_rebuilt_at_once() {
+        let p = Presence::new(1 << 8);
+        let b = p.start_build().expect("build");
+        for i in 0..p.capacity() * 10 {
+            add_to(&b, format!("http://many/{i}").as_bytes());
+        }
+        p.finish_build(b);
+        assert!(!p.needs_build());
+        assert!(p.may_contain(b"http://many/1"));
     }
 }
