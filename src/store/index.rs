@@ -77,10 +77,8 @@ pub(crate) fn with_entry_key<R>(primary_key: &str, secondary_key: &[u8], mut f: 
         if key.capacity() > 16 * 1024 {
             *key = Vec::new();
         }
-        let pk = primary_key.as_bytes();
         key.clear();
-        key.extend_from_slice(&(pk.len() as u32).to_be_bytes());
-        key.extend_from_slice(pk);
+        push_primary_prefix(&mut key, primary_key);
         key.extend_from_slice(secondary_key);
         Some(f(&key))
     });
@@ -93,11 +91,16 @@ pub(crate) fn with_entry_key<R>(primary_key: &str, secondary_key: &[u8], mut f: 
 
 /// The prefix shared by every variant of `primary_key`.
 pub(crate) fn primary_prefix(primary_key: &str) -> Vec<u8> {
-    let pk = primary_key.as_bytes();
-    let mut key = Vec::with_capacity(4 + pk.len());
-    key.extend_from_slice(&(pk.len() as u32).to_be_bytes());
-    key.extend_from_slice(pk);
+    let mut key = Vec::with_capacity(4 + primary_key.len());
+    push_primary_prefix(&mut key, primary_key);
     key
+}
+
+/// Appends [`primary_prefix`] of `primary_key` to `out`.
+fn push_primary_prefix(out: &mut Vec<u8>, primary_key: &str) {
+    let pk = primary_key.as_bytes();
+    out.extend_from_slice(&(pk.len() as u32).to_be_bytes());
+    out.extend_from_slice(pk);
 }
 
 /// The primary key bytes of an entry key, without copying; `None` if the
@@ -414,11 +417,17 @@ const GENERATIONS: usize = 4096;
 /// The counter of [`Index::generation`] that `primary` (a primary key's
 /// bytes) falls on (FNV-1a).
 fn generation_slot(primary: &[u8]) -> usize {
+    (fnv1a(primary) % GENERATIONS as u64) as usize
+}
+
+/// FNV-1a (64 bits) of `bytes`: the hash of primary keys for the change
+/// counters and the filter of stored keys (src/store/presence.rs).
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in primary {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    (h % GENERATIONS as u64) as usize
+    h
 }
 
 /// The open sled database and the store's tree.

@@ -73,10 +73,7 @@ impl Bits {
 /// Two independent 64-bit hashes of `key` (FNV-1a, then a SplitMix64
 /// finalizer of it for the second; double hashing derives the probes).
 fn hash(key: &[u8]) -> (u64, u64) {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = super::index::fnv1a(key);
     let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
