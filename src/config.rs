@@ -153,8 +153,8 @@ pub struct StoreConfig {
     #[serde(deserialize_with = "de_size")]
     pub inline_max_bytes: u64,
     /// Resident memory (bytes) the proxy aims to stay under; the index's
-    /// page cache gets an eighth, the decoded-head cache and the record
-    /// cache a sixteenth each.
+    /// page cache gets a thirty-second, the decoded-head cache and the
+    /// record cache a sixteenth each.
     #[serde(deserialize_with = "de_size")]
     pub memory_ceiling: u64,
     /// Leave what the proxy writes (pack records, body files) in the
@@ -164,9 +164,14 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
-    /// Bytes of sled's page cache: an eighth of the memory ceiling.
+    /// Bytes of sled's page cache: a thirty-second of the memory ceiling.
+    /// sled counts its cache by the serialized size of the nodes it holds;
+    /// what they take in memory was four to five times that in
+    /// benches/scale.sh (resident memory at 1,000,000 entries, 256 MiB
+    /// ceiling: 193-207 MiB and still growing with an eighth, 32 MiB, for
+    /// sled; 115-140 MiB, level from 300,000 entries, with this 8 MiB).
     pub fn index_cache(&self) -> u64 {
-        self.memory_ceiling / 8
+        self.memory_ceiling / 32
     }
 
     /// Bytes of the cache of decoded response heads: a sixteenth of the

@@ -347,13 +347,13 @@ pub struct StoreOptions {
 }
 
 impl StoreOptions {
-    /// The store's own defaults (inline bodies under 4 KiB, a 32 MiB index
+    /// The store's own defaults (inline bodies under 4 KiB, an 8 MiB index
     /// cache, 16 MiB of cached records, written pages dropped) with a budget of `max_size` bytes,
     /// for tools and tests that open a store directly. The proxy and the
     /// `cache` commands take theirs from the configuration
     /// (`Config::store_options`: inline bodies under 32 KiB by default).
     pub fn new(max_size: u64) -> StoreOptions {
-        StoreOptions { max_size, inline_max: 4096, index_cache: 32 << 20, record_cache: 16 << 20, keep_written_pages: false }
+        StoreOptions { max_size, inline_max: 4096, index_cache: 8 << 20, record_cache: 16 << 20, keep_written_pages: false }
     }
 }
 
@@ -370,12 +370,47 @@ static CLOSED: Mutex<Vec<(PathBuf, std::time::Instant)>> = Mutex::new(Vec::new()
 /// How long an open waits for the lock of a store this process just closed.
 const REOPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// sled's segment size (bytes) for an index created from now on. sled
+/// writes its log in segments of this size and rewrites a segment once at
+/// most half of it is live; larger segments left less of the log as garbage
+/// when benches/scale.sh filled a million entries (index bytes per entry
+/// at 1,000,000: 296-300 with sled's default of 512 KiB, 256-271 with 2-4
+/// MiB, 210-218 with 8 MiB), at the price of one segment-sized write buffer
+/// in memory and a larger index while the store is small (336-378 bytes per
+/// entry at 100,000 with 4 MiB, against 309-320). sled refuses to open an
+/// index with a segment size other than the one it was created with, so an
+/// existing index keeps its own ([`index_segment_size`]).
+const INDEX_SEGMENT_SIZE: usize = 4 << 20;
+
+/// sled's own default segment size (bytes): every index created before
+/// [`INDEX_SEGMENT_SIZE`] was set has it.
+const SLED_DEFAULT_SEGMENT_SIZE: usize = 512 << 10;
+
+/// The segment size (bytes) to open the sled index in `index_dir` with: the
+/// one its `conf` file records (sled writes it when it creates the index),
+/// sled's default when that file cannot be read or names none (an index
+/// from before [`INDEX_SEGMENT_SIZE`]), [`INDEX_SEGMENT_SIZE`] for a new
+/// index (no `conf` file yet).
+fn index_segment_size(index_dir: &Path) -> usize {
+    match fs::read(index_dir.join("conf")) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => INDEX_SEGMENT_SIZE,
+        Err(_) => SLED_DEFAULT_SEGMENT_SIZE,
+        Ok(conf) => String::from_utf8_lossy(&conf)
+            .lines()
+            .find_map(|l| l.strip_prefix("segment_size:").and_then(|v| v.trim().parse::<usize>().ok()))
+            .filter(|n| n.is_power_of_two())
+            .unwrap_or(SLED_DEFAULT_SEGMENT_SIZE),
+    }
+}
+
 /// Opens the sled index of the store in `dir` with a page cache of
 /// `cache` bytes. Errors: `InUse` when another process holds it, `Index`.
 fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
     let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
+    let index_dir = dir.join("index");
+    let segment_size = index_segment_size(&index_dir);
     loop {
-        match sled::Config::new().path(dir.join("index")).cache_capacity(cache.max(1 << 20)).open() {
+        match sled::Config::new().path(&index_dir).cache_capacity(cache.max(1 << 20)).segment_size(segment_size).open() {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(ref io)) if io.to_string().contains("could not acquire lock") => {
                 if closed_at.is_some_and(|t| t.elapsed() < REOPEN_WAIT) {
