@@ -33,6 +33,20 @@ impl Decoded {
         Decoded { raw, stored, headers, freshness: OnceLock::new() }
     }
 
+    /// A copy with header values of its own (the same fields, newly
+    /// allocated), for a serving thread's memo of lookups: every hit clones
+    /// and drops the values of its head, and values shared with the other
+    /// serving threads would move their reference counts between the
+    /// cores at each of those steps.
+    pub fn thread_copy(&self) -> Decoded {
+        Decoded {
+            raw: self.raw.clone(),
+            stored: self.stored.clone(),
+            headers: self.stored.header_map(),
+            freshness: self.freshness.clone(),
+        }
+    }
+
     /// The stored response's freshness facts under `cfg`
     /// ([`Freshness::of`]), computed once: a cache serves one proxy, whose
     /// policy configuration does not change while it runs.

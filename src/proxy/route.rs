@@ -103,6 +103,9 @@ pub struct HotVariant {
     /// variant used in the store's LRU order: one mark per second is
     /// enough for that order.
     pub touched: std::sync::atomic::AtomicU64,
+    /// The memo keeps copies of its own for this variant
+    /// ([`HotKey::make_own`]): a body kept from now on is copied too.
+    pub own: bool,
 }
 
 /// Longest body a thread's memo keeps beside the head (at most
@@ -532,7 +535,13 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
 fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::HeaderMap) -> Result<Lookup, StoreError> {
     let version = state.store.lookup_version(primary);
     // Only keys with variants are memoized (had_any).
-    let memo = HOT.try_with(|hot| hot.try_borrow().ok().and_then(|hot| hot.get(primary).filter(|h| h.version == version).map(|h| best_variant(&h.variants, request_headers))));
+    let memo = HOT.try_with(|hot| {
+        hot.try_borrow_mut().ok().and_then(|mut hot| {
+            let h = hot.get_mut(primary).filter(|h| h.version == version)?;
+            h.make_own();
+            Some(best_variant(&h.variants, request_headers))
+        })
+    });
     if let Ok(Some(found)) = memo {
         return Ok(Lookup { found, had_any: true, recorded: None, version: Some(version) });
     }
@@ -551,7 +560,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     }
     let found = best_variant(&variants, request_headers);
     if complete && had_any {
-        let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants })));
+        let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false })));
     }
     Ok(Lookup { found, had_any, recorded: None, version: Some(version) })
 }
@@ -579,6 +588,35 @@ fn best_variant(variants: &[HotEntry], request_headers: &http::HeaderMap) -> Opt
 struct HotKey {
     version: crate::store::LookupVersion,
     variants: Vec<HotEntry>,
+    /// The heads and bodies are this thread's own copies
+    /// ([`HotKey::make_own`]).
+    own: bool,
+}
+
+impl HotKey {
+    /// Replaces the variants' heads and short bodies, shared with the
+    /// decoded-head and body caches (and so with the other serving
+    /// threads), by copies of this thread's own, once: at the key's first
+    /// hit from the memo, so a key looked up once (a miss, or a
+    /// revalidation, which changes the key's lookup version every time) is
+    /// never copied. Every hit clones and drops the header values and the
+    /// body; on values shared between threads those reference counts move
+    /// between the cores at each step.
+    fn make_own(&mut self) {
+        if self.own {
+            return;
+        }
+        self.own = true;
+        for (_, decoded, hot) in &mut self.variants {
+            *decoded = Arc::new(decoded.thread_copy());
+            let body = std::sync::OnceLock::new();
+            if let Some(b) = hot.body.get() {
+                let _ = body.set(bytes::Bytes::copy_from_slice(b));
+            }
+            let touched = std::sync::atomic::AtomicU64::new(hot.touched.load(std::sync::atomic::Ordering::Relaxed));
+            *hot = Arc::new(HotVariant { body, touched, own: true });
+        }
+    }
 }
 
 /// One variant in a thread's memo of lookups.
@@ -600,8 +638,8 @@ struct Hot {
 }
 
 impl Hot {
-    fn get(&self, primary: &str) -> Option<&HotKey> {
-        self.keys.get(primary)
+    fn get_mut(&mut self, primary: &str) -> Option<&mut HotKey> {
+        self.keys.get_mut(primary)
     }
 
     fn put(&mut self, primary: &str, key: HotKey) {

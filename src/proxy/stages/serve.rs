@@ -78,7 +78,9 @@ pub fn stored_body(
             if let Some(bytes) = state.body_cache.get(&b.sha256) {
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
                 if let Some(h) = hot.filter(|_| b.len <= HOT_BODY_MAX && bytes.len() as u64 == b.len) {
-                    let _ = h.body.set(bytes.clone());
+                    // Shared with the body cache, or a copy of the
+                    // memo's own (see `HotKey::make_own` in route.rs).
+                    let _ = h.body.set(if h.own { bytes::Bytes::copy_from_slice(&bytes) } else { bytes.clone() });
                 }
                 return Ok(ProxyBody::Full(Some(bytes)));
             }
