@@ -169,7 +169,8 @@ impl StoreConfig {
     /// what they take in memory was four to five times that in
     /// benches/scale.sh (resident memory at 1,000,000 entries, 256 MiB
     /// ceiling: 193-207 MiB and still growing with an eighth, 32 MiB, for
-    /// sled; 115-140 MiB, level from 300,000 entries, with this 8 MiB).
+    /// sled; 106-135 MiB, level from 300,000 entries, with this 8 MiB).
+    /// `open_index` gives sled at least 1 MiB.
     pub fn index_cache(&self) -> u64 {
         self.memory_ceiling / 32
     }

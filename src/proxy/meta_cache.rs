@@ -64,7 +64,7 @@ pub struct MetaCache {
 /// Estimated bytes one decoded head holds: its raw bytes, the decoded
 /// fields (names and values again), the header map (again, plus its index
 /// table), and the fixed parts.
-fn cost(d: &Arc<Decoded>) -> usize {
+pub(crate) fn cost(d: &Arc<Decoded>) -> usize {
     3 * d.raw.len() + 48 * d.headers.len() + 512
 }
 

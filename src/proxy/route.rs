@@ -537,8 +537,9 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     // Only keys with variants are memoized (had_any).
     let memo = HOT.try_with(|hot| {
         hot.try_borrow_mut().ok().and_then(|mut hot| {
-            let h = hot.get_mut(primary).filter(|h| h.version == version)?;
-            h.make_own();
+            let Hot { keys, own_bytes } = &mut *hot;
+            let h = keys.get_mut(primary).filter(|h| h.version == version)?;
+            h.make_own(own_bytes, own_budget(state));
             Some(best_variant(&h.variants, request_headers))
         })
     });
@@ -560,7 +561,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     }
     let found = best_variant(&variants, request_headers);
     if complete && had_any {
-        let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false })));
+        let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false, own_refused: false, own_bytes: 0 })));
     }
     Ok(Lookup { found, had_any, recorded: None, version: Some(version) })
 }
@@ -591,9 +592,26 @@ struct HotKey {
     /// The heads and bodies are this thread's own copies
     /// ([`HotKey::make_own`]).
     own: bool,
+    /// They did not fit in the thread's budget for copies: shared values.
+    own_refused: bool,
+    /// Bytes of the thread's budget for copies this key holds.
+    own_bytes: u64,
 }
 
 impl HotKey {
+    /// Bytes the thread's own copies of this key would take
+    /// ([`HotKey::make_own`]): each head's decoded size, and each short
+    /// body's length.
+    fn own_cost(&self) -> u64 {
+        self.variants
+            .iter()
+            .map(|(entry, decoded, _)| {
+                let body = entry.body.as_ref().map_or(0, |b| b.len);
+                crate::proxy::meta_cache::cost(decoded) as u64 + if body <= HOT_BODY_MAX { body } else { 0 }
+            })
+            .sum()
+    }
+
     /// Replaces the variants' heads and short bodies, shared with the
     /// decoded-head and body caches (and so with the other serving
     /// threads), by copies of this thread's own, once: at the key's first
@@ -601,12 +619,22 @@ impl HotKey {
     /// revalidation, which changes the key's lookup version every time) is
     /// never copied. Every hit clones and drops the header values and the
     /// body; on values shared between threads those reference counts move
-    /// between the cores at each step.
-    fn make_own(&mut self) {
-        if self.own {
+    /// between the cores at each step. The copies of all keys of a thread
+    /// stay within `budget` bytes ([`own_budget`]); a key that does not fit
+    /// keeps the shared values. `reserved`: the thread's bytes of copies
+    /// so far, raised by this key's.
+    fn make_own(&mut self, reserved: &mut u64, budget: u64) {
+        if self.own || self.own_refused {
             return;
         }
+        let cost = self.own_cost();
+        if reserved.saturating_add(cost) > budget {
+            self.own_refused = true;
+            return;
+        }
+        *reserved += cost;
         self.own = true;
+        self.own_bytes = cost;
         for (_, decoded, hot) in &mut self.variants {
             *decoded = Arc::new(decoded.thread_copy());
             let body = std::sync::OnceLock::new();
@@ -617,6 +645,26 @@ impl HotKey {
             *hot = Arc::new(HotVariant { body, touched, own: true });
         }
     }
+}
+
+/// Bytes of copies of its own (see [`HotKey::make_own`]) one serving
+/// thread's memo may hold: a sixty-fourth of `store.memory_ceiling`,
+/// shared among the serving threads (2 MiB each for the default 256 MiB
+/// and two threads).
+fn own_budget(state: &ProxyState) -> u64 {
+    thread_local! {
+        static BUDGET: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    }
+    BUDGET
+        .try_with(|b| {
+            *b.get().get_or_insert_with(|| {
+                let threads = crate::proxy::serving_threads(state.config.server.threads).max(1) as u64;
+                let budget = state.config.store.memory_ceiling / 64 / threads;
+                b.set(Some(budget));
+                budget
+            })
+        })
+        .unwrap_or(0)
 }
 
 /// One variant in a thread's memo of lookups.
@@ -631,22 +679,24 @@ const HOT_KEYS: usize = 256;
 /// of the key is unchanged: a repeated hit skips the store's lookup (its
 /// locks, its copies of the entry) and the decoded-head cache. Holds the
 /// heads and, once served, bodies of at most [`HOT_BODY_MAX`] bytes
-/// (shared with the body cache), for at most [`HOT_KEYS`] keys per thread.
+/// (shared with the body cache, or copies of its own within
+/// [`own_budget`]), for at most [`HOT_KEYS`] keys per thread.
 #[derive(Default)]
 struct Hot {
     keys: std::collections::HashMap<String, HotKey>,
+    /// Bytes of copies of its own the memo holds ([`HotKey::make_own`]).
+    own_bytes: u64,
 }
 
 impl Hot {
-    fn get_mut(&mut self, primary: &str) -> Option<&mut HotKey> {
-        self.keys.get_mut(primary)
-    }
-
     fn put(&mut self, primary: &str, key: HotKey) {
         if self.keys.len() >= HOT_KEYS && !self.keys.contains_key(primary) {
             self.keys.clear();
+            self.own_bytes = 0;
         }
-        self.keys.insert(primary.to_string(), key);
+        if let Some(old) = self.keys.insert(primary.to_string(), key) {
+            self.own_bytes = self.own_bytes.saturating_sub(old.own_bytes);
+        }
     }
 }
 
@@ -690,4 +740,64 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
     let (parts, body) = response.into_parts();
     let guard = AuditGuard::new(state.audit.clone(), record, access, ex.started);
     Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A memo key of one variant with a `body_len`-byte body, its head
+    /// decoded by `cache` (shared, as a lookup leaves it).
+    fn hot_key(cache: &crate::proxy::meta_cache::MetaCache, version: crate::store::LookupVersion, url: &str, body_len: u64) -> HotKey {
+        let stored = crate::cache::StoredResponse {
+            status: 200,
+            headers: vec![("content-type".into(), b"text/plain".to_vec()), ("etag".into(), b"\"v1\"".to_vec())],
+            request_time_ms: 1,
+            response_time_ms: 2,
+            url: url.into(),
+            vary_request: Vec::new(),
+        };
+        let meta = stored.to_bytes();
+        let decoded = cache.decode(&meta).expect("a head this code wrote decodes");
+        let entry = Entry {
+            primary_key: url.into(),
+            secondary_key: Vec::new(),
+            meta,
+            body: Some(crate::store::CommittedBody { sha256: "00".repeat(32), len: body_len }),
+            last_used: 1,
+        };
+        HotKey { version, variants: vec![(Arc::new(entry), decoded, Arc::new(HotVariant::default()))], own: false, own_refused: false, own_bytes: 0 }
+    }
+
+    #[test]
+    fn a_thread_copies_hot_heads_only_within_its_budget() {
+        let cache = crate::proxy::meta_cache::MetaCache::new(1 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path(), 1 << 20).unwrap();
+        let v = store.lookup_version("http://e/a");
+        let mut first = hot_key(&cache, v, "http://e/a", 10_000);
+        let shared = Arc::clone(&first.variants[0].1);
+        let cost = first.own_cost();
+        assert!(cost >= 10_000, "the short body counts: {cost}");
+        let mut reserved = 0;
+        first.make_own(&mut reserved, cost);
+        assert!(first.own && first.variants[0].2.own);
+        assert!(!Arc::ptr_eq(&shared, &first.variants[0].1), "a head of the thread's own");
+        assert_eq!(first.variants[0].1.headers, shared.headers, "the same fields");
+        assert_eq!(reserved, cost);
+
+        // The budget is spent: a second key keeps the shared head.
+        let mut second = hot_key(&cache, v, "http://e/b", 10_000);
+        let shared = Arc::clone(&second.variants[0].1);
+        second.make_own(&mut reserved, cost);
+        assert!(!second.own && second.own_refused && !second.variants[0].2.own);
+        assert!(Arc::ptr_eq(&shared, &second.variants[0].1));
+        assert_eq!(reserved, cost);
+
+        // Replacing the first key gives its bytes back.
+        let mut hot = Hot { keys: Default::default(), own_bytes: reserved };
+        hot.keys.insert("http://e/a".into(), first);
+        hot.put("http://e/a", hot_key(&cache, v, "http://e/a", 10_000));
+        assert_eq!(hot.own_bytes, 0);
+    }
 }

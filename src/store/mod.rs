@@ -408,10 +408,22 @@ fn index_segment_size(index_dir: &Path) -> usize {
 fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
     let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
     let index_dir = dir.join("index");
+    let conf = index_dir.join("conf");
+    let new_index = !conf.exists();
     let segment_size = index_segment_size(&index_dir);
     loop {
         match sled::Config::new().path(&index_dir).cache_capacity(cache.max(1 << 20)).segment_size(segment_size).open() {
-            Ok(db) => return Ok(db),
+            Ok(db) => {
+                if new_index {
+                    // sled writes `conf` without syncing it, and an index whose
+                    // `conf` is lost or empty would be opened with sled's
+                    // default segment size (`index_segment_size`): made
+                    // durable before anything is stored in the index.
+                    fs::File::open(&conf).and_then(|f| f.sync_all()).map_err(io_err("sync", &conf))?;
+                    blobs::sync_dir(&index_dir)?;
+                }
+                return Ok(db);
+            }
             Err(sled::Error::Io(ref io)) if io.to_string().contains("could not acquire lock") => {
                 if closed_at.is_some_and(|t| t.elapsed() < REOPEN_WAIT) {
                     std::thread::sleep(std::time::Duration::from_millis(10));
