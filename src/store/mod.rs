@@ -403,14 +403,65 @@ fn index_segment_size(index_dir: &Path) -> usize {
     }
 }
 
+/// The file in the data directory that keeps one index segment's worth of
+/// disk space set aside ([`open_index`]).
+pub(crate) const INDEX_RESERVE: &str = "index.reserve";
+
+/// Sets aside `len` bytes of disk in `path` (allocated, not a sparse
+/// file), unless the file is already that long. On failure (a full disk)
+/// the partial file is removed and a warning logged: the next open on a
+/// full disk may then fail until space is freed.
+fn keep_index_reserve(path: &Path, len: u64) {
+    if fs::metadata(path).is_ok_and(|m| m.len() == len) {
+        return;
+    }
+    let made = fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).and_then(|f| {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+            // SAFETY: `f` is an open descriptor for the whole call.
+            match unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len) } {
+                0 => Ok(()),
+                e => Err(std::io::Error::from_raw_os_error(e)),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            use std::io::Write as _;
+            let mut f = f;
+            f.write_all(&vec![0u8; len as usize])
+        }
+    });
+    if let Err(e) = made {
+        let _ = fs::remove_file(path);
+        tracing::warn!(path = %path.display(), error = %e, "cannot set aside disk space for the cache index; opening the cache on a full disk may fail until space is freed");
+    }
+}
+
 /// Opens the sled index of the store in `dir` with a page cache of
 /// `cache` bytes. Errors: `InUse` when another process holds it, `Index`.
+///
+/// sled pads the log segment it was writing to its end when it opens an
+/// index, so an open needs up to one segment of free disk
+/// ([`INDEX_SEGMENT_SIZE`]; measured on a full 50 MiB tmpfs: an index of
+/// 512 KiB segments opened with 888 KiB free, one of 1 MiB did not). A
+/// file of that size ([`INDEX_RESERVE`]) is kept beside the index; when
+/// the open fails for want of space it is deleted and the open tried
+/// again, and it is made again once the index is open and there is room.
 fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
+    let db = open_index_with_reserve(dir, cache)?;
+    keep_index_reserve(&dir.join(INDEX_RESERVE), index_segment_size(&dir.join("index")) as u64);
+    Ok(db)
+}
+
+fn open_index_with_reserve(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
     let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
     let index_dir = dir.join("index");
     let conf = index_dir.join("conf");
     let new_index = !conf.exists();
     let segment_size = index_segment_size(&index_dir);
+    let mut released = false;
     loop {
         match sled::Config::new().path(&index_dir).cache_capacity(cache.max(1 << 20)).segment_size(segment_size).open() {
             Ok(db) => {
@@ -430,6 +481,11 @@ fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
                     continue;
                 }
                 return Err(StoreError::InUse { dir: dir.to_path_buf() });
+            }
+            Err(sled::Error::Io(ref io)) if io.raw_os_error() == Some(libc::ENOSPC) && !released && dir.join(INDEX_RESERVE).exists() => {
+                tracing::warn!("the disk holding {} is full: using the space set aside for the cache index", dir.display());
+                fs::remove_file(dir.join(INDEX_RESERVE)).map_err(io_err("remove", &dir.join(INDEX_RESERVE)))?;
+                released = true;
             }
             Err(e) => return Err(StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display()))),
         }
