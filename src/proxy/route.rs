@@ -537,9 +537,9 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     // Only keys with variants are memoized (had_any).
     let memo = HOT.try_with(|hot| {
         hot.try_borrow_mut().ok().and_then(|mut hot| {
-            let Hot { keys, own_bytes } = &mut *hot;
+            let Hot { keys, own_bytes, own_budget: budget } = &mut *hot;
             let h = keys.get_mut(primary).filter(|h| h.version == version)?;
-            h.make_own(own_bytes, own_budget(state));
+            h.make_own(own_bytes, *budget.get_or_insert_with(|| own_budget(state)));
             Some(best_variant(&h.variants, request_headers))
         })
     });
@@ -652,19 +652,8 @@ impl HotKey {
 /// shared among the serving threads (2 MiB each for the default 256 MiB
 /// and two threads).
 fn own_budget(state: &ProxyState) -> u64 {
-    thread_local! {
-        static BUDGET: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-    }
-    BUDGET
-        .try_with(|b| {
-            *b.get().get_or_insert_with(|| {
-                let threads = crate::proxy::serving_threads(state.config.server.threads).max(1) as u64;
-                let budget = state.config.store.memory_ceiling / 64 / threads;
-                b.set(Some(budget));
-                budget
-            })
-        })
-        .unwrap_or(0)
+    let threads = crate::proxy::serving_threads(state.config.server.threads).max(1) as u64;
+    state.config.store.memory_ceiling / 64 / threads
 }
 
 /// One variant in a thread's memo of lookups.
@@ -686,6 +675,8 @@ struct Hot {
     keys: std::collections::HashMap<String, HotKey>,
     /// Bytes of copies of its own the memo holds ([`HotKey::make_own`]).
     own_bytes: u64,
+    /// [`own_budget`], worked out at this thread's first memo hit.
+    own_budget: Option<u64>,
 }
 
 impl Hot {
@@ -795,7 +786,7 @@ mod tests {
         assert_eq!(reserved, cost);
 
         // Replacing the first key gives its bytes back.
-        let mut hot = Hot { keys: Default::default(), own_bytes: reserved };
+        let mut hot = Hot { keys: Default::default(), own_bytes: reserved, own_budget: None };
         hot.keys.insert("http://e/a".into(), first);
         hot.put("http://e/a", hot_key(&cache, v, "http://e/a", 10_000));
         assert_eq!(hot.own_bytes, 0);

@@ -450,17 +450,19 @@ fn keep_index_reserve(path: &Path, len: u64) {
 /// the open fails for want of space it is deleted and the open tried
 /// again, and it is made again once the index is open and there is room.
 fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
-    let db = open_index_with_reserve(dir, cache)?;
-    keep_index_reserve(&dir.join(INDEX_RESERVE), index_segment_size(&dir.join("index")) as u64);
+    let segment_size = index_segment_size(&dir.join("index"));
+    let db = open_index_with_reserve(dir, cache, segment_size)?;
+    keep_index_reserve(&dir.join(INDEX_RESERVE), segment_size as u64);
     Ok(db)
 }
 
-fn open_index_with_reserve(dir: &Path, cache: u64) -> Result<sled::Db, StoreError> {
+/// [`open_index`] with `segment_size` ([`index_segment_size`]), using the
+/// reserve when the disk is full.
+fn open_index_with_reserve(dir: &Path, cache: u64, segment_size: usize) -> Result<sled::Db, StoreError> {
     let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
     let index_dir = dir.join("index");
     let conf = index_dir.join("conf");
     let new_index = !conf.exists();
-    let segment_size = index_segment_size(&index_dir);
     let mut released = false;
     loop {
         match sled::Config::new().path(&index_dir).cache_capacity(cache.max(1 << 20)).segment_size(segment_size).open() {
