@@ -11,11 +11,22 @@
 //! [`skips`] reads the files back and lists the disallowed requests.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `method` without a copy when it is one of RFC 9110's (section 9.3) or
+/// PATCH, the methods nearly every request uses; a copy otherwise.
+fn static_method(method: &str) -> Cow<'static, str> {
+    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+    match KNOWN.iter().find(|m| **m == method) {
+        Some(m) => Cow::Borrowed(m),
+        None => Cow::Owned(method.to_owned()),
+    }
+}
 
 /// One proxied request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,27 +35,27 @@ pub struct AuditRecord {
     /// (`2026-11-30T01:02:03.456Z`).
     pub time: String,
     /// Request method.
-    pub method: String,
+    pub method: Cow<'static, str>,
     /// Absolute target URL.
     pub url: String,
     /// The product token checked (`null` when robots handling is off or no
     /// token could be derived).
-    pub agent: Option<String>,
+    pub agent: Option<Arc<str>>,
     /// SHA-256 (hex) of the robots.txt snapshot in force (`null` when robots
     /// handling is off).
-    pub robots_sha256: Option<String>,
+    pub robots_sha256: Option<Arc<str>>,
     /// `fetched`, `cached`, `stale_usable`, `stale_degraded`, `expired` or
     /// `offline`.
-    pub disposition: Option<String>,
+    pub disposition: Option<Cow<'static, str>>,
     /// `allowed` or `disallowed`.
-    pub verdict: Option<String>,
+    pub verdict: Option<Cow<'static, str>>,
     /// The deciding rule (`Disallow: /private`, `rules unavailable`, ...).
     pub rule: Option<String>,
     /// The deciding rule's 1-based line in the robots.txt.
     pub line: Option<u32>,
     /// The `Cache-Status` value, or a short form such as `hit`, `miss`,
     /// `blocked`.
-    pub cache_status: String,
+    pub cache_status: Arc<str>,
     /// Status code from the origin, `null` when it was not contacted.
     pub upstream_status: Option<u16>,
     /// Response body bytes sent to the client.
@@ -54,12 +65,12 @@ pub struct AuditRecord {
     /// The `User-Agent` the robots.txt snapshot in force was fetched as
     /// (`null` when robots handling is off or it was not recorded).
     #[serde(default)]
-    pub robots_fetched_as: Option<String>,
+    pub robots_fetched_as: Option<Arc<str>>,
     /// A warning about the rules in force, e.g. `robots.txt answered 403 to
     /// <identity>: rules treated as allow-all (RFC 9309 2.3.1.3); check the
     /// crawler's identity` (`null` when there is none).
     #[serde(default)]
-    pub robots_warning: Option<String>,
+    pub robots_warning: Option<Arc<str>>,
     /// The cache key, when `cache.key_rules` made it differ from `url`
     /// (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,9 +84,15 @@ impl AuditRecord {
     /// request). The cache status, upstream status, bytes and milliseconds
     /// start empty; set them when the response is done.
     pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>) -> AuditRecord {
+        AuditRecord::with_cache_status(at, method, url, robots, Arc::from(""))
+    }
+
+    /// [`AuditRecord::new`] with the `Cache-Status` value already known
+    /// (the proxy's, from [`crate::wire::cache_status::CacheStatus::apply`]).
+    pub fn with_cache_status(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>, cache_status: Arc<str>) -> AuditRecord {
         let mut record = AuditRecord {
             time: format_rfc3339(at),
-            method: method.to_string(),
+            method: static_method(method),
             url: url.to_string(),
             agent: None,
             robots_sha256: None,
@@ -83,7 +100,7 @@ impl AuditRecord {
             verdict: None,
             rule: None,
             line: None,
-            cache_status: String::new(),
+            cache_status,
             upstream_status: None,
             bytes: 0,
             ms: 0,
@@ -92,8 +109,8 @@ impl AuditRecord {
             key: None,
         };
         if let Some(r) = robots {
-            record.disposition = Some(r.disposition.as_str().to_string());
-            record.verdict = Some(Self::verdict_str(r.verdict.allowed).to_string());
+            record.disposition = Some(Cow::Borrowed(r.disposition.as_str()));
+            record.verdict = Some(Cow::Borrowed(Self::verdict_str(r.verdict.allowed)));
             record.line = r.verdict.line;
             record.rule = r.verdict.rule;
             record.agent = Some(r.agent);
@@ -107,7 +124,7 @@ impl AuditRecord {
     /// Fills the cache fields from the request's outcome: `cache_status`
     /// (its `Cache-Status` value) and `upstream_status` (`fwd-status`).
     pub fn set_outcome(&mut self, status: &crate::wire::cache_status::CacheStatus) {
-        self.cache_status = status.to_field_value(crate::wire::cache_status::CACHE_NAME);
+        self.cache_status = status.to_field_value(crate::wire::cache_status::CACHE_NAME).into();
         self.upstream_status = status.fwd_status;
     }
 
@@ -578,7 +595,7 @@ mod tests {
             method: "GET".into(),
             url: url.into(),
             agent: Some("ExampleBot".into()),
-            robots_sha256: Some("ab".repeat(32)),
+            robots_sha256: Some("ab".repeat(32).into()),
             disposition: Some("cached".into()),
             verdict: Some(AuditRecord::verdict_str(allowed).into()),
             rule: (!allowed).then(|| "Disallow: /private".into()),
@@ -608,15 +625,15 @@ mod tests {
         let mut records = vec![rec(at("2026-11-30T01:02:03.456Z"), "http://example.org/a?b=\"c\"", true)];
         for i in 0..300u64 {
             let mut r = rec(at("2026-11-30T01:02:03Z"), &text(i % 40), i % 3 == 0);
-            r.method = text(i % 5);
-            r.agent = (i % 4 != 0).then(|| text(8));
+            r.method = text(i % 5).into();
+            r.agent = (i % 4 != 0).then(|| text(8).into());
             r.rule = (i % 2 == 0).then(|| text(i % 17));
             r.line = (i % 5 == 0).then_some(u32::MAX - i as u32);
-            r.cache_status = text(i % 23);
+            r.cache_status = text(i % 23).into();
             r.upstream_status = (i % 6 != 0).then_some(i as u16 * 7);
             r.bytes = if i % 7 == 0 { u64::MAX } else { i * 1013 };
             r.ms = i;
-            r.robots_warning = (i % 9 == 0).then(|| text(30));
+            r.robots_warning = (i % 9 == 0).then(|| text(30).into());
             r.key = (i % 2 == 1).then(|| text(12));
             records.push(r);
         }

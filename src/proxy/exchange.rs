@@ -140,6 +140,10 @@ impl Exchange {
     /// target (SPEC section 6); the upstream target stays the URL as
     /// requested.
     pub fn apply_key_rules(&mut self, rules: &[crate::record::key_rules::KeyRule]) {
+        if rules.is_empty() {
+            // Nothing to rewrite (the default): no copy of the key to compare.
+            return;
+        }
         if let Target::Absolute { primary } = &mut self.target {
             let key = crate::record::key_rules::apply(rules, primary);
             if key != *primary {

@@ -454,11 +454,11 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
                 let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
-                return (state.endpoints)(state.clone(), req, ex.peer).await;
+                return Box::pin((state.endpoints)(state.clone(), req, ex.peer)).await;
             }
             Route::Tunnel => {
                 let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
-                return super::tunnel::connect(state.clone(), req, ex.peer).await;
+                return Box::pin(super::tunnel::connect(state.clone(), req, ex.peer)).await;
             }
             Route::Refuse { status, message, cache_status } => {
                 ex.status = cache_status;
@@ -480,13 +480,13 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
             Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
             Route::ResolveTarget => {
                 let (host, port) = (ex.parts.uri.host().unwrap_or("").to_string(), target_port(&ex.parts.uri));
-                ex.names_self = Some(crate::wire::net::names_listener(&host, port, state.local_addr).await);
+                ex.names_self = Some(Box::pin(crate::wire::net::names_listener(&host, port, state.local_addr)).await);
                 now = SystemTime::now();
                 continue;
             }
             Route::ServeRecorded { found, key } => Step::Done(stages::replay::serve(&state, &mut ex, &found, &key)),
-            Route::ReplayWithBody => Step::Done(stages::replay::with_body(&state, &mut ex).await),
-            Route::PassThrough { fwd } => Step::Done(stages::passthrough::run(&state, &mut ex, fwd).await),
+            Route::ReplayWithBody => Step::Done(Box::pin(stages::replay::with_body(&state, &mut ex)).await),
+            Route::PassThrough { fwd } => Step::Done(Box::pin(stages::passthrough::run(&state, &mut ex, fwd)).await),
             Route::ServeStored { found, decision, detail } => {
                 ex.status = CacheStatus { served_stale: decision.stale, detail, ..CacheStatus::hit(decision.ttl) };
                 stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
@@ -496,9 +496,9 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 ex.status = CacheStatus { served_stale: true, ..CacheStatus::hit(decision.ttl).with_detail(Detail::StaleWhileRevalidate) };
                 stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
             }
-            Route::Revalidate { found, collapse } => stages::revalidate::run(&state, &mut ex, found, collapse).await,
-            Route::ValidateWithHead { found } => Step::Done(stages::head::run(&state, &mut ex, &found).await),
-            Route::Forward { fwd, collapse } => stages::forward::run(&state, &mut ex, fwd, collapse).await,
+            Route::Revalidate { found, collapse } => Box::pin(stages::revalidate::run(&state, &mut ex, found, collapse)).await,
+            Route::ValidateWithHead { found } => Step::Done(Box::pin(stages::head::run(&state, &mut ex, &found)).await),
+            Route::Forward { fwd, collapse } => Box::pin(stages::forward::run(&state, &mut ex, fwd, collapse)).await,
         };
         match step {
             Step::Done(response) => return finish(&state, ex, response),
@@ -716,8 +716,7 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
         Some(_) => "disallowed",
         None => "-",
     };
-    let mut record = crate::audit::AuditRecord::new(ex.arrived, ex.method().as_str(), ex.url(), check);
-    record.cache_status = cache_status;
+    let mut record = crate::audit::AuditRecord::with_cache_status(ex.arrived, ex.method().as_str(), ex.url(), check, cache_status);
     record.upstream_status = ex.status.fwd_status;
     if ex.exact_url.is_some() {
         record.key = Some(ex.primary().to_string());

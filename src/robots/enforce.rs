@@ -10,6 +10,7 @@ use super::registry::Rules;
 use super::settings::RobotsMode;
 use super::snapshot::{Disposition, RobotsStatus, State, Windows, RULE_REDIRECT_REFUSED};
 use super::{product_token_from_user_agent, Verdict};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The `Robots-Status` response field name.
@@ -27,11 +28,44 @@ pub fn product_token(configured: &str, user_agent: Option<&str>) -> String {
     user_agent.and_then(product_token_from_user_agent).unwrap_or_else(|| "*".to_string())
 }
 
+/// The names a [`RobotsCheck`] carries for one set of rules and one
+/// product token, made once and shared by the checks of every request that
+/// uses them (a serving thread keeps them with the fresh rules of an origin),
+/// so a check copies no strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckNames {
+    /// The product token checked.
+    pub agent: Arc<str>,
+    /// SHA-256 (hex) of the rules.
+    pub sha256: Arc<str>,
+    /// The robots.txt URL the rules come from.
+    pub robots_url: Arc<str>,
+    /// The `User-Agent` the snapshot was fetched as (C43).
+    pub fetched_as: Option<Arc<str>>,
+    /// The snapshot's warning about the client's identity
+    /// ([`super::snapshot::Snapshot::identity_warning`]).
+    pub warning: Option<Arc<str>>,
+}
+
+impl CheckNames {
+    /// The names of `rules` checked for product token `agent`.
+    pub fn new(rules: &Rules, agent: &str) -> CheckNames {
+        let snapshot = &rules.snapshot;
+        CheckNames {
+            agent: agent.into(),
+            sha256: snapshot.sha256.as_str().into(),
+            robots_url: rules.robots_url.as_str().into(),
+            fetched_as: snapshot.fetched_as.as_deref().map(Arc::from),
+            warning: snapshot.identity_warning().map(Arc::from),
+        }
+    }
+}
+
 /// The robots side of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RobotsCheck {
     /// The product token checked.
-    pub agent: String,
+    pub agent: Arc<str>,
     /// The verdict.
     pub verdict: Verdict,
     /// The snapshot's state when checked.
@@ -41,18 +75,18 @@ pub struct RobotsCheck {
     /// The snapshot's status.
     pub status: RobotsStatus,
     /// SHA-256 (hex) of the rules in force.
-    pub sha256: String,
+    pub sha256: Arc<str>,
     /// The robots.txt URL the rules come from.
-    pub robots_url: String,
+    pub robots_url: Arc<str>,
     /// The snapshot's age in seconds.
     pub age_secs: u64,
     /// The host's hard maximum in seconds.
     pub hard_max_secs: u64,
     /// The `User-Agent` the snapshot was fetched as (C43).
-    pub fetched_as: Option<String>,
+    pub fetched_as: Option<Arc<str>>,
     /// A warning about the rules in force: the robots.txt answered 401 or
     /// 403 to `fetched_as` ([`super::snapshot::Snapshot::identity_warning`]).
-    pub warning: Option<String>,
+    pub warning: Option<Arc<str>>,
     /// Why the rules are unknown, for an `unavailable` snapshot (the last
     /// fetch outcome: a refused redirect, an undecodable body, a 503, ...).
     pub unavailable_detail: Option<String>,
@@ -78,23 +112,29 @@ impl RobotsCheck {
     /// `disposition`) at `now` under `windows`. With
     /// [`Disposition::Offline`] the windows do not apply: the rules are used
     /// whatever their age (C44).
-    pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: impl Into<String>, url: &str) -> RobotsCheck {
-        let agent = agent.into();
+    pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: impl AsRef<str>, url: &str) -> RobotsCheck {
+        RobotsCheck::with_names(rules, disposition, windows, now, &CheckNames::new(rules, agent.as_ref()), url)
+    }
+
+    /// [`RobotsCheck::new`] with the names of `rules` and the product token
+    /// made beforehand (`names`, from [`CheckNames::new`] for the same
+    /// rules): the check shares them instead of copying.
+    pub fn with_names(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, names: &CheckNames, url: &str) -> RobotsCheck {
         let state = rules.snapshot.state(windows, now);
         let judged = if disposition == Disposition::Offline { State::Fresh } else { state };
         let snapshot = &rules.snapshot;
         RobotsCheck {
-            verdict: rules.verdict(judged, &agent, url),
-            agent,
+            verdict: rules.verdict(judged, &names.agent, url),
+            agent: names.agent.clone(),
             state,
             disposition,
             status: rules.snapshot.status,
-            sha256: rules.snapshot.sha256.clone(),
-            robots_url: rules.robots_url.clone(),
+            sha256: names.sha256.clone(),
+            robots_url: names.robots_url.clone(),
             age_secs: rules.snapshot.age(now).as_secs(),
             hard_max_secs: windows.hard_max.as_secs(),
-            fetched_as: snapshot.fetched_as.clone(),
-            warning: snapshot.identity_warning(),
+            fetched_as: names.fetched_as.clone(),
+            warning: names.warning.clone(),
             unavailable_detail: (snapshot.status == RobotsStatus::Unavailable).then(|| snapshot.last_outcome.to_string()),
         }
     }

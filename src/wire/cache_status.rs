@@ -262,12 +262,13 @@ impl CacheStatus {
     }
 
     /// Sets `Cache-Status` on `headers` to this member, named `crawlcache`,
-    /// and returns the value set (for the audit line).
-    pub fn apply(&self, headers: &mut http::HeaderMap) -> String {
+    /// and returns the value set (for the audit line; shared with the
+    /// next responses of this thread that carry the same status).
+    pub fn apply(&self, headers: &mut http::HeaderMap) -> std::sync::Arc<str> {
         thread_local! {
             /// The last status applied on this thread and its field value:
             /// consecutive responses mostly carry the same one.
-            static LAST: std::cell::RefCell<Option<(CacheStatus, String, http::HeaderValue)>> = const { std::cell::RefCell::new(None) };
+            static LAST: std::cell::RefCell<Option<(CacheStatus, std::sync::Arc<str>, http::HeaderValue)>> = const { std::cell::RefCell::new(None) };
         }
         let name = http::header::HeaderName::from_static("cache-status");
         let reused = LAST.try_with(|l| l.try_borrow().ok().and_then(|l| l.as_ref().filter(|(s, _, _)| s == self).map(|(_, t, v)| (t.clone(), v.clone())))).ok().flatten();
@@ -275,7 +276,7 @@ impl CacheStatus {
             headers.insert(name, value);
             return text;
         }
-        let text = self.to_field_value(CACHE_NAME);
+        let text: std::sync::Arc<str> = self.to_field_value(CACHE_NAME).into();
         if let Ok(v) = http::HeaderValue::from_str(&text) {
             headers.insert(name, v.clone());
             let _ = LAST.try_with(|l| l.try_borrow_mut().map(|mut l| *l = Some((self.clone(), text.clone(), v))));

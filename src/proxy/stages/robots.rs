@@ -54,7 +54,7 @@ pub struct RobotsGate {
     /// Spacing for origin contacts (`robots.honor_crawl_delay`).
     pub pace: Option<Pace>,
     /// The origin, for messages.
-    pub origin: Origin,
+    pub origin: std::sync::Arc<Origin>,
 }
 
 /// Runs the robots check for `ex` (an absolute target). `None` when robots
@@ -76,8 +76,8 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let now = SystemTime::now();
     let version = state.robots.version();
     let fresh = if state.offline { None } else { FreshRules::recall(version, url, ex.user_agent(), now) };
-    let (origin, rules, disposition, windows, agent) = match fresh {
-        Some(f) => (f.origin, f.rules, Disposition::Cached, f.windows, f.agent),
+    let fresh = match fresh {
+        Some(f) => f,
         None => {
             let origin = Origin::from_url(url)?;
             let (rules, disposition) = if state.offline {
@@ -85,7 +85,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
                 // run without rules if this origin was never seen.
                 (state.robots.current(&origin)?, Disposition::Offline)
             } else {
-                state.robots.rules_for_client(&origin, now, ex.user_agent()).await
+                Box::pin(state.robots.rules_for_client(&origin, now, ex.user_agent())).await
             };
             let windows = state.robots.windows(&origin);
             if disposition == Disposition::Fetched && rules.snapshot.status == RobotsStatus::Unavailable {
@@ -95,15 +95,19 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
                 );
             }
             let agent = enforce::product_token(&cfg.agent, ex.user_agent());
+            let names = enforce::CheckNames::new(&rules, &agent);
             let until = rules.snapshot.validated_at.checked_add(windows.fresh);
-            if let (Disposition::Cached, true, Some(until)) = (disposition, rules.snapshot.status != RobotsStatus::Unavailable, until) {
-                FreshRules::keep(version, url, ex.user_agent(), FreshRules { origin: origin.clone(), rules: rules.clone(), windows, agent: agent.clone(), until });
+            let fresh = std::sync::Arc::new(FreshRules { origin: std::sync::Arc::new(origin), rules, windows, names, disposition, until: until.unwrap_or(now) });
+            if let (Disposition::Cached, true, Some(_)) = (disposition, fresh.rules.snapshot.status != RobotsStatus::Unavailable, until) {
+                FreshRules::keep(version, url, ex.user_agent(), fresh.clone());
             }
-            (origin, rules, disposition, windows, agent)
+            fresh
         }
     };
+    let FreshRules { origin, rules, windows, names, disposition, .. } = &*fresh;
+    let disposition = *disposition;
     state.metrics.robots_disposition(disposition);
-    let check = RobotsCheck::new(&rules, disposition, &windows, now, agent, url);
+    let check = RobotsCheck::with_names(rules, disposition, windows, now, names, url);
     state.metrics.robots_verdict(check.verdict.allowed);
 
     let is_robots_url = url.ends_with("/robots.txt") && url == origin.robots_url();
@@ -119,7 +123,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
         origin_key: origin.key(),
         delay: politeness::effective_delay(rules.robots.crawl_delay(&check.agent), cfg.min_delay, cfg.max_delay),
     });
-    Some(RobotsGate { check, action, pace, origin })
+    Some(RobotsGate { check, action, pace, origin: origin.clone() })
 }
 
 /// Rules a serving thread found fresh for an origin and a client
@@ -129,13 +133,19 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
 /// unchanged and the snapshot is inside its fresh window, the registry
 /// would return the same rules as `cached` without starting a refresh
 /// (RFC 9309 section 2.4: fresh rules are used as they are).
-#[derive(Clone)]
+///
+/// Also what the gate reads its rules from on every request, fresh or not:
+/// the names a check carries are made once here ([`enforce::CheckNames`]),
+/// and the memo's own `Arc` of it is counted on the serving thread alone,
+/// where the registry's rules are shared by all threads.
 struct FreshRules {
-    origin: Origin,
+    origin: std::sync::Arc<Origin>,
     rules: std::sync::Arc<crate::robots::registry::Rules>,
     windows: crate::robots::snapshot::Windows,
-    /// The product token checked for this client.
-    agent: String,
+    /// The product token checked for this client, and the rules' names.
+    names: enforce::CheckNames,
+    /// How the rules were obtained (`cached` for those kept in the memo).
+    disposition: Disposition,
     /// When the snapshot leaves its fresh window.
     until: SystemTime,
 }
@@ -144,7 +154,7 @@ struct FreshRules {
 const FRESH_ORIGINS: usize = 256;
 
 /// Per registry version: origin part of the primary key -> (User-Agent, rules).
-type FreshMemo = ((u64, u64), std::collections::HashMap<String, Vec<(Option<String>, FreshRules)>>);
+type FreshMemo = ((u64, u64), std::collections::HashMap<String, Vec<(Option<String>, std::sync::Arc<FreshRules>)>>);
 
 thread_local! {
     static FRESH: std::cell::RefCell<FreshMemo> = std::cell::RefCell::new(((u64::MAX, 0), std::collections::HashMap::new()));
@@ -161,7 +171,7 @@ impl FreshRules {
 
     /// The fresh rules kept for `url`'s origin and `user_agent` under
     /// `version`, if still fresh at `now`.
-    fn recall(version: (u64, u64), url: &str, user_agent: Option<&str>, now: SystemTime) -> Option<FreshRules> {
+    fn recall(version: (u64, u64), url: &str, user_agent: Option<&str>, now: SystemTime) -> Option<std::sync::Arc<FreshRules>> {
         let part = Self::origin_part(url)?;
         FRESH
             .try_with(|m| {
@@ -178,7 +188,7 @@ impl FreshRules {
 
     /// Keeps `fresh` for `url`'s origin and `user_agent` under `version`
     /// (read before the rules were asked for).
-    fn keep(version: (u64, u64), url: &str, user_agent: Option<&str>, fresh: FreshRules) {
+    fn keep(version: (u64, u64), url: &str, user_agent: Option<&str>, fresh: std::sync::Arc<FreshRules>) {
         let Some(part) = Self::origin_part(url) else { return };
         let _ = FRESH.try_with(|m| {
             let Ok(mut m) = m.try_borrow_mut() else { return };
@@ -253,7 +263,7 @@ pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
         allowed: bool,
         rule: Option<String>,
         line: Option<u32>,
-        sha256: String,
+        sha256: std::sync::Arc<str>,
         disposition: Disposition,
         value: HeaderValue,
     }
