@@ -207,6 +207,19 @@ pub const FLUSH_BYTES: usize = 64 * 1024;
 /// Buffered lines are written at least this often.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
+/// What holds an [`AuditLog`] (the proxy's state; the log itself), so that
+/// a response can keep its owner alive until its audit line is written.
+pub trait HasAuditLog: Send + Sync {
+    /// The audit log.
+    fn audit_log(&self) -> &AuditLog;
+}
+
+impl HasAuditLog for AuditLog {
+    fn audit_log(&self) -> &AuditLog {
+        self
+    }
+}
+
 /// The audit writer for one directory.
 pub struct AuditLog {
     dir: PathBuf,

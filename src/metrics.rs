@@ -9,65 +9,104 @@
 use crate::wire::cache_status::{CacheStatus, Outcome};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Slots of one [`Counter`]: each thread adds to one of them (picked once
+/// per thread, in turn), so the serving threads do not pass a counter's
+/// cache line between their cores on every request, as one shared atomic
+/// would make them do (several counters move on every hit).
+const SLOTS: usize = 8;
+
+/// A monotonic counter split into per-thread slots; its value is their sum.
+#[derive(Debug, Default)]
+pub struct Counter {
+    slots: [Slot; SLOTS],
+}
+
+/// One slot, alone on its cache line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Slot(AtomicU64);
+
+/// The slot of the calling thread.
+fn slot_index() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
+    }
+    SLOT.try_with(|s| *s).unwrap_or(0)
+}
+
+impl Counter {
+    /// Adds `n` (in the calling thread's slot).
+    pub fn add(&self, n: u64) {
+        self.slots[slot_index()].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counter's value: the sum of the slots (each read once; counts
+    /// added meanwhile may or may not be in it).
+    pub fn get(&self) -> u64 {
+        self.slots.iter().map(|s| s.0.load(Ordering::Relaxed)).fold(0u64, u64::wrapping_add)
+    }
+}
+
 /// Counters of the proxy. All are monotonic since start.
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Requests proxied (admin requests excluded).
-    pub requests: AtomicU64,
+    pub requests: Counter,
     /// Answered from a fresh stored response without contacting the origin.
-    pub hits: AtomicU64,
+    pub hits: Counter,
     /// Answered from a stale stored response (stale-while-revalidate,
     /// stale-if-error, disconnected, `max-stale`, offline).
-    pub stale_served: AtomicU64,
+    pub stale_served: Counter,
     /// Answered from the store after the origin said `304 Not Modified`.
-    pub revalidated: AtomicU64,
+    pub revalidated: Counter,
     /// Answered with the origin's full response.
-    pub misses: AtomicU64,
+    pub misses: Counter,
     /// Requests with other methods passed through.
-    pub passthrough: AtomicU64,
+    pub passthrough: Counter,
     /// Answered by crawlcache itself with an error or a refusal.
-    pub refused: AtomicU64,
+    pub refused: Counter,
     /// Conditional requests sent to origins to validate a stored response.
-    pub validation_requests: AtomicU64,
+    pub validation_requests: Counter,
     /// Responses written to the store.
-    pub stored: AtomicU64,
+    pub stored: Counter,
     /// Stores abandoned because of an I/O error (e.g. a full disk).
-    pub store_errors: AtomicU64,
+    pub store_errors: Counter,
     /// Upstream bodies that ended early (never stored).
-    pub incomplete_bodies: AtomicU64,
+    pub incomplete_bodies: Counter,
     /// Requests answered with an error because the origin failed.
-    pub upstream_errors: AtomicU64,
+    pub upstream_errors: Counter,
     /// Requests that waited for another request's upstream fetch.
-    pub collapsed: AtomicU64,
+    pub collapsed: Counter,
     /// Body bytes sent to clients from the store.
-    pub bytes_from_cache: AtomicU64,
+    pub bytes_from_cache: Counter,
     /// robots dispositions (`crawlcache_robots_disposition_total{disposition}`).
-    pub robots_fetched: AtomicU64,
+    pub robots_fetched: Counter,
     /// See `robots_fetched`.
-    pub robots_cached: AtomicU64,
+    pub robots_cached: Counter,
     /// See `robots_fetched`.
-    pub robots_stale_usable: AtomicU64,
+    pub robots_stale_usable: Counter,
     /// See `robots_fetched`.
-    pub robots_stale_degraded: AtomicU64,
+    pub robots_stale_degraded: Counter,
     /// See `robots_fetched`.
-    pub robots_expired: AtomicU64,
+    pub robots_expired: Counter,
     /// See `robots_fetched`.
-    pub robots_offline: AtomicU64,
+    pub robots_offline: Counter,
     /// robots verdicts (`crawlcache_robots_verdict_total{verdict}`).
-    pub robots_allowed: AtomicU64,
+    pub robots_allowed: Counter,
     /// See `robots_allowed`.
-    pub robots_disallowed: AtomicU64,
+    pub robots_disallowed: Counter,
 }
 
 impl Metrics {
     /// Adds one to a counter.
-    pub fn inc(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
+    pub fn inc(c: &Counter) {
+        c.add(1);
     }
 
     /// Adds `n` to a counter.
-    pub fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
+    pub fn add(c: &Counter, n: u64) {
+        c.add(n);
     }
 
     /// Counts one proxied request in its class, read from its `Cache-Status`.
@@ -85,7 +124,7 @@ impl Metrics {
 
     /// `(name, help, value)` for each counter.
     pub fn counters(&self) -> Vec<(&'static str, &'static str, u64)> {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let g = Counter::get;
         vec![
             ("crawlcache_requests_total", "Requests proxied.", g(&self.requests)),
             ("crawlcache_hits_total", "Requests answered from a fresh stored response without contacting the origin.", g(&self.hits)),
@@ -123,5 +162,37 @@ impl Metrics {
     /// Counts a robots verdict.
     pub fn robots_verdict(&self, allowed: bool) {
         Metrics::inc(if allowed { &self.robots_allowed } else { &self.robots_disallowed });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts added from many threads (more threads than slots, so some
+    /// share one) all show in the value, and the classes of `record` add up.
+    #[test]
+    fn a_counter_sums_what_every_thread_added() {
+        let m = std::sync::Arc::new(Metrics::default());
+        let threads: Vec<_> = (0..SLOTS + 3)
+            .map(|i| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        Metrics::add(&m.bytes_from_cache, i as u64 + 1);
+                        m.record(&CacheStatus::hit(60));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let n = (SLOTS + 3) as u64;
+        assert_eq!(m.bytes_from_cache.get(), 1000 * n * (n + 1) / 2);
+        assert_eq!(m.requests.get(), 1000 * n);
+        assert_eq!(m.hits.get(), m.requests.get());
+        let listed = m.counters().into_iter().find(|c| c.0 == "crawlcache_hits_total").unwrap().2;
+        assert_eq!(listed, 1000 * n);
     }
 }

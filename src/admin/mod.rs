@@ -272,7 +272,7 @@ pub fn prometheus(state: &ProxyState) -> String {
         let _ = writeln!(out, "crawlcache_robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
     }
     let m = &state.metrics;
-    let g = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let g = crate::metrics::Counter::get;
     let _ = writeln!(out, "# HELP crawlcache_robots_disposition_total Requests by how the robots rules in force were obtained.\n# TYPE crawlcache_robots_disposition_total counter");
     for (label, c) in [
         ("fetched", &m.robots_fetched),

@@ -104,6 +104,12 @@ pub struct ProxyState {
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
+impl crate::audit::HasAuditLog for ProxyState {
+    fn audit_log(&self) -> &crate::audit::AuditLog {
+        &self.audit
+    }
+}
+
 impl ProxyState {
     /// Opens the store in `config.server.data_dir` and builds the state.
     pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {

@@ -453,11 +453,11 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
         let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now, rules: &state.config.cache.rules };
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
-                let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
+                let Some(req) = ex.take_request() else { return finish(state, ex, internal_error()) };
                 return Box::pin((state.endpoints)(state.clone(), req, ex.peer)).await;
             }
             Route::Tunnel => {
-                let Some(req) = ex.take_request() else { return finish(&state, ex, internal_error()) };
+                let Some(req) = ex.take_request() else { return finish(state, ex, internal_error()) };
                 return Box::pin(super::tunnel::connect(state.clone(), req, ex.peer)).await;
             }
             Route::Refuse { status, message, cache_status } => {
@@ -501,7 +501,7 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
             Route::Forward { fwd, collapse } => Box::pin(stages::forward::run(&state, &mut ex, fwd, collapse)).await,
         };
         match step {
-            Step::Done(response) => return finish(&state, ex, response),
+            Step::Done(response) => return finish(state, ex, response),
             Step::LookAgain => {
                 lookup = None;
                 now = SystemTime::now();
@@ -697,7 +697,7 @@ thread_local! {
 
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
 /// counts it, and attaches the audit line, written when the body is done.
-fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
     if ex.is_cacheable_method() && matches!(ex.target, Target::Absolute { .. }) && ex.status.key.is_none() {
         ex.status.rule = crate::record::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
     }
@@ -728,7 +728,10 @@ fn finish(state: &ProxyState, mut ex: Exchange, mut response: Response<ProxyBody
         robots,
     };
     let (parts, body) = response.into_parts();
-    let guard = AuditGuard::new(state.audit.clone(), record, access, ex.started);
+    // The request's own reference to the state keeps the log until the line
+    // is written (a clone of the log's would count on a line the serving
+    // threads share).
+    let guard = AuditGuard::new(state, record, access, ex.started);
     Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
 }
 

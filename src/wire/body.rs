@@ -95,7 +95,7 @@ impl AccessLine {
 /// body is finished (or abandoned), with the bytes actually sent and the
 /// elapsed milliseconds.
 pub struct AuditGuard {
-    log: std::sync::Arc<crate::audit::AuditLog>,
+    log: std::sync::Arc<dyn crate::audit::HasAuditLog>,
     record: Option<crate::audit::AuditRecord>,
     access: AccessLine,
     started: std::time::Instant,
@@ -103,9 +103,11 @@ pub struct AuditGuard {
 }
 
 impl AuditGuard {
-    /// A guard that will append `record` to `log` and log `access`.
+    /// A guard that will append `record` to the audit log of `log` and log
+    /// `access`. `log` is whatever owns the log (the proxy's state, whose
+    /// reference the request holds already: no count is taken for it).
     pub fn new(
-        log: std::sync::Arc<crate::audit::AuditLog>,
+        log: std::sync::Arc<dyn crate::audit::HasAuditLog>,
         record: crate::audit::AuditRecord,
         access: AccessLine,
         started: std::time::Instant,
@@ -120,8 +122,9 @@ impl Drop for AuditGuard {
             r.bytes = self.bytes;
             r.ms = self.started.elapsed().as_millis() as u64;
             self.access.log(&r.method, &r.url, r.bytes, r.ms);
-            if let Err(e) = self.log.append(&r) {
-                tracing::warn!("cannot write the audit log in {}: {e}", self.log.dir().display());
+            let log = self.log.audit_log();
+            if let Err(e) = log.append(&r) {
+                tracing::warn!("cannot write the audit log in {}: {e}", log.dir().display());
             }
         }
     }
