@@ -2,11 +2,14 @@
 //!
 //! Lines go to `<data_dir>/audit/audit-YYYY-MM-DD.jsonl`, the date being the
 //! UTC date of the record's `time`, so files rotate daily by themselves.
-//! [`AuditLog::append`] adds each whole line to a buffer under a mutex; the
-//! buffer is written with a single `write` on a file opened for appending
-//! when it reaches [`FLUSH_BYTES`], every [`FLUSH_INTERVAL`] (a background
-//! thread), on [`AuditLog::flush`] and when the log is dropped: concurrent
-//! writers never interleave, and a request costs a copy, not a system call.
+//! [`AuditLog::append`] adds each whole line to a buffer of the calling
+//! thread's own (one of [`SHARDS`], so the serving threads share no lock on
+//! the request path); the buffers are written, their lines merged back into
+//! the order they were appended, with a single `write` per day on a file
+//! opened for appending when one reaches [`FLUSH_BYTES`], every
+//! [`FLUSH_INTERVAL`] (a background thread), on [`AuditLog::flush`] and
+//! when the log is dropped: concurrent writers never interleave, and a
+//! request costs a copy, not a system call.
 //! A crash can lose the lines of the last [`FLUSH_INTERVAL`].
 //! [`skips`] reads the files back and lists the disallowed requests.
 
@@ -202,7 +205,8 @@ pub fn file_name(at: SystemTime) -> String {
     format!("audit-{}.jsonl", &format_rfc3339(at)[..10])
 }
 
-/// Buffered lines are written once they reach this many bytes.
+/// A thread's buffered lines are written (with every other thread's) once
+/// they reach this many bytes.
 pub const FLUSH_BYTES: usize = 64 * 1024;
 /// Buffered lines are written at least this often.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
@@ -220,50 +224,124 @@ impl HasAuditLog for AuditLog {
     }
 }
 
+/// Shards of the line buffer: a thread appends to one of its own (picked
+/// once per thread), so the serving threads never share a lock or the cache
+/// lines of a buffer on the request path.
+const SHARDS: usize = 16;
+
 /// The audit writer for one directory.
 pub struct AuditLog {
     dir: PathBuf,
-    writer: Arc<Mutex<Writer>>,
+    shared: Arc<Shared>,
 }
 
-/// The buffer and the open file, behind the log's mutex.
-struct Writer {
+/// The buffer shards and the output, shared with the flushing thread.
+struct Shared {
     dir: PathBuf,
-    /// The open file and its day.
-    file: Option<(String, File)>,
-    /// Whole lines not yet written, all of day `buf_day`.
-    buf: Vec<u8>,
-    buf_day: String,
+    shards: Box<[Shard]>,
+    /// Taken first by every write: the open file, and buffers to reuse.
+    out: Mutex<Out>,
 }
 
-impl Writer {
-    /// Writes the buffered lines with one `write_all` to the file of their
-    /// day. The buffer is emptied even on error (the lines are lost, and said so).
-    fn write_out(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
+/// One shard, alone on its cache lines.
+#[repr(align(128))]
+struct Shard(Mutex<Lines>);
+
+/// Whole lines not yet written, in the order they were appended.
+#[derive(Default)]
+struct Lines {
+    bytes: Vec<u8>,
+    /// Per line: when it was appended, where it ends in `bytes`, its day
+    /// (`YYYY-MM-DD`, the file it goes to).
+    index: Vec<(std::time::Instant, usize, [u8; 10])>,
+}
+
+/// The open file (and its day), and emptied shard buffers kept for reuse.
+struct Out {
+    file: Option<([u8; 10], File)>,
+    spare: Vec<Lines>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    /// Writes every shard's buffered lines, merged back into the order they
+    /// were appended (each line's append time; a thread's own lines are in
+    /// order already), with one `write_all` per day to the file of that day.
+    /// The lines are dropped even on error (lost, and said so).
+    fn write_out(&self) -> io::Result<()> {
+        let mut out = lock(&self.out);
+        let mut taken = Vec::new();
+        for shard in self.shards.iter() {
+            let mut lines = lock(&shard.0);
+            if !lines.index.is_empty() {
+                let fresh = out.spare.pop().unwrap_or_default();
+                taken.push(std::mem::replace(&mut *lines, fresh));
+            }
+        }
+        if taken.is_empty() {
             return Ok(());
         }
-        let result = (|| {
-            if self.file.as_ref().is_none_or(|(d, _)| *d != self.buf_day) {
-                let path = self.dir.join(format!("audit-{}.jsonl", self.buf_day));
-                let f = OpenOptions::new().create(true).append(true).open(&path)?;
-                self.file = Some((self.buf_day.clone(), f));
+        // (appended, shard, start, end, day) of every line, in append order.
+        let mut order = Vec::with_capacity(taken.iter().map(|t| t.index.len()).sum());
+        for (i, t) in taken.iter().enumerate() {
+            let mut start = 0;
+            for &(at, end, day) in &t.index {
+                order.push((at, i, start, end, day));
+                start = end;
             }
-            match self.file.as_mut() {
-                Some((_, f)) => f.write_all(&self.buf),
-                None => Err(io::Error::other("audit file not open")),
+        }
+        order.sort_by_key(|l| l.0);
+        let mut result = Ok(());
+        let mut run = Vec::with_capacity(taken.iter().map(|t| t.bytes.len()).sum());
+        let mut k = 0;
+        while k < order.len() {
+            let day = order[k].4;
+            run.clear();
+            while k < order.len() && order[k].4 == day {
+                let (_, i, start, end, _) = order[k];
+                run.extend_from_slice(&taken[i].bytes[start..end]);
+                k += 1;
             }
-        })();
-        self.buf.clear();
+            result = result.and(self.write_day(&mut out, day, &run));
+        }
+        for mut t in taken {
+            // A buffer a burst of huge lines grew is not kept.
+            if t.bytes.capacity() <= 4 * FLUSH_BYTES {
+                t.bytes.clear();
+                t.index.clear();
+                out.spare.push(t);
+            }
+        }
         result
+    }
+
+    /// Appends `bytes` (whole lines) to the file of `day`, opening it (for
+    /// appending) when the open one is of another day.
+    fn write_day(&self, out: &mut Out, day: [u8; 10], bytes: &[u8]) -> io::Result<()> {
+        if out.file.as_ref().is_none_or(|(d, _)| *d != day) {
+            out.file = None;
+            let path = self.dir.join(format!("audit-{}.jsonl", String::from_utf8_lossy(&day)));
+            let f = OpenOptions::new().create(true).append(true).open(&path)?;
+            out.file = Some((day, f));
+        }
+        match out.file.as_mut() {
+            Some((_, f)) => f.write_all(bytes),
+            None => Err(io::Error::other("audit file not open")),
+        }
     }
 }
 
-fn lock_writer(w: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
-    match w.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
+/// The shard the current thread appends to (assigned in turn at a
+/// thread's first append).
+fn shard_index() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
     }
+    SHARD.with(|s| *s)
 }
 
 impl AuditLog {
@@ -272,17 +350,20 @@ impl AuditLog {
     /// created or the thread cannot start.
     pub fn open(dir: &Path) -> io::Result<AuditLog> {
         crate::fsutil::create_private_dir(dir)?;
-        let writer = Arc::new(Mutex::new(Writer { dir: dir.to_path_buf(), file: None, buf: Vec::new(), buf_day: String::new() }));
-        let weak = Arc::downgrade(&writer);
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            shards: (0..SHARDS).map(|_| Shard(Mutex::new(Lines::default()))).collect(),
+            out: Mutex::new(Out { file: None, spare: Vec::new() }),
+        });
+        let weak = Arc::downgrade(&shared);
         std::thread::Builder::new().name("crawlcache-audit".into()).spawn(move || loop {
             std::thread::sleep(FLUSH_INTERVAL);
-            let Some(w) = weak.upgrade() else { return };
-            let mut g = lock_writer(&w);
-            if let Err(e) = g.write_out() {
-                tracing::warn!("cannot write the audit log in {}: {e}", g.dir.display());
+            let Some(shared) = weak.upgrade() else { return };
+            if let Err(e) = shared.write_out() {
+                tracing::warn!("cannot write the audit log in {}: {e}", shared.dir.display());
             }
         })?;
-        Ok(AuditLog { dir: dir.to_path_buf(), writer })
+        Ok(AuditLog { dir: dir.to_path_buf(), shared })
     }
 
     /// The directory written to.
@@ -291,8 +372,8 @@ impl AuditLog {
     }
 
     /// Appends `record` as one line for the file of its day (switching files
-    /// when the day changes). The line joins the buffer under the writer's
-    /// lock; see the module documentation for when it is written. Errors:
+    /// when the day changes). The line joins the buffer shard of the calling
+    /// thread; see the module documentation for when it is written. Errors:
     /// the buffer was due and its file cannot be opened or written; the
     /// caller logs them and carries on.
     pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
@@ -315,31 +396,28 @@ impl AuditLog {
         line.clear();
         record.write_json(line);
         line.push(b'\n');
-        let now;
-        let day = match record.time.get(..10).filter(|d| is_date(d)) {
-            Some(d) => d,
-            None => {
-                now = format_rfc3339(SystemTime::now());
-                &now[..10]
-            }
+        let mut day = [0u8; 10];
+        match record.time.get(..10).filter(|d| is_date(d)) {
+            Some(d) => day.copy_from_slice(d.as_bytes()),
+            None => day.copy_from_slice(&format_rfc3339(SystemTime::now()).as_bytes()[..10]),
+        }
+        let due = {
+            let mut lines = lock(&self.shared.shards[shard_index()].0);
+            lines.bytes.extend_from_slice(line);
+            let end = lines.bytes.len();
+            lines.index.push((std::time::Instant::now(), end, day));
+            end >= FLUSH_BYTES
         };
-        let mut w = lock_writer(&self.writer);
-        let mut result = Ok(());
-        if w.buf_day != day {
-            result = w.write_out();
-            w.buf_day = day.to_owned();
+        match due {
+            true => self.shared.write_out(),
+            false => Ok(()),
         }
-        w.buf.extend_from_slice(line);
-        if w.buf.len() >= FLUSH_BYTES {
-            result = result.and(w.write_out());
-        }
-        result
     }
 
     /// Writes the buffered lines now (at shutdown; tests). Errors: the file
     /// cannot be opened or written.
     pub fn flush(&self) -> io::Result<()> {
-        lock_writer(&self.writer).write_out()
+        self.shared.write_out()
     }
 }
 
@@ -787,6 +865,45 @@ mod tests {
         // A torn or foreign line in a file is skipped by the reader.
         std::fs::write(dir.path().join("audit-2026-11-30.jsonl"), format!("{text}{{not json\n")).unwrap();
         assert_eq!(skips(dir.path(), t).unwrap().len(), 1600);
+    }
+
+    /// Two threads taking turns (each on a buffer of its own) leave their
+    /// lines in the file in the order they appended them, across the writes
+    /// that full buffers cause.
+    #[test]
+    fn lines_of_several_threads_are_written_in_the_order_they_were_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(AuditLog::open(dir.path()).unwrap());
+        let t = at("2026-11-30T12:00:00Z");
+        let pad = "p".repeat(3000);
+        let (to_b, b_rx) = std::sync::mpsc::channel::<usize>();
+        let (to_a, a_rx) = std::sync::mpsc::channel::<usize>();
+        let lb = log.clone();
+        let pb = pad.clone();
+        let b = std::thread::spawn(move || {
+            while let Ok(i) = b_rx.recv() {
+                lb.append(&rec(t, &format!("http://a/{pb}/{i}"), true)).unwrap();
+                if to_a.send(i + 1).is_err() {
+                    return;
+                }
+            }
+        });
+        // This thread appends the even lines, the other the odd ones.
+        let mut i = 0;
+        while i < 200 {
+            log.append(&rec(t, &format!("http://a/{pad}/{i}"), true)).unwrap();
+            to_b.send(i + 1).unwrap();
+            i = a_rx.recv().unwrap();
+        }
+        drop(to_b);
+        b.join().unwrap();
+        log.flush().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
+        let order: Vec<usize> = text
+            .lines()
+            .map(|l| serde_json::from_str::<AuditRecord>(l).unwrap().url.rsplit('/').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(order, (0..200).collect::<Vec<_>>());
     }
 
     #[test]
