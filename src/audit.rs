@@ -2,9 +2,9 @@
 //!
 //! Lines go to `<data_dir>/audit/audit-YYYY-MM-DD.jsonl`, the date being the
 //! UTC date of the record's `time`, so files rotate daily by themselves.
-//! [`AuditLog::append`] adds each whole line to a buffer of the calling
-//! thread's own (one of [`SHARDS`], so the serving threads share no lock on
-//! the request path); the buffers are written, their lines merged back into
+//! [`AuditLog::append`] adds each whole line to the calling thread's buffer
+//! (one of [`SHARDS`], a thread's own unless more threads append, so the
+//! serving threads share no lock on the request path); the buffers are written, their lines merged back into
 //! the order they were appended, with a single `write` per day on a file
 //! opened for appending when one reaches [`FLUSH_BYTES`], every
 //! [`FLUSH_INTERVAL`] (a background thread), on [`AuditLog::flush`] and
@@ -224,10 +224,13 @@ impl HasAuditLog for AuditLog {
     }
 }
 
-/// Shards of the line buffer: a thread appends to one of its own (picked
-/// once per thread), so the serving threads never share a lock or the cache
-/// lines of a buffer on the request path.
+/// Shards of the line buffer: each thread appends to one of them, assigned
+/// in turn at its first append (threads share one only beyond this many), so
+/// the serving threads do not share a lock or the cache lines of a buffer on
+/// the request path.
 const SHARDS: usize = 16;
+/// Emptied shard buffers kept for reuse, at most.
+const SPARES: usize = 4;
 
 /// The audit writer for one directory.
 pub struct AuditLog {
@@ -274,13 +277,21 @@ impl Shared {
     fn write_out(&self) -> io::Result<()> {
         let mut out = lock(&self.out);
         let mut taken = Vec::new();
-        for shard in self.shards.iter() {
-            let mut lines = lock(&shard.0);
+        // Every shard is held while any is emptied: lines are stamped under
+        // their shard's lock, so every line taken is older than every line
+        // left for the next write (emptying one shard after another would
+        // let a later line on a shard not yet reached go out before an
+        // earlier one on a shard already passed). No deadlock: `out` is
+        // always taken first, the shards in one order, and an append holds
+        // one shard and nothing else.
+        let mut held: Vec<_> = self.shards.iter().map(|shard| lock(&shard.0)).collect();
+        for lines in held.iter_mut() {
             if !lines.index.is_empty() {
                 let fresh = out.spare.pop().unwrap_or_default();
-                taken.push(std::mem::replace(&mut *lines, fresh));
+                taken.push(std::mem::replace(&mut **lines, fresh));
             }
         }
+        drop(held);
         if taken.is_empty() {
             return Ok(());
         }
@@ -309,7 +320,7 @@ impl Shared {
         }
         for mut t in taken {
             // A buffer a burst of huge lines grew is not kept.
-            if t.bytes.capacity() <= 4 * FLUSH_BYTES {
+            if t.bytes.capacity() <= 4 * FLUSH_BYTES && out.spare.len() < SPARES {
                 t.bytes.clear();
                 t.index.clear();
                 out.spare.push(t);
@@ -334,14 +345,32 @@ impl Shared {
     }
 }
 
+thread_local! {
+    /// The shard of the calling thread, once it has appended.
+    static SHARD: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 /// The shard the current thread appends to (assigned in turn at a
 /// thread's first append).
 fn shard_index() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
-    }
-    SHARD.with(|s| *s)
+    SHARD
+        .try_with(|s| match s.get() {
+            Some(i) => i,
+            None => {
+                let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
+                s.set(Some(i));
+                i
+            }
+        })
+        .unwrap_or(0)
+}
+
+/// Makes the calling thread append to shard `i` from now on (tests that
+/// need threads on distinct shards whatever else the process runs).
+#[cfg(test)]
+fn use_shard(i: usize) {
+    SHARD.with(|s| s.set(Some(i % SHARDS)));
 }
 
 impl AuditLog {
@@ -374,7 +403,8 @@ impl AuditLog {
     /// Appends `record` as one line for the file of its day (switching files
     /// when the day changes). The line joins the buffer shard of the calling
     /// thread; see the module documentation for when it is written. Errors:
-    /// the buffer was due and its file cannot be opened or written; the
+    /// the buffer was due and a file could not be opened or written for the
+    /// lines then written (this thread's and the other threads'); the
     /// caller logs them and carries on.
     pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
         thread_local! {
@@ -867,9 +897,10 @@ mod tests {
         assert_eq!(skips(dir.path(), t).unwrap().len(), 1600);
     }
 
-    /// Two threads taking turns (each on a buffer of its own) leave their
+    /// Two threads taking turns, each on a buffer of its own, leave their
     /// lines in the file in the order they appended them, across the writes
-    /// that full buffers cause.
+    /// that full buffers cause and while a third thread writes the buffers
+    /// out all the time (as the background flush does, at any moment).
     #[test]
     fn lines_of_several_threads_are_written_in_the_order_they_were_appended() {
         let dir = tempfile::tempdir().unwrap();
@@ -878,9 +909,9 @@ mod tests {
         let pad = "p".repeat(3000);
         let (to_b, b_rx) = std::sync::mpsc::channel::<usize>();
         let (to_a, a_rx) = std::sync::mpsc::channel::<usize>();
-        let lb = log.clone();
-        let pb = pad.clone();
+        let (lb, pb) = (log.clone(), pad.clone());
         let b = std::thread::spawn(move || {
+            use_shard(1);
             while let Ok(i) = b_rx.recv() {
                 lb.append(&rec(t, &format!("http://a/{pb}/{i}"), true)).unwrap();
                 if to_a.send(i + 1).is_err() {
@@ -888,22 +919,35 @@ mod tests {
                 }
             }
         });
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (lf, df) = (log.clone(), done.clone());
+        let flusher = std::thread::spawn(move || {
+            while !df.load(std::sync::atomic::Ordering::Relaxed) {
+                lf.flush().unwrap();
+            }
+        });
         // This thread appends the even lines, the other the odd ones.
+        use_shard(0);
         let mut i = 0;
-        while i < 200 {
+        while i < 2000 {
             log.append(&rec(t, &format!("http://a/{pad}/{i}"), true)).unwrap();
             to_b.send(i + 1).unwrap();
             i = a_rx.recv().unwrap();
         }
         drop(to_b);
         b.join().unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        flusher.join().unwrap();
         log.flush().unwrap();
         let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
         let order: Vec<usize> = text
             .lines()
             .map(|l| serde_json::from_str::<AuditRecord>(l).unwrap().url.rsplit('/').next().unwrap().parse().unwrap())
             .collect();
-        assert_eq!(order, (0..200).collect::<Vec<_>>());
+        assert_eq!(order.len(), 2000, "every line written once");
+        let wrong = order.iter().enumerate().find(|(i, n)| *i != **n);
+        let from = wrong.map_or(0, |w| w.0.saturating_sub(2));
+        assert!(wrong.is_none(), "line {wrong:?} is out of place: {:?}", &order[from..(from + 5).min(order.len())]);
     }
 
     #[test]

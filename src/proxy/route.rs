@@ -454,7 +454,7 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
                 let Some(req) = ex.take_request() else { return finish(state, ex, internal_error()) };
-                return Box::pin((state.endpoints)(state.clone(), req, ex.peer)).await;
+                return (state.endpoints)(state.clone(), req, ex.peer).await;
             }
             Route::Tunnel => {
                 let Some(req) = ex.take_request() else { return finish(state, ex, internal_error()) };
