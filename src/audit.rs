@@ -345,32 +345,27 @@ impl Shared {
     }
 }
 
-thread_local! {
-    /// The shard of the calling thread, once it has appended.
-    static SHARD: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+/// The shard the calling thread appends to (by its
+/// [`crate::metrics::thread_ordinal`]).
+fn shard_index() -> usize {
+    #[cfg(test)]
+    if let Some(i) = FORCED_SHARD.with(std::cell::Cell::get) {
+        return i;
+    }
+    crate::metrics::thread_ordinal() % SHARDS
 }
 
-/// The shard the current thread appends to (assigned in turn at a
-/// thread's first append).
-fn shard_index() -> usize {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    SHARD
-        .try_with(|s| match s.get() {
-            Some(i) => i,
-            None => {
-                let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
-                s.set(Some(i));
-                i
-            }
-        })
-        .unwrap_or(0)
+#[cfg(test)]
+thread_local! {
+    /// A shard a test put the calling thread on ([`use_shard`]).
+    static FORCED_SHARD: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 /// Makes the calling thread append to shard `i` from now on (tests that
 /// need threads on distinct shards whatever else the process runs).
 #[cfg(test)]
 fn use_shard(i: usize) {
-    SHARD.with(|s| s.set(Some(i % SHARDS)));
+    FORCED_SHARD.with(|s| s.set(Some(i % SHARDS)));
 }
 
 impl AuditLog {

@@ -26,13 +26,21 @@ pub struct Counter {
 #[repr(align(64))]
 struct Slot(AtomicU64);
 
-/// The slot of the calling thread.
-fn slot_index() -> usize {
+/// The number of the calling thread, given in turn (0, 1, 2, ...) at its
+/// first call: what per-thread slots and shards are picked by (these
+/// counters; the audit log's buffers), so that the first threads to serve
+/// requests get distinct ones.
+pub(crate) fn thread_ordinal() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     thread_local! {
-        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
+        static ORDINAL: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    SLOT.try_with(|s| *s).unwrap_or(0)
+    ORDINAL.try_with(|n| *n).unwrap_or(0)
+}
+
+/// The slot of the calling thread.
+fn slot_index() -> usize {
+    thread_ordinal() % SLOTS
 }
 
 impl Counter {
