@@ -59,26 +59,16 @@ impl StoredResponse {
         map
     }
 
-    /// Serializes for the store. Layout: [`HEAD_MAGIC`] (2 bytes), status
-    /// (u16 BE), request and response times (u64 BE each), then the URL, the
-    /// header fields and the `Vary` request fields, each string as a LEB128
-    /// length and its bytes, each list as a LEB128 count and its pairs.
+    /// Serializes for the store ([`encode_head`]).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let fields: usize = self.headers.iter().chain(&self.vary_request).map(|(n, v)| n.len() + v.len() + 4).sum();
-        let mut out = Vec::with_capacity(2 + 2 + 16 + self.url.len() + 4 + fields + 4);
-        out.extend_from_slice(&HEAD_MAGIC);
-        out.extend_from_slice(&self.status.to_be_bytes());
-        out.extend_from_slice(&self.request_time_ms.to_be_bytes());
-        out.extend_from_slice(&self.response_time_ms.to_be_bytes());
-        put_bytes(&mut out, self.url.as_bytes());
-        for list in [&self.headers, &self.vary_request] {
-            put_varint(&mut out, list.len() as u64);
-            for (n, v) in list {
-                put_bytes(&mut out, n.as_bytes());
-                put_bytes(&mut out, v);
-            }
-        }
-        out
+        encode_head(
+            self.status,
+            self.request_time_ms,
+            self.response_time_ms,
+            &self.url,
+            self.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+            self.vary_request.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+        )
     }
 
     /// The JSON encoding written by store format 1 (kept to build fixtures
@@ -97,6 +87,39 @@ impl StoredResponse {
             _ => None,
         }
     }
+}
+
+/// The stored head of a response as [`StoredResponse::to_bytes`] writes it,
+/// from borrowed field lines (the miss path encodes the origin's fields
+/// without building a [`StoredResponse`]). Layout: [`HEAD_MAGIC`] (2 bytes),
+/// `status` (u16 BE), `request_time_ms` and `response_time_ms` (u64 BE
+/// each, milliseconds since the Unix epoch), then `url`, the `headers` and
+/// the `vary_request` fields, each string as a LEB128 length and its
+/// bytes, each list as a LEB128 count and its pairs.
+pub fn encode_head<'a, H, V>(status: u16, request_time_ms: u64, response_time_ms: u64, url: &str, headers: H, vary_request: V) -> Vec<u8>
+where
+    H: ExactSizeIterator<Item = (&'a str, &'a [u8])> + Clone,
+    V: ExactSizeIterator<Item = (&'a str, &'a [u8])> + Clone,
+{
+    let fields: usize = headers.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>()
+        + vary_request.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
+    let mut out = Vec::with_capacity(2 + 2 + 16 + url.len() + 4 + fields + 4);
+    out.extend_from_slice(&HEAD_MAGIC);
+    out.extend_from_slice(&status.to_be_bytes());
+    out.extend_from_slice(&request_time_ms.to_be_bytes());
+    out.extend_from_slice(&response_time_ms.to_be_bytes());
+    put_bytes(&mut out, url.as_bytes());
+    put_varint(&mut out, headers.len() as u64);
+    for (n, v) in headers {
+        put_bytes(&mut out, n.as_bytes());
+        put_bytes(&mut out, v);
+    }
+    put_varint(&mut out, vary_request.len() as u64);
+    for (n, v) in vary_request {
+        put_bytes(&mut out, n.as_bytes());
+        put_bytes(&mut out, v);
+    }
+    out
 }
 
 /// The first bytes of a binary stored head: 0xC1 never starts UTF-8 (so

@@ -442,6 +442,17 @@ impl BodyWriter {
         Ok(())
     }
 
+    /// Makes room in memory at once for a body announced `len` bytes long
+    /// that will be held there whole (shorter than `inline_max`, or at most
+    /// [`SPILL_AT`] bytes), so that it is not copied again as it grows.
+    /// Nothing for a longer one, or once the body went to a file.
+    pub fn expect_len(&mut self, len: u64) {
+        let held = len < self.inner.inline_max || len <= SPILL_AT;
+        if let Some(mem) = self.mem.as_mut().filter(|_| held) {
+            mem.reserve_exact((len as usize).saturating_sub(mem.len()));
+        }
+    }
+
     /// Appends `chunk` to the body.
     ///
     /// Errors: `Io` when the write fails (for example ENOSPC), `TooLarge` once

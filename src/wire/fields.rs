@@ -79,14 +79,22 @@ pub fn connection_named(headers: &HeaderMap) -> Vec<String> {
 }
 
 /// Removes hop-by-hop fields, including every field named in `Connection`.
+/// Most messages carry none (and then no `Connection` either): one pass
+/// over the names finds that, and only the fields present are removed
+/// (each `remove` by name hashes it; this runs on every miss and
+/// revalidation, for the request and for the response).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers.keys().any(|k| is_hop_by_hop(k.as_str())) {
+        return;
+    }
     for n in connection_named(headers) {
         if let Ok(n) = HeaderName::from_bytes(n.as_bytes()) {
             headers.remove(n);
         }
     }
-    for n in HOP_BY_HOP {
-        headers.remove(*n);
+    let present: Vec<HeaderName> = headers.keys().filter(|k| is_hop_by_hop(k.as_str())).cloned().collect();
+    for n in present {
+        headers.remove(n);
     }
 }
 
@@ -163,6 +171,18 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("etag"));
+        // A field on several lines goes with all of them; a message without
+        // hop-by-hop fields is left as it was, repeated lines included.
+        let mut h = HeaderMap::new();
+        h.append("te", HeaderValue::from_static("trailers"));
+        h.append("te", HeaderValue::from_static("gzip"));
+        h.append("vary", HeaderValue::from_static("accept"));
+        h.append("vary", HeaderValue::from_static("cookie"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 2);
+        let before = h.clone();
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h, before);
     }
 
     #[test]

@@ -83,6 +83,14 @@ pub fn storable(
 /// qualified `no-cache="..."` and, in a shared cache, `private="..."`.
 /// Names lower-cased, order and repetitions kept.
 pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec<(String, Vec<u8>)> {
+    fields_to_store(response_headers, cfg).into_iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect()
+}
+
+/// [`headers_to_store`] borrowing the names and values from
+/// `response_headers` (one allocation, not two per field line: the miss
+/// path encodes them into the stored head at once,
+/// [`crate::cache::encode_head`]).
+pub fn fields_to_store<'a>(response_headers: &'a HeaderMap, cfg: &PolicyConfig) -> Vec<(&'a str, &'a [u8])> {
     let cc = CacheControl::from_response_headers(response_headers);
     let connection = crate::wire::fields::connection_named(response_headers);
     let mut out = Vec::with_capacity(response_headers.len());
@@ -96,7 +104,7 @@ pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec
         {
             continue;
         }
-        out.push((n.to_string(), value.as_bytes().to_vec()));
+        out.push((n, value.as_bytes()));
     }
     out
 }

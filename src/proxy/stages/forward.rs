@@ -9,7 +9,7 @@ use super::super::ProxyState;
 use super::tee::{self, TeeJob};
 use super::Step;
 use crate::cache::policy::{self, NotStorable};
-use crate::cache::{key, to_millis, StoredResponse};
+use crate::cache::{key, to_millis};
 use crate::metrics::Metrics;
 use crate::store::Entry;
 use crate::wire::body::ProxyBody;
@@ -169,11 +169,6 @@ pub async fn respond_with_upstream(
         }
     }
 
-    let origin_headers = rparts.headers.clone();
-    // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
-    rparts.version = Version::HTTP_11;
-    client_response_fields(&mut rparts.headers);
-
     let writer = if not_stored.is_none() {
         match state.store.begin_body() {
             Ok(w) => Some(w),
@@ -193,20 +188,33 @@ pub async fn respond_with_upstream(
     let record_key = state
         .config
         .record
-        .wants(&ex.parts.method, &ex.request_cc, &origin_headers)
+        .wants(&ex.parts.method, &ex.request_cc, &rparts.headers)
         // A 304 or 206 answers the client's own conditional or range
         // request: not a response to replay for the URL.
         .then_some(())
         .filter(|_| status != 304 && status != 206 && !never_store)
         .map(|_| crate::record::record_key(&ex.parts.method, &primary, None));
-    let stored = StoredResponse {
-        status,
-        headers: policy::headers_to_store(&origin_headers, &state.policy),
-        request_time_ms: to_millis(request_time),
-        response_time_ms: to_millis(response_time),
-        url: primary.clone(),
-        vary_request: key::nominated_fields(&origin_headers, &ex.parts.headers),
+    // The head to store, encoded from the origin's field lines before they
+    // are changed for the client, when anything will be stored.
+    let meta = if (writer.is_some() && secondary.is_some()) || record_key.is_some() {
+        let fields = policy::fields_to_store(&rparts.headers, &state.policy);
+        let vary_request = key::nominated_fields(&rparts.headers, &ex.parts.headers);
+        crate::cache::encode_head(
+            status,
+            to_millis(request_time),
+            to_millis(response_time),
+            &primary,
+            fields.iter().copied(),
+            vary_request.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+        )
+    } else {
+        Vec::new()
     };
+    let request_time_ms = to_millis(request_time);
+    // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
+    rparts.version = Version::HTTP_11;
+    client_response_fields(&mut rparts.headers);
+
     match (writer, secondary) {
         (Some(writer), Some(secondary_key)) => {
             ex.status.stored = true;
@@ -214,7 +222,7 @@ pub async fn respond_with_upstream(
                 Some(rk) => Some(crate::record::relay_lead(state.store.clone(), lead, primary.clone(), secondary_key.clone(), rk)),
                 None => lead,
             };
-            let job = TeeJob { state: state.clone(), primary, secondary_key, stored, lead };
+            let job = TeeJob { state: state.clone(), primary, secondary_key, meta, request_time_ms, lead };
             if content_length.is_some_and(|l| l <= tee::BUFFER_MAX) {
                 // A task of its own, so that the copy into the store goes on
                 // if the client goes away meanwhile (as with `tee::run`).
@@ -238,7 +246,7 @@ pub async fn respond_with_upstream(
                 l.finish(Outcome::NotShared);
             }
             match record_key {
-                Some(rk) => record_only(state, ex.is_head(), rk, stored, rparts, body, content_length),
+                Some(rk) => record_only(state, ex.is_head(), rk, meta, request_time_ms, rparts, body, content_length),
                 None => Response::from_parts(rparts, ProxyBody::Upstream(body)),
             }
         }
@@ -247,18 +255,22 @@ pub async fn respond_with_upstream(
 
 /// A response that is recorded but not stored in the cache: its body is
 /// teed into the store under the record key only (SPEC section 6); the
-/// answer to a HEAD is indexed without a body.
+/// answer to a HEAD is indexed without a body. `meta`: the stored head
+/// ([`crate::cache::encode_head`]); `request_time_ms`: when the request
+/// was sent (milliseconds since the Unix epoch).
+#[allow(clippy::too_many_arguments)]
 pub fn record_only(
     state: &Arc<ProxyState>,
     head: bool,
     record_key: String,
-    stored: StoredResponse,
+    meta: Vec<u8>,
+    request_time_ms: u64,
     rparts: http::response::Parts,
     body: Incoming,
     content_length: Option<u64>,
 ) -> Response<ProxyBody> {
     if head {
-        let (store, meta) = (state.store.clone(), stored.to_bytes());
+        let store = state.store.clone();
         tokio::task::spawn_blocking(move || {
             if let Err(e) = store.insert(&record_key, b"", &meta, None) {
                 tracing::warn!("recording {record_key} failed: {e}");
@@ -278,7 +290,7 @@ pub fn record_only(
         }
     };
     let (tx, rx) = mpsc::channel(8);
-    let job = TeeJob { state: state.clone(), primary: record_key, secondary_key: Vec::new(), stored, lead: None };
+    let job = TeeJob { state: state.clone(), primary: record_key, secondary_key: Vec::new(), meta, request_time_ms, lead: None };
     tokio::spawn(tee::run(job, body, writer, tx));
     Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
 }

@@ -6,7 +6,7 @@
 use super::super::exchange::Exchange;
 use super::super::ProxyState;
 use super::forward::upstream_failure;
-use crate::cache::{policy, to_millis, StoredResponse};
+use crate::cache::{policy, to_millis};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::fields::client_response_fields;
@@ -58,16 +58,16 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                     match tokio::time::timeout(std::time::Duration::from_secs(5), rx).await {
                         Ok(Ok(hash)) => {
                             let key = crate::record::record_key(&ex.parts.method, ex.primary(), Some(&hash));
-                            let stored = StoredResponse {
+                            let meta = crate::cache::encode_head(
                                 status,
-                                headers: policy::headers_to_store(&origin_headers, &state.policy),
-                                request_time_ms: to_millis(request_time),
-                                response_time_ms: to_millis(response_time),
-                                url: ex.primary().to_string(),
-                                vary_request: Vec::new(),
-                            };
+                                to_millis(request_time),
+                                to_millis(response_time),
+                                ex.primary(),
+                                policy::fields_to_store(&origin_headers, &state.policy).into_iter(),
+                                std::iter::empty(),
+                            );
                             let len = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
-                            return super::forward::record_only(state, false, key, stored, rparts, body, len);
+                            return super::forward::record_only(state, false, key, meta, to_millis(request_time), rparts, body, len);
                         }
                         _ => tracing::info!("not recording {} {}: the request body was not read whole", ex.parts.method, ex.primary()),
                     }

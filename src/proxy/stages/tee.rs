@@ -4,7 +4,6 @@
 
 use super::super::collapse::{Lead, Outcome};
 use super::super::ProxyState;
-use crate::cache::StoredResponse;
 use crate::metrics::Metrics;
 use crate::store::BodyWriter;
 use crate::wire::body::ProxyBody;
@@ -21,8 +20,12 @@ pub struct TeeJob {
     pub primary: String,
     /// The secondary key (RFC 9111 section 4.1).
     pub secondary_key: Vec<u8>,
-    /// The response head to store.
-    pub stored: StoredResponse,
+    /// The response head to store ([`crate::cache::encode_head`]).
+    pub meta: Vec<u8>,
+    /// When the request was sent (`request_time`, RFC 9111 section 4.2.3),
+    /// in milliseconds since the Unix epoch: an invalidation after it wins
+    /// (section 4.4).
+    pub request_time_ms: u64,
     /// The collapsed-forwarding lead, released with the outcome.
     pub lead: Option<Lead>,
 }
@@ -86,7 +89,10 @@ pub async fn run(job: TeeJob, body: Incoming, writer: BodyWriter, tx: mpsc::Send
 /// the announced length, stays the body's size hint). The
 /// entry is published first when that is quick (a short body), else by a
 /// task of its own, so the response goes out at once.
-pub async fn buffered(job: TeeJob, body: Incoming, writer: BodyWriter, len: Option<u64>) -> ProxyBody {
+pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: Option<u64>) -> ProxyBody {
+    if let Some(len) = len {
+        writer.expect_len(len);
+    }
     let state = job.state.clone();
     let _task = state.tasks.enter();
     let mut client = Client::Buffer { chunks: Vec::new(), error: None };
@@ -193,15 +199,14 @@ async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: 
 /// file, eviction due, maintenance running) takes one trip to a blocking
 /// thread for both steps.
 async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> Outcome {
-    let sent_ms = job.stored.request_time_ms;
-    let meta = job.stored.to_bytes();
+    let (sent_ms, meta) = (job.request_time_ms, &job.meta);
     let inserted = match writer.finish_quick() {
         // Hashing, and for a body of `inline_max` bytes or more one write
         // to the page cache and a rename: no trip to a blocking thread.
         Ok(finished) => match finished {
             Err(e) => Err(Some(e)),
             Ok(committed) => match state.invalidations.publish(&job.primary, sent_ms, || {
-                state.store.try_insert_quick(&job.primary, &job.secondary_key, &meta, &committed)
+                state.store.try_insert_quick(&job.primary, &job.secondary_key, meta, &committed)
             }) {
                 None => {
                     state.store.discard_body(&committed);
@@ -213,10 +218,10 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
                     }
                     r.map_err(Some)
                 }
-                Some(None) => insert_blocking(state, job, Ok(committed), meta).await,
+                Some(None) => insert_blocking(state, job, Ok(committed), meta.clone()).await,
             },
         },
-        Err(writer) => insert_blocking(state, job, Err(writer), meta).await,
+        Err(writer) => insert_blocking(state, job, Err(writer), meta.clone()).await,
     };
     match inserted {
         Ok(_evicted) => {
@@ -246,7 +251,7 @@ async fn insert_blocking(
     body: Result<crate::store::CommittedBody, BodyWriter>,
     meta: Vec<u8>,
 ) -> Result<u64, Option<crate::store::StoreError>> {
-    let (st, sent_ms) = (state.clone(), job.stored.request_time_ms);
+    let (st, sent_ms) = (state.clone(), job.request_time_ms);
     let (primary, sk) = (job.primary.clone(), job.secondary_key.clone());
     let joined = tokio::task::spawn_blocking(move || {
         let committed = match body {
