@@ -13,6 +13,7 @@
 //! A crash can lose the lines of the last [`FLUSH_INTERVAL`].
 //! [`skips`] reads the files back and lists the disallowed requests.
 
+use crate::locks::lock;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
@@ -263,10 +264,6 @@ struct Lines {
 struct Out {
     file: Option<([u8; 10], File)>,
     spare: Vec<Lines>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod fleet;
 pub mod fsutil;
+mod locks;
 pub mod metrics;
 pub mod proxy;
 pub mod record;

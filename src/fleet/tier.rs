@@ -76,7 +76,7 @@ impl Default for TierState {
 }
 
 fn held(fleet: &Fleet) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-    fleet.tier.held.lock().unwrap_or_else(|p| p.into_inner())
+    crate::locks::lock(&fleet.tier.held)
 }
 
 /// What the forward stage does after [`before_origin`].

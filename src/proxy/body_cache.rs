@@ -55,7 +55,7 @@ impl BodyCache {
     /// (a fifth of the CPU of a 4 MiB hit); bodies are named by their
     /// content, so any live map of that name holds the right bytes.
     pub fn live_map(&self, sha256: &str) -> Option<Bytes> {
-        let map = self.live_maps.lock().unwrap_or_else(|p| p.into_inner()).get(sha256)?.upgrade()?;
+        let map = crate::locks::lock(&self.live_maps).get(sha256)?.upgrade()?;
         Some(Bytes::from_owner(SharedMap(map)))
     }
 
@@ -64,7 +64,7 @@ impl BodyCache {
     /// as some response uses it.
     pub fn share_map(&self, sha256: &str, map: memmap2::Mmap) -> Bytes {
         let map = Arc::new(map);
-        let mut live = self.live_maps.lock().unwrap_or_else(|p| p.into_inner());
+        let mut live = crate::locks::lock(&self.live_maps);
         if live.len() >= 64 {
             live.retain(|_, m| m.strong_count() > 0);
         }
@@ -83,7 +83,7 @@ impl BodyCache {
         if self.max_bytes == 0 {
             return None;
         }
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).get(sha256).cloned()
+        crate::locks::lock(&self.inner).get(sha256).cloned()
     }
 
     /// Keeps `body` under `sha256`, evicting the least recently used bodies
@@ -94,12 +94,12 @@ impl BodyCache {
         if !self.admits(len) {
             return;
         }
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).put(sha256.to_owned(), body);
+        crate::locks::lock(&self.inner).put(sha256.to_owned(), body);
     }
 
     /// Bytes of bodies held.
     pub fn bytes(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).bytes() as u64
+        crate::locks::lock(&self.inner).bytes() as u64
     }
 }
 

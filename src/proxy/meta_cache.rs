@@ -109,7 +109,7 @@ impl MetaCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<u64, Arc<Decoded>>> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.inner)
     }
 
     /// Estimated bytes held now.

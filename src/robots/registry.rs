@@ -37,11 +37,12 @@ use super::identity::fetch_identity;
 use super::settings::RobotsConfig;
 use super::snapshot::{Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
 use super::{RobotsTxt, Verdict};
+use crate::locks::lock;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
@@ -144,13 +145,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct RobotsRegistry {
     inner: Arc<Inner>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 /// Reads one origin's snapshot from `tree` (the store's `robots` tree),

@@ -547,7 +547,7 @@ impl BodyWriter {
         let hash: Hash = std::mem::take(&mut self.hasher).finalize().into();
         let len = self.len;
         let inner = Arc::clone(&self.inner);
-        let _maintenance = inner.maintenance.read().unwrap_or_else(|e| e.into_inner());
+        let _maintenance = crate::locks::read(&inner.maintenance);
         let blobs = &inner.blobs;
         let target = blobs.path(&hash);
         let mut pins = blobs.lock_stripe(Blobs::stripe_of(&hash));
@@ -619,7 +619,7 @@ impl BodyWriter {
     fn write_file(&mut self, hash: &Hash, bytes: &[u8], lock_held: bool) -> Result<(), StoreError> {
         self.name_tmp();
         let inner = Arc::clone(&self.inner);
-        let _maintenance = (!lock_held).then(|| inner.maintenance.read().unwrap_or_else(|e| e.into_inner()));
+        let _maintenance = (!lock_held).then(|| crate::locks::read(&inner.maintenance));
         let blobs = &inner.blobs;
         let target = blobs.path(hash);
         let len = bytes.len() as u64;

@@ -296,6 +296,7 @@ impl Inner {
         let meta = pending.as_ref().and_then(|p| p.meta.clone()).unwrap_or(rec.meta);
         let body = rec.body;
         let (_, new_loc) = self.packs.append(&self.next_stamp, &rec.key, &meta, &body)?;
+        self.packs.flush_if_due();
         let slot_body = match &body {
             RecBody::None => SlotBody::None,
             RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },

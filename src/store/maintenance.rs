@@ -280,7 +280,7 @@ impl Inner {
     /// A shared hold on the maintenance lock: every mutation takes one;
     /// `Store::verify` takes the lock exclusively.
     pub(super) fn read_maintenance(&self) -> RwLockReadGuard<'_, ()> {
-        self.maintenance.read().unwrap_or_else(|e| e.into_inner())
+        crate::locks::read(&self.maintenance)
     }
 
     /// Group commit (see the module comment). Nothing to do when no stamp

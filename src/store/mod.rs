@@ -85,7 +85,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 pub use blobs::BodyWriter;
 pub use budget::TOUCH_BATCH;
@@ -501,11 +501,7 @@ pub(crate) fn note_closed(dir: &Path) {
     closed.push((dir.to_path_buf(), std::time::Instant::now()));
 }
 
-/// Locks a mutex, ignoring poisoning (every guarded state stays valid when a
-/// holder panics).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::locks::lock;
 
 /// The shared state behind every [`Store`] clone and [`BodyWriter`].
 pub(crate) struct Inner {
@@ -1039,7 +1035,7 @@ impl Store {
     /// file is hashed (for a progress bar).
     pub fn verify_with_progress(&self, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
         let inner = &self.inner;
-        let _m = inner.maintenance.write().unwrap_or_else(|e| e.into_inner());
+        let _m = crate::locks::write(&inner.maintenance);
         inner.apply_touches();
         inner.reap();
         inner.commit()?;
@@ -1109,17 +1105,22 @@ impl Inner {
         body: &RecBody,
         expect: Option<Loc>,
     ) -> Result<index::Applied, StoreError> {
-        let _log = lock(&self.log_lock);
-        let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, body)?;
-        let slot_body = match body {
-            RecBody::None => SlotBody::None,
-            RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
-            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
+        let applied = {
+            let _log = lock(&self.log_lock);
+            let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, body)?;
+            let slot_body = match body {
+                RecBody::None => SlotBody::None,
+                RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
+                RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
+            };
+            let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect }])?;
+            if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
+                lock(&self.recent).put(*hash, loc);
+            }
+            applied
         };
-        let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect }])?;
-        if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
-            lock(&self.recent).put(*hash, loc);
-        }
+        // Outside the log's lock: other inserts go on while it writes.
+        self.packs.flush_if_due();
         Ok(applied)
     }
 

@@ -107,15 +107,15 @@ impl Presence {
     /// Whether `primary` (a primary key's bytes) may have entry rows:
     /// `false` only when it certainly has none.
     pub fn may_contain(&self, primary: &[u8]) -> bool {
-        let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+        let cur = crate::locks::read(&self.current);
         !cur.ready.load(Ordering::Acquire) || cur.test(hash(primary))
     }
 
     /// Adds `primary` (a primary key's bytes), before its row can be read.
     pub fn add(&self, primary: &[u8]) {
         let h = hash(primary);
-        self.current.read().unwrap_or_else(|p| p.into_inner()).set(h);
-        if let Some(b) = self.building.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        crate::locks::read(&self.current).set(h);
+        if let Some(b) = crate::locks::lock(&self.building).as_ref() {
             b.set(h);
         }
     }
@@ -130,7 +130,7 @@ impl Presence {
         if self.rebuilding.load(Ordering::Acquire) {
             return false;
         }
-        let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+        let cur = crate::locks::read(&self.current);
         let new_keys = cur.added.load(Ordering::Relaxed).saturating_sub(cur.at_build.load(Ordering::Relaxed));
         !cur.ready.load(Ordering::Acquire) || new_keys > self.capacity() / 2
     }
@@ -145,7 +145,7 @@ impl Presence {
             return None;
         }
         let fresh = Arc::new(Bits::new(self.bytes));
-        *self.building.lock().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
+        *crate::locks::lock(&self.building) = Some(fresh.clone());
         Some(fresh)
     }
 
@@ -153,22 +153,22 @@ impl Presence {
     pub fn finish_build(&self, fresh: Arc<Bits>) {
         fresh.at_build.store(fresh.added.load(Ordering::Relaxed), Ordering::Relaxed);
         fresh.ready.store(true, Ordering::Release);
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
-        *self.building.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *crate::locks::write(&self.current) = fresh;
+        *crate::locks::lock(&self.building) = None;
         self.rebuilding.store(false, Ordering::Release);
     }
 
     /// Gives up a build that could not finish (the filter keeps answering
     /// as before; a later build may be tried).
     pub fn abandon_build(&self) {
-        *self.building.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *crate::locks::lock(&self.building) = None;
         self.rebuilding.store(false, Ordering::Release);
     }
 
     /// Whether the filter answers (it was built).
     #[cfg(test)]
     pub fn is_ready(&self) -> bool {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).ready.load(Ordering::Acquire)
+        crate::locks::read(&self.current).ready.load(Ordering::Acquire)
     }
 }
 

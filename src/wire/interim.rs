@@ -47,7 +47,7 @@ impl InterimSender {
             bytes.extend_from_slice(b"\r\n");
         }
         bytes.extend_from_slice(b"\r\n");
-        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = crate::locks::lock(&self.0);
         if q.len() + bytes.len() <= MAX_PENDING_BYTES {
             q.extend_from_slice(&bytes);
         }
@@ -89,7 +89,7 @@ impl<T: Write + Unpin> InterimIo<T> {
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         loop {
             let chunk = {
-                let q = self.pending.0.lock().unwrap_or_else(|p| p.into_inner());
+                let q = crate::locks::lock(&self.pending.0);
                 if q.is_empty() {
                     return Poll::Ready(Ok(()));
                 }
@@ -98,7 +98,7 @@ impl<T: Write + Unpin> InterimIo<T> {
             match Pin::new(&mut self.inner).poll_write(cx, &chunk) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
-                    let mut q = self.pending.0.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut q = crate::locks::lock(&self.pending.0);
                     let n = n.min(q.len());
                     q.drain(..n);
                 }

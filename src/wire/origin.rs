@@ -4,6 +4,7 @@
 use super::body::ProxyBody;
 pub use super::upstream_fields::{host_field, upstream_fields};
 use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
+use crate::locks::lock;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -361,10 +362,6 @@ struct ThreadClient {
 }
 
 type ThreadClients = std::cell::RefCell<Vec<ThreadClient>>;
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// True when the connection `err` happened on had received at least
 /// `max_bytes` since it sent the request: a head refused as too large was
