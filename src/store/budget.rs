@@ -296,7 +296,6 @@ impl Inner {
         let meta = pending.as_ref().and_then(|p| p.meta.clone()).unwrap_or(rec.meta);
         let body = rec.body;
         let (_, new_loc) = self.packs.append(&self.next_stamp, &rec.key, &meta, &body)?;
-        self.packs.flush_if_due();
         let slot_body = match &body {
             RecBody::None => SlotBody::None,
             RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
@@ -305,6 +304,9 @@ impl Inner {
         let put = Op::Put { key: rec.key, slot: Slot { stamp: last_used, loc: new_loc, body: slot_body }, expect: Some(loc) };
         let applied = self.index.apply(&[put, Op::Tail(next)])?;
         self.queue_reap(&applied.zero);
+        // Outside the log's lock, so that inserts go on while it writes.
+        drop(_log);
+        self.packs.flush_if_due();
         Ok(if applied.done.first() == Some(&true) { Step::Moved } else { Step::Skipped })
     }
 

@@ -47,12 +47,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::blobs::{drop_cached_pages, io_err};
+use super::blobs::{drop_cached_pages, io_err, sync_dir};
 use super::index::Hash;
 use super::{lock, StoreError};
 
@@ -376,6 +376,10 @@ pub(crate) struct Packs {
     /// first such record starts at, rounded down to a page. Locked after
     /// `writer` when both are held.
     unsynced: Mutex<BTreeMap<u32, u64>>,
+    /// A segment was created since the last sync: [`Packs::sync`] syncs
+    /// the directory too, so that its name survives a crash before the
+    /// checkpoint that covers its records.
+    dir_unsynced: AtomicBool,
     /// Bytes in segments from the first to the current end (updated on
     /// append and segment deletion; the tail offset is not subtracted).
     bytes: AtomicU64,
@@ -449,6 +453,7 @@ impl Packs {
             readers: Mutex::new(HashMap::new()),
             unsynced: Mutex::new(BTreeMap::new()),
             bytes: AtomicU64::new(bytes),
+            dir_unsynced: AtomicBool::new(false),
             keep_written_pages: false,
         })
     }
@@ -494,10 +499,15 @@ impl Packs {
     /// cannot be written while [`PENDING_MAX`] bytes are pending.
     pub fn append(&self, stamps: &AtomicU64, key: &[u8], meta: &[u8], body: &RecBody) -> Result<(u64, Loc), StoreError> {
         let rec_len = record_len(key, meta, body) as u64;
+        let rolls_over = |w: &Writer| w.len > 0 && w.len + rec_len > SEGMENT_SIZE;
+        let backed_up = |w: &Writer| w.pending.len() + w.flushing_len() >= PENDING_MAX;
         let mut w = lock(&self.writer);
-        // A new segment: no flush may be in flight across the change (the
-        // flush lock is taken before the writer's).
-        let _flush = if w.len > 0 && w.len + rec_len > SEGMENT_SIZE {
+        // A new segment, or a write-behind buffer grown to its bound (the
+        // flushes do not keep up with a slow disk, or their writes fail):
+        // both wait for a write under way to end, so none is in flight
+        // across the change or beside the write below (the flush lock is
+        // taken before the writer's).
+        let _flush = if rolls_over(&w) || backed_up(&w) {
             drop(w);
             let flush = lock(&self.flush_lock);
             w = lock(&self.writer);
@@ -505,7 +515,7 @@ impl Packs {
         } else {
             None
         };
-        if w.len > 0 && w.len + rec_len > SEGMENT_SIZE {
+        if rolls_over(&w) {
             // The sealed segment's records go to its file first.
             w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
             let seg = w.seg + 1;
@@ -518,17 +528,15 @@ impl Packs {
                 .open(&path)
                 .map_err(io_err("create pack segment", &path))?;
             lock(&self.unsynced).entry(w.seg).or_insert(0);
+            // Its name reaches the disk with the next sync.
+            self.dir_unsynced.store(true, Ordering::Release);
             *w = Writer::new(seg, Arc::new(file), 0);
         }
-        if w.pending.len() + w.flushing_len() >= PENDING_MAX {
-            // The flushes do not keep up, or their writes fail (a full
-            // disk): write here, or refuse the record.
-            let retried =
-                if w.flushing.is_none() { w.flush() } else { Err(io::Error::other("a write of the pack segment is still under way")) };
-            if let Err(e) = retried {
-                if w.pending.len() + w.flushing_len() >= PENDING_MAX {
-                    return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
-                }
+        if backed_up(&w) {
+            // Written here (no write is in flight: the flush lock is held),
+            // or the record is refused while the writes fail.
+            if let Err(e) = w.flush() {
+                return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
             }
         }
         let stamp = super::issue_stamp(stamps);
@@ -613,11 +621,7 @@ impl Packs {
                 bytes.extend_from_slice(&w.pending);
                 w.pending = bytes;
                 drop(w);
-                let mut unsynced = lock(&self.unsynced);
-                for (s, f) in &segs {
-                    let from = unsynced.entry(*s).or_insert(*f);
-                    *from = (*from).min(*f);
-                }
+                self.requeue(&segs);
                 Err(io_err("append to pack segment", &self.dir.join(segment_name(seg)))(e))
             }
         }
@@ -636,9 +640,9 @@ impl Packs {
     }
 
     /// Writes the pending records, then syncs every segment written since
-    /// the last call (data only), and unless `keep_written_pages`, drops
-    /// the pages it synced from the page cache. Errors: `Io`; the segments
-    /// stay queued.
+    /// the last call (data only) and, when a segment was created since, the
+    /// directory; unless `keep_written_pages`, drops the pages it synced
+    /// from the page cache. Errors: `Io`; the segments stay queued.
     pub fn sync(&self) -> Result<(), StoreError> {
         // Every record appended so far reaches its file before the syncs;
         // the segments are taken under the same lock as the records to
@@ -648,6 +652,15 @@ impl Packs {
             let _flush = lock(&self.flush_lock);
             self.write_out(true)?
         };
+        // A segment created since the last call: its name too (a record in
+        // it may be covered by the checkpoint that follows this call).
+        if self.dir_unsynced.swap(false, Ordering::AcqRel) {
+            if let Err(e) = sync_dir(&self.dir) {
+                self.dir_unsynced.store(true, Ordering::Release);
+                self.requeue(&segs);
+                return Err(e);
+            }
+        }
         for (i, (seg, from)) in segs.iter().enumerate() {
             let synced = match self.handle(*seg) {
                 Ok(f) => f.sync_data().map(|()| Some(f)).map_err(io_err("sync pack segment", &self.dir.join(segment_name(*seg)))),
@@ -663,16 +676,22 @@ impl Packs {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    let mut unsynced = lock(&self.unsynced);
-                    for (s, f) in &segs[i..] {
-                        let from = unsynced.entry(*s).or_insert(*f);
-                        *from = (*from).min(*f);
-                    }
+                    self.requeue(&segs[i..]);
                     return Err(e);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Queues `segs` (segment, offset of its first unsynced page) for the
+    /// next [`Packs::sync`] again, after a write or sync failed.
+    fn requeue(&self, segs: &[(u32, u64)]) {
+        let mut unsynced = lock(&self.unsynced);
+        for (s, f) in segs {
+            let from = unsynced.entry(*s).or_insert(*f);
+            *from = (*from).min(*f);
+        }
     }
 
     /// A handle on segment `seg` for reading.
