@@ -66,6 +66,13 @@ pub const SEGMENT_SIZE: u64 = if cfg!(test) { 1024 * 1024 } else { 64 * 1024 * 1
 /// 10 us on each unaligned 17 KiB write and 2.5-4 us per 16 KiB of a
 /// 1 MiB write (measured on this project's 2-core machine).
 pub(crate) const PENDING_FLUSH: usize = 256 * 1024;
+/// Once this many bytes are pending or being written (a write is slow: the
+/// kernel throttles writers when too much of the page cache is dirty), the
+/// next append waits for the write under way and writes what is pending
+/// itself, so that memory stays bounded by the disk's pace rather than
+/// growing at the network's (in a load run, writes held up this way let
+/// the two buffers reach about 100 MiB before this bound existed).
+const PENDING_WAIT: usize = 8 * PENDING_FLUSH;
 /// While writes fail (a full disk), appends are refused once this many
 /// bytes are pending, so memory stays bounded.
 const PENDING_MAX: usize = 32 * 1024 * 1024;
@@ -500,13 +507,13 @@ impl Packs {
     pub fn append(&self, stamps: &AtomicU64, key: &[u8], meta: &[u8], body: &RecBody) -> Result<(u64, Loc), StoreError> {
         let rec_len = record_len(key, meta, body) as u64;
         let rolls_over = |w: &Writer| w.len > 0 && w.len + rec_len > SEGMENT_SIZE;
-        let backed_up = |w: &Writer| w.pending.len() + w.flushing_len() >= PENDING_MAX;
+        let backed_up = |w: &Writer| w.pending.len() + w.flushing_len() >= PENDING_WAIT;
         let mut w = lock(&self.writer);
-        // A new segment, or a write-behind buffer grown to its bound (the
-        // flushes do not keep up with a slow disk, or their writes fail):
-        // both wait for a write under way to end, so none is in flight
-        // across the change or beside the write below (the flush lock is
-        // taken before the writer's).
+        // A new segment, or a write-behind buffer grown to [`PENDING_WAIT`]
+        // (the flushes do not keep up with a slow disk, or their writes
+        // fail): both wait for a write under way to end, so none is in
+        // flight across the change or beside the write below (the flush
+        // lock is taken before the writer's).
         let _flush = if rolls_over(&w) || backed_up(&w) {
             drop(w);
             let flush = lock(&self.flush_lock);
@@ -533,10 +540,14 @@ impl Packs {
             *w = Writer::new(seg, Arc::new(file), 0);
         }
         if backed_up(&w) {
-            // Written here (no write is in flight: the flush lock is held),
-            // or the record is refused while the writes fail.
+            // Written here (no write is in flight: the flush lock is held);
+            // while the writes fail the records stay pending, and past
+            // [`PENDING_MAX`] this one is refused.
             if let Err(e) = w.flush() {
-                return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
+                if w.pending.len() >= PENDING_MAX {
+                    return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
+                }
+                tracing::warn!(error = %e, segment = w.seg, "cannot write the pack segment; its last records stay in memory and are retried");
             }
         }
         let stamp = super::issue_stamp(stamps);
