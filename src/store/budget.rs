@@ -304,9 +304,6 @@ impl Inner {
         let put = Op::Put { key: rec.key, slot: Slot { stamp: last_used, loc: new_loc, body: slot_body }, expect: Some(loc) };
         let applied = self.index.apply(&[put, Op::Tail(next)])?;
         self.queue_reap(&applied.zero);
-        // Outside the log's lock, so that inserts go on while it writes.
-        drop(_log);
-        self.packs.flush_if_due();
         Ok(if applied.done.first() == Some(&true) { Step::Moved } else { Step::Skipped })
     }
 

@@ -110,7 +110,6 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
             continue;
         };
         let (stamp, loc) = packs.append(&stamps, &key, &rec.meta, &body)?;
-        packs.flush_if_due();
         let slot_body = match &body {
             RecBody::None => SlotBody::None,
             RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },

@@ -1105,22 +1105,17 @@ impl Inner {
         body: &RecBody,
         expect: Option<Loc>,
     ) -> Result<index::Applied, StoreError> {
-        let applied = {
-            let _log = lock(&self.log_lock);
-            let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, body)?;
-            let slot_body = match body {
-                RecBody::None => SlotBody::None,
-                RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
-                RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
-            };
-            let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect }])?;
-            if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
-                lock(&self.recent).put(*hash, loc);
-            }
-            applied
+        let _log = lock(&self.log_lock);
+        let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, body)?;
+        let slot_body = match body {
+            RecBody::None => SlotBody::None,
+            RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
+            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
         };
-        // Outside the log's lock: other inserts go on while it writes.
-        self.packs.flush_if_due();
+        let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect }])?;
+        if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
+            lock(&self.recent).put(*hash, loc);
+        }
         Ok(applied)
     }
 
