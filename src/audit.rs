@@ -235,7 +235,6 @@ const SPARES: usize = 4;
 
 /// The audit writer for one directory.
 pub struct AuditLog {
-    dir: PathBuf,
     shared: Arc<Shared>,
 }
 
@@ -384,12 +383,12 @@ impl AuditLog {
                 tracing::warn!("cannot write the audit log in {}: {e}", shared.dir.display());
             }
         })?;
-        Ok(AuditLog { dir: dir.to_path_buf(), shared })
+        Ok(AuditLog { shared })
     }
 
     /// The directory written to.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.shared.dir
     }
 
     /// Appends `record` as one line for the file of its day (switching files
@@ -446,7 +445,7 @@ impl AuditLog {
 impl Drop for AuditLog {
     fn drop(&mut self) {
         if let Err(e) = self.flush() {
-            tracing::warn!("cannot write the audit log in {}: {e}", self.dir.display());
+            tracing::warn!("cannot write the audit log in {}: {e}", self.shared.dir.display());
         }
     }
 }

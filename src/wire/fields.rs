@@ -80,11 +80,13 @@ pub fn connection_named(headers: &HeaderMap) -> Vec<String> {
 
 /// Removes hop-by-hop fields, including every field named in `Connection`.
 /// Most messages carry none (and then no `Connection` either): one pass
-/// over the names finds that, and only the fields present are removed
-/// (each `remove` by name hashes it; this runs on every miss and
-/// revalidation, for the request and for the response).
+/// over the names finds the ones present (nothing is allocated when there
+/// are none), and only those are removed (each `remove` by name hashes it;
+/// this runs on every miss and revalidation, for the request and for the
+/// response).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if !headers.keys().any(|k| is_hop_by_hop(k.as_str())) {
+    let present: Vec<HeaderName> = headers.keys().filter(|k| is_hop_by_hop(k.as_str())).cloned().collect();
+    if present.is_empty() {
         return;
     }
     for n in connection_named(headers) {
@@ -92,7 +94,6 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(n);
         }
     }
-    let present: Vec<HeaderName> = headers.keys().filter(|k| is_hop_by_hop(k.as_str())).cloned().collect();
     for n in present {
         headers.remove(n);
     }

@@ -194,6 +194,7 @@ pub async fn respond_with_upstream(
         .then_some(())
         .filter(|_| status != 304 && status != 206 && !never_store)
         .map(|_| crate::record::record_key(&ex.parts.method, &primary, None));
+    let request_time_ms = to_millis(request_time);
     // The head to store, encoded from the origin's field lines before they
     // are changed for the client, when anything will be stored.
     let meta = if (writer.is_some() && secondary.is_some()) || record_key.is_some() {
@@ -201,7 +202,7 @@ pub async fn respond_with_upstream(
         let vary_request = key::nominated_fields(&rparts.headers, &ex.parts.headers);
         crate::cache::encode_head(
             status,
-            to_millis(request_time),
+            request_time_ms,
             to_millis(response_time),
             &primary,
             fields.iter().copied(),
@@ -210,7 +211,6 @@ pub async fn respond_with_upstream(
     } else {
         Vec::new()
     };
-    let request_time_ms = to_millis(request_time);
     // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
     rparts.version = Version::HTTP_11;
     client_response_fields(&mut rparts.headers);
