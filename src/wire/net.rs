@@ -1,4 +1,5 @@
-//! The one loopback test for socket addresses.
+//! The one loopback test for socket addresses, and the CPU a connection's
+//! packets arrive on.
 
 use std::net::IpAddr;
 
@@ -81,5 +82,79 @@ mod self_tests {
         assert!(!names_listener("127.0.0.1", 4712, listening).await, "another port");
         assert!(!names_listener("192.0.2.1", 4711, listening).await, "a documentation address is not local");
         assert!(!names_listener("no-such-host.invalid", 4711, listening).await);
+    }
+}
+
+/// The CPU that last processed packets arriving on `stream` (Linux
+/// `SO_INCOMING_CPU`, socket(7)): for a connection from this machine, the CPU
+/// the client's thread ran on when it sent them (loopback delivery runs on
+/// the sender's CPU); for a remote client, the CPU its network queue
+/// interrupts on. `None` where the platform does not say.
+pub fn incoming_cpu(stream: &impl std::os::fd::AsRawFd) -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut cpu: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt on a descriptor `stream` owns, into an int of
+        // the length passed.
+        let rc = unsafe {
+            libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_INCOMING_CPU, (&mut cpu as *mut libc::c_int).cast(), &mut len)
+        };
+        (rc == 0 && cpu >= 0).then_some(cpu as usize)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stream;
+        None
+    }
+}
+
+/// The CPUs this process may run on, in increasing order (Linux
+/// `sched_getaffinity`); empty where the platform does not say.
+pub fn allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it
+        // and CPU_ISSET reads it within its size.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod cpu_tests {
+    /// Pins the calling thread to `cpu`.
+    fn pin(cpu: usize) {
+        // SAFETY: as above; the set names one CPU the process may use.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        assert_eq!(rc, 0, "sched_setaffinity");
+    }
+
+    #[test]
+    fn a_loopback_connection_reports_the_cpu_its_client_sent_from() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        for cpu in super::allowed_cpus() {
+            // The client runs pinned to `cpu`: loopback delivery runs in the
+            // sender's context, so that is the CPU the packets came in on.
+            let client = std::thread::spawn(move || {
+                pin(cpu);
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                std::io::Write::write_all(&mut s, b"x").unwrap();
+                s
+            });
+            let (server, _) = listener.accept().unwrap();
+            let mut byte = [0u8; 1];
+            std::io::Read::read_exact(&mut &server, &mut byte).unwrap();
+            assert_eq!(super::incoming_cpu(&server), Some(cpu));
+            drop(client.join().unwrap());
+        }
     }
 }
