@@ -321,10 +321,12 @@ pub async fn shutdown_signal() {
 /// thread that woke first: measured, all 16 connections of a miss run on
 /// one thread, that thread at 90 % of a core, the other idle, a sixth of
 /// the machine unused. So a connection goes to the thread its client's CPU
-/// points to, and a thread that would then serve more than [`SHARE_SLACK`]
-/// connections beyond another thread's count hands it to that thread
-/// instead, before reading a byte of it (what nginx's `accept_mutex` and
-/// `reuseport` do in their ways).
+/// points to, unless that thread already serves more than [`SHARE_SLACK`]
+/// connections beyond another thread's count: then to the least busy
+/// thread, handed over before a byte of it is read (what nginx's
+/// `accept_mutex` and `reuseport` do in their ways). With more threads
+/// than CPUs, the threads beyond the CPU count get the connections the
+/// slack passes on.
 ///
 /// The client's CPU ([`crate::wire::net::incoming_cpu`]) keeps the
 /// connections of one client thread on one serving thread: a client
@@ -348,8 +350,9 @@ pub struct Shares {
     cpus: Vec<usize>,
 }
 
-/// How many connections a serving thread may serve beyond another thread's
-/// count before new connections its clients' CPU points to go elsewhere.
+/// How many connections a serving thread may already serve beyond the
+/// least busy thread's count and still be given a new connection its
+/// client's CPU points to (so it can end up one beyond this).
 pub const SHARE_SLACK: usize = 8;
 
 impl Shares {
@@ -360,12 +363,11 @@ impl Shares {
 
     /// The thread that should serve a connection accepted by thread `me`
     /// whose packets came in on `cpu`: the thread that CPU points to (its
-    /// place among the CPUs the proxy may use, modulo the thread count;
-    /// with more threads than CPUs, the least busy of the threads numbered
-    /// like that place modulo the CPU count), but the least busy thread
-    /// when the chosen one serves more than [`SHARE_SLACK`] connections
-    /// beyond its count. With `cpu` unknown: `me` unless another thread
-    /// serves fewer connections.
+    /// place among the CPUs the proxy may use, read at start, modulo the
+    /// thread count; a CPU outside that list by its own number), unless
+    /// that thread already serves more than [`SHARE_SLACK`] connections
+    /// beyond the least busy thread: then the least busy thread. With `cpu`
+    /// unknown: `me` unless another thread serves fewer connections.
     fn pick(&self, me: usize, cpu: Option<usize>) -> usize {
         use std::sync::atomic::Ordering::Relaxed;
         let n = self.open.len();
@@ -375,13 +377,7 @@ impl Shares {
             // Nothing to keep together: the least busy thread.
             return if count < load(me) { least } else { me };
         };
-        let place = self.cpus.binary_search(&cpu).unwrap_or(cpu);
-        let cpus = self.cpus.len().max(1);
-        let preferred = if n <= cpus {
-            place % n
-        } else {
-            (0..n).filter(|t| t % cpus == place % cpus).min_by_key(|&t| load(t)).unwrap_or(me)
-        };
+        let preferred = self.cpus.binary_search(&cpu).unwrap_or(cpu) % n;
         if load(preferred) > count + SHARE_SLACK {
             least
         } else {
@@ -541,8 +537,9 @@ pub fn serving_threads(configured: usize) -> usize {
 ///
 /// Connections are served by `server.threads` threads, each with its own
 /// single-threaded runtime accepting from the same listening socket; a
-/// connection stays on the thread that accepted it (tasks it spawns too),
-/// so an exchange never waits for another thread to pick it up. The
+/// connection is handed once, before a byte of it is read, to the thread
+/// [`Shares`] chooses, and stays there (tasks it spawns too), so an
+/// exchange never waits for another thread to pick it up. The
 /// caller's runtime only waits for `shutdown`, then for the threads to
 /// finish what is in flight (at most `server.shutdown_timeout`).
 ///
@@ -671,11 +668,17 @@ mod share_tests {
     }
 
     #[test]
-    fn more_threads_than_cpus_share_out_a_cpu_between_its_threads() {
+    fn with_more_threads_than_cpus_a_cpu_still_keeps_its_clients_together() {
+        // One CPU, two threads (a container limited to one CPU): a client
+        // thread's connections stay on one thread up to the slack.
+        let s = shares(2, 1);
+        let first: Vec<usize> = (0..=SHARE_SLACK).map(|_| accept(&s, Some(0))).collect();
+        assert!(first.iter().all(|&t| t == 0), "{first:?}");
+        assert_eq!(accept(&s, Some(0)), 1);
         let s = shares(4, 2);
         let from_cpu1: Vec<usize> = (0..4).map(|_| accept(&s, Some(1))).collect();
-        assert!(from_cpu1.iter().all(|&t| t == 1 || t == 3), "{from_cpu1:?}");
-        assert_eq!(s.open_connections(), vec![0, 2, 0, 2]);
+        assert_eq!(from_cpu1, vec![1, 1, 1, 1]);
+        assert_eq!(accept(&s, Some(0)), 0);
     }
 
     #[test]

@@ -150,7 +150,9 @@ mod cpu_tests {
                 std::io::Write::write_all(&mut s, b"x").unwrap();
                 s
             });
+            // Asked at accept, as the proxy asks: the handshake has set it.
             let (server, _) = listener.accept().unwrap();
+            assert_eq!(super::incoming_cpu(&server), Some(cpu));
             let mut byte = [0u8; 1];
             std::io::Read::read_exact(&mut &server, &mut byte).unwrap();
             assert_eq!(super::incoming_cpu(&server), Some(cpu));
