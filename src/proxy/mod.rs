@@ -625,8 +625,13 @@ mod share_tests {
     /// Shares for `threads` serving threads on a machine whose CPUs are
     /// numbered 0 to `cpus` - 1.
     fn shares(threads: usize, cpus: usize) -> Shares {
+        shares_on(threads, (0..cpus).collect())
+    }
+
+    /// Shares for `threads` serving threads on the CPUs `cpus`.
+    fn shares_on(threads: usize, cpus: Vec<usize>) -> Shares {
         let handoff = (0..threads).map(|_| tokio::sync::mpsc::unbounded_channel().0).collect();
-        Shares { open: (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(), handoff, cpus: (0..cpus).collect() }
+        Shares { open: (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(), handoff, cpus }
     }
 
     /// Accepts a connection from `cpu` on thread 0 and counts it where
@@ -684,8 +689,7 @@ mod share_tests {
     #[test]
     fn a_client_cpu_counts_by_its_place_among_the_cpus_the_proxy_may_use() {
         // A cpuset of CPUs 4 and 6: both even, yet two places.
-        let handoff = (0..2).map(|_| tokio::sync::mpsc::unbounded_channel().0).collect();
-        let s = Shares { open: (0..2).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(), handoff, cpus: vec![4, 6] };
+        let s = shares_on(2, vec![4, 6]);
         assert_eq!(s.pick(0, Some(4)), 0);
         assert_eq!(s.pick(0, Some(6)), 1);
     }
