@@ -666,20 +666,22 @@ mod share_tests {
         assert_eq!(open.iter().sum::<usize>(), 32);
         assert!(open[0].abs_diff(open[1]) <= SHARE_SLACK + 1, "{open:?}");
         // The first connections stay together on the CPU's thread.
-        let s = shares(2, 2);
-        let first: Vec<usize> = (0..=SHARE_SLACK).map(|_| accept(&s, Some(0))).collect();
+        a_burst_from_cpu_0_stays_on_thread_0_up_to_the_slack(&shares(2, 2));
+    }
+
+    /// Connections from CPU 0 to an idle `s` of two threads: the first
+    /// beyond-the-slack-many go to thread 0, the next to thread 1.
+    fn a_burst_from_cpu_0_stays_on_thread_0_up_to_the_slack(s: &Shares) {
+        let first: Vec<usize> = (0..=SHARE_SLACK).map(|_| accept(s, Some(0))).collect();
         assert!(first.iter().all(|&t| t == 0), "{first:?}");
-        assert_eq!(accept(&s, Some(0)), 1, "one beyond the slack goes to the idle thread");
+        assert_eq!(accept(s, Some(0)), 1, "one beyond the slack goes to the idle thread");
     }
 
     #[test]
     fn with_more_threads_than_cpus_a_cpu_still_keeps_its_clients_together() {
         // One CPU, two threads (a container limited to one CPU): a client
         // thread's connections stay on one thread up to the slack.
-        let s = shares(2, 1);
-        let first: Vec<usize> = (0..=SHARE_SLACK).map(|_| accept(&s, Some(0))).collect();
-        assert!(first.iter().all(|&t| t == 0), "{first:?}");
-        assert_eq!(accept(&s, Some(0)), 1);
+        a_burst_from_cpu_0_stays_on_thread_0_up_to_the_slack(&shares(2, 1));
         let s = shares(4, 2);
         let from_cpu1: Vec<usize> = (0..4).map(|_| accept(&s, Some(1))).collect();
         assert_eq!(from_cpu1, vec![1, 1, 1, 1]);

@@ -58,12 +58,11 @@ fn connections_per_thread(proxy: &Proxy, threads: usize) -> Vec<u64> {
     (0..threads).map(|t| metric(&m, &format!("crawlcache_client_connections{{thread=\"{t}\"}}"))).collect()
 }
 
-/// The CPUs the tests may run on.
+/// The CPUs the tests may run on (the proxy's own reading of them).
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }, 0);
-    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+    let cpus = crawlcache::wire::net::allowed_cpus();
+    assert!(!cpus.is_empty(), "sched_getaffinity named no CPU");
+    cpus
 }
 
 /// Opens `n` connections to `proxy` from a thread pinned to `cpu` (a client
@@ -71,7 +70,8 @@ fn allowed_cpus() -> Vec<usize> {
 fn open_from_cpu(proxy: &Proxy, url: &str, cpu: usize, n: usize) -> Vec<Conn> {
     let (addr, url) = (proxy.addr(), url.to_string());
     std::thread::spawn(move || {
-        // SAFETY: as above; the set names one CPU the process may use.
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; it names one
+        // CPU the process may use.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         unsafe { libc::CPU_SET(cpu, &mut set) };
         assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }, 0);
