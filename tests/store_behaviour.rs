@@ -122,23 +122,31 @@ fn identical_bodies_are_stored_once_and_deleted_with_their_last_reference() {
     assert!(store.verify(false).unwrap().is_clean());
 }
 
+/// SPEC section 3: short bodies are content-addressed too (field case C53).
 #[test]
-fn identical_short_bodies_are_kept_with_each_entry_and_go_with_it() {
+fn identical_short_bodies_are_stored_once_and_stay_while_an_entry_has_them() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), 1 << 20).unwrap();
     let data = b"same short bytes from two URLs";
     let a = store_url(&store, "http://a.example/1", data);
     let b = store_url(&store, "http://b.example/2", data);
     assert_eq!(a, b, "the same content address");
-    assert!(files_in(&dir.path().join("bodies")).is_empty(), "no file: both live in the pack");
+    assert!(files_in(&dir.path().join("bodies")).is_empty(), "no file: the body lives in the pack");
     let stats = store.stats();
-    assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (2, 2, 2 * data.len() as u64));
+    assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (2, 1, data.len() as u64));
+    assert_eq!(stats.bytes_referenced, 2 * data.len() as u64);
     assert_eq!(read_stored(&store, &a.sha256), data);
-    assert!(store.remove_variant("http://a.example/1", b"").unwrap());
+    let gone = store.remove_variant_freeing("http://a.example/1", b"").unwrap();
+    assert_eq!((gone.entries, gone.freed), (1, 0), "the other entry still has the body");
     let e = store.lookup("http://b.example/2").unwrap().pop().unwrap();
-    assert_eq!(e.body.as_ref(), Some(&b), "the other entry keeps its copy");
+    assert_eq!(e.body.as_ref(), Some(&b));
+    assert_eq!(read_stored(&store, &b.sha256), data);
     let stats = store.stats();
     assert_eq!((stats.entries, stats.bodies, stats.bytes_stored), (1, 1, data.len() as u64));
+    assert!(store.verify(false).unwrap().is_clean());
+    let gone = store.remove_variant_freeing("http://b.example/2", b"").unwrap();
+    assert_eq!((gone.entries, gone.freed), (1, data.len() as u64), "its last reference");
+    assert_eq!(store.stats().bodies, 0);
     assert!(store.verify(false).unwrap().is_clean());
 }
 
@@ -564,11 +572,11 @@ fn a_full_disk_while_writing_leaves_nothing_behind() {
 fn a_store_of_an_unknown_format_is_refused_with_a_message_saying_how() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path(), 1 << 20).unwrap());
-    fs::write(dir.path().join("format"), "4\n").unwrap();
+    fs::write(dir.path().join("format"), "5\n").unwrap();
     let err = Store::open(dir.path(), 1 << 20).unwrap_err();
     assert!(matches!(err, StoreError::Format(_)), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("format 4") && msg.contains("move the directory aside"), "{msg}");
+    assert!(msg.contains("format 5") && msg.contains("move the directory aside"), "{msg}");
     fs::write(dir.path().join("format"), "garbage").unwrap();
     assert!(matches!(Store::open(dir.path(), 1 << 20), Err(StoreError::Format(_))));
 }

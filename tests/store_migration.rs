@@ -1,10 +1,12 @@
-//! Stores written by earlier releases (SPEC section 3, issue 13): the store
-//! of format 2 in `tests/fixtures/store-format-2` was written by crawlcache
-//! at commit 7238623 (its `make.sh` regenerates it); opened by this release
-//! it is migrated to format 3 and every entry it held is read back and
-//! served, byte for byte. A format-1 store (the release before the `format`
-//! file) is the same store without that file and without the commit
-//! checkpoint.
+//! Stores written by earlier releases (SPEC section 3): the store of format
+//! 2 in `tests/fixtures/store-format-2` was written by crawlcache at commit
+//! 7238623, the store of format 3 in `tests/fixtures/store-format-3` at
+//! commit 738cd51 (each folder's `make.sh` regenerates it); opened by this
+//! release each is migrated to format 4 and every entry it held is read
+//! back and served, byte for byte, with the short bodies several entries
+//! held in copies of their own now stored once. A format-1 store (the
+//! release before the `format` file) is the format-2 store without that
+//! file and without the commit checkpoint.
 
 mod common;
 
@@ -25,11 +27,19 @@ struct Expected {
 }
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-format-2")
+    fixture_of(2)
+}
+
+fn fixture_of(format: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/store-format-{format}"))
 }
 
 fn manifest() -> Vec<Expected> {
-    let text = fs::read_to_string(fixture().join("manifest.tsv")).expect("the fixture's manifest");
+    manifest_of(2)
+}
+
+fn manifest_of(format: u32) -> Vec<Expected> {
+    let text = fs::read_to_string(fixture_of(format).join("manifest.tsv")).expect("the fixture's manifest");
     text.lines()
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
@@ -75,7 +85,7 @@ fn read_all(store: &Store, sha256: &str) -> Vec<u8> {
 fn open_and_check(data: &Path) {
     let expected = manifest();
     let store = Store::open(data, 1 << 30).expect("the old store opens");
-    assert_eq!(fs::read_to_string(data.join("format")).unwrap().trim(), "3", "migrated to format 3");
+    assert_eq!(fs::read_to_string(data.join("format")).unwrap().trim(), "4", "migrated to format 4");
     let mut seen = 0;
     for exp in &expected {
         let entries = store.lookup(&exp.url).unwrap();
@@ -152,7 +162,7 @@ fn the_proxy_serves_every_entry_of_a_migrated_store() {
     let dir = TestDir::new("migrate-serve");
     let data = format_2_store(dir.path());
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
-    assert!(proxy.stderr().contains("migrated to store format 3"), "progress on stderr:\n{}", proxy.stderr());
+    assert!(proxy.stderr().contains("migrated to store format 4"), "progress on stderr:\n{}", proxy.stderr());
     for exp in manifest() {
         let headers: Vec<(&str, &str)> = exp.accept_encoding.as_deref().map(|ae| vec![("Accept-Encoding", ae)]).unwrap_or_default();
         let resp = proxy.get(&exp.url, &headers);
@@ -164,4 +174,69 @@ fn the_proxy_serves_every_entry_of_a_migrated_store() {
     }
     proxy.stop_cleanly();
     assert_cache_verifies(&data);
+}
+
+/// A copy of the format-3 fixture in `dir/data`.
+fn format_3_store(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    copy_dir(&fixture_of(3).join("data"), &data);
+    assert_eq!(fs::read_to_string(data.join("format")).unwrap().trim(), "3");
+    data
+}
+
+/// Must-show 4 of issue 29 (field case C53): a store of format 3 kept a
+/// copy of a short body in every entry that had it; migrated, each body is
+/// stored once, every entry reads back byte for byte, and a compaction
+/// gives the copies' space back.
+#[test]
+fn a_store_of_format_3_is_migrated_with_its_duplicate_bodies_merged() {
+    let dir = TestDir::new("migrate-format-3");
+    let data = format_3_store(dir.path());
+    let expected = manifest_of(3);
+    let distinct: std::collections::BTreeMap<&str, u64> = expected.iter().map(|e| (e.sha256.as_str(), e.len)).collect();
+    let store = Store::open(&data, 1 << 30).expect("the format-3 store opens");
+    assert_eq!(fs::read_to_string(data.join("format")).unwrap().trim(), "4", "migrated to format 4");
+    let st = store.stats();
+    assert_eq!(st.entries, expected.len() as u64);
+    assert_eq!(st.bodies, distinct.len() as u64, "one body per distinct SHA-256: {st:?}");
+    assert_eq!(st.bytes_stored, distinct.values().sum::<u64>(), "{st:?}");
+    assert_eq!(st.bytes_referenced, expected.iter().map(|e| e.len).sum::<u64>(), "{st:?}");
+    for exp in &expected {
+        let entries = store.lookup(&exp.url).unwrap();
+        let e = entries
+            .iter()
+            .find(|e| e.body.as_ref().is_some_and(|b| b.sha256 == exp.sha256))
+            .unwrap_or_else(|| panic!("{} (Accept-Encoding {:?}) was kept", exp.url, exp.accept_encoding));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut store.read_body(e).unwrap().into_reader(), &mut bytes).unwrap();
+        assert_eq!(hex::encode(Sha256::digest(&bytes)), exp.sha256, "{}: byte-identical", exp.url);
+    }
+    assert!(store.verify(false).unwrap().is_clean());
+    let c = store.compact().unwrap();
+    // Three copies of 10,000 bytes and three of 14 became one each.
+    assert!(c.pack_bytes_before - c.pack_bytes_after >= 2 * 10_000, "{c:?}");
+    assert!(store.verify(false).unwrap().is_clean());
+    drop(store);
+    // Served as hits by the proxy afterwards.
+    let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
+    for exp in &expected {
+        let headers: Vec<(&str, &str)> = exp.accept_encoding.as_deref().map(|ae| vec![("Accept-Encoding", ae)]).unwrap_or_default();
+        let resp = proxy.get(&exp.url, &headers);
+        assert_eq!(resp.status, 200, "{}: {}", exp.url, resp.describe());
+        assert_eq!(hex::encode(Sha256::digest(&resp.body)), exp.sha256, "{}: served byte-identical", exp.url);
+        assert!(resp.cache_status().unwrap_or_default().contains("hit"), "{}: a hit", exp.url);
+    }
+    proxy.stop_cleanly();
+    assert_cache_verifies(&data);
+}
+
+/// The same migration when the proxy opens the store: progress on stderr.
+#[test]
+fn the_proxy_migrates_a_format_3_store_and_says_so() {
+    let dir = TestDir::new("migrate-format-3-proxy");
+    let data = format_3_store(dir.path());
+    let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
+    let err = proxy.stderr();
+    assert!(err.contains("sharing duplicate short bodies") && err.contains("migrated to store format 4"), "progress on stderr:\n{err}");
+    proxy.stop_cleanly();
 }

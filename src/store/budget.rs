@@ -27,11 +27,17 @@
 //! dead ones dropped, while the pack holds more than twice its live bytes
 //! (plus one segment). Segments the tail has passed are deleted by the next
 //! group commit, once the copies are durable.
+//!
+//! Shared body records are never evicted themselves: one is live while its
+//! reference-count row names it, and then copied forward like a live entry
+//! (its row follows it); it dies with its last reference. An entry's record
+//! that still holds the inline copy of a body shared since is copied
+//! without it (a reference), which is how that copy's space comes back.
 
 use std::sync::atomic::Ordering;
 
-use super::index::{split_entry_key, Op, Slot, SlotBody};
-use super::packs::{Pos, ReadError, RecBody, SEGMENT_SIZE};
+use super::index::{split_entry_key, Op, Place, Slot, SlotBody};
+use super::packs::{Loc, Pos, ReadError, RecBody, Record, SEGMENT_SIZE};
 use super::{lock, Entry, Inner, StoreError};
 
 /// Pending touches written to the index once this many have accumulated.
@@ -168,7 +174,7 @@ impl Inner {
                 Err(ReadError::Gone) => continue,
                 Err(e) => return Err(e.into_store_error(&slot.loc)),
             };
-            let applied = self.write_record(key, meta, &rec.body, Some(slot.loc))?;
+            let applied = self.write_record(key, meta, &carried_body(rec.body, &slot.body), Some(slot.loc), None)?;
             self.queue_reap(&applied.zero);
             if applied.done.first() == Some(&true) {
                 return Ok(());
@@ -215,6 +221,28 @@ impl Inner {
     pub(super) fn needs_compaction(&self) -> bool {
         let live = self.index.state().pack_live;
         self.log_bytes() > 2 * live + SEGMENT_SIZE
+    }
+
+    /// Copies every live record forward and drops the dead ones, to the
+    /// end of what was written when it started (the segment being written
+    /// is sealed first). Returns how many records it copied. The caller
+    /// commits (which deletes the segments passed).
+    pub(super) fn compact_all(&self) -> Result<u64, StoreError> {
+        let _g = lock(&self.evict_lock);
+        {
+            let _log = lock(&self.log_lock);
+            self.packs.roll()?;
+        }
+        let head = self.packs.head_seg();
+        let mut moved = 0;
+        while self.index.state().tail.seg.max(1) < head {
+            match self.tail_step(false)? {
+                Step::End => break,
+                Step::Moved => moved += 1,
+                Step::Skipped | Step::Evicted => {}
+            }
+        }
+        Ok(moved)
     }
 
     /// Copies live records forward from the tail of sealed segments until
@@ -264,6 +292,9 @@ impl Inner {
         };
         let next = Pos { seg: loc.seg, off: loc.off + loc.len as u64 };
         let _log = lock(&self.log_lock);
+        if let RecBody::Shared { hash, .. } = &rec.body {
+            return self.shared_step(&rec, *hash, loc, next);
+        }
         let slot = match self.index.get(&rec.key) {
             Ok(s) => s,
             Err(e) => {
@@ -294,17 +325,44 @@ impl Inner {
         // A second chance (or compaction): the record moves to the head,
         // with the newest head if a freshening is pending.
         let meta = pending.as_ref().and_then(|p| p.meta.clone()).unwrap_or(rec.meta);
-        let body = rec.body;
+        let body = carried_body(rec.body, &slot.body);
         let (_, new_loc) = self.packs.append(&self.next_stamp, &rec.key, &meta, &body)?;
-        let slot_body = match &body {
-            RecBody::None => SlotBody::None,
-            RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
-            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
-        };
-        let put = Op::Put { key: rec.key, slot: Slot { stamp: last_used, loc: new_loc, body: slot_body }, expect: Some(loc) };
+        let put = Op::Put { key: rec.key, slot: Slot { stamp: last_used, loc: new_loc, body: slot.body }, expect: Some(loc), create: None };
         let applied = self.index.apply(&[put, Op::Tail(next)])?;
         self.queue_reap(&applied.zero);
-        Ok(if applied.done.first() == Some(&true) { Step::Moved } else { Step::Skipped })
+        if applied.done.first() != Some(&true) {
+            return Ok(Step::Skipped);
+        }
+        if let RecBody::Inline { hash, .. } = &body {
+            self.hints.add(new_loc, hash);
+            lock(&self.recent).put(*hash, new_loc);
+        }
+        Ok(Step::Moved)
+    }
+
+    /// The tail step over the shared body record `rec` of `hash` at `loc`
+    /// (the log's lock held): copied to the head while its reference-count
+    /// row names it, else passed (dead: its last reference went).
+    fn shared_step(&self, rec: &Record, hash: super::index::Hash, loc: Loc, next: Pos) -> Result<Step, StoreError> {
+        let live = match self.index.ref_row_of(&hash) {
+            Ok(Some(r)) => r.place == Place::Packed(loc),
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "an undecodable reference count at the tail (run cache verify)");
+                false
+            }
+        };
+        if !live {
+            self.index.apply(&[Op::Tail(next)])?;
+            return Ok(Step::Skipped);
+        }
+        let (_, new_loc) = self.packs.append(&self.next_stamp, b"", b"", &rec.body)?;
+        let applied = self.index.apply(&[Op::MoveShared { hash, from: loc, to: new_loc }, Op::Tail(next)])?;
+        if applied.done.first() != Some(&true) {
+            return Ok(Step::Skipped);
+        }
+        lock(&self.recent).put(hash, new_loc);
+        Ok(Step::Moved)
     }
 
     /// Moves the tail to the start of the next segment after `seg`.
@@ -315,5 +373,15 @@ impl Inner {
         let next = self.packs.next_seg(seg).unwrap_or(head);
         self.index.apply(&[Op::Tail(Pos { seg: next, off: 0 })])?;
         Ok(Step::Skipped)
+    }
+}
+
+/// The body a copy of an entry's record carries, given its row's word on
+/// it: the record's own, except that an inline copy of a body the row says
+/// is shared since becomes a reference (the shared body record holds it).
+fn carried_body(body: RecBody, slot: &SlotBody) -> RecBody {
+    match (body, slot) {
+        (RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => RecBody::Ref { hash: *hash, len: *len },
+        (body, _) => body,
     }
 }

@@ -1,4 +1,4 @@
-//! The sled index of store format 3: one tree, `store`, mapping each entry
+//! The sled index of store format 4: one tree, `store`, mapping each entry
 //! key to the location of its current pack record (`packs.rs`), plus a few
 //! rows of the store's own under keys that start with `0xFF` (an entry key
 //! starts with its primary key's length, which is below 16 MiB, so its first
@@ -6,10 +6,25 @@
 //!
 //! | key                         | value                                          |
 //! |-----------------------------|------------------------------------------------|
-//! | [`entry_key`]               | [`Slot`]: stamp, record location, body length (and SHA-256 of a body file) |
-//! | `FF 'r'` + SHA-256          | [`RefRow`]: entries referencing a body *file*, and its length |
+//! | [`entry_key`]               | [`Slot`]: stamp, record location, body length (and SHA-256 of a referenced body) |
+//! | `FF 'r'` + SHA-256          | [`RefRow`]: entries referencing a body by hash, its length and where it is (a file, or a shared body record) |
 //! | `FF 's'`                    | [`State`]: totals, the log's tail and end, the largest stamp |
 //! | `FF 'c'`                    | [`Checkpoint`]: the last group commit          |
+//!
+//! How a body is kept (SPEC section 3: every body named by its SHA-256 and
+//! stored once):
+//! - a short body (under `inline_max`) that one entry has lives in that
+//!   entry's pack record, and its row says `Inline` — no row of its own,
+//!   since hash-keyed sled rows are the costly kind (below);
+//! - once a second entry stores the same bytes, they are written once more
+//!   as a shared body record, a reference-count row names it, and both
+//!   entries' rows say `Ref` (the first one's record keeps its now unused
+//!   copy until the tail walk rewrites it without: [`Op::Share`]);
+//! - a body of `inline_max` bytes or more is a file, with a
+//!   reference-count row from its first entry on.
+//! So a body is counted in the totals once however many entries reference
+//! it, and its bytes are given back only when its last reference goes
+//! ([`Applied::freed`]).
 //!
 //! Every change goes through [`Index::apply`], which works out the new rows
 //! of a list of [`Op`]s (one at a time, under the index lock, so reading a
@@ -27,8 +42,11 @@
 //! What the index holds per entry is kept small on purpose (measured with
 //! sled 0.34: about 280 bytes of disk per URL-keyed row even with a 4-byte
 //! value, and every 32-byte random key, such as a row per body hash, adds
-//! about 500 more): the stored head and small bodies live in the pack, and
-//! hash-keyed rows exist only for bodies large enough to have a file.
+//! about 530 more; README, "Performance"): the stored head and small
+//! bodies live in the pack, and hash-keyed rows exist only for bodies
+//! that are files or shared. Finding whether a short body is stored
+//! already, by its hash, is the work of `hints.rs` and the filter in
+//! front of it, not of the index.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +62,7 @@ pub(crate) type RawRow = (Vec<u8>, Vec<u8>);
 /// A reference-count row as found: the hash bytes, and the row if it decodes.
 pub(crate) type RawRefRow = (Vec<u8>, Option<RefRow>);
 
-/// The name of the index tree of format 3.
+/// The name of the index tree (formats 3 and 4).
 pub(crate) const TREE: &str = "store";
 /// Longest primary key accepted, in bytes (keeps entry keys clear of the
 /// `0xFF` rows).
@@ -156,10 +174,22 @@ fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SlotBody {
     None,
-    /// Inline in the pack record, `len` bytes.
+    /// Inline in the entry's own pack record, `len` bytes, referenced by no
+    /// other entry (no reference-count row).
     Inline { len: u64 },
-    /// In the body file named `hash`, `len` bytes.
-    File { hash: Hash, len: u64 },
+    /// The body `hash` of `len` bytes, counted in its [`RefRow`] (a body
+    /// file or a shared body record).
+    Ref { hash: Hash, len: u64 },
+}
+
+impl SlotBody {
+    /// The body's length in bytes (0 without one).
+    pub fn len(&self) -> u64 {
+        match self {
+            SlotBody::None => 0,
+            SlotBody::Inline { len } | SlotBody::Ref { len, .. } => *len,
+        }
+    }
 }
 
 /// An entry row: when it was last used, where its record is, its body.
@@ -172,15 +202,16 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// Layout: tag (`0x31` no body, `0x32` inline, `0x33` file), then
-    /// varints stamp, segment, offset, record length, [body length], then
-    /// the 32-byte SHA-256 of a body file.
+    /// Layout: tag (`0x31` no body, `0x32` inline, `0x33` reference; as in
+    /// format 3, where a reference always named a body file), then varints
+    /// stamp, segment, offset, record length, [body length], then the
+    /// 32-byte SHA-256 of a referenced body.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(48);
         out.push(match self.body {
             SlotBody::None => 0x31,
             SlotBody::Inline { .. } => 0x32,
-            SlotBody::File { .. } => 0x33,
+            SlotBody::Ref { .. } => 0x33,
         });
         put_varint(&mut out, self.stamp);
         put_varint(&mut out, self.loc.seg as u64);
@@ -189,7 +220,7 @@ impl Slot {
         match &self.body {
             SlotBody::None => {}
             SlotBody::Inline { len } => put_varint(&mut out, *len),
-            SlotBody::File { hash, len } => {
+            SlotBody::Ref { hash, len } => {
                 put_varint(&mut out, *len);
                 out.extend_from_slice(hash);
             }
@@ -212,7 +243,7 @@ impl Slot {
                 let len = get_varint(b, &mut at)?;
                 let hash: Hash = b.get(at..at + 32)?.try_into().ok()?;
                 at += 32;
-                SlotBody::File { hash, len }
+                SlotBody::Ref { hash, len }
             }
             _ => return None,
         };
@@ -220,30 +251,49 @@ impl Slot {
     }
 }
 
-/// A row of reference counts: how many entries reference a body file, and
-/// its length.
+/// Where a referenced body is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The body file `bodies/../<hash>`.
+    File,
+    /// The shared body record at this location of the pack.
+    Packed(Loc),
+}
+
+/// A row of reference counts: how many entries reference a body, its
+/// length, and where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RefRow {
     pub count: u64,
     pub len: u64,
+    pub place: Place,
 }
 
 impl RefRow {
-    pub fn encode(&self) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&self.count.to_be_bytes());
-        out[8..].copy_from_slice(&self.len.to_be_bytes());
+    /// Layout: count, length (u64 BE each); for a shared body record then
+    /// its segment (u32 BE), offset (u64 BE) and record length (u32 BE).
+    /// A 16-byte row names a body file (as every row of format 3 did).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32);
+        out.extend_from_slice(&self.count.to_be_bytes());
+        out.extend_from_slice(&self.len.to_be_bytes());
+        if let Place::Packed(loc) = self.place {
+            out.extend_from_slice(&loc.seg.to_be_bytes());
+            out.extend_from_slice(&loc.off.to_be_bytes());
+            out.extend_from_slice(&loc.len.to_be_bytes());
+        }
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Option<RefRow> {
-        if bytes.len() != 16 {
-            return None;
-        }
-        Some(RefRow {
-            count: u64::from_be_bytes(bytes[..8].try_into().ok()?),
-            len: u64::from_be_bytes(bytes[8..].try_into().ok()?),
-        })
+        let u64_at = |at: usize| bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+        let u32_at = |at: usize| bytes.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
+        let place = match bytes.len() {
+            16 => Place::File,
+            32 => Place::Packed(Loc { seg: u32_at(16)?, off: u64_at(20)?, len: u32_at(28)? }),
+            _ => return None,
+        };
+        Some(RefRow { count: u64_at(0)?, len: u64_at(8)?, place })
     }
 }
 
@@ -252,10 +302,15 @@ impl RefRow {
 pub(crate) struct State {
     /// Entries in the index.
     pub entries: u64,
-    /// Distinct bodies: body files, plus one per inline body.
+    /// Distinct bodies: referenced ones (files, shared body records), plus
+    /// one per inline body.
     pub bodies: u64,
-    /// Bytes of those bodies (what the size budget bounds).
+    /// Bytes of those bodies, each counted once (what the size budget
+    /// bounds).
     pub bytes: u64,
+    /// Bytes of the bodies of every entry, a body counted once per entry
+    /// referencing it (what the entries would take unshared).
+    pub referenced: u64,
     /// Bytes of pack records some entry points at.
     pub pack_live: u64,
     /// The log's tail: records before it are gone or about to be.
@@ -271,20 +326,22 @@ pub(crate) struct State {
 impl State {
     /// Layout: entries, bodies, bytes, pack_live, tail offset, max_stamp,
     /// log_end offset (u64 BE each), then tail segment, log_end segment
-    /// (u32 BE each).
-    pub fn encode(&self) -> [u8; 64] {
-        let mut out = [0u8; 64];
+    /// (u32 BE each), then referenced (u64 BE). A 64-byte row (format 3)
+    /// has no `referenced` (read as 0; the migration counts it).
+    pub fn encode(&self) -> [u8; 72] {
+        let mut out = [0u8; 72];
         let words = [self.entries, self.bodies, self.bytes, self.pack_live, self.tail.off, self.max_stamp, self.log_end.off];
         for (i, v) in words.iter().enumerate() {
             out[i * 8..i * 8 + 8].copy_from_slice(&v.to_be_bytes());
         }
         out[56..60].copy_from_slice(&self.tail.seg.to_be_bytes());
-        out[60..].copy_from_slice(&self.log_end.seg.to_be_bytes());
+        out[60..64].copy_from_slice(&self.log_end.seg.to_be_bytes());
+        out[64..].copy_from_slice(&self.referenced.to_be_bytes());
         out
     }
 
     pub fn decode(b: &[u8]) -> Option<State> {
-        if b.len() != 64 {
+        if b.len() != 64 && b.len() != 72 {
             return None;
         }
         let u = |i: usize| u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
@@ -292,6 +349,7 @@ impl State {
             entries: u(0),
             bodies: u(1),
             bytes: u(2),
+            referenced: if b.len() == 72 { u(8) } else { 0 },
             pack_live: u(3),
             tail: Pos { seg: u32::from_be_bytes(b[56..60].try_into().ok()?), off: u(4) },
             max_stamp: u(5),
@@ -333,7 +391,23 @@ impl Checkpoint {
 pub(crate) enum Op {
     /// `key` now has the record `slot.loc` (written just before, stamped
     /// `slot.stamp`). With `expect`, only if its current record is there.
-    Put { key: Vec<u8>, slot: Slot, expect: Option<Loc> },
+    /// A `Ref` body takes a reference on its [`RefRow`]; when there is none,
+    /// `create` says where the body is (a new row counting this entry),
+    /// else the op is not done (the body is gone: the caller stores it
+    /// anew).
+    Put { key: Vec<u8>, slot: Slot, expect: Option<Loc>, create: Option<Place> },
+    /// Makes the inline body of `owner` (whose current record must be
+    /// `owner_loc`, with an `Inline` body of `len` bytes) a shared one: the
+    /// body `hash`, now also in the shared body record at `body` (written
+    /// just before), gets a [`RefRow`] counting `owner`, whose row says
+    /// `Ref` from now on. When `hash` already has a row (another entry
+    /// shared it first) `owner` is counted there instead and `body` is dead
+    /// space; its inline copy is no longer counted either way. Not done when
+    /// `owner`'s row is not as expected.
+    Share { owner: Vec<u8>, owner_loc: Loc, hash: Hash, len: u64, body: Loc },
+    /// The shared body record of `hash` moved from `from` to `to` (the
+    /// tail walk copied it); only if its row still names `from`.
+    MoveShared { hash: Hash, from: Loc, to: Loc },
     /// Removes `key`; with `expect`, only if its current record is there.
     Remove { key: Vec<u8>, expect: Option<Loc> },
     /// Marks `key` used at `stamp` (if it exists and is not used later).
@@ -352,6 +426,10 @@ pub(crate) struct Applied {
     /// Body files whose reference count reached zero: their files may be
     /// deleted once the batch is durable.
     pub zero: Vec<Hash>,
+    /// Bytes of bodies whose last reference went (inline bodies, shared
+    /// body records, body files): what the store gives back. A body other
+    /// entries still reference frees nothing.
+    pub freed: u64,
 }
 
 /// Index rows changed in memory and not yet in sled.
@@ -385,7 +463,7 @@ impl Overlay {
         }
         for (h, row) in &self.refs {
             match row {
-                Some(r) => batch.insert(&refs_key(h)[..], &r.encode()[..]),
+                Some(r) => batch.insert(&refs_key(h)[..], r.encode()),
                 None => batch.remove(&refs_key(h)[..]),
             }
         }
@@ -614,6 +692,13 @@ impl Index {
         lock(&self.mem).state
     }
 
+    /// Sets the total of bytes every entry references (the migration of a
+    /// format-3 store, which did not keep it); written with the next spill
+    /// or commit.
+    pub fn set_referenced(&self, bytes: u64) {
+        lock(&self.mem).state.referenced = bytes;
+    }
+
     /// The overlay's word on `key`: `Some(row)` when it changed it.
     fn overlaid(&self, key: &[u8]) -> Option<Option<Slot>> {
         let mem = lock(&self.mem);
@@ -793,18 +878,57 @@ impl Index {
         Ok(out)
     }
 
-    /// Whether a reference-count row exists for the body file `hash`.
-    pub fn is_referenced(&self, hash: &Hash) -> Result<bool, StoreError> {
+    /// The reference-count row of `hash`, if it has one (the changes held
+    /// in memory first). Errors: `Index` when sled cannot be read or the
+    /// row is corrupt.
+    pub fn ref_row_of(&self, hash: &Hash) -> Result<Option<RefRow>, StoreError> {
         {
             let mem = lock(&self.mem);
             if let Some(r) = mem.active.refs.get(hash) {
-                return Ok(r.is_some());
+                return Ok(*r);
             }
             if let Some(r) = mem.flushing.as_ref().and_then(|f| f.refs.get(hash)) {
-                return Ok(r.is_some());
+                return Ok(*r);
             }
         }
-        self.tree.contains_key(refs_key(hash)).map_err(sled_err)
+        match self.tree.get(refs_key(hash)).map_err(sled_err)? {
+            None => Ok(None),
+            Some(v) => RefRow::decode(&v)
+                .map(Some)
+                .ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))),
+        }
+    }
+
+    /// Up to `n` hashes of reference-count rows in sled after the row key
+    /// `after` (from the first with `None`), and the key to resume after
+    /// (`None` when the rows are done). For building the filter of stored
+    /// bodies a step at a time; callers move the overlay into sled first.
+    /// Errors: `Index`.
+    pub fn ref_hashes_step(&self, after: Option<&[u8]>, n: usize) -> Result<(Vec<Hash>, Option<Vec<u8>>), StoreError> {
+        use std::ops::Bound;
+        let end = [0xFF, b'r' + 1];
+        let start = match after {
+            Some(k) => Bound::Excluded(k.to_vec()),
+            None => Bound::Included(REFS.to_vec()),
+        };
+        let mut out = Vec::new();
+        for item in self.tree.range::<Vec<u8>, _>((start, Bound::Excluded(end.to_vec()))) {
+            let (k, _) = item.map_err(sled_err)?;
+            if let Ok(h) = <Hash>::try_from(&k[2..]) {
+                out.push(h);
+            }
+            if out.len() >= n {
+                return Ok((out, Some(k.to_vec())));
+            }
+        }
+        Ok((out, None))
+    }
+
+    /// Whether an entry references the body *file* `hash` (a reference-count
+    /// row naming a file; a shared body record of the same hash makes a
+    /// file of that name an orphan).
+    pub fn file_referenced(&self, hash: &Hash) -> Result<bool, StoreError> {
+        Ok(self.ref_row_of(hash)?.is_some_and(|r| r.place == Place::File))
     }
 
     /// The last commit checkpoint (zero when none was written).
@@ -838,7 +962,7 @@ impl Index {
             }
         }
         for (h, row) in refs {
-            batch.insert(&refs_key(h)[..], &row.encode()[..]);
+            batch.insert(&refs_key(h)[..], row.encode());
         }
         batch.insert(&STATE_KEY[..], &state.encode()[..]);
         self.tree.apply_batch(batch).map_err(sled_err)?;
@@ -874,14 +998,16 @@ impl Index {
         let mut applied = Applied::default();
         for op in ops {
             let done = match op {
-                Op::Put { key, slot, expect } => {
+                Op::Put { key, slot, expect, create } => {
                     let old = self.current(&mem, &mut slots, key)?;
                     if expect.is_some() && old.map(|s| s.loc) != *expect {
                         false
+                    } else if !self.acquire(&mem, &mut refs, &mut state, &slot.body, *create)? {
+                        false
                     } else {
-                        self.acquire(&mem, &mut refs, &mut state, &slot.body)?;
+                        state.referenced += slot.body.len();
                         match old {
-                            Some(o) => self.release(&mem, &mut refs, &mut state, &o, &mut applied.zero)?,
+                            Some(o) => self.release(&mem, &mut refs, &mut state, &o, &mut applied)?,
                             None => {
                                 state.entries += 1;
                                 // A new key, before its row can be read
@@ -898,9 +1024,39 @@ impl Index {
                         true
                     }
                 }
+                Op::Share { owner, owner_loc, hash, len, body } => match self.current(&mem, &mut slots, owner)? {
+                    Some(o) if o.loc == *owner_loc && o.body == (SlotBody::Inline { len: *len }) => {
+                        let row = match self.ref_row(&mem, &mut refs, hash)? {
+                            None => {
+                                state.pack_live += body.len as u64;
+                                state.log_end = state.log_end.max(Pos { seg: body.seg, off: body.off + body.len as u64 });
+                                RefRow { count: 1, len: *len, place: Place::Packed(*body) }
+                            }
+                            Some(r) => {
+                                // Its own copy was a distinct body until now.
+                                state.bodies = state.bodies.saturating_sub(1);
+                                state.bytes = state.bytes.saturating_sub(*len);
+                                RefRow { count: r.count + 1, ..r }
+                            }
+                        };
+                        refs.insert(*hash, Some(row));
+                        slots.insert(owner.clone(), Some(Slot { body: SlotBody::Ref { hash: *hash, len: *len }, ..o }));
+                        true
+                    }
+                    _ => false,
+                },
+                Op::MoveShared { hash, from, to } => match self.ref_row(&mem, &mut refs, hash)? {
+                    Some(r) if r.place == Place::Packed(*from) => {
+                        state.pack_live = state.pack_live.saturating_sub(from.len as u64) + to.len as u64;
+                        state.log_end = state.log_end.max(Pos { seg: to.seg, off: to.off + to.len as u64 });
+                        refs.insert(*hash, Some(RefRow { place: Place::Packed(*to), ..r }));
+                        true
+                    }
+                    _ => false,
+                },
                 Op::Remove { key, expect } => match self.current(&mem, &mut slots, key)? {
                     Some(o) if expect.is_none_or(|e| e == o.loc) => {
-                        self.release(&mem, &mut refs, &mut state, &o, &mut applied.zero)?;
+                        self.release(&mem, &mut refs, &mut state, &o, &mut applied)?;
                         state.entries = state.entries.saturating_sub(1);
                         applied.removed += 1;
                         slots.insert(key.clone(), None);
@@ -993,58 +1149,80 @@ impl Index {
         Ok(r)
     }
 
-    /// Counts a new reference to `body`.
-    fn acquire(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, state: &mut State, body: &SlotBody) -> Result<(), StoreError> {
+    /// Counts a new reference to `body`: false (nothing changed) when it is
+    /// a reference to a body without a row and `create` does not say where
+    /// that body is.
+    fn acquire(
+        &self,
+        mem: &Mem,
+        refs: &mut HashMap<Hash, Option<RefRow>>,
+        state: &mut State,
+        body: &SlotBody,
+        create: Option<Place>,
+    ) -> Result<bool, StoreError> {
         match body {
             SlotBody::None => {}
             SlotBody::Inline { len } => {
                 state.bodies += 1;
                 state.bytes += len;
             }
-            SlotBody::File { hash, len } => {
-                let row = match self.ref_row(mem, refs, hash)? {
-                    None => {
+            SlotBody::Ref { hash, len } => {
+                let row = match (self.ref_row(mem, refs, hash)?, create) {
+                    (Some(r), _) => RefRow { count: r.count + 1, ..r },
+                    (None, Some(place)) => {
                         state.bodies += 1;
                         state.bytes += len;
-                        RefRow { count: 1, len: *len }
+                        if let Place::Packed(loc) = place {
+                            state.pack_live += loc.len as u64;
+                            state.log_end = state.log_end.max(Pos { seg: loc.seg, off: loc.off + loc.len as u64 });
+                        }
+                        RefRow { count: 1, len: *len, place }
                     }
-                    Some(r) => RefRow { count: r.count + 1, len: r.len },
+                    (None, None) => return Ok(false),
                 };
                 refs.insert(*hash, Some(row));
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Drops the reference (and the record) of the entry `old`.
+    /// Drops the reference (and the record) of the entry `old`; a body
+    /// whose last reference this was is counted in `applied.freed` (and a
+    /// body file in `applied.zero`).
     fn release(
         &self,
         mem: &Mem,
         refs: &mut HashMap<Hash, Option<RefRow>>,
         state: &mut State,
         old: &Slot,
-        zero: &mut Vec<Hash>,
+        applied: &mut Applied,
     ) -> Result<(), StoreError> {
         state.pack_live = state.pack_live.saturating_sub(old.loc.len as u64);
+        state.referenced = state.referenced.saturating_sub(old.body.len());
         match old.body {
             SlotBody::None => {}
             SlotBody::Inline { len } => {
                 state.bodies = state.bodies.saturating_sub(1);
                 state.bytes = state.bytes.saturating_sub(len);
+                applied.freed += len;
             }
-            SlotBody::File { hash, .. } => match self.ref_row(mem, refs, &hash)? {
+            SlotBody::Ref { hash, .. } => match self.ref_row(mem, refs, &hash)? {
                 None => {
-                    tracing::warn!(body = %hex::encode(hash), "releasing a body file that has no reference count");
-                    zero.push(hash);
+                    tracing::warn!(body = %hex::encode(hash), "releasing a body that has no reference count");
+                    applied.zero.push(hash);
                 }
                 Some(r) if r.count <= 1 => {
                     refs.insert(hash, None);
                     state.bodies = state.bodies.saturating_sub(1);
                     state.bytes = state.bytes.saturating_sub(r.len);
-                    zero.push(hash);
+                    applied.freed += r.len;
+                    match r.place {
+                        Place::File => applied.zero.push(hash),
+                        Place::Packed(loc) => state.pack_live = state.pack_live.saturating_sub(loc.len as u64),
+                    }
                 }
                 Some(r) => {
-                    refs.insert(hash, Some(RefRow { count: r.count - 1, len: r.len }));
+                    refs.insert(hash, Some(RefRow { count: r.count - 1, ..r }));
                 }
             },
         }
@@ -1071,7 +1249,7 @@ mod tests {
     #[test]
     fn slots_round_trip_and_garbage_is_rejected_not_panicked_on() {
         let loc = Loc { seg: 3, off: 70_000_000, len: 1300 };
-        for body in [SlotBody::None, SlotBody::Inline { len: 1024 }, SlotBody::File { hash: [7; 32], len: 1 << 33 }] {
+        for body in [SlotBody::None, SlotBody::Inline { len: 1024 }, SlotBody::Ref { hash: [7; 32], len: 1 << 33 }] {
             let s = Slot { stamp: 1 << 40, loc, body };
             assert_eq!(Slot::decode(&s.encode()), Some(s));
         }
@@ -1084,12 +1262,20 @@ mod tests {
             entries: 1,
             bodies: 2,
             bytes: 3,
+            referenced: 10,
             pack_live: 4,
             tail: Pos { seg: 5, off: 6 },
             max_stamp: 7,
             log_end: Pos { seg: 8, off: 9 },
         };
         assert_eq!(State::decode(&st.encode()), Some(st));
+        // A format-3 state row (64 bytes) reads without `referenced`.
+        assert_eq!(State::decode(&st.encode()[..64]), Some(State { referenced: 0, ..st }));
+        for place in [Place::File, Place::Packed(Loc { seg: 9, off: 1 << 35, len: 77 })] {
+            let r = RefRow { count: 3, len: 1 << 20, place };
+            assert_eq!(RefRow::decode(&r.encode()), Some(r));
+        }
+        assert_eq!(RefRow { count: 1, len: 2, place: Place::File }.encode().len(), 16, "a file's row is format 3's");
         assert_eq!(RefRow::decode(b"short"), None);
         assert_eq!(State::decode(b""), None);
     }

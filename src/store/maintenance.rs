@@ -18,13 +18,17 @@
 //!    durable): the first record that is not whole (torn, or never written)
 //!    ends the log; the segment is cut there and any later one removed.
 //!    Each whole record an entry still points at is checked: its body must
-//!    hash to its name (an inline body, or its body file, which may not
-//!    have been synced either); otherwise the entry is dropped;
+//!    hash to its name (an inline body, its body file, which may not have
+//!    been synced either, or its shared body record); otherwise the entry
+//!    is dropped. So is a shared body record its reference-count row names
+//!    that does not hash to its name: every entry referencing it is
+//!    dropped;
 //! 2. if the index knows of records past that end (the state row's
 //!    `log_end`, written atomically with every entry: a power loss kept
 //!    index rows whose records did not reach the disk), every index row is
-//!    read and those pointing past the end are dropped (the one case that
-//!    takes time in proportion to the store);
+//!    read and those pointing past the end are dropped, with the entries
+//!    of shared bodies whose record lay past it (the one case that takes
+//!    time in proportion to the store);
 //! 3. sweeps orphan body files (renamed, never indexed) and temporary files.
 //!
 //! So a crash (SIGKILL or power loss) loses the index changes of the last
@@ -49,7 +53,7 @@ use std::sync::{RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use super::blobs::{drop_cached_pages, hash_file, io_err, sync_dir, BodyFile, Blobs};
-use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, Slot, SlotBody};
+use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, Place, RefRow, Slot, SlotBody};
 use super::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
 use super::{lock, Inner, StoreError};
 
@@ -102,7 +106,7 @@ pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs
         let mut orphans = 0u64;
         for f in blobs.walk()? {
             if let BodyFile::Valid(h, path) = f {
-                if !index.is_referenced(&h)? {
+                if !index.file_referenced(&h)? {
                     fs::remove_file(&path).map_err(io_err("remove orphan body", &path))?;
                     orphans += 1;
                 }
@@ -124,7 +128,8 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
     let (segs, _) = list_segments(&packs.dir)?;
     let mut max_stamp = 0;
     let mut valid_end = cp.end;
-    let mut files: HashMap<Hash, bool> = HashMap::new();
+    let mut bodies: HashMap<Hash, bool> = HashMap::new();
+    let mut broken_shared: HashSet<Hash> = HashSet::new();
     let mut doomed = Vec::new();
     let mut checked = 0u64;
     'segments: for (seg, len) in segs.into_iter().filter(|(s, _)| *s >= cp.end.seg) {
@@ -134,12 +139,24 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
                 Ok(Some((rec, loc))) => {
                     max_stamp = max_stamp.max(rec.stamp);
                     pos.off = loc.off + loc.len as u64;
+                    if let RecBody::Shared { hash, .. } = &rec.body {
+                        // The shared body its row names must be whole.
+                        if matches!(index.ref_row_of(hash), Ok(Some(RefRow { place: Place::Packed(l), .. })) if l == loc) {
+                            checked += 1;
+                            let whole = inline_intact(&rec.body);
+                            bodies.insert(*hash, whole);
+                            if !whole {
+                                broken_shared.insert(*hash);
+                            }
+                        }
+                        continue;
+                    }
                     let Ok(Some(slot)) = index.get(&rec.key) else { continue };
                     if slot.loc != loc {
                         continue; // replaced since: a dead record
                     }
                     checked += 1;
-                    if !record_whole(blobs, &rec, &slot, &mut files) {
+                    if !record_whole(blobs, index, packs, &rec, &slot, &mut bodies) {
                         if let Some((pk, _)) = split_entry_key(&rec.key) {
                             tracing::warn!(primary_key = pk, "dropping an entry whose body did not reach the disk before the crash");
                         }
@@ -160,16 +177,33 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
         valid_end = pos;
     }
     let log_end = index.state().log_end;
-    if log_end > valid_end {
+    let past_end = log_end > valid_end;
+    if past_end {
         tracing::warn!(
             "the index knows of pack records past what reached the disk (lost at a power loss); reading every index row"
         );
+        index.spill()?;
+        for (k, row) in index.ref_rows()? {
+            if let (Ok(h), Some(RefRow { place: Place::Packed(l), .. })) = (<Hash>::try_from(k.as_slice()), row) {
+                if (Pos { seg: l.seg, off: l.off + l.len as u64 }) > valid_end {
+                    broken_shared.insert(h);
+                }
+            }
+        }
+    }
+    if past_end || !broken_shared.is_empty() {
+        let doomed_keys: HashSet<Vec<u8>> = doomed.iter().filter_map(|op| match op {
+            Op::Remove { key, .. } => Some(key.clone()),
+            _ => None,
+        }).collect();
         for item in index.entry_rows() {
             let (k, v) = item.map_err(sled_err)?;
             let Some(slot) = Slot::decode(&v) else { continue };
-            if (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end {
+            let past = (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end;
+            let on_broken = matches!(slot.body, SlotBody::Ref { hash, .. } if broken_shared.contains(&hash));
+            if (past || on_broken) && !doomed_keys.contains(k.as_ref()) {
                 if let Some((pk, _)) = split_entry_key(&k) {
-                    tracing::warn!(primary_key = pk, "dropping an entry whose record did not reach the disk before the crash");
+                    tracing::warn!(primary_key = pk, "dropping an entry whose record or body did not reach the disk before the crash");
                 }
                 doomed.push(Op::Remove { key: k.to_vec(), expect: Some(slot.loc) });
             }
@@ -187,19 +221,38 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
 }
 
 /// Whether the record `rec` of the entry `slot` is whole: it agrees with
-/// the row about its body, and the body hashes to its name (a body file is
-/// hashed once, memoised in `files`).
-fn record_whole(blobs: &Blobs, rec: &packs::Record, slot: &Slot, files: &mut HashMap<Hash, bool>) -> bool {
+/// the row about its body, and the body hashes to its name (a body file
+/// or shared body record is hashed once, memoised in `bodies`).
+fn record_whole(blobs: &Blobs, index: &Index, packs: &Packs, rec: &packs::Record, slot: &Slot, bodies: &mut HashMap<Hash, bool>) -> bool {
     if !inline_intact(&rec.body) {
         return false;
     }
     match (&rec.body, &slot.body) {
-        (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) if hash == h2 && len == l2 => {
-            let (hash, len) = (*hash, *len);
-            *files.entry(hash).or_insert_with(|| matches!(hash_file(&blobs.path(&hash)), Ok((got, n)) if got == hash && n == len))
-        }
         (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
         (RecBody::None, SlotBody::None) => true,
+        // A reference, or an inline copy of a body shared since.
+        (RecBody::Ref { .. } | RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => {
+            if rec.body.hash_len() != Some((*hash, *len)) {
+                return false;
+            }
+            let (hash, len) = (*hash, *len);
+            *bodies.entry(hash).or_insert_with(|| referenced_body_whole(blobs, index, packs, &hash, len))
+        }
+        _ => false,
+    }
+}
+
+/// Whether the referenced body `hash` of `len` bytes (a body file or a
+/// shared body record, as its reference-count row says) is whole.
+fn referenced_body_whole(blobs: &Blobs, index: &Index, packs: &Packs, hash: &Hash, len: u64) -> bool {
+    match index.ref_row_of(hash) {
+        Ok(Some(RefRow { place: Place::File, len: l, .. })) => {
+            l == len && matches!(hash_file(&blobs.path(hash)), Ok((got, n)) if got == *hash && n == len)
+        }
+        Ok(Some(RefRow { place: Place::Packed(loc), len: l, .. })) => {
+            l == len
+                && matches!(packs.read(&loc), Ok(r) if matches!(&r.body, RecBody::Shared { hash: h, bytes } if h == hash && bytes.len() as u64 == len) && inline_intact(&r.body))
+        }
         _ => false,
     }
 }
@@ -236,10 +289,12 @@ impl Drop for Closer {
 fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
     let mut last_maintenance = std::time::Instant::now();
     let mut presence_build = None;
+    let mut body_filter_build = None;
     loop {
-        // While the filter of stored keys is being built, a step per round
-        // without waiting out the interval.
-        let interval = if presence_build.is_some() { Duration::ZERO } else { COMMIT_INTERVAL };
+        // While a filter is being built, a step per round without waiting
+        // out the interval.
+        let building = presence_build.is_some() || body_filter_build.is_some();
+        let interval = if building { Duration::ZERO } else { COMMIT_INTERVAL };
         let woken = match wake.recv_timeout(interval) {
             Ok(true) => true,
             Err(mpsc::RecvTimeoutError::Timeout) => false,
@@ -249,6 +304,11 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
         if presence_build.is_some() || inner.index.presence_needs_build() {
             if let Err(e) = inner.index.build_presence_step(&mut presence_build, PRESENCE_ROWS_PER_STEP) {
                 tracing::warn!(error = %e, "building the filter of stored keys failed; lookups read the index meanwhile");
+            }
+        }
+        if body_filter_build.is_some() || inner.body_filter.needs_build() {
+            if let Err(e) = inner.build_body_filter_step(&mut body_filter_build) {
+                tracing::warn!(error = %e, "building the filter of stored bodies failed; new short bodies are looked up meanwhile");
             }
         }
         let due = woken || last_maintenance.elapsed() >= MAINTENANCE_INTERVAL;
@@ -263,6 +323,9 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
             inner.wake_queued.store(false, Ordering::Release);
             inner.apply_touches();
             inner.reap();
+            if let Err(e) = inner.hints.write_sealed(inner.packs.head_seg()) {
+                tracing::warn!(error = %e, "cannot write the hints of a sealed pack segment; they stay in memory");
+            }
             if inner.needs_compaction() {
                 match inner.compact() {
                     Ok(n) => tracing::debug!(bytes = n, "compacted the pack"),
@@ -358,6 +421,7 @@ impl Inner {
         // commit cost a directory read 100 times a second under load.)
         if tail.seg != lock(&self.tail_committed).seg {
             self.packs.delete_before(tail.seg)?;
+            self.hints.forget_before(tail.seg);
         }
         *lock(&self.tail_committed) = tail;
         Ok(())
@@ -427,7 +491,7 @@ impl Inner {
             if pinned {
                 continue;
             }
-            match self.index.is_referenced(h) {
+            match self.index.file_referenced(h) {
                 Ok(false) => doomed.push(*h),
                 Ok(true) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot read a reference count; keeping the body"),
@@ -472,6 +536,11 @@ impl Drop for Inner {
         if self.commits_paused.load(Ordering::Acquire) {
             // Test support: what was written after the pause stays unchecked.
             return;
+        }
+        let head = self.packs.head_seg();
+        if let Err(e) = self.hints.close(head, self.packs.seg_len(head).unwrap_or(0)) {
+            // The next open walks the last segment for them instead.
+            tracing::warn!(error = %e, "cannot write the hints of the last pack segment at close");
         }
         match self.index.db.flush() {
             Ok(_) => {

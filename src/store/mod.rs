@@ -1,18 +1,34 @@
-//! The body store and its metadata index (SPEC section 3), store format 3.
+//! The body store and its metadata index (SPEC section 3), store format 4.
+//!
+//! Every body is named by its SHA-256 and stored once, whatever its size,
+//! however many entries reference it; a body's bytes are given back only
+//! when its last reference goes.
 //!
 //! Where things live (under the store directory):
 //! - `packs/NNNNNNNN.pack`: append-only segments with one record per
 //!   stored version of an entry: its key, its metadata (the stored response
-//!   head) and, for a body shorter than `inline_max` bytes (32 KiB in the
-//!   default configuration), the body itself, named by its SHA-256 (`packs.rs`);
+//!   head) and its body — inline for a body shorter than `inline_max` bytes
+//!   (32 KiB in the default configuration) that no other entry has, else a
+//!   reference by SHA-256 — plus one shared body record per short body that
+//!   several entries reference (`packs.rs`); beside each segment its hints,
+//!   the inline bodies it holds by hash (`hints.rs`);
 //! - `bodies/ab/cd/abcd...`: one content-addressed file per distinct larger
 //!   body, named by the lower-case hex SHA-256 of its bytes and shared by
 //!   every entry with that body (reference counted) (`blobs.rs`);
 //! - `index/`: sled, one tree mapping each entry key to its current record
-//!   (a few bytes per entry), plus reference counts of body files, the
-//!   store's totals and the commit checkpoint (`index.rs`);
+//!   (a few bytes per entry), plus reference counts of body files and of
+//!   shared short bodies, the store's totals and the commit checkpoint
+//!   (`index.rs`, which also says how a body goes from inline to shared);
 //! - `format`: the store format number (`format.rs`); `tmp/`: bodies being
 //!   written.
+//!
+//! Finding a stored short body by its hash without reading the disk on
+//! every miss: a Bloom filter of the fingerprints of every stored short
+//! body (the filter of stored bodies, sized from `store.memory_ceiling`,
+//! `presence.rs`) answers "certainly not stored" for a new body, which then
+//! goes inline into its entry's record; only a "maybe" (a body seen before,
+//! or about 1 % of new ones) looks at the reference-count rows, the hints
+//! and the record a hint names.
 //!
 //! The store knows nothing about HTTP: an entry is addressed by a primary key
 //! (a string chosen by the cache layer) and a secondary key (bytes chosen by
@@ -70,6 +86,7 @@
 mod blobs;
 mod budget;
 pub mod format;
+mod hints;
 mod index;
 mod presence;
 mod legacy;
@@ -92,7 +109,7 @@ pub use budget::TOUCH_BATCH;
 pub use maintenance::COMMIT_INTERVAL;
 pub use verify::VerifyReport;
 use blobs::{io_err, Blobs};
-use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, Hash, Index, Op, Slot, SlotBody};
+use index::{entry_key, parse_hash, primary_prefix, sled_err, split_entry_key, Hash, Index, Op, Place, Slot, SlotBody};
 use maintenance::Closer;
 use packs::{Loc, Packs, ReadError, RecBody, Record};
 
@@ -312,10 +329,17 @@ impl std::io::Seek for BodyReader {
 pub struct StoreStats {
     /// Number of entries (variants) in the index.
     pub entries: u64,
-    /// Number of distinct bodies: body files, plus one per inline body.
+    /// Number of distinct bodies (each stored once, however many entries
+    /// reference it).
     pub bodies: u64,
-    /// Bytes of those bodies (what the budget bounds).
+    /// Bytes of those distinct bodies, each counted once (what the budget
+    /// bounds, and what the bodies take on disk before file-system blocks
+    /// and pack framing).
     pub bytes_stored: u64,
+    /// Bytes of the bodies of every entry, a body counted once for each
+    /// entry that references it (what the entries would take unshared;
+    /// `bytes_referenced - bytes_stored` is what sharing saves).
+    pub bytes_referenced: u64,
     /// The configured budget in bytes.
     pub max_size: u64,
     /// Entries evicted by the LRU budget since the store was opened.
@@ -357,10 +381,57 @@ impl StoreOptions {
     }
 }
 
-/// Packed bodies recently seen, by hash, and where: lets
-/// [`Store::open_body`] and [`Store::insert`] find a packed body from its
-/// hash alone (no index row is keyed by hash: see `index.rs`).
+/// Packed bodies recently seen, by hash, and where (an entry record holding
+/// it inline, or its shared body record): lets [`Store::open_body`],
+/// [`Store::read_body`] and [`Store::insert`] find a packed body from its
+/// hash without reading the index.
 const RECENT_PACKED: usize = 65536;
+
+/// What removing entries did ([`Store::remove_variant_freeing`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removal {
+    /// Entries removed.
+    pub entries: u64,
+    /// Bytes of bodies whose last reference went with them (given back);
+    /// a body other entries still reference frees nothing.
+    pub freed: u64,
+}
+
+/// What [`Store::compact`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Compaction {
+    /// Bytes of pack segments before and after.
+    pub pack_bytes_before: u64,
+    pub pack_bytes_after: u64,
+    /// Live records copied forward.
+    pub records_moved: u64,
+}
+
+/// A build of the filter of stored bodies in progress
+/// ([`Inner::build_body_filter_step`]).
+pub(crate) struct BodyFilterBuild {
+    fresh: presence::Building,
+    /// The segments whose hints go in, and the next one.
+    segments: Vec<u32>,
+    next: usize,
+    /// The last reference-count row added (`None`: from the first).
+    refs_after: Option<Vec<u8>>,
+}
+
+/// How a new entry record is to carry its body (see `index.rs`, "How a
+/// body is kept").
+enum Plan {
+    /// No body.
+    None,
+    /// The bytes in the entry's own record: no stored entry has them.
+    Owner { hash: Hash, bytes: Arc<Vec<u8>> },
+    /// A reference to a body with a reference-count row, or with `create`
+    /// a body that gets its first (a body file).
+    Ref { hash: Hash, len: u64, create: Option<Place>, bytes: Option<Arc<Vec<u8>>> },
+    /// The bytes are the inline body of the entry `owner` (its record at
+    /// `owner_loc`): both come to share them.
+    Share { hash: Hash, bytes: Arc<Vec<u8>>, owner: Vec<u8>, owner_loc: Loc },
+}
 
 /// When this process last closed a store, by directory: sled releases its
 /// lock on the index from background threads that may outlive the close by
@@ -559,6 +630,11 @@ pub(crate) struct Inner {
     records: Mutex<record_cache::RecordCache>,
     /// Recent lookups by primary key (`record_cache.rs`).
     lookups: Mutex<record_cache::LookupCache>,
+    /// Where the pack's inline bodies are, by hash (`hints.rs`).
+    pub(crate) hints: hints::Hints,
+    /// The filter of stored short bodies: fingerprints of every inline
+    /// body and every shared one ("certainly not stored" / "maybe").
+    pub(crate) body_filter: presence::Presence,
 }
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
@@ -604,17 +680,29 @@ impl Store {
             fs::create_dir_all(d).map_err(io_err("create store directory", d))?;
         }
         let db = open_index(dir, options.index_cache)?;
-        if found == format::Found::Previous {
-            migrate::run(dir, &db, &blobs, options.inline_max)?;
-        } else if found == format::Found::Current && migrate::unfinished(&db) {
-            // A migration that stopped after its `format` file was written.
+        if let format::Found::Previous(v) = found {
+            if v < 3 {
+                migrate::run(dir, &db, &blobs, options.inline_max)?;
+            }
+        }
+        if found != format::Found::New && migrate::unfinished(&db) {
+            // A migration from format 1 or 2 that stopped after its
+            // `format` file was written.
             migrate::finish(&db, &blobs)?;
         }
-        // The filter of stored keys: half the record cache's size (a
-        // thirty-second of `store.memory_ceiling`).
-        let index = Index::new(db, usize::try_from(options.record_cache / 2).unwrap_or(usize::MAX))?;
+        // The filters of stored keys and of stored bodies: half the record
+        // cache's size each (a thirty-second of `store.memory_ceiling`).
+        let filter_bytes = usize::try_from(options.record_cache / 2).unwrap_or(usize::MAX);
+        let index = Index::new(db, filter_bytes)?;
         let packs = Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
-        let recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
+        let mut recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
+        if let format::Found::Previous(_) = found {
+            // Format 3 (also what a format 1 or 2 store became above) kept
+            // a copy of a short body in every entry that had it.
+            recovered.next_stamp = migrate::merge_duplicates(dir, &index, &packs, recovered.next_stamp)?;
+            format::write(dir)?;
+        }
+        let hints = hints::Hints::open(&packs, index.state().tail.seg)?;
         if found == format::Found::New {
             format::write(dir)?;
         }
@@ -651,6 +739,8 @@ impl Store {
             recent: Mutex::new(lru::LruCache::new(NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN))),
             records: Mutex::new(record_cache::RecordCache::new(options.record_cache)),
             lookups: Mutex::new(record_cache::LookupCache::new(options.record_cache / 2)),
+            hints,
+            body_filter: presence::Presence::new(filter_bytes),
         });
         let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
         let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
@@ -800,7 +890,9 @@ impl Store {
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
         let hash = parse_hash(&body.sha256)?;
-        if body.len < inner.inline_max && !inner.blobs.is_small_pinned(&hash) {
+        // A short body must be held in memory and certainly not stored yet
+        // (finding a stored one may read the disk).
+        if body.len < inner.inline_max && (!inner.blobs.is_small_pinned(&hash) || inner.body_maybe_stored(&hash)) {
             return None;
         }
         Some(self.insert_locked(primary_key, secondary_key, meta, Some(body)))
@@ -821,8 +913,9 @@ impl Store {
             }
             return Err(StoreError::Index(format!("a primary key of {} bytes is too long to store", primary_key.len())));
         }
-        let rec_body = match body {
-            None => RecBody::None,
+        let key = entry_key(primary_key, secondary_key);
+        let plan = match body {
+            None => Plan::None,
             Some(b) => {
                 let h = parse_hash(&b.sha256)
                     .ok_or_else(|| StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256)))?;
@@ -830,12 +923,15 @@ impl Store {
                     self.release_committed(b);
                     return Err(StoreError::TooLarge { len: b.len, max_size: inner.max_size });
                 }
-                inner.resolve_body(&h, b.len)?
+                inner.plan_body(&key, &h, b.len)?
             }
         };
-        let key = entry_key(primary_key, secondary_key);
-        let result = inner.write_record(&key, meta, &rec_body, None);
-        if let RecBody::File { hash, .. } = &rec_body {
+        let file_pin = match &plan {
+            Plan::Ref { hash, create: Some(Place::File), .. } => Some(*hash),
+            _ => None,
+        };
+        let result = inner.write_planned(&key, meta, plan);
+        if let Some(hash) = &file_pin {
             inner.release_pin(hash);
         }
         let applied = match result {
@@ -897,9 +993,9 @@ impl Store {
     /// opened as it is; a short body kept in a pack record is copied into
     /// an unnamed temporary file (the store's own readers use
     /// [`Store::read_body`], which does not copy). A packed body is found
-    /// when it was returned by a recent [`Store::lookup`] or
-    /// [`BodyWriter::finish`] (the store keeps the last 65,536 such
-    /// locations), which is how its hash reaches a caller.
+    /// when it is shared (its reference-count row names its record), or
+    /// was returned by a recent [`Store::lookup`] or [`BodyWriter::finish`]
+    /// (the store keeps the last 65,536 such locations).
     /// Errors: `MissingBody` if the body is not found (or `sha256` is not a
     /// hash), `Io` if it cannot be read.
     pub fn open_body(&self, sha256: &str) -> Result<std::fs::File, StoreError> {
@@ -912,7 +1008,10 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("open body", &path)(e)),
         }
-        let bytes = self.inner.packed_bytes(&hash).ok_or_else(|| StoreError::MissingBody(sha256.to_string()))?;
+        let bytes = match self.inner.packed_bytes(&hash) {
+            Some(b) => b,
+            None => self.inner.shared_bytes(&hash)?.ok_or_else(|| StoreError::MissingBody(sha256.to_string()))?,
+        };
         let tmp = &self.inner.blobs.tmp;
         let mut f = tempfile::tempfile_in(tmp).map_err(io_err("create a temporary copy of a body in", tmp))?;
         use std::io::{Seek, Write};
@@ -935,12 +1034,20 @@ impl Store {
         // Not seen recently: through the entry's own row.
         let key = entry_key(&entry.primary_key, &entry.secondary_key);
         if let Some(slot) = self.inner.index.get(&key)? {
-            if let SlotBody::Inline { .. } = slot.body {
-                if let Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) = self.inner.packs.read(&slot.loc) {
-                    if h == hash {
+            match slot.body {
+                SlotBody::Inline { .. } => {
+                    if let Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) = self.inner.packs.read(&slot.loc) {
+                        if h == hash {
+                            return Ok(BodyData::Bytes(bytes.to_vec()));
+                        }
+                    }
+                }
+                SlotBody::Ref { hash: h, .. } if h == hash => {
+                    if let Some(bytes) = self.inner.shared_bytes(&hash)? {
                         return Ok(BodyData::Bytes(bytes.to_vec()));
                     }
                 }
+                _ => {}
             }
         }
         let path = self.body_path(&body.sha256);
@@ -980,12 +1087,38 @@ impl Store {
     /// Removes one variant. Returns whether it existed.
     /// Errors: `Index` on sled failures.
     pub fn remove_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.remove_variant_freeing(primary_key, secondary_key)?.entries > 0)
+    }
+
+    /// Removes one variant and says what that gave back: its body's bytes
+    /// only when no other entry references that body (`freed`; the pack
+    /// space itself is reclaimed by compaction, a body file deleted in the
+    /// background). Errors: `Index` on sled failures.
+    pub fn remove_variant_freeing(&self, primary_key: &str, secondary_key: &[u8]) -> Result<Removal, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
         let applied = inner.index.apply(&[Op::Remove { key: entry_key(primary_key, secondary_key), expect: None }])?;
         inner.queue_reap(&applied.zero);
         inner.wake_if_reaping();
-        Ok(applied.removed > 0)
+        Ok(Removal { entries: applied.removed, freed: applied.freed })
+    }
+
+    /// Compacts the whole pack now: seals the segment being written, copies
+    /// every live record forward and drops the dead ones (replaced or
+    /// removed entries, shared bodies nobody references any more, the
+    /// unused inline copy a shared body leaves in its first entry's
+    /// record), then commits and deletes the segments passed. The
+    /// background thread does the same a step at a time once the pack holds
+    /// more than twice its live bytes; this is `cache compact`. Other
+    /// writers wait while the tail walks. Errors: `Io` / `Index`.
+    pub fn compact(&self) -> Result<Compaction, StoreError> {
+        let inner = &self.inner;
+        let _m = inner.read_maintenance();
+        inner.apply_touches();
+        let before = inner.packs.bytes();
+        let moved = inner.compact_all()?;
+        inner.commit()?;
+        Ok(Compaction { pack_bytes_before: before, pack_bytes_after: inner.packs.bytes(), records_moved: moved })
     }
 
     /// Every entry in the index, collected ([`Store::scan`] without the
@@ -1015,6 +1148,7 @@ impl Store {
             entries: st.entries,
             bodies: st.bodies,
             bytes_stored: st.bytes,
+            bytes_referenced: st.referenced,
             max_size: self.inner.max_size,
             evictions: self.inner.evictions.load(Ordering::Relaxed),
             pack_bytes: self.inner.packs.bytes(),
@@ -1077,44 +1211,233 @@ impl Store {
 }
 
 impl Inner {
-    /// The body to write into a new record for the body `hash` of `len`
-    /// bytes: a pinned short body, a body file, or a packed body seen
-    /// recently (copied into the new record).
-    /// Errors: `MissingBody` when none of them has it.
-    fn resolve_body(&self, hash: &Hash, len: u64) -> Result<RecBody, StoreError> {
-        if let Some(bytes) = self.blobs.take_small(hash) {
-            return Ok(RecBody::Inline { hash: *hash, bytes });
+    /// Whether the short body `hash` may be stored already ("maybe"), by
+    /// the filter of stored bodies; `false` is certain.
+    fn body_maybe_stored(&self, hash: &Hash) -> bool {
+        self.body_filter.may_contain(&hints::fingerprint(hash).to_le_bytes())
+    }
+
+    /// Notes that the short body `hash` is stored (before its record can be
+    /// found).
+    fn note_body_stored(&self, hash: &Hash) {
+        self.body_filter.add(&hints::fingerprint(hash).to_le_bytes());
+    }
+
+    /// One step of building the filter of stored bodies (the background
+    /// thread runs one per round while it lasts): the first step starts it
+    /// (under the log's lock, so no inline body is written in between),
+    /// each then adds the hints of one segment, and the last ones the
+    /// hashes of the reference-count rows (8,192 a step). Bodies written
+    /// meanwhile go into the new filter as well. Errors: `Index` (the
+    /// build is given up; the filter answers as before).
+    pub(crate) fn build_body_filter_step(&self, build: &mut Option<BodyFilterBuild>) -> Result<(), StoreError> {
+        if build.is_none() {
+            let _log = lock(&self.log_lock);
+            let Some(fresh) = self.body_filter.start_build() else { return Ok(()) };
+            *build = Some(BodyFilterBuild { fresh, segments: self.hints.segments(), next: 0, refs_after: None });
+            return Ok(());
         }
-        if (len >= self.inline_max || self.blobs.path(hash).is_file()) && self.hold_for_insert(hash).is_ok() {
-            return Ok(RecBody::File { hash: *hash, len });
+        let Some(b) = build.as_mut() else { return Ok(()) };
+        if let Some(&seg) = b.segments.get(b.next) {
+            self.hints.for_each_fingerprint(seg, |fp| presence::add_to(&b.fresh, &fp.to_le_bytes()));
+            b.next += 1;
+            return Ok(());
         }
-        if let Some(bytes) = self.packed_bytes(hash) {
-            if bytes.len() as u64 == len {
-                return Ok(RecBody::Inline { hash: *hash, bytes });
+        let step = self.index.spill().and_then(|()| self.index.ref_hashes_step(b.refs_after.as_deref(), 8192));
+        let (hashes, after) = match step {
+            Ok(found) => found,
+            Err(e) => {
+                self.body_filter.abandon_build();
+                *build = None;
+                return Err(e);
+            }
+        };
+        for h in &hashes {
+            presence::add_to(&b.fresh, &hints::fingerprint(h).to_le_bytes());
+        }
+        b.refs_after = after;
+        if b.refs_after.is_none() {
+            if let Some(done) = build.take() {
+                self.body_filter.finish_build(done.fresh);
             }
         }
-        Err(StoreError::MissingBody(hex::encode(hash)))
+        Ok(())
+    }
+
+    /// How a new record of the entry `key` is to carry the body `hash` of
+    /// `len` bytes: a body file, a body with a reference-count row, the
+    /// inline body of another entry (shared), or new bytes of its own.
+    /// The bytes come from the pin [`BodyWriter::finish`] left (taken here)
+    /// or from a stored copy. May read the index, hints and records (never
+    /// for a short body the filter says is new).
+    /// Errors: `MissingBody` when the body is neither pinned nor stored.
+    fn plan_body(&self, key: &[u8], hash: &Hash, len: u64) -> Result<Plan, StoreError> {
+        let pinned = self.blobs.take_small(hash);
+        if pinned.is_none() && (len >= self.inline_max || self.blobs.path(hash).is_file()) && self.hold_for_insert(hash).is_ok() {
+            return Ok(Plan::Ref { hash: *hash, len, create: Some(Place::File), bytes: None });
+        }
+        let bytes = match pinned.or_else(|| self.packed_bytes(hash)) {
+            Some(b) if b.len() as u64 == len => b,
+            _ => {
+                // A body only a reference-count row knows (shared).
+                return match self.index.ref_row_of(hash)? {
+                    Some(r) if r.len == len => Ok(Plan::Ref { hash: *hash, len, create: None, bytes: None }),
+                    _ => Err(StoreError::MissingBody(hex::encode(hash))),
+                };
+            }
+        };
+        if !self.body_maybe_stored(hash) {
+            return Ok(Plan::Owner { hash: *hash, bytes });
+        }
+        if self.index.ref_row_of(hash)?.is_some_and(|r| r.len == len) {
+            return Ok(Plan::Ref { hash: *hash, len, create: None, bytes: Some(bytes) });
+        }
+        match self.find_owner(key, hash, len, false)? {
+            Some((owner, owner_loc)) => Ok(Plan::Share { hash: *hash, bytes, owner, owner_loc }),
+            None => Ok(Plan::Owner { hash: *hash, bytes }),
+        }
+    }
+
+    /// Another entry (not `key`) whose current record holds the short body
+    /// `hash` of `len` bytes inline, unshared: its key and record. Looks at
+    /// the location seen last and at the hints (only those in memory with
+    /// `memory_only`), reading each candidate record. Errors: `Index` when
+    /// the index cannot be read.
+    fn find_owner(&self, key: &[u8], hash: &Hash, len: u64, memory_only: bool) -> Result<Option<(Vec<u8>, Loc)>, StoreError> {
+        let recent = lock(&self.recent).get(hash).copied();
+        let mut tried = Vec::new();
+        for loc in recent.into_iter().chain(self.hints.candidates(hash, memory_only)) {
+            if tried.contains(&loc) {
+                continue;
+            }
+            tried.push(loc);
+            let Ok(rec) = self.read_record(&loc) else { continue };
+            let RecBody::Inline { hash: h, bytes } = &rec.body else { continue };
+            if h != hash || bytes.len() as u64 != len || rec.key.is_empty() || rec.key == key {
+                continue;
+            }
+            if let Some(slot) = self.index.get(&rec.key)? {
+                if slot.loc == loc && slot.body == (SlotBody::Inline { len }) {
+                    return Ok(Some((rec.key.clone(), loc)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bytes of the shared body `hash` (its reference-count row names
+    /// a shared body record), checked against its hash; `None` when it is
+    /// not a shared short body.
+    fn shared_bytes(&self, hash: &Hash) -> Result<Option<Arc<Vec<u8>>>, StoreError> {
+        let Some(index::RefRow { place: Place::Packed(loc), .. }) = self.index.ref_row_of(hash)? else { return Ok(None) };
+        match self.read_record(&loc).as_deref() {
+            Ok(Record { body: RecBody::Shared { hash: h, bytes }, .. }) if h == hash => {
+                lock(&self.recent).put(*hash, loc);
+                Ok(Some(bytes.clone()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Writes the record of the entry `key` as `plan` says and its index
+    /// row (see [`Inner::write_record`]). A plan overtaken meanwhile (the
+    /// shared body went, the owner was replaced, an owner of the same bytes
+    /// appeared) is redone under the log's lock, ending in new bytes of the
+    /// entry's own when nothing else holds.
+    fn write_planned(&self, key: &[u8], meta: &[u8], plan: Plan) -> Result<index::Applied, StoreError> {
+        let _log = lock(&self.log_lock);
+        let mut plan = plan;
+        for _ in 0..3 {
+            plan = match plan {
+                Plan::None => return self.write_record_locked(key, meta, &RecBody::None, None, None),
+                Plan::Owner { hash, bytes } => {
+                    // An owner of the same bytes written since the plan was
+                    // made is in the hints held in memory.
+                    let len = bytes.len() as u64;
+                    if self.body_maybe_stored(&hash) {
+                        if let Some((owner, owner_loc)) = self.find_owner(key, &hash, len, true)? {
+                            plan = Plan::Share { hash, bytes, owner, owner_loc };
+                            continue;
+                        }
+                    }
+                    return self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None);
+                }
+                Plan::Ref { hash, len, create, bytes } => {
+                    let applied = self.write_record_locked(key, meta, &RecBody::Ref { hash, len }, None, create)?;
+                    match bytes {
+                        // The shared body went meanwhile: store the bytes anew.
+                        Some(bytes) if applied.done.first() == Some(&false) => Plan::Owner { hash, bytes },
+                        _ => return Ok(applied),
+                    }
+                }
+                Plan::Share { hash, bytes, owner, owner_loc } => {
+                    let len = bytes.len() as u64;
+                    let (_, body_loc) = self.packs.append(&self.next_stamp, b"", b"", &RecBody::Shared { hash, bytes: bytes.clone() })?;
+                    let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, &RecBody::Ref { hash, len })?;
+                    let put = Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: SlotBody::Ref { hash, len } }, expect: None, create: None };
+                    let applied = self.index.apply(&[Op::Share { owner, owner_loc, hash, len, body: body_loc }, put])?;
+                    match applied.done.as_slice() {
+                        [true, true] => {
+                            lock(&self.recent).put(hash, body_loc);
+                            return Ok(applied);
+                        }
+                        // The owner went, or shared the body first.
+                        [_, true] => return Ok(applied),
+                        _ => Plan::Owner { hash, bytes },
+                    }
+                }
+            };
+        }
+        match plan {
+            Plan::Owner { hash, bytes } | Plan::Share { hash, bytes, .. } => {
+                self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None)
+            }
+            Plan::Ref { hash, len, create, .. } => self.write_record_locked(key, meta, &RecBody::Ref { hash, len }, None, create),
+            Plan::None => self.write_record_locked(key, meta, &RecBody::None, None, None),
+        }
     }
 
     /// Appends a record for `key` and writes its index row (with `expect`,
-    /// only if the entry's current record is still there).
+    /// only if the entry's current record is still there; a reference with
+    /// `create` to a body without a row gives it one).
     pub(crate) fn write_record(
         &self,
         key: &[u8],
         meta: &[u8],
         body: &RecBody,
         expect: Option<Loc>,
+        create: Option<Place>,
     ) -> Result<index::Applied, StoreError> {
         let _log = lock(&self.log_lock);
+        self.write_record_locked(key, meta, body, expect, create)
+    }
+
+    /// [`Inner::write_record`] with the log's lock held. An inline body
+    /// that was written is noted in the hints and the filter of stored
+    /// bodies.
+    fn write_record_locked(
+        &self,
+        key: &[u8],
+        meta: &[u8],
+        body: &RecBody,
+        expect: Option<Loc>,
+        create: Option<Place>,
+    ) -> Result<index::Applied, StoreError> {
         let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, body)?;
         let slot_body = match body {
-            RecBody::None => SlotBody::None,
+            RecBody::None | RecBody::Shared { .. } => SlotBody::None,
             RecBody::Inline { bytes, .. } => SlotBody::Inline { len: bytes.len() as u64 },
-            RecBody::File { hash, len } => SlotBody::File { hash: *hash, len: *len },
+            RecBody::Ref { hash, len } => SlotBody::Ref { hash: *hash, len: *len },
         };
-        let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect }])?;
+        if let RecBody::Inline { hash, .. } = body {
+            // Before the row can be read: a body that is stored is never
+            // "certainly not" to the filter.
+            self.note_body_stored(hash);
+        }
+        let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect, create }])?;
         if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
             lock(&self.recent).put(*hash, loc);
+            self.hints.add(loc, hash);
         }
         Ok(applied)
     }
@@ -1127,7 +1450,9 @@ impl Inner {
         }
         let loc = *lock(&self.recent).get(hash)?;
         match self.read_record(&loc).as_deref() {
-            Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) if h == hash => Some(bytes.clone()),
+            Ok(Record { body: RecBody::Inline { hash: h, bytes } | RecBody::Shared { hash: h, bytes }, .. }) if h == hash => {
+                Some(bytes.clone())
+            }
             _ => {
                 lock(&self.recent).pop(hash);
                 None
@@ -1191,13 +1516,15 @@ impl Inner {
         }
         let mut packed = None;
         let body = match &rec.body {
-            RecBody::None => None,
+            RecBody::None | RecBody::Shared { .. } => None,
+            // Its own bytes (also when the entry's row says the body is
+            // shared since: the copy in its record is the same bytes).
             RecBody::Inline { hash, bytes } => {
                 lock(&self.recent).put(*hash, slot.loc);
                 packed = Some((*hash, slot.loc));
                 Some(CommittedBody { sha256: hex::encode(hash), len: bytes.len() as u64 })
             }
-            RecBody::File { hash, len } => Some(CommittedBody { sha256: hex::encode(hash), len: *len }),
+            RecBody::Ref { hash, len } => Some(CommittedBody { sha256: hex::encode(hash), len: *len }),
         };
         Ok(Some((Entry { primary_key, secondary_key, meta: rec.meta.clone(), body, last_used: slot.stamp }, packed)))
     }

@@ -1,37 +1,47 @@
-//! Pack segments (store format 3): append-only files holding one record per
-//! stored entry version: the entry's key, its metadata (the stored response
-//! head) and, for a body under `inline_max` bytes, the body itself.
-//! Larger bodies stay in their own content-addressed files (`blobs.rs`);
-//! their record names them by SHA-256.
+//! Pack segments: append-only files holding two kinds of record. An
+//! *entry record* is one stored version of an entry: its key, its metadata
+//! (the stored response head) and its body, either inline (the bytes
+//! themselves, for a body under `inline_max` bytes that no other entry
+//! shares) or as a reference by SHA-256 to a body kept elsewhere (a body
+//! file, `blobs.rs`, or a shared body record). A *shared body record*
+//! holds the bytes of one short body that several entries reference; it
+//! has no key and no metadata, and the index's reference-count row of its
+//! hash says where it lies (`index.rs`).
 //!
 //! Layout: `packs/NNNNNNNN.pack` (the segment number, 8 decimal digits),
 //! numbered from 1 in the order they are written. New records are appended
 //! to the last segment; a segment is sealed once it reaches
 //! [`SEGMENT_SIZE`] bytes and the next one is started. The index
-//! (`index.rs`) maps an entry key to the position of its current record;
-//! a record no entry points at is dead space, reclaimed when the log's tail
-//! passes it (eviction and compaction, `budget.rs`) and its segment is
-//! deleted.
+//! (`index.rs`) maps an entry key to the position of its current record
+//! and the hash of a shared body to its record; a record nothing points at
+//! is dead space, reclaimed when the log's tail passes it (eviction and
+//! compaction, `budget.rs`) and its segment is deleted. Beside each
+//! segment, `NNNNNNNN.hints` lists the inline bodies it holds by hash
+//! (`hints.rs`).
 //!
 //! Record layout (big-endian integers):
 //!
 //! | offset | size | field                                                  |
 //! |--------|------|--------------------------------------------------------|
 //! | 0      | 2    | magic `C5 7A`                                          |
-//! | 2      | 1    | body kind: 0 none, 1 inline, 2 file                    |
+//! | 2      | 1    | body kind: 0 none, 1 inline, 2 reference, 3 shared body |
 //! | 3      | 1    | reserved, 0                                            |
 //! | 4      | 4    | total length of the record, this header and CRC included |
 //! | 8      | 8    | stamp (the store's monotonic counter when written)     |
-//! | 16     | 4    | key length                                             |
-//! | 20     | 4    | metadata length                                        |
+//! | 16     | 4    | key length (0 for a shared body)                       |
+//! | 20     | 4    | metadata length (0 for a shared body)                  |
 //! | 24     | 8    | body length in bytes                                   |
 //! | 32     | 32   | body SHA-256 (zeros without a body)                    |
 //! | 64     | ...  | key, metadata, inline body bytes                       |
 //! | end-4  | 4    | CRC-32 of every byte before it                         |
 //!
+//! Kinds 0 to 2 are the records of store format 3 (kind 2 named a body
+//! file there, which is what a reference to a body file still is), so a
+//! format-3 pack reads as it is.
+//!
 //! Every read checks the magic, the length and the CRC, so a torn or
-//! overwritten record is never decoded; an inline body is also checked
-//! against its SHA-256 when the store is verified and after a crash.
+//! overwritten record is never decoded; an inline or shared body is also
+//! checked against its SHA-256 when the store is verified and after a crash.
 //! Records are appended to an in-memory write-behind buffer and reach the
 //! segment file in one `write` of many records ([`PENDING_FLUSH`] bytes, or
 //! whatever is pending at the next group commit, every few milliseconds):
@@ -100,10 +110,34 @@ pub(crate) struct Pos {
 pub(crate) enum RecBody {
     /// No body (a stored response without one).
     None,
-    /// The body bytes themselves, with their SHA-256.
+    /// The body bytes themselves, with their SHA-256 (an entry record).
     Inline { hash: Hash, bytes: Arc<Vec<u8>> },
-    /// A body file `bodies/..../<hash>` of `len` bytes.
-    File { hash: Hash, len: u64 },
+    /// A reference to the body `hash` of `len` bytes kept elsewhere (a body
+    /// file or a shared body record: the index's reference-count row of
+    /// `hash` says which).
+    Ref { hash: Hash, len: u64 },
+    /// A shared body record: the bytes of a body several entries
+    /// reference (no key, no metadata).
+    Shared { hash: Hash, bytes: Arc<Vec<u8>> },
+}
+
+impl RecBody {
+    /// The body's SHA-256 and length, if there is a body.
+    pub fn hash_len(&self) -> Option<(Hash, u64)> {
+        match self {
+            RecBody::None => None,
+            RecBody::Inline { hash, bytes } | RecBody::Shared { hash, bytes } => Some((*hash, bytes.len() as u64)),
+            RecBody::Ref { hash, len } => Some((*hash, *len)),
+        }
+    }
+
+    /// The bytes the record itself holds (an inline or shared body).
+    pub fn held_bytes(&self) -> Option<&Arc<Vec<u8>>> {
+        match self {
+            RecBody::Inline { bytes, .. } | RecBody::Shared { bytes, .. } => Some(bytes),
+            RecBody::None | RecBody::Ref { .. } => None,
+        }
+    }
 }
 
 /// One decoded record.
@@ -150,10 +184,7 @@ pub(crate) fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec
 
 /// Bytes of the record [`encode`] gives for these fields.
 fn record_len(key: &[u8], meta: &[u8], body: &RecBody) -> usize {
-    let inline = match body {
-        RecBody::Inline { bytes, .. } => bytes.len(),
-        RecBody::None | RecBody::File { .. } => 0,
-    };
+    let inline = body.held_bytes().map_or(0, |b| b.len());
     HEADER_LEN + key.len() + meta.len() + inline + TRAILER_LEN
 }
 
@@ -163,7 +194,8 @@ fn encode_into(out: &mut Vec<u8>, stamp: u64, key: &[u8], meta: &[u8], body: &Re
     let (kind, hash, body_len, inline): (u8, [u8; 32], u64, &[u8]) = match body {
         RecBody::None => (0, [0; 32], 0, &[]),
         RecBody::Inline { hash, bytes } => (1, *hash, bytes.len() as u64, bytes.as_slice()),
-        RecBody::File { hash, len } => (2, *hash, *len, &[]),
+        RecBody::Ref { hash, len } => (2, *hash, *len, &[]),
+        RecBody::Shared { hash, bytes } => (3, *hash, bytes.len() as u64, bytes.as_slice()),
     };
     let total = record_len(key, meta, body);
     let start = out.len();
@@ -198,7 +230,7 @@ fn be_u64(b: &[u8], at: usize) -> u64 {
 /// The total length a record header announces; `None` if `head` (at least
 /// 8 bytes) does not start a record.
 pub(crate) fn announced_len(head: &[u8]) -> Option<u64> {
-    if head.len() < 8 || head[..2] != MAGIC || head[2] > 2 || head[3] != 0 {
+    if head.len() < 8 || head[..2] != MAGIC || head[2] > 3 || head[3] != 0 {
         return None;
     }
     let total = be_u32(head, 4) as u64;
@@ -221,7 +253,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
     let body_len = be_u64(bytes, 24);
     let mut hash = [0u8; 32];
     hash.copy_from_slice(&bytes[32..64]);
-    let inline_len = if bytes[2] == 1 { body_len as usize } else { 0 };
+    let inline_len = if matches!(bytes[2], 1 | 3) { usize::try_from(body_len).unwrap_or(usize::MAX) } else { 0 };
     if HEADER_LEN.checked_add(key_len).and_then(|n| n.checked_add(meta_len)).and_then(|n| n.checked_add(inline_len))
         != Some(crc_at)
     {
@@ -229,20 +261,27 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
     }
     let key = bytes[HEADER_LEN..HEADER_LEN + key_len].to_vec();
     let meta = bytes[HEADER_LEN + key_len..HEADER_LEN + key_len + meta_len].to_vec();
+    let held = || Arc::new(bytes[HEADER_LEN + key_len + meta_len..crc_at].to_vec());
     let body = match bytes[2] {
         0 => RecBody::None,
-        1 => RecBody::Inline { hash, bytes: Arc::new(bytes[HEADER_LEN + key_len + meta_len..crc_at].to_vec()) },
-        _ => RecBody::File { hash, len: body_len },
+        1 => RecBody::Inline { hash, bytes: held() },
+        2 => RecBody::Ref { hash, len: body_len },
+        _ => {
+            if key_len != 0 || meta_len != 0 {
+                return Err("a shared body record with a key or metadata".into());
+            }
+            RecBody::Shared { hash, bytes: held() }
+        }
     };
     Ok(Record { stamp, key, meta, body })
 }
 
-/// Whether an inline body's bytes hash to the SHA-256 its record names
-/// (always true for other kinds).
+/// Whether the bytes a record holds (an inline or shared body) hash to the
+/// SHA-256 it names (always true for the other kinds).
 pub(crate) fn inline_intact(body: &RecBody) -> bool {
     match body {
-        RecBody::Inline { hash, bytes } => Sha256::digest(bytes.as_slice()).as_slice() == hash,
-        _ => true,
+        RecBody::Inline { hash, bytes } | RecBody::Shared { hash, bytes } => Sha256::digest(bytes.as_slice()).as_slice() == hash,
+        RecBody::None | RecBody::Ref { .. } => true,
     }
 }
 
@@ -366,14 +405,40 @@ pub(crate) fn segment_name(seg: u32) -> String {
 
 /// The segment number of a file name, if it is one.
 pub(crate) fn parse_segment_name(name: &str) -> Option<u32> {
-    let digits = name.strip_suffix(".pack")?;
+    parse_numbered(name, ".pack")
+}
+
+/// The file name of the hints of segment `seg` (`hints.rs`).
+pub(crate) fn hints_name(seg: u32) -> String {
+    format!("{seg:08}.hints")
+}
+
+/// The segment number of a hints file name, if it is one.
+pub(crate) fn parse_hints_name(name: &str) -> Option<u32> {
+    parse_numbered(name, ".hints")
+}
+
+/// `NNNNNNNN<suffix>` -> NNNNNNNN.
+fn parse_numbered(name: &str, suffix: &str) -> Option<u32> {
+    let digits = name.strip_suffix(suffix)?;
     (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+}
+
+/// Removes the hints file of segment `seg`, if there is one.
+fn remove_hints(dir: &Path, seg: u32) -> Result<(), StoreError> {
+    let p = dir.join(hints_name(seg));
+    match fs::remove_file(&p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err("remove the hints of a pack segment", &p)(e)),
+    }
 }
 
 /// Segments found (number, length in bytes), sorted, and any other file.
 pub(crate) type Segments = (Vec<(u32, u64)>, Vec<PathBuf>);
 
-/// Lists the segments in `dir` (sorted) and anything else found there.
+/// Lists the segments in `dir` (sorted) and anything else found there
+/// except hints files (`hints.rs` keeps those).
 pub(crate) fn list_segments(dir: &Path) -> Result<Segments, StoreError> {
     let mut segs = Vec::new();
     let mut strays = Vec::new();
@@ -387,6 +452,7 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Segments, StoreError> {
         let name = ent.file_name().to_string_lossy().into_owned();
         match (parse_segment_name(&name), ent.metadata()) {
             (Some(seg), Ok(m)) if m.is_file() => segs.push((seg, m.len())),
+            _ if parse_hints_name(&name).is_some() => {}
             _ => strays.push(ent.path()),
         }
     }
@@ -438,7 +504,9 @@ impl Packs {
         for (s, _) in segs.iter().filter(|(s, _)| *s > seg) {
             let p = self.dir.join(segment_name(*s));
             fs::remove_file(&p).map_err(io_err("remove damaged pack segment", &p))?;
+            remove_hints(&self.dir, *s)?;
         }
+        remove_hints(&self.dir, seg)?;
         let path = self.dir.join(segment_name(seg));
         let file = fs::OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("open pack segment", &path))?;
         file.set_len(len).map_err(io_err("truncate pack segment", &path))?;
@@ -464,20 +532,7 @@ impl Packs {
         let rec_len = record_len(key, meta, body) as u64;
         if w.len > 0 && w.len + rec_len > SEGMENT_SIZE {
             // The sealed segment's records go to its file first.
-            w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
-            let seg = w.seg + 1;
-            let path = self.dir.join(segment_name(seg));
-            let file = fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .map_err(io_err("create pack segment", &path))?;
-            lock(&self.unsynced).entry(w.seg).or_insert(0);
-            // Its name reaches the disk with the next sync.
-            self.dir_unsynced.store(true, Ordering::Release);
-            *w = Writer::new(seg, Arc::new(file), 0);
+            self.start_segment(&mut w)?;
         }
         if w.pending.len() >= PENDING_FLUSH {
             if let Err(e) = w.flush() {
@@ -686,10 +741,43 @@ impl Packs {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_err("remove pack segment", &p)(e)),
             }
+            remove_hints(&self.dir, s)?;
             lock(&self.readers).remove(&s);
             lock(&self.unsynced).remove(&s);
         }
         Ok(n)
+    }
+
+    /// Seals the segment being appended to, if it holds anything, so that
+    /// the log's tail can pass every record written so far (a full
+    /// compaction). Errors: `Io` when the records pending cannot be written
+    /// or the new segment cannot be created.
+    pub fn roll(&self) -> Result<(), StoreError> {
+        let mut w = lock(&self.writer);
+        if w.len == 0 {
+            return Ok(());
+        }
+        self.start_segment(&mut w)
+    }
+
+    /// Writes the records pending for the segment of `w` to it and starts
+    /// the next segment (the writer's lock held).
+    fn start_segment(&self, w: &mut Writer) -> Result<(), StoreError> {
+        w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
+        let seg = w.seg + 1;
+        let path = self.dir.join(segment_name(seg));
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(io_err("create pack segment", &path))?;
+        lock(&self.unsynced).entry(w.seg).or_insert(0);
+        // Its name reaches the disk with the next sync.
+        self.dir_unsynced.store(true, Ordering::Release);
+        *w = Writer::new(seg, Arc::new(file), 0);
+        Ok(())
     }
 
     /// Bytes in all segments.
@@ -724,8 +812,14 @@ mod tests {
         assert_eq!((d.stamp, d.key.as_slice(), d.meta.as_slice()), (42, &b"key"[..], &b"meta"[..]));
         assert_eq!(d.body, body);
         assert!(inline_intact(&d.body));
-        let file = encode(7, b"k", b"", &RecBody::File { hash: [9; 32], len: 1 << 40 });
-        assert_eq!(decode(&file).unwrap().body, RecBody::File { hash: [9; 32], len: 1 << 40 });
+        let file = encode(7, b"k", b"", &RecBody::Ref { hash: [9; 32], len: 1 << 40 });
+        assert_eq!(decode(&file).unwrap().body, RecBody::Ref { hash: [9; 32], len: 1 << 40 });
+        let shared_bytes = Arc::new(b"shared".to_vec());
+        let shared = RecBody::Shared { hash: Sha256::digest(shared_bytes.as_slice()).into(), bytes: shared_bytes };
+        let d = decode(&encode(8, b"", b"", &shared)).unwrap();
+        assert_eq!((d.key.len(), d.meta.len(), &d.body), (0, 0, &shared));
+        assert!(inline_intact(&d.body));
+        assert!(decode(&encode(8, b"k", b"", &shared)).is_err(), "a shared body record has no key");
         for cut in [0, 3, 8, 63, rec.len() - 1] {
             assert!(decode(&rec[..cut]).is_err(), "cut at {cut}");
         }

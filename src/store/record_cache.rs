@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use super::packs::{Loc, RecBody, Record};
+use super::packs::{Loc, Record};
 use crate::byte_lru::ByteLru;
 
 /// Fixed bytes counted per cached record besides its fields (map node,
@@ -23,10 +23,7 @@ const OVERHEAD: usize = 160;
 
 /// The bytes a cached record is counted for.
 fn cost(rec: &Record) -> usize {
-    let body = match &rec.body {
-        RecBody::Inline { bytes, .. } => bytes.len(),
-        RecBody::None | RecBody::File { .. } => 0,
-    };
+    let body = rec.body.held_bytes().map_or(0, |b| b.len());
     rec.key.len() + rec.meta.len() + body + OVERHEAD
 }
 
@@ -113,6 +110,7 @@ impl LookupCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::packs::RecBody;
 
     fn rec(i: u64, meta: usize) -> Record {
         Record { stamp: i, key: format!("k{i}").into_bytes(), meta: vec![b'm'; meta], body: RecBody::None }

@@ -7,8 +7,10 @@
 //! - each inline body hashes to the SHA-256 its record names;
 //! - each body file hashes to its name (files are stream-hashed once) and
 //!   has the length its entries record; no entry names a missing file;
+//! - each shared body record a reference-count row names is whole, holds
+//!   that body and has its length;
 //! - each stored reference count equals the number of entries naming the
-//!   body file;
+//!   body;
 //! - no body file is unreferenced (orphan) and nothing stray lies in
 //!   `bodies/` or `packs/`; no segment lies behind the log's tail;
 //! - no temporary file is left over (live writers excepted);
@@ -16,7 +18,11 @@
 //!   the entries, and no entry's record lies past the log's end as kept.
 //!
 //! Memory: one pass over the index rows reading each record (nothing kept
-//! per entry), plus one count per distinct body file.
+//! per entry), plus one count per distinct referenced body.
+//!
+//! Not an invariant: shared body records and inline copies nothing
+//! references any more are dead pack space, which compaction reclaims
+//! (`cache compact`); they are never read.
 //!
 //! Repair order keeps every intermediate state safe to crash in: first drop
 //! the entries whose records or bodies are damaged or missing, then rewrite
@@ -28,7 +34,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::blobs::{hash_file, io_err, BodyFile};
-use super::index::{sled_err, split_entry_key, Hash, RefRow, Slot, SlotBody, State};
+use super::index::{sled_err, split_entry_key, Hash, Place, RefRow, Slot, SlotBody, State};
 use super::packs::{inline_intact, list_segments, ReadError, RecBody};
 use super::{Inner, StoreError};
 
@@ -123,6 +129,36 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
         Ok(out)
     };
 
+    // Reference counts as stored (where each referenced body is).
+    let mut stored: HashMap<Hash, RefRow> = HashMap::new();
+    for (k, row) in index.ref_rows()? {
+        match (<Hash>::try_from(k.as_slice()), row) {
+            (Ok(h), Some(row)) => {
+                stored.insert(h, row);
+            }
+            _ => report.index_problems.push(format!("undecodable reference-count row {}", hex::encode(&k))),
+        }
+    }
+    // Shared body records, read and hashed once each: Some(len) if whole.
+    let mut shared: HashMap<Hash, Option<u64>> = HashMap::new();
+    let mut check_shared = |h: &Hash, report: &mut VerifyReport| -> Result<Option<u64>, StoreError> {
+        if let Some(s) = shared.get(h) {
+            return Ok(*s);
+        }
+        let Some(RefRow { place: Place::Packed(loc), .. }) = stored.get(h) else { return Ok(None) };
+        report.bodies_checked += 1;
+        let found = match packs.read(loc) {
+            Ok(rec) => match &rec.body {
+                RecBody::Shared { hash, bytes } if hash == h && inline_intact(&rec.body) => Some(bytes.len() as u64),
+                _ => None,
+            },
+            Err(ReadError::Io(e)) => return Err(e),
+            Err(_) => None,
+        };
+        shared.insert(*h, found);
+        Ok(found)
+    };
+
     // Entries: read each record; count real references and totals.
     let mut derived = State { tail: index.state().tail, ..Default::default() };
     let mut keep: HashMap<Hash, RefRow> = HashMap::new();
@@ -162,7 +198,8 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
         let agrees = match (&rec.body, &slot.body) {
             (RecBody::None, SlotBody::None) => true,
             (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
-            (RecBody::File { hash, len }, SlotBody::File { hash: h2, len: l2 }) => hash == h2 && len == l2,
+            // A reference, or the inline copy of a body shared since.
+            (RecBody::Ref { .. } | RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => rec.body.hash_len() == Some((*hash, *len)),
             _ => false,
         };
         if !agrees {
@@ -170,23 +207,30 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
             bad_keys.push(k.to_vec());
             continue;
         }
-        match &rec.body {
-            RecBody::None => {}
-            RecBody::Inline { hash, bytes } => {
-                report.bodies_checked += 1;
-                if !inline_intact(&rec.body) {
-                    corrupt.insert(hex::encode(hash), ());
-                    bad_keys.push(k.to_vec());
-                    continue;
-                }
-                derived.bodies += 1;
-                derived.bytes += bytes.len() as u64;
+        if let RecBody::Inline { hash, .. } = &rec.body {
+            report.bodies_checked += 1;
+            if !inline_intact(&rec.body) {
+                corrupt.insert(hex::encode(hash), ());
+                bad_keys.push(k.to_vec());
+                continue;
             }
-            RecBody::File { hash, len } => {
+        }
+        match &slot.body {
+            SlotBody::None => {}
+            SlotBody::Inline { len } => {
+                derived.bodies += 1;
+                derived.bytes += len;
+            }
+            SlotBody::Ref { hash, len } => {
                 *named.entry(*hash).or_insert(0) += 1;
-                let counted = keep.entry(*hash).or_insert(RefRow { count: 0, len: *len });
+                let place = stored.get(hash).map_or(Place::File, |r| r.place);
+                let counted = keep.entry(*hash).or_insert(RefRow { count: 0, len: *len, place });
                 counted.count += 1;
-                match check_file(hash, &mut report)? {
+                let found = match place {
+                    Place::File => check_file(hash, &mut report)?,
+                    Place::Packed(_) => check_shared(hash, &mut report)?,
+                };
+                match found {
                     Some(n) if n == *len => {}
                     Some(n) => {
                         report.index_problems.push(format!(
@@ -199,7 +243,11 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
                         continue;
                     }
                     None => {
-                        if on_disk.contains_key(hash) {
+                        let damaged = match place {
+                            Place::File => on_disk.contains_key(hash),
+                            Place::Packed(_) => true,
+                        };
+                        if damaged {
                             corrupt.insert(hex::encode(hash), ());
                         } else {
                             missing.insert(hex::encode(hash), ());
@@ -212,6 +260,7 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
             }
         }
         derived.entries += 1;
+        derived.referenced += slot.body.len();
         derived.pack_live += slot.loc.len as u64;
         derived.max_stamp = derived.max_stamp.max(slot.stamp).max(rec.stamp);
         derived.log_end = derived.log_end.max(super::packs::Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
@@ -219,6 +268,10 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
     keep.retain(|_, r| r.count > 0);
     derived.bodies += keep.len() as u64;
     derived.bytes += keep.values().map(|r| r.len).sum::<u64>();
+    derived.pack_live += keep.values().map(|r| match r.place {
+        Place::Packed(loc) => loc.len as u64,
+        Place::File => 0,
+    }).sum::<u64>();
     report.missing_bodies = missing.into_keys().collect();
     report.corrupt_bodies = corrupt.into_keys().collect();
     for (h, f) in &files {
@@ -227,16 +280,7 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
         }
     }
 
-    // Reference counts as stored, against the entries that name each file.
-    let mut stored: HashMap<Hash, RefRow> = HashMap::new();
-    for (k, row) in index.ref_rows()? {
-        match (<Hash>::try_from(k.as_slice()), row) {
-            (Ok(h), Some(row)) => {
-                stored.insert(h, row);
-            }
-            _ => report.index_problems.push(format!("undecodable reference-count row {}", hex::encode(&k))),
-        }
-    }
+    // Reference counts as stored, against the entries that name each body.
     let mut mismatched: Vec<String> = stored
         .keys()
         .chain(named.keys())
@@ -249,8 +293,9 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
     report.refcount_mismatches = mismatched;
 
     // Orphans: intact files nothing references (a pinned body is about to be).
+    let file_named = |h: &Hash| named.contains_key(h) && keep.get(h).is_some_and(|r| r.place == Place::File);
     let mut orphans: Vec<String> =
-        on_disk.keys().filter(|h| !named.contains_key(*h) && !pinned.contains(*h)).map(hex::encode).collect();
+        on_disk.keys().filter(|h| !file_named(h) && !pinned.contains(*h)).map(hex::encode).collect();
     orphans.sort();
     orphans.extend(strays.iter().map(|p| p.display().to_string()));
     // Pack segments: strays, and segments the tail has passed.
@@ -266,13 +311,23 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
     // Totals.
     let kept = index.state();
     let derived = State { max_stamp: kept.max_stamp.max(derived.max_stamp), log_end: kept.log_end.max(derived.log_end), ..derived };
-    if (kept.entries, kept.bodies, kept.bytes, kept.pack_live) != (derived.entries, derived.bodies, derived.bytes, derived.pack_live)
+    if (kept.entries, kept.bodies, kept.bytes, kept.referenced, kept.pack_live)
+        != (derived.entries, derived.bodies, derived.bytes, derived.referenced, derived.pack_live)
         && bad_keys.is_empty()
     {
         report.index_problems.push(format!(
-            "kept totals ({} entries, {} bodies, {} bytes, {} live pack bytes) disagree with the index \
-             ({} entries, {} bodies, {} bytes, {} live pack bytes)",
-            kept.entries, kept.bodies, kept.bytes, kept.pack_live, derived.entries, derived.bodies, derived.bytes, derived.pack_live
+            "kept totals ({} entries, {} bodies, {} bytes, {} referenced bytes, {} live pack bytes) disagree with the index \
+             ({} entries, {} bodies, {} bytes, {} referenced bytes, {} live pack bytes)",
+            kept.entries,
+            kept.bodies,
+            kept.bytes,
+            kept.referenced,
+            kept.pack_live,
+            derived.entries,
+            derived.bodies,
+            derived.bytes,
+            derived.referenced,
+            derived.pack_live
         ));
     }
     if derived.log_end > kept.log_end {
@@ -292,7 +347,7 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
 
     // 3. Files, last: nothing references them any more.
     for (h, path) in &on_disk {
-        if !keep.contains_key(h) && !pinned.contains(h) {
+        if !file_named(h) && !pinned.contains(h) {
             remove_path(path)?;
         }
     }
