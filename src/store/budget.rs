@@ -333,6 +333,11 @@ impl Inner {
         if applied.done.first() != Some(&true) {
             return Ok(Step::Skipped);
         }
+        if let Some((hash, _)) = body.hash_len() {
+            // A filter of stored bodies being built may have passed the
+            // segment it came from.
+            self.note_body_stored(&hash);
+        }
         if let RecBody::Inline { hash, .. } = &body {
             self.hints.add(new_loc, hash);
             lock(&self.recent).put(*hash, new_loc);
@@ -362,6 +367,7 @@ impl Inner {
             return Ok(Step::Skipped);
         }
         lock(&self.recent).put(hash, new_loc);
+        self.note_body_stored(&hash);
         Ok(Step::Moved)
     }
 

@@ -42,8 +42,13 @@ use super::{lock, StoreError};
 const MAGIC: &[u8; 8] = b"CCHINT01";
 const HEADER: usize = 24;
 const ITEM: usize = 20;
-/// Candidates one lookup returns at most (the newest first).
-const MAX_CANDIDATES: usize = 8;
+/// Candidates one lookup returns at most (the newest first). Several
+/// records of one fingerprint are mostly dead ones (an entry stored again
+/// with the same bytes, an owner removed before another came): a live
+/// owner is behind at most a few of them.
+const MAX_CANDIDATES: usize = 32;
+/// No earlier hint of the same fingerprint ([`Active::prev`]).
+const NONE: u32 = u32::MAX;
 
 /// The fingerprint of a body hash: its first 8 bytes.
 pub(crate) fn fingerprint(hash: &Hash) -> u64 {
@@ -61,10 +66,55 @@ struct Hint {
     len: u32,
 }
 
-/// The hints of the segment being appended to.
+/// The hints of the segment being appended to: every one, in the order
+/// written, with the newest of each fingerprint and a chain to the earlier
+/// ones (a record per 70 bytes at least: a segment has at most about a
+/// million).
 struct Active {
     seg: u32,
-    map: HashMap<u64, (u64, u32)>,
+    hints: Vec<Hint>,
+    /// For each hint, the index of the one before it with the same
+    /// fingerprint ([`NONE`]).
+    prev: Vec<u32>,
+    /// The index of the newest hint of each fingerprint.
+    newest: HashMap<u64, u32>,
+}
+
+impl Active {
+    fn new(seg: u32) -> Active {
+        Active { seg, hints: Vec::new(), prev: Vec::new(), newest: HashMap::new() }
+    }
+
+    fn push(&mut self, h: Hint) {
+        let i = self.hints.len() as u32;
+        self.prev.push(self.newest.insert(h.fp, i).unwrap_or(NONE));
+        self.hints.push(h);
+    }
+
+    /// The hints of `fp`, the newest first.
+    fn find(&self, fp: u64, out: &mut Vec<Loc>) {
+        let mut i = self.newest.get(&fp).copied().unwrap_or(NONE);
+        while i != NONE && out.len() < MAX_CANDIDATES {
+            let h = self.hints[i as usize];
+            out.push(Loc { seg: self.seg, off: h.off, len: h.len });
+            i = self.prev[i as usize];
+        }
+    }
+
+    /// Takes every hint out, sorted (the segment is sealed).
+    fn take_sorted(&mut self) -> Vec<Hint> {
+        self.prev.clear();
+        self.newest.clear();
+        let mut hints = std::mem::take(&mut self.hints);
+        hints.sort_unstable();
+        hints
+    }
+
+    fn sorted(&self) -> Vec<Hint> {
+        let mut hints = self.hints.clone();
+        hints.sort_unstable();
+        hints
+    }
 }
 
 /// The hints of a sealed segment.
@@ -90,8 +140,8 @@ impl Sealed {
         }
     }
 
-    /// Every hint with fingerprint `fp` (binary search).
-    fn find(&self, fp: u64, out: &mut Vec<(u64, u32)>) {
+    /// The first index whose fingerprint is at least `fp` (binary search).
+    fn first_at_least(&self, fp: u64) -> usize {
         let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -101,13 +151,17 @@ impl Sealed {
                 hi = mid;
             }
         }
-        while lo < self.count() && out.len() < MAX_CANDIDATES {
-            let h = self.get(lo);
-            if h.fp != fp {
-                break;
-            }
+        lo
+    }
+
+    /// The hints with fingerprint `fp`, the newest (largest offset) first,
+    /// up to `max`.
+    fn find(&self, fp: u64, max: usize, out: &mut Vec<(u64, u32)>) {
+        let from = self.first_at_least(fp);
+        let to = fp.checked_add(1).map_or(self.count(), |next| self.first_at_least(next));
+        for i in (from..to).rev().take(max) {
+            let h = self.get(i);
             out.push((h.off, h.len));
-            lo += 1;
         }
     }
 }
@@ -223,7 +277,7 @@ impl Hints {
             }
         }
         let mut sealed = BTreeMap::new();
-        let mut active = Active { seg: head, map: HashMap::new() };
+        let mut active = Active::new(head);
         for &(seg, len) in segs.iter().filter(|(s, _)| *s >= tail_seg) {
             let len = if seg == head { packs.seg_len(seg).unwrap_or(len) } else { len };
             let path = dir.join(hints_name(seg));
@@ -252,8 +306,10 @@ impl Hints {
                     None => (Vec::new(), 0),
                 };
                 hints.extend(walk(packs, seg, from, len)?);
+                // In the order written, so that the newest comes first.
+                hints.sort_unstable_by_key(|h| h.off);
                 for h in hints {
-                    active.map.insert(h.fp, (h.off, h.len));
+                    active.push(h);
                 }
             }
         }
@@ -272,16 +328,15 @@ impl Hints {
             self.seal(&mut a);
             a.seg = loc.seg;
         }
-        a.map.insert(fingerprint(hash), (loc.off, loc.len));
+        a.push(Hint { fp: fingerprint(hash), off: loc.off, len: loc.len });
     }
 
     /// Moves the active hints into the sealed ones (the segment was sealed).
     fn seal(&self, a: &mut Active) {
-        if a.map.is_empty() {
+        if a.hints.is_empty() {
             return;
         }
-        let mut hints: Vec<Hint> = a.map.drain().map(|(fp, (off, len))| Hint { fp, off, len }).collect();
-        hints.sort_unstable();
+        let hints = a.take_sorted();
         crate::locks::write(&self.sealed).insert(a.seg, Sealed::Memory(Arc::new(hints)));
     }
 
@@ -291,12 +346,7 @@ impl Hints {
     pub fn candidates(&self, hash: &Hash, memory_only: bool) -> Vec<Loc> {
         let fp = fingerprint(hash);
         let mut out = Vec::new();
-        {
-            let a = lock(&self.active);
-            if let Some(&(off, len)) = a.map.get(&fp) {
-                out.push(Loc { seg: a.seg, off, len });
-            }
-        }
+        lock(&self.active).find(fp, &mut out);
         let sealed = crate::locks::read(&self.sealed);
         let mut found = Vec::new();
         for (seg, s) in sealed.iter().rev() {
@@ -307,8 +357,8 @@ impl Hints {
                 continue;
             }
             found.clear();
-            s.find(fp, &mut found);
-            out.extend(found.iter().take(MAX_CANDIDATES - out.len()).map(|&(off, len)| Loc { seg: *seg, off, len }));
+            s.find(fp, MAX_CANDIDATES - out.len(), &mut found);
+            out.extend(found.iter().map(|&(off, len)| Loc { seg: *seg, off, len }));
         }
         out
     }
@@ -360,9 +410,7 @@ impl Hints {
     pub fn close(&self, head: u32, covered: u64) -> Result<(), StoreError> {
         self.write_sealed(head)?;
         let a = lock(&self.active);
-        let mut hints: Vec<Hint> = a.map.iter().map(|(&fp, &(off, len))| Hint { fp, off, len }).collect();
-        hints.sort_unstable();
-        write_file(&self.dir.join(hints_name(a.seg)), &encode_file(covered, &hints))
+        write_file(&self.dir.join(hints_name(a.seg)), &encode_file(covered, &a.sorted()))
     }
 
     /// The segments that have hints, in order (for building the filter of
@@ -379,7 +427,7 @@ impl Hints {
         {
             let a = lock(&self.active);
             if a.seg == seg {
-                a.map.keys().for_each(|fp| f(*fp));
+                a.hints.iter().for_each(|h| f(h.fp));
             }
         }
         if let Some(s) = crate::locks::read(&self.sealed).get(&seg) {
@@ -390,7 +438,7 @@ impl Hints {
     /// Hints held, in memory and in files (tests, reports).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        lock(&self.active).map.len() + crate::locks::read(&self.sealed).values().map(Sealed::count).sum::<usize>()
+        lock(&self.active).hints.len() + crate::locks::read(&self.sealed).values().map(Sealed::count).sum::<usize>()
     }
 }
 
@@ -418,11 +466,13 @@ mod tests {
         assert_eq!(check_file(&b[..b.len() - 3]), None);
         let s = Sealed::Memory(Arc::new(hints));
         let mut out = Vec::new();
-        s.find(1, &mut out);
-        assert_eq!(out, vec![(0, 70), (90, 80)]);
+        s.find(1, 32, &mut out);
+        assert_eq!(out, vec![(90, 80), (0, 70)], "the newest first");
         out.clear();
-        s.find(5, &mut out);
+        s.find(5, 32, &mut out);
         assert!(out.is_empty());
+        s.find(7, 32, &mut out);
+        assert_eq!(out, vec![(200, 100)]);
     }
 
     /// Hints follow appends across segments, reach files for sealed

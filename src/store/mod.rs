@@ -1218,17 +1218,19 @@ impl Inner {
     }
 
     /// Notes that the short body `hash` is stored (before its record can be
-    /// found).
-    fn note_body_stored(&self, hash: &Hash) {
+    /// found), the log's lock held: every write or copy of an inline body
+    /// and every new shared body.
+    pub(crate) fn note_body_stored(&self, hash: &Hash) {
         self.body_filter.add(&hints::fingerprint(hash).to_le_bytes());
     }
 
     /// One step of building the filter of stored bodies (the background
-    /// thread runs one per round while it lasts): the first step starts it
-    /// (under the log's lock, so no inline body is written in between),
+    /// thread runs one per round while it lasts): the first step starts it,
     /// each then adds the hints of one segment, and the last ones the
-    /// hashes of the reference-count rows (8,192 a step). Bodies written
-    /// meanwhile go into the new filter as well. Errors: `Index` (the
+    /// hashes of the reference-count rows (8,192 a step). Bodies noted
+    /// meanwhile ([`Inner::note_body_stored`], always under the log's lock,
+    /// as the start and the end of the build are) go into the new filter
+    /// as well. Errors: `Index` (the
     /// build is given up; the filter answers as before).
     pub(crate) fn build_body_filter_step(&self, build: &mut Option<BodyFilterBuild>) -> Result<(), StoreError> {
         if build.is_none() {
@@ -1258,6 +1260,9 @@ impl Inner {
         b.refs_after = after;
         if b.refs_after.is_none() {
             if let Some(done) = build.take() {
+                // Under the log's lock, as every body is noted: a body
+                // noted while the filters change places is in the new one.
+                let _log = lock(&self.log_lock);
                 self.body_filter.finish_build(done.fresh);
             }
         }
@@ -1347,7 +1352,9 @@ impl Inner {
     fn write_planned(&self, key: &[u8], meta: &[u8], plan: Plan) -> Result<index::Applied, StoreError> {
         let _log = lock(&self.log_lock);
         let mut plan = plan;
-        for _ in 0..3 {
+        // A failed share and the search that finds the owner again take
+        // two rounds.
+        for _ in 0..6 {
             plan = match plan {
                 Plan::None => return self.write_record_locked(key, meta, &RecBody::None, None, None),
                 Plan::Owner { hash, bytes } => {
@@ -1372,6 +1379,7 @@ impl Inner {
                 }
                 Plan::Share { hash, bytes, owner, owner_loc } => {
                     let len = bytes.len() as u64;
+                    self.note_body_stored(&hash);
                     let (_, body_loc) = self.packs.append(&self.next_stamp, b"", b"", &RecBody::Shared { hash, bytes: bytes.clone() })?;
                     let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, &RecBody::Ref { hash, len })?;
                     let put = Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: SlotBody::Ref { hash, len } }, expect: None, create: None };
