@@ -167,8 +167,16 @@ pub struct LsSummary {
     pub cached: u64,
     /// Rows in the record.
     pub recorded: u64,
-    /// Body bytes of the rows listed.
+    /// Body bytes of the rows listed (a body several rows share counts for
+    /// each).
     pub bytes: u64,
+    /// Distinct bodies among them (by SHA-256) and their bytes, each
+    /// counted once: what they take in the store.
+    pub distinct: u64,
+    pub distinct_bytes: u64,
+    /// The bodies seen, by the first 8 bytes of their SHA-256 (8 bytes of
+    /// memory and a little more per distinct body).
+    seen: std::collections::HashSet<u64>,
 }
 
 impl LsSummary {
@@ -178,12 +186,21 @@ impl LsSummary {
         self.cached += u64::from(row.cache);
         self.recorded += u64::from(row.record);
         self.bytes += row.bytes;
+        let fingerprint = row.body_sha256.as_deref().and_then(|h| h.get(..16)).and_then(|h| u64::from_str_radix(h, 16).ok());
+        if fingerprint.is_none_or(|fp| self.seen.insert(fp)) {
+            self.distinct += 1;
+            self.distinct_bytes += row.bytes;
+        }
     }
 }
 
 impl std::fmt::Display for LsSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} responses ({} in the cache, {} in the record), {} body bytes", self.rows, self.cached, self.recorded, self.bytes)
+        write!(
+            f,
+            "{} responses ({} in the cache, {} in the record), {} body bytes; {} distinct bodies, {} bytes stored",
+            self.rows, self.cached, self.recorded, self.bytes, self.distinct, self.distinct_bytes
+        )
     }
 }
 
@@ -387,6 +404,11 @@ mod tests {
         assert_eq!(serde_json::from_str::<LsRow>(&row.json()).unwrap(), row);
         let mut s = LsSummary::default();
         s.add(&row);
-        assert_eq!(s.to_string(), "1 responses (0 in the cache, 1 in the record), 12 body bytes");
+        assert_eq!(s.to_string(), "1 responses (0 in the cache, 1 in the record), 12 body bytes; 1 distinct bodies, 12 bytes stored");
+        // Two more rows of one body: counted in the bytes, once in the distinct.
+        let shared = LsRow { body_sha256: Some("ab".repeat(32)), bytes: 100, cache: true, record: false, ..row };
+        s.add(&shared);
+        s.add(&LsRow { url: "http://a.test/g".into(), ..shared });
+        assert_eq!((s.rows, s.bytes, s.distinct, s.distinct_bytes), (3, 212, 2, 112));
     }
 }

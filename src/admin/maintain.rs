@@ -23,14 +23,20 @@ pub struct Removed {
     /// Bytes of the bodies those entries referenced (a body shared by
     /// several entries counts for each).
     pub bytes: u64,
-    /// Bytes of body files freed (bodies no other entry references), from
-    /// the store's totals before and after.
+    /// Bytes of bodies whose last reference went with them, each counted
+    /// once: what the removal gave back to the size budget (a body file is
+    /// deleted at once, pack space is reclaimed by compaction). A body
+    /// another entry still has frees nothing.
     pub freed: u64,
 }
 
 impl std::fmt::Display for Removed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "removed {} entries ({} body bytes); {} bytes of body files freed", self.entries, self.bytes, self.freed)
+        write!(
+            f,
+            "removed {} entries ({} body bytes); {} bytes freed (bodies no other entry references)",
+            self.entries, self.bytes, self.freed
+        )
     }
 }
 
@@ -134,19 +140,19 @@ pub fn prune(store: &Store, spec: &PruneSpec, now: SystemTime) -> Result<Removed
 
 /// One pass over the index removing every entry `select` accepts.
 fn remove_where(store: &Store, mut select: impl FnMut(&Entry) -> bool) -> Result<Removed, String> {
-    let before = store.stats().bytes_stored;
     let mut removed = Removed::default();
     for e in store.scan("") {
         let e = e.map_err(|e| e.to_string())?;
         if !select(&e) {
             continue;
         }
-        if store.remove_variant(&e.primary_key, &e.secondary_key).map_err(|err| format!("{}: {err}", e.primary_key))? {
-            removed.entries += 1;
+        let gone = store.remove_variant_freeing(&e.primary_key, &e.secondary_key).map_err(|err| format!("{}: {err}", e.primary_key))?;
+        if gone.entries > 0 {
+            removed.entries += gone.entries;
             removed.bytes += e.body.as_ref().map_or(0, |b| b.len);
+            removed.freed += gone.freed;
         }
     }
-    removed.freed = before.saturating_sub(store.stats().bytes_stored);
     Ok(removed)
 }
 

@@ -14,6 +14,8 @@
 //! - `POST /cache/prune[?unused_for=DURATION][&records=1]`: removes stale
 //!   responses not used for that long ([`maintain::prune`]).
 //! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
+//! - `POST /cache/compact`: compacts the whole pack now (`cache compact`),
+//!   answering its sizes before and after as JSON.
 //! - `GET /cache/export[?host=H&prefix=URL&filename=NAME]`: the stored
 //!   exchanges as a WARC file, streamed ([`crate::warc::export`]); the field
 //!   `crawlcache-export-exchanges` says how many exchanges are planned.
@@ -110,6 +112,14 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             removal_answer(tokio::task::spawn_blocking(move || maintain::prune(&store, &spec, now)).await)
         }
         (Method::GET, "/cache/export") => export(state, &query).await,
+        (Method::POST, "/cache/compact") => {
+            let store = state.store.clone();
+            match tokio::task::spawn_blocking(move || store.compact()).await {
+                Ok(Ok(c)) => json(StatusCode::OK, &serde_json::to_value(c).unwrap_or_default()),
+                Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
+                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
+            }
+        }
         (Method::GET, "/robots/show") => match query_param(&query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
             Some(origin) => match state.robots.current(&origin) {
                 Some(rules) => {
@@ -151,7 +161,7 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
              Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
              GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
-             POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], GET /cache/export[?host=H&prefix=URL],\n\
+             POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], POST /cache/compact, GET /cache/export[?host=H&prefix=URL],\n\
              GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
                 .into(),
         ),
@@ -232,8 +242,13 @@ pub fn prometheus(state: &ProxyState) -> String {
     let s = state.store.stats();
     let gauges = [
         ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
-        ("crawlcache_store_bodies", "Distinct bodies stored: body files, plus one per short body kept in its entry's pack record.", s.bodies),
-        ("crawlcache_store_bytes", "Bytes of those bodies (what cache.max_size bounds).", s.bytes_stored),
+        ("crawlcache_store_bodies", "Distinct bodies stored, each once however many entries reference it.", s.bodies),
+        ("crawlcache_store_bytes", "Bytes of those distinct bodies, each counted once (what cache.max_size bounds).", s.bytes_stored),
+        (
+            "crawlcache_store_referenced_bytes",
+            "Bytes of the bodies of every entry, a shared body counted once per entry (minus crawlcache_store_bytes: what sharing saves).",
+            s.bytes_referenced,
+        ),
         ("crawlcache_store_pack_bytes", "Bytes of the store's pack segments on disk (entry records, live and not yet reclaimed).", s.pack_bytes),
         ("crawlcache_store_max_bytes", "The configured size budget in bytes.", s.max_size),
     ];

@@ -94,6 +94,15 @@ pub enum CacheCommand {
         #[arg(long)]
         records: bool,
     },
+    /// Give back the pack space of removed, replaced and evicted entries
+    /// now: copies every live record forward and deletes what nothing
+    /// references (the proxy also does this by itself once the pack holds
+    /// more than twice its live bytes). Prints the pack's size before and
+    /// after.
+    Compact {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Check every store invariant; exits 1 when one is broken.
     Verify {
         #[command(flatten)]
@@ -114,7 +123,37 @@ pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
         CacheCommand::Ls { common, host, prefix, json } => ls(&common, KeyFilter { host, prefix }, json),
         CacheCommand::Cat { common, url, decode } => cat(&common, &url, decode),
         CacheCommand::Verify { common, repair } => verify(&common, repair),
+        CacheCommand::Compact { common } => compact(&common),
     }
+}
+
+/// Compacts the pack (directly or through the running proxy) and says how
+/// much it gave back.
+fn compact(common: &Common) -> Result<ExitCode, String> {
+    let cfg = load_config(common)?;
+    let c: crate::store::Compaction = match open_store(&cfg)? {
+        StoreAccess::Direct(s) => {
+            let c = s.compact().map_err(|e| e.to_string())?;
+            s.flush().map_err(|e| e.to_string())?;
+            c
+        }
+        StoreAccess::Daemon(a) => {
+            let mut body = Vec::new();
+            admin_stream(&a, "POST", "/cache/compact", REMOVAL_TIMEOUT, &mut |chunk: &[u8]| {
+                body.extend_from_slice(chunk);
+                Ok(())
+            })?;
+            serde_json::from_slice(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?
+        }
+    };
+    outln!(
+        "cache compact: pack {} -> {} bytes ({} given back, {} live records moved)",
+        c.pack_bytes_before,
+        c.pack_bytes_after,
+        c.pack_bytes_before.saturating_sub(c.pack_bytes_after),
+        c.records_moved
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints the store's counters as pretty JSON.

@@ -398,10 +398,11 @@ pub struct Removal {
 }
 
 /// What [`Store::compact`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Compaction {
-    /// Bytes of pack segments before and after.
+    /// Bytes of pack segments before.
     pub pack_bytes_before: u64,
+    /// Bytes of pack segments after.
     pub pack_bytes_after: u64,
     /// Live records copied forward.
     pub records_moved: u64,
