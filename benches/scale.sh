@@ -8,7 +8,10 @@
 #
 # Knobs (environment): N (entries, default 1000000), STEP (rows every STEP
 # entries, default 100000), CONNECTIONS (wrk -c, 16), THREADS (wrk -t, 1),
-# BODY (body bytes, default 1024), CRAWLCACHE_BIN=path measures that binary
+# BODY (body bytes, default 1024), DUP_PCT (percent of URLs that serve a
+# body other URLs serve too, default 30) and DUP_BODIES (how many such
+# shared bodies, default 1000: boilerplate pages, error pages, the same
+# script or stylesheet on every page), CRAWLCACHE_BIN=path measures that binary
 # instead of building one, CONFIG=path lays that configuration over the
 # bench's own (robots off), WORK=dir (default /tmp/crawlcache-scale; wiped
 # first), KEEP=1 keeps it afterwards, PORT_BASE (origin port; the proxy gets
@@ -17,10 +20,12 @@
 # What it starts, all on 127.0.0.1 and stopped on exit (by PID):
 #   origin      nginx answering every path with 200, `Cache-Control:
 #               max-age=86400` and a BODY-byte body that starts with the
-#               request path (so every response is a distinct body)
+#               request path (a distinct body), except paths /d/<k>/...,
+#               whose body starts with k only (DUP_BODIES shared bodies)
 #   crawlcache  `crawlcache serve` with robots off and a fresh data directory
 # The fill is wrk with a Lua script asking unique URLs
-# (/p/<step>/<thread>/<n>); each wrk run ends itself after STEP responses
+# (/p/<step>/<thread>/<n>, or /d/<k>/<step>/<thread>/<n> for DUP_PCT % of
+# them, k = n mod DUP_BODIES); each wrk run ends itself after STEP responses
 # (every request is a miss that stores a new entry and a new body). wrk
 # itself only ends after its duration, so the script's threads end the
 # process (os.exit) once the first of them has its share of responses: one
@@ -28,15 +33,20 @@
 #
 # Printed per STEP entries (one row each):
 #   entries         entries in the index (/metrics crawlcache_store_entries)
+#   bodies          distinct bodies stored (crawlcache_store_bodies)
 #   secs            wall time of the step
 #   miss_per_s      new entries per second during the step
 #   rss_mib hwm_mib resident memory now and its peak (VmRSS, VmHWM)
 #   index_mib       disk used by the sled index (du of <data>/index)
 #   idx_B_per_entry index bytes per entry
 #   bodies_mib      disk used by body storage (du of <data>/bodies and
-#                   <data>/packs: block overhead included)
-#   payload_mib     the bytes of the bodies themselves (crawlcache_store_bytes)
+#                   <data>/packs: block overhead, entry records and the
+#                   not yet compacted included)
+#   payload_mib     the bytes of the distinct bodies (crawlcache_store_bytes)
+#   ref_mib         the bytes of every entry's body, a shared one counted
+#                   per entry (crawlcache_store_referenced_bytes)
 #   bodies_ratio    bodies_mib / payload_mib
+#   disk_per_ref    bodies_mib / ref_mib: disk per byte the entries serve
 #   load1           the machine's 1-minute load average at the end of the step
 #   non2xx          responses other than 2xx during the step
 # Then: shutdown time, restart to first answer (a hit on the first URL
@@ -51,6 +61,8 @@ STEP=${STEP:-100000}
 CONNECTIONS=${CONNECTIONS:-16}
 THREADS=${THREADS:-1}
 BODY=${BODY:-1024}
+DUP_PCT=${DUP_PCT:-30}
+DUP_BODIES=${DUP_BODIES:-1000}
 WORK=${WORK:-/tmp/crawlcache-scale}
 PORT_BASE=${PORT_BASE:-18190}
 OP=$PORT_BASE
@@ -103,6 +115,11 @@ http {
       default_type text/plain;
       add_header Cache-Control "max-age=86400";
       return 200 "\$request_uri\n$pad";
+    }
+    location ~ ^/d/(?<k>[0-9]+)/ {
+      default_type text/plain;
+      add_header Cache-Control "max-age=86400";
+      return 200 "shared body \$k\n$pad";
     }
   }
 }
@@ -157,12 +174,18 @@ setup = function(thread)
 end
 init = function(args)
   base = args[1]; step = args[2]; quota = tonumber(args[3]); report = args[4]
+  dup_pct = tonumber(args[5]); dup_bodies = tonumber(args[6])
   host = string.sub(base, 8)
   n = 0; got = 0; bad = 0
 end
 request = function()
   n = n + 1
-  return wrk.format("GET", base .. "/p/" .. step .. "/" .. tid .. "/" .. n, { ["Host"] = host })
+  local tail = step .. "/" .. tid .. "/" .. n
+  -- A well-mixed pick of the shared ones (Knuth's multiplicative hash).
+  if (n * 2654435761) % 100 < dup_pct then
+    return wrk.format("GET", base .. "/d/" .. (n % dup_bodies) .. "/" .. tail, { ["Host"] = host })
+  end
+  return wrk.format("GET", base .. "/p/" .. tail, { ["Host"] = host })
 end
 response = function(status, headers, body)
   got = got + 1
@@ -176,9 +199,9 @@ response = function(status, headers, body)
 end
 LUA
 
-say "filling $N entries of ~$BODY bytes in steps of $STEP (wrk -t$THREADS -c$CONNECTIONS); work folder $WORK"
-printf '%-9s %6s %10s %7s %7s %9s %15s %10s %11s %12s %6s %6s\n' \
-    entries secs miss_per_s rss_mib hwm_mib index_mib idx_B_per_entry bodies_mib payload_mib bodies_ratio load1 non2xx
+say "filling $N entries of ~$BODY bytes in steps of $STEP (wrk -t$THREADS -c$CONNECTIONS), $DUP_PCT % of them one of $DUP_BODIES shared bodies; work folder $WORK"
+printf '%-9s %8s %6s %10s %7s %7s %9s %15s %10s %11s %8s %12s %12s %6s %6s\n' \
+    entries bodies secs miss_per_s rss_mib hwm_mib index_mib idx_B_per_entry bodies_mib payload_mib ref_mib bodies_ratio disk_per_ref load1 non2xx
 step=0
 base_entries=$(metric crawlcache_store_entries)
 while :; do
@@ -190,19 +213,22 @@ while :; do
     quota=$(((want + THREADS - 1) / THREADS))
     t0=$(now)
     wrk -t"$THREADS" -c"$CONNECTIONS" -d3600s -T30s -s "$WORK/fill.lua" http://127.0.0.1:$CP \
-        -- "http://127.0.0.1:$OP" "$step" "$quota" "$WORK/non2xx-$step" >"$WORK/wrk-$step.out" 2>&1 ||
+        -- "http://127.0.0.1:$OP" "$step" "$quota" "$WORK/non2xx-$step" "$DUP_PCT" "$DUP_BODIES" >"$WORK/wrk-$step.out" 2>&1 ||
         die "wrk failed: $(tail -3 "$WORK/wrk-$step.out")"
     t1=$(now)
     e1=$(metric crawlcache_store_entries)
     payload=$(metric crawlcache_store_bytes)
+    referenced=$(metric crawlcache_store_referenced_bytes)
+    distinct=$(metric crawlcache_store_bodies)
     idx=$(du_kib "$DATA/index")
     bod=$(du_kib "$DATA/bodies" "$DATA/packs")
     non2xx=$(cat "$WORK/non2xx-$step" 2>/dev/null || echo '?')
-    printf '%-9s %6.1f %10.0f %7.0f %7.0f %9.1f %15.0f %10.1f %11.1f %12.2f %6s %6s\n' \
-        "$e1" "$(calc "$t1 - $t0")" "$(calc "($e1 - $e0) / ($t1 - $t0)")" \
+    printf '%-9s %8s %6.1f %10.0f %7.0f %7.0f %9.1f %15.0f %10.1f %11.1f %8.1f %12.2f %12.2f %6s %6s\n' \
+        "$e1" "$distinct" "$(calc "$t1 - $t0")" "$(calc "($e1 - $e0) / ($t1 - $t0)")" \
         "$(calc "$(status_kib VmRSS) / 1024")" "$(calc "$(status_kib VmHWM) / 1024")" \
         "$(calc "$idx / 1024")" "$(calc "$idx * 1024 / max($e1, 1)")" \
-        "$(calc "$bod / 1024")" "$(calc "$payload / 1048576")" "$(calc "$bod * 1024 / max($payload, 1)")" \
+        "$(calc "$bod / 1024")" "$(calc "$payload / 1048576")" "$(calc "$referenced / 1048576")" \
+        "$(calc "$bod * 1024 / max($payload, 1)")" "$(calc "$bod * 1024 / max($referenced, 1)")" \
         "$(load1)" "${non2xx:-0}"
     step=$((step + 1))
 done
