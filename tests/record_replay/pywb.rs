@@ -116,12 +116,16 @@ fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
 
     let (mut by_pywb, mut by_crawlcache, mut identical) = (0, 0, 0);
     let mut differences = Vec::new();
+    let mut not_by_pywb = Vec::new();
     for url in &urls {
         let p = wayback.get(url);
         let c = offline.get(url, &[]);
         let pywb_answered = p.header("memento-datetime").is_some();
         let crawlcache_answered = c.cache_status().is_some_and(|cs| cs.contains("hit"));
         by_pywb += usize::from(pywb_answered);
+        if !pywb_answered {
+            not_by_pywb.push(format!("{url} (pywb {})", p.status));
+        }
         by_crawlcache += usize::from(crawlcache_answered);
         let same = pywb_answered && crawlcache_answered && p.status == c.status && sha(&p.body) == sha(&c.body);
         identical += usize::from(same);
@@ -129,7 +133,7 @@ fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
             differences.push(format!("{url}: pywb {} {} / crawlcache {} {}", p.status, sha(&p.body), c.status, sha(&c.body)));
         }
     }
-    eprintln!("pywb comparison: {} URLs ({revisits} revisits), answered by pywb {by_pywb}, by crawlcache {by_crawlcache}, identical {identical}", urls.len());
+    eprintln!("pywb comparison: {} URLs ({revisits} revisits), answered by pywb {by_pywb}, by crawlcache {by_crawlcache}, identical {identical}; not answered by pywb: {not_by_pywb:?}", urls.len());
     assert!(by_pywb >= urls.len() - 1, "pywb answers (nearly) every URL of its own WARC files: {by_pywb} of {}", urls.len());
     assert!(differences.is_empty(), "crawlcache answers every URL pywb answers, byte-identical:\n{}", differences.join("\n"));
     assert_eq!(by_crawlcache, urls.len(), "crawlcache answers every URL");
