@@ -71,7 +71,7 @@
 //!
 //! Memory: about 150 bytes per response record for the length of one
 //! import (the payloads revisits may refer to), plus the heads of revisits
-//! waiting for their original.
+//! waiting for their original (at most [`MAX_DEFERRED_BYTES`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -280,6 +280,11 @@ enum Payload {
     Stored { body: Option<CommittedBody>, head: Option<StoredResponse> },
 }
 
+/// The most bytes of field lines the revisits waiting for their original
+/// may hold (a file of revisits whose originals never come cannot fill
+/// the memory): past it, a revisit not resolved when read is reported.
+pub const MAX_DEFERRED_BYTES: usize = 64 * 1024 * 1024;
+
 /// Short, fixed-size keys for the import's maps (the first 16 bytes of a
 /// SHA-256 of the text).
 type MapKey = [u8; 16];
@@ -310,6 +315,8 @@ pub struct Import<'s> {
     by_capture: HashMap<MapKey, u32>,
     /// Revisits whose payload was not found yet, with their request.
     deferred: Vec<(Pending, Option<Request>)>,
+    /// Bytes of the field lines those hold (bounded by [`MAX_DEFERRED_BYTES`]).
+    deferred_bytes: usize,
     digests: Option<sled::Tree>,
 }
 
@@ -335,6 +342,7 @@ impl<'s> Import<'s> {
             by_digest: HashMap::new(),
             by_capture: HashMap::new(),
             deferred: Vec::new(),
+            deferred_bytes: 0,
             digests,
         }
     }
@@ -413,6 +421,7 @@ impl<'s> Import<'s> {
         // A resolved revisit can be the payload of another one: go on while
         // something was resolved.
         loop {
+            self.deferred_bytes = 0;
             let waiting = std::mem::take(&mut self.deferred);
             let before = waiting.len();
             for (p, req) in waiting {
@@ -442,8 +451,19 @@ impl<'s> Import<'s> {
             None => None,
             Some(_) => match self.resolve(&p, req.as_ref()) {
                 Some(payload) => Some(payload),
-                None if !last => {
+                None if !last && self.deferred_bytes < MAX_DEFERRED_BYTES => {
+                    self.deferred_bytes += fields_bytes(&p.fields) + req.as_ref().map_or(0, |r| fields_bytes(&r.fields));
                     self.deferred.push((p, req));
+                    return;
+                }
+                None if !last => {
+                    self.summary.skipped += 1;
+                    problem(format!(
+                        "{name}: record at {}: {} (and more than {} MiB of revisits already wait for theirs: import the files holding the originals first); skipped",
+                        p.offset,
+                        unresolved(&p),
+                        MAX_DEFERRED_BYTES >> 20
+                    ));
                     return;
                 }
                 None => {
@@ -724,6 +744,11 @@ enum Stored {
     Inserted(Source),
     /// Not stored: a newer capture of the same variant is.
     Older(Source),
+}
+
+/// Bytes of field lines (names and values).
+fn fields_bytes(fields: &[Field]) -> usize {
+    fields.iter().map(|(n, v)| n.len() + v.len() + 16).sum::<usize>() + 256
 }
 
 /// Why a revisit could not be resolved.
