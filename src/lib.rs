@@ -22,6 +22,7 @@ pub mod proxy;
 pub mod record;
 pub mod robots;
 pub mod store;
+pub mod store_key;
 pub mod tls;
 pub mod units;
 pub mod warc;

@@ -63,6 +63,7 @@ pip_module() {
 pip_module requests requests tests/https_proxy.rs            # Python requests through the proxy
 pip_module scrapy scrapy tests/record_replay/scrapy.rs       # a Scrapy spider through http_proxy
 pip_module warcio warcio tests/record_replay/warc.rs         # reads the exported WARC files
+pip_module pywb pywb tests/record_replay/pywb.rs             # replays the same WARC files, to compare
 # tests/fleet runs an S3-compatible server: moto's, from PyPI (pure Python,
 # no compiler; run as `python3 -m moto.server`).
 pip_module "moto.server, flask, werkzeug" "moto[server]" tests/fleet

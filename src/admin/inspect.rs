@@ -13,20 +13,16 @@ use crate::cache::policy::{self, PolicyConfig};
 use crate::cache::{from_millis, StoredResponse};
 use crate::record::policy_rules::PolicyRule;
 use crate::store::{Entry, Scan, Store};
+use crate::store_key::{RecordKey, Selection, StoreKey};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::time::SystemTime;
 
 /// The URL a store key stands for: a cache key as is; a record key
-/// (`record:METHOD URL[ sha256=...]`) without its method and body hash.
+/// (`record:METHOD URL[ sha256=...]`) without its method and body hash
+/// ([`StoreKey::url_of`]).
 pub fn key_url(key: &str) -> &str {
-    match key.strip_prefix(crate::record::PREFIX) {
-        Some(rest) => {
-            let rest = rest.split_once(' ').map(|(_, u)| u).unwrap_or(rest);
-            rest.split(" sha256=").next().unwrap_or(rest)
-        }
-        None => key,
-    }
+    StoreKey::url_of(key)
 }
 
 /// The host of an absolute URL (`http://Host:8080/x` → `Host`), without
@@ -38,17 +34,6 @@ pub fn url_host(url: &str) -> &str {
         return v6.split(']').next().unwrap_or("");
     }
     authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(authority, |(h, _)| h)
-}
-
-/// The record key's method (`record:POST ...` → `POST`); `None` for a
-/// cache key.
-fn record_method(key: &str) -> Option<&str> {
-    key.strip_prefix(crate::record::PREFIX).and_then(|rest| rest.split(' ').next())
-}
-
-/// The request-body hash of a record key (`... sha256=HEX`).
-fn record_body_hash(key: &str) -> Option<&str> {
-    key.strip_prefix(crate::record::PREFIX).and_then(|rest| rest.rsplit_once(" sha256=")).map(|(_, h)| h)
 }
 
 /// Which entries a listing or a purge covers: every given filter must
@@ -114,6 +99,11 @@ pub struct LsRow {
     /// The secondary key (the `Vary` request fields), when there is one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub secondary_key: String,
+    /// The variant: the request fields the response's `Vary` nominates, as
+    /// the request that fetched it carried them (`accept: "text/html"`),
+    /// when it has a `Vary`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub variant: String,
     /// SHA-256 of the stored body.
     pub body_sha256: Option<String>,
     /// When the entry was last used (stored, served, freshened; RFC 3339),
@@ -238,22 +228,31 @@ impl Listing {
         if !self.spec.filter.matches(&e.primary_key) {
             return Ok(None);
         }
-        let url = key_url(&e.primary_key).to_string();
-        let method = record_method(&e.primary_key).map(str::to_string);
+        let key = StoreKey::parse(&e.primary_key).ok();
+        let url = key.as_ref().map_or_else(|| key_url(&e.primary_key).to_string(), |k| k.url().to_string());
+        let record_key = key.as_ref().and_then(StoreKey::record);
+        let method = match (&key, record_key) {
+            (Some(_), Some(r)) => Some(r.method.as_str().to_string()),
+            (Some(_), None) => None,
+            (None, _) => Some("?".to_string()),
+        };
+        let stored = StoredResponse::from_bytes(&e.meta);
+        // A cache entry and the GET record of the same variant are one row.
         let (cache, record) = match method.as_deref() {
             None => {
-                let rk = crate::record::record_key(&http::Method::GET, &url, None);
-                (true, !self.store.lookup(&rk).map_err(|e| e.to_string())?.is_empty())
+                let rk = RecordKey::get(&url).primary();
+                let records = self.store.lookup(&rk).map_err(|e| e.to_string())?;
+                (true, records.iter().any(|r| record_secondary_key(r) == e.secondary_key))
             }
             Some("GET") => {
-                if !self.store.lookup(&url).map_err(|e| e.to_string())?.is_empty() {
+                let mine = record_secondary_key(&e);
+                if self.store.lookup(&url).map_err(|e| e.to_string())?.iter().any(|c| c.secondary_key == mine) {
                     return Ok(None);
                 }
                 (false, true)
             }
             Some(_) => (false, true),
         };
-        let stored = StoredResponse::from_bytes(&e.meta);
         let ttl = stored.as_ref().map(|s| {
             let lifetime = crate::record::policy_rules::freshness_lifetime(&self.spec.rules, &url, s, &self.spec.policy);
             let age = policy::current_age(s, self.spec.now);
@@ -268,13 +267,36 @@ impl Listing {
             cache,
             record,
             method: method.filter(|m| m != "GET"),
-            request_body_sha256: record_body_hash(&e.primary_key).map(str::to_string),
+            request_body_sha256: record_key.and_then(|r| r.request_body_sha256.clone()),
             secondary_key: String::from_utf8_lossy(&e.secondary_key).into_owned(),
+            variant: stored.as_ref().map(|s| variant_of(s, &e.secondary_key)).unwrap_or_default(),
             body_sha256: e.body.as_ref().map(|b| b.sha256.clone()),
             last_used: e.last_used_at().map(crate::audit::format_rfc3339),
             key: e.primary_key,
             url,
         }))
+    }
+}
+
+/// The secondary key a record's variant has (the cache's for the same
+/// variant), also for a record written before variants were kept.
+fn record_secondary_key(record: &Entry) -> Vec<u8> {
+    match StoredResponse::from_bytes(&record.meta) {
+        Some(s) => Selection::of_entry(&record.secondary_key, &s, &s.header_map()).secondary_key(),
+        None => record.secondary_key.clone(),
+    }
+}
+
+/// The variant of a stored response (`accept: "text/html"`), from the
+/// request fields kept with it; empty without `Vary`.
+fn variant_of(stored: &StoredResponse, secondary_key: &[u8]) -> String {
+    let headers = stored.header_map();
+    if crate::cache::key::vary_names(&headers).is_some_and(|n| n.is_empty()) {
+        return String::new();
+    }
+    match Selection::of_entry(secondary_key, stored, &headers) {
+        Selection::Unknown => "Vary: * (recorded before variants were kept)".to_string(),
+        _ => crate::store_key::describe_variant(&headers, &crate::store_key::fields_map(&stored.vary_request)),
     }
 }
 
@@ -310,7 +332,7 @@ pub struct Picked {
 impl Picked {
     /// `cache` or `record`.
     pub fn source(&self) -> &'static str {
-        if crate::record::is_record_key(&self.key) {
+        if StoreKey::is_record(&self.key) {
             "record"
         } else {
             "cache"
@@ -341,25 +363,42 @@ impl Picked {
 }
 
 /// The response `cache cat` prints for `url` (normalised, `key_rules`
-/// applied): the newest cache variant, else the GET record; `None` when
-/// neither is stored. Errors: `url` is not an absolute http(s) URL, or the
-/// index cannot be read.
+/// applied): the newest cache variant, else the newest GET record, else
+/// the newest record of another method (a HEAD's, a form's POST: found by
+/// a scan of the record keys, read key by key); `None` when none is
+/// stored. Errors: `url` is not an absolute http(s) URL, or the index
+/// cannot be read.
 pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::KeyRule]) -> Result<Option<Picked>, String> {
     let key = super::cache_key(url, key_rules)?;
-    let record_key = crate::record::record_key(&http::Method::GET, &key, None);
-    for k in [key, record_key] {
+    let record_key = RecordKey::get(&key).primary();
+    for k in [key.clone(), record_key] {
         let mut best: Option<Picked> = None;
         for entry in store.lookup(&k).map_err(|e| e.to_string())? {
-            let Some(stored) = StoredResponse::from_bytes(&entry.meta) else { continue };
-            if best.as_ref().is_none_or(|b| stored.response_time_ms > b.stored.response_time_ms) {
-                best = Some(Picked { key: k.clone(), entry, stored });
-            }
+            newest(&mut best, &k, entry);
         }
         if best.is_some() {
             return Ok(best);
         }
     }
-    Ok(None)
+    // Records of other methods: their keys name the method (and a body's
+    // hash), so they are found by their URL in the record namespace.
+    let mut best: Option<Picked> = None;
+    for entry in store.scan(RecordKey::namespace()) {
+        let entry = entry.map_err(|e| e.to_string())?;
+        if StoreKey::url_of(&entry.primary_key) == key {
+            let k = entry.primary_key.clone();
+            newest(&mut best, &k, entry);
+        }
+    }
+    Ok(best)
+}
+
+/// Keeps in `best` the newer of it and `entry` (under `key`).
+fn newest(best: &mut Option<Picked>, key: &str, entry: Entry) {
+    let Some(stored) = StoredResponse::from_bytes(&entry.meta) else { return };
+    if best.as_ref().is_none_or(|b| stored.response_time_ms > b.stored.response_time_ms) {
+        *best = Some(Picked { key: key.to_string(), entry, stored });
+    }
 }
 
 #[cfg(test)]
@@ -369,18 +408,16 @@ mod tests {
     #[test]
     fn keys_name_their_url_and_host() {
         assert_eq!(key_url("http://a.test/x"), "http://a.test/x");
-        assert_eq!(key_url("record:GET http://a.test/x"), "http://a.test/x");
-        assert_eq!(key_url("record:POST http://a.test/f sha256=ab"), "http://a.test/f");
-        assert_eq!(record_body_hash("record:POST http://a.test/f sha256=ab"), Some("ab"));
-        assert_eq!(record_method("record:HEAD http://a.test/x"), Some("HEAD"));
+        assert_eq!(key_url(&RecordKey::get("http://a.test/x").primary()), "http://a.test/x");
+        assert_eq!(key_url(&RecordKey::new(&http::Method::POST, "http://a.test/f", Some("ab")).primary()), "http://a.test/f");
         assert_eq!(url_host("https://A.test:8443/x?y"), "A.test");
         assert_eq!(url_host("http://[::1]:80/"), "::1");
         assert_eq!(url_host("http://a.test"), "a.test");
         let f = KeyFilter { host: Some("a.TEST".into()), prefix: None };
-        assert!(f.matches("https://a.test:8443/x") && f.matches("record:GET http://a.test/") && !f.matches("http://b.test/"));
+        assert!(f.matches("https://a.test:8443/x") && f.matches(&RecordKey::get("http://a.test/").primary()) && !f.matches("http://b.test/"));
         assert!(!f.matches("http://a.test.evil/"));
         let f = KeyFilter { host: None, prefix: Some("http://a.test/docs/".into()) };
-        assert!(f.matches("record:POST http://a.test/docs/f sha256=00") && !f.matches("http://a.test/doc"));
+        assert!(f.matches(&RecordKey::new(&http::Method::POST, "http://a.test/docs/f", Some("00")).primary()) && !f.matches("http://a.test/doc"));
     }
 
     #[test]
@@ -393,10 +430,11 @@ mod tests {
             ttl: Some(-30),
             cache: false,
             record: true,
-            key: "record:POST http://a.test/f sha256=ab".into(),
+            key: RecordKey::new(&http::Method::POST, "http://a.test/f", Some("ab")).primary(),
             method: Some("POST".into()),
             request_body_sha256: Some("ab".into()),
             secondary_key: String::new(),
+            variant: String::new(),
             body_sha256: None,
             last_used: None,
         };

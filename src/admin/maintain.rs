@@ -117,7 +117,7 @@ impl PruneSpec {
     /// `unused_for` ago. An entry whose head cannot be read is left to
     /// `cache verify`.
     pub fn prunes(&self, e: &Entry, now: SystemTime) -> bool {
-        if crate::record::is_record_key(&e.primary_key) && !self.records {
+        if crate::store_key::StoreKey::is_record(&e.primary_key) && !self.records {
             return false;
         }
         let Some(stored) = StoredResponse::from_bytes(&e.meta) else { return false };
@@ -159,6 +159,7 @@ fn remove_where(store: &Store, mut select: impl FnMut(&Entry) -> bool) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store_key::RecordKey;
 
     fn entry(key: &str, cache_control: &str, received: SystemTime, last_used: Option<SystemTime>) -> Entry {
         let head = StoredResponse {
@@ -189,8 +190,8 @@ mod tests {
         assert!(!spec.prunes(&entry("http://a/", "max-age=60", day_ago, Some(now - Duration::from_secs(60))), now), "used a minute ago");
         assert!(spec.prunes(&entry("http://a/", "max-age=60", day_ago, None), now), "no clock stamp: counted from receipt");
         assert!(!spec.prunes(&entry("http://a/", "max-age=60", now - Duration::from_secs(120), None), now), "received two minutes ago");
-        assert!(!spec.prunes(&entry("record:GET http://a/", "max-age=60", day_ago, Some(day_ago)), now), "records are kept");
-        assert!(PruneSpec { records: true, ..spec.clone() }.prunes(&entry("record:GET http://a/", "max-age=60", day_ago, Some(day_ago)), now));
+        assert!(!spec.prunes(&entry(&RecordKey::get("http://a/").primary(), "max-age=60", day_ago, Some(day_ago)), now), "records are kept");
+        assert!(PruneSpec { records: true, ..spec.clone() }.prunes(&entry(&RecordKey::get("http://a/").primary(), "max-age=60", day_ago, Some(day_ago)), now));
         // A min_ttl rule keeps it fresh.
         let rules: toml::Table = toml::from_str("[[r]]\nmin_ttl = \"2d\"\n").unwrap();
         let rules: Vec<PolicyRule> = rules["r"].clone().try_into().unwrap();
@@ -206,7 +207,7 @@ mod tests {
             filter: KeyFilter { host: host.map(str::to_string), prefix: prefix.map(str::to_string) },
             older_than: older.map(Duration::from_secs),
         };
-        let e = entry("record:POST http://a.test/f sha256=00", "max-age=60", old, None);
+        let e = entry(&RecordKey::new(&http::Method::POST, "http://a.test/f", Some("00")).primary(), "max-age=60", old, None);
         assert!(sel(&["http://a.test/f"], None, None, None).selects(&e, now));
         assert!(!sel(&["http://a.test/"], None, None, None).selects(&e, now));
         assert!(sel(&[], Some("a.test"), None, Some(3600)).selects(&e, now));

@@ -16,13 +16,18 @@
 //! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
 //! - `POST /cache/compact`: compacts the whole pack now (`cache compact`),
 //!   answering its sizes before and after as JSON.
-//! - `GET /cache/export[?host=H&prefix=URL&filename=NAME]`: the stored
-//!   exchanges as a WARC file, streamed ([`crate::warc::export`]); the field
-//!   `crawlcache-export-exchanges` says how many exchanges are planned.
+//! - `GET /cache/export[?host=H&prefix=URL&filename=NAME&revisits=1]`: the
+//!   stored exchanges as a WARC file, streamed ([`crate::warc::export`]);
+//!   the field `crawlcache-export-exchanges` says how many exchanges are
+//!   planned.
+//! - `POST /cache/import/upload?name=NAME` (a WARC file as the body), then
+//!   `POST /cache/import?uploads=ID,...`: `crawlcache import` into the
+//!   running proxy's store, progress streamed ([`import`]).
 //! - `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot of an origin.
 //! - `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now (of
 //!   every known origin without `origin`).
 
+pub mod import;
 pub mod inspect;
 pub mod maintain;
 
@@ -40,7 +45,11 @@ pub fn endpoints() -> SelfEndpoints {
 }
 
 /// Serves an origin-form request addressed to the proxy.
-pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody> {
+pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     if let Err(why) = admitted(&state.config.server, req.headers(), peer) {
         return text(StatusCode::FORBIDDEN, format!("crawlcache: {why}\n"));
     }
@@ -120,6 +129,8 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
                 Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
             }
         }
+        (Method::POST, "/cache/import/upload") => import::upload(state, req, &query).await,
+        (Method::POST, "/cache/import") => import::run(state, &query),
         (Method::GET, "/robots/show") => match query_param(&query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
             Some(origin) => match state.robots.current(&origin) {
                 Some(rules) => {
@@ -161,7 +172,8 @@ pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) ->
             "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
              Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
              GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
-             POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], POST /cache/compact, GET /cache/export[?host=H&prefix=URL],\n\
+             POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], POST /cache/compact,\n\
+             GET /cache/export[?host=H&prefix=URL&revisits=1], POST /cache/import/upload?name=NAME, POST /cache/import?uploads=ID,...,\n\
              GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
                 .into(),
         ),
@@ -352,8 +364,8 @@ pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::Ke
     let entries = store.lookup(&primary).map_err(|e| e.to_string())?;
     let variants: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
     let mut records = Vec::new();
-    for m in ["GET", "HEAD"] {
-        let key = crate::record::record_key(&http::Method::from_bytes(m.as_bytes()).unwrap_or(http::Method::GET), &primary, None);
+    for m in [http::Method::GET, http::Method::HEAD] {
+        let key = crate::store_key::RecordKey::new(&m, &primary, None).primary();
         for e in store.lookup(&key).map_err(|e| e.to_string())? {
             let mut j = entry_json(&e);
             j["key"] = serde_json::Value::String(key.clone());
@@ -516,8 +528,11 @@ impl std::io::Write for ChunkSink {
 /// that goes away stops the writing. Exchanges left out are logged.
 async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let filter = crate::warc::export::Filter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
-    let filename = query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string());
-    let description = format!("crawlcache export of {} (from the running proxy)", state.config.server.data_dir.display());
+    let opts = crate::warc::export::WriteOptions {
+        filename: query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string()),
+        description: format!("crawlcache export of {} (from the running proxy)", state.config.server.data_dir.display()),
+        revisits: query_param(query, "revisits").is_some_and(|v| v != "0"),
+    };
     let store = state.store.clone();
     let planned = tokio::task::spawn_blocking(move || crate::warc::export::plan(&store, &filter)).await;
     let (plan, undecodable) = match planned {
@@ -531,7 +546,7 @@ async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let planned = plan.len() + undecodable.len();
     let store = state.store.clone();
     let mut resp = stream_blocking("application/warc", move |out| {
-        match crate::warc::export::write(&store, &plan, out, &filename, &description, &mut |_| {}) {
+        match crate::warc::export::write(&store, &plan, out, &opts, &mut |_| {}) {
             Ok((_, summary)) => {
                 tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
                 Ok(())

@@ -149,8 +149,14 @@ fn normalized_value(request_headers: &http::HeaderMap, name: &str) -> Option<Vec
 /// field, or `0x01`, the value's length as 4 bytes big-endian, the value.
 pub fn secondary_key(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Option<Vec<u8>> {
     let names = vary_names(response_headers)?;
+    Some(secondary_key_of(&names, request_headers))
+}
+
+/// [`secondary_key`] for the field `names` (lower-case, in order, no
+/// duplicates) rather than those a `Vary` nominates: the same encoding.
+pub fn secondary_key_of(names: &[String], request_headers: &http::HeaderMap) -> Vec<u8> {
     let mut key = Vec::new();
-    for name in &names {
+    for name in names {
         key.extend_from_slice(&(name.len() as u32).to_be_bytes());
         key.extend_from_slice(name.as_bytes());
         match normalized_value(request_headers, name) {
@@ -162,14 +168,17 @@ pub fn secondary_key(response_headers: &http::HeaderMap, request_headers: &http:
             }
         }
     }
-    Some(key)
+    key
 }
 
-/// The request field lines nominated by `Vary` (for display in `cache show`):
-/// names lower-case, lines as received; absent fields are omitted. Empty for
-/// `Vary: *`.
+/// The request field lines nominated by `Vary` (kept with a stored response
+/// for `cache show`, and for the WARC request record an export writes):
+/// names lower-case, lines as received; absent fields are omitted. For
+/// `Vary: *`, which nominates the whole request (RFC 9111 section 4.1),
+/// every end-to-end field line ([`end_to_end_fields`]): what a record of
+/// such a response is replayed for (`crate::store_key::Selection`).
 pub fn nominated_fields(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
-    let names = vary_names(response_headers).unwrap_or_default();
+    let Some(names) = vary_names(response_headers) else { return end_to_end_fields(request_headers) };
     let mut out = Vec::new();
     for name in names {
         for v in request_headers.get_all(name.as_str()) {
@@ -177,6 +186,27 @@ pub fn nominated_fields(response_headers: &http::HeaderMap, request_headers: &ht
         }
     }
     out
+}
+
+/// Hop-by-hop fields (RFC 9110 section 7.6.1) and the proxy's own: never
+/// part of what identifies a request end to end.
+const HOP_BY_HOP: &[&str] =
+    &["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"];
+
+/// The request's end-to-end field lines (names lower-case, lines as
+/// received, in order): every field but the hop-by-hop ones and those the
+/// request's `Connection` names (RFC 9110 section 7.6.1).
+pub fn end_to_end_fields(request_headers: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
+    let connection: Vec<String> = request_headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b',').map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase()).collect::<Vec<_>>())
+        .collect();
+    request_headers
+        .iter()
+        .filter(|(n, _)| !HOP_BY_HOP.contains(&n.as_str()) && !connection.iter().any(|c| c == n.as_str()))
+        .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -301,6 +331,8 @@ mod tests {
         let vary = hm(&[("vary", "Accept, X-Absent")]);
         let req = hm(&[("accept", "a"), ("accept", "b"), ("other", "c")]);
         assert_eq!(nominated_fields(&vary, &req), vec![("accept".to_string(), b"a".to_vec()), ("accept".to_string(), b"b".to_vec())]);
-        assert!(nominated_fields(&hm(&[("vary", "*")]), &req).is_empty());
+        assert_eq!(nominated_fields(&hm(&[("vary", "*")]), &req).len(), 3, "Vary: * nominates every end-to-end field");
+        let hop = hm(&[("connection", "x-hop"), ("x-hop", "1"), ("keep-alive", "5"), ("accept", "a")]);
+        assert_eq!(end_to_end_fields(&hop), vec![("accept".to_string(), b"a".to_vec())]);
     }
 }

@@ -81,6 +81,61 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     Ok((status, body.to_string()))
 }
 
+/// Sends `POST path` to the running proxy's admin endpoints with the file
+/// at `file` as the body (`Content-Length` its size), calling `progress`
+/// with the bytes sent so far, and returns the status code and the body of
+/// the answer (connect timeout 2 s; the answer is waited for up to 60 s
+/// after the last byte is sent).
+///
+/// Errors: the file cannot be read, or the proxy cannot be reached, stops
+/// reading, or answers with no status.
+pub fn admin_upload(admin: &Admin, path: &str, file: &std::path::Path, progress: &mut dyn FnMut(u64)) -> Result<(u16, String), String> {
+    let addr = admin.addr;
+    let mut f = std::fs::File::open(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let len = f.metadata().map_err(|e| format!("cannot read {}: {e}", file.display()))?.len();
+    let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
+        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+    let _ = s.set_write_timeout(Some(STREAM_IDLE_TIMEOUT));
+    let _ = s.set_read_timeout(Some(STREAM_IDLE_TIMEOUT));
+    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Type: application/warc\r\nContent-Length: {len}\r\n\r\n")
+        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut sent = 0u64;
+    while sent < len {
+        let n = f.read(&mut buf).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        if n == 0 {
+            return Err(format!("{} got shorter while it was sent ({sent} of {len} bytes)", file.display()));
+        }
+        let n = n.min((len - sent) as usize);
+        s.write_all(&buf[..n]).map_err(|e| format!("the proxy at {addr} stopped reading the upload: {e}"))?;
+        sent += n as u64;
+        progress(sent);
+    }
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
+    let chunked = head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"));
+    Ok((status, if chunked { dechunk(body) } else { body.to_string() }))
+}
+
+/// The data of a chunked body held whole (a short admin answer).
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else { break };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    out
+}
+
 /// The head of a streamed admin answer ([`admin_stream`]).
 #[derive(Debug)]
 pub struct StreamedHead {

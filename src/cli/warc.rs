@@ -4,7 +4,9 @@
 //!
 //! `export` reads the store directly when the proxy is stopped and streams
 //! the file from the running proxy's `GET /cache/export` otherwise.
-//! `import` writes to the store and so needs the proxy stopped.
+//! `import` writes to the store directly when the proxy is stopped, and
+//! through the running proxy's admin endpoints otherwise (the files are
+//! uploaded, then imported by the proxy: [`crate::admin::import`]).
 
 use super::access::{admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::progress::{Progress, Unit};
@@ -29,6 +31,11 @@ pub struct ExportArgs {
     /// Only exchanges whose URL starts with this prefix.
     #[arg(long)]
     pub prefix: Option<String>,
+    /// Write a body already written in this file once: later exchanges
+    /// with the same body become `revisit` records referring to the first
+    /// (WARC/1.1 identical-payload-digest), which `import` resolves.
+    #[arg(long)]
+    pub revisits: bool,
 }
 
 /// `crawlcache import`.
@@ -72,9 +79,13 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             for u in &undecodable {
                 progress.println(&format!("export: leaving out {u}"));
             }
-            let description = format!("crawlcache export of {}", cfg.server.data_dir.display());
+            let opts = export::WriteOptions {
+                filename: filename.clone(),
+                description: format!("crawlcache export of {}", cfg.server.data_dir.display()),
+                revisits: args.revisits,
+            };
             let out = std::io::BufWriter::new(tmp.as_file());
-            let result = export::write(&store, &plan, out, &filename, &description, &mut |n| progress.set(n));
+            let result = export::write(&store, &plan, out, &opts, &mut |n| progress.set(n));
             let (out, summary) = match result {
                 Ok(r) => r,
                 Err(e) => {
@@ -96,6 +107,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             }
             if let Some(p) = &args.prefix {
                 path.push_str(&format!("&prefix={}", encode(p)));
+            }
+            if args.revisits {
+                path.push_str("&revisits=1");
             }
             let progress = Progress::new("export", None, Unit::Bytes);
             progress.message(format!("from the running proxy at {}", admin.addr));
@@ -121,7 +135,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
             drop(out);
             progress.clear();
-            // Count what arrived: each exchange is one response record.
+            // Count what arrived: each exchange is one response (or revisit) record.
             let (responses, records) = count_records(tmp.path()).map_err(|e| format!("cannot read back {}: {e}", tmp.path().display()))?;
             let skipped = planned.saturating_sub(responses);
             if skipped > 0 {
@@ -139,7 +153,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
     Ok(if skipped > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// (response records, all records) in the WARC file at `path`.
+/// (response and revisit records, all records) in the WARC file at `path`.
 fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
     let mut r = crate::warc::reader::WarcReader::open(path)?;
     let (mut responses, mut records) = (0, 0);
@@ -147,7 +161,7 @@ fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
         match next {
             Ok(head) => {
                 records += 1;
-                responses += u64::from(head.record_type() == "response");
+                responses += u64::from(matches!(head.record_type().as_str(), "response" | "revisit"));
             }
             Err(e) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())),
         }
@@ -155,46 +169,120 @@ fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
     Ok((responses, records))
 }
 
-/// Imports the files; exit 1 when a record was skipped or a file could not
-/// be read.
+/// Imports the files, as one import (revisits resolved across them, the
+/// newest capture of a URL kept whatever the order): into the store
+/// directly when the proxy is stopped, through the running proxy's admin
+/// endpoints when it holds the store ([`crate::admin::import`]), which
+/// then serves the records at once. Exit 1 when a record was skipped or a
+/// file could not be read.
 pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
     let cfg = load_config(&args.common)?;
     let dir = &cfg.server.data_dir;
-    let store = match crate::store::Store::open_with(dir, &cfg.store_options()) {
-        Ok(s) => s,
-        Err(crate::store::StoreError::InUse { .. }) => {
-            return Err(format!(
-                "the data directory {} is in use by a running crawlcache; stop it first (import writes to the store directly), then start it again",
-                dir.display()
-            ))
+    // A new data directory is made; an existing one is opened as the
+    // `cache` commands open it (or reached through the proxy holding it).
+    let access = if dir.exists() {
+        open_store(&cfg)?
+    } else {
+        match crate::store::Store::open_with(dir, &cfg.store_options()) {
+            Ok(s) => StoreAccess::Direct(s),
+            Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display())),
         }
-        Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display())),
     };
-    let opts = import::Options { key_rules: cfg.cache.key_rules.clone(), policy: cfg.policy() };
     let sizes: Vec<u64> = args.files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).collect();
+    let (total, unreadable) = match access {
+        StoreAccess::Direct(store) => import_direct(&cfg, &store, &args.files, &sizes)?,
+        StoreAccess::Daemon(admin) => import_through(&admin, &args.files, &sizes)?,
+    };
+    let files = if unreadable > 0 { format!(" ({unreadable} file(s) unreadable)") } else { String::new() };
+    eprintln!("import: {total}{files}");
+    Ok(if total.skipped > 0 || unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// [`import`] into the store opened here: (what it did, files unreadable).
+fn import_direct(cfg: &crate::config::Config, store: &crate::store::Store, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64), String> {
+    let opts = import::Options { key_rules: cfg.cache.key_rules.clone(), policy: cfg.policy() };
     let progress = Progress::new("import", Some(sizes.iter().sum()), Unit::Bytes);
-    let mut total = import::Summary::default();
+    let mut run = import::Import::new(store, opts);
     let mut unreadable = 0u64;
     let mut done_before = 0u64;
-    for (file, size) in args.files.iter().zip(&sizes) {
+    for (file, size) in files.iter().zip(sizes) {
         progress.message(file.display().to_string());
-        let result = import::import_file(&store, file, &opts, &mut |line| progress.println(&format!("import: {line}")), &mut |pos| {
-            progress.set(done_before + pos)
-        });
-        match result {
-            Ok(s) => total.add(&s),
-            Err(e) => {
-                unreadable += 1;
-                progress.println(&format!("import: cannot read {}: {e}", file.display()));
-            }
+        let name = file.display().to_string();
+        let result = run.file(file, &name, &mut |line| progress.println(&format!("import: {line}")), &mut |pos| progress.set(done_before + pos));
+        if let Err(e) = result {
+            unreadable += 1;
+            progress.println(&format!("import: cannot read {}: {e}", file.display()));
         }
         done_before += size;
     }
-    store.flush().map_err(|e| format!("cannot write the cache index in {}: {e}", dir.display()))?;
-    let files = if unreadable > 0 { format!(" ({unreadable} file(s) unreadable)") } else { String::new() };
-    progress.finish(&format!(
-        "import: {} records read, {} imported, {} skipped{files}",
-        total.records, total.imported, total.skipped
-    ));
-    Ok(if total.skipped > 0 || unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    let total = run.finish(&mut |line| progress.println(&format!("import: {line}")));
+    store.flush().map_err(|e| format!("cannot write the cache index in {}: {e}", cfg.server.data_dir.display()))?;
+    progress.clear();
+    Ok((total, unreadable))
+}
+
+/// [`import`] through the running proxy: each file uploaded, then one
+/// import of them all, its progress and problems streamed back.
+fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64), String> {
+    let progress = Progress::new("import", Some(sizes.iter().sum::<u64>() * 2), Unit::Bytes);
+    progress.message(format!("uploading to the running proxy at {}", admin.addr));
+    let mut uploads = Vec::new();
+    let mut names: Vec<(String, u64)> = Vec::new();
+    let mut unreadable = 0u64;
+    let mut done_before = 0u64;
+    for (file, size) in files.iter().zip(sizes) {
+        let name = file.display().to_string();
+        let path = format!("/cache/import/upload?name={}", encode(&name));
+        match super::access::admin_upload(admin, &path, file, &mut |sent| progress.set(done_before + sent)) {
+            Ok((200, body)) => {
+                let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("the running proxy's answer to the upload of {name}: {e}"))?;
+                let id = v["upload"].as_str().ok_or_else(|| format!("the running proxy's answer to the upload of {name} names no upload"))?;
+                uploads.push(id.to_string());
+                names.push((name, done_before));
+            }
+            Ok((status, body)) => {
+                let text = body.trim().trim_start_matches("crawlcache: ").to_string();
+                return Err(format!("the running proxy refused the import ({status}): {text}"));
+            }
+            Err(e) if e.starts_with("cannot read ") => {
+                unreadable += 1;
+                progress.println(&format!("import: {e}"));
+            }
+            Err(e) => return Err(e),
+        }
+        done_before += size;
+    }
+    let total_size: u64 = sizes.iter().sum();
+    if uploads.is_empty() {
+        progress.clear();
+        return Ok((import::Summary::default(), unreadable));
+    }
+    progress.message(format!("imported by the running proxy at {}", admin.addr));
+    let path = format!("/cache/import?uploads={}", uploads.join(","));
+    let mut pending = Vec::new();
+    let mut summary: Option<import::Summary> = None;
+    let result = admin_stream(admin, "POST", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
+        pending.extend_from_slice(chunk);
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            match serde_json::from_slice::<crate::admin::import::ImportLine>(&line) {
+                Ok(crate::admin::import::ImportLine::Progress { file, offset }) => {
+                    let before = names.iter().find(|(n, _)| *n == file).map_or(0, |(_, b)| *b);
+                    progress.set(total_size + before + offset);
+                }
+                Ok(crate::admin::import::ImportLine::Problem(p)) => progress.println(&format!("import: {p}")),
+                Ok(crate::admin::import::ImportLine::Summary(s)) => summary = Some(s),
+                Err(_) => progress.println(&format!("import: {}", String::from_utf8_lossy(&line).trim())),
+            }
+        }
+        Ok(())
+    });
+    progress.clear();
+    match result {
+        Ok(_) => summary.map(|s| (s, unreadable)).ok_or_else(|| "the running proxy's import ended without a summary (see its log)".to_string()),
+        Err(e) => Err(match e.status {
+            Some(status) => format!("the running proxy refused the import ({status}): {}", e.message),
+            None => format!("the running proxy's import failed ({}); see its log", e.message),
+        }),
+    }
 }

@@ -168,7 +168,7 @@ impl Fleet {
     /// for the record only (`record:` keys) are not published.
     pub async fn publish(&self, primary: &str, secondary_key: &[u8]) -> Result<(), FleetError> {
         let Some(bucket) = &self.bucket else { return Ok(()) };
-        if primary.starts_with(crate::record::PREFIX) {
+        if crate::store_key::StoreKey::is_record(primary) {
             return Ok(());
         }
         let entries = self.store.lookup(primary).map_err(|e| FleetError::Failed(format!("local lookup: {e}")))?;

@@ -33,7 +33,8 @@
 //!   HEAD                                    -> ValidateWithHead (RFC 9111 section 4.3.5)
 //!   GET                                     -> Revalidate (collapsed)
 //! nothing stored:
-//!   offline, recorded                       -> ServeRecorded (key="record:..."; detail=offline)
+//!   offline, recorded (the variant the
+//!   request selects)                        -> ServeRecorded (key=RECORD KEY; detail=offline)
 //!   offline, only-if-cached                 -> Refuse 504 (naming the URL and the keys)
 //!   GET                                     -> Forward (collapsed: leads or waits;
 //!                                              in fleet mode the fleet tier first)
@@ -72,9 +73,14 @@ pub struct Lookup {
     /// Whether any variant at all is stored under the URI (tells a
     /// `vary-miss` from a `uri-miss`).
     pub had_any: bool,
-    /// Offline only: the latest recorded response (SPEC section 6) and its
-    /// record key, when the cache holds no matching variant.
+    /// Offline only: the latest recorded response the request selects
+    /// (SPEC section 6) and its record key, when the cache holds no
+    /// matching variant.
     pub recorded: Option<(String, Found)>,
+    /// Offline only, nothing recorded for the request: the request fields
+    /// that selected none of the variants recorded for its URL, if any
+    /// were (for the 504).
+    pub missed_variant: Option<String>,
     /// The store's version of the key read before the lookup
     /// ([`crate::store::Store::lookup_version`]); `None` if the lookup failed.
     pub version: Option<crate::store::LookupVersion>,
@@ -317,10 +323,9 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         return Route::ServeRecorded { found: found.clone(), key: key.clone() };
     }
     if ctx.offline {
-        let keys = record_keys(ex).join("\", \"");
         return Route::Refuse {
             status: StatusCode::GATEWAY_TIMEOUT,
-            message: format!("crawlcache is offline and {primary} was never stored or recorded (looked for key \"{keys}\"; no origin is contacted in offline mode)"),
+            message: stages::replay::missing_message(&format!("{} {primary}", ex.method()), &record_keys(ex), lookup.missed_variant.as_deref()),
             cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline),
         };
     }
@@ -360,9 +365,9 @@ pub fn reuse_decision_with(ex: &Exchange, fresh: &policy::Freshness, now: System
 /// The record keys an offline GET or HEAD is answered from, in order: a
 /// HEAD's own record, then the GET's.
 fn record_keys(ex: &Exchange) -> Vec<String> {
-    let get = crate::record::record_key(&http::Method::GET, ex.primary(), None);
+    let get = crate::record::RecordKey::get(ex.primary()).primary();
     if ex.is_head() {
-        vec![crate::record::record_key(&http::Method::HEAD, ex.primary(), None), get]
+        vec![crate::record::RecordKey::new(&http::Method::HEAD, ex.primary(), None).primary(), get]
     } else {
         vec![get]
     }
@@ -522,12 +527,25 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("cache lookup for {} failed, forwarding: {e}", ex.primary());
-            Lookup { found: None, had_any: false, recorded: None, version: None }
+            Lookup { found: None, had_any: false, recorded: None, missed_variant: None, version: None }
         }
     };
-    // Offline, a request the cache cannot answer is answered from the record.
+    // Offline, a request the cache cannot answer is answered from the
+    // record: the variant its own fields select, never another.
     if state.offline && lookup.found.is_none() {
-        lookup.recorded = record_keys(ex).into_iter().find_map(|k| stages::replay::find(state, &k).map(|f| (k, f)));
+        for k in record_keys(ex) {
+            match stages::replay::find(state, &k, &ex.parts.headers) {
+                stages::replay::Recorded::Found(f) => {
+                    lookup.recorded = Some((k, f));
+                    lookup.missed_variant = None;
+                    break;
+                }
+                stages::replay::Recorded::OtherVariants(m) => {
+                    lookup.missed_variant.get_or_insert(m);
+                }
+                stages::replay::Recorded::Nothing => {}
+            }
+        }
     }
     lookup
 }
@@ -544,7 +562,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
         })
     });
     if let Ok(Some(found)) = memo {
-        return Ok(Lookup { found, had_any: true, recorded: None, version: Some(version) });
+        return Ok(Lookup { found, had_any: true, recorded: None, missed_variant: None, version: Some(version) });
     }
     let entries = state.store.lookup(primary)?;
     let had_any = !entries.is_empty();
@@ -563,7 +581,7 @@ fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::He
     if complete && had_any {
         let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false, own_refused: false, own_bytes: 0 })));
     }
-    Ok(Lookup { found, had_any, recorded: None, version: Some(version) })
+    Ok(Lookup { found, had_any, recorded: None, missed_variant: None, version: Some(version) })
 }
 
 /// The stored variant among `variants` whose secondary key matches the

@@ -6,17 +6,14 @@
 //! **Records are ordinary store entries under their own key namespace.**
 //! The HTTP cache stores responses under the primary key, the target URI
 //! (`http://example.com/a?b`, see [`crate::cache::key`]), with the
-//! secondary key built from `Vary`. A record is stored under
-//!
-//! ```text
-//! record:GET http://example.com/a?b
-//! record:HEAD http://example.com/a?b
-//! record:POST http://example.com/form sha256=<hex SHA-256 of the request body>
-//! ```
-//!
-//! ([`record_key`]) with an empty secondary key and, as metadata, the
-//! encoded [`crate::cache::StoredResponse`] (the same encoding as cache
-//! entries). Its body is an ordinary content-addressed body: the same
+//! secondary key built from `Vary`. A record is stored under its
+//! [`RecordKey`] (`record:GET http://example.com/a?b`; a POST's key names
+//! the SHA-256 of its body) with, as secondary key, its [`Selection`]: the
+//! same RFC 9111 section 4.1 secondary key the cache would use, so every
+//! `Vary` variant of a URL is recorded beside the others
+//! ([`crate::store_key`] has the format, before and after). As metadata it
+//! holds the encoded [`crate::cache::StoredResponse`] (the same encoding as
+//! cache entries). Its body is an ordinary content-addressed body: the same
 //! SHA-256 files, reference counts, size budget and LRU order as the cache,
 //! so eviction, `cache verify` and `cache stats` cover records with no
 //! change to the store. A cache key always starts with `http://` or
@@ -41,7 +38,7 @@
 //!   second copy) under the record key as well, so the record survives the
 //!   cache entry's replacement or invalidation;
 //! - a response that is recorded but not storable is teed into the store
-//!   under the record key only (secondary key empty);
+//!   under the record key only (with its selection as secondary key);
 //! - a response without a body (HEAD) is indexed with no body;
 //! - a request of another method in `record.methods` (POST) has its body
 //!   forwarded as it arrives and hashed on the way ([`hash_request_body`]);
@@ -49,11 +46,13 @@
 //!
 //! **Replay** ([`crate::proxy::route`]): offline, a request is answered
 //! from the HTTP cache when it holds a matching variant, else from the
-//! latest record for its key (for HEAD: the HEAD record, else the GET one),
-//! with `Cache-Status: crawlcache; hit; key="record:..."; detail=offline`
-//! (the `key` parameter of RFC 9211 says it came from the record), else 504
-//! naming the URL and the key looked for. Online, nothing changes: RFC 9111
-//! alone decides what is served from the cache.
+//! latest recorded variant its own fields select ([`Selection::admits`];
+//! for HEAD: the HEAD record, else the GET one), with `Cache-Status:
+//! crawlcache; hit; key=...; detail=offline`, the `key` parameter of RFC
+//! 9211 naming the record key (it came from the record), else 504 naming the URL, the
+//! key looked for and, when other variants were recorded, the request
+//! fields that selected none of them: never another variant. Online,
+//! nothing changes: RFC 9111 alone decides what is served from the cache.
 
 pub mod key_rules;
 pub mod policy_rules;
@@ -61,14 +60,12 @@ pub mod policy_rules;
 use crate::cache::cache_control::CacheControl;
 use crate::proxy::collapse::{self, Inflight, Lead, Outcome};
 use crate::store::Store;
+pub use crate::store_key::{RecordKey, Selection};
 use bytes::Bytes;
 use http::Method;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
-
-/// The prefix of every record key.
-pub const PREFIX: &str = "record:";
 
 /// `record.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -122,25 +119,13 @@ impl RecordConfig {
     }
 }
 
-/// The record key of a `method` request for the cache key `primary`;
-/// `body_sha256` for methods other than GET and HEAD.
-pub fn record_key(method: &Method, primary: &str, body_sha256: Option<&str>) -> String {
-    match body_sha256 {
-        Some(h) => format!("{PREFIX}{method} {primary} sha256={h}"),
-        None => format!("{PREFIX}{method} {primary}"),
-    }
-}
-
-/// True for a key in the record namespace.
-pub fn is_record_key(key: &str) -> bool {
-    key.starts_with(PREFIX)
-}
-
 /// A lead for the tee of a response the cache stores under `primary` /
 /// `secondary_key`: when the tee reports the entry published, its body and
-/// head are indexed under `record_key` too, then `lead` (the request's own
-/// collapse lead, if any) is released with the same outcome.
-pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_key: Vec<u8>, record_key: String) -> Lead {
+/// head are indexed under `record_key` too, with the same secondary key
+/// (a response the cache stores has a `Vary` naming fields or none, so its
+/// [`Selection`] is its cache secondary key), then `lead` (the request's
+/// own collapse lead, if any) is released with the same outcome.
+pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_key: Vec<u8>, record_key: RecordKey) -> Lead {
     let private = Inflight::default();
     let collapse::Role::Leader(relay) = private.join(&primary) else {
         unreachable!("a fresh registry has no leader")
@@ -164,19 +149,20 @@ pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_k
     relay
 }
 
-/// Indexes the cache entry `(primary, secondary_key)` under `record_key`.
-fn copy_entry(store: &Store, primary: &str, secondary_key: &[u8], record_key: &str) -> Result<(), String> {
+/// Indexes the cache entry `(primary, secondary_key)` under `record_key`
+/// and the same secondary key.
+fn copy_entry(store: &Store, primary: &str, secondary_key: &[u8], record_key: &RecordKey) -> Result<(), String> {
     let entries = store.lookup(primary).map_err(|e| e.to_string())?;
     if let Some(e) = entries.into_iter().find(|e| e.secondary_key == secondary_key) {
-        store.insert(record_key, b"", &e.meta, e.body.as_ref()).map_err(|e| format!("{record_key}: {e}"))?;
+        store.insert(&record_key.primary(), secondary_key, &e.meta, e.body.as_ref()).map_err(|e| format!("{record_key}: {e}"))?;
     }
     Ok(())
 }
 
 /// After a `304` (or a `200` answering a HEAD, RFC 9111 section 4.3.5)
 /// freshened the cache entry `cached` (under the cache key `primary`):
-/// freshens the record copy of the same response, `record:GET primary`,
-/// the same way, so an offline re-run replays the newest header fields
+/// freshens the record copy of the same response (the GET record of
+/// `primary` under the same secondary key) the same way, so an offline re-run replays the newest header fields
 /// (RFC 9111 sections 3.2 and 4.3.4) rather than those of the first fetch.
 ///
 /// The record is updated only when it holds the same content as `cached`
@@ -191,9 +177,9 @@ pub fn freshen_record(
     selects: impl Fn(&crate::cache::StoredResponse) -> bool,
     freshen: impl Fn(&crate::cache::StoredResponse) -> crate::cache::StoredResponse,
 ) -> Result<bool, String> {
-    let key = record_key(&Method::GET, primary, None);
+    let key = RecordKey::get(primary).primary();
     // One index row read: most cached responses have no record.
-    let Some(record) = store.lookup_variant(&key, b"").map_err(|e| format!("{key}: {e}"))? else { return Ok(false) };
+    let Some(record) = store.lookup_variant(&key, &cached.secondary_key).map_err(|e| format!("{key}: {e}"))? else { return Ok(false) };
     if record.body != cached.body {
         return Ok(false);
     }
@@ -201,7 +187,7 @@ pub fn freshen_record(
     if !selects(&stored) {
         return Ok(false);
     }
-    store.update_meta(&key, b"", &freshen(&stored).to_bytes()).map_err(|e| format!("{key}: {e}"))
+    store.update_meta(&key, &cached.secondary_key, &freshen(&stored).to_bytes()).map_err(|e| format!("{key}: {e}"))
 }
 
 /// Forwards a request body as it arrives while hashing it: returns the body
@@ -248,15 +234,6 @@ mod tests {
 
     fn cfg(mode: RecordMode, no_store: bool) -> RecordConfig {
         RecordConfig { mode, no_store, methods: vec!["GET".into(), "HEAD".into(), "POST".into()] }
-    }
-
-    #[test]
-    fn record_keys_never_look_like_cache_keys() {
-        let k = record_key(&Method::GET, "http://a/x", None);
-        assert_eq!(k, "record:GET http://a/x");
-        assert!(is_record_key(&k));
-        assert_eq!(record_key(&Method::POST, "http://a/f", Some("ab")), "record:POST http://a/f sha256=ab");
-        assert!(!is_record_key("http://record:80/"));
     }
 
     #[test]

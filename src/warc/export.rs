@@ -2,14 +2,24 @@
 //! each exchange a `request` record and a `response` record linked both ways
 //! by `WARC-Concurrent-To`.
 //!
-//! **Which exchanges** ([`plan`]): every record (SPEC section 6:
-//! `record:METHOD URL[ sha256=H]`) and every HTTP-cache entry, grouped by
-//! (URL, method, request-body hash). A group with a record is written once,
-//! from the record (with `record.mode = "all"` the record holds the final
-//! response the client got, and it shares the cache entry's body); a URL
-//! only the cache holds is written from each of its cached variants (one per
-//! `Vary` secondary key; a cache entry is always a GET). The `--host` and
-//! `--prefix` filters are those of `cache ls`.
+//! **Which exchanges** ([`plan`]): every record (SPEC section 6, see
+//! [`crate::store_key`]) and every HTTP-cache entry, grouped by (URL,
+//! method, request-body hash, variant). A group with a record is written
+//! once, from the record (with `record.mode = "all"` the record holds the
+//! final response the client got, and it shares the cache entry's body); a
+//! variant only the cache holds is written from the cache entry (a cache
+//! entry is always a GET). Each `Vary` variant is its own exchange, its
+//! request record carrying the request fields that selected it, so an
+//! import keeps the variants apart. The `--host` and `--prefix` filters
+//! are those of `cache ls`.
+//!
+//! **Revisits** (optional, `revisits`): an exchange whose body was already
+//! written in the same file (the same SHA-256) is written as a `revisit`
+//! record (WARC/1.1 section 6.7.2, profile `identical-payload-digest`)
+//! after its request: the response head only, `WARC-Truncated: length`,
+//! and `WARC-Refers-To`, `WARC-Refers-To-Target-URI`, `WARC-Refers-To-Date`
+//! naming the response record that holds the body, with the same
+//! `WARC-Payload-Digest`. [`super::import`] resolves them.
 //!
 //! **The response block** ([`super::http::response_head`]): the stored
 //! status line and field lines, then the stored body exactly as the origin
@@ -38,6 +48,7 @@ use super::writer::WarcWriter;
 use super::{new_record_id, sha256_label, warc_date, REQUEST_BODY_SHA256};
 use crate::cache::StoredResponse;
 use crate::store::{Entry, Store, StoreError};
+use crate::store_key::{Selection, StoreKey};
 
 /// Which entries to export: the `cache ls` filters (`host`, `prefix`).
 pub type Filter = crate::admin::inspect::KeyFilter;
@@ -73,16 +84,10 @@ pub struct Summary {
 
 /// Splits a store key into (method, URL, request-body hash).
 fn exchange_of(key: &str) -> (String, String, Option<String>) {
-    match key.strip_prefix(crate::record::PREFIX) {
-        Some(rest) => {
-            let (method, rest) = rest.split_once(' ').unwrap_or(("GET", rest));
-            let (url, hash) = match rest.rsplit_once(" sha256=") {
-                Some((u, h)) => (u, Some(h.to_string())),
-                None => (rest, None),
-            };
-            (method.to_string(), url.to_string(), hash)
-        }
-        None => ("GET".to_string(), key.to_string(), None),
+    match StoreKey::parse(key) {
+        Ok(StoreKey::Record(r)) => (r.method.as_str().to_string(), r.url, r.request_body_sha256),
+        Ok(StoreKey::Cache(url)) => ("GET".to_string(), url, None),
+        Err(_) => ("GET".to_string(), StoreKey::url_of(key).to_string(), None),
     }
 }
 
@@ -96,7 +101,7 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
         record: Option<Exchange>,
         cached: Vec<Exchange>,
     }
-    let mut groups: BTreeMap<(String, String, Option<String>), Group> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String, Option<String>, Vec<u8>), Group> = BTreeMap::new();
     let mut undecodable = Vec::new();
     for entry in store.entries()? {
         if !filter.matches(&entry.primary_key) {
@@ -107,9 +112,16 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
             continue;
         };
         let (method, url, hash) = exchange_of(&entry.primary_key);
-        let is_record = crate::record::is_record_key(&entry.primary_key);
+        let is_record = StoreKey::is_record(&entry.primary_key);
+        // The variant, as the cache's secondary key (also for a record
+        // written before variants were kept).
+        let variant = if is_record {
+            Selection::of_entry(&entry.secondary_key, &stored, &stored.header_map()).secondary_key()
+        } else {
+            entry.secondary_key.clone()
+        };
         let x = Exchange { method: method.clone(), url: url.clone(), request_body_sha256: hash.clone(), entry, stored };
-        let g = groups.entry((url, method, hash)).or_default();
+        let g = groups.entry((url, method, hash, variant)).or_default();
         if is_record {
             g.record = Some(x);
         } else {
@@ -120,31 +132,39 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
     for (_, g) in groups {
         match g.record {
             Some(r) => out.push(r),
-            None => {
-                let mut cached = g.cached;
-                cached.sort_by(|a, b| a.entry.secondary_key.cmp(&b.entry.secondary_key));
-                out.extend(cached);
-            }
+            None => out.extend(g.cached),
         }
     }
     Ok((out, undecodable))
 }
 
+/// How [`write`] writes the file.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Goes into the warcinfo's `WARC-Filename`.
+    pub filename: String,
+    /// Goes into the warcinfo's `description`.
+    pub description: String,
+    /// Write a `revisit` record for a body already written in this file
+    /// (see the module docs).
+    pub revisits: bool,
+}
+
+/// A response record already written, for the revisits that refer to it.
+struct Written {
+    record_id: String,
+    url: String,
+    date: String,
+}
+
 /// Writes the `warcinfo` record and then each exchange of `plan` to `out`
 /// (as gzip members), calling `progress` after each exchange with the number
-/// done. `filename` goes into `WARC-Filename`, `description` into the
-/// warcinfo's `description`. An exchange whose body cannot be read or does
-/// not hash to its name is left out and listed in [`Summary::skipped`].
+/// done. An exchange whose body cannot be read or does not hash to its name
+/// is left out and listed in [`Summary::skipped`].
 ///
 /// Errors: writing to `out` fails (the output is then incomplete).
-pub fn write<W: Write>(
-    store: &Store,
-    plan: &[Exchange],
-    out: W,
-    filename: &str,
-    description: &str,
-    progress: &mut dyn FnMut(u64),
-) -> io::Result<(W, Summary)> {
+pub fn write<W: Write>(store: &Store, plan: &[Exchange], out: W, opts: &WriteOptions, progress: &mut dyn FnMut(u64)) -> io::Result<(W, Summary)> {
+    let (filename, description) = (opts.filename.as_str(), opts.description.as_str());
     let mut w = WarcWriter::new(out);
     let mut summary = Summary::default();
     let info_id = new_record_id();
@@ -169,9 +189,25 @@ pub fn write<W: Write>(
         info.len() as u64,
         &mut info.as_bytes(),
     )?;
+    let mut written: std::collections::HashMap<String, Written> = std::collections::HashMap::new();
     for (i, x) in plan.iter().enumerate() {
-        match write_exchange(store, &mut w, x, &info_id)? {
-            Ok(()) => summary.exchanges += 1,
+        let earlier = match &x.entry.body {
+            Some(b) if opts.revisits && b.len > 0 => written.get(&b.sha256),
+            _ => None,
+        };
+        let done = match earlier {
+            Some(earlier) => write_revisit(&mut w, x, &info_id, earlier)?.map(|_| None),
+            None => write_exchange(store, &mut w, x, &info_id)?.map(Some),
+        };
+        match done {
+            Ok(first) => {
+                summary.exchanges += 1;
+                if let (Some(response), Some(b)) = (first, &x.entry.body) {
+                    if opts.revisits {
+                        written.entry(b.sha256.clone()).or_insert(response);
+                    }
+                }
+            }
             Err(why) => {
                 tracing::warn!("export: leaving out {} {}: {why}", x.method, x.url);
                 summary.skipped.push(format!("{} {}: {why}", x.method, x.url));
@@ -184,13 +220,76 @@ pub fn write<W: Write>(
     Ok((w.finish()?, summary))
 }
 
-/// Writes one exchange. The outer error is a write failure; the inner one
-/// a reason to leave the exchange out (nothing was written for it then).
-fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, info_id: &str) -> io::Result<Result<(), String>> {
+/// The request record of `x` (concurrent to the response record
+/// `response_id`): its fields and block. `None` when the URL is unusable.
+fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &str) -> Option<(Vec<(String, String)>, Vec<u8>)> {
+    let request = request_block(&x.method, &x.url, &x.stored.vary_request)?;
+    let mut fields: Vec<(String, String)> = vec![
+        ("WARC-Type".into(), "request".into()),
+        ("WARC-Record-ID".into(), request_id.into()),
+        ("WARC-Date".into(), warc_date(x.stored.request_time_ms.min(x.stored.response_time_ms))),
+        ("WARC-Target-URI".into(), x.url.clone()),
+        ("WARC-Warcinfo-ID".into(), info_id.into()),
+        ("WARC-Concurrent-To".into(), response_id.into()),
+        ("Content-Type".into(), "application/http;msgtype=request".into()),
+        ("WARC-Block-Digest".into(), sha256_label(&Sha256::digest(&request))),
+    ];
+    if let Some(h) = &x.request_body_sha256 {
+        fields.push((REQUEST_BODY_SHA256.into(), h.clone()));
+    }
+    Some((fields, request))
+}
+
+/// Writes `x` as its request and a `revisit` record referring to the
+/// response record `earlier`, which holds the same body (WARC/1.1 section
+/// 6.7.2). Errors as [`write_exchange`].
+fn write_revisit<W: Write>(w: &mut WarcWriter<W>, x: &Exchange, info_id: &str, earlier: &Written) -> io::Result<Result<(), String>> {
+    let Some(b) = &x.entry.body else { return Ok(Err("no body to refer to".into())) };
+    let Ok(digest) = hex::decode(&b.sha256) else { return Ok(Err(format!("{:?} is not a SHA-256", b.sha256))) };
+    let (request_id, revisit_id) = (new_record_id(), new_record_id());
+    let Some((request_fields, request)) = request_record(x, info_id, &request_id, &revisit_id) else {
+        return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
+    };
+    let head = response_head(x.stored.status, &x.stored.headers, b.len, x.method.eq_ignore_ascii_case("HEAD"));
+    let (date, payload, block) = (warc_date(x.stored.response_time_ms), sha256_label(&digest), sha256_label(&Sha256::digest(&head)));
+    let mut fields: Vec<(&str, &str)> = vec![
+        ("WARC-Type", "revisit"),
+        ("WARC-Record-ID", &revisit_id),
+        ("WARC-Date", &date),
+        ("WARC-Target-URI", &x.url),
+        ("WARC-Warcinfo-ID", info_id),
+        ("WARC-Concurrent-To", &request_id),
+        ("WARC-Profile", REVISIT_PROFILE),
+        ("WARC-Refers-To", &earlier.record_id),
+        ("WARC-Refers-To-Target-URI", &earlier.url),
+        ("WARC-Refers-To-Date", &earlier.date),
+        ("WARC-Truncated", "length"),
+        ("Content-Type", "application/http;msgtype=response"),
+        ("WARC-Block-Digest", &block),
+        ("WARC-Payload-Digest", &payload),
+    ];
+    if let Some(h) = &x.request_body_sha256 {
+        fields.push((REQUEST_BODY_SHA256, h));
+    }
+    let request_fields: Vec<(&str, &str)> = request_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    w.write_record(&request_fields, request.len() as u64, &mut request.as_slice())?;
+    w.write_record(&fields, head.len() as u64, &mut head.as_slice())?;
+    Ok(Ok(()))
+}
+
+/// The `WARC-Profile` of the revisits [`write`] writes (WARC/1.1 section 6.7.2).
+pub const REVISIT_PROFILE: &str = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+
+/// Writes one exchange; returns where its response record is, for the
+/// revisits that may refer to it. The outer error is a write failure; the
+/// inner one a reason to leave the exchange out (nothing was written for it
+/// then).
+fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, info_id: &str) -> io::Result<Result<Written, String>> {
     let is_head = x.method.eq_ignore_ascii_case("HEAD");
     let body_len = x.entry.body.as_ref().map_or(0, |b| b.len);
     let head = response_head(x.stored.status, &x.stored.headers, body_len, is_head);
-    let Some(request) = request_block(&x.method, &x.url, &x.stored.vary_request) else {
+    let (request_id, response_id) = (new_record_id(), new_record_id());
+    let Some((request_fields, request)) = request_record(x, info_id, &request_id, &response_id) else {
         return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
     };
     // First pass over the body: the payload digest (checked against the
@@ -231,20 +330,7 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
     };
     let payload_digest = sha256_label(&payload_hash.finalize());
     let block_digest = sha256_label(&block_hash.finalize());
-    let request_digest = sha256_label(&Sha256::digest(&request));
-    let (request_id, response_id) = (new_record_id(), new_record_id());
-    let request_date = warc_date(x.stored.request_time_ms.min(x.stored.response_time_ms));
     let response_date = warc_date(x.stored.response_time_ms);
-    let mut request_fields: Vec<(&str, &str)> = vec![
-        ("WARC-Type", "request"),
-        ("WARC-Record-ID", &request_id),
-        ("WARC-Date", &request_date),
-        ("WARC-Target-URI", &x.url),
-        ("WARC-Warcinfo-ID", info_id),
-        ("WARC-Concurrent-To", &response_id),
-        ("Content-Type", "application/http;msgtype=request"),
-        ("WARC-Block-Digest", &request_digest),
-    ];
     let mut response_fields: Vec<(&str, &str)> = vec![
         ("WARC-Type", "response"),
         ("WARC-Record-ID", &response_id),
@@ -257,16 +343,16 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
         ("WARC-Payload-Digest", &payload_digest),
     ];
     if let Some(h) = &x.request_body_sha256 {
-        request_fields.push((REQUEST_BODY_SHA256, h));
         response_fields.push((REQUEST_BODY_SHA256, h));
     }
+    let request_fields: Vec<(&str, &str)> = request_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     w.write_record(&request_fields, request.len() as u64, &mut request.as_slice())?;
     let block_len = head.len() as u64 + body_len;
     match file.as_mut() {
         Some(f) => w.write_record(&response_fields, block_len, &mut head.as_slice().chain(f.take(body_len)))?,
         None => w.write_record(&response_fields, block_len, &mut head.as_slice())?,
     };
-    Ok(Ok(()))
+    Ok(Ok(Written { record_id: response_id.clone(), url: x.url.clone(), date: response_date.clone() }))
 }
 
 #[cfg(test)]
@@ -276,7 +362,9 @@ mod tests {
     #[test]
     fn store_keys_split_into_method_url_and_body_hash() {
         assert_eq!(exchange_of("http://a/x"), ("GET".into(), "http://a/x".into(), None));
-        assert_eq!(exchange_of("record:HEAD http://a/x"), ("HEAD".into(), "http://a/x".into(), None));
-        assert_eq!(exchange_of("record:POST http://a/f sha256=ab"), ("POST".into(), "http://a/f".into(), Some("ab".into())));
+        let head = crate::store_key::RecordKey::new(&http::Method::HEAD, "http://a/x", None).primary();
+        assert_eq!(exchange_of(&head), ("HEAD".into(), "http://a/x".into(), None));
+        let post = crate::store_key::RecordKey::new(&http::Method::POST, "http://a/f", Some("ab")).primary();
+        assert_eq!(exchange_of(&post), ("POST".into(), "http://a/f".into(), Some("ab".into())));
     }
 }

@@ -90,3 +90,35 @@ fn truncated_bodies_reach_the_client_truncated_and_are_never_stored_c09() {
     assert_eq!(v["store"]["bodies"], 0, "no body file for a truncated body: {v}");
     assert_cache_verifies(proxy.data_dir());
 }
+
+/// RFC 9211 section 2.5: `stored` only for an entry the cache committed.
+/// A body read whole before the head goes out (announced at most 64 KiB)
+/// says it when it was stored, and not when it was cut short; a body that
+/// streams (no length announced) is still arriving when the head goes
+/// out, so it never claims it, whether it ends complete, cut short or
+/// larger than `cache.max_object_size`.
+#[test]
+fn cache_status_says_stored_only_for_an_entry_committed_rfc9211_2_5() {
+    let config = format!("{NO_ROBOTS}[cache]\nmax_object_size = \"1KiB\"\n");
+    let cc = [("Cache-Control", "max-age=3600")];
+    let (origin, proxy) = start_with_origin("http-stored-truth", &config, move |req| match req.path() {
+        "/whole" => Reply::ok(&cc, b"a whole body"),
+        "/short" => Reply::short_content_length(200, &cc, b"only part", 500),
+        "/cut" => Reply::chunked(200, &cc, &[b"one chunk"], false),
+        "/streamed" => Reply::chunked(200, &cc, &[b"one chunk", b" then another"], true),
+        "/huge" => Reply::chunked(200, &cc, &[&[b'x'; 800][..], &[b'y'; 800][..]], true),
+        _ => Reply::new(404, &[], b""),
+    });
+    let stored = |r: &Response| r.cache_status().unwrap_or_default().split(';').any(|p| p.trim() == "stored");
+    let whole = proxy.get(&origin.url("/whole"), &[]);
+    assert!(stored(&whole), "{}", whole.describe());
+    assert!(is_hit(&proxy.get(&origin.url("/whole"), &[])), "and it was");
+    for path in ["/short", "/cut", "/huge"] {
+        let first = proxy.get(&origin.url(path), &[]);
+        assert!(!stored(&first), "{path}: not stored, so not said: {}", first.describe());
+        assert!(!is_hit(&proxy.get(&origin.url(path), &[])), "{path}: indeed not stored");
+    }
+    let streamed = proxy.get(&origin.url("/streamed"), &[]);
+    assert!(streamed.complete && !stored(&streamed), "not known when the head went out: {}", streamed.describe());
+    assert!(is_hit(&proxy.get(&origin.url("/streamed"), &[])), "stored once complete");
+}

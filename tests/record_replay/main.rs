@@ -5,10 +5,14 @@
 //! `no-cache`, a 404, a form's POST. `no-store` only with `record.no_store`.
 //! With `mode = "cacheable"` the offline run misses exactly the responses
 //! the cache may not store. `warc.rs`: WARC export and import of the same
-//! site.
+//! site. `variants.rs`: every `Vary` variant recorded and replayed to its
+//! own client (issue 33). `pywb.rs`: offline answers compared with pywb's
+//! replay of the same WARC files.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod pywb;
+mod variants;
 mod warc;
 
 mod scrapy;

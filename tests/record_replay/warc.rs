@@ -8,7 +8,12 @@
 //!   offline byte for byte with no 504 (chunked bodies de-chunked);
 //! - a WARC with a malformed record, a corrupt gzip member and a truncated
 //!   end: the good records import, each bad one is reported at its offset,
-//!   the store verifies clean.
+//!   the store verifies clean;
+//! - (issue 33) a wget `--warc-dedup` crawl: its revisits resolved across
+//!   the files of one import and against what an earlier import stored,
+//!   every URL replayed byte-identical; `export --revisits` and back; two
+//!   captures of one URL from two dates, imported in either order, serve
+//!   the newer; `import` into a running proxy is served at once.
 
 use super::common::*;
 use super::{gateway_timeouts, site, wget, ALL};
@@ -38,12 +43,12 @@ with open(sys.argv[1], 'rb') as f:
         print(json.dumps(out))
 "#;
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     find_tool("python3", "PYTHON", &["/usr/bin/python3"], "Install Python 3 and `pip install warcio` (tests/run.sh does).")
 }
 
 /// Runs `python3 args...`, bounded.
-fn run_python(args: &[&str]) -> std::process::Output {
+pub(crate) fn run_python(args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(python());
     cmd.args(args);
     run_bounded(&mut cmd, Duration::from_secs(120), &format!("python3 {}", args.join(" ")))
@@ -60,14 +65,14 @@ fn assert_warcio_checks(file: &Path, records: usize) {
 }
 
 /// The records of `file` as warcio reads them.
-fn warcio_records(file: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn warcio_records(file: &Path) -> Vec<serde_json::Value> {
     let out = run_python(&["-c", WARCIO_PAYLOADS, file.to_str().unwrap()]);
     assert!(out.status.success(), "warcio read {}: {}\n{}", file.display(), out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// `warcio index` must read the file: (WARC-Type, WARC-Target-URI) per record.
-fn warcio_index(file: &Path) -> Vec<(String, String)> {
+pub(crate) fn warcio_index(file: &Path) -> Vec<(String, String)> {
     let out = run_python(&["-m", "warcio.cli", "index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
     assert!(out.status.success(), "warcio index: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
@@ -98,24 +103,31 @@ fn recorded(data: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-fn config_file(dir: &TestDir, toml: &str) -> String {
+pub(crate) fn config_file(dir: &TestDir, toml: &str) -> String {
     let path = dir.join("crawlcache.toml");
     std::fs::write(&path, toml).unwrap();
     path.to_str().unwrap().to_string()
 }
 
 /// `crawlcache import` with the configuration `cfg` into `data`.
-fn import(cfg: &str, data: &Path, files: &[&Path]) -> std::process::Output {
+pub(crate) fn import(cfg: &str, data: &Path, files: &[&Path]) -> std::process::Output {
     let mut args = vec!["import", "--config", cfg, "--data-dir", data.to_str().unwrap()];
     args.extend(files.iter().map(|f| f.to_str().unwrap()));
     crawlcache_cmd(&args, Duration::from_secs(120))
 }
 
 /// The numbers of the import summary line `N records read, M imported, K skipped`.
-fn import_summary(stderr: &str) -> (u64, u64, u64) {
+pub(crate) fn import_summary(stderr: &str) -> (u64, u64, u64) {
     let line = stderr.lines().rev().find(|l| l.contains("records read")).unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
     let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
     (nums[0], nums[1], nums[2])
+}
+
+/// The count before `what` in the import summary line (`3 revisits resolved`).
+pub(crate) fn summary_count(stderr: &str, what: &str) -> u64 {
+    let line = stderr.lines().rev().find(|l| l.contains("records read")).unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let before = line.split(what).next().filter(|b| b.len() < line.len()).unwrap_or_else(|| panic!("no {what:?} in {line}"));
+    before.trim_end().rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no count before {what:?} in {line}"))
 }
 
 /// Online crawl through a recording proxy (record.mode = "all"), plus the
@@ -215,11 +227,17 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
 
 /// `wget -r --warc-file=BASE` straight at the origin (no proxy); returns
 /// the files saved and the path of `BASE.warc.gz`.
-fn wget_warc(start: &str, out: &Path, base: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
+pub(crate) fn wget_warc(start: &str, out: &Path, base: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
+    wget_warc_with(start, out, base, &[])
+}
+
+/// [`wget_warc`] with more wget arguments (`--warc-cdx`, `--warc-dedup=CDX`).
+pub(crate) fn wget_warc_with(start: &str, out: &Path, base: &Path, extra: &[String]) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
     std::fs::create_dir_all(out).unwrap();
     let mut cmd = Command::new(wget_bin());
     cmd.args(["--no-config", "-r", "-nH", "-e", "robots=off", "--no-verbose", "--tries=1", "--timeout=10", "--no-proxy"])
         .arg(format!("--warc-file={}", base.display()))
+        .args(extra)
         .arg("-P")
         .arg(out)
         .arg(start);
@@ -365,35 +383,197 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
 }
 
 #[test]
-fn import_refuses_a_running_proxy_and_export_says_what_it_wrote() {
-    let dir = TestDir::new("warc-locked");
-    let data = dir.subdir("data");
+fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote() {
+    let dir = TestDir::new("warc-running");
     let origin = Origin::start(site);
-    let running = Proxy::start_with_config(&data, ALL, &[]);
-    assert_eq!(running.get(&origin.url("/a"), &[]).status, 200);
-    std::thread::sleep(Duration::from_millis(200));
+    let start = origin.url("/");
+    let (online, warc) = wget_warc(&start, &dir.join("online"), &dir.join("site"));
+    drop(origin);
+    let data = dir.subdir("data");
+    let cfg = config_file(&dir, ALL);
+    let running = Proxy::start_with_config(&data, ALL, &["--offline"]);
+    let before = running.get(&format!("{start}a"), &[]);
+    assert_eq!(before.status, 504, "nothing stored yet: {}", before.describe());
+
+    // The proxy holds the store: the import goes through its admin endpoint.
+    let out = import(&cfg, &data, &[&warc]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (_, imported, skipped) = import_summary(&stderr);
+    let responses = warcio_index(&warc).into_iter().filter(|r| r.0 == "response").count() as u64;
+    assert_eq!((imported, skipped), (responses, 0), "{stderr}");
+    // Served at once, by the proxy that imported them, byte for byte.
+    let a = running.get(&format!("{start}a"), &[]);
+    assert_eq!(a.status, 200, "{}", a.describe());
+    // wget saved /a under the name of the redirect to it (r301).
+    assert_eq!((a.body.as_slice(), online.get(Path::new("r301")).map(Vec::as_slice)), (&b"<html>page /a</html>"[..], Some(&b"<html>page /a</html>"[..])), "{}", a.describe());
+    assert!(a.cache_status().unwrap_or_default().contains("key=\"record:GET"), "{}", a.describe());
+    let (replayed, log) = wget(&start, &running.url(), &dir.join("replayed"));
+    assert_trees_equal(&online, &replayed, "replay right after an import into the running proxy");
+    assert_eq!(gateway_timeouts(&log), 0, "{log}");
+
+    // The same refusal rules as the other admin commands: a bad file is
+    // reported and the exit status says so; a missing one cannot be read.
     let empty = dir.join("empty.warc");
     std::fs::write(&empty, b"").unwrap();
-    let cfg = config_file(&dir, ALL);
-    let out = import(&cfg, &data, &[&empty]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("in use by a running crawlcache") && stderr.contains("stop it first"), "{stderr}");
-    running.stop_cleanly();
-    // Stopped, an empty file imports nothing and succeeds; a missing one fails.
     let out = import(&cfg, &data, &[&empty]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = import(&cfg, &data, &[&dir.join("missing.warc.gz")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"), "{}", String::from_utf8_lossy(&out.stderr));
+    let garbage = dir.join("garbage.warc");
+    std::fs::write(&garbage, b"WARC/1.1\r\nthis line has no colon\r\n\r\n").unwrap();
+    let out = import(&cfg, &data, &[&garbage]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("garbage.warc") && stderr.contains("offset 0"), "the file and offset are named: {stderr}");
+    assert!(std::fs::read_dir(data.join("import")).map(|d| d.count()).unwrap_or(0) == 0, "no upload left behind");
+    running.stop_cleanly();
+
+    // Stopped, the store itself: an empty file imports nothing and succeeds.
+    let out = import(&cfg, &data, &[&empty]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"));
     // --host filters the export.
     let warc = dir.join("none.warc.gz");
     let out = crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--host", "example.org", "--data-dir", data.to_str().unwrap()], Duration::from_secs(60));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 exchanges (1 records)"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(warcio_index(&warc), vec![("warcinfo".to_string(), String::new())]);
+    assert_cache_verifies(&data);
+}
+
+#[test]
+fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical() {
+    let dir = TestDir::new("warc-dedup");
+    let origin = Origin::start(site);
+    let start = origin.url("/");
+    let (first_files, first) = wget_warc_with(&start, &dir.join("first"), &dir.join("one"), &["--warc-cdx".to_string()]);
+    let cdx = dir.join("one.cdx");
+    assert!(cdx.is_file(), "wget --warc-cdx wrote no {}", cdx.display());
+    let (second_files, second) = wget_warc_with(&start, &dir.join("second"), &dir.join("two"), &[format!("--warc-dedup={}", cdx.display())]);
     drop(origin);
+    let index = warcio_index(&second);
+    let revisited: BTreeSet<String> = index.iter().filter(|r| r.0 == "revisit").map(|r| r.1.trim_matches(['<', '>']).to_string()).collect();
+    let revisits = index.iter().filter(|r| r.0 == "revisit").count() as u64;
+    assert!(revisits >= 8 && revisited.iter().any(|u| u.ends_with("/a")), "wget wrote revisits for what did not change: {index:?}");
+    assert_eq!(first_files, second_files, "the site did not change");
+
+    // One import of both files, the deduplicated crawl first: its revisits
+    // wait for the payloads of the file after it.
+    let cfg = config_file(&dir, ALL);
+    let data = dir.subdir("data");
+    let out = import(&cfg, &data, &[&second, &first]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(import_summary(&stderr).2, 0, "{stderr}");
+    assert_eq!(summary_count(&stderr, "revisits resolved"), revisits, "every revisit resolved: {stderr}");
+    assert_cache_verifies(&data);
+    let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
+    let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed"));
+    assert_trees_equal(&second_files, &replayed, "offline replay of the deduplicated crawl vs wget's own");
+    assert_eq!(gateway_timeouts(&log), 0, "{log}");
+    for url in &revisited {
+        let r = offline.get(url, &[]);
+        let path = url.strip_prefix(&start).unwrap_or("");
+        // A redirect's saved file holds its target (wget saves it under the
+        // redirecting name): only a 200 is compared with it.
+        if let (200, Some(saved)) = (r.status, second_files.get(Path::new(if path.is_empty() { "index.html" } else { path }))) {
+            assert_eq!(&r.body, saved, "{url}: byte-identical: {}", r.describe());
+        }
+        assert!(r.status < 500, "{url}: {}", r.describe());
+    }
+    offline.stop_cleanly();
+
+    // Against what is already stored: the first crawl in one import, the
+    // deduplicated one in the next.
+    let data2 = dir.subdir("data2");
+    assert!(import(&cfg, &data2, &[&first]).status.success());
+    let out = import(&cfg, &data2, &[&second]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(summary_count(&stderr, "revisits resolved"), revisits, "{stderr}");
+    let offline = Proxy::start_with_config(&data2, ALL, &["--offline"]);
+    let (replayed, _) = wget(&start, &offline.url(), &dir.join("replayed2"));
+    assert_trees_equal(&second_files, &replayed, "replay after two imports");
+    offline.stop_cleanly();
+
+    // Exported with --revisits, each body is written once; the round trip
+    // replays the same crawl. Without the key rule, the two spellings of
+    // /news are two records of one body.
+    let plain = dir.join("plain.toml");
+    std::fs::write(&plain, "[record]\nmode = \"all\"\n").unwrap();
+    let plain = plain.to_str().unwrap();
+    let data4 = dir.subdir("data4");
+    assert!(import(plain, &data4, &[&first, &second]).status.success());
+    let small = dir.join("small.warc.gz");
+    let out = crawlcache_cmd(&["export", "--revisits", "--warc", small.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exported = warcio_index(&small);
+    let written = exported.iter().filter(|r| r.0 == "revisit").count();
+    let full = dir.join("full.warc.gz");
+    assert!(crawlcache_cmd(&["export", "--warc", full.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()], Duration::from_secs(120)).status.success());
+    // Each body once: a response record fewer for each revisit (the bodies
+    // here are a few bytes, so the file is not smaller for it).
+    let responses = |index: &[(String, String)]| index.iter().filter(|r| r.0 == "response").count();
+    let full_index = warcio_index(&full);
+    assert!(written >= 1 && responses(&exported) + written == responses(&full_index), "{exported:?}\n{full_index:?}");
+    assert_warcio_checks(&small, exported.len() - written); // warcio leaves revisit digests unchecked
+    let data3 = dir.subdir("data3");
+    let out = import(plain, &data3, &[&small]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(summary_count(&stderr, "revisits resolved"), written as u64, "{stderr}");
+    let offline = Proxy::start_with_config(&data3, "[record]\nmode = \"all\"\n", &["--offline"]);
+    let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed3"));
+    assert_trees_equal(&second_files, &replayed, "replay of an export with revisits");
+    assert_eq!(gateway_timeouts(&log), 0, "{log}");
+    offline.stop_cleanly();
+}
+
+/// A WARC file with one capture of `url` at `date` whose body is `body`.
+fn capture_file(path: &Path, url: &str, date: &str, body: &[u8]) {
+    let mut w = crawlcache::warc::writer::WarcWriter::new(Vec::new());
+    let id = format!("<urn:uuid:{}>", uuid_like(date));
+    let block = [format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body.to_vec()].concat();
+    let fields = [("WARC-Type", "response"), ("WARC-Record-ID", id.as_str()), ("WARC-Target-URI", url), ("WARC-Date", date), ("Content-Type", "application/http;msgtype=response")];
+    w.write_record(&fields, block.len() as u64, &mut &block[..]).unwrap();
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
+
+fn uuid_like(seed: &str) -> String {
+    let h: u64 = seed.bytes().fold(1469598103934665603, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
+    format!("{:08x}-0000-4000-8000-{:012x}", h >> 32, h & 0xffff_ffff_ffff)
+}
+
+#[test]
+fn two_captures_of_one_url_from_two_dates_serve_the_newer_in_either_order() {
+    let dir = TestDir::new("warc-two-dates");
+    let url = "http://127.0.0.1:9/page";
+    let (old, new) = (dir.join("2023.warc.gz"), dir.join("2024.warc.gz"));
+    capture_file(&old, url, "2023-03-01T10:00:00Z", b"the page in 2023");
+    capture_file(&new, url, "2024-03-01T10:00:00Z", b"the page in 2024");
+    let cfg = config_file(&dir, ALL);
+    for (label, files) in [("old-first", [&old, &new]), ("new-first", [&new, &old])] {
+        // One import of both files, and one import per file.
+        for together in [true, false] {
+            let data = dir.subdir(format!("{label}-{together}"));
+            if together {
+                let out = import(&cfg, &data, &[files[0].as_path(), files[1].as_path()]);
+                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            } else {
+                for f in files {
+                    let out = import(&cfg, &data, &[f.as_path()]);
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                }
+            }
+            let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
+            let r = offline.get(url, &[]);
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"the page in 2024"[..]), "{label}, together={together}: {}", r.describe());
+            offline.stop_cleanly();
+        }
+    }
 }
 
 #[test]

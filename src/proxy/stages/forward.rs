@@ -193,7 +193,7 @@ pub async fn respond_with_upstream(
         // request: not a response to replay for the URL.
         .then_some(())
         .filter(|_| status != 304 && status != 206 && !never_store)
-        .map(|_| crate::record::record_key(&ex.parts.method, &primary, None));
+        .map(|_| crate::record::RecordKey::new(&ex.parts.method, &primary, None));
     let request_time_ms = to_millis(request_time);
     // The head to store, encoded from the origin's field lines before they
     // are changed for the client, when anything will be stored.
@@ -217,7 +217,11 @@ pub async fn respond_with_upstream(
 
     match (writer, secondary) {
         (Some(writer), Some(secondary_key)) => {
-            ex.status.stored = true;
+            // `stored` (RFC 9211 section 2.5) only once the entry is
+            // committed: known before the head goes out for a body read
+            // whole first; a streamed body is still arriving then (it may
+            // be cut short, or outgrow `cache.max_object_size`), so its
+            // head does not claim it.
             let lead = match record_key {
                 Some(rk) => Some(crate::record::relay_lead(state.store.clone(), lead, primary.clone(), secondary_key.clone(), rk)),
                 None => lead,
@@ -227,7 +231,10 @@ pub async fn respond_with_upstream(
                 // A task of its own, so that the copy into the store goes on
                 // if the client goes away meanwhile (as with `tee::run`).
                 let body = match tokio::spawn(tee::buffered(job, body, writer, content_length)).await {
-                    Ok(body) => body,
+                    Ok((body, stored)) => {
+                        ex.status.stored = stored;
+                        body
+                    }
                     Err(e) => {
                         let (tx, rx) = mpsc::channel(1);
                         let _ = tx.try_send(Err(std::io::Error::other(format!("copying the origin's body failed: {e}"))));
@@ -246,7 +253,11 @@ pub async fn respond_with_upstream(
                 l.finish(Outcome::NotShared);
             }
             match record_key {
-                Some(rk) => record_only(state, ex.is_head(), rk, meta, request_time_ms, rparts, body, content_length),
+                Some(rk) => {
+                    // The variant this request selects (RFC 9111 section 4.1).
+                    let selection = crate::record::Selection::of_request(&rparts.headers, &ex.parts.headers);
+                    record_only(state, ex.is_head(), (rk, selection), meta, request_time_ms, rparts, body, content_length)
+                }
                 None => Response::from_parts(rparts, ProxyBody::Upstream(body)),
             }
         }
@@ -254,25 +265,27 @@ pub async fn respond_with_upstream(
 }
 
 /// A response that is recorded but not stored in the cache: its body is
-/// teed into the store under the record key only (SPEC section 6); the
-/// answer to a HEAD is indexed without a body. `meta`: the stored head
-/// ([`crate::cache::encode_head`]); `request_time_ms`: when the request
-/// was sent (milliseconds since the Unix epoch).
+/// teed into the store under the record key and the variant's selection
+/// only (SPEC section 6); the answer to a HEAD is indexed without a body.
+/// `meta`: the stored head ([`crate::cache::encode_head`]);
+/// `request_time_ms`: when the request was sent (milliseconds since the
+/// Unix epoch).
 #[allow(clippy::too_many_arguments)]
 pub fn record_only(
     state: &Arc<ProxyState>,
     head: bool,
-    record_key: String,
+    (record_key, selection): (crate::record::RecordKey, crate::record::Selection),
     meta: Vec<u8>,
     request_time_ms: u64,
     rparts: http::response::Parts,
     body: Incoming,
     content_length: Option<u64>,
 ) -> Response<ProxyBody> {
+    let secondary_key = selection.secondary_key();
     if head {
         let store = state.store.clone();
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = store.insert(&record_key, b"", &meta, None) {
+            if let Err(e) = store.insert(&record_key.primary(), &secondary_key, &meta, None) {
                 tracing::warn!("recording {record_key} failed: {e}");
             }
         });
@@ -290,7 +303,7 @@ pub fn record_only(
         }
     };
     let (tx, rx) = mpsc::channel(8);
-    let job = TeeJob { state: state.clone(), primary: record_key, secondary_key: Vec::new(), meta, request_time_ms, lead: None };
+    let job = TeeJob { state: state.clone(), primary: record_key.primary(), secondary_key, meta, request_time_ms, lead: None };
     tokio::spawn(tee::run(job, body, writer, tx));
     Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
 }

@@ -57,17 +57,20 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                     // origin that answers before reading it is not recorded.
                     match tokio::time::timeout(std::time::Duration::from_secs(5), rx).await {
                         Ok(Ok(hash)) => {
-                            let key = crate::record::record_key(&ex.parts.method, ex.primary(), Some(&hash));
+                            let key = crate::record::RecordKey::new(&ex.parts.method, ex.primary(), Some(&hash));
+                            // The variant this request selects (RFC 9111 section 4.1).
+                            let selection = crate::record::Selection::of_request(&origin_headers, &ex.parts.headers);
+                            let vary_request = crate::cache::key::nominated_fields(&origin_headers, &ex.parts.headers);
                             let meta = crate::cache::encode_head(
                                 status,
                                 to_millis(request_time),
                                 to_millis(response_time),
                                 ex.primary(),
                                 policy::fields_to_store(&origin_headers, &state.policy).into_iter(),
-                                std::iter::empty(),
+                                vary_request.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
                             );
                             let len = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
-                            return super::forward::record_only(state, false, key, meta, to_millis(request_time), rparts, body, len);
+                            return super::forward::record_only(state, false, (key, selection), meta, to_millis(request_time), rparts, body, len);
                         }
                         _ => tracing::info!("not recording {} {}: the request body was not read whole", ex.parts.method, ex.primary()),
                     }

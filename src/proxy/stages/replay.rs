@@ -1,13 +1,17 @@
 //! Offline replay from the record (SPEC section 6): a request the HTTP
 //! cache cannot answer offline is answered with the latest recorded
-//! response for its record key (see [`crate::record`]), marked
-//! `Cache-Status: crawlcache; hit; key="record:..."; detail=offline`; when
-//! nothing is recorded either, 504 naming the URL and the key.
+//! variant its own fields select (see [`crate::record`]), marked
+//! `Cache-Status: crawlcache; hit; key=...; detail=offline` (`key` names
+//! the record key); when
+//! nothing is recorded for it, 504 naming the URL, the key and, when other
+//! variants of the URL were recorded, the request fields that selected
+//! none of them.
 
 use super::super::exchange::Exchange;
 use super::super::route::Found;
 use super::super::ProxyState;
 use crate::cache::to_millis;
+use crate::record::{RecordKey, Selection};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
@@ -17,24 +21,48 @@ use http::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// The latest record under `key`, decoded; `None` when there is none (or
-/// the lookup failed, which is logged).
-pub fn find(state: &ProxyState, key: &str) -> Option<Found> {
+/// What the record holds for one request.
+pub enum Recorded {
+    /// The latest variant the request selects.
+    Found(Found),
+    /// Variants were recorded, none for this request: which request
+    /// fields selected none of them (for the 504).
+    OtherVariants(String),
+    /// Nothing recorded under the key (or the lookup failed, which is
+    /// logged).
+    Nothing,
+}
+
+/// The latest record under `key` whose selection admits a request with
+/// `request_headers` (RFC 9111 section 4.1), decoded.
+pub fn find(state: &ProxyState, key: &str, request_headers: &http::HeaderMap) -> Recorded {
     let entries = match state.store.lookup(key) {
         Ok(e) => e,
         Err(e) => {
             tracing::warn!("record lookup for {key} failed: {e}");
-            return None;
+            return Recorded::Nothing;
         }
     };
     let mut best: Option<Found> = None;
+    let mut missed: Option<String> = None;
     for entry in entries {
         let Some(decoded) = state.meta_cache.decode(&entry.meta) else { continue };
+        let selection = Selection::of_entry(&entry.secondary_key, &decoded.stored, &decoded.headers);
+        if !selection.admits(&decoded.headers, request_headers) {
+            if missed.is_none() {
+                missed = Some(crate::store_key::describe_variant(&decoded.headers, request_headers));
+            }
+            continue;
+        }
         if best.as_ref().map(|b| decoded.stored.response_time_ms > b.decoded.stored.response_time_ms).unwrap_or(true) {
             best = Some(Found { entry: Arc::new(entry), decoded, hot: None });
         }
     }
-    best
+    match (best, missed) {
+        (Some(f), _) => Recorded::Found(f),
+        (None, Some(m)) => Recorded::OtherVariants(m),
+        (None, None) => Recorded::Nothing,
+    }
 }
 
 /// Answers `ex` with the recorded response `found`, stored under `key`.
@@ -47,7 +75,7 @@ pub fn serve(state: &ProxyState, ex: &mut Exchange, found: &Found, key: &str) ->
     add_via(&mut headers);
     state.store.touch(key, &found.entry.secondary_key);
     let Ok(body) = super::serve::stored_body(state, ex.is_head(), key, &found.entry, None, stored.status, &mut headers) else {
-        return missing(ex, &[key.to_string()]);
+        return missing(ex, &[key.to_string()], None);
     };
     ex.status = CacheStatus { hit: true, key: Some(key.to_string()), detail: Some(Detail::Offline), ..CacheStatus::default() };
     let mut resp = Response::new(body);
@@ -56,17 +84,25 @@ pub fn serve(state: &ProxyState, ex: &mut Exchange, found: &Found, key: &str) ->
     resp
 }
 
-/// The 504 for a request neither cached nor recorded: names the URL and
-/// the record keys looked for.
-pub fn missing(ex: &mut Exchange, keys: &[String]) -> Response<ProxyBody> {
+/// The 504 for a request neither cached nor recorded: names the URL, the
+/// record keys looked for and, when other variants were recorded, the
+/// request fields that selected none of them (`missed`).
+pub fn missing(ex: &mut Exchange, keys: &[String], missed: Option<&str>) -> Response<ProxyBody> {
     ex.status = CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline);
-    let message = format!(
-        "crawlcache is offline and {} {} was never stored or recorded (looked for key {}; no origin is contacted in offline mode)",
-        ex.method(),
-        ex.primary(),
-        keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ")
-    );
+    let message = missing_message(&format!("{} {}", ex.method(), ex.primary()), keys, missed);
     error_response(StatusCode::GATEWAY_TIMEOUT, &message, &ex.status)
+}
+
+/// The text of an offline 504 for `what` (`GET http://...`): see [`missing`].
+pub fn missing_message(what: &str, keys: &[String], missed: Option<&str>) -> String {
+    let keys = keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ");
+    match missed {
+        Some(m) => format!(
+            "crawlcache is offline and {what} was recorded for other variants only: no recorded response matches this request's {m} \
+             (looked for key {keys}; no origin is contacted in offline mode)"
+        ),
+        None => format!("crawlcache is offline and {what} was never stored or recorded (looked for key {keys}; no origin is contacted in offline mode)"),
+    }
 }
 
 /// Offline, a request of another method (a form's POST): its body is read
@@ -91,9 +127,10 @@ pub async fn with_body(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<P
         }
     }
     let hash = hex::encode(h.finalize());
-    let key = crate::record::record_key(ex.method(), ex.primary(), Some(&hash));
-    match find(state, &key) {
-        Some(found) => serve(state, ex, &found, &key),
-        None => missing(ex, &[key]),
+    let key = RecordKey::new(ex.method(), ex.primary(), Some(&hash)).primary();
+    match find(state, &key, &ex.parts.headers) {
+        Recorded::Found(found) => serve(state, ex, &found, &key),
+        Recorded::OtherVariants(m) => missing(ex, &[key], Some(&m)),
+        Recorded::Nothing => missing(ex, &[key], None),
     }
 }

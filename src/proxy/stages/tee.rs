@@ -83,13 +83,16 @@ pub async fn run(job: TeeJob, body: Incoming, writer: BodyWriter, tx: mpsc::Send
 }
 
 /// [`run`] for a body announced at most [`BUFFER_MAX`] bytes long: reads
-/// it whole (into the store as it arrives), then returns the client's
-/// body: the bytes, or, when the origin cut it short, the bytes received
-/// followed by the error, as the streamed copy would have sent them (`len`,
-/// the announced length, stays the body's size hint). The
-/// entry is published first when that is quick (a short body), else by a
-/// task of its own, so the response goes out at once.
-pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: Option<u64>) -> ProxyBody {
+/// it whole (into the store as it arrives) and publishes the entry, then
+/// returns the client's body: the bytes, or, when the origin cut it short,
+/// the bytes received followed by the error, as the streamed copy would
+/// have sent them (`len`, the announced length, stays the body's size
+/// hint); and whether the entry was committed to the store, which the
+/// response's `Cache-Status` then says (`stored`, RFC 9211 section 2.5).
+/// Publishing is quick for a short body (no blocking trip unless the store
+/// must evict first); a body file of up to [`BUFFER_MAX`] bytes is one
+/// write to the page cache and a rename before the response goes out.
+pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: Option<u64>) -> (ProxyBody, bool) {
     if let Some(len) = len {
         writer.expect_len(len);
     }
@@ -98,19 +101,8 @@ pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: 
     let mut client = Client::Buffer { chunks: Vec::new(), error: None };
     let (complete, writer) = copy(&job, body, writer, &mut client).await;
     let Client::Buffer { mut chunks, error } = client else { unreachable!("a buffer was given") };
-    if complete && writer.as_ref().is_some_and(|w| w.len() >= state.store.inline_max()) {
-        // A body file to write: one blocking trip, not waited for.
-        let st = state.clone();
-        tokio::spawn(async move {
-            let _task = st.tasks.enter();
-            conclude(&st, job, complete, writer).await;
-        });
-    } else {
-        // A short body (or nothing to store): publishing is quick, unless
-        // the store must evict first (then its one blocking trip).
-        conclude(&state, job, complete, writer).await;
-    }
-    match error {
+    let stored = conclude(&state, job, complete, writer).await == Outcome::Stored;
+    let body = match error {
         None => ProxyBody::Full(match chunks.len() {
             0 => None,
             1 => chunks.pop(),
@@ -123,7 +115,8 @@ pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: 
             }
         }),
         Some(e) => ProxyBody::Cut { chunks: chunks.into(), error: Some(e), paused: false, len },
-    }
+    };
+    (body, stored)
 }
 
 /// The copy loop: each data frame into the writer (while it is still
@@ -174,8 +167,9 @@ async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut
 }
 
 /// Publishes a complete body and releases the collapsed-forwarding lead
-/// with the outcome.
-async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: Option<BodyWriter>) {
+/// with the outcome, which it returns (`Stored` when the entry was
+/// committed).
+async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: Option<BodyWriter>) -> Outcome {
     let outcome = if !complete {
         Metrics::inc(&state.metrics.incomplete_bodies);
         tracing::info!("body of {} ended early; nothing stored", job.primary);
@@ -188,6 +182,7 @@ async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: 
     if let Some(lead) = job.lead {
         lead.finish(outcome);
     }
+    outcome
 }
 
 /// Finishes the body (a body file is written or renamed into place), then

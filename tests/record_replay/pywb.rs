@@ -1,0 +1,141 @@
+//! Replay fidelity against a peer (issue 33): pywb, what web archivists
+//! replay WARC files with, and crawlcache replay the same wget crawls (a
+//! `--warc-file` crawl and a `--warc-dedup` one holding revisits) offline;
+//! per URL, the status and the SHA-256 of the body must agree wherever
+//! pywb answers from the archive. pywb serves each URL's newest capture at
+//! its identity replay URL (`/COLLECTION/id_/URL`: the archived payload,
+//! unrewritten); it answers from the archive when it sends
+//! `Memento-Datetime`. The counts are printed (`--nocapture` shows them).
+
+use super::common::*;
+use super::warc::{config_file, import, python, wget_warc_with, warcio_index};
+use super::{site, ALL};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs a pywb entry point (`pywb.manager.manager:main`, `pywb.apps.cli:wayback`)
+/// with `args`, in `cwd`.
+fn pywb_command(entry: &str, args: &[&str], cwd: &Path) -> Command {
+    let (module, func) = entry.split_once(':').unwrap();
+    let mut cmd = Command::new(python());
+    cmd.arg("-c").arg(format!("import sys; from {module} import {func}; sys.exit({func}())")).args(args).current_dir(cwd);
+    cmd
+}
+
+/// A pywb `wayback` server on a loopback port, killed when dropped.
+struct Wayback {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Wayback {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Wayback {
+    /// Makes the collection `crawl` of `warcs` under `dir` and serves it.
+    fn start(dir: &Path, warcs: &[&Path]) -> Wayback {
+        let check = run_bounded(Command::new(python()).args(["-c", "import pywb"]), Duration::from_secs(60), "import pywb");
+        assert!(check.status.success(), "pywb is not installed: `pip install pywb` (tests/run.sh does)\n{}", String::from_utf8_lossy(&check.stderr));
+        std::fs::create_dir_all(dir).unwrap();
+        let out = run_bounded(&mut pywb_command("pywb.manager.manager:main", &["init", "crawl"], dir), Duration::from_secs(120), "wb-manager init");
+        assert!(out.status.success(), "wb-manager init: {}", String::from_utf8_lossy(&out.stderr));
+        let mut args = vec!["add", "crawl"];
+        args.extend(warcs.iter().map(|w| w.to_str().unwrap()));
+        let out = run_bounded(&mut pywb_command("pywb.manager.manager:main", &args, dir), Duration::from_secs(120), "wb-manager add");
+        assert!(out.status.success(), "wb-manager add: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("wayback.log")).unwrap();
+        let child = pywb_command("pywb.apps.cli:wayback", &["-p", &port.to_string(), "-b", "127.0.0.1"], dir)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start pywb's wayback");
+        let w = Wayback { child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(mut c) = Conn::try_open(w.addr(), Duration::from_millis(500)) {
+                c.set_timeout(Duration::from_secs(10));
+                if c.try_send("GET", "/crawl/", &[("Host", "127.0.0.1")], b"").is_ok() {
+                    return w;
+                }
+            }
+            assert!(Instant::now() < deadline, "pywb did not answer within 60 s:\n{}", tail_file(&dir.join("wayback.log"), 30));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The identity replay of `url`'s newest capture.
+    fn get(&self, url: &str) -> Response {
+        let mut c = Conn::open(self.addr());
+        c.set_timeout(Duration::from_secs(30));
+        c.send("GET", &format!("/crawl/id_/{url}"), &[("Host", &format!("127.0.0.1:{}", self.port))], b"")
+    }
+}
+
+fn sha(body: &[u8]) -> String {
+    hex::encode(Sha256::digest(body))
+}
+
+#[test]
+fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
+    let dir = TestDir::new("pywb-fidelity");
+    let origin = Origin::start(site);
+    let start = origin.url("/");
+    let (_, first) = wget_warc_with(&start, &dir.join("first"), &dir.join("one"), &["--warc-cdx".to_string()]);
+    let (_, second) = wget_warc_with(&start, &dir.join("second"), &dir.join("two"), &[format!("--warc-dedup={}", dir.join("one.cdx").display())]);
+    drop(origin);
+    let mut urls = BTreeSet::new();
+    let mut revisits = 0;
+    for w in [&first, &second] {
+        for (kind, uri) in warcio_index(w) {
+            if kind == "response" || kind == "revisit" {
+                urls.insert(uri.trim_matches(['<', '>']).to_string());
+                revisits += usize::from(kind == "revisit");
+            }
+        }
+    }
+    assert!(urls.len() >= 10 && revisits >= 8, "{} URLs, {revisits} revisits", urls.len());
+
+    let cfg = config_file(&dir, ALL);
+    let data = dir.subdir("data");
+    let out = import(&cfg, &data, &[&first, &second]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
+    let wayback = Wayback::start(&dir.join("pywb"), &[&first, &second]);
+
+    let (mut by_pywb, mut by_crawlcache, mut identical) = (0, 0, 0);
+    let mut differences = Vec::new();
+    let mut not_by_pywb = Vec::new();
+    for url in &urls {
+        let p = wayback.get(url);
+        let c = offline.get(url, &[]);
+        let pywb_answered = p.header("memento-datetime").is_some();
+        let crawlcache_answered = c.cache_status().is_some_and(|cs| cs.contains("hit"));
+        by_pywb += usize::from(pywb_answered);
+        if !pywb_answered {
+            not_by_pywb.push(format!("{url} (pywb {})", p.status));
+        }
+        by_crawlcache += usize::from(crawlcache_answered);
+        let same = pywb_answered && crawlcache_answered && p.status == c.status && sha(&p.body) == sha(&c.body);
+        identical += usize::from(same);
+        if pywb_answered && !same {
+            differences.push(format!("{url}: pywb {} {} / crawlcache {} {}", p.status, sha(&p.body), c.status, sha(&c.body)));
+        }
+    }
+    eprintln!("pywb comparison: {} URLs ({revisits} revisits), answered by pywb {by_pywb}, by crawlcache {by_crawlcache}, identical {identical}; not answered by pywb: {not_by_pywb:?}", urls.len());
+    assert!(by_pywb >= urls.len() - 1, "pywb answers (nearly) every URL of its own WARC files: {by_pywb} of {}", urls.len());
+    assert!(differences.is_empty(), "crawlcache answers every URL pywb answers, byte-identical:\n{}", differences.join("\n"));
+    assert_eq!(by_crawlcache, urls.len(), "crawlcache answers every URL");
+    offline.stop_cleanly();
+}
