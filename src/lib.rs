@@ -7,21 +7,26 @@
 //!
 //! [`cli`] is the command line (`main.rs` only parses and dispatches);
 //! [`units`] and [`fsutil`] are leaves every other module may use.
+//!
+//! The layers below live in crates of their own (`crates/`), so that a
+//! lower one cannot import a higher one: `crawlcache-base` (leaves),
+//! `crawlcache-store` (the body store, re-exported here as [`store`]).
+
+pub use crawlcache_base::byte_lru;
+pub(crate) use crawlcache_base::locks;
+pub use crawlcache_store as store;
 
 pub mod admin;
 pub mod audit;
-pub mod byte_lru;
 pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod fleet;
 pub mod fsutil;
-mod locks;
 pub mod metrics;
 pub mod proxy;
 pub mod record;
 pub mod robots;
-pub mod store;
 pub mod store_key;
 pub mod tls;
 pub mod units;

@@ -76,4 +76,4 @@ if [[ ! -f $book ]]; then
 fi
 
 # --no-fail-fast: one failing test binary must not hide the others.
-exec cargo test --no-fail-fast "$@"
+exec cargo test --workspace --no-fail-fast "$@"

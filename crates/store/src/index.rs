@@ -52,393 +52,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::packs::{Loc, Pos};
-use super::{lock, StoreError};
+use crawlcache_base::locks::lock;
 
-/// A raw SHA-256 digest.
-pub(crate) type Hash = [u8; 32];
-/// An index row as stored: key and value bytes.
-pub(crate) type RawRow = (Vec<u8>, Vec<u8>);
-/// A reference-count row as found: the hash bytes, and the row if it decodes.
-pub(crate) type RawRefRow = (Vec<u8>, Option<RefRow>);
-
-/// The name of the index tree (formats 3 and 4).
-pub(crate) const TREE: &str = "store";
-/// Longest primary key accepted, in bytes (keeps entry keys clear of the
-/// `0xFF` rows).
-pub(crate) const MAX_PRIMARY_KEY: usize = 1 << 24;
-const REFS: [u8; 2] = [0xFF, b'r'];
-const STATE_KEY: [u8; 2] = [0xFF, b's'];
-const CHECKPOINT_KEY: [u8; 2] = [0xFF, b'c'];
-/// Every entry key sorts below this.
-const ENTRIES_END: [u8; 1] = [0xFF];
-
-/// The key of an entry: the primary key's length (u32 big-endian), the
-/// primary key, then the secondary key. The length prefix makes a prefix scan
-/// by primary key return exactly that key's variants.
-pub(crate) fn entry_key(primary_key: &str, secondary_key: &[u8]) -> Vec<u8> {
-    let mut key = primary_prefix(primary_key);
-    key.extend_from_slice(secondary_key);
-    key
-}
-
-/// Calls `f` with [`entry_key`] of `(primary_key, secondary_key)`, built in
-/// a buffer this thread reuses (the hit path looks entries up by it on
-/// every request).
-pub(crate) fn with_entry_key<R>(primary_key: &str, secondary_key: &[u8], mut f: impl FnMut(&[u8]) -> R) -> R {
-    thread_local! {
-        static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    let reused = KEY.try_with(|k| {
-        let mut key = k.try_borrow_mut().ok()?;
-        // A buffer a rare huge key grew is not kept.
-        if key.capacity() > 16 * 1024 {
-            *key = Vec::new();
-        }
-        key.clear();
-        push_primary_prefix(&mut key, primary_key);
-        key.extend_from_slice(secondary_key);
-        Some(f(&key))
-    });
-    match reused {
-        Ok(Some(r)) => r,
-        // The thread is ending, or the buffer is in use further up.
-        _ => f(&entry_key(primary_key, secondary_key)),
-    }
-}
-
-/// The prefix shared by every variant of `primary_key`.
-pub(crate) fn primary_prefix(primary_key: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(4 + primary_key.len());
-    push_primary_prefix(&mut key, primary_key);
-    key
-}
-
-/// Appends [`primary_prefix`] of `primary_key` to `out`.
-fn push_primary_prefix(out: &mut Vec<u8>, primary_key: &str) {
-    let pk = primary_key.as_bytes();
-    out.extend_from_slice(&(pk.len() as u32).to_be_bytes());
-    out.extend_from_slice(pk);
-}
-
-/// The primary key bytes of an entry key, without copying; `None` if the
-/// key is malformed.
-pub(crate) fn primary_key_bytes(key: &[u8]) -> Option<&[u8]> {
-    let len_bytes: [u8; 4] = key.get(..4)?.try_into().ok()?;
-    key.get(4..4usize.checked_add(u32::from_be_bytes(len_bytes) as usize)?)
-}
-
-/// Splits an entry key into (primary key, secondary key); `None` if the key
-/// is malformed (too short, or the primary key is not UTF-8).
-pub(crate) fn split_entry_key(key: &[u8]) -> Option<(String, Vec<u8>)> {
-    let len_bytes: [u8; 4] = key.get(..4)?.try_into().ok()?;
-    let len = u32::from_be_bytes(len_bytes) as usize;
-    let pk = key.get(4..4usize.checked_add(len)?)?;
-    let sk = key.get(4 + len..)?;
-    Some((String::from_utf8(pk.to_vec()).ok()?, sk.to_vec()))
-}
-
-/// Parses a lower-case hex SHA-256 as found in a file name or a
-/// [`super::CommittedBody`].
-pub(crate) fn parse_hash(hex_str: &str) -> Option<Hash> {
-    if hex_str.len() != 64 || !hex_str.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(hex_str, &mut out).ok()?;
-    Some(out)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at)?;
-        *at += 1;
-        v |= ((byte & 0x7F) as u64) << shift;
-        if byte < 0x80 {
-            return Some(v);
-        }
-    }
-    None
-}
-
-/// The body of an entry as its index row records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SlotBody {
-    None,
-    /// Inline in the entry's own pack record, `len` bytes, referenced by no
-    /// other entry (no reference-count row).
-    Inline { len: u64 },
-    /// The body `hash` of `len` bytes, counted in its [`RefRow`] (a body
-    /// file or a shared body record).
-    Ref { hash: Hash, len: u64 },
-}
-
-impl SlotBody {
-    /// The body's length in bytes (0 without one).
-    pub fn len(&self) -> u64 {
-        match self {
-            SlotBody::None => 0,
-            SlotBody::Inline { len } | SlotBody::Ref { len, .. } => *len,
-        }
-    }
-}
-
-/// An entry row: when it was last used, where its record is, its body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
-    /// Last use (the record's stamp, or a later touch): larger is more recent.
-    pub stamp: u64,
-    pub loc: Loc,
-    pub body: SlotBody,
-}
-
-impl Slot {
-    /// Layout: tag (`0x31` no body, `0x32` inline, `0x33` reference; as in
-    /// format 3, where a reference always named a body file), then varints
-    /// stamp, segment, offset, record length, [body length], then the
-    /// 32-byte SHA-256 of a referenced body.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(48);
-        out.push(match self.body {
-            SlotBody::None => 0x31,
-            SlotBody::Inline { .. } => 0x32,
-            SlotBody::Ref { .. } => 0x33,
-        });
-        put_varint(&mut out, self.stamp);
-        put_varint(&mut out, self.loc.seg as u64);
-        put_varint(&mut out, self.loc.off);
-        put_varint(&mut out, self.loc.len as u64);
-        match &self.body {
-            SlotBody::None => {}
-            SlotBody::Inline { len } => put_varint(&mut out, *len),
-            SlotBody::Ref { hash, len } => {
-                put_varint(&mut out, *len);
-                out.extend_from_slice(hash);
-            }
-        }
-        out
-    }
-
-    /// Decodes a row; `None` if the bytes are not one.
-    pub fn decode(b: &[u8]) -> Option<Slot> {
-        let tag = *b.first()?;
-        let mut at = 1;
-        let stamp = get_varint(b, &mut at)?;
-        let seg = u32::try_from(get_varint(b, &mut at)?).ok()?;
-        let off = get_varint(b, &mut at)?;
-        let len = u32::try_from(get_varint(b, &mut at)?).ok()?;
-        let body = match tag {
-            0x31 => SlotBody::None,
-            0x32 => SlotBody::Inline { len: get_varint(b, &mut at)? },
-            0x33 => {
-                let len = get_varint(b, &mut at)?;
-                let hash: Hash = b.get(at..at + 32)?.try_into().ok()?;
-                at += 32;
-                SlotBody::Ref { hash, len }
-            }
-            _ => return None,
-        };
-        (at == b.len()).then_some(Slot { stamp, loc: Loc { seg, off, len }, body })
-    }
-}
-
-/// Where a referenced body is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// The body file `bodies/../<hash>`.
-    File,
-    /// The shared body record at this location of the pack.
-    Packed(Loc),
-}
-
-/// A row of reference counts: how many entries reference a body, its
-/// length, and where it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RefRow {
-    pub count: u64,
-    pub len: u64,
-    pub place: Place,
-}
-
-impl RefRow {
-    /// Layout: count, length (u64 BE each); for a shared body record then
-    /// its segment (u32 BE), offset (u64 BE) and record length (u32 BE).
-    /// A 16-byte row names a body file (as every row of format 3 did).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32);
-        out.extend_from_slice(&self.count.to_be_bytes());
-        out.extend_from_slice(&self.len.to_be_bytes());
-        if let Place::Packed(loc) = self.place {
-            out.extend_from_slice(&loc.seg.to_be_bytes());
-            out.extend_from_slice(&loc.off.to_be_bytes());
-            out.extend_from_slice(&loc.len.to_be_bytes());
-        }
-        out
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<RefRow> {
-        let u64_at = |at: usize| bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
-        let u32_at = |at: usize| bytes.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
-        let place = match bytes.len() {
-            16 => Place::File,
-            32 => Place::Packed(Loc { seg: u32_at(16)?, off: u64_at(20)?, len: u32_at(28)? }),
-            _ => return None,
-        };
-        Some(RefRow { count: u64_at(0)?, len: u64_at(8)?, place })
-    }
-}
-
-/// The store's running state, one row rewritten with every change.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct State {
-    /// Entries in the index.
-    pub entries: u64,
-    /// Distinct bodies: referenced ones (files, shared body records), plus
-    /// one per inline body.
-    pub bodies: u64,
-    /// Bytes of those bodies, each counted once (what the size budget
-    /// bounds).
-    pub bytes: u64,
-    /// Bytes of the bodies of every entry, a body counted once per entry
-    /// referencing it (what the entries would take unshared).
-    pub referenced: u64,
-    /// Bytes of pack records some entry points at.
-    pub pack_live: u64,
-    /// The log's tail: records before it are gone or about to be.
-    pub tail: Pos,
-    /// The largest stamp any row holds.
-    pub max_stamp: u64,
-    /// At or past the end of every record an entry points at (the log's
-    /// end as the index knows it; crash recovery compares it with the end
-    /// of what reached the disk).
-    pub log_end: Pos,
-}
-
-impl State {
-    /// Layout: entries, bodies, bytes, pack_live, tail offset, max_stamp,
-    /// log_end offset (u64 BE each), then tail segment, log_end segment
-    /// (u32 BE each), then referenced (u64 BE). A 64-byte row (format 3)
-    /// has no `referenced` (read as 0; the migration counts it).
-    pub fn encode(&self) -> [u8; 72] {
-        let mut out = [0u8; 72];
-        let words = [self.entries, self.bodies, self.bytes, self.pack_live, self.tail.off, self.max_stamp, self.log_end.off];
-        for (i, v) in words.iter().enumerate() {
-            out[i * 8..i * 8 + 8].copy_from_slice(&v.to_be_bytes());
-        }
-        out[56..60].copy_from_slice(&self.tail.seg.to_be_bytes());
-        out[60..64].copy_from_slice(&self.log_end.seg.to_be_bytes());
-        out[64..].copy_from_slice(&self.referenced.to_be_bytes());
-        out
-    }
-
-    pub fn decode(b: &[u8]) -> Option<State> {
-        if b.len() != 64 && b.len() != 72 {
-            return None;
-        }
-        let u = |i: usize| u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-        Some(State {
-            entries: u(0),
-            bodies: u(1),
-            bytes: u(2),
-            referenced: if b.len() == 72 { u(8) } else { 0 },
-            pack_live: u(3),
-            tail: Pos { seg: u32::from_be_bytes(b[56..60].try_into().ok()?), off: u(4) },
-            max_stamp: u(5),
-            log_end: Pos { seg: u32::from_be_bytes(b[60..64].try_into().ok()?), off: u(6) },
-        })
-    }
-}
-
-/// The last group commit: every record stamped below `stamp` lies before
-/// `end` and is synced, with its body file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Checkpoint {
-    pub stamp: u64,
-    pub end: Pos,
-}
-
-impl Checkpoint {
-    fn encode(&self) -> [u8; 20] {
-        let mut out = [0u8; 20];
-        out[..8].copy_from_slice(&self.stamp.to_be_bytes());
-        out[8..12].copy_from_slice(&self.end.seg.to_be_bytes());
-        out[12..].copy_from_slice(&self.end.off.to_be_bytes());
-        out
-    }
-
-    fn decode(b: &[u8]) -> Option<Checkpoint> {
-        if b.len() != 20 {
-            return None;
-        }
-        Some(Checkpoint {
-            stamp: u64::from_be_bytes(b[..8].try_into().ok()?),
-            end: Pos { seg: u32::from_be_bytes(b[8..12].try_into().ok()?), off: u64::from_be_bytes(b[12..].try_into().ok()?) },
-        })
-    }
-}
-
-/// One change for [`Index::apply`].
-#[derive(Debug, Clone)]
-pub(crate) enum Op {
-    /// `key` now has the record `slot.loc` (written just before, stamped
-    /// `slot.stamp`). With `expect`, only if its current record is there.
-    /// A `Ref` body takes a reference on its [`RefRow`]; when there is none,
-    /// `create` says where the body is (a new row counting this entry),
-    /// else the op is not done (the body is gone: the caller stores it
-    /// anew).
-    Put { key: Vec<u8>, slot: Slot, expect: Option<Loc>, create: Option<Place> },
-    /// Makes the inline body of `owner` (whose current record must be
-    /// `owner_loc`, with an `Inline` body of `len` bytes) a shared one: the
-    /// body `hash`, now also in the shared body record at `body` (written
-    /// just before), gets a [`RefRow`] counting `owner`, whose row says
-    /// `Ref` from now on. When `hash` already has a row (another entry
-    /// shared it first) `owner` is counted there instead and `body` is dead
-    /// space; its inline copy is no longer counted either way. Not done when
-    /// `owner`'s row is not as expected.
-    Share { owner: Vec<u8>, owner_loc: Loc, hash: Hash, len: u64, body: Loc },
-    /// The shared body record of `hash` moved from `from` to `to` (the
-    /// tail walk copied it); only if its row still names `from`.
-    MoveShared { hash: Hash, from: Loc, to: Loc },
-    /// Removes `key`; with `expect`, only if its current record is there.
-    Remove { key: Vec<u8>, expect: Option<Loc> },
-    /// Marks `key` used at `stamp` (if it exists and is not used later).
-    Touch { key: Vec<u8>, stamp: u64 },
-    /// Moves the log's tail.
-    Tail(Pos),
-}
-
-/// What [`Index::apply`] did.
-#[derive(Debug, Default)]
-pub(crate) struct Applied {
-    /// Per op: whether it took effect.
-    pub done: Vec<bool>,
-    /// Entries removed.
-    pub removed: u64,
-    /// Body files whose reference count reached zero: their files may be
-    /// deleted once the batch is durable.
-    pub zero: Vec<Hash>,
-    /// Bytes of bodies whose last reference went (inline bodies, shared
-    /// body records, body files): what the store gives back. A body other
-    /// entries still reference frees nothing.
-    pub freed: u64,
-}
+use crate::error::StoreError;
+pub(crate) use crate::hash::{fnv1a, parse_hash, Hash};
+pub(crate) use crate::rows::*;
+use crate::presence;
 
 /// Index rows changed in memory and not yet in sled.
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
     /// Entry rows (`None`: removed).
-    slots: BTreeMap<Vec<u8>, Option<Slot>>,
+    pub(crate) slots: BTreeMap<Vec<u8>, Option<Slot>>,
     /// Reference-count rows (`None`: removed).
-    refs: HashMap<Hash, Option<RefRow>>,
+    pub(crate) refs: HashMap<Hash, Option<RefRow>>,
 }
 
 impl Overlay {
@@ -472,22 +99,22 @@ impl Overlay {
 }
 
 /// What the index lock guards.
-struct Mem {
+pub(crate) struct Mem {
     /// The state with every change applied (in sled or not).
-    state: State,
+    pub(crate) state: State,
     /// Changes since the last commit began.
-    active: Overlay,
+    pub(crate) active: Overlay,
     /// Changes a commit is writing to sled (read after `active`).
-    flushing: Option<Arc<Overlay>>,
+    pub(crate) flushing: Option<Arc<Overlay>>,
     /// A commit is writing `flushing` to sled right now, outside this lock
     /// ([`Index::finish_commit`]): nothing else may write rows to sled
     /// until it is done (a spill from `apply` waits for the next round).
-    committing: bool,
+    pub(crate) committing: bool,
 }
 
 /// Past this many changed rows in memory, the writer moves them to sled
 /// itself (a commit that cannot keep up must not let memory grow).
-const SPILL_ROWS: usize = 32 * 1024;
+pub(crate) const SPILL_ROWS: usize = 32 * 1024;
 
 /// How many change counters [`Index::generation`] spreads primary keys over.
 const GENERATIONS: usize = 4096;
@@ -498,37 +125,27 @@ fn generation_slot(primary: &[u8]) -> usize {
     (fnv1a(primary) % GENERATIONS as u64) as usize
 }
 
-/// FNV-1a (64 bits) of `bytes`: the hash of primary keys for the change
-/// counters and the filter of stored keys (src/store/presence.rs).
-pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// The open sled database and the store's tree.
 pub(crate) struct Index {
     pub db: sled::Db,
     pub tree: sled::Tree,
-    mem: Mutex<Mem>,
+    pub(crate) mem: Mutex<Mem>,
     /// Change counters by primary key (see [`Index::generation`]).
-    generations: Box<[AtomicU64]>,
+    pub(crate) generations: Box<[AtomicU64]>,
     /// Which primary keys may have entry rows ([`Index::may_contain`]).
-    presence: super::presence::Presence,
+    pub(crate) presence: presence::Presence,
     /// Held while a commit writes rows to sled outside `mem`, and taken
     /// before `mem` by the other writers of sled rows (`spill`, `rewrite`,
     /// `remove_raw`; the spill inside `apply` instead waits for a round
     /// without a commit writing, see `Mem::committing`), so writes land in
     /// order. Lock order: `commit_writes`, then `mem`.
-    commit_writes: Mutex<()>,
+    pub(crate) commit_writes: Mutex<()>,
 }
 
 /// A build of the filter of stored keys in progress
 /// ([`Index::build_presence_step`]).
 pub(crate) struct PresenceBuild {
-    fresh: super::presence::Building,
+    fresh: presence::Building,
     /// The last sled key added; `None` before the first.
     after: Option<Vec<u8>>,
 }
@@ -556,16 +173,8 @@ pub(crate) fn sled_err(e: sled::Error) -> StoreError {
     StoreError::Index(e.to_string())
 }
 
-fn corrupt(what: String) -> StoreError {
+pub(crate) fn corrupt(what: String) -> StoreError {
     StoreError::Index(format!("{what}; run `crawlcache cache verify --repair` to rebuild it"))
-}
-
-/// The reference-count key of `hash`.
-pub(crate) fn refs_key(hash: &Hash) -> [u8; 34] {
-    let mut k = [0u8; 34];
-    k[..2].copy_from_slice(&REFS);
-    k[2..].copy_from_slice(hash);
-    k
 }
 
 impl Index {
@@ -581,7 +190,7 @@ impl Index {
         };
         let generations = (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect();
         Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None, committing: false }),
-            commit_writes: Mutex::new(()), generations, presence: super::presence::Presence::new(presence_bytes) })
+            commit_writes: Mutex::new(()), generations, presence: presence::Presence::new(presence_bytes) })
     }
 
     /// A counter that moves whenever a row of `primary_key`'s variants
@@ -629,7 +238,7 @@ impl Index {
             let flushing = mem.flushing.iter().flat_map(|f| f.slots.keys());
             for k in mem.active.slots.keys().chain(flushing) {
                 if let Some(p) = primary_key_bytes(k) {
-                    super::presence::add_to(&fresh, p);
+                    presence::add_to(&fresh, p);
                 }
             }
             *build = Some(PresenceBuild { fresh, after: None });
@@ -650,7 +259,7 @@ impl Index {
                 }
             };
             if let Some(p) = primary_key_bytes(&k) {
-                super::presence::add_to(&b.fresh, p);
+                presence::add_to(&b.fresh, p);
             }
             seen += 1;
             if seen >= rows {
@@ -666,7 +275,7 @@ impl Index {
 
     /// Moves the counter of the entry key `key` (under the index lock, so
     /// that no reader reads the rows between the move and the change).
-    fn changed(&self, key: &[u8]) {
+    pub(crate) fn changed(&self, key: &[u8]) {
         match primary_key_bytes(key) {
             Some(p) => {
                 self.generations[generation_slot(p)].fetch_add(1, Ordering::AcqRel);
@@ -777,7 +386,7 @@ impl Index {
         self.spill_locked(&mut mem)
     }
 
-    fn spill_locked(&self, mem: &mut Mem) -> Result<(), StoreError> {
+    pub(crate) fn spill_locked(&self, mem: &mut Mem) -> Result<(), StoreError> {
         if mem.active.is_empty() && mem.flushing.is_none() {
             return Ok(());
         }
@@ -986,253 +595,12 @@ impl Index {
         r
     }
 
-    /// Applies `ops` in order (see the module comment): the new rows go to
-    /// the overlay, to reach sled with the next commit. Errors: `Index` when
-    /// sled cannot be read or a reference count is corrupt; then nothing was
-    /// applied.
-    pub fn apply(&self, ops: &[Op]) -> Result<Applied, StoreError> {
-        let mut mem = lock(&self.mem);
-        let mut state = mem.state;
-        let mut slots: HashMap<Vec<u8>, Option<Slot>> = HashMap::new();
-        let mut refs: HashMap<Hash, Option<RefRow>> = HashMap::new();
-        let mut applied = Applied::default();
-        for op in ops {
-            let done = match op {
-                Op::Put { key, slot, expect, create } => {
-                    let old = self.current(&mem, &mut slots, key)?;
-                    if expect.is_some() && old.map(|s| s.loc) != *expect {
-                        false
-                    } else if !self.acquire(&mem, &mut refs, &mut state, &slot.body, *create)? {
-                        false
-                    } else {
-                        state.referenced += slot.body.len();
-                        match old {
-                            Some(o) => self.release(&mem, &mut refs, &mut state, &o, &mut applied)?,
-                            None => {
-                                state.entries += 1;
-                                // A new key, before its row can be read
-                                // (src/store/presence.rs).
-                                if let Some(p) = primary_key_bytes(key) {
-                                    self.presence.add(p);
-                                }
-                            }
-                        }
-                        state.pack_live += slot.loc.len as u64;
-                        state.max_stamp = state.max_stamp.max(slot.stamp);
-                        state.log_end = state.log_end.max(Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
-                        slots.insert(key.clone(), Some(*slot));
-                        true
-                    }
-                }
-                Op::Share { owner, owner_loc, hash, len, body } => match self.current(&mem, &mut slots, owner)? {
-                    Some(o) if o.loc == *owner_loc && o.body == (SlotBody::Inline { len: *len }) => {
-                        let row = match self.ref_row(&mem, &mut refs, hash)? {
-                            None => {
-                                state.pack_live += body.len as u64;
-                                state.log_end = state.log_end.max(Pos { seg: body.seg, off: body.off + body.len as u64 });
-                                RefRow { count: 1, len: *len, place: Place::Packed(*body) }
-                            }
-                            Some(r) => {
-                                // Its own copy was a distinct body until now.
-                                state.bodies = state.bodies.saturating_sub(1);
-                                state.bytes = state.bytes.saturating_sub(*len);
-                                RefRow { count: r.count + 1, ..r }
-                            }
-                        };
-                        refs.insert(*hash, Some(row));
-                        slots.insert(owner.clone(), Some(Slot { body: SlotBody::Ref { hash: *hash, len: *len }, ..o }));
-                        true
-                    }
-                    _ => false,
-                },
-                Op::MoveShared { hash, from, to } => match self.ref_row(&mem, &mut refs, hash)? {
-                    Some(r) if r.place == Place::Packed(*from) => {
-                        state.pack_live = state.pack_live.saturating_sub(from.len as u64) + to.len as u64;
-                        state.log_end = state.log_end.max(Pos { seg: to.seg, off: to.off + to.len as u64 });
-                        refs.insert(*hash, Some(RefRow { place: Place::Packed(*to), ..r }));
-                        true
-                    }
-                    _ => false,
-                },
-                Op::Remove { key, expect } => match self.current(&mem, &mut slots, key)? {
-                    Some(o) if expect.is_none_or(|e| e == o.loc) => {
-                        self.release(&mem, &mut refs, &mut state, &o, &mut applied)?;
-                        state.entries = state.entries.saturating_sub(1);
-                        applied.removed += 1;
-                        slots.insert(key.clone(), None);
-                        true
-                    }
-                    _ => false,
-                },
-                Op::Touch { key, stamp } => match self.current(&mem, &mut slots, key)? {
-                    Some(mut s) if s.stamp < *stamp => {
-                        s.stamp = *stamp;
-                        state.max_stamp = state.max_stamp.max(*stamp);
-                        slots.insert(key.clone(), Some(s));
-                        true
-                    }
-                    _ => false,
-                },
-                Op::Tail(pos) => {
-                    state.tail = *pos;
-                    true
-                }
-            };
-            applied.done.push(done);
-        }
-        // Counters move while the lock is held, before the rows change: a
-        // reader that sees the new value reads the rows after the lock is
-        // released. (Rows only read by the ops are left alone.)
-        for (k, v) in &slots {
-            if mem.active.slots.get(k.as_slice()) != Some(v) {
-                self.changed(k);
-            }
-
-        }
-        mem.active.slots.extend(slots);
-        mem.active.refs.extend(refs);
-        mem.state = state;
-        // Not while a commit writes to sled (it ends within milliseconds;
-        // the next apply spills).
-        if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS && !mem.committing {
-            self.spill_locked(&mut mem)?;
-        }
-        Ok(applied)
-    }
-
-    /// The slot of `key` as the ops being applied see it.
-    fn current(&self, mem: &Mem, slots: &mut HashMap<Vec<u8>, Option<Slot>>, key: &[u8]) -> Result<Option<Slot>, StoreError> {
-        if let Some(s) = slots.get(key) {
-            return Ok(*s);
-        }
-        let over = mem.active.slots.get(key).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.slots.get(key).copied()));
-        if let Some(s) = over {
-            return Ok(s);
-        }
-        // A key never stored (a new entry, the common case) has no row to read.
-        if primary_key_bytes(key).is_some_and(|p| !self.presence.may_contain(p)) {
-            slots.insert(key.to_vec(), None);
-            return Ok(None);
-        }
-        let s = match self.tree.get(key).map_err(sled_err)? {
-            None => None,
-            Some(v) => match Slot::decode(&v) {
-                Some(s) => Some(s),
-                None => {
-                    // Replaced or removed as if absent; verify reports what it referenced.
-                    tracing::warn!(key = ?String::from_utf8_lossy(key), "an undecodable index row is overwritten");
-                    None
-                }
-            },
-        };
-        slots.insert(key.to_vec(), s);
-        Ok(s)
-    }
-
-    /// The reference-count row of `hash` as the ops being applied see it.
-    fn ref_row(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, hash: &Hash) -> Result<Option<RefRow>, StoreError> {
-        if let Some(r) = refs.get(hash) {
-            return Ok(*r);
-        }
-        let over = mem.active.refs.get(hash).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.refs.get(hash).copied()));
-        if let Some(r) = over {
-            return Ok(r);
-        }
-        let r = match self.tree.get(refs_key(hash)).map_err(sled_err)? {
-            None => None,
-            Some(v) => Some(
-                RefRow::decode(&v)
-                    .ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash))))?,
-            ),
-        };
-        refs.insert(*hash, r);
-        Ok(r)
-    }
-
-    /// Counts a new reference to `body`: false (nothing changed) when it is
-    /// a reference to a body without a row and `create` does not say where
-    /// that body is.
-    fn acquire(
-        &self,
-        mem: &Mem,
-        refs: &mut HashMap<Hash, Option<RefRow>>,
-        state: &mut State,
-        body: &SlotBody,
-        create: Option<Place>,
-    ) -> Result<bool, StoreError> {
-        match body {
-            SlotBody::None => {}
-            SlotBody::Inline { len } => {
-                state.bodies += 1;
-                state.bytes += len;
-            }
-            SlotBody::Ref { hash, len } => {
-                let row = match (self.ref_row(mem, refs, hash)?, create) {
-                    (Some(r), _) => RefRow { count: r.count + 1, ..r },
-                    (None, Some(place)) => {
-                        state.bodies += 1;
-                        state.bytes += len;
-                        if let Place::Packed(loc) = place {
-                            state.pack_live += loc.len as u64;
-                            state.log_end = state.log_end.max(Pos { seg: loc.seg, off: loc.off + loc.len as u64 });
-                        }
-                        RefRow { count: 1, len: *len, place }
-                    }
-                    (None, None) => return Ok(false),
-                };
-                refs.insert(*hash, Some(row));
-            }
-        }
-        Ok(true)
-    }
-
-    /// Drops the reference (and the record) of the entry `old`; a body
-    /// whose last reference this was is counted in `applied.freed` (and a
-    /// body file in `applied.zero`).
-    fn release(
-        &self,
-        mem: &Mem,
-        refs: &mut HashMap<Hash, Option<RefRow>>,
-        state: &mut State,
-        old: &Slot,
-        applied: &mut Applied,
-    ) -> Result<(), StoreError> {
-        state.pack_live = state.pack_live.saturating_sub(old.loc.len as u64);
-        state.referenced = state.referenced.saturating_sub(old.body.len());
-        match old.body {
-            SlotBody::None => {}
-            SlotBody::Inline { len } => {
-                state.bodies = state.bodies.saturating_sub(1);
-                state.bytes = state.bytes.saturating_sub(len);
-                applied.freed += len;
-            }
-            SlotBody::Ref { hash, .. } => match self.ref_row(mem, refs, &hash)? {
-                None => {
-                    tracing::warn!(body = %hex::encode(hash), "releasing a body that has no reference count");
-                    applied.zero.push(hash);
-                }
-                Some(r) if r.count <= 1 => {
-                    refs.insert(hash, None);
-                    state.bodies = state.bodies.saturating_sub(1);
-                    state.bytes = state.bytes.saturating_sub(r.len);
-                    applied.freed += r.len;
-                    match r.place {
-                        Place::File => applied.zero.push(hash),
-                        Place::Packed(loc) => state.pack_live = state.pack_live.saturating_sub(loc.len as u64),
-                    }
-                }
-                Some(r) => {
-                    refs.insert(hash, Some(RefRow { count: r.count - 1, ..r }));
-                }
-            },
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packs::{Loc, Pos};
 
     #[test]
     fn entry_keys_round_trip_and_prefix_only_their_primary_key() {

@@ -8,7 +8,7 @@
 //! below it has a synced body). Every body, whatever its size, is a file
 //! under `bodies/`.
 
-use super::index::Hash;
+use crate::hash::Hash;
 
 /// The trees of formats 1 and 2.
 pub(crate) const TREES: [&str; 4] = ["entries", "lru", "refs", "counters"];

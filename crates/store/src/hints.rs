@@ -34,10 +34,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::blobs::io_err;
-use super::index::Hash;
-use super::packs::{self, hints_name, Loc, Packs, Pos, ReadError, RecBody};
-use super::{lock, StoreError};
+use crawlcache_base::locks::{self, lock};
+
+use crate::error::StoreError;
+use crate::fsops::io_err;
+use crate::hash::Hash;
+use crate::packs::{self, hints_name, Loc, Packs, Pos, ReadError, RecBody};
 
 const MAGIC: &[u8; 8] = b"CCHINT01";
 const HEADER: usize = 24;
@@ -337,7 +339,7 @@ impl Hints {
             return;
         }
         let hints = a.take_sorted();
-        crate::locks::write(&self.sealed).insert(a.seg, Sealed::Memory(Arc::new(hints)));
+        locks::write(&self.sealed).insert(a.seg, Sealed::Memory(Arc::new(hints)));
     }
 
     /// Records that may hold the inline body `hash`, the newest first (at
@@ -347,7 +349,7 @@ impl Hints {
         let fp = fingerprint(hash);
         let mut out = Vec::new();
         lock(&self.active).find(fp, &mut out);
-        let sealed = crate::locks::read(&self.sealed);
+        let sealed = locks::read(&self.sealed);
         let mut found = Vec::new();
         for (seg, s) in sealed.iter().rev() {
             if out.len() >= MAX_CANDIDATES {
@@ -375,7 +377,7 @@ impl Hints {
                 a.seg = head;
             }
         }
-        let pending: Vec<(u32, Arc<Vec<Hint>>)> = crate::locks::read(&self.sealed)
+        let pending: Vec<(u32, Arc<Vec<Hint>>)> = locks::read(&self.sealed)
             .iter()
             .filter_map(|(seg, s)| match s {
                 Sealed::Memory(v) => Some((*seg, Arc::clone(v))),
@@ -387,7 +389,7 @@ impl Hints {
             let covered = fs::metadata(self.dir.join(packs::segment_name(seg))).map(|m| m.len()).unwrap_or(0);
             write_file(&path, &encode_file(covered, &hints))?;
             if let Some((map, _)) = map_file(&path) {
-                let mut sealed = crate::locks::write(&self.sealed);
+                let mut sealed = locks::write(&self.sealed);
                 // Unless the tail passed the segment meanwhile.
                 if let Some(s) = sealed.get_mut(&seg) {
                     *s = Sealed::Mapped(Arc::new(map));
@@ -400,7 +402,7 @@ impl Hints {
     /// Forgets the hints of segments before `seg` (the tail passed them;
     /// their files go with the segments).
     pub fn forget_before(&self, seg: u32) {
-        let mut sealed = crate::locks::write(&self.sealed);
+        let mut sealed = locks::write(&self.sealed);
         *sealed = sealed.split_off(&seg);
     }
 
@@ -416,7 +418,7 @@ impl Hints {
     /// The segments that have hints, in order (for building the filter of
     /// stored bodies one segment at a time).
     pub fn segments(&self) -> Vec<u32> {
-        let mut out: Vec<u32> = crate::locks::read(&self.sealed).keys().copied().collect();
+        let mut out: Vec<u32> = locks::read(&self.sealed).keys().copied().collect();
         out.push(lock(&self.active).seg);
         out.dedup();
         out
@@ -430,7 +432,7 @@ impl Hints {
                 a.hints.iter().for_each(|h| f(h.fp));
             }
         }
-        if let Some(s) = crate::locks::read(&self.sealed).get(&seg) {
+        if let Some(s) = locks::read(&self.sealed).get(&seg) {
             (0..s.count()).for_each(|i| f(s.get(i).fp));
         }
     }
@@ -438,7 +440,7 @@ impl Hints {
     /// Hints held, in memory and in files (tests, reports).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        lock(&self.active).hints.len() + crate::locks::read(&self.sealed).values().map(Sealed::count).sum::<usize>()
+        lock(&self.active).hints.len() + locks::read(&self.sealed).values().map(Sealed::count).sum::<usize>()
     }
 }
 

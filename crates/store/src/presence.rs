@@ -8,7 +8,7 @@
 //! The filter can say "maybe" for a key that is absent (about 1 % of
 //! absent keys while it holds fewer keys than [`Presence::capacity`]), never
 //! "absent" for a key that is present: every entry row reaches the index
-//! through [`super::index::Index::apply`], which adds its key here before
+//! through [`crate::index::Index::apply`], which adds its key here before
 //! the row can be read, and the filter is built from every row already
 //! there (sled's and the in-memory overlay's) before it is used. Until
 //! then it says "maybe" for everything. Removed keys stay in it (a Bloom filter
@@ -73,7 +73,7 @@ impl Bits {
 /// Two independent 64-bit hashes of `key` (FNV-1a, then a SplitMix64
 /// finalizer of it for the second; double hashing derives the probes).
 fn hash(key: &[u8]) -> (u64, u64) {
-    let h = super::index::fnv1a(key);
+    let h = crate::hash::fnv1a(key);
     let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -107,15 +107,15 @@ impl Presence {
     /// Whether `primary` (a primary key's bytes) may have entry rows:
     /// `false` only when it certainly has none.
     pub fn may_contain(&self, primary: &[u8]) -> bool {
-        let cur = crate::locks::read(&self.current);
+        let cur = crawlcache_base::locks::read(&self.current);
         !cur.ready.load(Ordering::Acquire) || cur.test(hash(primary))
     }
 
     /// Adds `primary` (a primary key's bytes), before its row can be read.
     pub fn add(&self, primary: &[u8]) {
         let h = hash(primary);
-        crate::locks::read(&self.current).set(h);
-        if let Some(b) = crate::locks::lock(&self.building).as_ref() {
+        crawlcache_base::locks::read(&self.current).set(h);
+        if let Some(b) = crawlcache_base::locks::lock(&self.building).as_ref() {
             b.set(h);
         }
     }
@@ -130,7 +130,7 @@ impl Presence {
         if self.rebuilding.load(Ordering::Acquire) {
             return false;
         }
-        let cur = crate::locks::read(&self.current);
+        let cur = crawlcache_base::locks::read(&self.current);
         let new_keys = cur.added.load(Ordering::Relaxed).saturating_sub(cur.at_build.load(Ordering::Relaxed));
         !cur.ready.load(Ordering::Acquire) || new_keys > self.capacity() / 2
     }
@@ -145,7 +145,7 @@ impl Presence {
             return None;
         }
         let fresh = Arc::new(Bits::new(self.bytes));
-        *crate::locks::lock(&self.building) = Some(fresh.clone());
+        *crawlcache_base::locks::lock(&self.building) = Some(fresh.clone());
         Some(fresh)
     }
 
@@ -153,22 +153,22 @@ impl Presence {
     pub fn finish_build(&self, fresh: Arc<Bits>) {
         fresh.at_build.store(fresh.added.load(Ordering::Relaxed), Ordering::Relaxed);
         fresh.ready.store(true, Ordering::Release);
-        *crate::locks::write(&self.current) = fresh;
-        *crate::locks::lock(&self.building) = None;
+        *crawlcache_base::locks::write(&self.current) = fresh;
+        *crawlcache_base::locks::lock(&self.building) = None;
         self.rebuilding.store(false, Ordering::Release);
     }
 
     /// Gives up a build that could not finish (the filter keeps answering
     /// as before; a later build may be tried).
     pub fn abandon_build(&self) {
-        *crate::locks::lock(&self.building) = None;
+        *crawlcache_base::locks::lock(&self.building) = None;
         self.rebuilding.store(false, Ordering::Release);
     }
 
     /// Whether the filter answers (it was built).
     #[cfg(test)]
     pub fn is_ready(&self) -> bool {
-        crate::locks::read(&self.current).ready.load(Ordering::Acquire)
+        crawlcache_base::locks::read(&self.current).ready.load(Ordering::Acquire)
     }
 }
 

@@ -30,13 +30,17 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::blobs::{hash_file, io_err, BodyFile, Blobs};
+use crate::blobs::{hash_file, BodyFile, Blobs};
+use crate::fsops::io_err;
 use std::collections::HashMap;
 
-use super::index::{sled_err, Checkpoint, Hash, Index, Op, Place, Slot, SlotBody};
-use super::legacy::{self, Record};
-use super::packs::{Loc, Packs, RecBody};
-use super::{format, StoreError};
+use crate::error::StoreError;
+use crate::format;
+use crate::hash::Hash;
+use crate::apply::Op;
+use crate::index::{self, sled_err, Checkpoint, Index, Place, Slot, SlotBody};
+use crate::legacy::{self, Record};
+use crate::packs::{Loc, Packs, RecBody};
 
 /// Old entries written to the new index per batch.
 const BATCH: usize = 1000;
@@ -71,7 +75,7 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
     };
 
     // 1. Start from nothing.
-    db.drop_tree(super::index::TREE).map_err(sled_err)?;
+    db.drop_tree(index::TREE).map_err(sled_err)?;
     let packs_dir = dir.join("packs");
     match fs::remove_dir_all(&packs_dir) {
         Ok(()) => {}

@@ -52,10 +52,17 @@ use std::sync::mpsc;
 use std::sync::{RwLockReadGuard, Weak};
 use std::time::Duration;
 
-use super::blobs::{drop_cached_pages, hash_file, io_err, sync_dir, BodyFile, Blobs};
-use super::index::{sled_err, split_entry_key, Checkpoint, Hash, Index, Op, Place, RefRow, Slot, SlotBody};
-use super::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
-use super::{lock, Inner, StoreError};
+use crawlcache_base::locks::lock;
+
+use crate::blobs::{hash_file, BodyFile, Blobs};
+use crate::error::StoreError;
+use crate::fsops::{drop_cached_pages, io_err, sync_dir};
+use crate::hash::Hash;
+use crate::apply::Op;
+use crate::index::{sled_err, split_entry_key, Checkpoint, Index, Place, RefRow, Slot, SlotBody};
+use crate::inner::Inner;
+use crate::open::note_closed;
+use crate::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
 
 /// How often the background thread writes touches, reaps bodies and
 /// considers compaction.
@@ -343,7 +350,7 @@ impl Inner {
     /// A shared hold on the maintenance lock: every mutation takes one;
     /// `Store::verify` takes the lock exclusively.
     pub(super) fn read_maintenance(&self) -> RwLockReadGuard<'_, ()> {
-        crate::locks::read(&self.maintenance)
+        crawlcache_base::locks::read(&self.maintenance)
     }
 
     /// Group commit (see the module comment). Nothing to do when no stamp
@@ -522,7 +529,7 @@ impl Inner {
 /// everything synced, the index flushed, and the clean-shutdown marker left.
 impl Drop for Inner {
     fn drop(&mut self) {
-        super::note_closed(&self.dir);
+        note_closed(&self.dir);
         self.apply_touches();
         let pinned = self.blobs.clear_pins();
         self.blobs.clear_small();

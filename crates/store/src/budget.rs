@@ -3,10 +3,10 @@
 //!
 //! Every pack record carries the stamp it was written at, every index row
 //! the stamp of its entry's last use. Stamps are a hybrid clock
-//! ([`super::issue_stamp`]): microseconds since the Unix epoch, raised past
+//! ([`crate::stamp::issue_stamp`]): microseconds since the Unix epoch, raised past
 //! the previous stamp when the clock has not moved or went back, so they are
 //! unique and increasing (larger is more recent) and also say when an entry
-//! was last used ([`super::Entry::last_used_at`]). A hit (and a 304 freshening, with its new metadata) only records
+//! was last used ([`crate::Entry::last_used_at`]). A hit (and a 304 freshening, with its new metadata) only records
 //! a new stamp in memory ([`Inner::record_pending`]); pending stamps are
 //! written in batches ([`Inner::apply_touches`]) by the background thread,
 //! by `Store::flush` and at close. A freshening is written as a new record.
@@ -36,9 +36,16 @@
 
 use std::sync::atomic::Ordering;
 
-use super::index::{split_entry_key, Op, Place, Slot, SlotBody};
-use super::packs::{Loc, Pos, ReadError, RecBody, Record, SEGMENT_SIZE};
-use super::{lock, Entry, Inner, StoreError};
+use crawlcache_base::locks::lock;
+
+use crate::error::StoreError;
+use crate::hash::Hash;
+use crate::apply::Op;
+use crate::index::{self, split_entry_key, Place, Slot, SlotBody};
+use crate::inner::{Inner, Pending};
+use crate::packs::{Loc, Pos, ReadError, RecBody, Record, SEGMENT_SIZE};
+use crate::stamp::issue_stamp;
+use crate::types::Entry;
 
 /// Pending touches written to the index once this many have accumulated.
 pub const TOUCH_BATCH: usize = 1024;
@@ -48,15 +55,6 @@ const TOUCH_LIMIT: usize = 16 * TOUCH_BATCH;
 /// Bytes of log one compaction round walks at most before letting go of
 /// the tail lock.
 const COMPACT_STEP: u64 = 16 * 1024 * 1024;
-
-/// A touch or freshening not yet written to the index.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    /// The newest stamp.
-    pub stamp: u64,
-    /// New metadata (a 304 freshening), if any.
-    pub meta: Option<Vec<u8>>,
-}
 
 /// What one step of the tail walk did.
 #[derive(Debug, PartialEq, Eq)]
@@ -76,7 +74,7 @@ impl Inner {
     /// freshened): a new stamp kept in memory, written with the next batch.
     /// Wakes the background thread at [`TOUCH_BATCH`] pending touches;
     /// writes them itself past `TOUCH_LIMIT`.
-    /// `key` is the entry key ([`super::index::entry_key`]); it is copied
+    /// `key` is the entry key ([`crate::index::entry_key`]); it is copied
     /// only when the entry has no pending touch yet.
     pub(super) fn record_pending(&self, key: &[u8], meta: Option<Vec<u8>>) {
         let stamp = self.stamp();
@@ -109,9 +107,9 @@ impl Inner {
         }
     }
 
-    /// A fresh stamp, larger than every earlier one ([`super::issue_stamp`]).
+    /// A fresh stamp, larger than every earlier one ([`crate::stamp::issue_stamp`]).
     pub(super) fn stamp(&self) -> u64 {
-        super::issue_stamp(&self.next_stamp)
+        issue_stamp(&self.next_stamp)
     }
 
     /// Applies pending (not yet written) touches and freshenings to entries
@@ -123,7 +121,7 @@ impl Inner {
         }
         for e in entries {
             // Only over the record it was made for: a later insert has a larger stamp.
-            let newer = super::index::with_entry_key(&e.primary_key, &e.secondary_key, |key| {
+            let newer = index::with_entry_key(&e.primary_key, &e.secondary_key, |key| {
                 pending.get(key).filter(|p| p.stamp > e.last_used).map(|p| (p.stamp, p.meta.clone()))
             });
             if let Some((stamp, meta)) = newer {
@@ -348,7 +346,7 @@ impl Inner {
     /// The tail step over the shared body record `rec` of `hash` at `loc`
     /// (the log's lock held): copied to the head while its reference-count
     /// row names it, else passed (dead: its last reference went).
-    fn shared_step(&self, rec: &Record, hash: super::index::Hash, loc: Loc, next: Pos) -> Result<Step, StoreError> {
+    fn shared_step(&self, rec: &Record, hash: Hash, loc: Loc, next: Pos) -> Result<Step, StoreError> {
         let live = match self.index.ref_row_of(&hash) {
             Ok(Some(r)) => r.place == Place::Packed(loc),
             Ok(None) => false,

@@ -24,8 +24,8 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use super::blobs::{io_err, sync_dir};
-use super::StoreError;
+use crate::error::StoreError;
+use crate::fsops::{io_err, sync_dir};
 
 /// The format written by this code.
 pub const FORMAT: u32 = 4;

@@ -14,8 +14,11 @@
 
 use std::sync::Arc;
 
-use super::packs::{Loc, Record};
-use crate::byte_lru::ByteLru;
+use crawlcache_base::byte_lru::ByteLru;
+
+use crate::hash::Hash;
+use crate::packs::{Loc, Record};
+use crate::types::Entry;
 
 /// Fixed bytes counted per cached record besides its fields (map node,
 /// `Arc`, `Vec` headers).
@@ -59,7 +62,7 @@ impl RecordCache {
 
 /// An entry as a lookup read it, with the hash and location of its short
 /// body when it has one in its pack record.
-pub(crate) type Located = (super::Entry, Option<(super::index::Hash, Loc)>);
+pub(crate) type Located = (Entry, Option<(Hash, Loc)>);
 
 /// What a lookup found for one primary key.
 pub(crate) type Found = Arc<[Located]>;
@@ -70,7 +73,7 @@ fn found_cost(found: &(u64, Found)) -> usize {
     found.1.iter().map(|(e, _)| 2 * e.primary_key.len() + e.secondary_key.len() + e.meta.len() + 64 + OVERHEAD).sum()
 }
 
-/// Results of recent [`super::Store::lookup`]s by primary key, each with
+/// Results of recent [`crate::Store::lookup`]s by primary key, each with
 /// the index generation it was read at (`Index::generation`): a result
 /// stands while the generation of its key has not moved, so a hit reads no
 /// index rows. Bounded by bytes, least recently used out first; lookups
@@ -110,7 +113,7 @@ impl LookupCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::packs::RecBody;
+    use crate::packs::RecBody;
 
     fn rec(i: u64, meta: usize) -> Record {
         Record { stamp: i, key: format!("k{i}").into_bytes(), meta: vec![b'm'; meta], body: RecBody::None }

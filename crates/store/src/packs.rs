@@ -62,9 +62,12 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::blobs::{drop_cached_pages, io_err, sync_dir};
-use super::index::Hash;
-use super::{lock, StoreError};
+use crawlcache_base::locks::lock;
+
+use crate::error::StoreError;
+use crate::fsops::{drop_cached_pages, io_err, sync_dir};
+use crate::hash::Hash;
+use crate::stamp::issue_stamp;
 
 /// A segment is sealed once it holds this many bytes (a record larger than
 /// that gets a segment of its own). 1 MiB in the unit tests, so that they
@@ -542,7 +545,7 @@ impl Packs {
                 tracing::warn!(error = %e, segment = w.seg, "cannot write the pack segment; its last records stay in memory and are retried");
             }
         }
-        let stamp = super::issue_stamp(stamps);
+        let stamp = issue_stamp(stamps);
         let off = w.len;
         let len = encode_into(&mut w.pending, stamp, key, meta, body);
         w.len += len as u64;
@@ -800,7 +803,7 @@ impl Drop for Packs {
 mod tests {
     use super::*;
     #[cfg(target_os = "linux")]
-    use crate::store::blobs::page_test::{pages_can_be_dropped, resident_pages};
+    use crate::fsops::page_test::{pages_can_be_dropped, resident_pages};
 
     #[test]
     fn records_round_trip_and_damage_is_detected_not_panicked_on() {
