@@ -12,29 +12,15 @@
 mod common;
 
 use common::tls::{test_pki, TestPki};
+use common::tls_origin::{page, TlsOrigin};
 use common::*;
-use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
-
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 
 const CLIENT_LIMIT: Duration = Duration::from_secs(60);
 const CMD_LIMIT: Duration = Duration::from_secs(30);
-
-// ---------------------------------------------------------------------------
-// A TLS (and plain) origin signed by a test CA
-// ---------------------------------------------------------------------------
-
-use common::tls_origin::{page, TlsOrigin};
 
 // ---------------------------------------------------------------------------
 // Proxy set-up and clients

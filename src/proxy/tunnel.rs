@@ -256,7 +256,7 @@ fn intercept(
         match content {
             TunnelContent::Tls => serve_tls(state, io, authority, host, server_config, peer).await,
             TunnelContent::Http => {
-                tracing::debug!("CONNECT {authority} from {peer} carries plain HTTP: served through the cache as http://{authority}/...");
+                tracing::info!("CONNECT {authority} from {peer} carries plain HTTP: served through the cache as http://{authority}/...");
                 serve_http(state, io, authority, "http", peer).await
             }
             TunnelContent::Unknown if io.prefix_len() == 0 && silent_after.is_none() => {
