@@ -10,7 +10,7 @@
 //! full. `--mode keepalive` (the default) loops GETs on each connection;
 //! `tunnels` opens a new connection (tunnel) for every GET; `hosts` opens
 //! `--hosts N` tunnels in all, each with its own TLS server name
-//! `hI.HOST` (I = 0..N, the CONNECT target and `Host` stay HOST: a proxy
+//! `hI.hosts.HOST` (I = 0..N, the CONNECT target and `Host` stay HOST: a proxy
 //! that intercepts mints one leaf per name), once, and reports how fast
 //! they went. An `http://` URL is fetched in clear: through --proxy as
 //! absolute-form requests (plain proxied hits, to compare against). A
@@ -253,7 +253,9 @@ async fn one_request(
 /// are done; each a new tunnel with its own server name and one request.
 async fn host_worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, next: Arc<AtomicU64>) {
     let host_header = format!("{}:{}", args.host, args.port);
-    let suffix = if args.host.parse::<std::net::IpAddr>().is_ok() { "bench.test".to_string() } else { args.host.clone() };
+    // `hI.hosts.HOST`: an origin whose certificate names `*.hosts.HOST`
+    // also verifies for a peer that sends the client's name on upstream.
+    let suffix = if args.host.parse::<std::net::IpAddr>().is_ok() { "hosts.test".to_string() } else { format!("hosts.{}", args.host) };
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= args.hosts {

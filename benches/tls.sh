@@ -84,7 +84,7 @@ mkdir -p "$WORK/pki" "$WORK/www"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem -days 2 \
         -subj "/CN=crawlcache tls bench origin CA" -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
     openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout localhost.key -out localhost.csr -subj "/CN=localhost"
-    printf '%s\n' "subjectAltName=DNS:localhost" "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >localhost.ext
+    printf '%s\n' "subjectAltName=DNS:localhost,DNS:*.hosts.localhost" "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >localhost.ext
     openssl x509 -req -in localhost.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile localhost.ext -out localhost.pem
 ) >"$WORK/pki.log" 2>&1 || die "openssl: $(tail -n 5 "$WORK/pki.log")"
 chmod -R a+rX "$WORK/pki"

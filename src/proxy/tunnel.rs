@@ -220,9 +220,11 @@ fn intercept(
     host: String,
     peer: SocketAddr,
 ) -> Response<ProxyBody> {
-    // The leaf for the CONNECT host, looked up (or made) now: a failure is
-    // still answered on the CONNECT itself.
-    let server_config = match state.ca.server_config_for(&host) {
+    // The leaf for the CONNECT host: taken from the cache, else minted on
+    // a blocking thread while the client's first bytes arrive (off this
+    // serving thread and off the CONNECT's answer). A host that cannot be
+    // in a certificate is still answered on the CONNECT itself.
+    let cached = match state.ca.cached_config_for(&host) {
         Ok(c) => c,
         Err(e) => {
             return error_response(
@@ -230,6 +232,13 @@ fn intercept(
                 &format!("crawlcache: cannot make a certificate for {host}: {e}"),
                 &CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Tls),
             )
+        }
+    };
+    let leaf = match cached {
+        Some(c) => Leaf::Ready(c),
+        None => {
+            let (ca, h) = (state.ca.clone(), host.clone());
+            Leaf::Minting(tokio::task::spawn_blocking(move || ca.server_config_for(&h)))
         }
     };
     let port = authority.port_u16().unwrap_or(443);
@@ -254,7 +263,7 @@ fn intercept(
         };
         let io = Rewind::new(first, client);
         match content {
-            TunnelContent::Tls => serve_tls(state, io, authority, host, server_config, peer).await,
+            TunnelContent::Tls => serve_tls(state, io, authority, host, leaf, peer).await,
             TunnelContent::Http => {
                 tracing::info!("CONNECT {authority} from {peer} carries plain HTTP: served through the cache as http://{authority}/...");
                 serve_http(state, io, authority, "http", peer).await
@@ -276,20 +285,60 @@ fn intercept(
     Response::new(ProxyBody::empty())
 }
 
+/// The leaf configuration for a tunnel's CONNECT host: cached, or being
+/// minted on a blocking thread.
+enum Leaf {
+    Ready(Arc<rustls::ServerConfig>),
+    Minting(tokio::task::JoinHandle<Result<Arc<rustls::ServerConfig>, crate::tls::TlsError>>),
+}
+
+impl Leaf {
+    /// The configuration, once minted. Errors: a sentence for the log.
+    async fn get(self) -> Result<Arc<rustls::ServerConfig>, String> {
+        match self {
+            Leaf::Ready(c) => Ok(c),
+            Leaf::Minting(job) => match job.await {
+                Ok(Ok(c)) => Ok(c),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("the minting task failed: {e}")),
+            },
+        }
+    }
+}
+
+/// The leaf for the TLS server name `sni`: cached, else minted on a
+/// blocking thread. Errors: a sentence for the log.
+async fn leaf_for_sni(state: &ProxyState, sni: &str) -> Result<Arc<rustls::ServerConfig>, String> {
+    match state.ca.cached_config_for(sni) {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => {
+            let (ca, name) = (state.ca.clone(), sni.to_string());
+            Leaf::Minting(tokio::task::spawn_blocking(move || ca.server_config_for(&name))).get().await
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The TLS handshake with the client (leaf for its SNI, else `host`), then
 /// the requests inside served as `https://authority/...`.
-async fn serve_tls<IO>(state: Arc<ProxyState>, io: IO, authority: http::uri::Authority, host: String, server_config: Arc<rustls::ServerConfig>, peer: SocketAddr)
+async fn serve_tls<IO>(state: Arc<ProxyState>, io: IO, authority: http::uri::Authority, host: String, leaf: Leaf, peer: SocketAddr)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let handshake = async {
         let start = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
-        let config = match start.client_hello().server_name() {
-            Some(sni) if !sni.eq_ignore_ascii_case(&host) => state.ca.server_config_for(sni).unwrap_or_else(|e| {
-                tracing::info!("cannot make a certificate for the server name {sni} (CONNECT {authority}): {e}; using {host}");
-                server_config.clone()
-            }),
-            _ => server_config.clone(),
+        let sni = start.client_hello().server_name().filter(|sni| !sni.eq_ignore_ascii_case(&host)).map(str::to_string);
+        let config = match sni {
+            // The client names another host than CONNECT did: its leaf (the
+            // CONNECT host's, being minted, is cached for later).
+            Some(sni) => match leaf_for_sni(&state, &sni).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!("cannot make a certificate for the server name {sni} (CONNECT {authority}): {e}; using {host}");
+                    leaf.get().await.map_err(std::io::Error::other)?
+                }
+            },
+            None => leaf.get().await.map_err(std::io::Error::other)?,
         };
         start.into_stream(config).await
     };
