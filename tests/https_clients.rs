@@ -68,10 +68,9 @@ fn png(w: u32, h: u32, rgb: [u8; 3]) -> Vec<u8> {
     chunk(&mut out, b"IHDR", &ihdr);
     let mut raw = Vec::new();
     for _ in 0..h {
+        // Filter type 0, then the row's pixels.
         raw.push(0);
-        for _ in 0..w {
-            raw.extend_from_slice(&rgb);
-        }
+        raw.extend(std::iter::repeat_n(rgb, w as usize).flatten());
     }
     let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
     z.write_all(&raw).unwrap();

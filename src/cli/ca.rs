@@ -98,7 +98,7 @@ pub const SYSTEM_STORES: [SystemStore; 4] = [
 /// The trust store of this system among `stores`: the first whose folder
 /// exists (`dir_exists`) and whose command is found (`on_path`). `None`
 /// when none is.
-pub fn choose_store<'a>(stores: &'a [SystemStore], dir_exists: impl Fn(&Path) -> bool, on_path: impl Fn(&str) -> bool) -> Option<&'a SystemStore> {
+pub fn choose_store(stores: &[SystemStore], dir_exists: impl Fn(&Path) -> bool, on_path: impl Fn(&str) -> bool) -> Option<&SystemStore> {
     stores.iter().find(|s| dir_exists(Path::new(s.dir)) && s.command.first().is_some_and(|c| on_path(c)))
 }
 

@@ -234,7 +234,7 @@ mod tests {
         let now = SystemTime::now();
         let t = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
         let cert = self_signed(&["localhost"], t - DAY, t + DAY);
-        let v = verifier(&[cert.clone()]);
+        let v = verifier(std::slice::from_ref(&cert));
         let name = ServerName::try_from("localhost").unwrap();
         assert!(v.verify_server_cert(&cert, &[], &name, &[], unix(now)).is_ok());
         // webpki alone refuses it.
@@ -246,11 +246,11 @@ mod tests {
         let now = SystemTime::now();
         let t = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
         let cert = self_signed(&["localhost"], t - DAY, t + DAY);
-        let v = verifier(&[cert.clone()]);
+        let v = verifier(std::slice::from_ref(&cert));
         let other = ServerName::try_from("other.example").unwrap();
         assert!(v.verify_server_cert(&cert, &[], &other, &[], unix(now)).is_err(), "wrong name");
         let expired = self_signed(&["localhost"], t - 3 * DAY, t - DAY);
-        let v = verifier(&[expired.clone()]);
+        let v = verifier(std::slice::from_ref(&expired));
         let name = ServerName::try_from("localhost").unwrap();
         let err = v.verify_server_cert(&expired, &[], &name, &[], unix(now)).unwrap_err();
         // webpki reports the expiry itself, before the CA-as-end-entity refusal.
