@@ -1,12 +1,21 @@
-//! HTTPS load client for `benches/load.sh` (wrk cannot send CONNECT).
+//! HTTPS load client for `benches/load.sh` and `benches/tls.sh` (wrk
+//! cannot send CONNECT).
 //!
 //!   cargo bench --bench https_load -- --url https://localhost:8443/1k.bin \
-//!       --ca ca.pem [--proxy 127.0.0.1:3128] [--connections 32] [--duration 10s]
+//!       --ca ca.pem [--proxy 127.0.0.1:3128] [--connections 32] [--duration 10s] \
+//!       [--mode keepalive|tunnels|hosts] [--hosts 1000]
 //!
 //! Each connection: TCP -> (with --proxy: `CONNECT host:port` -> 200) -> TLS
-//! (SNI host, trusting only --ca) -> HTTP/1.1 keep-alive GET loop, reading
-//! every body in full. A failed request counts as an error and the connection
-//! is rebuilt. Requests still running at the deadline are not counted. Prints
+//! (SNI host, trusting only --ca) -> HTTP/1.1 GET, reading every body in
+//! full. `--mode keepalive` (the default) loops GETs on each connection;
+//! `tunnels` opens a new connection (tunnel) for every GET; `hosts` opens
+//! `--hosts N` tunnels in all, each with its own TLS server name
+//! `hI.hosts.HOST` (I = 0..N, the CONNECT target and `Host` stay HOST: a proxy
+//! that intercepts mints one leaf per name), once, and reports how fast
+//! they went. An `http://` URL is fetched in clear: through --proxy as
+//! absolute-form requests (plain proxied hits, to compare against). A
+//! failed request counts as an error and the connection is rebuilt.
+//! Requests still running at the deadline are not counted. Prints
 //! `requests=N errors=E req_per_s=X` (plus bytes and seconds) on stdout.
 //! Loopback benchmarking tool, not a test.
 
@@ -31,6 +40,15 @@ struct Args {
     ca: String,
     connections: usize,
     duration: Duration,
+    mode: Mode,
+    hosts: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    KeepAlive,
+    Tunnels,
+    Hosts,
 }
 
 #[derive(Default)]
@@ -60,6 +78,8 @@ fn parse_args() -> Result<Args, String> {
     let mut ca = env("HTTPS_LOAD_CA");
     let mut connections = env("HTTPS_LOAD_CONNECTIONS");
     let mut duration = env("HTTPS_LOAD_DURATION");
+    let mut mode = env("HTTPS_LOAD_MODE");
+    let mut hosts = env("HTTPS_LOAD_HOSTS");
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
@@ -69,6 +89,8 @@ fn parse_args() -> Result<Args, String> {
             "--ca" => ca = Some(val()?),
             "--connections" | "-c" => connections = Some(val()?),
             "--duration" | "-d" => duration = Some(val()?),
+            "--mode" => mode = Some(val()?),
+            "--hosts" => hosts = Some(val()?),
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}")),
@@ -78,8 +100,8 @@ fn parse_args() -> Result<Args, String> {
     let url: http::Uri = url_s
         .parse()
         .map_err(|e| format!("bad --url {url_s}: {e}"))?;
-    if url.scheme_str() != Some("https") {
-        return Err(format!("--url {url_s}: only https URLs"));
+    if !matches!(url.scheme_str(), Some("https") | Some("http")) {
+        return Err(format!("--url {url_s}: only http and https URLs"));
     }
     let host = url
         .host()
@@ -87,7 +109,14 @@ fn parse_args() -> Result<Args, String> {
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned();
-    let port = url.port_u16().unwrap_or(443);
+    let port = url.port_u16().unwrap_or(if url.scheme_str() == Some("https") { 443 } else { 80 });
+    let mode = match mode.as_deref().unwrap_or("keepalive") {
+        "keepalive" => Mode::KeepAlive,
+        "tunnels" => Mode::Tunnels,
+        "hosts" => Mode::Hosts,
+        other => return Err(format!("--mode {other}: keepalive, tunnels or hosts")),
+    };
+    let hosts = hosts.as_deref().unwrap_or("1000").parse().map_err(|_| "bad --hosts")?;
     let connections = connections
         .as_deref()
         .unwrap_or("32")
@@ -99,10 +128,21 @@ fn parse_args() -> Result<Args, String> {
         host,
         port,
         proxy: proxy.filter(|p| !p.is_empty()),
-        ca: ca.ok_or("--ca FILE is required")?,
+        ca: ca.unwrap_or_default(),
         connections,
         duration,
+        mode,
+        hosts,
     })
+}
+
+/// A client configuration for plain-HTTP runs, never used to connect.
+fn plain_placeholder() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
 }
 
 fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -131,8 +171,19 @@ fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
 async fn connect(
     args: &Args,
     tls: &TlsConnector,
+    sni: Option<&str>,
 ) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, BoxError> {
     let authority = format!("{}:{}", args.host, args.port);
+    if args.url.scheme_str() == Some("http") {
+        // In clear: to the proxy (absolute-form requests) or the origin.
+        let tcp = TcpStream::connect(args.proxy.as_deref().unwrap_or(&authority)).await?;
+        tcp.set_nodelay(true)?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        return Ok(sender);
+    }
     let tcp = match &args.proxy {
         None => TcpStream::connect(&authority).await?,
         Some(proxy) => {
@@ -161,7 +212,7 @@ async fn connect(
         }
     };
     tcp.set_nodelay(true)?;
-    let name = ServerName::try_from(args.host.clone())?;
+    let name = ServerName::try_from(sni.unwrap_or(&args.host).to_string())?;
     let tls_stream = tls.connect(name, tcp).await?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls_stream)).await?;
     tokio::spawn(async move {
@@ -176,7 +227,10 @@ async fn one_request(
     host_header: &str,
 ) -> Result<u64, BoxError> {
     sender.ready().await?;
-    let path = args.url.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let path = match (&args.proxy, args.url.scheme_str()) {
+        (Some(_), Some("http")) => args.url.to_string(),
+        _ => args.url.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string(),
+    };
     let req = http::Request::get(path)
         .header(http::header::HOST, host_header)
         .body(Empty::<Bytes>::new())?;
@@ -195,6 +249,40 @@ async fn one_request(
     Ok(n)
 }
 
+/// `--mode hosts`: takes the next host number from `next` until `--hosts`
+/// are done; each a new tunnel with its own server name and one request.
+async fn host_worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, next: Arc<AtomicU64>) {
+    let host_header = format!("{}:{}", args.host, args.port);
+    // `hI.hosts.HOST`: an origin whose certificate names `*.hosts.HOST`
+    // also verifies for a peer that sends the client's name on upstream.
+    let suffix = if args.host.parse::<std::net::IpAddr>().is_ok() { "hosts.test".to_string() } else { format!("hosts.{}", args.host) };
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= args.hosts {
+            return;
+        }
+        let sni = format!("h{i}.{suffix}");
+        let done = async {
+            let mut sender = connect(&args, &tls, Some(&sni)).await?;
+            one_request(&mut sender, &args, &host_header).await
+        };
+        match tokio::time::timeout(Duration::from_secs(30), done).await {
+            Ok(Ok(n)) => {
+                counters.requests.fetch_add(1, Ordering::Relaxed);
+                counters.bytes.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
+                if counters.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!("https_load: host {sni}: {e}");
+                }
+            }
+            Err(_) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 async fn worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, deadline: Instant) {
     let host_header = if args.port == 443 {
         args.host.clone()
@@ -204,7 +292,7 @@ async fn worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, dea
     let per_request = Duration::from_secs(30);
     let mut reported = false;
     while Instant::now() < deadline {
-        let mut sender = match tokio::time::timeout(per_request, connect(&args, &tls)).await {
+        let mut sender = match tokio::time::timeout(per_request, connect(&args, &tls, None)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -228,6 +316,9 @@ async fn worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, dea
                     if Instant::now() <= deadline {
                         counters.requests.fetch_add(1, Ordering::Relaxed);
                         counters.bytes.fetch_add(n, Ordering::Relaxed);
+                    }
+                    if args.mode == Mode::Tunnels {
+                        break; // one request per tunnel
                     }
                 }
                 res => {
@@ -254,7 +345,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let tls = match tls_config(&args.ca) {
+    let tls = match if args.url.scheme_str() == Some("http") { Ok(Arc::new(plain_placeholder())) } else { tls_config(&args.ca) } {
         Ok(c) => TlsConnector::from(c),
         Err(e) => {
             eprintln!("https_load: {e}");
@@ -268,6 +359,24 @@ fn main() {
     let counters = Arc::new(Counters::default());
     let start = Instant::now();
     let deadline = start + args.duration;
+    if args.mode == Mode::Hosts {
+        let next = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..args.connections).map(|_| tokio::spawn(host_worker(args.clone(), tls.clone(), counters.clone(), next.clone()))).collect();
+            for t in tasks {
+                let _ = t.await;
+            }
+        });
+        let secs = start.elapsed().as_secs_f64();
+        let requests = counters.requests.load(Ordering::Relaxed);
+        println!(
+            "requests={requests} errors={} req_per_s={:.2} bytes={} secs={secs:.2}",
+            counters.errors.load(Ordering::Relaxed),
+            requests as f64 / secs,
+            counters.bytes.load(Ordering::Relaxed)
+        );
+        return;
+    }
     rt.block_on(async {
         let tasks: Vec<_> = (0..args.connections)
             .map(|_| {

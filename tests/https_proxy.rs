@@ -12,140 +12,15 @@
 mod common;
 
 use common::tls::{test_pki, TestPki};
+use common::tls_origin::{page, TlsOrigin};
 use common::*;
-use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
-
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 
 const CLIENT_LIMIT: Duration = Duration::from_secs(60);
 const CMD_LIMIT: Duration = Duration::from_secs(30);
-
-// ---------------------------------------------------------------------------
-// A TLS (and plain) origin signed by a test CA
-// ---------------------------------------------------------------------------
-
-/// What the origin answers: status, extra header fields, body.
-type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
-type Handler = dyn Fn(&str, &str) -> Answer + Send + Sync;
-
-/// A page that a shared cache may keep for a minute.
-fn page(body: &str) -> Answer {
-    (200, vec![("Cache-Control", "max-age=60".to_string()), ("Content-Type", "text/plain".to_string())], body.as_bytes().to_vec())
-}
-
-/// An origin on 127.0.0.1:PORT speaking HTTP/1.1 over TLS (leaf from
-/// [`TestPki`]) or in clear, chosen per connection by its first byte.
-/// Counts requests per (scheme, path). Stopped on drop.
-struct TlsOrigin {
-    addr: SocketAddr,
-    counts: Arc<Mutex<HashMap<(String, String), usize>>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl TlsOrigin {
-    /// `handler(scheme, path)` answers each request.
-    fn start(pki: &TestPki, handler: impl Fn(&str, &str) -> Answer + Send + Sync + 'static) -> TlsOrigin {
-        let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config());
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the TLS origin on 127.0.0.1:0");
-        let addr = std_listener.local_addr().expect("TLS origin address");
-        std_listener.set_nonblocking(true).expect("set_nonblocking");
-        let counts: Arc<Mutex<HashMap<(String, String), usize>>> = Arc::default();
-        let handler: Arc<Handler> = Arc::new(handler);
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        let thread_counts = counts.clone();
-        let thread = thread::Builder::new()
-            .name(format!("tls-origin-{}", addr.port()))
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("origin runtime");
-                rt.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(std_listener).expect("registering the origin listener");
-                    loop {
-                        let (tcp, _) = tokio::select! {
-                            _ = &mut rx => return,
-                            a = listener.accept() => match a {
-                                Ok(x) => x,
-                                Err(_) => { tokio::time::sleep(Duration::from_millis(10)).await; continue; }
-                            },
-                        };
-                        let (acceptor, handler, counts) = (acceptor.clone(), handler.clone(), thread_counts.clone());
-                        tokio::spawn(async move {
-                            let mut first = [0u8; 1];
-                            let tls = match tcp.peek(&mut first).await {
-                                Ok(1) => first[0] == 0x16, // a TLS handshake record
-                                _ => return,
-                            };
-                            if tls {
-                                // Handshakes a client aborts (untrusted certificate) are expected.
-                                let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
-                                    return;
-                                };
-                                serve(TokioIo::new(stream), "https", handler, counts).await;
-                            } else {
-                                serve(TokioIo::new(tcp), "http", handler, counts).await;
-                            }
-                        });
-                    }
-                });
-            })
-            .expect("spawning the origin thread");
-        TlsOrigin { addr, counts, shutdown: Some(tx), thread: Some(thread) }
-    }
-
-    fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
-    /// Requests seen for `path` over `scheme` ("https" or "http").
-    fn count(&self, scheme: &str, path: &str) -> usize {
-        self.counts.lock().unwrap().get(&(scheme.to_string(), path.to_string())).copied().unwrap_or(0)
-    }
-
-    fn all_counts(&self) -> HashMap<(String, String), usize> {
-        self.counts.lock().unwrap().clone()
-    }
-}
-
-impl Drop for TlsOrigin {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-async fn serve<IO>(io: TokioIo<IO>, scheme: &'static str, handler: Arc<Handler>, counts: Arc<Mutex<HashMap<(String, String), usize>>>)
-where
-    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        let (handler, counts) = (handler.clone(), counts.clone());
-        async move {
-            let path = req.uri().path().to_string();
-            *counts.lock().unwrap().entry((scheme.to_string(), path.clone())).or_default() += 1;
-            let (status, headers, body) = handler(scheme, &path);
-            let mut resp = hyper::Response::builder().status(status);
-            for (n, v) in headers {
-                resp = resp.header(n, v);
-            }
-            Ok::<_, Infallible>(resp.body(Full::new(Bytes::from(body))).expect("origin response"))
-        }
-    });
-    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
-}
 
 // ---------------------------------------------------------------------------
 // Proxy set-up and clients
@@ -564,4 +439,36 @@ fn ca_key_is_private_and_the_ca_survives_restarts() {
     assert!(is_hit(&r.cache_status()), "{}", r.describe());
     assert_eq!(origin.count("https", "/one"), 1, "{:?}", origin.all_counts());
     assert_eq!(origin.count("https", "/two"), 1, "{:?}", origin.all_counts());
+}
+
+// ---------------------------------------------------------------------------
+// 5. Self-signed origin certificates listed in upstream.extra_ca_file
+// ---------------------------------------------------------------------------
+
+/// Issue 30: an origin whose certificate is its own CA (what `openssl req
+/// -x509` makes), listed in `upstream.extra_ca_file`, is accepted as the
+/// origin's certificate (curl and browsers do so): the page is fetched and
+/// cached. Another self-signed certificate, not listed, still gets the 502.
+#[test]
+fn a_self_signed_origin_listed_in_the_extra_ca_file_is_accepted() {
+    let listed = common::tls::self_signed_pki(&["localhost", "127.0.0.1"]);
+    let origin = TlsOrigin::start(&listed, |_, path| page(&format!("self-signed {path}")));
+    let unlisted = common::tls::self_signed_pki(&["localhost", "127.0.0.1"]);
+    let other = TlsOrigin::start(&unlisted, |_, _| page("must not be served"));
+    let dir = TestDir::new("https-self-signed");
+    let extra_ca = write_test_ca(&dir, &listed);
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), &config("off", Some(&extra_ca), ""), &[]);
+    let ca = crawlcache_ca_path(proxy.data_dir());
+
+    let url = format!("https://localhost:{}/ss", origin.port());
+    let first = curl_ok(proxy.addr(), &ca, &url);
+    assert_eq!((first.status, first.body.as_str()), (200, "self-signed /ss"), "{}", first.describe());
+    assert!(is_stored_miss(&first.cache_status()), "{}", first.describe());
+    let second = curl_ok(proxy.addr(), &ca, &url);
+    assert!(is_hit(&second.cache_status()), "{}", second.describe());
+    assert_eq!(origin.count("https", "/ss"), 1, "{:?}", origin.all_counts());
+
+    let r = curl_ok(proxy.addr(), &ca, &format!("https://localhost:{}/ss", other.port()));
+    assert_eq!(r.status, 502, "an unlisted self-signed certificate is still refused: {}", r.describe());
+    assert_eq!(other.count("https", "/ss"), 0, "{:?}", other.all_counts());
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: `bash tests/run.sh [cargo test args...]`.
 #
-# Installs what the integration tests drive (nginx, wget) when missing, then
+# Installs what the integration tests drive (nginx, wget, curl, redis,
+# chromium, certutil; Python and npm packages) when missing, then
 # runs `cargo test` in the dev profile, passing any arguments through, e.g.
 #   bash tests/run.sh --test crawl_e2e -- --nocapture
 set -euo pipefail
@@ -10,13 +11,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # nginx lives in /usr/sbin, which a non-root PATH may lack.
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
-missing=()
-command -v nginx >/dev/null 2>&1 || missing+=(nginx)
-command -v wget >/dev/null 2>&1 || missing+=(wget)
-command -v curl >/dev/null 2>&1 || missing+=(curl)
+missing=()     # Debian packages to install
+commands=()    # the command each one provides, checked after installing
+need() { command -v "$1" >/dev/null 2>&1 || { missing+=("$2"); commands+=("$1"); }; }
+need nginx nginx
+need wget wget
+need curl curl
 # tests/fleet starts its own redis-server (and uses redis-cli, same package
 # family) on loopback ports.
-command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+need redis-server redis-server
+# tests/https_clients.rs: headless Chromium through the proxy, trusting the
+# CA from an NSS database written with certutil; update-ca-certificates
+# for `crawlcache ca --install`.
+need chromium chromium
+need certutil libnss3-tools
+need update-ca-certificates ca-certificates
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
@@ -46,7 +55,7 @@ if ((${#missing[@]})); then
         exit 1
     fi
     rm -f "$log"
-    for m in "${missing[@]}"; do
+    for m in "${commands[@]}"; do
         command -v "$m" >/dev/null 2>&1 || { echo "tests/run.sh: $m still not found after installing" >&2; exit 1; }
     done
 fi
@@ -61,12 +70,23 @@ pip_module() {
         echo "tests/run.sh: warning: pip install $2 failed; $3 will fail." >&2
 }
 pip_module requests requests tests/https_proxy.rs            # Python requests through the proxy
-pip_module scrapy scrapy tests/record_replay/scrapy.rs       # a Scrapy spider through http_proxy
+pip_module scrapy scrapy tests/record_replay/scrapy.rs       # a Scrapy spider through http_proxy (and https_clients.rs)
+pip_module httpx httpx tests/https_clients.rs                # the client matrix over HTTPS
+pip_module aiohttp aiohttp tests/https_clients.rs
 pip_module warcio warcio tests/record_replay/warc.rs         # reads the exported WARC files
 pip_module pywb pywb tests/record_replay/pywb.rs             # replays the same WARC files, to compare
 # tests/fleet runs an S3-compatible server: moto's, from PyPI (pure Python,
 # no compiler; run as `python3 -m moto.server`).
 pip_module "moto.server, flask, werkzeug" "moto[server]" tests/fleet
+
+# tests/https_clients.rs: Node fetch through undici's ProxyAgent, from npm,
+# into target/test-node (outside the source tree).
+if command -v npm >/dev/null 2>&1 && [[ ! -f target/test-node/node_modules/undici/package.json ]]; then
+    echo "tests/run.sh: installing the npm package undici (into target/test-node) for tests/https_clients.rs ..."
+    mkdir -p target/test-node
+    (cd target/test-node && npm install --silent --no-audit --no-fund undici@6 >/dev/null 2>&1) ||
+        echo "tests/run.sh: warning: npm install undici failed; tests/https_clients.rs (node) will fail." >&2
+fi
 
 # The end-to-end crawl serves the Rust book from the toolchain's rust-docs.
 book="$(rustc --print sysroot)/share/doc/rust/html/book/index.html"

@@ -1,6 +1,8 @@
 //! `crawlcache ca`: the local CA certificate clients must trust: its path,
 //! the PEM itself (`--pem`), a bundle of the system roots plus it
-//! (`--bundle FILE`), and creating it on purpose (`--init`).
+//! (`--bundle FILE`), creating it on purpose (`--init`), and adding it to
+//! or removing it from the operating system's trust store (`--install`,
+//! `--uninstall`, as root; see [`SYSTEM_STORES`]).
 //!
 //! Without `--init` nothing is created: a data directory without a CA is
 //! reported (where the certificate was looked for and how to make one) with
@@ -46,6 +48,148 @@ pub struct CaArgs {
     /// /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.
     #[arg(long, value_name = "FILE", requires = "bundle")]
     pub roots: Option<PathBuf>,
+    /// Add the CA certificate to the operating system's trust store (as
+    /// root): Debian, Ubuntu, Alpine (update-ca-certificates), Fedora,
+    /// RHEL, CentOS, Amazon Linux (update-ca-trust), Arch (trust
+    /// extract-compat), openSUSE (update-ca-certificates). Undo with
+    /// --uninstall.
+    #[arg(long, conflicts_with_all = ["pem", "bundle", "uninstall"])]
+    pub install: bool,
+    /// Remove the CA certificate that --install added from the operating
+    /// system's trust store (as root).
+    #[arg(long, conflicts_with_all = ["pem", "bundle", "init"])]
+    pub uninstall: bool,
+}
+
+/// One operating system's trust store for local CA certificates: where an
+/// added certificate goes and the command that rebuilds the bundles
+/// clients read (`/etc/ssl/certs/ca-certificates.crt` and the like).
+#[derive(Debug, PartialEq, Eq)]
+pub struct SystemStore {
+    /// The distributions that use it, for messages.
+    pub systems: &'static str,
+    /// The folder of locally added CA certificates.
+    pub dir: &'static str,
+    /// The file name ending the tool picks up there.
+    pub extension: &'static str,
+    /// The command that rebuilds the bundles, and its arguments.
+    pub command: &'static [&'static str],
+}
+
+/// The trust stores `--install` knows, in the order they are looked for:
+/// the first whose folder exists and whose command is on `PATH` is used.
+pub const SYSTEM_STORES: [SystemStore; 4] = [
+    SystemStore {
+        systems: "Fedora, RHEL, CentOS, Amazon Linux",
+        dir: "/etc/pki/ca-trust/source/anchors",
+        extension: "pem",
+        command: &["update-ca-trust", "extract"],
+    },
+    SystemStore { systems: "Arch Linux", dir: "/etc/ca-certificates/trust-source/anchors", extension: "crt", command: &["trust", "extract-compat"] },
+    SystemStore { systems: "openSUSE, SLES", dir: "/etc/pki/trust/anchors", extension: "pem", command: &["update-ca-certificates"] },
+    SystemStore {
+        systems: "Debian, Ubuntu, Alpine",
+        dir: "/usr/local/share/ca-certificates",
+        extension: "crt",
+        command: &["update-ca-certificates"],
+    },
+];
+
+/// The trust store of this system among `stores`: the first whose folder
+/// exists (`dir_exists`) and whose command is found (`on_path`). `None`
+/// when none is.
+pub fn choose_store(stores: &[SystemStore], dir_exists: impl Fn(&Path) -> bool, on_path: impl Fn(&str) -> bool) -> Option<&SystemStore> {
+    stores.iter().find(|s| dir_exists(Path::new(s.dir)) && s.command.first().is_some_and(|c| on_path(c)))
+}
+
+/// The file name the CA certificate `ca_der` gets in a trust store's
+/// folder: `crawlcache-` and the first 16 hex digits of its SHA-256, so
+/// the CAs of several data directories can be installed side by side and
+/// each removed alone.
+pub fn installed_name(ca_der: &[u8], extension: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(ca_der);
+    format!("crawlcache-{}.{extension}", &hex::encode(digest)[..16])
+}
+
+/// Whether `program` is an executable file in a folder of `PATH` (or of
+/// the system folders root's `PATH` has, for a `sudo` without them).
+fn on_path(program: &str) -> bool {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    dirs.extend(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().map(PathBuf::from));
+    dirs.iter().any(|d| d.join(program).is_file())
+}
+
+/// What `ca --install` and `--uninstall` tell a user who could not use
+/// them, or who uses a system they do not know.
+const MANUAL_TRUST: &str = "on macOS: sudo security add-trusted-cert -d -r trustRoot -k /Library/Keychains/System.keychain CA_FILE; \
+on Windows: certutil -addstore Root CA_FILE; elsewhere, copy CA_FILE where the system's trust store takes local CA certificates and rebuild it";
+
+/// `--install` (or, with `uninstall`, `--uninstall`) of the CA certificate
+/// at `cert_path` (PEM `pem`) in this system's trust store. Errors: no known
+/// store; the certificate cannot be written or removed (not root); the
+/// store's command fails.
+fn install(cert_path: &Path, pem: &str, uninstall: bool) -> Result<(), String> {
+    let store = choose_store(&SYSTEM_STORES, |p| p.is_dir(), on_path).ok_or_else(|| {
+        let known: Vec<String> = SYSTEM_STORES.iter().map(|s| format!("{} ({} with {})", s.systems, s.dir, s.command.join(" "))).collect();
+        format!(
+            "no system trust store found that crawlcache knows: looked for {}; {}",
+            known.join(", "),
+            MANUAL_TRUST.replace("CA_FILE", &cert_path.display().to_string())
+        )
+    })?;
+    let der = pem_certs(pem.as_bytes())
+        .ok()
+        .and_then(|c| c.into_iter().next())
+        .ok_or_else(|| format!("{}: no certificate in the CA file", cert_path.display()))?;
+    let target = Path::new(store.dir).join(installed_name(der.as_ref(), store.extension));
+    let as_root = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            format!("cannot change {}: {e}; the system trust store belongs to root: run this command with sudo", target.display())
+        } else {
+            format!("cannot change {}: {e}", target.display())
+        }
+    };
+    if uninstall {
+        match std::fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("crawlcache: {} is not installed ({} does not exist); nothing to remove", cert_path.display(), target.display());
+                return Ok(());
+            }
+            Err(e) => return Err(as_root(e)),
+        }
+    } else {
+        write_file(&target, pem.as_bytes()).map_err(as_root)?;
+    }
+    let (program, args) = store.command.split_first().ok_or("empty trust store command")?;
+    let out = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{}` to rebuild the trust store: {e}", store.command.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed ({}): {}{}",
+            store.command.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ));
+    }
+    if uninstall {
+        eprintln!("crawlcache: removed {} from the system trust store ({}) and ran `{}`", target.display(), store.systems, store.command.join(" "));
+    } else {
+        eprintln!(
+            "crawlcache: added {} to the system trust store as {} ({}) and ran `{}`; undo with `crawlcache ca --uninstall`",
+            cert_path.display(),
+            target.display(),
+            store.systems,
+            store.command.join(" ")
+        );
+        eprintln!("crawlcache: clients that read the system store now trust the CA (curl, wget, OpenSSL, Scrapy with DOWNLOAD_VERIFY_CERTIFICATES = True); Python requests reads its own bundle (REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt), Node its own (NODE_EXTRA_CA_CERTS), Chromium and Firefox their NSS database (certutil)");
+    }
+    Ok(())
 }
 
 /// Runs `ca`: loads the CA of the data directory (creating it only with
@@ -73,7 +217,10 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
     if !existed {
         eprintln!("crawlcache: created a new local CA; clients must trust {}", cert_path.display());
     }
-    if let Some(bundle) = &args.bundle {
+    if args.install || args.uninstall {
+        install(&cert_path, ca.cert_pem(), args.uninstall)?;
+        outln!("{}", cert_path.display());
+    } else if let Some(bundle) = &args.bundle {
         let roots = find_roots(args.roots.as_deref(), std::env::var_os("SSL_CERT_FILE"), &SYSTEM_ROOT_FILES)?;
         let text = std::fs::read(&roots.path).map_err(|e| format!("cannot read the root certificates {}: {e}", roots.describe()))?;
         let (contents, n) = bundle_contents(&text, &roots, ca.cert_pem(), &cert_path)?;
@@ -294,6 +441,29 @@ mod tests {
         assert!(err.contains("/d/ca/ca.pem (from SSL_CERT_FILE) holds no root certificate besides crawlcache's own CA"), "{err}");
         let err = bundle_contents(b"not a certificate\n", &roots("r.pem"), &ca, Path::new("ca.pem")).unwrap_err();
         assert!(err.starts_with("r.pem holds no root certificate;"), "{err}");
+    }
+
+    #[test]
+    fn the_trust_store_is_the_first_whose_folder_and_command_exist() {
+        let debian = |p: &Path| p == Path::new("/usr/local/share/ca-certificates");
+        let store = choose_store(&SYSTEM_STORES, debian, |c| c == "update-ca-certificates").unwrap();
+        assert_eq!(store.command, &["update-ca-certificates"]);
+        assert!(store.systems.contains("Debian"));
+        // The folder without its command (ca-certificates not installed).
+        assert_eq!(choose_store(&SYSTEM_STORES, debian, |_| false), None);
+        let fedora = |p: &Path| p == Path::new("/etc/pki/ca-trust/source/anchors") || p == Path::new("/usr/local/share/ca-certificates");
+        let store = choose_store(&SYSTEM_STORES, fedora, |_| true).unwrap();
+        assert_eq!(store.command, &["update-ca-trust", "extract"]);
+        let suse = |p: &Path| p == Path::new("/etc/pki/trust/anchors");
+        assert_eq!(choose_store(&SYSTEM_STORES, suse, |c| c == "update-ca-certificates").unwrap().dir, "/etc/pki/trust/anchors");
+    }
+
+    #[test]
+    fn an_installed_ca_is_named_by_its_fingerprint() {
+        let a = installed_name(b"one certificate", "crt");
+        assert!(a.starts_with("crawlcache-") && a.ends_with(".crt") && a.len() == "crawlcache-".len() + 16 + 4, "{a}");
+        assert_ne!(a, installed_name(b"another certificate", "crt"));
+        assert_eq!(a, installed_name(b"one certificate", "crt"));
     }
 
     #[test]

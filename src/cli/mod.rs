@@ -7,7 +7,8 @@
 //!   `robots show|refresh` (snapshots in the data directory).
 //! - [`audit`]: `audit skips`.
 //! - [`ca`]: the local CA certificate (path, PEM, a bundle with the system
-//!   roots); `ca --init` creates it, plain `ca` never does.
+//!   roots, the system trust store); `ca --init` creates it, plain `ca`
+//!   never does.
 //! - [`config`]: `config --defaults` prints the embedded default configuration.
 //! - [`completions`]: shell completion scripts.
 //! - [`warc`]: `export --warc FILE` and `import FILE...` (WARC files).
@@ -84,7 +85,8 @@ pub enum Command {
     ///
     /// Never creates one unless `--init` is given (exit 1, saying where it
     /// looked, when there is none); `--bundle FILE` writes it together with
-    /// the system roots.
+    /// the system roots; `--install` / `--uninstall` add it to or remove
+    /// it from the operating system's trust store (as root).
     Ca(ca::CaArgs),
     /// The configuration (`--defaults`: print the built-in one).
     Config(config::ConfigArgs),

@@ -59,6 +59,13 @@ pub struct Exchange {
     upstream_uri: std::sync::OnceLock<Option<Uri>>,
     /// The request carries content (a body of at least one byte, or chunked).
     pub has_body: bool,
+    /// The transfer codings other than `chunked` the request applies
+    /// (refused with 501, RFC 9112 section 6.1), as
+    /// [`crate::wire::fields::other_transfer_codings`] names them.
+    pub transfer_codings: Option<String>,
+    /// The request asks for a protocol upgrade to WebSocket (`Upgrade:
+    /// websocket` with `Connection: upgrade`, RFC 9110 section 7.8).
+    pub upgrade: bool,
     /// The request already carries this process's `Via`: a loop.
     pub via_loop: bool,
     /// Whether the target names this proxy itself, once resolved (`None`:
@@ -110,9 +117,13 @@ impl Exchange {
         let request_cc = CacheControl::from_headers(&parts.headers);
         let has_body = !http_body::Body::is_end_stream(&body);
         let via_loop = crate::wire::fields::via_names_us(&parts.headers);
+        let transfer_codings = crate::wire::fields::other_transfer_codings(&parts.headers);
+        let upgrade = crate::proxy::stages::upgrade::is_websocket_upgrade(&parts.method, &parts.headers);
         Exchange {
             upstream_uri: std::sync::OnceLock::new(),
             has_body,
+            transfer_codings,
+            upgrade,
             via_loop,
             names_self: None,
             misdirected: None,
@@ -228,6 +239,8 @@ impl Exchange {
         Exchange {
             upstream_uri: self.upstream_uri.clone(),
             has_body: false,
+            transfer_codings: None,
+            upgrade: false,
             via_loop: self.via_loop,
             names_self: self.names_self,
             misdirected: None,

@@ -9,6 +9,7 @@
 //! CONNECT                                   -> Tunnel
 //! origin-form                               -> SelfEndpoint (admin; loopback clients)
 //! scheme not http/https, bad target         -> Refuse 400
+//! Transfer-Encoding other than chunked      -> Refuse 501 (C51)
 //! our own Via (a loop)                      -> Refuse 508
 //! Host beside a tunnel's other authority    -> Refuse 421
 //! target on the listener's port, unresolved -> ResolveTarget
@@ -16,6 +17,8 @@
 //!   address or localhost, loopback client   -> SelfEndpoint (what curl sends with http_proxy set)
 //! target is this proxy, any other case      -> Refuse 508 (C48)
 //! header fields > 256 KiB                   -> Refuse 431
+//! Upgrade: websocket                        -> Upgrade (relayed after the 101;
+//!                                              offline: Refuse 504) (C50)
 //! robots not checked yet                    -> CheckRobots
 //! robots refuses, or the client's own
 //!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
@@ -144,6 +147,9 @@ pub enum Route {
     SelfEndpoint,
     /// `CONNECT`: intercepted or blind tunnel.
     Tunnel,
+    /// A WebSocket upgrade (`Upgrade: websocket`): relayed to the origin,
+    /// bytes copied both ways after its `101` (RFC 9110 section 7.8).
+    Upgrade,
     /// Answered by crawlcache with an error naming the cause.
     Refuse {
         /// The status to send.
@@ -246,6 +252,15 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         Target::Unusable => return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot use target URI {uri}"), Detail::BadTarget),
         Target::Absolute { .. } => {}
     }
+    if let Some(codings) = &ex.transfer_codings {
+        // RFC 9112 section 6.1: a server that does not understand a
+        // transfer coding of a request SHOULD answer 501; nothing is sent.
+        return Route::Refuse {
+            status: StatusCode::NOT_IMPLEMENTED,
+            message: format!("crawlcache: the request applies Transfer-Encoding: {codings}; only chunked is understood (RFC 9112 section 6.1), so nothing was forwarded"),
+            cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(Detail::TransferCoding),
+        };
+    }
     if ex.via_loop {
         return refuse(
             StatusCode::LOOP_DETECTED,
@@ -278,6 +293,16 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
             format!("crawlcache: the request's header fields total {} bytes; the limit is {MAX_HEADER_BYTES}", ex.header_bytes),
             Detail::HeaderTooLarge,
         );
+    }
+    if ex.upgrade {
+        if ctx.offline {
+            return Route::Refuse {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                message: format!("crawlcache is offline: the WebSocket upgrade to {uri} cannot reach the origin"),
+                cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Offline),
+            };
+        }
+        return Route::Upgrade;
     }
     if !ex.robots_checked {
         return Route::CheckRobots;
@@ -405,32 +430,36 @@ pub async fn handle(
     Ok(drive(state, ex).await)
 }
 
-/// Requests decrypted inside an intercepted CONNECT tunnel to `authority`:
-/// an origin-form target becomes `https://authority/path`, then the request
-/// takes the same route as a plain-HTTP one.
+/// Requests inside a CONNECT tunnel to `authority`: decrypted from an
+/// intercepted TLS tunnel (`scheme` "https") or sent in clear inside it
+/// (`scheme` "http", C50). An origin-form target becomes
+/// `scheme://authority/path`, then the request takes the same route as a
+/// plain-HTTP one.
 pub async fn handle_in_tunnel(
     state: Arc<ProxyState>,
     mut req: Request<Incoming>,
     authority: http::uri::Authority,
+    scheme: &'static str,
     peer: SocketAddr,
     interim: InterimSender,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let bypass = CacheStatus::forward(Fwd::Bypass);
     if req.uri().scheme().is_none() {
         let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
-        match Uri::builder().scheme("https").authority(authority.clone()).path_and_query(pq).build() {
+        match Uri::builder().scheme(scheme).authority(authority.clone()).path_and_query(pq).build() {
             Ok(u) => *req.uri_mut() = u,
             Err(e) => return Ok(error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: bad request target: {e}"), &bypass)),
         }
     }
-    if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some("https") {
+    if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some(scheme) {
         return Ok(error_response(
             StatusCode::MISDIRECTED_REQUEST,
-            &format!("crawlcache: this tunnel is for https://{authority} only"),
+            &format!("crawlcache: this tunnel is for {scheme}://{authority} only"),
             &bypass,
         ));
     }
-    let misdirected = misdirected_host(req.headers(), &authority);
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    let misdirected = misdirected_host(req.headers(), &authority, default_port);
     let mut ex = Exchange::read(req, peer);
     ex.apply_key_rules(&state.config.cache.key_rules);
     ex.misdirected = misdirected;
@@ -439,12 +468,12 @@ pub async fn handle_in_tunnel(
 }
 
 /// The `Host` of a request inside a tunnel to `authority`, when it names
-/// another host or port (the default port 443 may be omitted).
-fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority) -> Option<String> {
+/// another host or port (the scheme's `default_port` may be omitted).
+fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority, default_port: u16) -> Option<String> {
     let host = headers.get(http::header::HOST)?;
     let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
     let same = text.parse::<http::uri::Authority>().is_ok_and(|a| {
-        a.host().eq_ignore_ascii_case(authority.host()) && a.port_u16().unwrap_or(443) == authority.port_u16().unwrap_or(443)
+        a.host().eq_ignore_ascii_case(authority.host()) && a.port_u16().unwrap_or(default_port) == authority.port_u16().unwrap_or(default_port)
     });
     (!same).then_some(text)
 }
@@ -483,6 +512,7 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 continue;
             }
             Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
+            Route::Upgrade => Step::Done(Box::pin(stages::upgrade::run(&state, &mut ex)).await),
             Route::ResolveTarget => {
                 let (host, port) = (ex.parts.uri.host().unwrap_or("").to_string(), target_port(&ex.parts.uri));
                 ex.names_self = Some(Box::pin(crate::wire::net::names_listener(&host, port, state.local_addr)).await);

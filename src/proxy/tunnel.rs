@@ -6,6 +6,26 @@
 //! same cache path as plain HTTP, keyed as `https://host[:port]/...`.
 //! Hosts matching `tls.bypass_hosts` (or every host, with interception off)
 //! get a blind tunnel: bytes are copied both ways and nothing is cached.
+//!
+//! What an intercepted tunnel carries is decided by its first bytes (C50,
+//! RFC 9110 section 9.3.6: after a 2xx to CONNECT the proxy relays bytes;
+//! interception is an addition):
+//!
+//! ```text
+//! first byte 0x16 (a TLS handshake record)  -> TLS, intercepted as above
+//! an HTTP/1.x request head                  -> plain HTTP: served through the
+//!                                              cache as http://host[:port]/...
+//!   ... whose first request is a WebSocket
+//!       upgrade                             -> relayed untouched
+//! anything else                             -> relayed untouched
+//! nothing within SILENT_RELAY_AFTER (a port
+//!   other than 443: a server-speaks-first
+//!   protocol)                               -> relayed untouched
+//! ```
+//!
+//! A relayed tunnel is logged as what it is ("carries neither TLS nor
+//! HTTP"), not as a certificate problem; offline, it is closed (no origin
+//! may be contacted).
 
 use super::route::handle_in_tunnel;
 use super::ProxyState;
@@ -17,7 +37,11 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// Answers a CONNECT request (200, then the tunnel runs in its own task),
 /// or an error naming the cause.
@@ -41,19 +65,9 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socke
             &bypass.with_detail(Detail::Offline),
         );
     }
-    let timeout = state.config.upstream.connect_timeout;
-    let upstream = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port))).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            return error_response(StatusCode::BAD_GATEWAY, &format!("crawlcache: could not connect to {authority}: {e}"), &bypass)
-        }
-        Err(_) => {
-            return error_response(
-                StatusCode::GATEWAY_TIMEOUT,
-                &format!("crawlcache: connecting to {authority} timed out after {} s", timeout.as_secs_f64()),
-                &bypass,
-            )
-        }
+    let upstream = match open_upstream(&state, &host, port).await {
+        Ok(s) => s,
+        Err((status, message)) => return error_response(status, &message, &bypass),
     };
     let tasks = state.tasks.clone();
     tokio::spawn(async move {
@@ -70,9 +84,135 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socke
     Response::new(ProxyBody::empty())
 }
 
+/// A TCP connection to the CONNECT target, within `upstream.connect_timeout`.
+/// Errors: the status (502, or 504 on a timeout) and a sentence.
+async fn open_upstream(state: &ProxyState, host: &str, port: u16) -> Result<tokio::net::TcpStream, (StatusCode, String)> {
+    let timeout = state.config.upstream.connect_timeout;
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+        Ok(Err(e)) => Err((StatusCode::BAD_GATEWAY, format!("crawlcache: could not connect to {host}:{port}: {e}"))),
+        Err(_) => Err((StatusCode::GATEWAY_TIMEOUT, format!("crawlcache: connecting to {host}:{port} timed out after {} s", timeout.as_secs_f64()))),
+    }
+}
+
+/// How long an intercepted tunnel to a port other than 443 may stay
+/// silent before it is taken for a protocol where the server speaks first
+/// (SMTP, FTP) and relayed untouched.
+pub const SILENT_RELAY_AFTER: Duration = Duration::from_secs(3);
+
+/// How long the client of an intercepted tunnel may take to send its first
+/// bytes (a TLS ClientHello, a request head) before the tunnel is closed.
+const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most bytes read to recognise a plain HTTP request head in a tunnel
+/// before deciding (a longer head is still served as HTTP).
+const SNIFF_MAX: usize = 64 * 1024;
+
+/// What the first bytes of a tunnel are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunnelContent {
+    /// A TLS handshake record (first byte 0x16): a ClientHello.
+    Tls,
+    /// An HTTP/1.x request head.
+    Http,
+    /// An HTTP/1.x request head asking for a WebSocket upgrade.
+    WebSocket,
+    /// Anything else.
+    Other,
+    /// Not enough bytes yet to tell.
+    Unknown,
+    /// The client closed the tunnel before its bytes could be told apart.
+    Closed,
+}
+
+/// Classifies the first bytes `first` of a tunnel (pure; the more bytes,
+/// the surer): TLS by its record type 0x16 (RFC 8446 section 5.1); HTTP by
+/// a request line `METHOD SP target SP HTTP/1.x` (RFC 9112 section 3),
+/// WebSocket once the whole head is there and asks for the upgrade;
+/// [`TunnelContent::Unknown`] while a prefix of an HTTP head could still
+/// turn out either way.
+pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
+    let Some(&b0) = first.first() else { return TunnelContent::Unknown };
+    if b0 == 0x16 {
+        return TunnelContent::Tls;
+    }
+    // The method: a token (RFC 9110 section 5.6.2), then one space.
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let method_len = first.iter().take_while(|&&b| token(b)).count();
+    if method_len == first.len() {
+        return if method_len <= 16 { TunnelContent::Unknown } else { TunnelContent::Other };
+    }
+    if method_len == 0 || first[method_len] != b' ' || method_len > 16 {
+        return TunnelContent::Other;
+    }
+    let Some(line_end) = first.windows(2).position(|w| w == b"\r\n") else {
+        return if first.len() < SNIFF_MAX { TunnelContent::Unknown } else { TunnelContent::Other };
+    };
+    let line = &first[..line_end];
+    if !(line.ends_with(b" HTTP/1.1") || line.ends_with(b" HTTP/1.0")) {
+        return TunnelContent::Other;
+    }
+    let Some(head_end) = first.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return if first.len() < SNIFF_MAX { TunnelContent::Unknown } else { TunnelContent::Http };
+    };
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Request::new(&mut fields);
+    if !matches!(parsed.parse(&first[..head_end + 4]), Ok(httparse::Status::Complete(_))) {
+        // Let the HTTP server answer what is wrong with it (400, 431).
+        return TunnelContent::Http;
+    }
+    let mut headers = http::HeaderMap::new();
+    for f in parsed.headers.iter() {
+        if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(f.name.as_bytes()), http::HeaderValue::from_bytes(f.value)) {
+            headers.append(n, v);
+        }
+    }
+    let method = http::Method::from_bytes(parsed.method.unwrap_or("").as_bytes()).unwrap_or(http::Method::GET);
+    if super::stages::upgrade::is_websocket_upgrade(&method, &headers) {
+        TunnelContent::WebSocket
+    } else {
+        TunnelContent::Http
+    }
+}
+
+/// Reads a tunnel's first bytes until [`classify_tunnel`] can tell what
+/// they are. Returns what was read and the verdict; `Unknown` with what
+/// was read when the client went silent (for `silent_after`; at most
+/// [`FIRST_BYTES_TIMEOUT`] overall), and `Closed` when it closed first.
+async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, silent_after: Option<Duration>) -> std::io::Result<(Vec<u8>, TunnelContent)> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 16 * 1024];
+    let started = tokio::time::Instant::now();
+    loop {
+        let wait = match (buf.is_empty(), silent_after) {
+            (true, Some(s)) => s,
+            _ => FIRST_BYTES_TIMEOUT.saturating_sub(started.elapsed()),
+        };
+        let n = match tokio::time::timeout(wait, io.read(&mut chunk)).await {
+            Ok(r) => r?,
+            Err(_) => return Ok((buf, TunnelContent::Unknown)),
+        };
+        if n == 0 {
+            return Ok((buf, TunnelContent::Closed));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match classify_tunnel(&buf) {
+            TunnelContent::Unknown if buf.len() < SNIFF_MAX => continue,
+            TunnelContent::Unknown => return Ok((buf, TunnelContent::Other)),
+            verdict => return Ok((buf, verdict)),
+        }
+    }
+}
+
 /// Terminates the client's TLS and serves the requests inside through the
-/// cache. The leaf certificate names what the client asked for: the TLS
-/// server name (SNI) when it sends one, else the CONNECT host.
+/// cache, once the tunnel's first bytes show a ClientHello; serves plain
+/// HTTP inside the tunnel through the cache; relays anything else (see the
+/// module documentation). The leaf certificate names what the client
+/// asked for: the TLS server name (SNI) when it sends one, else the
+/// CONNECT host.
 fn intercept(
     state: Arc<ProxyState>,
     req: Request<Incoming>,
@@ -80,7 +220,11 @@ fn intercept(
     host: String,
     peer: SocketAddr,
 ) -> Response<ProxyBody> {
-    let server_config = match state.ca.server_config_for(&host) {
+    // The leaf for the CONNECT host: taken from the cache, else minted on
+    // a blocking thread while the client's first bytes arrive (off this
+    // serving thread and off the CONNECT's answer). A host that cannot be
+    // in a certificate is still answered on the CONNECT itself.
+    let cached = match state.ca.cached_config_for(&host) {
         Ok(c) => c,
         Err(e) => {
             return error_response(
@@ -90,6 +234,14 @@ fn intercept(
             )
         }
     };
+    let leaf = match cached {
+        Some(c) => Leaf::Ready(c),
+        None => {
+            let (ca, h) = (state.ca.clone(), host.clone());
+            Leaf::Minting(tokio::task::spawn_blocking(move || ca.server_config_for(&h)))
+        }
+    };
+    let port = authority.port_u16().unwrap_or(443);
     // Requests keep the CONNECT authority; the default port is elided by
     // the cache key.
     tokio::spawn(async move {
@@ -100,39 +252,241 @@ fn intercept(
                 return;
             }
         };
-        let handshake = async {
-            let start = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), TokioIo::new(upgraded)).await?;
-            let config = match start.client_hello().server_name() {
-                Some(sni) if !sni.eq_ignore_ascii_case(&host) => state.ca.server_config_for(sni).unwrap_or_else(|e| {
-                    tracing::info!("cannot make a certificate for the server name {sni} (CONNECT {authority}): {e}; using {host}");
-                    server_config.clone()
-                }),
-                _ => server_config.clone(),
-            };
-            start.into_stream(config).await
-        };
-        let tls = match tokio::time::timeout(std::time::Duration::from_secs(30), handshake).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::info!("TLS handshake with client {peer} for {authority} failed (does it trust the crawlcache CA? see `crawlcache ca`): {e}");
-                return;
-            }
-            Err(_) => {
-                tracing::info!("TLS handshake with client {peer} for {authority} timed out");
+        let mut client = TokioIo::new(upgraded);
+        let silent_after = (port != 443).then_some(SILENT_RELAY_AFTER);
+        let (first, content) = match sniff(&mut client, silent_after).await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::debug!("tunnel from {peer} to {authority} failed before its first bytes: {e}");
                 return;
             }
         };
-        let st = state.clone();
-        let auth = authority.clone();
-        let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(tls));
-        let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), peer, interim.clone()));
-        let conn = super::client_http1().serve_connection(io, svc);
-        // Counted and closed gracefully at shutdown, like plain connections.
-        let _guard = state.conns.enter();
-        let result = super::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;
-        if let Err(e) = result {
-            tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
+        let io = Rewind::new(first, client);
+        match content {
+            TunnelContent::Tls => serve_tls(state, io, authority, host, leaf, peer).await,
+            TunnelContent::Http => {
+                tracing::info!("CONNECT {authority} from {peer} carries plain HTTP: served through the cache as http://{authority}/...");
+                serve_http(state, io, authority, "http", peer).await
+            }
+            TunnelContent::Unknown if io.prefix_len() == 0 && silent_after.is_none() => {
+                tracing::info!("CONNECT {authority} from {peer}: the client sent nothing within {} s (neither TLS nor HTTP); tunnel closed", FIRST_BYTES_TIMEOUT.as_secs());
+            }
+            TunnelContent::Closed => tracing::debug!("CONNECT {authority} from {peer}: the client closed the tunnel after {} bytes", io.prefix_len()),
+            TunnelContent::WebSocket | TunnelContent::Other | TunnelContent::Unknown => {
+                let what = match content {
+                    TunnelContent::WebSocket => "a WebSocket upgrade",
+                    _ if io.prefix_len() == 0 => "nothing yet (the server may speak first)",
+                    _ => "neither TLS nor HTTP",
+                };
+                relay(state, io, &host, port, &authority, peer, what).await
+            }
         }
     });
     Response::new(ProxyBody::empty())
+}
+
+/// The leaf configuration for a tunnel's CONNECT host: cached, or being
+/// minted on a blocking thread.
+enum Leaf {
+    Ready(Arc<rustls::ServerConfig>),
+    Minting(tokio::task::JoinHandle<Result<Arc<rustls::ServerConfig>, crate::tls::TlsError>>),
+}
+
+impl Leaf {
+    /// The configuration, once minted. Errors: a sentence for the log.
+    async fn get(self) -> Result<Arc<rustls::ServerConfig>, String> {
+        match self {
+            Leaf::Ready(c) => Ok(c),
+            Leaf::Minting(job) => match job.await {
+                Ok(Ok(c)) => Ok(c),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("the minting task failed: {e}")),
+            },
+        }
+    }
+}
+
+/// The leaf for the TLS server name `sni`: cached, else minted on a
+/// blocking thread. Errors: a sentence for the log.
+async fn leaf_for_sni(state: &ProxyState, sni: &str) -> Result<Arc<rustls::ServerConfig>, String> {
+    match state.ca.cached_config_for(sni) {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => {
+            let (ca, name) = (state.ca.clone(), sni.to_string());
+            Leaf::Minting(tokio::task::spawn_blocking(move || ca.server_config_for(&name))).get().await
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The TLS handshake with the client (leaf for its SNI, else `host`), then
+/// the requests inside served as `https://authority/...`.
+async fn serve_tls<IO>(state: Arc<ProxyState>, io: IO, authority: http::uri::Authority, host: String, leaf: Leaf, peer: SocketAddr)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let handshake = async {
+        let start = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
+        let sni = start.client_hello().server_name().filter(|sni| !sni.eq_ignore_ascii_case(&host)).map(str::to_string);
+        let config = match sni {
+            // The client names another host than CONNECT did: its leaf (the
+            // CONNECT host's, being minted, is cached for later).
+            Some(sni) => match leaf_for_sni(&state, &sni).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!("cannot make a certificate for the server name {sni} (CONNECT {authority}): {e}; using {host}");
+                    leaf.get().await.map_err(std::io::Error::other)?
+                }
+            },
+            None => leaf.get().await.map_err(std::io::Error::other)?,
+        };
+        start.into_stream(config).await
+    };
+    let tls = match tokio::time::timeout(FIRST_BYTES_TIMEOUT, handshake).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::info!("TLS handshake with client {peer} for {authority} failed (does it trust the crawlcache CA? see `crawlcache ca`): {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::info!("TLS handshake with client {peer} for {authority} timed out");
+            return;
+        }
+    };
+    serve_http(state, tls, authority, "https", peer).await
+}
+
+/// Serves the HTTP/1.1 requests on a tunnel's connection `io` through the
+/// cache, origin-form targets taken as `scheme://authority/...`; WebSocket
+/// upgrades among them are relayed (see `stages::upgrade`).
+async fn serve_http<IO>(state: Arc<ProxyState>, io: IO, authority: http::uri::Authority, scheme: &'static str, peer: SocketAddr)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let st = state.clone();
+    let auth = authority.clone();
+    let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(io));
+    let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), scheme, peer, interim.clone()));
+    let conn = super::client_http1().serve_connection(io, svc).with_upgrades();
+    // Counted and closed gracefully at shutdown, like plain connections.
+    let _guard = state.conns.enter();
+    let result = super::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;
+    if let Err(e) = result {
+        tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
+    }
+}
+
+/// Relays a tunnel that carries neither TLS nor plain HTTP (`what` says
+/// what it carries, for the log) to `host:port` untouched, the bytes
+/// already read first. Offline, the tunnel is closed instead.
+async fn relay<IO>(state: Arc<ProxyState>, mut client: IO, host: &str, port: u16, authority: &http::uri::Authority, peer: SocketAddr, what: &str)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if state.offline {
+        tracing::info!("CONNECT {authority} from {peer} carries {what}: not relayed, crawlcache is offline; tunnel closed");
+        return;
+    }
+    tracing::info!("CONNECT {authority} from {peer} carries {what}: relayed untouched, not cached");
+    let mut upstream = match open_upstream(&state, host, port).await {
+        Ok(s) => s,
+        Err((_, message)) => {
+            tracing::info!("{message} (relaying a tunnel from {peer}); tunnel closed");
+            return;
+        }
+    };
+    let _task = state.tasks.enter();
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// A connection whose first bytes were already read: they are read again
+/// first, then the connection itself.
+struct Rewind<IO> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: IO,
+}
+
+impl<IO> Rewind<IO> {
+    fn new(prefix: Vec<u8>, inner: IO) -> Rewind<IO> {
+        Rewind { prefix, at: 0, inner }
+    }
+
+    fn prefix_len(&self) -> usize {
+        self.prefix.len()
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = (self.prefix.len() - self.at).min(buf.remaining());
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            if self.at == self.prefix.len() {
+                self.prefix = Vec::new();
+                self.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewind<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[test]
+    fn first_bytes_tell_tls_http_websocket_and_the_rest_apart() {
+        assert_eq!(classify_tunnel(b"\x16\x03\x01\x02\x00"), TunnelContent::Tls);
+        assert_eq!(classify_tunnel(b""), TunnelContent::Unknown);
+        assert_eq!(classify_tunnel(b"GE"), TunnelContent::Unknown);
+        assert_eq!(classify_tunnel(b"GET /page HT"), TunnelContent::Unknown);
+        assert_eq!(classify_tunnel(b"GET /page HTTP/1.1\r\nHost: e"), TunnelContent::Unknown);
+        assert_eq!(classify_tunnel(b"GET /page HTTP/1.1\r\nHost: example.com\r\n\r\n"), TunnelContent::Http);
+        assert_eq!(classify_tunnel(b"POST /f HTTP/1.0\r\nContent-Length: 1\r\n\r\nx"), TunnelContent::Http);
+        let ws = b"GET /chat HTTP/1.1\r\nHost: e\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        assert_eq!(classify_tunnel(ws), TunnelContent::WebSocket);
+        assert_eq!(classify_tunnel(b"SSH-2.0-OpenSSH_9.2\r\n"), TunnelContent::Other);
+        assert_eq!(classify_tunnel(b"\x00\x01binary"), TunnelContent::Other);
+        assert_eq!(classify_tunnel(b"GET /x SPDY/3\r\n"), TunnelContent::Other);
+        assert_eq!(classify_tunnel(b"EHLO"), TunnelContent::Unknown);
+        assert_eq!(classify_tunnel(b"EHLO example.com\r\n"), TunnelContent::Other);
+    }
+
+    #[tokio::test]
+    async fn rewind_reads_the_prefix_then_the_connection() {
+        let (mut a, b) = tokio::io::duplex(64);
+        a.write_all(b" world").await.unwrap();
+        drop(a);
+        let mut r = Rewind::new(b"hello".to_vec(), b);
+        let mut out = String::new();
+        r.read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, "hello world");
+    }
 }

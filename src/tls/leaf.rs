@@ -113,7 +113,8 @@ pub(crate) fn ca_params(now: SystemTime, serial: [u8; 16]) -> CertificateParams 
 }
 
 /// Parameters of a leaf for `name`: the name as its only subject alternative
-/// name (DNS or IP), TLS server authentication, valid from `now - BACKDATE`
+/// name (DNS or IP), TLS server authentication, no basicConstraints
+/// extension (strict DER parsers refuse an encoded `cA FALSE`), valid from `now - BACKDATE`
 /// until the returned time (`now + LEAF_VALIDITY`).
 pub(crate) fn leaf_params(
     name: &LeafName,
@@ -129,7 +130,14 @@ pub(crate) fn leaf_params(
     }
     params.distinguished_name = dn;
     params.subject_alt_names = vec![name.subject_alt_name()?];
-    params.is_ca = IsCa::ExplicitNoCa;
+    // No basicConstraints extension at all (RFC 5280 section 4.2.1.9 lets an
+    // end-entity certificate omit it). rcgen's `ExplicitNoCa` writes
+    // `cA FALSE` explicitly, which DER forbids for a DEFAULT value (X.690
+    // section 11.5): Python's `cryptography`, which Scrapy's hostname check
+    // runs on every certificate it is shown, refuses to parse such a
+    // certificate ("EncodedDefault"), and the handshake then fails with
+    // "certificate verify failed" (issue 30).
+    params.is_ca = IsCa::NoCa;
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
@@ -219,6 +227,26 @@ mod tests {
         let serial = params.serial_number.unwrap().to_bytes();
         assert_eq!(serial.len(), 16);
         assert_eq!(serial[0] & 0x80, 0);
+    }
+
+    /// The DER of the basicConstraints extension's OID (2.5.29.19).
+    const BASIC_CONSTRAINTS_OID: [u8; 5] = [0x06, 0x03, 0x55, 0x1d, 0x13];
+
+    #[test]
+    fn leaves_carry_no_basic_constraints_so_strict_der_parsers_accept_them() {
+        // Issue 30: an explicit `cA FALSE` (what rcgen's ExplicitNoCa
+        // writes) breaks Python's cryptography and so Scrapy's handshake.
+        let now = SystemTime::now();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = ca_params(now, [1; 16]).self_signed(&ca_key).unwrap();
+        let (params, _) = leaf_params(&LeafName::Dns("example.com".into()), now, [2; 16]).unwrap();
+        assert_eq!(params.is_ca, IsCa::NoCa);
+        let leaf_key = rcgen::KeyPair::generate().unwrap();
+        let leaf = params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
+        let der = leaf.der().as_ref();
+        assert!(!der.windows(5).any(|w| w == BASIC_CONSTRAINTS_OID), "the leaf has a basicConstraints extension");
+        // The CA keeps its own (cA TRUE, pathLenConstraint 0).
+        assert!(ca.der().as_ref().windows(5).any(|w| w == BASIC_CONSTRAINTS_OID));
     }
 
     #[test]

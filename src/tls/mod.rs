@@ -16,6 +16,7 @@
 mod ca;
 mod error;
 mod leaf;
+mod pinned;
 mod upstream;
 
 pub use ca::{CertificateAuthority, LEAF_CACHE_CAPACITY};

@@ -15,14 +15,18 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::UnixTime;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
+use super::pinned::PinnedSelfSigned;
 use super::TlsError;
 use crate::wire::parent::{OriginConnector, ParentProxy};
 
 /// A rustls client configuration for talking to origins: the public roots
 /// of `webpki-roots` plus, when given, every certificate in
-/// `extra_ca_file` (PEM, one or more `CERTIFICATE` blocks). ALPN offers
-/// `http/1.1`. Uses the ring provider explicitly; no process-wide default
-/// provider is needed.
+/// `extra_ca_file` (PEM, one or more `CERTIFICATE` blocks). A certificate
+/// of that file that an origin presents as its own (a self-signed one, as
+/// `openssl req -x509` makes) is accepted as it is, its names and validity
+/// checked (see `pinned.rs`); everything else is verified by webpki. ALPN
+/// offers `http/1.1`. Uses the ring provider explicitly; no process-wide
+/// default provider is needed.
 ///
 /// Errors: [`TlsError::Io`] if the extra CA file cannot be read,
 /// [`TlsError::InvalidCertificate`] if it holds no certificate or a
@@ -30,47 +34,59 @@ use crate::wire::parent::{OriginConnector, ParentProxy};
 pub fn upstream_client_config(extra_ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = extra_ca_file {
-        add_pem_roots(&mut roots, path)?;
-    }
+    let listed = match extra_ca_file {
+        Some(path) => add_pem_roots(&mut roots, path)?,
+        None => Vec::new(),
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let config_error = |source| TlsError::Config {
+        what: "the upstream TLS client configuration".into(),
+        source,
+    };
+    let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|source| TlsError::Config {
-            what: "the upstream TLS client configuration".into(),
-            source,
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .map_err(config_error)?;
+    let mut config = if listed.is_empty() {
+        builder.with_root_certificates(roots).with_no_client_auth()
+    } else {
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| config_error(rustls::Error::General(e.to_string())))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedSelfSigned::new(webpki, listed)))
+            .with_no_client_auth()
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
-/// Adds every certificate of the PEM file at `path` to `roots`.
-fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<(), TlsError> {
+/// Adds every certificate of the PEM file at `path` to `roots`; returns
+/// them (DER).
+fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
     let bytes = fs::read(path).map_err(|err| TlsError::io("read the extra CA file", path, err))?;
     let invalid = |cause: String| TlsError::InvalidCertificate {
         path: path.to_owned(),
         cause,
     };
-    let mut added = 0usize;
+    let mut added = Vec::new();
     for (index, item) in rustls::pki_types::CertificateDer::pem_slice_iter(&bytes).enumerate() {
         let der = item.map_err(|err| invalid(format!("malformed PEM: {err}")))?;
-        roots.add(der).map_err(|err| {
+        roots.add(der.clone()).map_err(|err| {
             invalid(format!(
                 "certificate number {} cannot be a trust anchor: {err}",
                 index + 1
             ))
         })?;
-        added += 1;
+        added.push(der);
     }
-    if added == 0 {
+    if added.is_empty() {
         return Err(invalid(
             "it holds no \"CERTIFICATE\" PEM block; expected the CA certificate(s) in PEM".into(),
         ));
     }
-    tracing::debug!(file = %path.display(), certificates = added, "trusting extra CA certificates for origins");
-    Ok(())
+    tracing::debug!(file = %path.display(), certificates = added.len(), "trusting extra CA certificates for origins");
+    Ok(added)
 }
 
 /// A connector for hyper-util's legacy client: plain TCP for `http://` URIs,

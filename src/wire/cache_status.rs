@@ -123,6 +123,12 @@ pub enum Detail {
     /// Served from the fleet tier: a local miss found in the fleet's shared
     /// store, copied into the local store (fleet mode).
     Fleet,
+    /// The request applies a transfer coding other than `chunked` (501,
+    /// RFC 9112 section 6.1).
+    TransferCoding,
+    /// A protocol upgrade (`Upgrade: websocket`): relayed to the origin
+    /// untouched after its `101`, never stored.
+    Upgrade,
 }
 
 impl Detail {
@@ -161,6 +167,8 @@ impl Detail {
             Detail::StoreError => "store-error",
             Detail::Rule => "rule",
             Detail::Fleet => "fleet",
+            Detail::TransferCoding => "transfer-coding",
+            Detail::Upgrade => "upgrade",
         }
     }
 }

@@ -156,9 +156,52 @@ pub fn drop_length_beside_transfer_coding(headers: &mut HeaderMap) {
     }
 }
 
+/// The transfer codings other than `chunked` (and the no-op `identity`)
+/// that `headers` apply
+/// (`Transfer-Encoding`, every line, RFC 9112 section 6.1), lower-cased
+/// and comma-separated; `None` when there are none. crawlcache decodes only
+/// `chunked` (the HTTP library does): a message with any other transfer
+/// coding is refused rather than handed on with its coding unapplied (its
+/// field is hop-by-hop and would be removed, leaving coded bytes that look
+/// like the content, C51).
+pub fn other_transfer_codings(headers: &HeaderMap) -> Option<String> {
+    let mut others: Vec<String> = Vec::new();
+    for value in headers.get_all(http::header::TRANSFER_ENCODING) {
+        for coding in String::from_utf8_lossy(value.as_bytes()).split(',') {
+            // A coding may carry parameters (`gzip;q=1` is not valid here,
+            // but `name; param` is the grammar): the name decides.
+            let name = coding.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+            // `identity` (RFC 2616, since removed) changes nothing.
+            if !name.is_empty() && name != "chunked" && name != "identity" {
+                others.push(name);
+            }
+        }
+    }
+    (!others.is_empty()).then(|| others.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transfer_codings_other_than_chunked_are_named() {
+        let te = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append("transfer-encoding", HeaderValue::from_str(v).unwrap());
+            }
+            other_transfer_codings(&h)
+        };
+        assert_eq!(te(&[]), None);
+        assert_eq!(te(&["chunked"]), None);
+        assert_eq!(te(&["Chunked "]), None);
+        assert_eq!(te(&["gzip"]).as_deref(), Some("gzip"));
+        assert_eq!(te(&["gzip, chunked"]).as_deref(), Some("gzip"));
+        assert_eq!(te(&["GZIP", "deflate, chunked"]).as_deref(), Some("gzip, deflate"));
+        assert_eq!(te(&[", chunked"]), None);
+        assert_eq!(te(&["identity, chunked"]), None);
+    }
 
     #[test]
     fn hop_by_hop_and_connection_named_fields_are_removed() {

@@ -253,6 +253,16 @@ impl Upstream {
                     parent.map(|p| p.name()).unwrap_or_default()
                 ),
             }),
+            // C51: a transfer coding the HTTP library did not apply (it
+            // decodes chunked only) would reach the client and the store
+            // as if it were the content once the hop-by-hop field is gone.
+            Ok(Ok(resp)) if crate::wire::fields::other_transfer_codings(resp.headers()).is_some() => Err(UpstreamError {
+                kind: UpstreamErrorKind::Protocol,
+                message: format!(
+                    "origin {host} sent a response with Transfer-Encoding: {}, a transfer coding crawlcache does not decode (only chunked, RFC 9112 section 6.1); refused rather than handed on coded",
+                    crate::wire::fields::other_transfer_codings(resp.headers()).unwrap_or_default()
+                ),
+            }),
             Ok(Ok(resp)) => match head_size(&resp) {
                 (bytes, fields) if bytes > self.limits.max_bytes || fields > self.limits.max_fields => Err(UpstreamError {
                     kind: UpstreamErrorKind::Protocol,

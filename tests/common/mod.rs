@@ -22,7 +22,9 @@
 //! - [`crawl`]: the Rust book, `wget -r` and file-tree comparison;
 //! - [`corpus`]: the robots.txt corpus, unpacked from the repository;
 //! - [`tmpfs`]: a small tmpfs for the disk-full tests (root only);
-//! - [`tls`]: a test CA and leaf for TLS origins;
+//! - [`tls`]: a test CA and leaf for TLS origins (and a self-signed one);
+//! - [`tls_origin`]: [`tls_origin::TlsOrigin`], an HTTPS (and plain HTTP)
+//!   origin answering with a closure;
 //! - [`redis`]: [`RedisServer`], a throw-away `redis-server` (fleet tests);
 //! - [`s3`]: [`S3Server`], a throw-away S3-compatible server (moto) with a
 //!   bucket (fleet tests).
@@ -51,6 +53,7 @@ pub mod raw_origin;
 pub mod redis;
 pub mod s3;
 pub mod tls;
+pub mod tls_origin;
 pub mod tmpfs;
 pub mod wire;
 

@@ -53,3 +53,16 @@ impl TestPki {
         Arc::new(config)
     }
 }
+
+/// A self-signed certificate that is its own CA, as `openssl req -x509`
+/// makes one (`basicConstraints: CA:TRUE`, the names as subject
+/// alternative names), as a [`TestPki`] whose leaf is that certificate
+/// and whose `ca_pem` is the same certificate in PEM.
+pub fn self_signed_pki(names: &[&str]) -> TestPki {
+    let key = KeyPair::generate().expect("generating the self-signed key");
+    let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).expect("self-signed parameters");
+    params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or("localhost"));
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).expect("self-signing");
+    TestPki { ca_pem: cert.pem(), leaf: cert.der().clone(), leaf_key: PrivatePkcs8KeyDer::from(key.serialize_der()) }
+}

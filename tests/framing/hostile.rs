@@ -391,7 +391,9 @@ fn response_cases(o: &str) -> Vec<Case> {
     add("r-te-identity-chunked", resp("Transfer-Encoding: identity, chunked\r\n", &chunked), false, ok("r-te-identity-chunked", content));
     // Not chunked last: the body runs to the close (RFC 9112 section 6.3).
     add("r-te-chunked-identity", resp("Transfer-Encoding: chunked, identity\r\n", &chunked), true, ok("r-te-chunked-identity", &chunked));
-    add("r-te-xchunked", resp("Transfer-Encoding: xchunked\r\n", &chunked), true, ok("r-te-xchunked", &chunked));
+    // A transfer coding crawlcache does not decode: refused, never handed
+    // on as if its coded bytes were the content (C51).
+    add("r-te-xchunked", resp("Transfer-Encoding: xchunked\r\n", &chunked), true, bad("r-te-xchunked"));
     add("r-no-framing", resp("", b"until the close"), true, ok("r-no-framing", b"until the close"));
     add("r-bare-lf", b"HTTP/1.1 200 OK\nCache-Control: max-age=600\nContent-Length: 5\n\nhello".to_vec(), false, ok("r-bare-lf", b"hello"));
     add("r-status-no-reason", b"HTTP/1.1 200\r\nCache-Control: max-age=600\r\nContent-Length: 5\r\n\r\nhello".to_vec(), false, ok("r-status-no-reason", b"hello"));

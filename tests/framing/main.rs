@@ -8,6 +8,9 @@
 //! - [`bodies`]: C46, GET/HEAD with content forwarded whole, the origin
 //!   connection pool kept in sync (recording origin and nginx).
 //! - [`clte`]: C47, an origin's `Content-Length` beside `Transfer-Encoding`.
+//! - [`codings`]: C51, transfer codings other than chunked (502 / 501).
+//! - [`tunnels`]: C50, CONNECT tunnels carrying plain HTTP, WebSocket or
+//!   another protocol; WebSocket through the plain proxy.
 //! - [`self_requests`]: C48, every spelling of the proxy's own address, its
 //!   own `Via`, CONNECT to itself; admin beyond 127.0.0.1 with a token.
 //! - [`hostile`]: the hostile-head corpus (request and response heads),
@@ -19,6 +22,8 @@ mod common;
 mod addressing;
 mod bodies;
 mod clte;
+mod codings;
+mod tunnels;
 mod hostile;
 mod self_requests;
 mod support;

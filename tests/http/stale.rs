@@ -81,3 +81,58 @@ fn stale_while_revalidate_serves_stale_at_once_and_revalidates_in_the_background
     assert_eq!(r.text(), "W2", "outside the window the proxy asks the origin first: {}", r.describe());
     assert_eq!(origin.request_count(), before + 1);
 }
+
+/// C52: a stored GET answers HEAD (RFC 9110 section 9.3.2), so the stale
+/// fallbacks a GET gets apply to HEAD too: inside stale-if-error a 503
+/// from the origin gives GET and HEAD the stale copy (HEAD with the stored
+/// `ETag` and no body); with the origin down (connection refused, the
+/// cache disconnected, RFC 9111 section 4.2.4) likewise; the unsafe
+/// methods get a gateway error, never the stored body.
+#[test]
+fn head_on_a_stale_entry_gets_the_stale_fallbacks_get_gets_c52() {
+    let fail = Arc::new(AtomicUsize::new(0));
+    let f2 = fail.clone();
+    let (origin, proxy) = start(move |req| {
+        if f2.load(Ordering::SeqCst) == 1 {
+            // No body after a HEAD's head (it would be read as the next response).
+            return Reply::new(503, &[], if req.method == "HEAD" { &b""[..] } else { &b"origin down"[..] });
+        }
+        match req.path() {
+            "/sie" => Reply::ok(&[("Cache-Control", "max-age=1, stale-if-error=600"), ("ETag", "\"s1\"")], b"stored sie body"),
+            _ => Reply::ok(&[("Cache-Control", "max-age=1"), ("ETag", "\"d1\"")], b"stored down body"),
+        }
+    });
+    let (sie, down) = (origin.url("/sie"), origin.url("/down"));
+    assert_eq!(proxy.get(&sie, &[]).text(), "stored sie body");
+    assert_eq!(proxy.get(&down, &[]).text(), "stored down body");
+    std::thread::sleep(Duration::from_millis(2100));
+    fail.store(1, Ordering::SeqCst);
+
+    let r = proxy.get(&sie, &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "stored sie body"), "GET, 503 inside stale-if-error: {}", r.describe());
+    let mut conn = Conn::open(proxy.addr());
+    let h = conn.send("HEAD", &sie, &[], b"");
+    assert_eq!(h.status, 200, "HEAD, 503 inside stale-if-error: the stale copy: {}", h.describe());
+    assert_eq!(h.header("etag"), Some("\"s1\""), "HEAD carries the stored GET's ETag: {}", h.describe());
+    assert!(h.body.is_empty(), "HEAD has no body: {}", h.describe());
+    assert!(status_of(&h).contains("stale-if-error"), "{}", h.describe());
+    let before = origin.request_count();
+
+    // The origin goes away entirely: connection refused.
+    let port = origin.port();
+    drop(origin);
+    let down = format!("http://127.0.0.1:{port}/down");
+    let r = proxy.get(&down, &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "stored down body"), "GET, origin unreachable: {}", r.describe());
+    let h = Conn::open(proxy.addr()).send("HEAD", &down, &[], b"");
+    assert_eq!(h.status, 200, "HEAD, origin unreachable: the stale copy: {}", h.describe());
+    assert_eq!(h.header("etag"), Some("\"d1\""), "{}", h.describe());
+    assert!(h.body.is_empty(), "{}", h.describe());
+    assert!(status_of(&h).contains("disconnected"), "{}", h.describe());
+    for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"] {
+        let r = Conn::open(proxy.addr()).send(method, &down, &[], b"");
+        assert!(r.status == 502 || r.status == 504, "{method}: a gateway error: {}", r.describe());
+        assert!(!r.text().contains("stored down body"), "{method} never gets the stored body: {}", r.describe());
+    }
+    assert!(before >= 2, "the origin saw the first GETs");
+}

@@ -6,12 +6,19 @@
 //! stored response freshens it like a `304` would (section 4.3.4), so the
 //! next GET can be served from the cache; one that disagrees means the
 //! stored body is outdated, and the stored response is dropped.
+//!
+//! An origin that errs or cannot be reached lets the stale stored response
+//! answer the HEAD under exactly the rules a GET's revalidation follows
+//! (stale-if-error, RFC 5861 section 4; a disconnected cache, RFC 9111
+//! section 4.2.4): a stored GET answers HEAD (RFC 9110 section 9.3.2), so
+//! every way it may answer a GET applies to HEAD (C52).
 
 use super::super::exchange::Exchange;
 use super::super::route::Found;
 use super::super::ProxyState;
 use super::forward::upstream_failure;
-use crate::cache::policy;
+use super::revalidate::{error_kind, serve_stale};
+use crate::cache::policy::{self, OriginError};
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
@@ -29,10 +36,32 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> R
     let request_time = SystemTime::now();
     let resp = match state.upstream.send(req).await {
         Ok(r) => r,
-        Err(e) => return upstream_failure(state, ex, &e, Fwd::Stale),
+        Err(e) => {
+            let now = SystemTime::now();
+            if policy::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, error_kind(&e), now, &state.policy) {
+                let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
+                ex.status = CacheStatus { fwd: Some(Fwd::Stale), ..CacheStatus::default() }.with_detail(detail);
+                if let Some(r) = serve_stale(state, ex, found, now) {
+                    return r;
+                }
+            }
+            let mut r = upstream_failure(state, ex, &e, Fwd::Stale);
+            if e.unreachable() {
+                *r.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+            }
+            return r;
+        }
     };
     let now = SystemTime::now();
     let status = resp.status();
+    if policy::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, OriginError::Status(status.as_u16()), now, &state.policy) {
+        drop(resp);
+        ex.status = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(status.as_u16()), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+        if let Some(r) = serve_stale(state, ex, found, now) {
+            return r;
+        }
+        return crate::wire::error::error_response(status, "crawlcache: origin error", &ex.status);
+    }
     let (primary, entry, stored) = (ex.primary(), &found.entry, &found.decoded.stored);
     let mut detail = None;
     if status == StatusCode::OK {

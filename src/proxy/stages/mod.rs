@@ -10,6 +10,7 @@
 //! - [`passthrough`]: other methods, and invalidation (section 4.4).
 //! - [`replay`]: offline answers from the record (SPEC section 6).
 //! - [`robots`]: the robots gate and the proxy's own robots answers.
+//! - [`upgrade`]: WebSocket upgrades, relayed after the origin's `101`.
 //!
 //! Each stage writes the request's `CacheStatus` in its `Exchange`; the
 //! router puts it on the response.
@@ -23,6 +24,7 @@ pub mod revalidate;
 pub mod robots;
 pub mod serve;
 pub mod tee;
+pub mod upgrade;
 
 use crate::wire::body::ProxyBody;
 use http::Response;

@@ -133,7 +133,8 @@ fn lifetime(state: &ProxyState, primary: &str, stored: &StoredResponse) -> std::
     crate::record::policy_rules::freshness_lifetime(&state.config.cache.rules, primary, stored, &state.policy)
 }
 
-fn error_kind(e: &UpstreamError) -> OriginError {
+/// What an upstream failure counts as for the stale-serving rules.
+pub(super) fn error_kind(e: &UpstreamError) -> OriginError {
     if e.unreachable() {
         OriginError::Unreachable
     } else {
@@ -142,8 +143,9 @@ fn error_kind(e: &UpstreamError) -> OriginError {
 }
 
 /// Serves the stale stored response after an origin error; `ex.status`
-/// already says why. `None` when its body has vanished.
-fn serve_stale(state: &ProxyState, ex: &mut Exchange, found: &Found, now: SystemTime) -> Option<Response<ProxyBody>> {
+/// already says why. `None` when its body has vanished. A HEAD gets the
+/// stored GET's header fields without the body (RFC 9110 section 9.3.2).
+pub(super) fn serve_stale(state: &ProxyState, ex: &mut Exchange, found: &Found, now: SystemTime) -> Option<Response<ProxyBody>> {
     let stored: &StoredResponse = &found.decoded.stored;
     let age = policy::current_age(stored, now).as_secs();
     ex.status.hit = true;
