@@ -9,26 +9,26 @@
 //! [`units`] and [`fsutil`] are leaves every other module may use.
 //!
 //! The layers below live in crates of their own (`crates/`), so that a
-//! lower one cannot import a higher one: `crawlcache-base` (leaves),
-//! `crawlcache-store` (the body store, re-exported here as [`store`]).
+//! lower one cannot import a higher one: `crawlcache-base` (leaves, some
+//! re-exported here: [`units`], [`fsutil`]), `crawlcache-policy` (the
+//! RFC 9111 decisions: [`cache`], [`store_key`]) and `crawlcache-store`
+//! (the body store, [`store`]).
 
 pub use crawlcache_base::byte_lru;
+pub use crawlcache_base::{fsutil, units};
 pub(crate) use crawlcache_base::locks;
+pub use crawlcache_policy::{cache, store_key};
 pub use crawlcache_store as store;
 
 pub mod admin;
 pub mod audit;
-pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod fleet;
-pub mod fsutil;
 pub mod metrics;
 pub mod proxy;
 pub mod record;
 pub mod robots;
-pub mod store_key;
 pub mod tls;
-pub mod units;
 pub mod warc;
 pub mod wire;

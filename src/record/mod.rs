@@ -54,8 +54,7 @@
 //! fields that selected none of them: never another variant. Online,
 //! nothing changes: RFC 9111 alone decides what is served from the cache.
 
-pub mod key_rules;
-pub mod policy_rules;
+pub use crawlcache_policy::{key_rules, policy_rules};
 
 use crate::cache::cache_control::CacheControl;
 use crate::proxy::collapse::{self, Inflight, Lead, Outcome};

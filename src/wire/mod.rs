@@ -22,14 +22,13 @@
 //!   header-read timeout (fires within a quarter second of its deadline).
 
 pub mod body;
-pub mod cache_status;
 pub mod coarse_timer;
 pub mod error;
-pub mod fields;
 pub mod interim;
 pub mod net;
 pub mod origin;
-pub mod upstream_fields;
 pub mod parent;
 pub mod sendfile;
-pub mod url;
+
+pub use crawlcache_base::url;
+pub use crawlcache_policy::{cache_status, fields, upstream_fields};

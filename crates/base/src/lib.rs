@@ -3,7 +3,13 @@
 //!
 //! - [`locks`]: locking that takes the state over from a holder that
 //!   panicked;
-//! - [`byte_lru`]: a least-recently-used map bounded by bytes.
+//! - [`byte_lru`]: a least-recently-used map bounded by bytes;
+//! - [`units`]: durations and sizes as the configuration writes them;
+//! - [`url`]: resolving a URI reference against a base (RFC 3986 section 5);
+//! - [`fsutil`]: private directories for the data directory's state.
 
 pub mod byte_lru;
+pub mod fsutil;
 pub mod locks;
+pub mod units;
+pub mod url;

@@ -16,7 +16,7 @@ pub fn invalidation_targets(method: &Method, status: u16, primary_key: &str, res
     for name in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
         for value in response_headers.get_all(name) {
             let Ok(reference) = std::str::from_utf8(value.as_bytes()) else { continue };
-            let Some(resolved) = crate::wire::url::resolve(primary_key, reference.trim()) else { continue };
+            let Some(resolved) = crawlcache_base::url::resolve(primary_key, reference.trim()) else { continue };
             let Some(key) = resolved.parse::<http::Uri>().ok().as_ref().and_then(crate::cache::key::primary_key) else {
                 continue;
             };

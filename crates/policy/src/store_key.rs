@@ -110,7 +110,7 @@ impl RecordKey {
     }
 
     /// What every record's primary key starts with (a prefix for
-    /// [`crate::store::Store::scan`]).
+    /// `Store::scan` of the store).
     pub fn namespace() -> &'static str {
         RECORD_PREFIX
     }

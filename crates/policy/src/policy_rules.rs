@@ -13,7 +13,7 @@
 //! response freshened by a `304` or served stale, and `cache ls` / `cache
 //! prune`; and to what is stored after a miss or a full revalidation answer.
 
-use crate::units::de_duration;
+use crawlcache_base::units::de_duration;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -102,7 +102,7 @@ impl PolicyRule {
     /// Whether the rule applies to `host` and `path`: the host glob, the
     /// path prefix and, when given, `path_regex` all match.
     pub fn matches(&self, host: &str, path: &str) -> bool {
-        super::key_rules::glob_match(&self.host, host)
+        crate::key_rules::glob_match(&self.host, host)
             && path.starts_with(self.path_prefix.as_str())
             && self.path_regex.as_ref().is_none_or(|re| re.0.is_match(path))
     }

@@ -2,7 +2,7 @@
 //! `"30s"`, `"10m"`, `"6h"`, `"3d"`; `"512KiB"`, `"10GB"`.
 //!
 //! A leaf module: it imports nothing from the crate, so both
-//! [`crate::config`] and [`crate::robots::settings`] read their values with
+//! The configuration and the robots.txt settings read their values with
 //! the same rules without depending on each other. The syntax is our own
 //! (a bare number means seconds or bytes, fractions such as `1.5s` are
 //! accepted); crates such as `humantime` accept a different set, so the
