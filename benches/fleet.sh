@@ -11,8 +11,9 @@
 # CRAWLCACHE_BIN=path measures that binary instead of building one,
 # FLEET_LOAD_BIN=path uses that benches/fleet_load.rs binary.
 #
-# What it starts, all on 127.0.0.1 and stopped on exit: redis-server, moto's
-# S3 server (python3 -m moto.server) with one bucket, a Python origin
+# What it starts, all on 127.0.0.1 and stopped on exit: redis-server,
+# Garage (a real S3-compatible object store, `cargo install garage --locked`)
+# as one node with a key and one bucket, a Python origin
 # answering any path with SIZE bytes and Cache-Control: max-age=3600, and
 # three crawlcache nodes: `fleet-a` and `fleet-b` sharing Redis and the
 # bucket, `single` with no [fleet] at all. Then:
@@ -23,9 +24,9 @@
 #      published), then the same COUNT objects through fleet-b: every one a
 #      local miss answered from the fleet tier (checked with fleet-b's
 #      tier_hits counter).
-# moto is a Python server: the fleet-tier figure is bounded by it, far below
-# what a real S3 or a MinIO would give; the Redis share is measured by the
-# counters, not the wall clock.
+# Garage runs with its metadata in SQLite and without fsync (what a cache's
+# bucket needs); the Redis share is measured by the counters, not the wall
+# clock. GARAGE=path uses that garage binary.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -38,7 +39,8 @@ say() { printf '[fleet] %s\n' "$*" >&2; }
 die() { printf '[fleet] error: %s\n' "$*" >&2; exit 1; }
 
 command -v redis-server >/dev/null || die "redis-server is missing: apt-get install redis-server"
-python3 -c 'import moto.server' 2>/dev/null || die "moto is missing: python3 -m pip install \"moto[server]\""
+GARAGE=${GARAGE:-$(command -v garage || echo "${CARGO_HOME:-$HOME/.cargo}/bin/garage")}
+[[ -x $GARAGE ]] || die "garage is missing: cargo install garage --locked"
 command -v curl >/dev/null || die "curl is missing: apt-get install curl"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/crawlcache-fleet.XXXXXX")
@@ -94,8 +96,27 @@ REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" >"$WORK/redis.log" 2>&1 </dev/null &
 PIDS+=($!)
 S3_PORT=$(free_port)
-python3 -m moto.server -H 127.0.0.1 -p "$S3_PORT" >"$WORK/moto.log" 2>&1 </dev/null &
+RPC_PORT=$(free_port)
+KEY_ID=GK0123456789abcdef01234567
+KEY_SECRET=5bb0a6bb4e0f6e4b3fd1c2d7b7e3c5e1c0a9f8e7d6c5b4a39281706f5e4d3c2b
+cat >"$WORK/garage.toml" <<TOML
+metadata_dir = "$WORK/garage/meta"
+data_dir = "$WORK/garage/data"
+db_engine = "sqlite"
+replication_factor = 1
+metadata_fsync = false
+data_fsync = false
+rpc_bind_addr = "127.0.0.1:$RPC_PORT"
+rpc_public_addr = "127.0.0.1:$RPC_PORT"
+rpc_secret = "$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
+[s3_api]
+s3_region = "us-east-1"
+api_bind_addr = "127.0.0.1:$S3_PORT"
+root_domain = ".s3.garage.localhost"
+TOML
+RUST_LOG=garage=warn "$GARAGE" -c "$WORK/garage.toml" server >"$WORK/garage.log" 2>&1 </dev/null &
 PIDS+=($!)
+garage_cli() { RUST_LOG=error "$GARAGE" -c "$WORK/garage.toml" "$@"; }
 ORIGIN_PORT=$(free_port)
 cat >"$WORK/origin.py" <<PY
 import http.server, socketserver
@@ -116,8 +137,20 @@ S(("127.0.0.1", $ORIGIN_PORT), H).serve_forever()
 PY
 python3 "$WORK/origin.py" >"$WORK/origin.log" 2>&1 </dev/null &
 PIDS+=($!)
-wait_for 30 --noproxy '*' "http://127.0.0.1:$S3_PORT/" || die "moto did not start: $(tail -n 5 "$WORK/moto.log")"
-curl -fsS -o /dev/null --noproxy '*' -X PUT "http://127.0.0.1:$S3_PORT/bench" || die "cannot create the bucket"
+deadline=$((SECONDS + 60))
+until NODE=$(garage_cli node id -q 2>/dev/null); do
+    ((SECONDS < deadline)) || die "garage did not start: $(tail -n 5 "$WORK/garage.log")"
+    sleep 0.2
+done
+garage_cli layout assign -z dc1 -c 1G "${NODE%%@*}" >/dev/null
+garage_cli layout apply --version 1 >/dev/null
+garage_cli key import --yes -n bench "$KEY_ID" "$KEY_SECRET" >/dev/null
+garage_cli bucket create bench >/dev/null
+garage_cli bucket allow --read --write --owner bench --key "$KEY_ID" >/dev/null
+until curl -sS -o /dev/null --max-time 2 --noproxy '*' "http://127.0.0.1:$S3_PORT/" 2>/dev/null; do
+    ((SECONDS < deadline)) || die "garage's S3 API did not answer: $(tail -n 5 "$WORK/garage.log")"
+    sleep 0.1
+done
 wait_for 10 --noproxy '*' "http://127.0.0.1:$ORIGIN_PORT/x" || die "the origin did not start"
 
 # --- nodes -----------------------------------------------------------------
@@ -127,10 +160,10 @@ start_node() { # $1 name, $2 fleet (1/0); prints the port
     mkdir -p "$dir"
     printf '[server]\naccess_log = "off"\n[robots]\nmode = "off"\n' >"$dir/crawlcache.toml"
     if [[ $2 == 1 ]]; then
-        printf '[fleet]\nredis_url = "redis://127.0.0.1:%s/0"\ns3_endpoint = "http://127.0.0.1:%s"\ns3_bucket = "bench"\nnode = "%s"\n' \
+        printf '[fleet]\nredis_url = "redis://127.0.0.1:%s/0"\ns3_endpoint = "http://127.0.0.1:%s"\ns3_bucket = "bench"\ns3_region = "us-east-1"\nnode = "%s"\n' \
             "$REDIS_PORT" "$S3_PORT" "$1" >>"$dir/crawlcache.toml"
     fi
-    AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench "$CC_BIN" serve --config "$dir/crawlcache.toml" \
+    AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$KEY_SECRET "$CC_BIN" serve --config "$dir/crawlcache.toml" \
         --listen "127.0.0.1:$port" --data-dir "$dir/data" >"$dir/stdout.log" 2>"$dir/stderr.log" </dev/null &
     PIDS+=($!)
     wait_for 20 --noproxy '*' "http://127.0.0.1:$port/stats" || die "node $1 did not start: $(tail -n 5 "$dir/stderr.log")"
@@ -169,7 +202,7 @@ hits=$(json_counter "$B" tier_hits)
 ((hits == COUNT)) || die "fleet-b answered $hits of $COUNT from the fleet tier ($tier)"
 
 echo
-echo "fleet benchmark: $(nproc) cores shared by the client, 3 nodes, redis-server and moto; ${SIZE}-byte bodies, $CONNECTIONS connections"
+echo "fleet benchmark: $(nproc) cores shared by the client, 3 nodes, redis-server and Garage $("$GARAGE" --version 2>/dev/null | head -n 1); ${SIZE}-byte bodies, $CONNECTIONS connections; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-44s %12s\n' "run" "req/s"
 printf '%-44s %12s\n' "hits, fleet tier on (fleet-a)" "$(rps "$on")"
 printf '%-44s %12s\n' "hits, fleet tier off (single)" "$(rps "$off")"

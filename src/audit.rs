@@ -217,6 +217,12 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 pub trait HasAuditLog: Send + Sync {
     /// The audit log.
     fn audit_log(&self) -> &AuditLog;
+
+    /// Called once a response has ended, with its audit line (before it
+    /// is written), the status sent and the request's class (`hit`,
+    /// `miss`, ... as the access log names it). Nothing by default; the
+    /// proxy counts what the status page shows.
+    fn request_done(&self, _record: &AuditRecord, _status: u16, _outcome: &'static str) {}
 }
 
 impl HasAuditLog for AuditLog {

@@ -54,6 +54,11 @@ pub struct ServerConfig {
     /// with `sendfile(2)` on plain-HTTP client connections (Linux; no copy
     /// through user space) instead of writing them from a map of the file.
     pub sendfile: bool,
+    /// The most client connections served at once (plain and intercepted
+    /// HTTPS); beyond it new connections get 503 with `Retry-After`, except
+    /// requests to the admin endpoints. 0: derived from the open-file
+    /// limit ([`crate::proxy::overload::derived_max_connections`]).
+    pub max_connections: usize,
     /// Grace period for in-flight responses at shutdown.
     #[serde(deserialize_with = "de_duration")]
     pub shutdown_timeout: Duration,

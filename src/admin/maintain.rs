@@ -62,7 +62,7 @@ impl PurgeSelection {
         if self.urls.is_empty() && self.filter.host.is_none() && self.filter.prefix.is_none() && self.older_than.is_none() {
             return Err("purge needs a URL, --host, --prefix or --older-than".into());
         }
-        Ok(())
+        self.filter.validate()
     }
 
     /// Whether `e` is selected at `now`.

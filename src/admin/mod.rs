@@ -1,6 +1,8 @@
 //! Endpoints addressed to crawlcache itself (origin-form requests), served
 //! to loopback clients only:
 //!
+//! - `GET /` and `GET /status`: the status page ([`status`]), which polls
+//!   `GET /status.json`.
 //! - `GET /metrics`: Prometheus text.
 //! - `GET /stats`: JSON counters and store figures.
 //! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
@@ -27,9 +29,11 @@
 //! - `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now (of
 //!   every known origin without `origin`).
 
+pub mod host_filter;
 pub mod import;
 pub mod inspect;
 pub mod maintain;
+pub mod status;
 
 use crate::cache::{key, StoredResponse};
 use crate::proxy::{ProxyState, SelfEndpoints};
@@ -51,12 +55,16 @@ where
     B::Error: std::fmt::Display,
 {
     if let Err(why) = admitted(&state.config.server, req.headers(), peer) {
+        if status::is_status_path(req.uri().path()) && !state.config.server.admin_token.trim().is_empty() {
+            return status::unauthorized(why);
+        }
         return text(StatusCode::FORBIDDEN, format!("crawlcache: {why}\n"));
     }
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let method = req.method().clone();
     match (method, path.as_str()) {
+        (Method::GET, p) if status::is_status_path(p) => status::respond(state, p).unwrap_or_else(|| text(StatusCode::NOT_FOUND, String::new())),
         (Method::GET, "/metrics") => {
             let mut resp = text(StatusCode::OK, prometheus(state));
             resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
@@ -72,6 +80,9 @@ where
         },
         (Method::GET, "/cache/ls") => {
             let filter = inspect::KeyFilter { host: query_param(&query, "host"), prefix: query_param(&query, "prefix") };
+            if let Err(e) = filter.validate() {
+                return text(StatusCode::BAD_REQUEST, message(&e));
+            }
             let as_json = query_param(&query, "json").is_some_and(|v| v != "0");
             let spec = inspect::ListSpec {
                 filter,
@@ -170,7 +181,7 @@ where
         _ => text(
             StatusCode::NOT_FOUND,
             "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
-             Admin endpoints: GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
+             Admin endpoints: GET / (the status page), GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
              GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
              POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], POST /cache/compact,\n\
              GET /cache/export[?host=H&prefix=URL&revisits=1], POST /cache/import/upload?name=NAME, POST /cache/import?uploads=ID,...,\n\
@@ -181,13 +192,20 @@ where
 }
 
 /// Whether an admin request from `peer` with `headers` is admitted: with
-/// `server.admin_token` set, only with `Authorization: Bearer <token>`;
-/// without, only from loopback while the proxy listens on loopback.
+/// `server.admin_token` set, only with `Authorization: Bearer <token>` (or,
+/// from a browser, HTTP Basic with the token as the password); without,
+/// only from loopback while the proxy listens on loopback.
 pub fn admitted(server: &crate::config::ServerConfig, headers: &http::HeaderMap, peer: SocketAddr) -> Result<(), &'static str> {
     let token = server.admin_token.trim();
     if !token.is_empty() {
-        let sent = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        return match sent {
+        let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let basic = auth
+            .and_then(|v| v.strip_prefix("Basic "))
+            .and_then(|b| data_encoding::BASE64.decode(b.trim().as_bytes()).ok())
+            .and_then(|d| String::from_utf8(d).ok())
+            .and_then(|up| up.split_once(':').map(|(_, password)| password.to_string()));
+        let sent = auth.and_then(|v| v.strip_prefix("Bearer ")).map(str::to_string).or(basic);
+        return match sent.as_deref() {
             Some(t) if constant_time_eq(t.trim().as_bytes(), token.as_bytes()) => Ok(()),
             _ => Err("admin endpoints need `Authorization: Bearer <server.admin_token>`"),
         };
@@ -347,6 +365,8 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "store": state.store.stats(),
         "proxy": counters,
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
+        "connections": status::connections_json(state),
+        "recent": status::windows_json(state),
     })
 }
 
@@ -528,6 +548,9 @@ impl std::io::Write for ChunkSink {
 /// that goes away stops the writing. Exchanges left out are logged.
 async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let filter = crate::warc::export::Filter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
+    if let Err(e) = filter.validate() {
+        return text(StatusCode::BAD_REQUEST, message(&e));
+    }
     let opts = crate::warc::export::WriteOptions {
         filename: query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string()),
         description: format!("crawlcache export of {} (from the running proxy)", state.config.server.data_dir.display()),

@@ -18,6 +18,17 @@ fn duration_arg(s: &str) -> Result<Duration, String> {
     crate::units::parse_duration(s)
 }
 
+/// Checks a `--host` value ([`crate::admin::host_filter::HostFilter::parse`])
+/// and keeps it as given (the running proxy parses it the same way).
+pub fn host_arg(s: &str) -> Result<String, String> {
+    crate::admin::host_filter::HostFilter::parse(s).map(|_| s.trim().to_string())
+}
+
+/// The `--help` text of `--host` (cache ls, cache purge, export).
+pub const HOST_HELP: &str = "Only URLs of this host: a host (example.com: any scheme and port), host:port \
+(127.0.0.1:8080; a URL without a port has its scheme's default, 80 or 443) or a URL, whose authority is used \
+(http://127.0.0.1:8080/docs/ is read as 127.0.0.1:8080)";
+
 /// `cache` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum CacheCommand {
@@ -40,8 +51,7 @@ pub enum CacheCommand {
     Ls {
         #[command(flatten)]
         common: Common,
-        /// Only URLs of this host (any scheme and port).
-        #[arg(long)]
+        #[arg(long, value_name = "HOST[:PORT]|URL", value_parser = host_arg, help = HOST_HELP)]
         host: Option<String>,
         /// Only URLs starting with this prefix (e.g. https://example.com/docs/).
         #[arg(long)]
@@ -71,8 +81,7 @@ pub enum CacheCommand {
         /// A URL: its cache variants and its records (any method).
         #[arg(conflicts_with_all = ["host", "prefix"])]
         url: Option<String>,
-        /// Every URL of this host (any scheme and port).
-        #[arg(long)]
+        #[arg(long, value_name = "HOST[:PORT]|URL", value_parser = host_arg, help = HOST_HELP)]
         host: Option<String>,
         /// Every URL starting with this prefix.
         #[arg(long)]
@@ -190,7 +199,7 @@ fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Opti
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let mut selection = PurgeSelection { filter, older_than, ..Default::default() };
+            let mut selection = PurgeSelection { filter: filter.clone(), older_than, ..Default::default() };
             if let Some(u) = url {
                 selection.urls = crate::admin::url_keys(u, &cfg.cache.key_rules).map_err(|e| e.trim_start_matches("crawlcache: ").to_string())?;
             }
@@ -216,7 +225,22 @@ fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Opti
         }
     };
     outln!("cache purge: {removed}");
+    if removed.entries == 0 {
+        eprintln!("cache purge: nothing stored matches {}", selection_words(url, &filter, older_than));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The selection of a purge in the words of its command line.
+fn selection_words(url: Option<&str>, filter: &KeyFilter, older_than: Option<Duration>) -> String {
+    let mut words: Vec<String> = url.map(str::to_string).into_iter().collect();
+    if filter.is_set() {
+        words.push(filter.describe());
+    }
+    if let Some(d) = older_than {
+        words.push(format!("--older-than {}", crate::units::format_duration(d)));
+    }
+    words.join(" ")
 }
 
 /// Removes stale entries unused for `unused_for` and prints the summary.
@@ -299,6 +323,7 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
 /// closed stdout (`| head`) ends the listing quietly.
 fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
+    let (filter_set, filter_words) = (filter.is_set(), filter.describe());
     let stdout = std::io::stdout();
     let mut out = std::io::LineWriter::new(stdout.lock());
     let mut summary = LsSummary::default();
@@ -353,6 +378,9 @@ fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String
         }
     }
     eprintln!("cache ls: {summary}");
+    if summary.rows == 0 && filter_set {
+        eprintln!("cache ls: nothing stored matches {filter_words} (`cache ls` without filters lists every URL)");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -11,6 +11,7 @@
 //!   never does.
 //! - [`config`]: `config --defaults` prints the embedded default configuration.
 //! - [`completions`]: shell completion scripts.
+//! - [`man`]: the manual page (roff), from the same definition.
 //! - [`warc`]: `export --warc FILE` and `import FILE...` (WARC files).
 //! - [`progress`]: progress bars on a terminal, for any long command.
 //! - [`access`]: opening the data directory directly, or through the running
@@ -52,6 +53,7 @@ pub mod ca;
 pub mod cache;
 pub mod completions;
 pub mod config;
+pub mod man;
 pub mod progress;
 pub mod robots;
 pub mod serve;
@@ -92,6 +94,9 @@ pub enum Command {
     Config(config::ConfigArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff: `crawlcache man | man -l -`), or write
+    /// a page per command into a directory (`--dir`).
+    Man(man::ManArgs),
     /// Write the stored exchanges (cache entries and records) to a WARC/1.1 file.
     ///
     /// One request and one response record per exchange, each record its own
@@ -129,6 +134,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Audit(command) => audit::run(command),
         Command::Config(args) => config::run(args),
         Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
         Command::Export(args) => warc::export(args),
         Command::Import(args) => warc::import(args),
     };

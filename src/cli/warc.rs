@@ -25,8 +25,7 @@ pub struct ExportArgs {
     /// The WARC file to write (gzip-compressed, one member per record).
     #[arg(long, value_name = "FILE.warc.gz")]
     pub warc: PathBuf,
-    /// Only exchanges for this host.
-    #[arg(long)]
+    #[arg(long, value_name = "HOST[:PORT]|URL", value_parser = super::cache::host_arg, help = super::cache::HOST_HELP)]
     pub host: Option<String>,
     /// Only exchanges whose URL starts with this prefix.
     #[arg(long)]
@@ -150,6 +149,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
         "export: {exchanges} exchanges ({records} records) written to {}, {bytes} bytes; {skipped} skipped",
         args.warc.display()
     );
+    if exchanges == 0 && skipped == 0 && filter.is_set() {
+        eprintln!("export: nothing stored matches {}", filter.describe());
+    }
     Ok(if skipped > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 

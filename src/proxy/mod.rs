@@ -11,6 +11,7 @@ pub mod exchange;
 pub mod invalidate;
 pub mod body_cache;
 pub mod meta_cache;
+pub mod overload;
 pub mod route;
 pub mod stages;
 pub mod tunnel;
@@ -102,11 +103,18 @@ pub struct ProxyState {
     /// Fleet mode (`[fleet]`): what this node shares with the others;
     /// `None` on a single node.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// `server.max_connections` resolved, the open-file limit, and the
+    /// connections beyond the limit ([`overload`]).
+    pub overload: Arc<overload::Overload>,
 }
 
 impl crate::audit::HasAuditLog for ProxyState {
     fn audit_log(&self) -> &crate::audit::AuditLog {
         &self.audit
+    }
+
+    fn request_done(&self, record: &crate::audit::AuditRecord, status: u16, outcome: &'static str) {
+        self.metrics.request_done(record, status, outcome);
     }
 }
 
@@ -146,6 +154,7 @@ impl ProxyState {
         let audit = Arc::new(
             crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
         );
+        let config_max_connections = config.server.max_connections;
         Ok(ProxyState {
             closing: tokio::sync::watch::channel(false).0,
             conns: Arc::new(Tasks::default()),
@@ -168,6 +177,7 @@ impl ProxyState {
             invalidations: invalidate::Invalidations::default(),
             endpoints: no_endpoints(),
             fleet,
+            overload: Arc::new(overload::Overload::new(config_max_connections, overload::open_file_limit().ok())),
         })
     }
 }
@@ -226,6 +236,11 @@ pub struct Tasks {
 pub struct TaskGuard(Arc<Tasks>);
 
 impl Tasks {
+    /// How many are running now.
+    pub fn count(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+
     /// Registers a running task until the guard is dropped.
     pub fn enter(self: &Arc<Self>) -> TaskGuard {
         self.running.fetch_add(1, Ordering::SeqCst);
@@ -418,6 +433,12 @@ async fn serve_thread(
                         continue;
                     }
                 };
+                // One load per connection (the count shutdown needs anyway).
+                let open = state.conns.count();
+                if overload::is_over(&state.overload, open) {
+                    overload::over_limit(&state, stream, peer, open).await;
+                    continue;
+                }
                 place(&state, &shares, me, stream, peer);
             }
             Some((std_stream, peer, open)) = handed.recv() => {
@@ -451,7 +472,7 @@ fn place(state: &Arc<ProxyState>, shares: &Arc<Shares>, me: usize, stream: tokio
     // Counted at once in the share of the thread that will serve it, so
     // the next accept of a burst sees it.
     let to = shares.pick(me, crate::wire::net::incoming_cpu(&stream));
-    let open = OpenConnection::new(shares.clone(), to);
+    let open = OpenConnection::new(shares.clone(), to, state.conns.enter());
     if to != me {
         let std_stream = match stream.into_std() {
             Ok(s) => s,
@@ -460,10 +481,12 @@ fn place(state: &Arc<ProxyState>, shares: &Arc<Shares>, me: usize, stream: tokio
                 return;
             }
         };
-        if let Err(tokio::sync::mpsc::error::SendError((std_stream, peer, _))) = shares.handoff[to].send((std_stream, peer, open)) {
+        if let Err(tokio::sync::mpsc::error::SendError((std_stream, peer, open))) = shares.handoff[to].send((std_stream, peer, open)) {
             // That thread has stopped: serve it here.
             if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
-                serve_connection(state, stream, peer, OpenConnection::new(shares.clone(), me));
+                let here = OpenConnection::new(shares.clone(), me, state.conns.enter());
+                drop(open);
+                serve_connection(state, stream, peer, here);
             }
         }
         return;
@@ -486,9 +509,7 @@ fn serve_connection(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer
     let svc = service_fn(move |req| route::handle(st.clone(), req, peer, interim.clone()));
     let conn = client_http1().serve_connection(io, svc).with_upgrades();
     let closing = state.closing.subscribe();
-    let guard = state.conns.enter();
     tokio::spawn(async move {
-        let _guard = guard;
         let _open = open;
         let result = serve_until_closing(conn, closing, |c| c.graceful_shutdown()).await;
         if let Err(e) = result {
@@ -497,16 +518,20 @@ fn serve_connection(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer
     });
 }
 
-/// One open connection in a serving thread's count ([`Shares`]), until dropped.
+/// One open connection in a serving thread's count ([`Shares`]) and in
+/// the proxy's ([`ProxyState::conns`], taken when it was accepted, so a
+/// burst handed to other threads counts against `server.max_connections`
+/// at once), until dropped.
 struct OpenConnection {
     shares: Arc<Shares>,
     me: usize,
+    _conn: TaskGuard,
 }
 
 impl OpenConnection {
-    fn new(shares: Arc<Shares>, me: usize) -> OpenConnection {
+    fn new(shares: Arc<Shares>, me: usize, conn: TaskGuard) -> OpenConnection {
         shares.open[me].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        OpenConnection { shares, me }
+        OpenConnection { shares, me, _conn: conn }
     }
 }
 
@@ -546,6 +571,25 @@ pub fn serving_threads(configured: usize) -> usize {
 /// Errors: the address cannot be bound, a runtime cannot be started, or
 /// the store cannot be opened.
 pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
+    // Polled once now, so that a signal handler it installs is in place
+    // before the proxy answers anyone (a SIGTERM right after start must
+    // shut down gracefully, not kill).
+    let mut shutdown = std::pin::pin!(shutdown);
+    let stop_at_once = futures_util::future::poll_immediate(&mut shutdown).await.is_some();
+    let file_limit = match overload::raise_open_file_limit() {
+        Ok(l) => {
+            if l.soft != l.soft_at_start {
+                tracing::info!("raised the soft open-file limit from {} to {} (the hard limit is {})", l.soft_at_start, l.soft, l.hard);
+            } else {
+                tracing::info!("open-file limit: soft {}, hard {}", l.soft, l.hard);
+            }
+            Some(l)
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            overload::open_file_limit().ok()
+        }
+    };
     let listen = config.server.listen;
     let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -553,6 +597,16 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
     let threads = serving_threads(config.server.threads);
     let mut state = ProxyState::new(config, local_addr)?;
     state.endpoints = endpoints;
+    state.overload = Arc::new(overload::Overload::new(state.config.server.max_connections, file_limit));
+    let (max, nofile) = (state.overload.max_connections, file_limit.map_or(0, |l| l.soft));
+    let needed = (max as u64).saturating_mul(overload::FDS_PER_CONNECTION).saturating_add(overload::reserve(nofile));
+    if state.config.server.max_connections != 0 && nofile != 0 && needed > nofile {
+        tracing::warn!(
+            "server.max_connections = {max} may need about {needed} open files, more than the open-file limit of {nofile}: \
+             beyond that accepting waits, and the store may fail to open files; lower it or raise the limit (LimitNOFILE=, ulimit -n)"
+        );
+    }
+    tracing::info!("serving at most {max} client connections at once (server.max_connections{})", if state.config.server.max_connections == 0 { ", derived from the open-file limit" } else { "" });
     let mut receivers = Vec::with_capacity(threads);
     let mut handoff = Vec::with_capacity(threads);
     for _ in 0..threads {
@@ -598,8 +652,26 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
             return Err(format!("cannot start a serving thread: {e}"));
         }
     }
-    shutdown.await;
+    // The status page's history: the counters sampled once a second.
+    let sampler = {
+        let st = state.clone();
+        let mut closing = state.closing.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(crate::metrics::history::SAMPLE_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => st.metrics.sample(std::time::SystemTime::now()),
+                    _ = closing.wait_for(|c| *c) => break,
+                }
+            }
+        })
+    };
+    if !stop_at_once {
+        shutdown.await;
+    }
     let _ = state.closing.send(true);
+    let _ = sampler.await;
     let grace = state.config.server.shutdown_timeout;
     tracing::info!("shutting down: finishing responses in flight (at most {} s)", grace.as_secs_f64());
     if !drain(&state).await {

@@ -122,6 +122,7 @@ impl Drop for AuditGuard {
             r.bytes = self.bytes;
             r.ms = self.started.elapsed().as_millis() as u64;
             self.access.log(&r.method, &r.url, r.bytes, r.ms);
+            self.log.request_done(&r, self.access.status, self.access.outcome);
             let log = self.log.audit_log();
             if let Err(e) = log.append(&r) {
                 tracing::warn!("cannot write the audit log in {}: {e}", log.dir().display());

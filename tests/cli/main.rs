@@ -8,6 +8,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod host_filter;
 mod inspect;
 mod scale;
 

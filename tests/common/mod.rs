@@ -26,8 +26,10 @@
 //! - [`tls_origin`]: [`tls_origin::TlsOrigin`], an HTTPS (and plain HTTP)
 //!   origin answering with a closure;
 //! - [`redis`]: [`RedisServer`], a throw-away `redis-server` (fleet tests);
-//! - [`s3`]: [`S3Server`], a throw-away S3-compatible server (moto) with a
-//!   bucket (fleet tests).
+//! - [`s3`]: [`S3Server`], a throw-away one-node Garage (a real
+//!   S3-compatible object store) with a key and a bucket (fleet tests).
+//! - [`browser`]: [`browser::Chromium`], headless Chromium driven over
+//!   the DevTools protocol on pipes (the status page test);
 //! - [`bulk_store`]: a data directory of many stored responses written
 //!   through the crawlcache library, and a child process watched for its
 //!   peak resident memory (`/proc/<pid>/status`, `VmHWM`).
@@ -40,6 +42,7 @@
 //! so a test binary may include one of them alone with `#[path]`.
 #![allow(dead_code, unused_imports)]
 
+pub mod browser;
 pub mod bulk_store;
 pub mod client;
 pub mod corpus;

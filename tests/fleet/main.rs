@@ -1,7 +1,7 @@
 //! Fleet mode end to end: three crawlcache nodes on loopback sharing one
-//! real Redis (`redis-server`) and one S3-compatible bucket (moto's
-//! server), in front of one scripted origin whose request log is the
-//! evidence.
+//! real Redis (`redis-server`) and one real S3-compatible bucket (a
+//! one-node Garage, tests/common/s3.rs), in front of one scripted origin
+//! whose request log is the evidence.
 //!
 //! - [`robots`]: first sight and refresh of an origin's robots.txt: one
 //!   fetch for the fleet.
@@ -14,8 +14,9 @@
 //!
 //! The tests run one at a time (they measure request spacing and stop
 //! servers); each takes seconds, the pacing one about 30 s.
-//! `redis-server` and moto must be installed (tests/run.sh installs them);
-//! when they are missing the tests fail naming what to install.
+//! `redis-server` and `garage` must be installed (tests/run.sh installs
+//! them: apt-get and `cargo install garage --locked`); when they are
+//! missing the tests fail naming what to install.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -27,7 +27,7 @@ pub struct Fleet {
 pub fn node_config(redis_url: &str, s3: Option<&S3Server>, name: &str, extra: &str) -> String {
     let mut c = format!("{extra}\n[fleet]\nredis_url = {redis_url}\nnode = \"{name}\"\ntimeout = \"500ms\"\n");
     if let Some(s) = s3 {
-        c.push_str(&format!("s3_endpoint = \"{}\"\ns3_bucket = \"{}\"\ns3_region = \"us-east-1\"\n", s.endpoint(), s.bucket()));
+        c.push_str(&format!("s3_endpoint = \"{}\"\ns3_bucket = \"{}\"\ns3_region = \"{}\"\n", s.endpoint(), s.bucket(), s.region()));
     }
     c
 }
