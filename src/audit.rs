@@ -348,13 +348,13 @@ impl Shared {
 }
 
 /// The shard the calling thread appends to (by its
-/// [`crate::metrics::thread_ordinal`]).
+/// [`crawlcache_base::shard::thread_ordinal`]).
 fn shard_index() -> usize {
     #[cfg(test)]
     if let Some(i) = FORCED_SHARD.with(std::cell::Cell::get) {
         return i;
     }
-    crate::metrics::thread_ordinal() % SHARDS
+    crawlcache_base::shard::thread_ordinal() % SHARDS
 }
 
 #[cfg(test)]

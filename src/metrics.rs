@@ -35,17 +35,7 @@ pub struct Counter {
 #[repr(align(64))]
 struct Slot(AtomicU64);
 
-/// The number of the calling thread, given in turn (0, 1, 2, ...) at its
-/// first call: what per-thread slots and shards are picked by (these
-/// counters; the audit log's buffers), so that the first threads to serve
-/// requests get distinct ones.
-pub(crate) fn thread_ordinal() -> usize {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    thread_local! {
-        static ORDINAL: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    ORDINAL.try_with(|n| *n).unwrap_or(0)
-}
+pub(crate) use crawlcache_base::shard::thread_ordinal;
 
 /// The slot of the calling thread.
 fn slot_index() -> usize {

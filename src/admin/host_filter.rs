@@ -78,7 +78,7 @@ impl HostFilter {
     /// Whether the absolute URL `url` (a cache key, or the URL of a record
     /// key) is on this host, and on this port when one was given.
     pub fn matches_url(&self, url: &str) -> bool {
-        if !super::inspect::url_host(url).trim_end_matches('.').eq_ignore_ascii_case(&self.host) {
+        if !url_host(url).trim_end_matches('.').eq_ignore_ascii_case(&self.host) {
             return false;
         }
         match self.port {
@@ -107,6 +107,17 @@ pub fn url_port(url: &str) -> Option<u16> {
         "https" => Some(443),
         _ => None,
     }
+}
+
+/// The host of an absolute URL (`http://Host:8080/x` → `Host`), without
+/// brackets for an IPv6 literal; `""` when there is none.
+pub fn url_host(url: &str) -> &str {
+    let authority = url.split_once("://").map_or("", |(_, rest)| rest).split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or("");
+    }
+    authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(authority, |(h, _)| h)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! The admin endpoints' admission rules apply (loopback clients, or the
 //! `server.admin_token`).
 
-use super::{json, message, stream_blocking, text};
+use super::respond::{json, message, query_param, stream_blocking, text};
 use crate::proxy::ProxyState;
 use crate::wire::body::ProxyBody;
 use http::{Request, Response, StatusCode};
@@ -53,7 +53,7 @@ where
     B::Error: std::fmt::Display,
 {
     use http_body_util::BodyExt;
-    let name = super::query_param(query, "name").unwrap_or_else(|| "upload.warc".to_string());
+    let name = query_param(query, "name").unwrap_or_else(|| "upload.warc".to_string());
     let dir = upload_dir(state);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return text(StatusCode::INTERNAL_SERVER_ERROR, message(&format!("cannot create {}: {e}", dir.display())));
@@ -130,7 +130,7 @@ pub enum ImportLine {
 /// the module docs). 400 for an unknown or malformed upload ID.
 pub fn run(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let dir = upload_dir(state);
-    let ids: Vec<String> = super::query_param(query, "uploads").unwrap_or_default().split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+    let ids: Vec<String> = query_param(query, "uploads").unwrap_or_default().split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
     if ids.is_empty() {
         return text(StatusCode::BAD_REQUEST, "crawlcache: /cache/import needs ?uploads=ID[,ID...] (from POST /cache/import/upload)\n".into());
     }

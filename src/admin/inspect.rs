@@ -25,17 +25,6 @@ pub fn key_url(key: &str) -> &str {
     StoreKey::url_of(key)
 }
 
-/// The host of an absolute URL (`http://Host:8080/x` → `Host`), without
-/// brackets for an IPv6 literal; `""` when there is none.
-pub fn url_host(url: &str) -> &str {
-    let authority = url.split_once("://").map_or("", |(_, rest)| rest).split(['/', '?', '#']).next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if let Some(v6) = authority.strip_prefix('[') {
-        return v6.split(']').next().unwrap_or("");
-    }
-    authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(authority, |(h, _)| h)
-}
-
 /// Which entries a listing or a purge covers: every given filter must
 /// hold. `host` is a host, `host:port` or a URL whose authority is used
 /// ([`super::host_filter`]), compared case-insensitively with the URL's
@@ -398,7 +387,7 @@ impl Picked {
 /// stored. Errors: `url` is not an absolute http(s) URL, or the index
 /// cannot be read.
 pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::KeyRule]) -> Result<Option<Picked>, String> {
-    let key = super::cache_key(url, key_rules)?;
+    let key = super::lookup::cache_key(url, key_rules)?;
     let record_key = RecordKey::get(&key).primary();
     for k in [key.clone(), record_key] {
         let mut best: Option<Picked> = None;
@@ -439,9 +428,9 @@ mod tests {
         assert_eq!(key_url("http://a.test/x"), "http://a.test/x");
         assert_eq!(key_url(&RecordKey::get("http://a.test/x").primary()), "http://a.test/x");
         assert_eq!(key_url(&RecordKey::new(&http::Method::POST, "http://a.test/f", Some("ab")).primary()), "http://a.test/f");
-        assert_eq!(url_host("https://A.test:8443/x?y"), "A.test");
-        assert_eq!(url_host("http://[::1]:80/"), "::1");
-        assert_eq!(url_host("http://a.test"), "a.test");
+        assert_eq!(super::super::host_filter::url_host("https://A.test:8443/x?y"), "A.test");
+        assert_eq!(super::super::host_filter::url_host("http://[::1]:80/"), "::1");
+        assert_eq!(super::super::host_filter::url_host("http://a.test"), "a.test");
         let f = KeyFilter { host: Some("a.TEST".into()), prefix: None };
         assert!(f.matches("https://a.test:8443/x") && f.matches(&RecordKey::get("http://a.test/").primary()) && !f.matches("http://b.test/"));
         assert!(!f.matches("http://a.test.evil/"));

@@ -3,7 +3,7 @@
 //! `GET /status.css` (the page's script and style, embedded in the
 //! binary: no build step, no font or script from anywhere else, so it
 //! works offline). Same access rule as every admin endpoint
-//! ([`super::admitted`]); with `server.admin_token` set, a browser is
+//! ([`super::auth::admitted`]); with `server.admin_token` set, a browser is
 //! asked for it by HTTP Basic authentication (any user name, the token as
 //! the password).
 //!

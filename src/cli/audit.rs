@@ -1,6 +1,6 @@
 //! `crawlcache audit skips`: the requests robots.txt disallowed.
 
-use super::{load_config, Common};
+use super::common::{load_config, Common};
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;

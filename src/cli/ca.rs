@@ -9,7 +9,7 @@
 //! exit code 1, so a mistyped `--data-dir` never yields a second CA that
 //! clients would then trust in vain.
 
-use super::{load_config, Common};
+use super::common::{load_config, Common};
 use crate::tls::CertificateAuthority;
 use clap::Args;
 use rustls::pki_types::pem::PemObject;

@@ -1,8 +1,8 @@
 //! `crawlcache completions SHELL`: a completion script for bash, zsh, fish,
 //! elvish or PowerShell, generated from the command line's definition
-//! ([`super::Cli`]) by `clap_complete`.
+//! (`crawlcache::cli::Cli`, handed in) by `clap_complete`.
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -18,9 +18,10 @@ pub struct CompletionsArgs {
 /// Prints the script to stdout. It is generated in memory first:
 /// `clap_complete` panics on a failed write, and a closed stdout should end
 /// the output quietly.
-pub fn run(args: CompletionsArgs) -> Result<ExitCode, String> {
+/// `cmd` is the command line's definition (`Cli::command()`).
+pub fn run(args: CompletionsArgs, mut cmd: clap::Command) -> Result<ExitCode, String> {
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut super::Cli::command(), "crawlcache", &mut script);
+    clap_complete::generate(args.shell, &mut cmd, "crawlcache", &mut script);
     let _ = std::io::stdout().write_all(&script);
     Ok(ExitCode::SUCCESS)
 }
@@ -28,6 +29,7 @@ pub fn run(args: CompletionsArgs) -> Result<ExitCode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn every_shell_gets_a_script_naming_the_subcommands() {

@@ -25,9 +25,7 @@
 //! call [`robots::check`] and [`robots::batch`] directly and the unit tests
 //! here run with `cargo test --lib`.
 
-use crate::config::Config;
-use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Like `println!`, but a closed stdout (`crawlcache cache show URL | head`)
@@ -50,6 +48,7 @@ macro_rules! out {
 pub mod access;
 pub mod audit;
 pub mod ca;
+pub mod common;
 pub mod cache;
 pub mod completions;
 pub mod config;
@@ -58,6 +57,8 @@ pub mod progress;
 pub mod robots;
 pub mod serve;
 pub mod warc;
+
+pub use common::{load_config, Common, CONFIG_HINT};
 
 /// The parsed command line.
 #[derive(Parser)]
@@ -111,17 +112,6 @@ pub enum Command {
     Import(warc::ImportArgs),
 }
 
-/// Options every command that reads the data directory takes.
-#[derive(Args, Clone, Debug, Default)]
-pub struct Common {
-    /// Configuration file laid over the built-in defaults.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Data directory (cache index, bodies, CA, audit logs).
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-}
-
 /// Runs `command` and returns the process exit code: the command's own
 /// (0, or 1 for "not found" / "problems found"), or 2 after printing
 /// `crawlcache: <message>` to stderr when it fails.
@@ -133,8 +123,8 @@ pub fn run(command: Command) -> ExitCode {
         Command::Robots(command) => robots::run(command),
         Command::Audit(command) => audit::run(command),
         Command::Config(args) => config::run(args),
-        Command::Completions(args) => completions::run(args),
-        Command::Man(args) => man::run(args),
+        Command::Completions(args) => completions::run(args, Cli::command()),
+        Command::Man(args) => man::run(args, Cli::command()),
         Command::Export(args) => warc::export(args),
         Command::Import(args) => warc::import(args),
     };
@@ -145,21 +135,6 @@ pub fn run(command: Command) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// The line added to every configuration error: the defaults file the error
-/// may mention is not installed with the binary, but its text is in it.
-pub const CONFIG_HINT: &str = "hint: `crawlcache config --defaults` prints every key with its default and meaning";
-
-/// The configuration for a command: the defaults, `--config` laid over them,
-/// then `--data-dir`. Errors: the configuration error's message (names the
-/// file and the key), and a [`CONFIG_HINT`] line.
-pub fn load_config(common: &Common) -> Result<Config, String> {
-    let mut cfg = Config::load(common.config.as_deref()).map_err(|e| format!("{e}\n{CONFIG_HINT}"))?;
-    if let Some(d) = &common.data_dir {
-        cfg.server.data_dir = d.clone();
-    }
-    Ok(cfg)
 }
 
 #[cfg(test)]

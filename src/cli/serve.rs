@@ -1,6 +1,6 @@
 //! `crawlcache serve`: run the proxy until SIGINT or SIGTERM.
 
-use super::{load_config, Common};
+use super::common::{load_config, Common};
 use crate::config::Config;
 use clap::Args;
 use std::net::SocketAddr;

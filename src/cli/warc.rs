@@ -10,7 +10,7 @@
 
 use super::access::{admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::progress::{Progress, Unit};
-use super::{load_config, Common};
+use super::common::{load_config, Common};
 use crate::warc::{export, import};
 use clap::Args;
 use std::io::Write;
@@ -47,10 +47,6 @@ pub struct ImportArgs {
     #[arg(required = true, value_name = "FILE.warc[.gz]")]
     pub files: Vec<PathBuf>,
 }
-
-/// The header of `GET /cache/export` giving how many exchanges the proxy
-/// is about to write.
-pub const EXCHANGES_HEADER: &str = "crawlcache-export-exchanges";
 
 /// Writes the WARC file; exit 1 when an exchange had to be left out.
 pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
@@ -130,7 +126,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
                     });
                 }
             };
-            let planned: u64 = head.headers.get(EXCHANGES_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+            let planned: u64 = head.headers.get(crate::admin::respond::EXCHANGES_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
             out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
             drop(out);
             progress.clear();

@@ -79,7 +79,7 @@ impl OriginCounts {
             return;
         }
         let Some(origin) = origin_of(url) else { return };
-        let shard = &self.shards[super::thread_ordinal() % SHARDS];
+        let shard = &self.shards[crawlcache_base::shard::thread_ordinal() % SHARDS];
         let mut m = crate::locks::lock(&shard.0);
         if let Some(n) = m.get_mut(origin) {
             *n += every;

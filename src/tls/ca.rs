@@ -21,7 +21,7 @@ use rustls::server::ServerSessionMemoryCache;
 use rustls::{RootCertStore, ServerConfig};
 
 use super::leaf::{ca_params, leaf_params, LeafName, LEAF_RENEW_MARGIN};
-use super::TlsError;
+use super::error::TlsError;
 
 /// How many leaf configurations are kept in memory (least recently used
 /// first out).

@@ -14,7 +14,7 @@ use rcgen::{
 };
 use rustls::pki_types::DnsName;
 
-use super::TlsError;
+use super::error::TlsError;
 
 /// Common name of the certificate authority crawlcache creates.
 pub const CA_COMMON_NAME: &str = "crawlcache local CA";

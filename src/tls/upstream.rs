@@ -16,7 +16,7 @@ use rustls::pki_types::UnixTime;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
 use super::pinned::PinnedSelfSigned;
-use super::TlsError;
+use super::error::TlsError;
 use crate::wire::parent::{OriginConnector, ParentProxy};
 
 /// A rustls client configuration for talking to origins: the public roots

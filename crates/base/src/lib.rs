@@ -6,10 +6,12 @@
 //! - [`byte_lru`]: a least-recently-used map bounded by bytes;
 //! - [`units`]: durations and sizes as the configuration writes them;
 //! - [`url`]: resolving a URI reference against a base (RFC 3986 section 5);
-//! - [`fsutil`]: private directories for the data directory's state.
+//! - [`fsutil`]: private directories for the data directory's state;
+//! - [`shard`]: the calling thread's ordinal, to pick per-thread shards.
 
 pub mod byte_lru;
 pub mod fsutil;
 pub mod locks;
+pub mod shard;
 pub mod units;
 pub mod url;

@@ -7,7 +7,7 @@ pub mod snapshots;
 
 pub use check::{batch, check, BatchSummary, CheckArgs, CliError};
 
-use super::Common;
+use super::common::Common;
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;

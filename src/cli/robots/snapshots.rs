@@ -7,7 +7,7 @@
 //! certificate authority and no audit log in the data directory.
 
 use crate::cli::access::{admin_request, encode, open_store, StoreAccess};
-use crate::cli::{load_config, Common};
+use crate::cli::common::{load_config, Common};
 use crate::config::Config;
 use crate::robots::registry::{self, RobotsRegistry};
 use crate::robots::snapshot::Origin;

@@ -6,7 +6,7 @@
 
 use super::fields::stored_date;
 use super::storable::heuristically_cacheable;
-use super::PolicyConfig;
+use super::config::PolicyConfig;
 use crate::cache::cache_control::{delta_seconds, CacheControl};
 use crate::cache::{from_millis, StoredResponse};
 use std::time::{Duration, SystemTime};

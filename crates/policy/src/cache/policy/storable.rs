@@ -2,7 +2,7 @@
 //! are stored): [`storable`], [`headers_to_store`], and the status-code
 //! tables they read ([`heuristically_cacheable`], [`status_understood`]).
 
-use super::PolicyConfig;
+use super::config::PolicyConfig;
 use crate::cache::cache_control::CacheControl;
 use http::{HeaderMap, Method};
 

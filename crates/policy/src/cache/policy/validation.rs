@@ -6,7 +6,7 @@
 
 use super::fields::{date_about, stored_date, stored_value};
 use super::storable::headers_to_store;
-use super::PolicyConfig;
+use super::config::PolicyConfig;
 use crate::cache::{to_millis, StoredResponse};
 use http::HeaderMap;
 use std::time::SystemTime;

@@ -1,0 +1,237 @@
+//! One function per admin endpoint (the table is [`super::handle`]).
+
+use super::respond::{json, message, removal_answer, stream_blocking, text, text_ok, query_param, EXCHANGES_HEADER};
+use super::lookup::{show_json, url_keys};
+use super::{inspect, maintain};
+use crate::proxy::ProxyState;
+use crate::wire::body::ProxyBody;
+use http::header::HeaderValue;
+use http::{Response, StatusCode};
+
+/// The selection of a `POST /cache/purge` query: `url` (its cache key under
+/// `rules`, and the exact URL when that differs), `host`, `prefix`,
+/// `older_than` (a duration). Errors: a bad URL or duration, or nothing
+/// selected.
+pub fn purge_selection(query: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<maintain::PurgeSelection, String> {
+    let mut selection = maintain::PurgeSelection {
+        filter: inspect::KeyFilter { host: query_param(query, "host"), prefix: query_param(query, "prefix") },
+        ..Default::default()
+    };
+    if let Some(url) = query_param(query, "url") {
+        selection.urls = url_keys(&url, rules)?;
+    }
+    if let Some(d) = query_param(query, "older_than") {
+        selection.older_than = Some(crate::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?);
+    }
+    selection.validate()?;
+    Ok(selection)
+}
+
+/// `GET /cache/cat`: the stored body of `url` (see [`inspect::pick`]),
+/// streamed; `X-Crawlcache-Source` says `cache` or `record`,
+/// `X-Crawlcache-Key` the store key. 404 when nothing is stored for it;
+/// 400 for a bad URL or, with `decode`, a coding that cannot be undone.
+fn cat_url(state: &ProxyState, url: &str, decode: bool) -> Response<ProxyBody> {
+    let picked = match inspect::pick(&state.store, url, &state.config.cache.key_rules) {
+        Ok(Some(p)) => p,
+        Ok(None) => return text(StatusCode::NOT_FOUND, format!("crawlcache: {url} is not stored (neither in the cache nor in the record)\n")),
+        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+    };
+    let mut body = match picked.body(&state.store, decode) {
+        Ok(b) => b,
+        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+    };
+    let key = picked.key.clone();
+    let mut resp = stream_blocking("application/octet-stream", move |out| {
+        std::io::copy(&mut body, out).map(|_| ()).inspect_err(|e| tracing::warn!("cache cat {key}: {e}"))
+    });
+    resp.headers_mut().insert("x-crawlcache-source", HeaderValue::from_static(picked.source()));
+    if let Ok(v) = HeaderValue::from_str(&picked.key) {
+        resp.headers_mut().insert("x-crawlcache-key", v);
+    }
+    resp
+}
+
+/// `GET /cache/export`: plans the export (a blocking scan of the index),
+/// then streams the WARC file as it is written by a blocking task. A client
+/// that goes away stops the writing. Exchanges left out are logged.
+pub async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let filter = crate::warc::export::Filter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
+    if let Err(e) = filter.validate() {
+        return text(StatusCode::BAD_REQUEST, message(&e));
+    }
+    let opts = crate::warc::export::WriteOptions {
+        filename: query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string()),
+        description: format!("crawlcache export of {} (from the running proxy)", state.config.server.data_dir.display()),
+        revisits: query_param(query, "revisits").is_some_and(|v| v != "0"),
+    };
+    let store = state.store.clone();
+    let planned = tokio::task::spawn_blocking(move || crate::warc::export::plan(&store, &filter)).await;
+    let (plan, undecodable) = match planned {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n")),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n")),
+    };
+    for u in &undecodable {
+        tracing::warn!("export: leaving out {u}");
+    }
+    let planned = plan.len() + undecodable.len();
+    let store = state.store.clone();
+    let mut resp = stream_blocking("application/warc", move |out| {
+        match crate::warc::export::write(&store, &plan, out, &opts, &mut |_| {}) {
+            Ok((_, summary)) => {
+                tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!("export stopped: {e}");
+                Err(e)
+            }
+        }
+    });
+    resp.headers_mut().insert(EXCHANGES_HEADER, HeaderValue::from(planned));
+    resp
+}
+
+/// `GET /metrics`: Prometheus text ([`super::stats::prometheus`]).
+pub fn metrics(state: &ProxyState) -> Response<ProxyBody> {
+    let mut resp = text(StatusCode::OK, super::stats::prometheus(state));
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    resp
+}
+
+/// `GET /cache/show?url=URL`: the stored variants and records of a URL.
+pub fn show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    match query_param(query, "url") {
+        Some(url) => match show_json(&state.store, &url, &state.config.cache.key_rules) {
+            Ok(v) => json(StatusCode::OK, &v),
+            Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        },
+        None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/show needs ?url=URL\n".into()),
+    }
+}
+
+/// `GET /cache/ls[?host=H][&prefix=URL][&json=1]`: one line per stored
+/// response, streamed ([`inspect::Listing`]).
+pub fn ls(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let filter = inspect::KeyFilter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
+    if let Err(e) = filter.validate() {
+        return text(StatusCode::BAD_REQUEST, message(&e));
+    }
+    let as_json = query_param(query, "json").is_some_and(|v| v != "0");
+    let spec = inspect::ListSpec { filter, policy: state.policy.clone(), rules: state.config.cache.rules.clone(), now: std::time::SystemTime::now() };
+    let store = state.store.clone();
+    stream_blocking("text/plain; charset=utf-8", move |out| {
+        for row in inspect::Listing::new(&store, spec) {
+            let row = row.map_err(std::io::Error::other)?;
+            writeln!(out, "{}", if as_json { row.json() } else { row.text() })?;
+        }
+        Ok(())
+    })
+}
+
+/// `GET /cache/cat?url=URL[&decode=1]`: a stored body, streamed.
+pub fn cat(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let Some(url) = query_param(query, "url") else {
+        return text(StatusCode::BAD_REQUEST, "crawlcache: /cache/cat needs ?url=URL\n".into());
+    };
+    let decode = query_param(query, "decode").is_some_and(|v| v != "0");
+    cat_url(state, &url, decode)
+}
+
+/// `POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`: the
+/// counts removed, as JSON ([`maintain::purge`]).
+pub async fn purge(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let selection = match purge_selection(query, &state.config.cache.key_rules) {
+        Ok(s) => s,
+        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+    };
+    let store = state.store.clone();
+    let now = std::time::SystemTime::now();
+    removal_answer(tokio::task::spawn_blocking(move || maintain::purge(&store, &selection, now)).await)
+}
+
+/// `POST /cache/prune[?unused_for=DURATION][&records=1]` ([`maintain::prune`]).
+pub async fn prune(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let unused_for = query_param(query, "unused_for").unwrap_or_else(|| maintain::DEFAULT_UNUSED_FOR.into());
+    let unused_for = match crate::units::parse_duration(&unused_for) {
+        Ok(d) => d,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("crawlcache: unused_for: {e}\n")),
+    };
+    let spec = maintain::PruneSpec {
+        unused_for,
+        records: query_param(query, "records").is_some_and(|v| v != "0"),
+        policy: state.policy.clone(),
+        rules: state.config.cache.rules.clone(),
+    };
+    let store = state.store.clone();
+    let now = std::time::SystemTime::now();
+    removal_answer(tokio::task::spawn_blocking(move || maintain::prune(&store, &spec, now)).await)
+}
+
+/// `POST /cache/compact`: the pack's sizes before and after, as JSON.
+pub async fn compact(state: &ProxyState) -> Response<ProxyBody> {
+    let store = state.store.clone();
+    match tokio::task::spawn_blocking(move || store.compact()).await {
+        Ok(Ok(c)) => json(StatusCode::OK, &serde_json::to_value(c).unwrap_or_default()),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
+    }
+}
+
+/// `GET /cache/verify[?repair=1]`: the store's invariants checked (and
+/// repaired), as JSON.
+pub async fn verify(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let repair = query_param(query, "repair").map(|v| v == "1" || v == "true").unwrap_or(false);
+    let store = state.store.clone();
+    match tokio::task::spawn_blocking(move || store.verify(repair)).await {
+        Ok(Ok(report)) => json(StatusCode::OK, &serde_json::json!({ "clean": report.is_clean(), "report": report })),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("verify failed: {e}\n")),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("verify failed: {e}\n")),
+    }
+}
+
+/// `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot in force.
+pub fn robots_show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    match query_param(query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
+        Some(origin) => match state.robots.current(&origin) {
+            Some(rules) => text_ok(crate::robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now())),
+            None => text(StatusCode::NOT_FOUND, format!("crawlcache: no robots.txt snapshot for {origin} yet\n")),
+        },
+        None => text(StatusCode::BAD_REQUEST, "crawlcache: /robots/show needs ?origin=http://host[:port]\n".into()),
+    }
+}
+
+/// `POST /robots/refresh[?origin=ORIGIN]`: a conditional refresh now, of
+/// one origin or of every known one.
+pub async fn robots_refresh(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let now = std::time::SystemTime::now();
+    let origins: Vec<crate::robots::snapshot::Origin> = match query_param(query, "origin") {
+        Some(o) => match crate::robots::snapshot::Origin::from_url(&o) {
+            Some(origin) => vec![origin],
+            None => return text(StatusCode::BAD_REQUEST, format!("crawlcache: '{o}' is not an origin (http://host[:port])\n")),
+        },
+        None => state.robots.ages(now).into_iter().map(|(o, _)| o).collect(),
+    };
+    let mut out = String::new();
+    for origin in origins {
+        let rules = state.robots.refresh(&origin, now).await;
+        out.push_str(&crate::robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now()));
+        out.push('\n');
+    }
+    text_ok(out)
+}
+
+/// Any other path: 404 with the list of endpoints.
+pub fn not_found() -> Response<ProxyBody> {
+    text(
+        StatusCode::NOT_FOUND,
+        "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
+         Admin endpoints: GET / (the status page), GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
+         GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
+         POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], POST /cache/compact,\n\
+         GET /cache/export[?host=H&prefix=URL&revisits=1], POST /cache/import/upload?name=NAME, POST /cache/import?uploads=ID,...,\n\
+         GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
+            .into(),
+    )
+}

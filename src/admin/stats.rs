@@ -1,0 +1,117 @@
+//! `GET /metrics` (Prometheus text) and `GET /stats` (JSON).
+
+use super::status;
+use crate::proxy::ProxyState;
+
+/// How many per-origin robots.txt age series `/metrics` exports at most
+/// (the oldest snapshots), so a crawl over a million origins does not make
+/// a million series.
+pub const ROBOTS_AGE_SERIES: usize = 50;
+
+/// `/metrics` in Prometheus text format.
+pub fn prometheus(state: &ProxyState) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (name, help, value) in state.metrics.counters() {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+    }
+    let s = state.store.stats();
+    let gauges = [
+        ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
+        ("crawlcache_store_bodies", "Distinct bodies stored, each once however many entries reference it.", s.bodies),
+        ("crawlcache_store_bytes", "Bytes of those distinct bodies, each counted once (what cache.max_size bounds).", s.bytes_stored),
+        (
+            "crawlcache_store_referenced_bytes",
+            "Bytes of the bodies of every entry, a shared body counted once per entry (minus crawlcache_store_bytes: what sharing saves).",
+            s.bytes_referenced,
+        ),
+        ("crawlcache_store_pack_bytes", "Bytes of the store's pack segments on disk (entry records, live and not yet reclaimed).", s.pack_bytes),
+        ("crawlcache_store_max_bytes", "The configured size budget in bytes.", s.max_size),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    }
+    if let Some(shares) = &state.shares {
+        let _ = writeln!(
+            out,
+            "# HELP crawlcache_client_connections Open client connections, by serving thread (a burst of new connections is spread over the threads).\n# TYPE crawlcache_client_connections gauge"
+        );
+        for (thread, n) in shares.open_connections().into_iter().enumerate() {
+            let _ = writeln!(out, "crawlcache_client_connections{{thread=\"{thread}\"}} {n}");
+        }
+    }
+    let now = std::time::SystemTime::now();
+    // Bounded cardinality: one series for each of the oldest snapshots
+    // (those nearest expiry), plus totals over all of them.
+    let mut ages = state.robots.ages(now);
+    ages.sort_by(|a, b| b.1.cmp(&a.1));
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_robots_snapshots Origins with a robots.txt snapshot.\n# TYPE crawlcache_robots_snapshots gauge\ncrawlcache_robots_snapshots {}",
+        ages.len()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_robots_snapshot_age_max_seconds Age of the oldest robots.txt snapshot.\n# TYPE crawlcache_robots_snapshot_age_max_seconds gauge\ncrawlcache_robots_snapshot_age_max_seconds {}",
+        ages.first().map_or(0, |(_, a)| a.as_secs())
+    );
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_robots_snapshot_age_seconds Age of the robots.txt snapshot in force, for the {ROBOTS_AGE_SERIES} oldest snapshots.\n# TYPE crawlcache_robots_snapshot_age_seconds gauge"
+    );
+    for (origin, age) in ages.iter().take(ROBOTS_AGE_SERIES) {
+        let _ = writeln!(out, "crawlcache_robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
+    }
+    let m = &state.metrics;
+    let g = crate::metrics::Counter::get;
+    let _ = writeln!(out, "# HELP crawlcache_robots_disposition_total Requests by how the robots rules in force were obtained.\n# TYPE crawlcache_robots_disposition_total counter");
+    for (label, c) in [
+        ("fetched", &m.robots_fetched),
+        ("cached", &m.robots_cached),
+        ("stale_usable", &m.robots_stale_usable),
+        ("stale_degraded", &m.robots_stale_degraded),
+        ("expired", &m.robots_expired),
+        ("offline", &m.robots_offline),
+    ] {
+        let _ = writeln!(out, "crawlcache_robots_disposition_total{{disposition=\"{label}\"}} {}", g(c));
+    }
+    let _ = writeln!(out, "# HELP crawlcache_robots_verdict_total Requests by robots verdict.\n# TYPE crawlcache_robots_verdict_total counter");
+    let _ = writeln!(out, "crawlcache_robots_verdict_total{{verdict=\"allowed\"}} {}", g(&m.robots_allowed));
+    let _ = writeln!(out, "crawlcache_robots_verdict_total{{verdict=\"disallowed\"}} {}", g(&m.robots_disallowed));
+    let _ = writeln!(out, "# HELP crawlcache_robots_fetch_total robots.txt fetch attempts by outcome.\n# TYPE crawlcache_robots_fetch_total counter");
+    for (label, n) in state.robots.fetch_outcomes() {
+        let _ = writeln!(out, "crawlcache_robots_fetch_total{{outcome=\"{label}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_evictions_total Entries evicted by the size budget.\n# TYPE crawlcache_evictions_total counter\ncrawlcache_evictions_total {}",
+        s.evictions
+    );
+    if let Some(f) = &state.fleet {
+        out.push_str(&f.prometheus());
+    }
+    out
+}
+
+fn prom_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// `/stats` as JSON.
+pub fn stats_json(state: &ProxyState) -> serde_json::Value {
+    let mut counters = serde_json::Map::new();
+    for (name, _, value) in state.metrics.counters() {
+        let short = name.trim_start_matches("crawlcache_").trim_end_matches("_total");
+        counters.insert(short.to_string(), value.into());
+    }
+    serde_json::json!({
+        "listen": state.local_addr.to_string(),
+        "offline": state.offline,
+        "data_dir": state.config.server.data_dir.display().to_string(),
+        "store": state.store.stats(),
+        "proxy": counters,
+        "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
+        "connections": status::connections_json(state),
+        "recent": status::windows_json(state),
+    })
+}
