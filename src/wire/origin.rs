@@ -101,7 +101,7 @@ impl Default for HeadLimits {
 /// by all threads, a request often met a connection driven by another
 /// thread, and every exchange on it crossed threads twice (to send, and
 /// with the response): a 16 KiB miss took 130-140 us of CPU instead of
-/// 92-100 (README, Performance). Idle connections are then kept per
+/// 92-100 (benches/runs/load-2026-12.md). Idle connections are then kept per
 /// thread: up to 32 per origin on each.
 ///
 /// Response heads are parsed with room for [`COMPACT_FIELDS`] fields

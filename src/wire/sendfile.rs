@@ -1,6 +1,6 @@
 //! Large stored bodies sent with `sendfile(2)` on plain-HTTP client
-//! connections when `server.sendfile` is on (off by default; README,
-//! Performance, has the measurements): the kernel hands the page-cache
+//! connections when `server.sendfile` is on (off by default;
+//! benches/runs/load-2026-12.md has the measurements): the kernel hands the page-cache
 //! pages of the body file to the socket, so the body is not copied through
 //! user space at all (what nginx does with `sendfile on`).
 //!

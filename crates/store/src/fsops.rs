@@ -31,7 +31,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// the next writes reuse them, instead of the page cache growing by every
 /// byte written into memory the machine has not touched before (on a
 /// virtual machine that hands freed memory back to its host, about ten
-/// times slower to write into: see README, "Performance").
+/// times slower to write into: see benches/runs/load-2026-12.md).
 pub(crate) fn drop_cached_pages(file: &File, from: u64, to: Option<u64>) {
     #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
     {

@@ -42,7 +42,7 @@
 //! What the index holds per entry is kept small on purpose (measured with
 //! sled 0.34: about 280 bytes of disk per URL-keyed row even with a 4-byte
 //! value, and every 32-byte random key, such as a row per body hash, adds
-//! about 530 more; README, "Performance"): the stored head and small
+//! about 530 more; docs/store.md, "What the store costs"): the stored head and small
 //! bodies live in the pack, and hash-keyed rows exist only for bodies
 //! that are files or shared. Finding whether a short body is stored
 //! already, by its hash, is the work of `hints.rs` and the filter in
