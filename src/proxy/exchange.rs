@@ -7,7 +7,7 @@
 //! that every stage writes and that the response, the audit line and the
 //! metrics are made from.
 
-use super::stages::robots::RobotsGate;
+use super::robots_gate::RobotsGate;
 use crate::cache::cache_control::CacheControl;
 use crate::cache::key;
 use crate::wire::cache_status::CacheStatus;
@@ -118,7 +118,7 @@ impl Exchange {
         let has_body = !http_body::Body::is_end_stream(&body);
         let via_loop = crate::wire::fields::via_names_us(&parts.headers);
         let transfer_codings = crate::wire::fields::other_transfer_codings(&parts.headers);
-        let upgrade = crate::proxy::stages::upgrade::is_websocket_upgrade(&parts.method, &parts.headers);
+        let upgrade = crate::wire::fields::is_websocket_upgrade(&parts.method, &parts.headers);
         Exchange {
             upstream_uri: std::sync::OnceLock::new(),
             has_body,

@@ -18,7 +18,7 @@
 //! shutdown (`ProxyState::conns`), read once per accepted connection: the
 //! request path pays nothing.
 //!
-//! **Beyond the limit** ([`over_limit`]) a new connection is never left
+//! **Beyond the limit** ([`super::overflow::over_limit`]) a new connection is never left
 //! hanging and never served as a proxy connection: it gets a few seconds
 //! ([`OVERFLOW_HEAD_TIMEOUT`]) to send one request. A request addressed to
 //! crawlcache itself (origin-form: `/stats`, `/metrics`, the status page)
@@ -31,14 +31,11 @@
 //! connections cannot lock out an operator's `/stats`), and when every
 //! slot is busy serving a request, the new connection gets the 503 at once.
 
-use super::ProxyState;
-use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::CacheStatus;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -216,7 +213,7 @@ impl Overload {
     /// the connection that has waited longest for its request (told to give
     /// it up; the receiver resolves once its socket is closed); `None` when
     /// every slot is serving a request.
-    fn enter(self: &Arc<Self>) -> Option<(OverflowSlot, Option<tokio::sync::oneshot::Receiver<()>>)> {
+    pub(super) fn enter(self: &Arc<Self>) -> Option<(OverflowSlot, Option<tokio::sync::oneshot::Receiver<()>>)> {
         let mut waiting = crate::locks::lock(&self.waiting);
         let mut closing = None;
         if self.overflow.load(Ordering::Relaxed) >= self.overflow_slots {
@@ -234,7 +231,7 @@ impl Overload {
     }
 
     /// Logs, at most every [`WARNING_INTERVAL`], that the limit is reached.
-    fn warn(&self, open: usize) {
+    pub(super) fn warn(&self, open: usize) {
         let mut last = crate::locks::lock(&self.last_warning);
         if last.is_some_and(|t| t.elapsed() < WARNING_INTERVAL) {
             return;
@@ -250,23 +247,23 @@ impl Overload {
 }
 
 /// Told by a connection that gave up its slot once its socket is closed.
-type Closed = tokio::sync::oneshot::Sender<()>;
+pub type Closed = tokio::sync::oneshot::Sender<()>;
 
 /// How long the accept loop waits for a connection that gave up its slot
 /// to close its socket (it runs on a serving thread's runtime).
-const EVICTION_WAIT: Duration = Duration::from_secs(1);
+pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 /// A connection's place among those beyond the limit; given back on drop.
-struct OverflowSlot {
+pub(super) struct OverflowSlot {
     overload: Arc<Overload>,
     id: u64,
     /// Resolves when a newer connection takes this slot.
-    evicted: Option<tokio::sync::oneshot::Receiver<Closed>>,
+    pub(super) evicted: Option<tokio::sync::oneshot::Receiver<Closed>>,
 }
 
 impl OverflowSlot {
     /// No longer waiting for a first byte: the slot cannot be taken over.
-    fn started(&self) {
+    pub(super) fn started(&self) {
         crate::locks::lock(&self.overload.waiting).retain(|(id, _)| *id != self.id);
     }
 }
@@ -282,80 +279,6 @@ impl Drop for OverflowSlot {
 /// (`open`: client connections open now).
 pub fn is_over(overload: &Overload, open: usize) -> bool {
     open >= overload.max_connections
-}
-
-/// Handles a connection accepted while `open` client connections were
-/// open, at or beyond the limit (see the module docs), on the current
-/// runtime. When it takes over the slot of a connection that sent nothing,
-/// it returns once that one's socket is closed (at most [`EVICTION_WAIT`]),
-/// so a flood of idle connections never holds more descriptors than the
-/// slots: the accept loop awaits it before accepting the next.
-pub async fn over_limit(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer: SocketAddr, open: usize) {
-    state.overload.warn(open);
-    let Some((mut slot, closing)) = state.overload.enter() else {
-        tracing::debug!("connection from {peer} beyond server.max_connections: every slot is serving, answered 503 at once");
-        Metrics::inc(&state.metrics.overload_refused);
-        refuse_now(&stream, state.overload.max_connections);
-        return;
-    };
-    let state = state.clone();
-    tokio::spawn(async move {
-        let mut evicted = slot.evicted.take();
-        // A byte that has really arrived (readiness alone may be spurious).
-        let mut first = [0u8; 1];
-        let mut closed: Option<Closed> = None;
-        let first_byte = tokio::select! {
-            r = stream.peek(&mut first) => matches!(r, Ok(n) if n > 0),
-            c = async { match evicted.as_mut() { Some(rx) => rx.await.ok(), None => None } } => {
-                closed = c;
-                false
-            }
-            _ = tokio::time::sleep(OVERFLOW_HEAD_TIMEOUT) => false,
-        };
-        if !first_byte {
-            tracing::debug!("connection from {peer} beyond server.max_connections sent nothing in time (or gave its slot to a newer one): answered 503");
-            Metrics::inc(&state.metrics.overload_refused);
-            refuse_now(&stream, state.overload.max_connections);
-            drop(stream);
-            drop(slot);
-            if let Some(c) = closed {
-                let _ = c.send(());
-            }
-            return;
-        }
-        slot.started();
-        serve_one(state, stream, peer).await;
-        drop(slot);
-    });
-    if let Some(rx) = closing {
-        let _ = tokio::time::timeout(EVICTION_WAIT, rx).await;
-    }
-}
-
-/// Serves one request on a connection beyond the limit (then closes it):
-/// origin-form requests go to crawlcache's own endpoints, any other gets
-/// [`unavailable`].
-async fn serve_one(state: Arc<ProxyState>, stream: tokio::net::TcpStream, peer: SocketAddr) {
-    let st = state.clone();
-    let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-        let st = st.clone();
-        async move {
-            let own = req.method() != http::Method::CONNECT && req.uri().scheme().is_none() && req.uri().authority().is_none();
-            if own {
-                return Ok::<_, std::convert::Infallible>((st.endpoints)(st.clone(), req, peer).await);
-            }
-            Metrics::inc(&st.metrics.overload_refused);
-            let status = CacheStatus::default();
-            st.metrics.record(&status);
-            Ok(unavailable(st.overload.max_connections, &status))
-        }
-    });
-    let mut b = hyper::server::conn::http1::Builder::new();
-    b.keep_alive(false).timer(crate::wire::coarse_timer::CoarseTimer).header_read_timeout(OVERFLOW_HEAD_TIMEOUT);
-    let conn = b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
-    if let Err(e) = tokio::time::timeout(OVERFLOW_SERVE_TIMEOUT, conn).await.unwrap_or(Ok(())) {
-        tracing::debug!("connection from {peer} beyond server.max_connections ended with an error: {e}");
-    }
 }
 
 /// The 503 for a request that came beyond `server.max_connections`
@@ -384,7 +307,7 @@ fn raw_unavailable(max: usize) -> Vec<u8> {
 /// Answers 503 without waiting for the request: reads what has arrived
 /// already (so closing does not reset the connection under the answer),
 /// writes the answer as far as the socket takes it now, and closes.
-fn refuse_now(stream: &tokio::net::TcpStream, max: usize) {
+pub fn refuse_now(stream: &tokio::net::TcpStream, max: usize) {
     let mut buf = [0u8; 4096];
     for _ in 0..16 {
         match stream.try_read(&mut buf) {

@@ -51,8 +51,9 @@
 
 use super::exchange::{Exchange, Target, MAX_HEADER_BYTES};
 use super::meta_cache::Decoded;
-use super::stages::{self, robots::RobotsAction, Step};
-use super::ProxyState;
+use super::robots_gate::RobotsAction;
+use super::stages::{self, Step};
+use super::state::ProxyState;
 use crate::cache::policy::{self, Decision, PolicyConfig, Reuse};
 use crate::store::{Entry, StoreError};
 use crate::wire::body::{AccessLine, AuditGuard, ProxyBody};
@@ -700,7 +701,7 @@ impl HotKey {
 /// shared among the serving threads (2 MiB each for the default 256 MiB
 /// and two threads).
 fn own_budget(state: &ProxyState) -> u64 {
-    let threads = crate::proxy::serving_threads(state.config.server.threads).max(1) as u64;
+    let threads = super::shares::serving_threads(state.config.server.threads).max(1) as u64;
     state.config.store.memory_ceiling / 64 / threads
 }
 

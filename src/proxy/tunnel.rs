@@ -28,7 +28,7 @@
 //! may be contacted).
 
 use super::route::handle_in_tunnel;
-use super::ProxyState;
+use super::state::ProxyState;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
@@ -367,10 +367,10 @@ where
     let auth = authority.clone();
     let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(io));
     let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), scheme, peer, interim.clone()));
-    let conn = super::client_http1().serve_connection(io, svc).with_upgrades();
+    let conn = super::conn::client_http1().serve_connection(io, svc).with_upgrades();
     // Counted and closed gracefully at shutdown, like plain connections.
     let _guard = state.conns.enter();
-    let result = super::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;
+    let result = super::shutdown::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;
     if let Err(e) = result {
         tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
     }

@@ -180,6 +180,19 @@ pub fn other_transfer_codings(headers: &HeaderMap) -> Option<String> {
     (!others.is_empty()).then(|| others.join(", "))
 }
 
+/// Whether a request with `method` and `headers` asks to switch to the
+/// WebSocket protocol: a GET with `Upgrade: websocket` and `upgrade` among
+/// the `Connection` options (RFC 6455 section 4.1, RFC 9110 section 7.8;
+/// names compared case-insensitively).
+pub fn is_websocket_upgrade(method: &http::Method, headers: &http::HeaderMap) -> bool {
+    let has_token = |name: http::header::HeaderName, token: &str| {
+        headers.get_all(name).iter().any(|v| {
+            String::from_utf8_lossy(v.as_bytes()).split(',').any(|t| t.split('/').next().unwrap_or("").trim().eq_ignore_ascii_case(token))
+        })
+    };
+    method == http::Method::GET && has_token(http::header::UPGRADE, "websocket") && has_token(http::header::CONNECTION, "upgrade")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

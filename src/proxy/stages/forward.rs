@@ -5,7 +5,7 @@
 use super::super::collapse::{self, Lead, Outcome, Role};
 use super::super::exchange::Exchange;
 use super::super::route::Collapse;
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use super::tee::{self, TeeJob};
 use super::Step;
 use crate::cache::policy::{self, NotStorable};

@@ -15,7 +15,7 @@
 
 use super::super::exchange::Exchange;
 use super::super::route::Found;
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use super::forward::upstream_failure;
 use super::revalidate::{error_kind, serve_stale};
 use crate::cache::policy::{self, OriginError};

@@ -4,7 +4,7 @@
 //! HEAD that carries content (its answer may depend on the content).
 
 use super::super::exchange::Exchange;
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use super::forward::upstream_failure;
 use crate::cache::{policy, to_millis};
 use crate::wire::body::ProxyBody;

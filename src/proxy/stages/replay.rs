@@ -9,7 +9,7 @@
 
 use super::super::exchange::Exchange;
 use super::super::route::Found;
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use crate::cache::to_millis;
 use crate::record::{RecordKey, Selection};
 use crate::wire::body::ProxyBody;

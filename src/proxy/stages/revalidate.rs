@@ -7,7 +7,7 @@
 use super::super::collapse::{self, Lead, Outcome, Role};
 use super::super::exchange::Exchange;
 use super::super::route::Found;
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use super::forward::{fetch, respond_with_upstream, upstream_failure};
 use super::Step;
 use crate::cache::policy::{self, OriginError};

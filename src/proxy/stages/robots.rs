@@ -5,7 +5,8 @@
 //! Crawl-delay pacing ([`pace`]).
 
 use super::super::exchange::Exchange;
-use super::super::ProxyState;
+use super::super::robots_gate::{Pace, RobotsAction, RobotsGate};
+use super::super::state::ProxyState;
 use crate::robots::enforce::{self, Action, RobotsCheck};
 use crate::robots::politeness;
 use crate::robots::settings::RobotsMode;
@@ -16,46 +17,7 @@ use crate::wire::error::error_response;
 use crate::wire::fields::add_via;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
-use std::time::{Duration, SystemTime};
-
-/// Spacing for requests that reach an origin (Crawl-delay, SPEC section 4).
-#[derive(Debug, Clone)]
-pub struct Pace {
-    /// The origin's pacing key.
-    pub origin_key: String,
-    /// The spacing to keep between requests to it.
-    pub delay: Duration,
-}
-
-/// What the proxy does with a request after the robots check.
-#[derive(Debug, Clone)]
-pub enum RobotsAction {
-    /// Go on through the cache.
-    Forward,
-    /// `enforce` refuses: answer with this status and text.
-    Refuse {
-        /// 403 (disallowed) or 503 (rules too old).
-        status: u16,
-        /// Names the rule and the robots.txt URL.
-        body: String,
-    },
-    /// A client's own GET/HEAD of the origin's robots.txt: answered from
-    /// the snapshot.
-    AnswerSnapshot(ClientAnswer),
-}
-
-/// The robots outcome of one request.
-#[derive(Debug, Clone)]
-pub struct RobotsGate {
-    /// The verdict, the rules' SHA-256 and disposition.
-    pub check: RobotsCheck,
-    /// What to do.
-    pub action: RobotsAction,
-    /// Spacing for origin contacts (`robots.honor_crawl_delay`).
-    pub pace: Option<Pace>,
-    /// The origin, for messages.
-    pub origin: std::sync::Arc<Origin>,
-}
+use std::time::SystemTime;
 
 /// Runs the robots check for `ex` (an absolute target). `None` when robots
 /// handling is off, or offline for an origin never seen. Waits only when

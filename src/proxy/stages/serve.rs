@@ -4,7 +4,7 @@
 
 use super::super::exchange::Exchange;
 use super::super::route::{Found, HotVariant, HOT_BODY_MAX};
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use super::Step;
 use crate::cache::{policy, StoredResponse};
 use crate::metrics::Metrics;

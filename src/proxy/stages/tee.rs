@@ -3,7 +3,7 @@
 //! section 3.3, C09).
 
 use super::super::collapse::{Lead, Outcome};
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use crate::metrics::Metrics;
 use crate::store::BodyWriter;
 use crate::wire::body::ProxyBody;

@@ -13,11 +13,11 @@
 //! that says so.
 
 use super::super::exchange::Exchange;
-use super::super::ProxyState;
+use super::super::state::ProxyState;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
-use http::{HeaderMap, Method, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -28,18 +28,7 @@ const MAX_HEAD: usize = 64 * 1024;
 /// client, in bytes; the rest is dropped.
 const MAX_REFUSAL_BODY: usize = 1024 * 1024;
 
-/// Whether a request with `method` and `headers` asks to switch to the
-/// WebSocket protocol: a GET with `Upgrade: websocket` and `upgrade` among
-/// the `Connection` options (RFC 6455 section 4.1, RFC 9110 section 7.8;
-/// names compared case-insensitively).
-pub fn is_websocket_upgrade(method: &Method, headers: &HeaderMap) -> bool {
-    let has_token = |name: http::header::HeaderName, token: &str| {
-        headers.get_all(name).iter().any(|v| {
-            String::from_utf8_lossy(v.as_bytes()).split(',').any(|t| t.split('/').next().unwrap_or("").trim().eq_ignore_ascii_case(token))
-        })
-    };
-    method == Method::GET && has_token(http::header::UPGRADE, "websocket") && has_token(http::header::CONNECTION, "upgrade")
-}
+pub use crate::wire::fields::is_websocket_upgrade;
 
 /// An origin connection: TCP, or TLS over it.
 trait OriginIo: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -224,10 +213,10 @@ mod tests {
     #[test]
     fn a_websocket_upgrade_needs_get_upgrade_and_connection() {
         let ws = headers(&[("upgrade", "WebSocket"), ("connection", "keep-alive, Upgrade")]);
-        assert!(is_websocket_upgrade(&Method::GET, &ws));
-        assert!(!is_websocket_upgrade(&Method::POST, &ws));
-        assert!(!is_websocket_upgrade(&Method::GET, &headers(&[("upgrade", "websocket")])));
-        assert!(!is_websocket_upgrade(&Method::GET, &headers(&[("upgrade", "h2c"), ("connection", "upgrade")])));
+        assert!(is_websocket_upgrade(&http::Method::GET, &ws));
+        assert!(!is_websocket_upgrade(&http::Method::POST, &ws));
+        assert!(!is_websocket_upgrade(&http::Method::GET, &headers(&[("upgrade", "websocket")])));
+        assert!(!is_websocket_upgrade(&http::Method::GET, &headers(&[("upgrade", "h2c"), ("connection", "upgrade")])));
     }
 
     #[test]

@@ -1,0 +1,207 @@
+//! What every request shares: the configuration, the store, the origin
+//! client, the robots registry, the metrics and the rest of [`ProxyState`],
+//! and how it is built from the configuration.
+
+use super::shares::Shares;
+use super::shutdown::Tasks;
+use super::{body_cache, collapse, invalidate, meta_cache, overload};
+use crate::cache::policy::PolicyConfig;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::wire::body::ProxyBody;
+use crate::wire::origin as upstream;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Serves requests addressed to crawlcache itself (origin-form: the admin
+/// endpoints). Given to [`run`] by the caller, so the proxy does not depend
+/// on what those endpoints are.
+pub type SelfEndpoints = Arc<
+    dyn Fn(Arc<ProxyState>, Request<Incoming>, SocketAddr) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Endpoints that answer every origin-form request with 404 (for states
+/// that do not listen, such as command-line tools).
+pub fn no_endpoints() -> SelfEndpoints {
+    Arc::new(|_, _, _| {
+        Box::pin(async {
+            let status = crate::wire::cache_status::CacheStatus::default();
+            crate::wire::error::error_response(http::StatusCode::NOT_FOUND, "crawlcache: no endpoints here", &status)
+        })
+    })
+}
+
+/// Everything a request needs, shared by all connections.
+pub struct ProxyState {
+    /// The configuration in force.
+    pub config: Config,
+    /// Cache policy tunables derived from `config`.
+    pub policy: PolicyConfig,
+    /// The body store and index.
+    pub store: Store,
+    /// The client for origins.
+    pub upstream: upstream::Upstream,
+    /// Counters.
+    pub metrics: Metrics,
+    /// Upstream fetches in flight, for collapsed forwarding.
+    pub inflight: collapse::Inflight,
+    /// Background tasks (store writes, background revalidations) still running.
+    pub tasks: Arc<Tasks>,
+    /// The address the proxy listens on (for loop detection).
+    pub local_addr: SocketAddr,
+    /// Offline mode: never contact an origin.
+    pub offline: bool,
+    /// The local certificate authority used to intercept CONNECT tunnels.
+    pub ca: crate::tls::CertificateAuthority,
+    /// robots.txt snapshots per origin.
+    pub robots: crate::robots::registry::RobotsRegistry,
+    /// Crawl-delay pacing per origin.
+    pub pacer: Arc<crate::robots::politeness::Pacer>,
+    /// The audit trail.
+    pub audit: Arc<crate::audit::AuditLog>,
+    /// Decoded stored response heads, so hits skip parsing.
+    pub meta_cache: meta_cache::MetaCache,
+    /// Small stored bodies held in memory for hits (`cache.body_memory`).
+    pub body_cache: body_cache::BodyCache,
+    /// Set to true at shutdown: client connections (plain and intercepted)
+    /// finish their current exchange and close.
+    pub closing: tokio::sync::watch::Sender<bool>,
+    /// Client connections still open (plain and intercepted).
+    pub conns: Arc<Tasks>,
+    /// Each serving thread's count of open client connections (set when
+    /// serving starts; `crawlcache_client_connections{thread}`).
+    pub shares: Option<Arc<Shares>>,
+    /// Recent invalidations, so a response still being stored when its URL
+    /// is invalidated does not stay (RFC 9111 section 4.4).
+    pub invalidations: invalidate::Invalidations,
+    /// Requests addressed to crawlcache itself.
+    pub endpoints: SelfEndpoints,
+    /// Fleet mode (`[fleet]`): what this node shares with the others;
+    /// `None` on a single node.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// `server.max_connections` resolved, the open-file limit, and the
+    /// connections beyond the limit ([`overload`]).
+    pub overload: Arc<overload::Overload>,
+}
+
+impl crate::audit::HasAuditLog for ProxyState {
+    fn audit_log(&self) -> &crate::audit::AuditLog {
+        &self.audit
+    }
+
+    fn request_done(&self, record: &crate::audit::AuditRecord, status: u16, outcome: &'static str) {
+        self.metrics.request_done(record, status, outcome);
+    }
+}
+
+impl ProxyState {
+    /// Opens the store in `config.server.data_dir` and builds the state.
+    pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
+        let dir = &config.server.data_dir;
+        crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+        let store = Store::open_with(dir, &config.store_options()).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+        Self::build(config, store, local_addr)
+    }
+
+    fn build(config: Config, store: Store, local_addr: SocketAddr) -> Result<ProxyState, String> {
+        let dir = &config.server.data_dir;
+        let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
+        let upstream = origin_client(&config)?;
+        let robots = robots_registry(&config, &store, upstream.clone())?;
+        let pacer = Arc::new(crate::robots::politeness::Pacer::new());
+        // Fleet mode: robots.txt snapshots shared through Redis.
+        let fleet = crate::fleet::Fleet::start(&config, &store)?;
+        if let Some(f) = &fleet {
+            robots.set_shared(Arc::new(crate::fleet::robots::FleetRobots { fleet: f.clone() }));
+        }
+        if config.robots.honor_crawl_delay {
+            // A robots.txt fetch counts as a request to its origin (for the
+            // fleet as a whole in fleet mode).
+            let (p, min, f) = (pacer.clone(), config.robots.min_delay, fleet.clone());
+            robots.set_fetch_hook(Arc::new(move |o: &crate::robots::snapshot::Origin| {
+                p.reserve(&o.key(), min, std::time::SystemTime::now());
+                if let Some(f) = f.clone() {
+                    let key = o.key();
+                    tokio::spawn(async move { f.reserve_slot(&key, min).await });
+                }
+            }));
+        }
+        let audit_dir = crate::audit::audit_dir(dir);
+        let audit = Arc::new(
+            crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
+        );
+        let config_max_connections = config.server.max_connections;
+        Ok(ProxyState {
+            closing: tokio::sync::watch::channel(false).0,
+            conns: Arc::new(Tasks::default()),
+            shares: None,
+            meta_cache: meta_cache::MetaCache::new(config.store.head_cache()),
+            body_cache: body_cache::BodyCache::new(config.cache.body_memory, config.cache.body_memory_max_object),
+            robots,
+            pacer,
+            audit,
+            policy: config.policy(),
+            offline: config.server.offline,
+            config,
+            store,
+            upstream,
+            metrics: Metrics::default(),
+            inflight: collapse::Inflight::default(),
+            tasks: Arc::new(Tasks::default()),
+            local_addr,
+            ca,
+            invalidations: invalidate::Invalidations::default(),
+            endpoints: no_endpoints(),
+            fleet,
+            overload: Arc::new(overload::Overload::new(config_max_connections, overload::open_file_limit().ok())),
+        })
+    }
+}
+
+/// The client for origins as `[upstream]` configures it (timeouts, pool,
+/// head limits, `extra_ca_file`, the parent `proxy` and its `no_proxy`
+/// list; never the proxy environment variables). Errors: the extra CA file
+/// or the parent proxy cannot be used.
+pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
+    let up = &config.upstream;
+    let extra = &up.extra_ca_file;
+    let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
+    let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
+    let parent = if up.proxy.is_empty() {
+        None
+    } else {
+        let no_proxy: Vec<String> = up.no_proxy.iter().map(|e| e.to_string()).collect();
+        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
+            .map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
+        tracing::info!(parent = parent.name(), no_proxy = ?no_proxy, "origins are reached through the parent proxy");
+        Some(parent)
+    };
+    Ok(upstream::Upstream::with_parent(
+        tls,
+        up.connect_timeout,
+        up.response_timeout,
+        up.pool_idle_timeout,
+        upstream::HeadLimits {
+            max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX),
+            max_fields: up.max_head_fields,
+        },
+        parent,
+    ))
+}
+
+/// The robots.txt registry over the store's index, fetching through `upstream`.
+pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstream) -> Result<crate::robots::registry::RobotsRegistry, String> {
+    let tree = store.extra_tree("robots").map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
+    let fetch = crate::robots::http_fetch::UpstreamRobotsFetch::new(
+        upstream,
+        format!("crawlcache/{}", env!("CARGO_PKG_VERSION")),
+        config.upstream.response_timeout,
+        config.robots.max_size as usize,
+    );
+    Ok(crate::robots::registry::RobotsRegistry::new(tree, Arc::new(fetch), config.robots.clone()))
+}
