@@ -11,8 +11,10 @@
 //! The layers below live in crates of their own (`crates/`), so that a
 //! lower one cannot import a higher one: `crawlcache-base` (leaves, some
 //! re-exported here: [`units`], [`fsutil`]), `crawlcache-policy` (the
-//! RFC 9111 decisions: [`cache`], [`store_key`]) and `crawlcache-store`
-//! (the body store, [`store`]).
+//! RFC 9111 decisions: [`cache`], [`store_key`]), `crawlcache-store`
+//! (the body store, [`store`]) and `crawlcache-robots` (the RFC 9309
+//! engine, re-exported in [`robots`] beside the fetcher over the proxy's
+//! upstream client).
 
 pub use crawlcache_base::byte_lru;
 pub use crawlcache_base::{fsutil, units};

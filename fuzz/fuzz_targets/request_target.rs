@@ -25,21 +25,11 @@
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use libfuzzer_sys::fuzz_target;
 
-// The modules' own sources, unchanged (`key`, `fields` and
-// `upstream_fields` here are the same code as crawlcache's
-// `cache::key`, `wire::fields` and `wire::upstream_fields`;
-// `upstream_fields` reaches `fields` as `super::fields`).
-#[path = "../../src/cache/key.rs"]
-#[allow(dead_code)]
-mod key;
-#[path = "../../src/wire/fields.rs"]
-#[allow(dead_code)]
-mod fields;
-#[path = "../../src/wire/upstream_fields.rs"]
-mod upstream_fields;
-
-use fields::{client_response_fields, connection_named, remove_hop_by_hop, via_names_us, HOP_BY_HOP};
-use upstream_fields::{host_field, upstream_fields};
+// The policy crate (synchronous, no I/O) holds the code fuzzed here: the
+// same `cache::key`, `fields` and `upstream_fields` crawlcache uses.
+use crawlcache_policy::cache::key;
+use crawlcache_policy::fields::{client_response_fields, connection_named, remove_hop_by_hop, via_names_us, HOP_BY_HOP};
+use crawlcache_policy::upstream_fields::{host_field, upstream_fields};
 
 fn header_map(lines: &[&[u8]]) -> HeaderMap {
     let mut h = HeaderMap::new();

@@ -10,13 +10,9 @@
 
 use libfuzzer_sys::fuzz_target;
 
-// The module's own sources, unchanged: `crate::robots` here is the same code
-// as `crawlcache::robots`, without the rest of the crate's dependencies.
-#[path = "../../src/robots/mod.rs"]
-#[allow(dead_code, unused_imports)]
-mod robots;
-
-use robots::RobotsTxt;
+// The engine crate without its `runtime` feature: the parser and matcher
+// without tokio, sled or the proxy.
+use crawlcache_robots::RobotsTxt;
 
 const URLS: [&str; 8] = [
     "",

@@ -242,8 +242,30 @@ impl SharedSnapshots for FleetRobots {
 mod tests {
     use super::*;
 
+    use crate::robots::snapshot::{FetchOutcome, RedirectDetails};
+
+    /// A snapshot of a fetched robots.txt `body` at `at`.
     fn snap(body: &[u8], at: SystemTime) -> Snapshot {
-        crate::robots::snapshot::tests::fetched(body, at)
+        Snapshot {
+            origin: Origin::new("http", "example.org", 80),
+            status: RobotsStatus::Fetched,
+            body: body.to_vec(),
+            truncated: false,
+            sha256: sha256_hex(body),
+            etag: Some("\"v1\"".into()),
+            last_modified: None,
+            fetched_at: at,
+            validated_at: at,
+            http_status: Some(200),
+            redirects: RedirectDetails::default(),
+            last_outcome: FetchOutcome::Ok { status: 200 },
+            last_attempt: at,
+            failures: 0,
+            retry_after: None,
+            next_retry: None,
+            fetched_as: Some("Bot/1.0".into()),
+            content_encoding: None,
+        }
     }
 
     fn t(s: u64) -> SystemTime {

@@ -7,7 +7,7 @@
 //! [`apply_fetch`] is the pure decision that turns the result (and the
 //! previous snapshot, if any) into the snapshot to use from now on.
 
-use super::snapshot::{
+use crate::snapshot::{
     sha256_hex, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Validators, Windows,
     MAX_ROBOTS_BYTES,
 };
@@ -68,9 +68,9 @@ pub type FetchFuture = Pin<Box<dyn Future<Output = Result<RawRobotsResponse, Fet
 ///
 /// `fetch` sends one `GET url` — never following redirects itself — with
 /// `User-Agent: user_agent` (the implementation's own default when empty;
-/// see [`super::identity`]), `If-None-Match` / `If-Modified-Since` from
+/// see [`crate::identity`]), `If-None-Match` / `If-Modified-Since` from
 /// `validators` when given, and `Accept-Encoding` naming only codings it
-/// can undo; it returns the body decoded ([`super::decode`]), at most
+/// can undo; it returns the body decoded ([`crate::decode`]), at most
 /// [`MAX_ROBOTS_BYTES`] of decoded text. A body that does not decode is
 /// [`FetchError::Undecodable`], never rules.
 pub trait RobotsFetch: Send + Sync + 'static {
@@ -126,7 +126,7 @@ impl RedirectPolicy {
 }
 
 /// Resolves a `Location` value against the URL it answered (RFC 9110
-/// §10.2.2, RFC 3986 §5.2, through [`crate::wire::url::resolve`]). The
+/// §10.2.2, RFC 3986 §5.2, through [`crawlcache_base::url::resolve`]). The
 /// fragment is dropped. `None` when the value is empty, `base` is not
 /// absolute, or the result is not an `http`/`https` origin.
 pub fn resolve_location(base: &str, location: &str) -> Option<String> {
@@ -134,7 +134,7 @@ pub fn resolve_location(base: &str, location: &str) -> Option<String> {
     if location.split('#').next().unwrap_or("").is_empty() {
         return None;
     }
-    let resolved = crate::wire::url::resolve(base, location)?;
+    let resolved = crawlcache_base::url::resolve(base, location)?;
     Origin::from_url(&resolved)?;
     let lower = resolved.to_ascii_lowercase();
     (lower.starts_with("http://") || lower.starts_with("https://")).then_some(resolved)

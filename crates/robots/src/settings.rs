@@ -5,10 +5,10 @@
 //! the documented defaults; `[robots.hosts."HOST"]` overrides the windows
 //! for one host.
 
-use super::fetch::{Backoff, RedirectPolicy};
-use super::snapshot::{Windows, MAX_ROBOTS_BYTES};
+use crate::fetch::{Backoff, RedirectPolicy};
+use crate::snapshot::{Windows, MAX_ROBOTS_BYTES};
 // Durations and sizes are read exactly as in the rest of the configuration.
-use crate::units::{de_duration, de_size};
+use crawlcache_base::units::{de_duration, de_size};
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Compiled `Allow`/`Disallow` patterns and the URL path they are matched
 //! against (RFC 9309 §2.2.2, §2.2.3).
 //!
-//! A pattern is compiled once: escaped (see [`super::escape_pattern`]), its
+//! A pattern is compiled once: escaped (see [`crate::escape_pattern`]), its
 //! trailing `$` turned into an end anchor, its literal prefix (before the
 //! first `*`) measured, and a [`Screen`] derived: the first eight bytes of
 //! the prefix as one integer, and the byte pairs of the rest of its literal
@@ -213,7 +213,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// reads the path as a C string.
 ///
 /// ```
-/// use crawlcache::robots::path_params_query;
+/// use crawlcache_robots::path_params_query;
 /// assert_eq!(path_params_query("http://example.com/a/b?c=d#frag"), "/a/b?c=d");
 /// assert_eq!(path_params_query(""), "/");
 /// ```

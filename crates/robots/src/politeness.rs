@@ -8,7 +8,7 @@
 //!
 //! [`effective_delay`] and [`next_slot`] are pure; [`Pacer`] keeps the
 //! per-origin next-allowed times and hands out slots. In fleet mode the
-//! slots come from Redis for the fleet as a whole (`crate::fleet::pace`),
+//! slots come from Redis for the fleet as a whole (`crawlcache::fleet::pace`),
 //! and this node's [`Pacer`] is used while Redis cannot be.
 
 use std::collections::HashMap;
@@ -72,7 +72,7 @@ mod tests {
     use super::*;
 
     fn engine_delay(body: &str) -> Option<f64> {
-        crate::robots::RobotsTxt::parse(body.as_bytes()).crawl_delay("Bot")
+        crate::robots_txt::RobotsTxt::parse(body.as_bytes()).crawl_delay("Bot")
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! `enforce`) or is answered by the proxy (403, or 503 for expired rules);
 //! [`RobotsCheck::status_header`] is the `Robots-Status` response field.
 
-use super::registry::Rules;
-use super::settings::RobotsMode;
-use super::snapshot::{Disposition, RobotsStatus, State, Windows, RULE_REDIRECT_REFUSED};
-use super::{product_token_from_user_agent, Verdict};
+use crate::origin_rules::Rules;
+use crate::robots_txt::Verdict;
+use crate::settings::RobotsMode;
+use crate::snapshot::{Disposition, RobotsStatus, State, Windows, RULE_REDIRECT_REFUSED};
+use crate::token::product_token_from_user_agent;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -43,7 +44,7 @@ pub struct CheckNames {
     /// The `User-Agent` the snapshot was fetched as (C43).
     pub fetched_as: Option<Arc<str>>,
     /// The snapshot's warning about the client's identity
-    /// ([`super::snapshot::Snapshot::identity_warning`]).
+    /// ([`crate::snapshot::Snapshot::identity_warning`]).
     pub warning: Option<Arc<str>>,
 }
 
@@ -85,7 +86,7 @@ pub struct RobotsCheck {
     /// The `User-Agent` the snapshot was fetched as (C43).
     pub fetched_as: Option<Arc<str>>,
     /// A warning about the rules in force: the robots.txt answered 401 or
-    /// 403 to `fetched_as` ([`super::snapshot::Snapshot::identity_warning`]).
+    /// 403 to `fetched_as` ([`crate::snapshot::Snapshot::identity_warning`]).
     pub warning: Option<Arc<str>>,
     /// Why the rules are unknown, for an `unavailable` snapshot (the last
     /// fetch outcome: a refused redirect, an undecodable body, a 503, ...).
@@ -230,7 +231,7 @@ fn quote(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::robots::snapshot::{sha256_hex, FetchOutcome, Origin, RedirectDetails, Snapshot};
+    use crate::snapshot::{sha256_hex, FetchOutcome, Origin, RedirectDetails, Snapshot};
     use std::time::Duration;
 
     fn rules(status: RobotsStatus, body: &str, at: SystemTime) -> Rules {

@@ -20,24 +20,24 @@
 //!
 //! One snapshot per origin is shared by every client. Each fetch is sent
 //! under the identity of the request that needed it
-//! ([`RobotsRegistry::rules_for_client`], [`super::identity`]) and that
+//! ([`RobotsRegistry::rules_for_client`], [`crate::identity`]) and that
 //! identity is recorded in the snapshot.
 //!
 //! Times: a fetch is stamped with the `now` of the call that started it
 //! (the request time), so snapshot ages follow the caller's clock.
 //!
 //! Fleet mode: with [`RobotsRegistry::set_shared`], every fetch goes through
-//! a [`SharedSnapshots`] (`crate::fleet::robots`), which either fetches for
+//! a [`SharedSnapshots`] (`crawlcache::fleet::robots`), which either fetches for
 //! the whole fleet or hands over the snapshot another node fetched. What it
 //! gives is kept and persisted here like a fetch, so the node carries on
 //! alone from its local copies when the shared place is gone.
 
-use super::fetch::{apply_fetch, fetch_robots, RobotsFetch};
-use super::identity::fetch_identity;
-use super::settings::RobotsConfig;
-use super::snapshot::{Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
-use super::{RobotsTxt, Verdict};
-use crate::locks::lock;
+use crate::fetch::{apply_fetch, fetch_robots, RobotsFetch};
+use crate::identity::fetch_identity;
+pub use crate::origin_rules::Rules;
+use crate::settings::RobotsConfig;
+use crate::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
+use crawlcache_base::locks::lock;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -45,43 +45,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
-
-/// A snapshot with its body parsed once.
-#[derive(Debug, Clone)]
-pub struct Rules {
-    /// The snapshot.
-    pub snapshot: Snapshot,
-    /// Its body parsed (an empty rule set, allowing everything, unless the
-    /// status is `fetched`; use [`Rules::verdict`], which knows the status).
-    pub robots: RobotsTxt,
-    /// The snapshot origin's robots.txt URL ([`Origin::robots_url`]), built
-    /// once: every request checked against these rules names it.
-    pub robots_url: String,
-}
-
-impl Rules {
-    /// Parses `snapshot`'s body (only for `fetched`).
-    pub fn new(snapshot: Snapshot) -> Rules {
-        let robots = match snapshot.status {
-            RobotsStatus::Fetched => RobotsTxt::parse(&snapshot.body),
-            _ => RobotsTxt::parse(b""),
-        };
-        Rules::with_parsed(snapshot, robots)
-    }
-
-    /// `snapshot` with its body already parsed as `robots` (kept from the
-    /// previous rules when a refresh brought the same body).
-    pub fn with_parsed(snapshot: Snapshot, robots: RobotsTxt) -> Rules {
-        let robots_url = snapshot.origin.robots_url();
-        Rules { snapshot, robots, robots_url }
-    }
-
-    /// The verdict for `product_token` on `url` in `state`
-    /// ([`super::snapshot::verdict_for`]).
-    pub fn verdict(&self, state: State, product_token: &str, url: &str) -> Verdict {
-        super::snapshot::verdict_for(&self.snapshot, &self.robots, state, product_token, url)
-    }
-}
 
 /// Called before every robots.txt fetch attempt with the origin whose rules
 /// are fetched, so that the attempt counts as a request to that origin for
@@ -94,7 +57,7 @@ pub type FetchHook = Arc<dyn Fn(&Origin) + Send + Sync>;
 pub type FetchOnce<'a> = Box<dyn FnOnce(Option<Snapshot>) -> Pin<Box<dyn Future<Output = Snapshot> + Send + 'a>> + Send + 'a>;
 
 /// Where the nodes of a fleet share robots.txt snapshots (fleet mode,
-/// implemented by `crate::fleet`). The registry calls [`SharedSnapshots::obtain`]
+/// implemented by `crawlcache::fleet`). The registry calls [`SharedSnapshots::obtain`]
 /// wherever it would fetch; the implementation decides whether this node
 /// fetches (calling `fetch`, at most once) or takes the snapshot another
 /// node fetched. Either way the registry keeps the result as its local
@@ -283,7 +246,7 @@ impl RobotsRegistry {
     /// in flight. Never fails: a fetch that cannot be made gives an
     /// `unavailable` snapshot.
     ///
-    /// Fetches go out under the identity [`super::identity`] derives without
+    /// Fetches go out under the identity [`crate::identity`] derives without
     /// a client; see [`RobotsRegistry::rules_for_client`].
     pub async fn rules_for(&self, origin: &Origin, now: SystemTime) -> (Arc<Rules>, Disposition) {
         self.rules_for_client(origin, now, None).await
@@ -291,7 +254,7 @@ impl RobotsRegistry {
 
     /// [`RobotsRegistry::rules_for`] for a request whose `User-Agent` is
     /// `client_user_agent`: a fetch this call starts is sent under the
-    /// identity derived from it ([`super::identity::fetch_identity`]).
+    /// identity derived from it ([`fetch_identity`]).
     pub async fn rules_for_client(&self, origin: &Origin, now: SystemTime, client_user_agent: Option<&str>) -> (Arc<Rules>, Disposition) {
         let windows = self.windows(origin);
         let (rx, expired) = {
@@ -350,7 +313,7 @@ impl RobotsRegistry {
     /// endpoint), and returns the resulting rules. Joins a fetch already in
     /// flight instead of starting a second one. Sent under the identity the
     /// snapshot was fetched as, unless configuration says otherwise
-    /// ([`super::identity`]).
+    /// ([`crate::identity`]).
     pub async fn refresh(&self, origin: &Origin, now: SystemTime) -> Arc<Rules> {
         let rx = {
             let mut slots = lock(&self.inner.slots);
@@ -495,7 +458,7 @@ fn unavailable(origin: &Origin, detail: &str, now: SystemTime) -> Snapshot {
         status: RobotsStatus::Unavailable,
         body: Vec::new(),
         truncated: false,
-        sha256: super::snapshot::sha256_hex(b""),
+        sha256: sha256_hex(b""),
         etag: None,
         last_modified: None,
         fetched_at: now,

@@ -17,7 +17,8 @@
 //!
 //! Nothing here reads the clock: every function takes `now`.
 
-use super::{path_params_query, RobotsTxt, Verdict};
+use crate::pattern::path_params_query;
+use crate::robots_txt::{RobotsTxt, Verdict};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -114,7 +115,7 @@ impl Origin {
     }
 
     /// The URL of this origin's robots.txt (RFC 9309 §2.3), default port elided.
-    /// Requests are checked against the copy [`super::registry::Rules`]
+    /// Requests are checked against the copy [`crate::origin_rules::Rules`]
     /// keeps, built once per snapshot.
     pub fn robots_url(&self) -> String {
         format!("{self}/robots.txt")
@@ -329,7 +330,7 @@ pub struct Snapshot {
     /// sooner than `retry_after`). `None` after a success.
     pub next_retry: Option<SystemTime>,
     /// The `User-Agent` the status and body were fetched under (C43,
-    /// [`super::identity`]); `None` in snapshots stored before it was
+    /// [`crate::identity`]); `None` in snapshots stored before it was
     /// recorded.
     #[serde(default)]
     pub fetched_as: Option<String>,
@@ -607,7 +608,7 @@ impl ClientAnswer {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     const H: u64 = 3600;
@@ -616,9 +617,8 @@ pub(crate) mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
     }
 
-    /// A snapshot of a fetched robots.txt `body` at `at` (test fixture, also
-    /// used by the fleet's snapshot tests).
-    pub(crate) fn fetched(body: &[u8], at: SystemTime) -> Snapshot {
+    /// A snapshot of a fetched robots.txt `body` at `at` (test fixture).
+    fn fetched(body: &[u8], at: SystemTime) -> Snapshot {
         Snapshot {
             origin: Origin::new("http", "example.org", 80),
             status: RobotsStatus::Fetched,

@@ -24,9 +24,8 @@
 //! after the leading `/`) so a check only tries rules whose literal prefix
 //! can agree with it.
 
-use super::parse::{for_each_line, KeyType, LineReport};
-use super::pattern::{head_of, PairMask, Pattern};
-use super::{escape_pattern, parse};
+use crate::parse::{self, escape_pattern, for_each_line, KeyType, LineReport};
+use crate::pattern::{head_of, PairMask, Pattern};
 use std::collections::HashMap;
 
 /// One `Allow`/`Disallow` rule (or the directory rule derived from an
@@ -46,7 +45,7 @@ pub(crate) struct Rule {
 /// Lists shorter than this are scanned whole; longer ones get a [`Dispatch`].
 const DISPATCH_MIN_RULES: usize = 16;
 
-/// A rule in a candidate list, with its [`super::pattern::Screen`] inline so
+/// A rule in a candidate list, with its [`crate::pattern::Screen`] inline so
 /// that rejecting it touches only this entry.
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
@@ -172,7 +171,7 @@ impl Dispatch {
     }
 }
 
-/// Everything [`super::RobotsTxt`] holds.
+/// Everything [`crate::RobotsTxt`] holds.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Compiled {
     pub(crate) rules: Vec<Rule>,

@@ -3,7 +3,7 @@
 //!
 //! This is the single pass over the body. It follows the line syntax of
 //! RFC 9309 §2.2 as Google's library reads it (see the module docs of
-//! [`crate::robots`]): any of LF, CR and CRLF ends a line, a leading (possibly
+//! [`crate`]): any of LF, CR and CRLF ends a line, a leading (possibly
 //! partial) UTF-8 BOM is skipped, lines are cut at [`MAX_LINE_BYTES`], `#`
 //! starts a comment anywhere, keys are matched by case-insensitive prefix with
 //! a few accepted misspellings, and a missing colon is tolerated when the line
@@ -320,7 +320,7 @@ const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 /// doing, which is the common case.
 ///
 /// ```
-/// use crawlcache::robots::escape_pattern;
+/// use crawlcache_robots::escape_pattern;
 /// assert_eq!(&*escape_pattern("/café".as_bytes()), b"/caf%C3%A9");
 /// assert_eq!(&*escape_pattern(b"/%7ejoe"), b"/%7Ejoe");
 /// ```

@@ -22,7 +22,7 @@
 //! the identity of the request that needed the fetch (first sight, or the
 //! request that started a refresh).
 
-use super::product_token_from_user_agent;
+use crate::token::product_token_from_user_agent;
 
 /// The `User-Agent` of a robots.txt fetch when neither configuration nor a
 /// client gives one: product name and version.
