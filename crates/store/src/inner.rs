@@ -99,6 +99,19 @@ impl Inner {
         }
     }
 
+    /// Whether the stored short body `hash` is found without reading a pack
+    /// segment: a shared body (its reference-count row, read from the
+    /// index as a lookup reads an entry, names it), or one written or read
+    /// recently whose record is still in the record cache. The quick
+    /// insert's test for a body the filter says may be stored.
+    pub(crate) fn body_in_memory(&self, hash: &Hash) -> bool {
+        if matches!(self.index.ref_row_of(hash), Ok(Some(_))) {
+            return true;
+        }
+        let Some(loc) = lock(&self.recent).peek(hash).copied() else { return false };
+        lock(&self.records).get(&loc).is_some()
+    }
+
     /// The bytes of the packed body `hash`, if it is pinned or was seen
     /// recently (checked against its hash).
     pub(crate) fn packed_bytes(&self, hash: &Hash) -> Option<Arc<Vec<u8>>> {

@@ -177,15 +177,7 @@ impl ReadError {
     }
 }
 
-/// Encodes a record with `stamp`.
-#[cfg(test)]
-pub(crate) fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_into(&mut out, stamp, key, meta, body);
-    out
-}
-
-/// Bytes of the record [`encode`] gives for these fields.
+/// Bytes of the record [`encode_into`] writes for these fields.
 fn record_len(key: &[u8], meta: &[u8], body: &RecBody) -> usize {
     let inline = body.held_bytes().map_or(0, |b| b.len());
     HEADER_LEN + key.len() + meta.len() + inline + TRAILER_LEN
@@ -802,6 +794,14 @@ impl Drop for Packs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Encodes a record with `stamp`.
+    fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_into(&mut out, stamp, key, meta, body);
+        out
+    }
+
     #[cfg(target_os = "linux")]
     use crate::fsops::page_test::{pages_can_be_dropped, resident_pages};
 

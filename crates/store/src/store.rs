@@ -278,9 +278,11 @@ impl Store {
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
         let hash = parse_hash(&body.sha256)?;
-        // A short body must be held in memory and certainly not stored yet
-        // (finding a stored one may read the disk).
-        if body.len < inner.inline_max && (!inner.blobs.is_small_pinned(&hash) || inner.body_maybe_stored(&hash)) {
+        // A short body must be held in memory, and either certainly not
+        // stored yet or stored where it is found without reading a pack
+        // segment (shared: its reference-count row says so; or its record
+        // cached): what a miss for a body many URLs serve meets.
+        if body.len < inner.inline_max && (!inner.blobs.is_small_pinned(&hash) || (inner.body_maybe_stored(&hash) && !inner.body_in_memory(&hash))) {
             return None;
         }
         Some(self.insert_locked(primary_key, secondary_key, meta, Some(body)))
