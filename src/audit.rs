@@ -20,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// `method` without a copy when it is one of RFC 9110's (section 9.3) or
 /// PATCH, the methods nearly every request uses; a copy otherwise.
@@ -424,7 +424,7 @@ impl AuditLog {
         record.write_json(line);
         line.push(b'\n');
         let mut day = [0u8; 10];
-        match record.time.get(..10).filter(|d| is_date(d)) {
+        match record.time.get(..10).filter(|d| crawlcache_base::time::is_date(d)) {
             Some(d) => day.copy_from_slice(d.as_bytes()),
             None => day.copy_from_slice(&format_rfc3339(SystemTime::now()).as_bytes()[..10]),
         }
@@ -454,10 +454,6 @@ impl Drop for AuditLog {
             tracing::warn!("cannot write the audit log in {}: {e}", self.shared.dir.display());
         }
     }
-}
-
-fn is_date(d: &str) -> bool {
-    d.len() == 10 && d.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
 }
 
 /// The disallowed requests recorded in `dir` at or after `since`, oldest
@@ -493,55 +489,6 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
     }
     out.sort_by_key(AuditRecord::at);
     Ok(out)
-}
-
-/// Formats `t` as RFC 3339 in UTC with milliseconds: `2026-11-30T01:02:03.456Z`.
-/// Times before 1970 are written as the epoch.
-pub fn format_rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    let secs = d.as_secs();
-    thread_local! {
-        /// The last second formatted on this thread and its text up to the
-        /// seconds (`YYYY-MM-DDTHH:MM:SS`): requests arrive many to a second.
-        static LAST: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
-    }
-    let (last_secs, text) = LAST.try_with(std::cell::Cell::get).unwrap_or((u64::MAX, [0; 19]));
-    let mut out = String::with_capacity(24);
-    match std::str::from_utf8(&text) {
-        Ok(t) if last_secs == secs => out.push_str(t),
-        _ => {
-            out.push_str(&format_seconds(secs));
-            if let Ok(text) = <[u8; 19]>::try_from(out.as_bytes()) {
-                let _ = LAST.try_with(|l| l.set((secs, text)));
-            }
-        }
-    }
-    out.push('.');
-    push_padded(&mut out, u64::from(d.subsec_millis()), 3);
-    out.push('Z');
-    out
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` (UTC) of `secs` seconds since the Unix epoch.
-fn format_seconds(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, dd) = civil_from_days(days);
-    // Written digit by digit (once per request for the audit line; the
-    // formatting machinery of `format!` cost several times as much).
-    let mut out = String::with_capacity(24);
-    push_padded(&mut out, y.unsigned_abs(), 4);
-    out.push('-');
-    push_padded(&mut out, u64::from(m), 2);
-    out.push('-');
-    push_padded(&mut out, u64::from(dd), 2);
-    out.push('T');
-    push_padded(&mut out, rem / 3600, 2);
-    out.push(':');
-    push_padded(&mut out, (rem % 3600) / 60, 2);
-    out.push(':');
-    push_padded(&mut out, rem % 60, 2);
-    out
 }
 
 /// Appends `s` as a JSON string: quoted, with `"` and `\` escaped by a
@@ -590,7 +537,7 @@ fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 
 /// `n` in decimal (a JSON number).
 fn json_u64(out: &mut Vec<u8>, n: u64) {
-    let (digits, at) = decimal(n, 1);
+    let (digits, at) = crawlcache_base::time::decimal(n, 1);
     out.extend_from_slice(&digits[at..]);
 }
 
@@ -602,102 +549,8 @@ fn json_opt_u64(out: &mut Vec<u8>, n: Option<u64>) {
     }
 }
 
-/// Appends `n` in decimal, zero-padded to at least `width` digits.
-fn push_padded(out: &mut String, n: u64, width: usize) {
-    let (digits, at) = decimal(n, width);
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
-}
 
-/// `n` in decimal ASCII, zero-padded to at least `width` (at most 20)
-/// digits: the digits are `buffer[start..]`.
-fn decimal(mut n: u64, width: usize) -> ([u8; 20], usize) {
-    let mut digits = [b'0'; 20];
-    let mut at = digits.len();
-    let stop = digits.len().saturating_sub(width.max(1));
-    while n > 0 || at > stop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    (digits, at)
-}
-
-/// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`); `None` when
-/// malformed or before 1970.
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || !is_date(s.get(..10)?) || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok()).flatten()
-    };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: u64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            if i - start < 9 {
-                nanos = nanos * 10 + u64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        for _ in (i - start).min(9)..9 {
-            nanos *= 10;
-        }
-    }
-    let offset: i64 = match s.get(i..)? {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && o.as_bytes()[3] == b':' => {
-            let oh = num(i + 1..i + 3)?;
-            let om = num(i + 4..i + 6)?;
-            let v = oh * 3600 + om * 60;
-            if o.starts_with('-') {
-                -v
-            } else {
-                v
-            }
-        }
-        _ => return None,
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset;
-    let secs = u64::try_from(secs).ok()?;
-    UNIX_EPOCH.checked_add(Duration::new(secs, nanos as u32))
-}
-
-// Howard Hinnant's civil calendar algorithms (proleptic Gregorian).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+pub use crawlcache_base::time::{format_rfc3339, parse_rfc3339};
 
 #[cfg(test)]
 mod tests {
@@ -764,36 +617,6 @@ mod tests {
     }
 
     #[test]
-    fn rfc3339_is_written_as_format_would_write_it() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for _ in 0..2000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let ms = x % 400_000_000_000_000; // up to year ~14,600
-            let t = UNIX_EPOCH + Duration::from_millis(ms);
-            let secs = ms / 1000;
-            let (y, m, dd) = civil_from_days((secs / 86_400) as i64);
-            let rem = secs % 86_400;
-            let want = format!("{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000);
-            assert_eq!(format_rfc3339(t), want);
-        }
-    }
-
-    #[test]
-    fn rfc3339_round_trip_and_known_values() {
-        assert_eq!(format_rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
-        assert_eq!(format_rfc3339(t), "2023-11-14T22:13:20.123Z");
-        assert_eq!(parse_rfc3339("2023-11-14T22:13:20.123Z"), Some(t));
-        assert_eq!(parse_rfc3339("2023-11-14T23:13:20.123+01:00"), Some(t));
-        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z").map(format_rfc3339).as_deref(), Some("2024-02-29T00:00:00.000Z"));
-        for bad in ["", "2023-11-14", "2023-13-14T00:00:00Z", "2023-11-14T00:00:00", "2023-11-14T00:00:00.Z", "x023-11-14T00:00:00Z"] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
     fn lines_are_json_rotate_by_day_and_skips_lists_disallowed_since() {
         let dir = tempfile::tempdir().unwrap();
         let log = AuditLog::open(dir.path()).unwrap();
@@ -829,29 +652,11 @@ mod tests {
     fn record_from_a_robots_check_carries_the_rules_sha256_and_verdict() {
         use crate::robots::enforce::RobotsCheck;
         use crate::robots::registry::Rules;
-        use crate::robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, Windows};
+        use crate::robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RobotsStatus, Snapshot, Windows};
         let t = at("2026-11-30T12:00:00Z");
         let body = b"User-agent: *\nDisallow: /private\n";
-        let rules = Rules::new(Snapshot {
-            origin: Origin::new("http", "a.test", 80),
-            status: RobotsStatus::Fetched,
-            body: body.to_vec(),
-            truncated: false,
-            sha256: sha256_hex(body),
-            etag: None,
-            last_modified: None,
-            fetched_at: t,
-            validated_at: t,
-            http_status: Some(200),
-            redirects: RedirectDetails::default(),
-            last_outcome: FetchOutcome::Ok { status: 200 },
-            last_attempt: t,
-            failures: 0,
-            retry_after: None,
-            next_retry: None,
-            fetched_as: Some("Bot/1.0 (+http://a.test/bot)".into()),
-            content_encoding: None,
-        });
+        let s = Snapshot::new(Origin::new("http", "a.test", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, t);
+        let rules = Rules::new(Snapshot { fetched_as: Some("Bot/1.0 (+http://a.test/bot)".into()), ..s });
         let check = RobotsCheck::new(&rules, Disposition::StaleUsable, &Windows::default(), t, "Bot", "http://a.test/private/1");
         let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(check));
         assert_eq!(r.robots_sha256.as_deref(), Some(sha256_hex(body).as_str()));

@@ -157,9 +157,8 @@ pub struct StoreConfig {
     /// record instead of a file of their own.
     #[serde(deserialize_with = "de_size")]
     pub inline_max_bytes: u64,
-    /// Resident memory (bytes) the proxy aims to stay under; the index's
-    /// page cache gets a thirty-second, the decoded-head cache and the
-    /// record cache a sixteenth each.
+    /// Resident memory (bytes) the proxy aims to stay under, split among
+    /// the caches by [`StoreConfig::memory_budget`].
     #[serde(deserialize_with = "de_size")]
     pub memory_ceiling: u64,
     /// Leave what the proxy writes (pack records, body files) in the
@@ -169,27 +168,9 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
-    /// Bytes of sled's page cache: a thirty-second of the memory ceiling.
-    /// sled counts its cache by the serialized size of the nodes it holds;
-    /// what they take in memory was four to five times that in
-    /// benches/scale.sh (resident memory at 1,000,000 entries, 256 MiB
-    /// ceiling: 193-207 MiB and still growing with an eighth, 32 MiB, for
-    /// sled; 106-135 MiB, level from 300,000 entries, with this 8 MiB).
-    /// `open_index` gives sled at least 1 MiB.
-    pub fn index_cache(&self) -> u64 {
-        self.memory_ceiling / 32
-    }
-
-    /// Bytes of the cache of decoded response heads: a sixteenth of the
-    /// memory ceiling.
-    pub fn head_cache(&self) -> u64 {
-        self.memory_ceiling / 16
-    }
-
-    /// Bytes of the store's cache of recently read pack records (entry
-    /// heads and short bodies): a sixteenth of the memory ceiling.
-    pub fn record_cache(&self) -> u64 {
-        self.memory_ceiling / 16
+    /// How `memory_ceiling` is split among the caches.
+    pub fn memory_budget(&self) -> crawlcache_base::memory::MemoryBudget {
+        crawlcache_base::memory::MemoryBudget::new(self.memory_ceiling)
     }
 }
 
@@ -531,8 +512,8 @@ impl Config {
         crate::store::StoreOptions {
             max_size: self.cache.max_size,
             inline_max: self.store.inline_max_bytes,
-            index_cache: self.store.index_cache(),
-            record_cache: self.store.record_cache(),
+            index_cache: self.store.memory_budget().index_cache(),
+            record_cache: self.store.memory_budget().record_cache(),
             keep_written_pages: self.store.keep_written_pages,
         }
     }

@@ -21,12 +21,12 @@ pub use crawlcache_base::{fsutil, units};
 pub(crate) use crawlcache_base::locks;
 pub use crawlcache_policy::{cache, store_key};
 pub use crawlcache_store as store;
+pub use crawlcache_fleet as fleet;
 
 pub mod admin;
 pub mod audit;
 pub mod cli;
 pub mod config;
-pub mod fleet;
 pub mod metrics;
 pub mod proxy;
 pub mod record;

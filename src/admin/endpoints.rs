@@ -18,7 +18,7 @@ pub fn purge_selection(query: &str, rules: &[crate::record::key_rules::KeyRule])
         ..Default::default()
     };
     if let Some(url) = query_param(query, "url") {
-        selection.urls = url_keys(&url, rules)?;
+        selection.urls = url_keys(&url, rules).map_err(|e| e.to_string())?;
     }
     if let Some(d) = query_param(query, "older_than") {
         selection.older_than = Some(crate::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?);
@@ -35,7 +35,7 @@ fn cat_url(state: &ProxyState, url: &str, decode: bool) -> Response<ProxyBody> {
     let picked = match inspect::pick(&state.store, url, &state.config.cache.key_rules) {
         Ok(Some(p)) => p,
         Ok(None) => return text(StatusCode::NOT_FOUND, format!("crawlcache: {url} is not stored (neither in the cache nor in the record)\n")),
-        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+        Err(e) => return text(e.status(), message(&e.to_string())),
     };
     let mut body = match picked.body(&state.store, decode) {
         Ok(b) => b,
@@ -105,7 +105,7 @@ pub fn show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     match query_param(query, "url") {
         Some(url) => match show_json(&state.store, &url, &state.config.cache.key_rules) {
             Ok(v) => json(StatusCode::OK, &v),
-            Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            Err(e) => text(e.status(), message(&e.to_string())),
         },
         None => text(StatusCode::BAD_REQUEST, "crawlcache: /cache/show needs ?url=URL\n".into()),
     }

@@ -386,37 +386,32 @@ impl Picked {
 /// a scan of the record keys, read key by key); `None` when none is
 /// stored. Errors: `url` is not an absolute http(s) URL, or the index
 /// cannot be read.
-pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::KeyRule]) -> Result<Option<Picked>, String> {
+pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::KeyRule]) -> Result<Option<Picked>, super::lookup::LookupError> {
     let key = super::lookup::cache_key(url, key_rules)?;
     let record_key = RecordKey::get(&key).primary();
     for k in [key.clone(), record_key] {
-        let mut best: Option<Picked> = None;
-        for entry in store.lookup(&k).map_err(|e| e.to_string())? {
-            newest(&mut best, &k, entry);
-        }
-        if best.is_some() {
-            return Ok(best);
+        let entries = store.lookup(&k)?;
+        if let Some(best) = newest(entries.into_iter().map(|e| (k.clone(), e))) {
+            return Ok(Some(best));
         }
     }
     // Records of other methods: their keys name the method (and a body's
     // hash), so they are found by their URL in the record namespace.
-    let mut best: Option<Picked> = None;
+    let mut others = Vec::new();
     for entry in store.scan(RecordKey::namespace()) {
-        let entry = entry.map_err(|e| e.to_string())?;
+        let entry = entry?;
         if StoreKey::url_of(&entry.primary_key) == key {
-            let k = entry.primary_key.clone();
-            newest(&mut best, &k, entry);
+            others.push((entry.primary_key.clone(), entry));
         }
     }
-    Ok(best)
+    Ok(newest(others))
 }
 
-/// Keeps in `best` the newer of it and `entry` (under `key`).
-fn newest(best: &mut Option<Picked>, key: &str, entry: Entry) {
-    let Some(stored) = StoredResponse::from_bytes(&entry.meta) else { return };
-    if best.as_ref().is_none_or(|b| stored.response_time_ms > b.stored.response_time_ms) {
-        *best = Some(Picked { key: key.to_string(), entry, stored });
-    }
+/// The most recently received of `entries` (each with the key it is
+/// stored under) whose head decodes.
+fn newest(entries: impl IntoIterator<Item = (String, Entry)>) -> Option<Picked> {
+    let decoded = entries.into_iter().filter_map(|(key, entry)| Some(Picked { stored: StoredResponse::from_bytes(&entry.meta)?, key, entry }));
+    crate::cache::variant::select(decoded, |_| true, |p| &p.stored)
 }
 
 #[cfg(test)]

@@ -3,25 +3,55 @@
 //! variants and records of one URL as JSON.
 
 use crate::cache::{key, StoredResponse};
-use crate::store::{Entry, Store};
+use crate::store::{Entry, Store, StoreError};
 
-fn normalise(url: &str) -> Result<String, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("crawlcache: '{url}' is not a URL: {e}"))?;
-    key::primary_key(&uri).ok_or_else(|| format!("crawlcache: '{url}' is not an absolute http:// or https:// URL"))
+/// Why a URL's stored responses could not be looked up.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// The text is not a URI at all.
+    #[error("'{url}' is not a URL: {reason}")]
+    NotAUrl {
+        /// The text given.
+        url: String,
+        /// What the URI parser said.
+        reason: String,
+    },
+    /// A URI, but not an absolute `http://` or `https://` one.
+    #[error("'{0}' is not an absolute http:// or https:// URL")]
+    NotAbsolute(String),
+    /// The index could not be read.
+    #[error("the index cannot be read: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl LookupError {
+    /// The status an admin answer gives it: 400 for what the caller sent,
+    /// 500 for the store.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            LookupError::Store(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
+            _ => http::StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+fn normalise(url: &str) -> Result<String, LookupError> {
+    let uri: http::Uri = url.parse().map_err(|e: http::uri::InvalidUri| LookupError::NotAUrl { url: url.to_string(), reason: e.to_string() })?;
+    key::primary_key(&uri).ok_or_else(|| LookupError::NotAbsolute(url.to_string()))
 }
 
 /// The stored variants of `url` as JSON (for `cache show`).
 /// `key` is the cache key under `rules` (`cache.key_rules`); `records` the
 /// recorded responses for it (SPEC section 6).
-pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<serde_json::Value, String> {
+pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<serde_json::Value, LookupError> {
     let exact = normalise(url)?;
     let primary = crate::record::key_rules::apply(rules, &exact);
-    let entries = store.lookup(&primary).map_err(|e| e.to_string())?;
+    let entries = store.lookup(&primary)?;
     let variants: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
     let mut records = Vec::new();
     for m in [http::Method::GET, http::Method::HEAD] {
         let key = crate::store_key::RecordKey::new(&m, &primary, None).primary();
-        for e in store.lookup(&key).map_err(|e| e.to_string())? {
+        for e in store.lookup(&key)? {
             let mut j = entry_json(&e);
             j["key"] = serde_json::Value::String(key.clone());
             records.push(j);
@@ -55,14 +85,14 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 /// The cache key of `url`: normalised ([`key::primary_key`]), then
 /// rewritten by the first of `rules` (`cache.key_rules`) that matches.
 /// Errors: `url` is not an absolute http:// or https:// URL.
-pub fn cache_key(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<String, String> {
+pub fn cache_key(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<String, LookupError> {
     Ok(crate::record::key_rules::apply(rules, &normalise(url)?))
 }
 
 /// The keys a purge of `url` removes: its cache key under `rules`, and the
 /// exact (normalised) URL when the rules rewrote it (entries stored before
 /// the rule was added). Errors: `url` is not an absolute http(s) URL.
-pub fn url_keys(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<Vec<String>, String> {
+pub fn url_keys(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<Vec<String>, LookupError> {
     let exact = normalise(url)?;
     let key = crate::record::key_rules::apply(rules, &exact);
     Ok(if key == exact { vec![key] } else { vec![key, exact] })

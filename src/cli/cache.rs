@@ -179,7 +179,7 @@ fn stats(common: &Common) -> Result<ExitCode, String> {
 fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
-        StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules)?,
+        StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules).map_err(|e| e.to_string())?,
         StoreAccess::Daemon(a) => {
             let (status, body) = admin_request(&a, "GET", &format!("/cache/show?url={}", encode(url)))?;
             if status != 200 {
@@ -201,7 +201,7 @@ fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Opti
         StoreAccess::Direct(s) => {
             let mut selection = PurgeSelection { filter: filter.clone(), older_than, ..Default::default() };
             if let Some(u) = url {
-                selection.urls = crate::admin::lookup::url_keys(u, &cfg.cache.key_rules).map_err(|e| e.trim_start_matches("crawlcache: ").to_string())?;
+                selection.urls = crate::admin::lookup::url_keys(u, &cfg.cache.key_rules).map_err(|e| e.to_string())?;
             }
             let removed = maintain::purge(&s, &selection, SystemTime::now())?;
             s.flush().map_err(|e| e.to_string())?;
@@ -396,7 +396,7 @@ fn cat(common: &Common, url: &str, decode: bool) -> Result<ExitCode, String> {
     };
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let Some(picked) = crate::admin::inspect::pick(&s, url, &cfg.cache.key_rules).map_err(|e| e.trim_start_matches("crawlcache: ").to_string())? else {
+            let Some(picked) = crate::admin::inspect::pick(&s, url, &cfg.cache.key_rules).map_err(|e| e.to_string())? else {
                 eprintln!("crawlcache: {url} is not stored (neither in the cache nor in the record)");
                 return Ok(ExitCode::from(1));
             };

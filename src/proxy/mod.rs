@@ -8,7 +8,6 @@
 //! given `server.shutdown_timeout` to complete, and the index is flushed.
 
 pub mod body_cache;
-pub mod collapse;
 pub mod conn;
 pub mod exchange;
 pub mod invalidate;
@@ -17,6 +16,7 @@ pub mod overflow;
 pub mod overload;
 pub mod placement;
 pub mod robots_gate;
+pub mod lookup;
 pub mod route;
 pub mod server;
 pub mod shares;

@@ -4,7 +4,8 @@
 
 use super::shares::Shares;
 use super::shutdown::Tasks;
-use super::{body_cache, collapse, invalidate, meta_cache, overload};
+use super::{body_cache, invalidate, meta_cache, overload};
+use crawlcache_base::collapse;
 use crate::cache::policy::PolicyConfig;
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -115,7 +116,18 @@ impl ProxyState {
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crate::robots::politeness::Pacer::new());
         // Fleet mode: robots.txt snapshots shared through Redis.
-        let fleet = crate::fleet::Fleet::start(&config, &store)?;
+        let fleet = crate::fleet::Fleet::start(crate::fleet::NodeSettings {
+            config: &config.fleet,
+            store: &store,
+            max_object_size: config.cache.max_object_size,
+            fetch_time: config.upstream.connect_timeout + config.upstream.response_timeout,
+            robots_identity: crate::fleet::keys::identity_id(&config.robots.user_agent, &config.robots.agent),
+            bucket_connector: &|| {
+                let tls = crate::tls::upstream_client_config(None).map_err(|e| format!("fleet bucket TLS: {e}"))?;
+                Ok(crate::tls::upstream_connector(tls, config.fleet.timeout))
+            },
+        })
+        .map_err(|e| e.to_string())?;
         if let Some(f) = &fleet {
             robots.set_shared(Arc::new(crate::fleet::robots::FleetRobots { fleet: f.clone() }));
         }
@@ -140,7 +152,7 @@ impl ProxyState {
             closing: tokio::sync::watch::channel(false).0,
             conns: Arc::new(Tasks::default()),
             shares: None,
-            meta_cache: meta_cache::MetaCache::new(config.store.head_cache()),
+            meta_cache: meta_cache::MetaCache::new(config.store.memory_budget().head_cache()),
             body_cache: body_cache::BodyCache::new(config.cache.body_memory, config.cache.body_memory_max_object),
             robots,
             pacer,

@@ -57,7 +57,7 @@
 pub use crawlcache_policy::{key_rules, policy_rules};
 
 use crate::cache::cache_control::CacheControl;
-use crate::proxy::collapse::{self, Inflight, Lead, Outcome};
+use crawlcache_base::collapse::{self, Lead, Outcome};
 use crate::store::Store;
 pub use crate::store_key::{RecordKey, Selection};
 use bytes::Bytes;
@@ -125,16 +125,8 @@ impl RecordConfig {
 /// [`Selection`] is its cache secondary key), then `lead` (the request's
 /// own collapse lead, if any) is released with the same outcome.
 pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_key: Vec<u8>, record_key: RecordKey) -> Lead {
-    let private = Inflight::default();
-    let collapse::Role::Leader(relay) = private.join(&primary) else {
-        unreachable!("a fresh registry has no leader")
-    };
-    let rx = private.follow(&primary);
-    tokio::spawn(async move {
-        let outcome = match rx {
-            Some(rx) => collapse::wait(rx).await,
-            None => Outcome::NotShared,
-        };
+    let key = primary.clone();
+    collapse::relay(&key, move |outcome| async move {
         if outcome == Outcome::Stored {
             let copy = tokio::task::spawn_blocking(move || copy_entry(&store, &primary, &secondary_key, &record_key)).await;
             if let Ok(Err(e)) = copy {
@@ -144,8 +136,7 @@ pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_k
         if let Some(l) = lead {
             l.finish(outcome);
         }
-    });
-    relay
+    })
 }
 
 /// Indexes the cache entry `(primary, secondary_key)` under `record_key`

@@ -180,19 +180,8 @@ fn x509_time(tag: u8, text: &[u8]) -> Option<u64> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 || year < 1970 {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
-}
-
-/// Days from 1970-01-01 to the given date of the proleptic Gregorian
-/// calendar (for years from 1970 on).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let days = u64::try_from(crawlcache_base::time::days_from_civil(year as i64, month as i64, day as i64)).ok()?;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
 #[cfg(test)]

@@ -51,16 +51,14 @@ pub fn sha256_label_of(bytes: &[u8]) -> String {
 /// A WARC-Date (RFC 3339 UTC, whole seconds: `2024-05-01T12:00:00Z`) for
 /// `ms` milliseconds since the Unix epoch.
 pub fn warc_date(ms: u64) -> String {
-    let t = time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds((ms / 1000) as i64);
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+    crawlcache_base::time::format_rfc3339_seconds(ms / 1000)
 }
 
 /// Milliseconds since the Unix epoch of a WARC-Date (RFC 3339, with or
 /// without fractional seconds, any offset); `None` when it is not one.
 pub fn parse_warc_date(s: &str) -> Option<u64> {
-    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339).ok()?;
-    let ms = t.unix_timestamp_nanos() / 1_000_000;
-    u64::try_from(ms).ok()
+    let t = crawlcache_base::time::parse_rfc3339(s.trim())?;
+    u64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
 /// Now, in milliseconds since the Unix epoch.

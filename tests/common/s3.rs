@@ -205,9 +205,10 @@ impl S3Server {
         let addr = ([127, 0, 0, 1], self.port).into();
         let host = format!("127.0.0.1:{}", self.port);
         let path = format!("/{}/{key}", self.bucket);
-        let now = time::OffsetDateTime::now_utc();
-        let date = format!("{:04}{:02}{:02}", now.year(), u8::from(now.month()), now.day());
-        let amz_date = format!("{date}T{:02}{:02}{:02}Z", now.hour(), now.minute(), now.second());
+        // `2026-12-03T17:51:23.000Z` -> `20261203`, `20261203T175123Z`.
+        let now: String = crawlcache_base::time::format_rfc3339(std::time::SystemTime::now()).chars().filter(|c| c.is_ascii_digit()).collect();
+        let date = now[..8].to_string();
+        let amz_date = format!("{date}T{}Z", &now[8..14]);
         let payload = hex::encode(Sha256::digest(bytes));
         let auth = sigv4_authorization("PUT", &path, &host, &payload, &amz_date, &date, TEST_REGION, TEST_CREDENTIALS[0].1, TEST_CREDENTIALS[1].1);
         let headers = [("Host", host.as_str()), ("x-amz-content-sha256", payload.as_str()), ("x-amz-date", amz_date.as_str()), ("Authorization", auth.as_str())];

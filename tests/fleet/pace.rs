@@ -5,7 +5,7 @@ use crate::support::*;
 use std::time::Duration;
 
 /// The tolerance on the spacing between two requests from different nodes
-/// (docs/fleet.md, "Running a fleet"; src/fleet/pace.rs): the difference of their
+/// (docs/fleet.md, "Running a fleet"; crates/fleet/src/pace.rs): the difference of their
 /// Redis round trips and connection set-up.
 const TOLERANCE: Duration = Duration::from_millis(100);
 

@@ -15,7 +15,9 @@
 
 use crawlcache_base::units::de_duration;
 use serde::Deserialize;
-use std::time::Duration;
+use crate::cache::cache_control::CacheControl;
+use crate::cache::policy::{Decision, Freshness, PolicyConfig};
+use std::time::{Duration, SystemTime};
 
 /// One `[[cache.rules]]` table.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -133,6 +135,20 @@ pub fn find<'a>(rules: &'a [PolicyRule], key: &str) -> Option<&'a PolicyRule> {
     let uri = key.parse::<http::Uri>().ok()?;
     let (host, path) = (uri.host().unwrap_or(""), uri.path());
     rules.iter().find(|r| r.matches(host, path))
+}
+
+/// Whether and how a stored response whose [`Freshness`] is `fresh`
+/// (computed under `policy_config`) may answer a request for the cache key
+/// `key` with request directives `request_cc` at `now` (RFC 9111 section
+/// 4.2), bounded by the first of `rules` matching `key` when it bounds
+/// lifetimes (`min_ttl`, `max_ttl`): the one decision for the local store
+/// and the fleet tier alike.
+pub fn reuse_decision(key: &str, request_cc: &CacheControl, fresh: &Freshness, now: SystemTime, policy_config: &PolicyConfig, rules: &[PolicyRule]) -> Decision {
+    let (min, max) = match find(rules, key) {
+        Some(r) if r.bounds_lifetime() => (r.min_ttl, r.max_ttl),
+        _ => (None, None),
+    };
+    crate::cache::policy::decide_with(request_cc, fresh, now, policy_config, min, max)
 }
 
 /// RFC 9111 section 4.2.1 freshness lifetime of `stored`, the response

@@ -231,30 +231,12 @@ fn quote(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{sha256_hex, FetchOutcome, Origin, RedirectDetails, Snapshot};
+    use crate::snapshot::{FetchOutcome, Origin, Snapshot};
     use std::time::Duration;
 
     fn rules(status: RobotsStatus, body: &str, at: SystemTime) -> Rules {
-        Rules::new(Snapshot {
-            origin: Origin::new("http", "example.org", 80),
-            status,
-            body: body.as_bytes().to_vec(),
-            truncated: false,
-            sha256: sha256_hex(body.as_bytes()),
-            etag: None,
-            last_modified: None,
-            fetched_at: at,
-            validated_at: at,
-            http_status: Some(200),
-            redirects: RedirectDetails::default(),
-            last_outcome: FetchOutcome::Ok { status: 200 },
-            last_attempt: at,
-            failures: 0,
-            retry_after: None,
-            next_retry: None,
-            fetched_as: Some("Bot/1.0".into()),
-            content_encoding: None,
-        })
+        let s = Snapshot::new(Origin::new("http", "example.org", 80), status, body.as_bytes().to_vec(), FetchOutcome::Ok { status: 200 }, at);
+        Rules::new(Snapshot { failures: 0, fetched_as: Some("Bot/1.0".into()), ..s })
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::fetch::{apply_fetch, fetch_robots, RobotsFetch};
 use crate::identity::fetch_identity;
 pub use crate::origin_rules::Rules;
 use crate::settings::RobotsConfig;
-use crate::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Windows};
+use crate::snapshot::{Disposition, FetchOutcome, Origin, RobotsStatus, Snapshot, State, Windows};
 use crawlcache_base::locks::lock;
 use std::collections::HashMap;
 use std::future::Future;
@@ -453,26 +453,7 @@ impl Drop for InflightGuard {
 }
 
 fn unavailable(origin: &Origin, detail: &str, now: SystemTime) -> Snapshot {
-    Snapshot {
-        origin: origin.clone(),
-        status: RobotsStatus::Unavailable,
-        body: Vec::new(),
-        truncated: false,
-        sha256: sha256_hex(b""),
-        etag: None,
-        last_modified: None,
-        fetched_at: now,
-        validated_at: now,
-        http_status: None,
-        redirects: RedirectDetails::default(),
-        last_outcome: FetchOutcome::Other { detail: detail.to_string() },
-        last_attempt: now,
-        failures: 1,
-        retry_after: None,
-        next_retry: None,
-        fetched_as: None,
-        content_encoding: None,
-    }
+    Snapshot::new(origin.clone(), RobotsStatus::Unavailable, Vec::new(), FetchOutcome::Other { detail: detail.to_string() }, now)
 }
 
 impl Inner {

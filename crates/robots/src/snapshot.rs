@@ -358,6 +358,42 @@ mod hex_body {
 }
 
 impl Snapshot {
+    /// A snapshot of `origin` taken at `now` with `status` and `body`
+    /// (kept whole; the fetch truncates to [`MAX_ROBOTS_BYTES`] before),
+    /// after one attempt whose outcome was `last_outcome` (its status code,
+    /// if it has one, is `http_status`): no validators, no redirects, no
+    /// content coding, no retry scheduled; one failure counted when the
+    /// status is [`RobotsStatus::Unavailable`]. The other fields are set by
+    /// name over it (`Snapshot { etag, ..Snapshot::new(...) }`).
+    pub fn new(origin: Origin, status: RobotsStatus, body: Vec<u8>, last_outcome: FetchOutcome, now: SystemTime) -> Snapshot {
+        let http_status = match &last_outcome {
+            FetchOutcome::Ok { status } | FetchOutcome::ClientError { status } | FetchOutcome::ServerError { status } | FetchOutcome::UnexpectedStatus { status } => Some(*status),
+            FetchOutcome::NotModified => Some(304),
+            FetchOutcome::TooManyRequests => Some(429),
+            _ => None,
+        };
+        Snapshot {
+            origin,
+            status,
+            sha256: sha256_hex(&body),
+            body,
+            truncated: false,
+            etag: None,
+            last_modified: None,
+            fetched_at: now,
+            validated_at: now,
+            http_status,
+            redirects: RedirectDetails::default(),
+            last_outcome,
+            last_attempt: now,
+            failures: u32::from(status == RobotsStatus::Unavailable),
+            retry_after: None,
+            next_retry: None,
+            fetched_as: None,
+            content_encoding: None,
+        }
+    }
+
     /// The time since the snapshot was last validated, in whole
     /// nanoseconds; zero when `now` is earlier (clock set back).
     pub fn age(&self, now: SystemTime) -> Duration {
@@ -619,26 +655,8 @@ mod tests {
 
     /// A snapshot of a fetched robots.txt `body` at `at` (test fixture).
     fn fetched(body: &[u8], at: SystemTime) -> Snapshot {
-        Snapshot {
-            origin: Origin::new("http", "example.org", 80),
-            status: RobotsStatus::Fetched,
-            body: body.to_vec(),
-            truncated: false,
-            sha256: sha256_hex(body),
-            etag: Some("\"v1\"".into()),
-            last_modified: None,
-            fetched_at: at,
-            validated_at: at,
-            http_status: Some(200),
-            redirects: RedirectDetails::default(),
-            last_outcome: FetchOutcome::Ok { status: 200 },
-            last_attempt: at,
-            failures: 0,
-            retry_after: None,
-            next_retry: None,
-            fetched_as: Some("Bot/1.0".into()),
-            content_encoding: None,
-        }
+        let s = Snapshot::new(Origin::new("http", "example.org", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, at);
+        Snapshot { etag: Some("\"v1\"".into()), fetched_as: Some("Bot/1.0".into()), ..s }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! requests for the same key, C17), and the origin's response is either
 //! teed into the store or passed through, as RFC 9111 section 3 decides.
 
-use super::super::collapse::{self, Lead, Outcome, Role};
+use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use super::super::exchange::Exchange;
 use super::super::route::Collapse;
 use super::super::state::ProxyState;
@@ -10,6 +10,8 @@ use super::tee::{self, TeeJob};
 use super::Step;
 use crate::cache::policy::{self, NotStorable};
 use crate::cache::{key, to_millis};
+use crate::fleet::tier::{BeforeOrigin, FleetRequest};
+use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::store::Entry;
 use crate::wire::body::ProxyBody;
@@ -67,12 +69,32 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
             }
         },
     };
-    // Fleet mode: the fleet tier before the origin (src/fleet/tier.rs).
-    let lead = match crate::fleet::tier::before_origin(state, ex, lead).await {
-        crate::fleet::tier::BeforeOrigin::Filled => return Step::LookAgain,
-        crate::fleet::tier::BeforeOrigin::Fetch(lead) => lead,
+    let lead = match state.fleet.clone() {
+        Some(fleet) if !ex.fleet_checked && ex.parts.method == Method::GET => {
+            ex.fleet_checked = true;
+            match fleet_tier(state, &fleet, ex, lead).await {
+                BeforeOrigin::Filled => {
+                    ex.from_fleet = true;
+                    return Step::LookAgain;
+                }
+                BeforeOrigin::Fetch(lead) => lead,
+            }
+        }
+        _ => lead,
     };
     Step::Done(fetch(state, ex, lead, fwd, None).await)
+}
+
+/// Fleet mode: the fleet tier before the origin (`crawlcache_fleet::tier`),
+/// asked with the request's URL, header fields and reuse decision.
+async fn fleet_tier(state: &ProxyState, fleet: &Arc<Fleet>, ex: &Exchange, lead: Option<Lead>) -> BeforeOrigin {
+    let (primary, request_cc) = (ex.primary(), &ex.request_cc);
+    let decide = |stored: &crate::cache::StoredResponse| {
+        let fresh = crate::cache::policy::Freshness::of(stored, &state.policy);
+        crate::record::policy_rules::reuse_decision(primary, request_cc, &fresh, SystemTime::now(), &state.policy, &state.config.cache.rules).reuse
+    };
+    let req = FleetRequest { primary, headers: &ex.parts.headers, decide: &decide };
+    crate::fleet::tier::before_origin(fleet, &req, lead).await
 }
 
 /// Forwards the request and streams the response back, storing it when it
@@ -94,6 +116,69 @@ pub fn upstream_failure(state: &ProxyState, ex: &mut Exchange, e: &UpstreamError
     tracing::info!("upstream error: {e}");
     ex.status = CacheStatus::forward(fwd).with_detail(Detail::UpstreamError);
     error_response(e.status(), &format!("crawlcache: {e}"), &ex.status)
+}
+
+/// Why the origin's response (`status`, `headers`, `content_length` bytes
+/// when given) to `ex` is not stored under `primary` (`None`: it is), and
+/// whether a per-URL rule keeps the URL off the disk altogether
+/// (`never_store`: out of the record too). `has_secondary_key` is false
+/// for `Vary: *`. RFC 9111 section 3, then the per-URL policy rules (SPEC
+/// section 6), which may forbid storing or store a status RFC 9111 finds
+/// no freshness information for.
+fn why_not_stored(state: &ProxyState, ex: &Exchange, primary: &str, status: u16, headers: &http::HeaderMap, has_secondary_key: bool, content_length: Option<u64>) -> (Option<Detail>, bool) {
+    let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
+        Some(Detail::Method)
+    } else if let Err(why) = policy::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, headers, &state.policy) {
+        Some(not_storable_detail(why))
+    } else if !has_secondary_key {
+        Some(Detail::VaryStar)
+    } else if content_length.is_some_and(|l| l > state.config.cache.max_object_size) {
+        Some(Detail::TooLarge)
+    } else {
+        None
+    };
+    let rule = crate::record::policy_rules::find(&state.config.cache.rules, primary);
+    let never_store = rule.is_some_and(|r| r.never_store);
+    if let Some(rule) = rule {
+        if rule.never_store || rule.skip_status.contains(&status) {
+            not_stored = not_stored.or(Some(Detail::Rule));
+        } else if matches!(not_stored, Some(Detail::NoFreshnessInformation) | Some(Detail::Status))
+            && (rule.store_status.contains(&status) || rule.min_ttl.is_some())
+            && ex.parts.method == Method::GET
+            && has_secondary_key
+        {
+            not_stored = None;
+        }
+    }
+    (not_stored, never_store)
+}
+
+/// The response to the client while `body` is copied into the store by
+/// `job` through `writer`. `stored` (RFC 9211 section 2.5) is set in
+/// `ex.status` only once the entry is committed: known before the head goes
+/// out for a body read whole first (at most [`tee::BUFFER_MAX`] bytes); a
+/// streamed body is still arriving then (it may be cut short, or outgrow
+/// `cache.max_object_size`), so its head does not claim it.
+async fn tee_response(ex: &mut Exchange, job: TeeJob, rparts: http::response::Parts, body: Incoming, writer: crate::store::BodyWriter, content_length: Option<u64>) -> Response<ProxyBody> {
+    if content_length.is_some_and(|l| l <= tee::BUFFER_MAX) {
+        // A task of its own, so that the copy into the store goes on if the
+        // client goes away meanwhile (as with `tee::run`).
+        let body = match tokio::spawn(tee::buffered(job, body, writer, content_length)).await {
+            Ok((body, stored)) => {
+                ex.status.stored = stored;
+                body
+            }
+            Err(e) => {
+                let (tx, rx) = mpsc::channel(1);
+                let _ = tx.try_send(Err(std::io::Error::other(format!("copying the origin's body failed: {e}"))));
+                ProxyBody::Channel { rx, len: None }
+            }
+        };
+        return Response::from_parts(rparts, body);
+    }
+    let (tx, rx) = mpsc::channel(8);
+    tokio::spawn(tee::run(job, body, writer, tx));
+    Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
 }
 
 /// The `detail` token for a response that is not stored.
@@ -133,33 +218,7 @@ pub async fn respond_with_upstream(
         rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
 
     let secondary = key::secondary_key(&rparts.headers, &ex.parts.headers);
-    let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
-        Some(Detail::Method)
-    } else if let Err(why) = policy::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, &rparts.headers, &state.policy) {
-        Some(not_storable_detail(why))
-    } else if secondary.is_none() {
-        Some(Detail::VaryStar)
-    } else if content_length.is_some_and(|l| l > state.config.cache.max_object_size) {
-        Some(Detail::TooLarge)
-    } else {
-        None
-    };
-    // Per-URL policy rules (SPEC section 6) may forbid storing, or store a
-    // status RFC 9111 finds no freshness information for.
-    let rule = crate::record::policy_rules::find(&state.config.cache.rules, &primary);
-    // `never_store` keeps a URL off the disk altogether: out of the record too.
-    let never_store = rule.is_some_and(|r| r.never_store);
-    if let Some(rule) = rule {
-        if rule.never_store || rule.skip_status.contains(&status) {
-            not_stored = not_stored.or(Some(Detail::Rule));
-        } else if matches!(not_stored, Some(Detail::NoFreshnessInformation) | Some(Detail::Status))
-            && (rule.store_status.contains(&status) || rule.min_ttl.is_some())
-            && ex.parts.method == Method::GET
-            && secondary.is_some()
-        {
-            not_stored = None;
-        }
-    }
+    let (mut not_stored, never_store) = why_not_stored(state, ex, &primary, status, &rparts.headers, secondary.is_some(), content_length);
     // A successful full response replaces the stored variant it matches
     // even when it is not itself storable (RFC 9111 section 4.3.3 wants the
     // newest response used); an error status keeps the old one.
@@ -217,35 +276,12 @@ pub async fn respond_with_upstream(
 
     match (writer, secondary) {
         (Some(writer), Some(secondary_key)) => {
-            // `stored` (RFC 9211 section 2.5) only once the entry is
-            // committed: known before the head goes out for a body read
-            // whole first; a streamed body is still arriving then (it may
-            // be cut short, or outgrow `cache.max_object_size`), so its
-            // head does not claim it.
             let lead = match record_key {
                 Some(rk) => Some(crate::record::relay_lead(state.store.clone(), lead, primary.clone(), secondary_key.clone(), rk)),
                 None => lead,
             };
             let job = TeeJob { state: state.clone(), primary, secondary_key, meta, request_time_ms, lead };
-            if content_length.is_some_and(|l| l <= tee::BUFFER_MAX) {
-                // A task of its own, so that the copy into the store goes on
-                // if the client goes away meanwhile (as with `tee::run`).
-                let body = match tokio::spawn(tee::buffered(job, body, writer, content_length)).await {
-                    Ok((body, stored)) => {
-                        ex.status.stored = stored;
-                        body
-                    }
-                    Err(e) => {
-                        let (tx, rx) = mpsc::channel(1);
-                        let _ = tx.try_send(Err(std::io::Error::other(format!("copying the origin's body failed: {e}"))));
-                        ProxyBody::Channel { rx, len: None }
-                    }
-                };
-                return Response::from_parts(rparts, body);
-            }
-            let (tx, rx) = mpsc::channel(8);
-            tokio::spawn(tee::run(job, body, writer, tx));
-            Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
+            tee_response(ex, job, rparts, body, writer, content_length).await
         }
         _ => {
             ex.status.detail = not_stored;

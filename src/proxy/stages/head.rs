@@ -14,7 +14,7 @@
 //! every way it may answer a GET applies to HEAD (C52).
 
 use super::super::exchange::Exchange;
-use super::super::route::Found;
+use super::super::lookup::Found;
 use super::super::state::ProxyState;
 use super::forward::upstream_failure;
 use super::revalidate::{error_kind, serve_stale};

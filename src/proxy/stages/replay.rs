@@ -8,9 +8,11 @@
 //! none of them.
 
 use super::super::exchange::Exchange;
-use super::super::route::Found;
+use super::super::lookup::Found;
 use super::super::state::ProxyState;
+use super::super::meta_cache::Decoded;
 use crate::cache::to_millis;
+use crate::store::Entry;
 use crate::record::{RecordKey, Selection};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
@@ -43,21 +45,17 @@ pub fn find(state: &ProxyState, key: &str, request_headers: &http::HeaderMap) ->
             return Recorded::Nothing;
         }
     };
-    let mut best: Option<Found> = None;
     let mut missed: Option<String> = None;
-    for entry in entries {
-        let Some(decoded) = state.meta_cache.decode(&entry.meta) else { continue };
+    let decoded = entries.into_iter().filter_map(|entry| Some((state.meta_cache.decode(&entry.meta)?, entry)));
+    let admits = |(decoded, entry): &(Arc<Decoded>, Entry)| {
         let selection = Selection::of_entry(&entry.secondary_key, &decoded.stored, &decoded.headers);
-        if !selection.admits(&decoded.headers, request_headers) {
-            if missed.is_none() {
-                missed = Some(crate::store_key::describe_variant(&decoded.headers, request_headers));
-            }
-            continue;
+        let admitted = selection.admits(&decoded.headers, request_headers);
+        if !admitted && missed.is_none() {
+            missed = Some(crate::store_key::describe_variant(&decoded.headers, request_headers));
         }
-        if best.as_ref().map(|b| decoded.stored.response_time_ms > b.decoded.stored.response_time_ms).unwrap_or(true) {
-            best = Some(Found { entry: Arc::new(entry), decoded, hot: None });
-        }
-    }
+        admitted
+    };
+    let best = crate::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored).map(|(decoded, entry)| Found { entry: Arc::new(entry), decoded, hot: None });
     match (best, missed) {
         (Some(f), _) => Recorded::Found(f),
         (None, Some(m)) => Recorded::OtherVariants(m),

@@ -4,9 +4,9 @@
 //! (RFC 5861 section 4, RFC 9111 section 4.2.4). Also the one background
 //! revalidation of stale-while-revalidate (RFC 5861 section 3).
 
-use super::super::collapse::{self, Lead, Outcome, Role};
+use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use super::super::exchange::Exchange;
-use super::super::route::Found;
+use super::super::lookup::Found;
 use super::super::state::ProxyState;
 use super::forward::{fetch, respond_with_upstream, upstream_failure};
 use super::Step;

@@ -3,7 +3,7 @@
 //! ranges of the stored body (RFC 9110 section 14, see [`super::range`]).
 
 use super::super::exchange::Exchange;
-use super::super::route::{Found, HotVariant, HOT_BODY_MAX};
+use super::super::lookup::{Found, HotVariant, HOT_BODY_MAX};
 use super::super::state::ProxyState;
 use super::Step;
 use crate::cache::{policy, StoredResponse};

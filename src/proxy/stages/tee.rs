@@ -2,7 +2,7 @@
 //! entry is published only when the body arrived complete (RFC 9111
 //! section 3.3, C09).
 
-use super::super::collapse::{Lead, Outcome};
+use crawlcache_base::collapse::{Lead, Outcome};
 use super::super::state::ProxyState;
 use crate::metrics::Metrics;
 use crate::store::BodyWriter;

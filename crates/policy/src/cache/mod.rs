@@ -17,6 +17,7 @@ pub mod cache_control;
 pub mod key;
 pub mod policy;
 pub mod stored;
+pub mod variant;
 
 pub use stored::{encode_head, from_millis, to_millis, StoredResponse, HEAD_MAGIC};
 

@@ -5,7 +5,7 @@
 //! pacing are shared. With `s3_bucket` as well: stored responses too (the
 //! fleet tier: bodies in the bucket, entry metadata in Redis).
 
-use crate::units::de_duration;
+use crawlcache_base::units::de_duration;
 use serde::{Deserialize, Deserializer};
 use std::time::Duration;
 

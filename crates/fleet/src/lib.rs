@@ -32,9 +32,9 @@ pub mod pace;
 pub mod redis;
 pub mod robots;
 pub mod tier;
+mod tier_state;
 
-use crate::config::Config;
-use crate::store::Store;
+use crawlcache_store::Store;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +54,26 @@ async fn probe(fleet: std::sync::Weak<Fleet>) {
             let _ = b.probe().await;
         }
     }
+}
+
+/// What [`Fleet::start`] needs from the node's configuration.
+pub struct NodeSettings<'a> {
+    /// `[fleet]`.
+    pub config: &'a config::FleetConfig,
+    /// The local store the fleet tier fills and publishes from.
+    pub store: &'a Store,
+    /// Largest body taken from the fleet tier, bytes
+    /// (`cache.max_object_size`).
+    pub max_object_size: u64,
+    /// The longest an origin fetch may take (`upstream.connect_timeout` +
+    /// `upstream.response_timeout`): locks live twice that.
+    pub fetch_time: Duration,
+    /// The robots.txt fetch identity ([`keys::identity_id`] of
+    /// `robots.user_agent` and `robots.agent`).
+    pub robots_identity: String,
+    /// Makes the connector the bucket's client dials with (errors: why
+    /// not, for a person); called only when a bucket is configured.
+    pub bucket_connector: &'a dyn Fn() -> Result<bucket::Connector, String>,
 }
 
 /// One node's view of the fleet.
@@ -80,23 +100,27 @@ pub struct Fleet {
     pub wait_bound: Duration,
     /// The fetch identity id of robots keys ([`keys::identity_id`]).
     pub robots_identity: String,
-    tier: tier::TierState,
+    tier: tier_state::TierState,
     tokens: AtomicU64,
 }
 
 impl Fleet {
-    /// The fleet of `config` over the local `store`, or `None` when
+    /// The fleet of `node.config` over the local store, or `None` when
     /// `fleet.redis_url` is empty (single node). Connects to nothing yet.
-    /// Must run inside a tokio runtime. Errors: a Redis URL the client
-    /// refuses, a bucket without credentials.
-    pub fn start(config: &Config, store: &Store) -> Result<Option<Arc<Fleet>>, String> {
-        let fc = &config.fleet;
+    /// Must run inside a tokio runtime. Errors
+    /// ([`redis::FleetError::Setup`]): a Redis URL the client refuses, a
+    /// bucket without credentials.
+    pub fn start(node: NodeSettings<'_>) -> Result<Option<Arc<Fleet>>, redis::FleetError> {
+        let fc = node.config;
         if !fc.redis_url.is_set() {
             return Ok(None);
         }
         let redis = redis::Redis::new(&fc.redis_url, fc.timeout)?;
-        let bucket = if fc.has_bucket() { Some(bucket::Bucket::new(fc)?) } else { None };
-        let fetch_time = config.upstream.connect_timeout + config.upstream.response_timeout;
+        let bucket = match fc.has_bucket() {
+            true => Some(bucket::Bucket::new(fc, (node.bucket_connector)().map_err(redis::FleetError::Setup)?)?),
+            false => None,
+        };
+        let (fetch_time, store, config) = (node.fetch_time, node.store, node);
         let node = fc.node_name();
         tracing::info!(
             node = %node,
@@ -112,11 +136,11 @@ impl Fleet {
             bucket,
             metrics: metrics::FleetMetrics::default(),
             store: store.clone(),
-            max_object_size: config.cache.max_object_size,
+            max_object_size: config.max_object_size,
             lock_ttl: (fetch_time * 2).max(Duration::from_secs(10)),
             wait_bound: fetch_time.max(Duration::from_secs(5)),
-            robots_identity: keys::identity_id(&config.robots.user_agent, &config.robots.agent),
-            tier: tier::TierState::default(),
+            robots_identity: config.robots_identity,
+            tier: tier_state::TierState::default(),
             tokens: AtomicU64::new(0),
         });
         tokio::spawn(probe(Arc::downgrade(&fleet)));

@@ -7,9 +7,10 @@
 //!   keeps, the body's hash and length, the stored time) in the Redis hash
 //!   `entry:{H}`, one field per variant (secondary key).
 //! - Lookup ([`before_origin`], called by the forward stage on a local
-//!   miss): the most recent variant matching the request's secondary key is
-//!   judged by the same policy code as a local entry
-//!   (`route::reuse_decision`); if it may be served, or revalidated with its
+//!   miss with a [`FleetRequest`]): the variant the request selects
+//!   (`crawlcache_policy::cache::variant::select`) is judged by the same
+//!   policy code as a local entry (the request's `decide`, the proxy's
+//!   `policy_rules::reuse_decision`); if it may be served, or revalidated with its
 //!   validators, its body is downloaded (verified against its name) into
 //!   the local store and the entry inserted; the request then finds it
 //!   locally and is served with `Cache-Status: crawlcache; hit; ...;
@@ -36,21 +37,18 @@ use super::keys;
 use super::metrics::FleetMetrics;
 use super::redis::FleetError;
 use super::Fleet;
-use crate::cache::policy::Reuse;
-use crate::cache::StoredResponse;
-use crate::proxy::collapse::{self, Inflight, Lead, Outcome, Role};
-use crate::proxy::exchange::Exchange;
-use crate::proxy::ProxyState;
+use crawlcache_base::collapse::{self, Lead, Outcome, Role};
+use crawlcache_policy::cache::policy::Reuse;
+use crawlcache_policy::cache::StoredResponse;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often a node waiting for another node's origin fetch looks for its entry.
 pub const POLL: Duration = Duration::from_millis(50);
 
-/// Publications running at once (each uploads at most one body).
-pub const PUBLISH_CONCURRENCY: usize = 16;
+pub use super::tier_state::PUBLISH_CONCURRENCY;
 
 /// Attempts to publish one variant before giving up on it.
 pub const PUBLISH_ATTEMPTS: u32 = 3;
@@ -59,24 +57,8 @@ pub const PUBLISH_ATTEMPTS: u32 = 3;
 /// held in memory while the bucket is slow.
 pub const PUBLISH_QUEUE: usize = 10_000;
 
-/// Per-node state of the fleet tier.
-pub struct TierState {
-    /// Cross-node fetch locks this node holds: primary key → token.
-    held: Mutex<HashMap<String, String>>,
-    /// Local collapse of fills for requests that are not collapse leaders.
-    fills: Inflight,
-    queued: AtomicUsize,
-    permits: tokio::sync::Semaphore,
-}
-
-impl Default for TierState {
-    fn default() -> TierState {
-        TierState { held: Mutex::new(HashMap::new()), fills: Inflight::default(), queued: AtomicUsize::new(0), permits: tokio::sync::Semaphore::new(PUBLISH_CONCURRENCY) }
-    }
-}
-
 fn held(fleet: &Fleet) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-    crate::locks::lock(&fleet.tier.held)
+    crawlcache_base::locks::lock(&fleet.tier.held)
 }
 
 /// What the forward stage does after [`before_origin`].
@@ -168,7 +150,7 @@ impl Fleet {
     /// for the record only (`record:` keys) are not published.
     pub async fn publish(&self, primary: &str, secondary_key: &[u8]) -> Result<(), FleetError> {
         let Some(bucket) = &self.bucket else { return Ok(()) };
-        if crate::store_key::StoreKey::is_record(primary) {
+        if crawlcache_policy::store_key::StoreKey::is_record(primary) {
             return Ok(());
         }
         let entries = self.store.lookup(primary).map_err(|e| FleetError::Failed(format!("local lookup: {e}")))?;
@@ -188,7 +170,7 @@ impl Fleet {
             secondary_key: local.secondary_key.clone(),
             meta: local.meta.clone(),
             body: local.body.as_ref().map(|b| (b.sha256.clone(), b.len)),
-            stored_at_ms: crate::cache::to_millis(SystemTime::now()),
+            stored_at_ms: crawlcache_policy::cache::to_millis(SystemTime::now()),
         };
         let key = keys::entry(primary);
         let variants: i64 = self.redis.query(redis::cmd("HLEN").arg(&key).clone()).await?;
@@ -255,55 +237,60 @@ pub fn publish_later(fleet: &Arc<Fleet>, primary: &str, secondary_key: &[u8]) {
     });
 }
 
-/// Whether the fleet variant `stored` is worth copying for `ex`: it may be
-/// served now (fresh, or stale where allowed), or it must be validated and
-/// has validators (a 304 then saves the body transfer).
-fn usable(state: &ProxyState, ex: &Exchange, stored: &StoredResponse) -> bool {
-    let d = crate::proxy::route::reuse_decision(ex, stored, SystemTime::now(), &state.policy, &state.config.cache.rules);
-    match d.reuse {
-        Reuse::Serve | Reuse::ServeStaleAndRevalidate => true,
-        Reuse::Revalidate => !crate::cache::policy::conditional_headers(stored).is_empty(),
+/// The request a local miss asks the fleet tier about: all the tier reads
+/// of it.
+pub struct FleetRequest<'a> {
+    /// Its primary key (the normalised URL).
+    pub primary: &'a str,
+    /// Its header fields: the secondary key of a variant is matched
+    /// against them (RFC 9111 section 4.1).
+    pub headers: &'a http::HeaderMap,
+    /// How a stored response could answer it now: the proxy's reuse
+    /// decision (RFC 9111 section 4.2, with the per-URL rules).
+    pub decide: &'a (dyn Fn(&StoredResponse) -> Reuse + Send + Sync),
+}
+
+impl FleetRequest<'_> {
+    /// Whether the fleet variant `stored` is worth copying: it may be
+    /// served now (fresh, or stale where allowed), or it must be validated
+    /// and has validators (a 304 then saves the body transfer).
+    fn usable(&self, stored: &StoredResponse) -> bool {
+        match (self.decide)(stored) {
+            Reuse::Serve | Reuse::ServeStaleAndRevalidate => true,
+            Reuse::Revalidate => !crawlcache_policy::cache::policy::conditional_headers(stored).is_empty(),
+        }
     }
 }
 
-/// The newest variant of `ex`'s URL in the fleet tier matching its
-/// secondary key, if usable.
-async fn find(fleet: &Fleet, state: &ProxyState, ex: &Exchange) -> Result<Option<FleetEntry>, FleetError> {
-    let mut best: Option<(FleetEntry, StoredResponse)> = None;
-    for (entry, stored) in fleet.variants(ex.primary()).await? {
-        let Some(sk) = crate::cache::key::secondary_key(&stored.header_map(), &ex.parts.headers) else { continue };
-        if sk != entry.secondary_key {
-            continue;
-        }
-        if best.as_ref().is_none_or(|(_, b)| stored.response_time_ms > b.response_time_ms) {
-            best = Some((entry, stored));
-        }
-    }
-    Ok(best.filter(|(_, s)| usable(state, ex, s)).map(|(e, _)| e))
+/// The variant of `req`'s URL in the fleet tier that `req` selects, if
+/// usable.
+async fn find(fleet: &Fleet, req: &FleetRequest<'_>) -> Result<Option<FleetEntry>, FleetError> {
+    let variants = fleet.variants(req.primary).await?;
+    let matching = |(entry, stored): &(FleetEntry, StoredResponse)| crawlcache_policy::cache::variant::matches(&entry.secondary_key, &stored.header_map(), req.headers);
+    let best = crawlcache_policy::cache::variant::select(variants, matching, |(_, stored)| stored);
+    Ok(best.filter(|(_, s)| req.usable(s)).map(|(e, _)| e))
 }
 
-/// Looks `ex` up in the fleet tier and copies what it finds; true when the
+/// Looks `req` up in the fleet tier and copies what it finds; true when the
 /// local store now has it.
-async fn look_and_fill(fleet: &Fleet, state: &ProxyState, ex: &Exchange) -> bool {
-    match find(fleet, state, ex).await {
-        Ok(Some(entry)) => matches!(fleet.fill(ex.primary(), &entry).await, Ok(true)),
+async fn look_and_fill(fleet: &Fleet, req: &FleetRequest<'_>) -> bool {
+    match find(fleet, req).await {
+        Ok(Some(entry)) => matches!(fleet.fill(req.primary, &entry).await, Ok(true)),
         _ => false,
     }
 }
 
-/// The fleet side of a local miss, before the origin (called once per
-/// request by the forward stage with the request's local collapse `lead`):
-/// the fleet tier, then the cross-node fetch lock (see the module docs).
-pub async fn before_origin(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead>) -> BeforeOrigin {
-    let Some(fleet) = state.fleet.clone() else { return BeforeOrigin::Fetch(lead) };
-    if fleet.bucket.is_none() || ex.fleet_checked || ex.parts.method != http::Method::GET {
+/// The fleet side of a local miss of a GET, before the origin (called at
+/// most once per request by the forward stage with the request's local
+/// collapse `lead`): the fleet tier, then the cross-node fetch lock (see
+/// the module docs). Without a bucket it goes straight to the origin.
+pub async fn before_origin(fleet: &Arc<Fleet>, req: &FleetRequest<'_>, lead: Option<Lead>) -> BeforeOrigin {
+    if fleet.bucket.is_none() {
         return BeforeOrigin::Fetch(lead);
     }
-    ex.fleet_checked = true;
-    let primary = ex.primary().to_string();
-    let filled = |ex: &mut Exchange, lead: Option<Lead>| {
+    let primary = req.primary.to_string();
+    let filled = |lead: Option<Lead>| {
         FleetMetrics::inc(&fleet.metrics.tier_hits);
-        ex.from_fleet = true;
         if let Some(l) = lead {
             l.finish(Outcome::Stored);
         }
@@ -313,9 +300,9 @@ pub async fn before_origin(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Opt
         // Not a collapse leader: one fill per URL at a time on this node.
         return match fleet.tier.fills.join(&primary) {
             Role::Leader(fill) => {
-                if look_and_fill(&fleet, state, ex).await {
+                if look_and_fill(fleet, req).await {
                     fill.finish(Outcome::Stored);
-                    filled(ex, None)
+                    filled(None)
                 } else {
                     FleetMetrics::inc(&fleet.metrics.tier_misses);
                     BeforeOrigin::Fetch(None)
@@ -323,15 +310,15 @@ pub async fn before_origin(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Opt
             }
             Role::Follower(rx) => {
                 if collapse::wait(rx).await == Outcome::Stored {
-                    filled(ex, None)
+                    filled(None)
                 } else {
                     BeforeOrigin::Fetch(None)
                 }
             }
         };
     };
-    if look_and_fill(&fleet, state, ex).await {
-        return filled(ex, Some(lead));
+    if look_and_fill(fleet, req).await {
+        return filled(Some(lead));
     }
     // Nothing usable: one node fetches from the origin for the fleet.
     let deadline = Instant::now() + fleet.wait_bound;
@@ -340,7 +327,7 @@ pub async fn before_origin(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Opt
         match fleet.try_lead(&primary).await {
             Err(_) => break,
             Ok(Some(token)) => {
-                held(&fleet).insert(primary.clone(), token);
+                held(fleet).insert(primary.clone(), token);
                 FleetMetrics::inc(&fleet.metrics.tier_misses);
                 return BeforeOrigin::Fetch(Some(release_unless_stored(fleet.clone(), primary, lead)));
             }
@@ -358,11 +345,11 @@ pub async fn before_origin(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Opt
                 return BeforeOrigin::Fetch(Some(lead));
             }
             tokio::time::sleep(POLL).await;
-            match find(&fleet, state, ex).await {
+            match find(fleet, req).await {
                 Err(_) => return BeforeOrigin::Fetch(Some(lead)),
                 Ok(Some(entry)) => {
                     if matches!(fleet.fill(&primary, &entry).await, Ok(true)) {
-                        return filled(ex, Some(lead));
+                        return filled(Some(lead));
                     }
                     return BeforeOrigin::Fetch(Some(lead));
                 }
@@ -385,21 +372,11 @@ pub async fn before_origin(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Opt
 /// publication releases the lock once the entry is in Redis (the tee's
 /// publish hook, [`publish_later`]).
 fn release_unless_stored(fleet: Arc<Fleet>, primary: String, lead: Lead) -> Lead {
-    let private = Inflight::default();
-    let Role::Leader(relay) = private.join(&primary) else {
-        // A fresh registry always makes the first caller its leader.
-        return lead;
-    };
-    let rx = private.follow(&primary);
-    tokio::spawn(async move {
-        let outcome = match rx {
-            Some(rx) => collapse::wait(rx).await,
-            None => Outcome::NotShared,
-        };
+    let key = primary.clone();
+    collapse::relay(&key, move |outcome| async move {
         lead.finish(outcome);
         if outcome != Outcome::Stored {
             fleet.release(&primary).await;
         }
-    });
-    relay
+    })
 }

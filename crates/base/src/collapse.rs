@@ -72,6 +72,21 @@ impl Inflight {
     }
 }
 
+/// A lead that stands in for another while a stage acts on the outcome:
+/// once the request holding it reports (or drops it), `then` runs on the
+/// tokio runtime with the outcome (it copies an entry, releases a lock,
+/// then finishes the lead it stands in for). Must be called inside a
+/// tokio runtime.
+pub fn relay<F, Fut>(key: &str, then: F) -> Lead
+where
+    F: FnOnce(Outcome) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = watch::channel(Outcome::Pending);
+    tokio::spawn(async move { then(wait(rx).await).await });
+    Lead { key: key.to_string(), tx, map: Arc::default(), done: false }
+}
+
 /// Waits until the leader reports; returns its outcome.
 pub async fn wait(mut rx: watch::Receiver<Outcome>) -> Outcome {
     match rx.wait_for(|o| *o != Outcome::Pending).await {
@@ -121,6 +136,22 @@ mod tests {
         lead.finish(Outcome::Stored);
         assert_eq!(w.await.unwrap(), Outcome::Stored);
         assert!(matches!(inf.join("k"), Role::Leader(_)), "key is free again");
+    }
+
+    #[tokio::test]
+    async fn a_relay_hands_the_outcome_on_and_a_dropped_relay_reports_not_shared() {
+        for (finish, want) in [(true, Outcome::Stored), (false, Outcome::NotShared)] {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let lead = relay("k", move |o| async move {
+                let _ = tx.send(o);
+            });
+            if finish {
+                lead.finish(Outcome::Stored);
+            } else {
+                drop(lead);
+            }
+            assert_eq!(rx.await.unwrap(), want);
+        }
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@
 //! has_body        u8: 0 or 1
 //! sha256, len     32 bytes and u64, when has_body = 1
 //! head            the rest: the stored head exactly as the local index
-//!                 keeps it (crate::cache::StoredResponse::to_bytes)
+//!                 keeps it (crawlcache_policy::cache::StoredResponse::to_bytes)
 //! ```
 //!
 //! A record of 1 KB of fields takes about 1.1 KB. Nothing read back is
@@ -17,7 +17,7 @@
 //! head decodes and names the URL asked for, and that the body length is
 //! within `cache.max_object_size`.
 
-use crate::cache::StoredResponse;
+use crawlcache_policy::cache::StoredResponse;
 
 const MAGIC: &[u8; 4] = b"CCE1";
 
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn records_round_trip_with_and_without_a_body() {
         let u = "http://e.test/a";
-        let sha = crate::robots::snapshot::sha256_hex(b"hello");
+        let sha = crawlcache_robots::snapshot::sha256_hex(b"hello");
         let e = FleetEntry { secondary_key: b"gzip".to_vec(), meta: head(u), body: Some((sha, 5)), stored_at_ms: 77 };
         let (back, stored) = FleetEntry::decode(u, b"gzip", &e.encode(), 1 << 20).unwrap();
         assert_eq!(back, e);

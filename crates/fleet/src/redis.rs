@@ -18,25 +18,23 @@ use std::future::Future;
 use std::time::Duration;
 
 /// Why a fleet operation did not happen.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FleetError {
     /// The engine failed recently and is left alone for a moment.
+    #[error("engine unusable (recent failure)")]
     Down,
     /// The operation failed or timed out (the message says which).
+    #[error("{0}")]
     Failed(String),
     /// The engine answered with something that is not valid (counted in
     /// `crawlcache_fleet_invalid_total`; never used).
+    #[error("invalid data: {0}")]
     Invalid(String),
-}
-
-impl std::fmt::Display for FleetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FleetError::Down => f.write_str("engine unusable (recent failure)"),
-            FleetError::Failed(m) => f.write_str(m),
-            FleetError::Invalid(m) => write!(f, "invalid data: {m}"),
-        }
-    }
+    /// The fleet could not be set up from its configuration (a Redis URL
+    /// the client refuses, a bucket without credentials): the node does
+    /// not start.
+    #[error("{0}")]
+    Setup(String),
 }
 
 /// A Redis connection of either kind.
@@ -86,11 +84,11 @@ impl Redis {
     /// A client for `url` whose commands each take at most `timeout`. Does
     /// not connect (the first command does); must be called inside a tokio
     /// runtime. Errors: a URL the `redis` crate does not accept.
-    pub fn new(url: &RedisUrl, timeout: Duration) -> Result<Redis, String> {
+    pub fn new(url: &RedisUrl, timeout: Duration) -> Result<Redis, FleetError> {
         let target = match url {
-            RedisUrl::None => return Err("no Redis configured".into()),
+            RedisUrl::None => return Err(FleetError::Setup("no Redis configured".into())),
             RedisUrl::Single(u) => {
-                let client = redis::Client::open(u.as_str()).map_err(|e| format!("configuration key `fleet.redis_url`: {e}"))?;
+                let client = redis::Client::open(u.as_str()).map_err(|e| FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}")))?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
                     .set_response_timeout(Some(timeout))
@@ -98,7 +96,7 @@ impl Redis {
                     .set_min_delay(Duration::from_millis(50))
                     .set_max_delay(timeout);
                 let manager = ConnectionManager::new_lazy_with_config(client, config)
-                    .map_err(|e| format!("configuration key `fleet.redis_url`: {e}"))?;
+                    .map_err(|e| FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}")))?;
                 Target::Single(manager)
             }
             RedisUrl::Cluster(seeds) => {
@@ -107,7 +105,7 @@ impl Redis {
                     .response_timeout(timeout)
                     .retries(1)
                     .build()
-                    .map_err(|e| format!("configuration key `fleet.redis_url`: {e}"))?;
+                    .map_err(|e| FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}")))?;
                 Target::Cluster { client, conn: tokio::sync::Mutex::new(None) }
             }
         };

@@ -1,5 +1,5 @@
 //! robots.txt across the fleet: the [`SharedSnapshots`] the registry asks
-//! instead of fetching (see `crate::robots::registry`).
+//! instead of fetching (see `crawlcache_robots::registry`).
 //!
 //! [`FleetRobots::obtain`], for one origin:
 //! 1. Read the shared snapshot (`robots:snap:{ORIGIN}:ID`). If it can be
@@ -31,8 +31,8 @@ use super::keys;
 use super::metrics::FleetMetrics;
 use super::redis::FleetError;
 use super::Fleet;
-use crate::robots::registry::{FetchOnce, SharedSnapshots};
-use crate::robots::snapshot::{sha256_hex, Origin, RobotsStatus, Snapshot, Windows, MAX_ROBOTS_BYTES};
+use crawlcache_robots::registry::{FetchOnce, SharedSnapshots};
+use crawlcache_robots::snapshot::{sha256_hex, Origin, RobotsStatus, Snapshot, Windows, MAX_ROBOTS_BYTES};
 use redis::Script;
 use std::future::Future;
 use std::pin::Pin;
@@ -114,7 +114,7 @@ pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windo
     if !shared.refresh_due(windows, now) {
         return newer;
     }
-    previous.is_none() && shared.status.is_good() && shared.state(windows, now) != crate::robots::snapshot::State::Expired
+    previous.is_none() && shared.status.is_good() && shared.state(windows, now) != crawlcache_robots::snapshot::State::Expired
 }
 
 /// The fleet's [`SharedSnapshots`].
@@ -242,30 +242,12 @@ impl SharedSnapshots for FleetRobots {
 mod tests {
     use super::*;
 
-    use crate::robots::snapshot::{FetchOutcome, RedirectDetails};
+    use crawlcache_robots::snapshot::FetchOutcome;
 
     /// A snapshot of a fetched robots.txt `body` at `at`.
     fn snap(body: &[u8], at: SystemTime) -> Snapshot {
-        Snapshot {
-            origin: Origin::new("http", "example.org", 80),
-            status: RobotsStatus::Fetched,
-            body: body.to_vec(),
-            truncated: false,
-            sha256: sha256_hex(body),
-            etag: Some("\"v1\"".into()),
-            last_modified: None,
-            fetched_at: at,
-            validated_at: at,
-            http_status: Some(200),
-            redirects: RedirectDetails::default(),
-            last_outcome: FetchOutcome::Ok { status: 200 },
-            last_attempt: at,
-            failures: 0,
-            retry_after: None,
-            next_retry: None,
-            fetched_as: Some("Bot/1.0".into()),
-            content_encoding: None,
-        }
+        let s = Snapshot::new(Origin::new("http", "example.org", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, at);
+        Snapshot { etag: Some("\"v1\"".into()), fetched_as: Some("Bot/1.0".into()), ..s }
     }
 
     fn t(s: u64) -> SystemTime {

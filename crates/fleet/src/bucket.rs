@@ -16,7 +16,7 @@ use super::config::FleetConfig;
 use super::health::Health;
 use super::keys;
 use super::redis::FleetError;
-use crate::store::{CommittedBody, Store};
+use crawlcache_store::{CommittedBody, Store};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
@@ -30,10 +30,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
+/// The connector the bucket's HTTP client dials with (TLS through rustls
+/// on ring, or plain TCP for an `http://` endpoint).
+pub type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+
 /// `object_store`'s HTTP requests over hyper-util's client.
 #[derive(Clone)]
 struct HyperService {
-    client: Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, HttpRequestBody>,
+    client: Client<Connector, HttpRequestBody>,
     timeout: Duration,
 }
 
@@ -92,20 +96,20 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// The bucket of `config`, with credentials from the environment.
+    /// The bucket of `config`, with credentials from the environment,
+    /// reached through `connector` (the proxy's own origin connector: its
+    /// rustls configuration and connect timeout).
     /// Errors: credentials missing, or a configuration `object_store`
     /// refuses.
-    pub fn new(config: &FleetConfig) -> Result<Bucket, String> {
+    pub fn new(config: &FleetConfig, connector: Connector) -> Result<Bucket, FleetError> {
         let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default();
         let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_default();
         if key.trim().is_empty() || secret.trim().is_empty() {
-            return Err(format!(
+            return Err(FleetError::Setup(format!(
                 "`fleet.s3_bucket` is \"{}\" but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set in the environment (crawlcache reads the bucket's credentials from there, as AWS tools do)",
                 config.s3_bucket
-            ));
+            )));
         }
-        let tls = crate::tls::upstream_client_config(None).map_err(|e| format!("fleet bucket TLS: {e}"))?;
-        let connector = crate::tls::upstream_connector(tls, config.timeout);
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
         let service = HyperService { client, timeout: config.timeout };
         let region = if config.s3_region.trim().is_empty() { "us-east-1" } else { config.s3_region.trim() };
@@ -132,7 +136,7 @@ impl Bucket {
         if !endpoint.is_empty() {
             builder = builder.with_endpoint(endpoint.trim_end_matches('/')).with_allow_http(endpoint.starts_with("http://"));
         }
-        let store = builder.build().map_err(|e| format!("configuration keys `fleet.s3_*`: {e}"))?;
+        let store = builder.build().map_err(|e| FleetError::Setup(format!("configuration keys `fleet.s3_*`: {e}")))?;
         Ok(Bucket { store: Arc::new(store), timeout: config.timeout, health: Health::new("bucket"), name: config.s3_bucket.trim().to_string() })
     }
 
@@ -176,12 +180,12 @@ impl Bucket {
 
     /// Uploads the body of the stored `entry` (`sha256`, `len` bytes) from
     /// `store` to `bodies/SHA256` (streamed; multipart above 10 MB).
-    pub async fn upload(&self, store: &Store, entry: &crate::store::Entry, sha256: &str, len: u64) -> Result<(), FleetError> {
+    pub async fn upload(&self, store: &Store, entry: &crawlcache_store::Entry, sha256: &str, len: u64) -> Result<(), FleetError> {
         self.check()?;
         let body = store.read_body(entry).map_err(|e| FleetError::Failed(format!("reading body {sha256}: {e}")))?;
         let mut file: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match body {
-            crate::store::BodyData::File(f) => Box::new(tokio::fs::File::from_std(f)),
-            crate::store::BodyData::Bytes(b) => Box::new(std::io::Cursor::new(b)),
+            crawlcache_store::BodyData::File(f) => Box::new(tokio::fs::File::from_std(f)),
+            crawlcache_store::BodyData::Bytes(b) => Box::new(std::io::Cursor::new(b)),
         };
         let path = ObjectPath::from(keys::body_object(sha256));
         let work = async {

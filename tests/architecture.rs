@@ -1,0 +1,379 @@
+//! The floors the code keeps (docs/testing.md, "Architecture"): checks
+//! over the source tree itself, so that a change which erodes them fails
+//! here and says where, rather than in a review months later.
+//!
+//! - Import circles: within each crate of the workspace (`src/` and
+//!   `crates/*/src/`), the graph of which file uses items of which other
+//!   file has no cycle except the one the intercepted re-entry needs
+//!   (`proxy/route` <-> `proxy/tunnel`). A file uses another when it names
+//!   a path into it (`use crate::a::b`, `super::x`, `self::y`, `child::z`);
+//!   a module file that declares children and re-exports them uses them,
+//!   so a child that imports from its parent closes a circle (shared items
+//!   live in a file of their own). Crates cannot import each other in a
+//!   circle at all: Cargo refuses.
+//! - Size: no source file longer than 800 lines before its tests, no
+//!   function longer than 120 lines (`route`, the one table of where a
+//!   request goes, excepted).
+//! - One writer of record keys: the string `"record:` appears in the typed
+//!   store key's file only (and in tests).
+//! - The fuzz targets use the robots crate as a library: no `#[path]`, and
+//!   no `cfg(fuzzing)` in the robots engine.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const MAX_FILE_LINES: usize = 800;
+const MAX_FN_LINES: usize = 120;
+/// The cycles allowed, as sets of module paths.
+const ALLOWED_CYCLES: &[&[&str]] = &[&["proxy/route", "proxy/tunnel"]];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(rust_files(&p));
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The source directories of the workspace's crates: `src/` and every
+/// `crates/*/src/`.
+fn crate_sources() -> Vec<PathBuf> {
+    let mut out = vec![root().join("src")];
+    if let Ok(rd) = fs::read_dir(root().join("crates")) {
+        let mut crates: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("src")).filter(|p| p.is_dir()).collect();
+        crates.sort();
+        out.extend(crates);
+    }
+    out
+}
+
+/// The text of a source file before its `#[cfg(test)] mod tests`, with
+/// line comments removed.
+fn code_before_tests(text: &str) -> String {
+    let cut = text.find("\n#[cfg(test)]\nmod tests").map_or(text.len(), |i| i + 1);
+    text[..cut]
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The module path of a file relative to its crate's `src/`: `store/index`
+/// for `store/index.rs`, `store` for `store/mod.rs`, `` for `lib.rs`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap_or(file).with_extension("");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The file-level import graph of one crate: module -> modules it uses.
+fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let files: Vec<(Vec<String>, PathBuf)> = rust_files(src).into_iter().map(|f| (module_of(src, &f), f)).collect();
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    // The longest prefix of `path` that is a module file.
+    let resolve = |path: &[String]| -> Option<Vec<String>> {
+        (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| known.contains(p))
+    };
+    let path_re = regex::Regex::new(r"\b(crate|super|self)((?:::\w+)+)").unwrap();
+    let group_re = regex::Regex::new(r"\buse (crate|super|self)::\{([^;]*)\};").unwrap();
+    let relative_re = regex::Regex::new(r"(?:^|[^:\w])(\w+)((?:::\w+)*)::").unwrap();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, file) in &files {
+        let code = code_before_tests(&fs::read_to_string(file).unwrap_or_default());
+        let mut uses: BTreeSet<Vec<String>> = BTreeSet::new();
+        let parent: Vec<String> = module[..module.len().saturating_sub(1)].to_vec();
+        let base = |head: &str| -> Vec<String> {
+            match head {
+                "crate" => Vec::new(),
+                "self" => module.clone(),
+                _ => parent.clone(),
+            }
+        };
+        for c in path_re.captures_iter(&code) {
+            let mut path = base(&c[1]);
+            let mut rest: Vec<String> = c[2].split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+            while rest.first().is_some_and(|s| s == "super") {
+                path.pop();
+                rest.remove(0);
+            }
+            path.extend(rest);
+            uses.extend(resolve(&path));
+        }
+        for c in group_re.captures_iter(&code) {
+            for item in c[2].split(',') {
+                let item = item.split(" as ").next().unwrap_or("").trim_matches(|ch: char| ch == '{' || ch == '}' || ch.is_whitespace());
+                if item.is_empty() {
+                    continue;
+                }
+                let mut path = base(&c[1]);
+                path.extend(item.split("::").filter(|s| !s.is_empty() && *s != "{").map(str::to_string));
+                uses.extend(resolve(&path));
+            }
+        }
+        for c in relative_re.captures_iter(&code) {
+            let name = &c[1];
+            let mut child = module.clone();
+            child.push(name.to_string());
+            if known.contains(&child) {
+                child.extend(c[2].split("::").filter(|s| !s.is_empty()).map(str::to_string));
+                uses.extend(resolve(&child));
+            }
+        }
+        uses.remove(module);
+        graph.insert(module.join("/"), uses.into_iter().map(|m| m.join("/")).collect());
+    }
+    graph
+}
+
+/// The strongly connected components with more than one module (Tarjan).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct State<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: HashMap<&'a str, usize>,
+        low: HashMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        next: usize,
+        out: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        let graph = s.graph;
+        for w in graph.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.stack.contains(&w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut comp = BTreeSet::new();
+            while let Some(w) = s.stack.pop() {
+                comp.insert(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                s.out.push(comp);
+            }
+        }
+    }
+    let mut s = State { graph, index: HashMap::new(), low: HashMap::new(), stack: Vec::new(), next: 0, out: Vec::new() };
+    for v in graph.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+#[test]
+fn no_import_circle_but_the_intercepted_re_entry() {
+    let mut found = Vec::new();
+    for src in crate_sources() {
+        for cycle in cycles(&import_graph(&src)) {
+            let allowed = ALLOWED_CYCLES.iter().any(|a| a.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>() == cycle);
+            if !allowed {
+                found.push(format!("{}: {:?}", src.strip_prefix(root()).unwrap_or(&src).display(), cycle));
+            }
+        }
+    }
+    assert!(found.is_empty(), "import circles (move what both sides use into a file of its own):\n{}", found.join("\n"));
+}
+
+/// Every function of a file longer than `max` lines (brace matching by
+/// indentation, as rustfmt lays code out), with its line and length.
+fn long_functions(code: &str, max: usize) -> Vec<(usize, String, usize)> {
+    let fn_re = regex::Regex::new(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)").unwrap();
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(c) = fn_re.captures(l) else { continue };
+        if l.trim_end().ends_with(';') {
+            continue;
+        }
+        let indent = c[1].len();
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(j) = lines[i + 1..].iter().position(|m| m.starts_with(&close) && m.len() - m.trim_start().len() == indent) {
+            let len = j + 2;
+            if len > max {
+                out.push((i + 1, c[2].to_string(), len));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_over_800_lines_and_no_function_over_120_but_route() {
+    let mut problems = Vec::new();
+    for src in crate_sources() {
+        for file in rust_files(&src) {
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            let rel = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+            // A file of tests only (`tests.rs` beside its module) is not code.
+            if file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let before = text.find("\n#[cfg(test)]\nmod tests").map_or(text.len(), |i| i + 1);
+            let lines = text[..before].lines().count();
+            if lines > MAX_FILE_LINES {
+                problems.push(format!("{rel}: {lines} lines before its tests (at most {MAX_FILE_LINES})"));
+            }
+            for (line, name, len) in long_functions(&text[..before], MAX_FN_LINES) {
+                if name != "route" {
+                    problems.push(format!("{rel}:{line}: fn {name} is {len} lines (at most {MAX_FN_LINES})"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "split these:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn record_keys_are_written_and_read_in_one_place() {
+    let mut found = Vec::new();
+    for src in crate_sources() {
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+            if rel.ends_with("store_key.rs") || rel.ends_with("tests.rs") {
+                continue;
+            }
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            let before = text.find("\n#[cfg(test)]\nmod tests").map_or(text.len(), |i| i + 1);
+            for (n, l) in text[..before].lines().enumerate() {
+                if l.contains("\"record:") {
+                    found.push(format!("{rel}:{}: {}", n + 1, l.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "record keys spelled out of the StoreKey type:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_fuzz_targets_use_the_robots_engine_as_a_library() {
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("fuzz")) {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        if text.contains("#[path") {
+            found.push(format!("{}: #[path]", file.display()));
+        }
+    }
+    let robots = ["crates/robots/src", "src/robots"].iter().map(|d| root().join(d)).find(|d| d.is_dir());
+    for file in robots.iter().flat_map(|d| rust_files(d)) {
+        if code_before_tests(&fs::read_to_string(&file).unwrap_or_default()).contains("fuzzing)") {
+            found.push(format!("{}: cfg(fuzzing)", file.display()));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The checker itself: a circle through a parent module and a child that
+/// imports from it is found; the allowed one is not reported.
+#[test]
+fn the_import_checker_finds_a_circle_through_a_parent() {
+    let dir = std::env::temp_dir().join(format!("crawlcache-arch-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("a")).unwrap();
+    fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    fs::write(dir.join("a/mod.rs"), "mod child;\npub use child::Thing;\npub struct Shared;\n").unwrap();
+    fs::write(dir.join("a/child.rs"), "use super::Shared;\npub struct Thing(Shared);\n").unwrap();
+    fs::write(dir.join("b.rs"), "use crate::a::Thing;\n").unwrap();
+    let found = cycles(&import_graph(&dir));
+    assert_eq!(found, vec![["a", "a/child"].iter().map(|s| s.to_string()).collect::<BTreeSet<_>>()]);
+    let long = "fn long() {\n".to_string() + &"    x();\n".repeat(130) + "}\n";
+    assert_eq!(long_functions(&long, 120), vec![(1, "long".to_string(), 132)]);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The crates of the workspace (`crawlcache-*` names) `crates/NAME`
+/// depends on, from its `Cargo.toml` (`[dependencies]` only).
+fn workspace_deps(name: &str) -> BTreeSet<String> {
+    let text = fs::read_to_string(root().join("crates").join(name).join("Cargo.toml")).unwrap_or_default();
+    let mut in_deps = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some(dep) = line.split('=').next().map(str::trim).and_then(|d| d.strip_prefix("crawlcache-")) {
+                out.insert(dep.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The floors: base imports nothing of ours; policy, store and robots only
+/// base; fleet those four. Cargo refuses a circle, so these directions
+/// also mean no crate can import one above it. Policy stays synchronous
+/// and without I/O: no tokio, hyper or sled among its dependencies.
+#[test]
+fn the_crates_import_only_the_floors_below_them() {
+    let allowed: &[(&str, &[&str])] = &[("base", &[]), ("policy", &["base"]), ("store", &["base"]), ("robots", &["base"]), ("fleet", &["base", "policy", "robots", "store"])];
+    for (name, may) in allowed {
+        let deps = workspace_deps(name);
+        let may: BTreeSet<String> = may.iter().map(|s| s.to_string()).collect();
+        assert!(deps.is_subset(&may), "crates/{name} depends on {deps:?}; it may use only {may:?}");
+        assert!(root().join("crates").join(name).join("src").is_dir(), "crates/{name} exists");
+    }
+    let policy = fs::read_to_string(root().join("crates/policy/Cargo.toml")).unwrap_or_default();
+    for forbidden in ["tokio", "hyper", "sled"] {
+        assert!(!policy.lines().any(|l| l.trim_start().starts_with(forbidden)), "crates/policy depends on {forbidden}");
+    }
+}
+
+/// RFC 9111 section 4.1's "most recent matching response" is chosen in
+/// one function (`crawlcache_policy::cache::variant`): nobody else compares
+/// the response times of stored variants.
+#[test]
+fn the_newest_variant_rule_is_written_once() {
+    let mut found = Vec::new();
+    for src in crate_sources() {
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+            if rel.ends_with("cache/variant.rs") {
+                continue;
+            }
+            for (n, l) in code_before_tests(&fs::read_to_string(&file).unwrap_or_default()).lines().enumerate() {
+                if l.contains("response_time_ms >") || l.contains("response_time_ms <") {
+                    found.push(format!("{rel}:{}: {}", n + 1, l.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "stored variants ordered outside cache::variant:\n{}", found.join("\n"));
+}
