@@ -423,6 +423,7 @@ fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
     assert!(out.status.success(), "ca --install failed: {}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("update-ca-certificates") && stderr.contains("--uninstall"), "it says what it did and how to undo it: {stderr}");
+    assert!(stderr.contains(&format!("ca --uninstall --data-dir {}", path_str(&data))), "the undo hint names the same data directory: {stderr}");
     let installed: Vec<PathBuf> = std::fs::read_dir("/usr/local/share/ca-certificates")
         .unwrap()
         .flatten()

@@ -126,10 +126,12 @@ const MANUAL_TRUST: &str = "on macOS: sudo security add-trusted-cert -d -r trust
 on Windows: certutil -addstore Root CA_FILE; elsewhere, copy CA_FILE where the system's trust store takes local CA certificates and rebuild it";
 
 /// `--install` (or, with `uninstall`, `--uninstall`) of the CA certificate
-/// at `cert_path` (PEM `pem`) in this system's trust store. Errors: no known
+/// at `cert_path` (PEM `pem`) in this system's trust store; `flags` are the
+/// `--config` / `--data-dir` the command was given, repeated in the undo
+/// hint so that it names the same CA. Errors: no known
 /// store; the certificate cannot be written or removed (not root); the
 /// store's command fails.
-fn install(cert_path: &Path, pem: &str, uninstall: bool) -> Result<(), String> {
+fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<(), String> {
     let store = choose_store(&SYSTEM_STORES, |p| p.is_dir(), on_path).ok_or_else(|| {
         let known: Vec<String> = SYSTEM_STORES.iter().map(|s| format!("{} ({} with {})", s.systems, s.dir, s.command.join(" "))).collect();
         format!(
@@ -181,7 +183,7 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool) -> Result<(), String> {
         eprintln!("crawlcache: removed {} from the system trust store ({}) and ran `{}`", target.display(), store.systems, store.command.join(" "));
     } else {
         eprintln!(
-            "crawlcache: added {} to the system trust store as {} ({}) and ran `{}`; undo with `crawlcache ca --uninstall`",
+            "crawlcache: added {} to the system trust store as {} ({}) and ran `{}`; undo with `crawlcache ca --uninstall{flags}`",
             cert_path.display(),
             target.display(),
             store.systems,
@@ -218,7 +220,7 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
         eprintln!("crawlcache: created a new local CA; clients must trust {}", cert_path.display());
     }
     if args.install || args.uninstall {
-        install(&cert_path, ca.cert_pem(), args.uninstall)?;
+        install(&cert_path, ca.cert_pem(), args.uninstall, &flags_of(&args.common))?;
         outln!("{}", cert_path.display());
     } else if let Some(bundle) = &args.bundle {
         let roots = find_roots(args.roots.as_deref(), std::env::var_os("SSL_CERT_FILE"), &SYSTEM_ROOT_FILES)?;
