@@ -142,18 +142,19 @@ impl S3Server {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {} server: {e}. {GARAGE_HINT}", self.bin.display()));
         self.child = Some(child);
-        // The node answers its own RPC once it is up.
+        // `node id` only reads the node's key from its metadata folder, so it
+        // can answer before the RPC port listens; `status` goes through the
+        // RPC port, so the layout commands after it find the node up.
         let deadline = Instant::now() + READY_TIMEOUT;
         let node_id = loop {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("garage exited with {status} before answering\n--- log ---\n{}", tail_file(&log, 30));
             }
-            if let Some(out) = self.try_cli(&["node", "id", "-q"]) {
-                if let Some(id) = out.trim().split('@').next().filter(|id| id.len() >= 16) {
-                    break id.to_string();
-                }
+            let id = self.try_cli(&["node", "id", "-q"]).and_then(|out| out.trim().split('@').next().filter(|id| id.len() >= 16).map(str::to_string));
+            if let Some(id) = id.filter(|_| self.try_cli(&["status"]).is_some()) {
+                break id;
             }
-            assert!(Instant::now() < deadline, "garage did not answer `node id` within {READY_TIMEOUT:?}\n--- log ---\n{}", tail_file(&log, 30));
+            assert!(Instant::now() < deadline, "garage did not answer `node id` and `status` within {READY_TIMEOUT:?}\n--- log ---\n{}", tail_file(&log, 30));
             thread::sleep(Duration::from_millis(200));
         };
         self.cli(&["layout", "assign", "-z", "dc1", "-c", "1G", &node_id]);
