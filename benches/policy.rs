@@ -1,11 +1,11 @@
 //! One caching decision for a realistic response: parse headers, storable,
 //! headers_to_store, freshness_lifetime, decide, conditional_headers.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use crawlcache::cache::cache_control::CacheControl;
 use crawlcache::cache::key::{primary_key, secondary_key};
 use crawlcache::cache::policy::*;
 use crawlcache::cache::{to_millis, StoredResponse};
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::time::{Duration, UNIX_EPOCH};
 

@@ -26,12 +26,8 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 fn urls() -> Vec<String> {
-    let text =
-        String::from_utf8(read("urls-10k.txt")).unwrap_or_else(|e| panic!("urls-10k.txt: {e}"));
-    text.lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
+    let text = String::from_utf8(read("urls-10k.txt")).unwrap_or_else(|e| panic!("urls-10k.txt: {e}"));
+    text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
 fn parse(c: &mut Criterion) {
@@ -39,16 +35,10 @@ fn parse(c: &mut Criterion) {
     for file in FILES {
         let body = read(file);
         g.throughput(Throughput::Bytes(body.len() as u64));
-        g.bench_with_input(BenchmarkId::new("crawlcache", file), &body, |b, body| {
-            b.iter(|| RobotsTxt::parse(black_box(body)))
+        g.bench_with_input(BenchmarkId::new("crawlcache", file), &body, |b, body| b.iter(|| RobotsTxt::parse(black_box(body))));
+        g.bench_with_input(BenchmarkId::new("texting_robots", file), &body, |b, body| {
+            b.iter(|| texting_robots::Robot::new(black_box(AGENTS[0]), black_box(body)).ok())
         });
-        g.bench_with_input(
-            BenchmarkId::new("texting_robots", file),
-            &body,
-            |b, body| {
-                b.iter(|| texting_robots::Robot::new(black_box(AGENTS[0]), black_box(body)).ok())
-            },
-        );
     }
     g.finish();
 }
@@ -62,41 +52,18 @@ fn check(c: &mut Criterion) {
         let body = read(file);
         let ours = RobotsTxt::parse(&body);
         for agent in AGENTS {
-            let theirs = texting_robots::Robot::new(agent, &body)
-                .unwrap_or_else(|e| panic!("texting_robots cannot parse {file}: {e}"));
+            let theirs = texting_robots::Robot::new(agent, &body).unwrap_or_else(|e| panic!("texting_robots cannot parse {file}: {e}"));
             // Both must agree here, or the comparison would be meaningless.
-            let disagree = urls
-                .iter()
-                .filter(|u| ours.is_allowed(agent, u) != theirs.allowed(u))
-                .count();
-            eprintln!(
-                "{file} {agent}: crawlcache and texting_robots disagree on {disagree} of {} URLs",
-                urls.len()
-            );
+            let disagree = urls.iter().filter(|u| ours.is_allowed(agent, u) != theirs.allowed(u)).count();
+            eprintln!("{file} {agent}: crawlcache and texting_robots disagree on {disagree} of {} URLs", urls.len());
 
             let id = format!("{file}/{agent}");
-            g.bench_with_input(
-                BenchmarkId::new("crawlcache_check", &id),
-                &urls,
-                |b, urls| {
-                    b.iter(|| {
-                        urls.iter()
-                            .filter(|u| ours.check(black_box(agent), u).allowed)
-                            .count()
-                    })
-                },
-            );
-            g.bench_with_input(
-                BenchmarkId::new("crawlcache_is_allowed", &id),
-                &urls,
-                |b, urls| {
-                    b.iter(|| {
-                        urls.iter()
-                            .filter(|u| ours.is_allowed(black_box(agent), u))
-                            .count()
-                    })
-                },
-            );
+            g.bench_with_input(BenchmarkId::new("crawlcache_check", &id), &urls, |b, urls| {
+                b.iter(|| urls.iter().filter(|u| ours.check(black_box(agent), u).allowed).count())
+            });
+            g.bench_with_input(BenchmarkId::new("crawlcache_is_allowed", &id), &urls, |b, urls| {
+                b.iter(|| urls.iter().filter(|u| ours.is_allowed(black_box(agent), u)).count())
+            });
             g.bench_with_input(BenchmarkId::new("texting_robots", &id), &urls, |b, urls| {
                 b.iter(|| urls.iter().filter(|u| theirs.allowed(black_box(u))).count())
             });

@@ -93,7 +93,13 @@ impl AuditRecord {
 
     /// [`AuditRecord::new`] with the `Cache-Status` value already known
     /// (the proxy's, from [`crate::wire::cache_status::CacheStatus::apply`]).
-    pub fn with_cache_status(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>, cache_status: Arc<str>) -> AuditRecord {
+    pub fn with_cache_status(
+        at: SystemTime,
+        method: &str,
+        url: &str,
+        robots: Option<crate::robots::enforce::RobotsCheck>,
+        cache_status: Arc<str>,
+    ) -> AuditRecord {
         let mut record = AuditRecord {
             time: format_rfc3339(at),
             method: static_method(method),
@@ -467,9 +473,9 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter(|p| {
-                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    n.starts_with("audit-") && n.ends_with(".jsonl") && n.len() == first_day.len() && n >= first_day.as_str()
-                })
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".jsonl") && n.len() == first_day.len() && n >= first_day.as_str())
             })
             .collect(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -548,7 +554,6 @@ fn json_opt_u64(out: &mut Vec<u8>, n: Option<u64>) {
         None => out.extend_from_slice(b"null"),
     }
 }
-
 
 pub use crawlcache_base::time::{format_rfc3339, parse_rfc3339};
 
@@ -632,7 +637,9 @@ mod tests {
         assert_eq!((f1.lines().count(), f2.lines().count()), (2, 2));
         for l in f1.lines().chain(f2.lines()) {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            for k in ["time", "method", "url", "agent", "robots_sha256", "disposition", "verdict", "rule", "line", "cache_status", "upstream_status", "bytes", "ms"] {
+            for k in
+                ["time", "method", "url", "agent", "robots_sha256", "disposition", "verdict", "rule", "line", "cache_status", "upstream_status", "bytes", "ms"]
+            {
                 assert!(v.get(k).is_some(), "{k} missing in {l}");
             }
         }
@@ -742,10 +749,8 @@ mod tests {
         flusher.join().unwrap();
         log.flush().unwrap();
         let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
-        let order: Vec<usize> = text
-            .lines()
-            .map(|l| serde_json::from_str::<AuditRecord>(l).unwrap().url.rsplit('/').next().unwrap().parse().unwrap())
-            .collect();
+        let order: Vec<usize> =
+            text.lines().map(|l| serde_json::from_str::<AuditRecord>(l).unwrap().url.rsplit('/').next().unwrap().parse().unwrap()).collect();
         assert_eq!(order.len(), 2000, "every line written once");
         let wrong = order.iter().enumerate().find(|(i, n)| *i != **n);
         let from = wrong.map_or(0, |w| w.0.saturating_sub(2));

@@ -435,8 +435,7 @@ impl Config {
         match path {
             None => Self::from_sources(None),
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| ConfigError(format!("cannot read configuration file {}: {e}", p.display())))?;
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError(format!("cannot read configuration file {}: {e}", p.display())))?;
                 Self::from_sources(Some((p, &text)))
             }
         }
@@ -445,8 +444,7 @@ impl Config {
     /// Builds the configuration from the defaults and an optional user file
     /// (`(name, text)`; the name is used in error messages).
     pub fn from_sources(user: Option<(&Path, &str)>) -> Result<Config, ConfigError> {
-        let defaults: toml::Table =
-            toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
+        let defaults: toml::Table = toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
         let mut merged = defaults.clone();
         let mut user_table = toml::Table::new();
         let origin = match user {
@@ -483,19 +481,13 @@ impl Config {
 
     fn validate(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
-            return Err(format!(
-                "bad value for key `cache.heuristic_fraction`: {} (must be between 0 and 1)",
-                self.cache.heuristic_fraction
-            ));
+            return Err(format!("bad value for key `cache.heuristic_fraction`: {} (must be between 0 and 1)", self.cache.heuristic_fraction));
         }
         if self.cache.max_size == 0 {
             return Err("bad value for key `cache.max_size`: must be more than 0".into());
         }
         if self.store.inline_max_bytes > 1 << 20 {
-            return Err(format!(
-                "bad value for key `store.inline_max_bytes`: {} (at most 1MiB: longer bodies belong in files)",
-                self.store.inline_max_bytes
-            ));
+            return Err(format!("bad value for key `store.inline_max_bytes`: {} (at most 1MiB: longer bodies belong in files)", self.store.inline_max_bytes));
         }
         if self.store.memory_ceiling < 32 << 20 {
             return Err(format!("bad value for key `store.memory_ceiling`: {} (at least 32MiB)", self.store.memory_ceiling));

@@ -17,11 +17,11 @@
 //! upstream client).
 
 pub use crawlcache_base::byte_lru;
-pub use crawlcache_base::{fsutil, units};
 pub(crate) use crawlcache_base::locks;
+pub use crawlcache_base::{fsutil, units};
+pub use crawlcache_fleet as fleet;
 pub use crawlcache_policy::{cache, store_key};
 pub use crawlcache_store as store;
-pub use crawlcache_fleet as fleet;
 
 pub mod admin;
 pub mod audit;

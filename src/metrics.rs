@@ -157,9 +157,21 @@ impl Metrics {
             ("crawlcache_upstream_errors_total", "Requests answered with an error because the origin failed.", g(&self.upstream_errors)),
             ("crawlcache_collapsed_total", "Requests that shared another request's upstream fetch.", g(&self.collapsed)),
             ("crawlcache_from_cache_bytes_total", "Body bytes sent to clients from the store.", g(&self.bytes_from_cache)),
-            ("crawlcache_from_origin_bytes_total", "Body bytes sent to clients as they came from origins (misses, passed-through requests).", g(&self.bytes_from_origin)),
-            ("crawlcache_overload_refused_total", "Client connections and requests answered 503 because server.max_connections were open.", g(&self.overload_refused)),
-            ("crawlcache_sendfile_bytes_total", "Body bytes of stored files sent to clients with sendfile (no copy through user space).", crate::wire::sendfile::SENT_BYTES.load(Ordering::Relaxed)),
+            (
+                "crawlcache_from_origin_bytes_total",
+                "Body bytes sent to clients as they came from origins (misses, passed-through requests).",
+                g(&self.bytes_from_origin),
+            ),
+            (
+                "crawlcache_overload_refused_total",
+                "Client connections and requests answered 503 because server.max_connections were open.",
+                g(&self.overload_refused),
+            ),
+            (
+                "crawlcache_sendfile_bytes_total",
+                "Body bytes of stored files sent to clients with sendfile (no copy through user space).",
+                crate::wire::sendfile::SENT_BYTES.load(Ordering::Relaxed),
+            ),
         ]
     }
 }

@@ -18,6 +18,8 @@
 //!   store key's file only (and in tests).
 //! - The fuzz targets use the robots crate as a library: no `#[path]`, and
 //!   no `cfg(fuzzing)` in the robots engine.
+//! - Formatting: `cargo fmt --all --check` passes, so the line counts above
+//!   are those of rustfmt's layout.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -64,7 +66,7 @@ fn crate_sources() -> Vec<PathBuf> {
 /// The text of a source file before its `#[cfg(test)] mod tests`, with
 /// line comments removed.
 fn code_before_tests(text: &str) -> String {
-    let cut = text.find("\n#[cfg(test)]\nmod tests").map_or(text.len(), |i| i + 1);
+    let cut = text.find("\n#[cfg(test)]\nmod tests {").map_or(text.len(), |i| i + 1);
     text[..cut]
         .lines()
         .map(|l| match l.find("//") {
@@ -87,56 +89,81 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 }
 
 /// The file-level import graph of one crate: module -> modules it uses.
+///
+/// Paths are followed from `crate::`, `super::` and `self::`, from a
+/// child module's name, and from every name a `use` binds to a module
+/// (`use super::stages::{self, Step}` binds `stages`; `use crate::a::b`
+/// binds `b` when `a/b` is a module file; `use crate::a as c` binds `c`),
+/// so `stages::forward::run(..)` after such a `use` is an edge to
+/// `stages/forward` however it is spelled.
 fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let files: Vec<(Vec<String>, PathBuf)> = rust_files(src).into_iter().map(|f| (module_of(src, &f), f)).collect();
     let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
     // The longest prefix of `path` that is a module file.
-    let resolve = |path: &[String]| -> Option<Vec<String>> {
-        (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| known.contains(p))
-    };
+    let resolve = |path: &[String]| -> Option<Vec<String>> { (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| known.contains(p)) };
     let path_re = regex::Regex::new(r"\b(crate|super|self)((?:::\w+)+)").unwrap();
-    let group_re = regex::Regex::new(r"\buse (crate|super|self)::\{([^;]*)\};").unwrap();
+    let use_re = regex::Regex::new(r"\buse\s+(crate|super|self)((?:::\w+)*)(?:::\{([^;]*)\}|\s+as\s+(\w+))?\s*;").unwrap();
     let relative_re = regex::Regex::new(r"(?:^|[^:\w])(\w+)((?:::\w+)*)::").unwrap();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, file) in &files {
         let code = code_before_tests(&fs::read_to_string(file).unwrap_or_default());
         let mut uses: BTreeSet<Vec<String>> = BTreeSet::new();
-        let parent: Vec<String> = module[..module.len().saturating_sub(1)].to_vec();
-        let base = |head: &str| -> Vec<String> {
-            match head {
+        // `crate`, `self` or `super` followed by `rest` (which may start
+        // with more `super`s), as a path from the crate root.
+        let absolute = |head: &str, rest: &str| -> Vec<String> {
+            let mut path = match head {
                 "crate" => Vec::new(),
                 "self" => module.clone(),
-                _ => parent.clone(),
-            }
-        };
-        for c in path_re.captures_iter(&code) {
-            let mut path = base(&c[1]);
-            let mut rest: Vec<String> = c[2].split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+                _ => module[..module.len().saturating_sub(1)].to_vec(),
+            };
+            let mut rest: Vec<String> = rest.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
             while rest.first().is_some_and(|s| s == "super") {
                 path.pop();
                 rest.remove(0);
             }
             path.extend(rest);
-            uses.extend(resolve(&path));
+            path
+        };
+        for c in path_re.captures_iter(&code) {
+            uses.extend(resolve(&absolute(&c[1], &c[2])));
         }
-        for c in group_re.captures_iter(&code) {
-            for item in c[2].split(',') {
-                let item = item.split(" as ").next().unwrap_or("").trim_matches(|ch: char| ch == '{' || ch == '}' || ch.is_whitespace());
-                if item.is_empty() {
-                    continue;
+        // Names bound to modules by `use`, and the items of `use` groups.
+        let mut aliases: HashMap<String, Vec<String>> = HashMap::new();
+        for c in use_re.captures_iter(&code) {
+            let prefix = absolute(&c[1], &c[2]);
+            if let Some(group) = c.get(3) {
+                for item in group.as_str().split(',') {
+                    let mut words = item.split(" as ");
+                    let name = words.next().unwrap_or("").trim_matches(|ch: char| ch == '{' || ch == '}' || ch.is_whitespace());
+                    let alias = words.next().map(str::trim);
+                    if name.is_empty() {
+                        continue;
+                    }
+                    let mut path = prefix.clone();
+                    if name != "self" {
+                        path.extend(name.split("::").filter(|s| !s.is_empty()).map(str::to_string));
+                    }
+                    uses.extend(resolve(&path));
+                    if known.contains(&path) {
+                        if let Some(last) = alias.or(path.last().map(String::as_str)) {
+                            aliases.insert(last.to_string(), path.clone());
+                        }
+                    }
                 }
-                let mut path = base(&c[1]);
-                path.extend(item.split("::").filter(|s| !s.is_empty() && *s != "{").map(str::to_string));
-                uses.extend(resolve(&path));
+            } else if known.contains(&prefix) {
+                if let Some(last) = c.get(4).map(|m| m.as_str()).or(prefix.last().map(String::as_str)) {
+                    aliases.insert(last.to_string(), prefix.clone());
+                }
             }
         }
         for c in relative_re.captures_iter(&code) {
             let name = &c[1];
             let mut child = module.clone();
             child.push(name.to_string());
-            if known.contains(&child) {
-                child.extend(c[2].split("::").filter(|s| !s.is_empty()).map(str::to_string));
-                uses.extend(resolve(&child));
+            let start = if known.contains(&child) { Some(child) } else { aliases.get(name).cloned() };
+            if let Some(mut path) = start {
+                path.extend(c[2].split("::").filter(|s| !s.is_empty()).map(str::to_string));
+                uses.extend(resolve(&path));
             }
         }
         uses.remove(module);
@@ -244,7 +271,7 @@ fn no_file_over_800_lines_and_no_function_over_120_but_route() {
             if file.file_name().is_some_and(|n| n == "tests.rs") {
                 continue;
             }
-            let before = text.find("\n#[cfg(test)]\nmod tests").map_or(text.len(), |i| i + 1);
+            let before = text.find("\n#[cfg(test)]\nmod tests {").map_or(text.len(), |i| i + 1);
             let lines = text[..before].lines().count();
             if lines > MAX_FILE_LINES {
                 problems.push(format!("{rel}: {lines} lines before its tests (at most {MAX_FILE_LINES})"));
@@ -265,11 +292,12 @@ fn record_keys_are_written_and_read_in_one_place() {
     for src in crate_sources() {
         for file in rust_files(&src) {
             let rel = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
-            if rel.ends_with("store_key.rs") || rel.ends_with("tests.rs") {
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name == "store_key.rs" || name == "tests.rs" {
                 continue;
             }
             let text = fs::read_to_string(&file).unwrap_or_default();
-            let before = text.find("\n#[cfg(test)]\nmod tests").map_or(text.len(), |i| i + 1);
+            let before = text.find("\n#[cfg(test)]\nmod tests {").map_or(text.len(), |i| i + 1);
             for (n, l) in text[..before].lines().enumerate() {
                 if l.contains("\"record:") {
                     found.push(format!("{rel}:{}: {}", n + 1, l.trim()));
@@ -309,8 +337,16 @@ fn the_import_checker_finds_a_circle_through_a_parent() {
     fs::write(dir.join("a/mod.rs"), "mod child;\npub use child::Thing;\npub struct Shared;\n").unwrap();
     fs::write(dir.join("a/child.rs"), "use super::Shared;\npub struct Thing(Shared);\n").unwrap();
     fs::write(dir.join("b.rs"), "use crate::a::Thing;\n").unwrap();
+    // A module reached through a name a `use` bound: `stages::forward::run`
+    // after `use super::stages::{self}` is an edge to `p/stages/forward`.
+    fs::create_dir_all(dir.join("p/stages")).unwrap();
+    fs::write(dir.join("p/mod.rs"), "pub mod route;\npub mod stages;\n").unwrap();
+    fs::write(dir.join("p/route.rs"), "use super::stages::{self};\npub const MAX: u32 = 3;\nfn f() { stages::forward::run(); }\n").unwrap();
+    fs::write(dir.join("p/stages/mod.rs"), "pub mod forward;\n").unwrap();
+    fs::write(dir.join("p/stages/forward.rs"), "use super::super::route::MAX;\npub fn run() {}\n").unwrap();
+    let set = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     let found = cycles(&import_graph(&dir));
-    assert_eq!(found, vec![["a", "a/child"].iter().map(|s| s.to_string()).collect::<BTreeSet<_>>()]);
+    assert_eq!(found, vec![set(&["a", "a/child"]), set(&["p/route", "p/stages/forward"])]);
     let long = "fn long() {\n".to_string() + &"    x();\n".repeat(130) + "}\n";
     assert_eq!(long_functions(&long, 120), vec![(1, "long".to_string(), 132)]);
     let _ = fs::remove_dir_all(&dir);
@@ -343,17 +379,43 @@ fn workspace_deps(name: &str) -> BTreeSet<String> {
 /// and without I/O: no tokio, hyper or sled among its dependencies.
 #[test]
 fn the_crates_import_only_the_floors_below_them() {
-    let allowed: &[(&str, &[&str])] = &[("base", &[]), ("policy", &["base"]), ("store", &["base"]), ("robots", &["base"]), ("fleet", &["base", "policy", "robots", "store"])];
+    let allowed: &[(&str, &[&str])] =
+        &[("base", &[]), ("policy", &["base"]), ("store", &["base"]), ("robots", &["base"]), ("fleet", &["base", "policy", "robots", "store"])];
     for (name, may) in allowed {
         let deps = workspace_deps(name);
         let may: BTreeSet<String> = may.iter().map(|s| s.to_string()).collect();
         assert!(deps.is_subset(&may), "crates/{name} depends on {deps:?}; it may use only {may:?}");
         assert!(root().join("crates").join(name).join("src").is_dir(), "crates/{name} exists");
     }
-    let policy = fs::read_to_string(root().join("crates/policy/Cargo.toml")).unwrap_or_default();
+    // What Cargo resolves for policy, features of its dependencies
+    // included (a dependency's feature can pull tokio in).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--offline", "-p", "crawlcache-policy", "-e", "normal", "--prefix", "none"])
+        .current_dir(root())
+        .output()
+        .expect("running cargo tree");
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && tree.contains("crawlcache-policy"), "cargo tree -p crawlcache-policy failed:\n{}", String::from_utf8_lossy(&out.stderr));
     for forbidden in ["tokio", "hyper", "sled"] {
-        assert!(!policy.lines().any(|l| l.trim_start().starts_with(forbidden)), "crates/policy depends on {forbidden}");
+        let hit = tree.lines().find(|l| l.split_whitespace().next() == Some(forbidden));
+        assert!(hit.is_none(), "crates/policy depends on {forbidden} ({})", hit.unwrap_or(""));
     }
+}
+
+/// The size limits above count lines as rustfmt lays them out (the
+/// workspace's `rustfmt.toml`), so the code is kept formatted: a
+/// contributor's `cargo fmt` does not move a file or function over them.
+#[test]
+fn the_code_is_formatted_as_rustfmt_toml_says() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = std::process::Command::new(cargo).args(["fmt", "--all", "--check"]).current_dir(root()).output().expect("running cargo fmt");
+    assert!(
+        out.status.success(),
+        "cargo fmt --all --check (rustup component rustfmt) reports differences; run `cargo fmt --all`:\n{}{}",
+        String::from_utf8_lossy(&out.stdout).lines().take(40).collect::<Vec<_>>().join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// RFC 9111 section 4.1's "most recent matching response" is chosen in
@@ -361,6 +423,21 @@ fn the_crates_import_only_the_floors_below_them() {
 /// the response times of stored variants.
 #[test]
 fn the_newest_variant_rule_is_written_once() {
+    // Response times compared (`a.response_time_ms > b.response_time_ms`),
+    // ordered (`.cmp(`, `max_by_key`, `sort_by`) or picked by.
+    let ordering = regex::Regex::new(
+        r"response_time_ms\s*(?:[<>]=?)\s*[\w(&*]|[\w)]\s+(?:[<>]=?)\s*[\w.&*]*response_time_ms|(?:max|min|sort|sort_unstable)_by(?:_key)?\(.*response_time_ms|response_time_ms\)?\s*\.\s*(?:partial_)?cmp\(",
+    )
+    .unwrap();
+    for bad in [
+        "if v.response_time_ms > best.response_time_ms {",
+        "variants.iter().max_by_key(|v| v.response_time_ms)",
+        "a.response_time_ms.cmp(&b.response_time_ms)",
+        "x < v.response_time_ms",
+    ] {
+        assert!(ordering.is_match(bad), "the check must catch {bad}");
+    }
+    assert!(!ordering.is_match("pub fn encode_head<'a, H, V>(status: u16, response_time_ms: u64) -> Vec<u8>"));
     let mut found = Vec::new();
     for src in crate_sources() {
         for file in rust_files(&src) {
@@ -369,7 +446,7 @@ fn the_newest_variant_rule_is_written_once() {
                 continue;
             }
             for (n, l) in code_before_tests(&fs::read_to_string(&file).unwrap_or_default()).lines().enumerate() {
-                if l.contains("response_time_ms >") || l.contains("response_time_ms <") {
+                if ordering.is_match(l) {
                     found.push(format!("{rel}:{}: {}", n + 1, l.trim()));
                 }
             }

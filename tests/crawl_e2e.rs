@@ -31,11 +31,7 @@ fn rust_book_crawl_is_served_from_cache_then_offline_byte_identical() {
     // 0. Ground truth: the same crawl without the proxy.
     let direct = wget_mirror(&start_url, None, &work.join("direct"), CRAWL_LIMIT, "direct, no proxy");
     let expected = read_tree(&direct.out_dir);
-    assert!(
-        (150..=400).contains(&expected.len()),
-        "a recursive wget of the Rust book should fetch about 175 files, got {}",
-        expected.len()
-    );
+    assert!((150..=400).contains(&expected.len()), "a recursive wget of the Rust book should fetch about 175 files, got {}", expected.len());
     let after_direct = nginx.settled_access_log_lines().len();
 
     // 1. Cold, through the proxy.
@@ -81,12 +77,5 @@ fn rust_book_crawl_is_served_from_cache_then_offline_byte_identical() {
 
     assert_cache_verifies(&data_dir);
 
-    eprintln!(
-        "crawl of {} files: direct {:?}, cold {:?}, warm {:?}, offline {:?}",
-        expected.len(),
-        direct.elapsed,
-        run1.elapsed,
-        run2.elapsed,
-        run3.elapsed
-    );
+    eprintln!("crawl of {} files: direct {:?}, cold {:?}, warm {:?}, offline {:?}", expected.len(), direct.elapsed, run1.elapsed, run2.elapsed, run3.elapsed);
 }

@@ -46,10 +46,7 @@ fn nginx_stops_on_request_and_frees_its_port() {
     let mut nginx = Nginx::start(root.path());
     let addr = nginx.addr();
     nginx.stop();
-    assert!(
-        Conn::try_open(addr, Duration::from_millis(500)).is_err(),
-        "nothing should accept connections on {addr} after nginx stopped"
-    );
+    assert!(Conn::try_open(addr, Duration::from_millis(500)).is_err(), "nothing should accept connections on {addr} after nginx stopped");
 }
 
 /// The premise of tests/crawl_e2e.rs, checked without the proxy: nginx serves
@@ -62,11 +59,7 @@ fn wget_mirrors_the_rust_book_from_nginx_directly() {
     let work = TestDir::new("wget-direct");
     let mirror = wget_mirror(&nginx.url("/book/"), None, &work.join("out"), Duration::from_secs(120), "direct");
     let tree = read_tree(&mirror.out_dir);
-    assert!(
-        (150..=400).contains(&tree.len()),
-        "a recursive wget of the Rust book should fetch about 175 files, got {}",
-        tree.len()
-    );
+    assert!((150..=400).contains(&tree.len()), "a recursive wget of the Rust book should fetch about 175 files, got {}", tree.len());
     assert!(tree.keys().all(|p| p.starts_with("book")), "-np keeps the crawl inside /book/");
     let index = tree.get(std::path::Path::new("book/index.html")).expect("book/index.html was fetched");
     let original = fs::read(html.join("book/index.html")).expect("reading the book's index.html");
@@ -79,12 +72,7 @@ fn wget_mirrors_the_rust_book_from_nginx_directly() {
 
 #[test]
 fn origin_records_requests_and_sends_repeated_fields() {
-    let origin = Origin::start(|req| {
-        Reply::ok(
-            &[("Cache-Control", "max-age=60"), ("X-Tag", "red"), ("X-Tag", "blue"), ("X-Path", req.path())],
-            b"body",
-        )
-    });
+    let origin = Origin::start(|req| Reply::ok(&[("Cache-Control", "max-age=60"), ("X-Tag", "red"), ("X-Tag", "blue"), ("X-Path", req.path())], b"body"));
     let resp = send_request(origin.addr(), "GET", "/a?q=1", &[("X-Test", "one"), ("X-Test", "two")], b"");
     assert_eq!(resp.status, 200, "{}", resp.describe());
     assert_eq!(resp.header_all("x-tag"), vec!["red", "blue"], "repeated fields keep their order");
@@ -129,13 +117,7 @@ fn origin_reads_request_bodies_plain_and_chunked() {
     let origin = Origin::start(|req| Reply::new(201, &[], &req.body));
     let plain = send_request(origin.addr(), "POST", "/p", &[], b"plain body");
     assert_eq!((plain.status, plain.body.as_slice()), (201, &b"plain body"[..]), "{}", plain.describe());
-    let chunked = send_request(
-        origin.addr(),
-        "POST",
-        "/c",
-        &[("Transfer-Encoding", "chunked")],
-        &chunked_body(&[b"chun", b"ked"], true),
-    );
+    let chunked = send_request(origin.addr(), "POST", "/c", &[("Transfer-Encoding", "chunked")], &chunked_body(&[b"chun", b"ked"], true));
     assert_eq!(chunked.body, b"chunked", "{}", chunked.describe());
 }
 
@@ -170,9 +152,7 @@ fn origin_delays_and_hangs_up_on_request() {
     assert!(started.elapsed() >= Duration::from_millis(300), "the reply waited 300 ms");
     assert_eq!(slow.body, b"late");
 
-    let err = Conn::open(origin.addr())
-        .try_send("GET", "/hangup", &[], b"")
-        .expect_err("a hang-up gives no response");
+    let err = Conn::open(origin.addr()).try_send("GET", "/hangup", &[], b"").expect_err("a hang-up gives no response");
     assert!(err.contains("closed before a complete response head"), "unexpected error: {err}");
     origin.wait_for_requests(2, Duration::from_secs(5));
 }
@@ -182,17 +162,11 @@ fn origin_serves_concurrent_slow_requests_in_parallel() {
     let origin = Origin::fixed(Reply::ok(&[], b"x").delayed(Duration::from_millis(400)));
     let addr = origin.addr();
     let started = Instant::now();
-    let handles: Vec<_> = (0..8)
-        .map(|i| std::thread::spawn(move || send_request(addr, "GET", &format!("/{i}"), &[], b"").status))
-        .collect();
+    let handles: Vec<_> = (0..8).map(|i| std::thread::spawn(move || send_request(addr, "GET", &format!("/{i}"), &[], b"").status)).collect();
     for h in handles {
         assert_eq!(h.join().expect("client thread"), 200);
     }
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "8 requests delayed 400 ms each took {:?}: they were not served concurrently",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_millis(2500), "8 requests delayed 400 ms each took {:?}: they were not served concurrently", started.elapsed());
     assert_eq!(origin.request_count(), 8);
 }
 
@@ -242,11 +216,7 @@ fn proxy_helper_reports_an_early_exit_with_its_stderr() {
         Proxy::start_program(&stub_proxy(), data.path(), &["--fail-at-start", "3"]);
     });
     let payload = result.expect_err("a program that exits at start must make Proxy::start panic");
-    let msg = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
+    let msg = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
     assert!(msg.contains("exited with exit status: 3"), "the message gives the exit status: {msg}");
     assert!(msg.contains("stub: failing at start as asked"), "the message shows stderr: {msg}");
 }

@@ -28,7 +28,18 @@ const CMD_LIMIT: Duration = Duration::from_secs(30);
 
 /// Proxy variables a client could pick up from the test's environment.
 const PROXY_VARS: [&str; 12] = [
-    "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+    "CURL_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
 ];
 
 /// A clean command for a client: no proxy or CA variables inherited.
@@ -79,13 +90,15 @@ fn png(w: u32, h: u32, rgb: [u8; 3]) -> Vec<u8> {
     out
 }
 
-const INDEX: &str = "<!doctype html><html><head><meta charset=utf-8><link rel=icon href=\"data:,\"><link rel=stylesheet href=/style.css><title>matrix</title></head>\
+const INDEX: &str =
+    "<!doctype html><html><head><meta charset=utf-8><link rel=icon href=\"data:,\"><link rel=stylesheet href=/style.css><title>matrix</title></head>\
 <body><h1>crawlcache</h1><img src=/red.png width=120 height=80> <img src=/blue.png width=120 height=80><p class=note>through the proxy</p></body></html>";
 const STYLE: &str = "body{margin:0;background:#ffe9a8;font:20px sans-serif}h1{color:#1a5e20;margin:8px}.note{background:#222;color:#fff;padding:6px}img{border:6px solid #7a1fa2}";
 
 /// The origin's answers: every resource cacheable for ten minutes.
 fn site(_scheme: &str, path: &str) -> Answer {
-    let cacheable = |ctype: &str, body: Vec<u8>| -> Answer { (200, vec![("Cache-Control", "max-age=600".to_string()), ("Content-Type", ctype.to_string())], body) };
+    let cacheable =
+        |ctype: &str, body: Vec<u8>| -> Answer { (200, vec![("Cache-Control", "max-age=600".to_string()), ("Content-Type", ctype.to_string())], body) };
     match path {
         "/index.html" => cacheable("text/html; charset=utf-8", INDEX.as_bytes().to_vec()),
         "/style.css" => cacheable("text/css", STYLE.as_bytes().to_vec()),
@@ -188,7 +201,22 @@ fn curl_with_cacert() {
         let dir = TestDir::new("curl-out");
         let (h, b) = (dir.join("h"), dir.join("b"));
         let mut cmd = client(&curl);
-        cmd.args(["-q", "-sS", "--suppress-connect-headers", "--max-time", "30", "--proxy", &s.proxy.url(), "--cacert", &path_str(&s.ca), "-D", &path_str(&h), "-o", &path_str(&b), url]);
+        cmd.args([
+            "-q",
+            "-sS",
+            "--suppress-connect-headers",
+            "--max-time",
+            "30",
+            "--proxy",
+            &s.proxy.url(),
+            "--cacert",
+            &path_str(&s.ca),
+            "-D",
+            &path_str(&h),
+            "-o",
+            &path_str(&b),
+            url,
+        ]);
         let out = run_bounded(&mut cmd, CLIENT_LIMIT, "curl");
         assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
         let head = std::fs::read_to_string(&h).unwrap_or_default();
@@ -217,8 +245,18 @@ fn wget_with_ca_certificate() {
         let dir = TestDir::new("wget-out");
         let body = dir.join("b");
         let mut cmd = client(&wget);
-        cmd.env("https_proxy", s.proxy.url())
-            .args(["-q", "-S", "--tries=1", "--timeout=30", "--no-hsts", "--no-config", &format!("--ca-certificate={}", path_str(&s.ca)), "-O", &path_str(&body), url]);
+        cmd.env("https_proxy", s.proxy.url()).args([
+            "-q",
+            "-S",
+            "--tries=1",
+            "--timeout=30",
+            "--no-hsts",
+            "--no-config",
+            &format!("--ca-certificate={}", path_str(&s.ca)),
+            "-O",
+            &path_str(&body),
+            url,
+        ]);
         let out = run_bounded(&mut cmd, CLIENT_LIMIT, "wget");
         // wget -S prints the response head, indented, on stderr.
         let head = String::from_utf8_lossy(&out.stderr).lines().map(|l| l.trim()).collect::<Vec<_>>().join("\r\n");
@@ -293,7 +331,11 @@ fetch(url, { dispatcher }).then(async (r) => {
 /// Where `tests/run.sh` installs undici (`npm install --prefix`).
 fn undici_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap_or(Path::new("target")).join("test-node/node_modules/undici");
-    assert!(dir.join("package.json").is_file(), "undici is not installed at {}; `bash tests/run.sh` installs it (npm install --prefix target/test-node undici@6)", dir.display());
+    assert!(
+        dir.join("package.json").is_file(),
+        "undici is not installed at {}; `bash tests/run.sh` installs it (npm install --prefix target/test-node undici@6)",
+        dir.display()
+    );
     dir
 }
 
@@ -467,13 +509,15 @@ fn chromium() -> PathBuf {
 /// An NSS database in `home/.pki/nssdb` (where Chromium on Linux reads
 /// its trust settings) trusting `ca` for TLS servers.
 fn nss_home(home: &Path, ca: &Path) {
-    let certutil = find_tool("certutil", "CRAWLCACHE_TEST_CERTUTIL", &["/usr/bin/certutil"], "Install it with apt-get install libnss3-tools (bash tests/run.sh does).");
+    let certutil =
+        find_tool("certutil", "CRAWLCACHE_TEST_CERTUTIL", &["/usr/bin/certutil"], "Install it with apt-get install libnss3-tools (bash tests/run.sh does).");
     let db = home.join(".pki/nssdb");
     std::fs::create_dir_all(&db).unwrap();
     let db_arg = format!("sql:{}", path_str(&db));
     let out = run_bounded(Command::new(&certutil).args(["-N", "-d", &db_arg, "--empty-password"]), CMD_LIMIT, "certutil -N");
     assert!(out.status.success(), "certutil -N: {}", String::from_utf8_lossy(&out.stderr));
-    let out = run_bounded(Command::new(&certutil).args(["-A", "-d", &db_arg, "-t", "C,,", "-n", "crawlcache-test", "-i", &path_str(ca)]), CMD_LIMIT, "certutil -A");
+    let out =
+        run_bounded(Command::new(&certutil).args(["-A", "-d", &db_arg, "-t", "C,,", "-n", "crawlcache-test", "-i", &path_str(ca)]), CMD_LIMIT, "certutil -A");
     assert!(out.status.success(), "certutil -A: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -540,7 +584,11 @@ fn chromium_loads_a_page_with_images_and_css_twice_second_all_hits() {
     }
     let after = stats(&s.proxy);
     let hits = |v: &serde_json::Value| v["proxy"]["hits"].as_u64().unwrap_or(0);
-    assert!(hits(&after) >= hits(&before) + resources.len() as u64, "the second load's {} resources were hits through the proxy: {before} -> {after}", resources.len());
+    assert!(
+        hits(&after) >= hits(&before) + resources.len() as u64,
+        "the second load's {} resources were hits through the proxy: {before} -> {after}",
+        resources.len()
+    );
     let direct_bytes = std::fs::read(&direct).unwrap();
     for shot in &shots {
         assert!(std::fs::read(shot).unwrap() == direct_bytes, "{} differs from the direct load {}", shot.display(), direct.display());

@@ -108,7 +108,19 @@ fn curl(proxy: SocketAddr, cacert: &Path, url: &str) -> CurlOut {
         .arg("-o")
         .arg(&bfile)
         .arg(url);
-    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
+    for var in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "CURL_CA_BUNDLE",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    ] {
         cmd.env_remove(var);
     }
     let out = run_bounded(&mut cmd, CLIENT_LIMIT, &format!("curl {url} through {proxy}"));
@@ -117,9 +129,7 @@ fn curl(proxy: SocketAddr, cacert: &Path, url: &str) -> CurlOut {
     let block = head.split("\r\n\r\n").filter(|b| !b.trim().is_empty()).last().unwrap_or("").to_string();
     let mut lines = block.lines();
     let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let headers: Fields = lines
-        .filter_map(|l| l.split_once(':').map(|(n, v)| (n.trim().to_string(), v.trim().to_string())))
-        .collect();
+    let headers: Fields = lines.filter_map(|l| l.split_once(':').map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))).collect();
     CurlOut {
         exit: out.status.code(),
         status,
@@ -162,11 +172,7 @@ fn python_get(proxy: SocketAddr, ca: &Path, url: &str) -> (u64, String, String) 
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "python3 requests.get({url}) failed ({}):\n{}\n{}", out.status, stdout, String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("python output is not JSON ({e}): {stdout}"));
-    (
-        v["status"].as_u64().unwrap_or(0),
-        v["cache_status"].as_str().unwrap_or("").to_string(),
-        v["body"].as_str().unwrap_or("").to_string(),
-    )
+    (v["status"].as_u64().unwrap_or(0), v["cache_status"].as_str().unwrap_or("").to_string(), v["body"].as_str().unwrap_or("").to_string())
 }
 
 fn is_hit(cache_status: &str) -> bool {

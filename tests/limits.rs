@@ -24,7 +24,8 @@ fn site(req: &RecordedRequest) -> Reply {
 
 /// A script that runs crawlcache under `prlimit --nofile=SOFT:HARD`.
 fn limited_program(dir: &TestDir, soft: u64, hard: u64) -> PathBuf {
-    let prlimit = find_tool("prlimit", "CRAWLCACHE_PRLIMIT", &["/usr/bin/prlimit", "/bin/prlimit"], "prlimit comes with util-linux (apt-get install util-linux).");
+    let prlimit =
+        find_tool("prlimit", "CRAWLCACHE_PRLIMIT", &["/usr/bin/prlimit", "/bin/prlimit"], "prlimit comes with util-linux (apt-get install util-linux).");
     let script = dir.join("crawlcache-limited.sh");
     std::fs::write(&script, format!("#!/bin/sh\nexec {} --nofile={soft}:{hard} {} \"$@\"\n", prlimit.display(), crawlcache_bin().display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -45,7 +46,9 @@ fn start_limited(label: &str, soft: u64, hard: u64, config: &str) -> Proxy {
 fn stats(proxy: &Proxy, timeout: Duration) -> Value {
     let mut c = Conn::try_open(proxy.addr(), timeout).unwrap_or_else(|e| panic!("connecting for /stats: {e}"));
     c.set_timeout(timeout);
-    let r = c.try_send("GET", "/stats", &[("Connection", "close")], b"").unwrap_or_else(|e| panic!("/stats did not answer within {timeout:?}: {e}\n{}", proxy.stderr_tail(30)));
+    let r = c
+        .try_send("GET", "/stats", &[("Connection", "close")], b"")
+        .unwrap_or_else(|e| panic!("/stats did not answer within {timeout:?}: {e}\n{}", proxy.stderr_tail(30)));
     assert_eq!(r.status, 200, "{}", r.describe());
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("/stats is not JSON: {e}"))
 }
@@ -64,9 +67,7 @@ fn raise_own_limit() {
 
 /// Opens `n` connections that send nothing.
 fn hold(addr: std::net::SocketAddr, n: usize) -> Vec<TcpStream> {
-    (0..n)
-        .map(|i| TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap_or_else(|e| panic!("connection {i} of {n}: {e}")))
-        .collect()
+    (0..n).map(|i| TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap_or_else(|e| panic!("connection {i} of {n}: {e}"))).collect()
 }
 
 /// The answer already sent on a held connection, if any (waits `wait`).

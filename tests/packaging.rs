@@ -54,7 +54,9 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     assert!(said.trim().is_empty(), "systemd-analyze verify warned (an unknown key or a bad value is only a warning):\n{said}");
 
     // What the unit must say, beyond being valid.
-    for (key, want) in [("DynamicUser", "yes"), ("StateDirectory", "crawlcache"), ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("PrivateTmp", "yes")] {
+    for (key, want) in
+        [("DynamicUser", "yes"), ("StateDirectory", "crawlcache"), ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("PrivateTmp", "yes")]
+    {
         assert_eq!(unit_values(&unit, key), vec![want], "{key}");
     }
     let nofile: u64 = unit_values(&unit, "LimitNOFILE")[0].parse().expect("LimitNOFILE is a number");

@@ -210,12 +210,8 @@ async fn outcomes_and_redirects_against_a_local_origin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_time_twenty_requests_after_the_fresh_window_make_one_fetch_and_none_waits() {
     let (origin, port) = LocalOrigin::start().await;
-    let config = RobotsConfig {
-        fresh: Duration::from_secs(2),
-        stale_usable: Duration::from_secs(10),
-        hard_max: Duration::from_secs(20),
-        ..RobotsConfig::default()
-    };
+    let config =
+        RobotsConfig { fresh: Duration::from_secs(2), stale_usable: Duration::from_secs(10), hard_max: Duration::from_secs(20), ..RobotsConfig::default() };
     let reg = registry(config, Duration::from_secs(5));
     let o = Origin::new("http", "127.0.0.1", port);
     origin.set("/robots.txt", "200 OK", &[("ETag", "\"v1\"")], RULES.as_bytes());
@@ -402,8 +398,5 @@ async fn robots_fetches_are_sent_under_the_crawlers_identity_c43() {
     assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
     let shown = crawlcache::robots::registry::describe(&rules.snapshot, &reg.windows(&rules.snapshot.origin), SystemTime::now());
     assert!(shown.contains("fetched as:    examplebot"), "{shown}");
-    assert!(
-        shown.contains("robots.txt answered 403 to examplebot: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity"),
-        "{shown}"
-    );
+    assert!(shown.contains("robots.txt answered 403 to examplebot: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity"), "{shown}");
 }

@@ -222,23 +222,19 @@ fn stale_rules_are_refreshed_once_in_the_background() {
     let fetches = Arc::new(AtomicUsize::new(0));
     let slow_done: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let (f2, s2) = (fetches.clone(), slow_done.clone());
-    let (origin, proxy) = start(
-        "enforce",
-        "fresh = \"1s\"\nstale_usable = \"30s\"\nhard_max = \"60s\"",
-        move |req| match req.path() {
-            "/robots.txt" => {
-                let n = f2.fetch_add(1, Ordering::SeqCst);
-                if n == 0 {
-                    Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes())
-                } else {
-                    // The refresh is slow; record roughly when it will end.
-                    *s2.lock().unwrap() = Some(Instant::now() + Duration::from_millis(1500));
-                    Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes()).delayed(Duration::from_millis(1500))
-                }
+    let (origin, proxy) = start("enforce", "fresh = \"1s\"\nstale_usable = \"30s\"\nhard_max = \"60s\"", move |req| match req.path() {
+        "/robots.txt" => {
+            let n = f2.fetch_add(1, Ordering::SeqCst);
+            if n == 0 {
+                Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes())
+            } else {
+                // The refresh is slow; record roughly when it will end.
+                *s2.lock().unwrap() = Some(Instant::now() + Duration::from_millis(1500));
+                Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes()).delayed(Duration::from_millis(1500))
             }
-            _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
-        },
-    );
+        }
+        _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
+    });
     assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200);
     assert_eq!(robots_requests(&origin), 1, "first sight: one fetch");
     std::thread::sleep(Duration::from_millis(1300));
@@ -280,15 +276,14 @@ fn stale_rules_are_refreshed_once_in_the_background() {
 fn expired_rules_block_the_host_in_enforce_mode() {
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = n.clone();
-    let (origin, proxy) = start(
-        "enforce",
-        "fresh = \"1s\"\nstale_usable = \"2s\"\nhard_max = \"3s\"\nretry_initial = \"100ms\"\nretry_max = \"200ms\"",
-        move |req| match req.path() {
-            "/robots.txt" if n2.fetch_add(1, Ordering::SeqCst) == 0 => Reply::ok(&[], ROBOTS.as_bytes()),
-            "/robots.txt" => Reply::new(500, &[], b"broken"),
-            _ => Reply::ok(&[("Cache-Control", "no-store")], b"page"),
-        },
-    );
+    let (origin, proxy) =
+        start("enforce", "fresh = \"1s\"\nstale_usable = \"2s\"\nhard_max = \"3s\"\nretry_initial = \"100ms\"\nretry_max = \"200ms\"", move |req| {
+            match req.path() {
+                "/robots.txt" if n2.fetch_add(1, Ordering::SeqCst) == 0 => Reply::ok(&[], ROBOTS.as_bytes()),
+                "/robots.txt" => Reply::new(500, &[], b"broken"),
+                _ => Reply::ok(&[("Cache-Control", "no-store")], b"page"),
+            }
+        });
     assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200);
     std::thread::sleep(Duration::from_millis(1500));
     // Stale but inside its windows: the old rules are kept despite the 500.

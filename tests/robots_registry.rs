@@ -6,9 +6,7 @@ use crawlcache::robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, Redi
 use crawlcache::robots::identity::FALLBACK_USER_AGENT;
 use crawlcache::robots::registry::{load_snapshot, RobotsRegistry};
 use crawlcache::robots::settings::{HostOverride, RobotsConfig};
-use crawlcache::robots::snapshot::{
-    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
-};
+use crawlcache::robots::snapshot::{Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -262,13 +260,8 @@ async fn first_sight_outcomes_200_rules_4xx_allow_all_failures_disallow_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_keep_the_previous_snapshot_inside_its_windows() {
-    let failures: Vec<Answer> = vec![
-        retry_after(429, 600),
-        status(500),
-        status(503),
-        Err(FetchError::Connect("connection refused".into())),
-        Err(FetchError::Timeout),
-    ];
+    let failures: Vec<Answer> =
+        vec![retry_after(429, 600), status(500), status(503), Err(FetchError::Connect("connection refused".into())), Err(FetchError::Timeout)];
     for (i, failure) in failures.into_iter().enumerate() {
         let fake = Fake::new();
         let reg = registry(&fake, RobotsConfig::default());

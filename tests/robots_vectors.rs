@@ -3,9 +3,7 @@
 //! against `crawlcache::robots`. Every record is checked; a failure lists
 //! each mismatching record.
 
-use crawlcache::robots::{
-    escape_pattern, is_valid_product_token, path_params_query, LineReport, LineTag, RobotsTxt,
-};
+use crawlcache::robots::{escape_pattern, is_valid_product_token, path_params_query, LineReport, LineTag, RobotsTxt};
 use serde_json::{json, Value};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots");
@@ -21,18 +19,11 @@ fn records(name: &str) -> Vec<Value> {
 }
 
 fn str_field<'a>(r: &'a Value, key: &str) -> &'a str {
-    r[key]
-        .as_str()
-        .unwrap_or_else(|| panic!("record {} has no string \"{key}\"", r["id"]))
+    r[key].as_str().unwrap_or_else(|| panic!("record {} has no string \"{key}\"", r["id"]))
 }
 
 fn fail_on(mismatches: Vec<String>, total: usize, what: &str) {
-    assert!(
-        mismatches.is_empty(),
-        "{} of {total} {what} records disagree:\n{}",
-        mismatches.len(),
-        mismatches.join("\n")
-    );
+    assert!(mismatches.is_empty(), "{} of {total} {what} records disagree:\n{}", mismatches.len(), mismatches.join("\n"));
     println!("{what}: {total}/{total} records agree");
 }
 
@@ -43,22 +34,13 @@ fn replay_verdicts(file: &str, deviations: &[&str]) -> (Vec<String>, usize) {
     let mut mismatches = Vec::new();
     for r in &recs {
         let id = str_field(r, "id");
-        let google = r["allowed"]
-            .as_bool()
-            .unwrap_or_else(|| panic!("{id}: no \"allowed\""));
-        let expected = if deviations.contains(&id) {
-            !google
-        } else {
-            google
-        };
+        let google = r["allowed"].as_bool().unwrap_or_else(|| panic!("{id}: no \"allowed\""));
+        let expected = if deviations.contains(&id) { !google } else { google };
         let robots = RobotsTxt::parse(str_field(r, "robots").as_bytes());
         let (agent, url) = (str_field(r, "user_agent"), str_field(r, "url"));
         let v = robots.check(agent, url);
         if v.allowed != expected || robots.is_allowed(agent, url) != expected {
-            mismatches.push(format!(
-                "  {id}: agent {agent:?} url {url:?}: expected allowed={expected}, got {v:?} ({})",
-                r["note"].as_str().unwrap_or("")
-            ));
+            mismatches.push(format!("  {id}: agent {agent:?} url {url:?}: expected allowed={expected}, got {v:?} ({})", r["note"].as_str().unwrap_or("")));
         }
     }
     (mismatches, recs.len())
@@ -81,12 +63,7 @@ fn google_probe_vectors_agree_except_documented_robots_txt_deviation() {
 }
 
 fn hex_bytes(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or_else(|e| panic!("bad hex {hex}: {e}"))
-        })
-        .collect()
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or_else(|e| panic!("bad hex {hex}: {e}"))).collect()
 }
 
 fn input_bytes(r: &Value) -> Option<Vec<u8>> {
@@ -109,10 +86,7 @@ fn tag_name(tag: LineTag) -> &'static str {
 }
 
 fn is_valid_directive(r: &LineReport) -> bool {
-    matches!(
-        r.tag,
-        LineTag::UserAgent | LineTag::Allow | LineTag::Disallow | LineTag::Sitemap
-    )
+    matches!(r.tag, LineTag::UserAgent | LineTag::Allow | LineTag::Disallow | LineTag::Sitemap)
 }
 
 /// The figures of robots_test.cc's `RobotsStatsReporter`, which only counts
@@ -122,17 +96,9 @@ fn stats_reporter(robots: &RobotsTxt, key: &str) -> Option<Value> {
     Some(match key {
         "valid_directives" => json!(lines.iter().filter(|r| is_valid_directive(r)).count()),
         "unknown_directives" => {
-            json!(lines
-                .iter()
-                .filter(|r| r.metadata.has_directive && !is_valid_directive(r))
-                .count())
+            json!(lines.iter().filter(|r| r.metadata.has_directive && !is_valid_directive(r)).count())
         }
-        "last_line_seen" => json!(lines
-            .iter()
-            .filter(|r| r.metadata.has_directive)
-            .map(|r| r.line)
-            .max()
-            .unwrap_or(0)),
+        "last_line_seen" => json!(lines.iter().filter(|r| r.metadata.has_directive).map(|r| r.line).max().unwrap_or(0)),
         "sitemap" => json!(robots.sitemaps().concat()),
         _ => return None,
     })
@@ -182,32 +148,18 @@ fn helper_actual(r: &Value) -> Result<Value, String> {
         }
         "ParseRobotsTxt+RobotsStatsReporter" | "ParseRobotsTxt+RobotsParsingReporter" => {
             let robots = RobotsTxt::parse(&input.unwrap_or_default());
-            let expected = r["expected"]
-                .as_object()
-                .ok_or("expected is not an object")?;
+            let expected = r["expected"].as_object().ok_or("expected is not an object")?;
             let mut got = serde_json::Map::new();
             for key in expected.keys() {
-                let v = if f.ends_with("StatsReporter") {
-                    stats_reporter(&robots, key)
-                } else {
-                    parsing_reporter(&robots, key)
-                };
-                got.insert(
-                    key.clone(),
-                    v.ok_or_else(|| format!("unsupported expectation {key:?}"))?,
-                );
+                let v = if f.ends_with("StatsReporter") { stats_reporter(&robots, key) } else { parsing_reporter(&robots, key) };
+                got.insert(key.clone(), v.ok_or_else(|| format!("unsupported expectation {key:?}"))?);
             }
             Ok(Value::Object(got))
         }
         "ParseRobotsTxt+RobotsParsingReporter.parse_results[line]" => {
             let robots = RobotsTxt::parse(&input.unwrap_or_default());
-            let n = r["expected"]["line_num"]
-                .as_u64()
-                .ok_or("expected.line_num missing")?;
-            let report = robots
-                .line_reports()
-                .get((n as usize).wrapping_sub(1))
-                .ok_or_else(|| format!("no report for line {n}"))?;
+            let n = r["expected"]["line_num"].as_u64().ok_or("expected.line_num missing")?;
+            let report = robots.line_reports().get((n as usize).wrapping_sub(1)).ok_or_else(|| format!("no report for line {n}"))?;
             Ok(line_result(report))
         }
         other => Err(format!("unknown helper {other:?}")),
@@ -217,11 +169,7 @@ fn helper_actual(r: &Value) -> Result<Value, String> {
 #[test]
 fn google_helper_assertions_tokens_paths_escaping_and_line_reports() {
     let recs = records("google_helper_vectors.jsonl");
-    assert_eq!(
-        recs.len(),
-        85,
-        "google_helper_vectors.jsonl should hold 85 records"
-    );
+    assert_eq!(recs.len(), 85, "google_helper_vectors.jsonl should hold 85 records");
     let mut mismatches = Vec::new();
     for r in &recs {
         let id = str_field(r, "id");

@@ -166,8 +166,7 @@ fn a_mirror_of_the_book_under_a_second_origin_adds_no_body_bytes() {
     let stored_once = metric(&proxy, "crawlcache_store_bytes");
     let referenced_once = metric(&proxy, "crawlcache_store_referenced_bytes");
     let entries_once = metric(&proxy, "crawlcache_store_entries");
-    let distinct: std::collections::BTreeMap<String, u64> =
-        files.values().map(|b| (hex::encode(Sha256::digest(b)), b.len() as u64)).collect();
+    let distinct: std::collections::BTreeMap<String, u64> = files.values().map(|b| (hex::encode(Sha256::digest(b)), b.len() as u64)).collect();
     let run2 = wget_mirror(&mirror.url("/book/"), Some(&proxy.url()), &work.join("run2"), limit, "the mirror");
     assert_trees_equal(&files, &read_tree(&run2.out_dir), "the mirror serves the same files");
     assert_eq!(metric(&proxy, "crawlcache_store_entries"), 2 * entries_once, "every URL of both origins is stored");

@@ -120,15 +120,17 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
         && document.querySelectorAll('#chart-rps path.area').length === 1 \
         && document.querySelectorAll('#chart-bytes rect.cache').length > 0";
     browser.wait_for(&desktop, rendered, Duration::from_secs(30), "the charts render");
-    assert_eq!(browser.eval(&desktop, "document.documentElement.dataset.error || ''"), Value::String(String::new()), "the page polls /status.json without error");
+    assert_eq!(
+        browser.eval(&desktop, "document.documentElement.dataset.error || ''"),
+        Value::String(String::new()),
+        "the page polls /status.json without error"
+    );
 
     // The figures on the page against /stats, read after the page (nothing
     // else runs: admin requests are not counted).
     let values = page_values(&mut browser, &desktop);
     let st = stats(&proxy);
-    let raw = |k: &str| -> String {
-        values.iter().find(|(key, _, _)| key == k).unwrap_or_else(|| panic!("no {k} on the page: {values:?}")).1.clone()
-    };
+    let raw = |k: &str| -> String { values.iter().find(|(key, _, _)| key == k).unwrap_or_else(|| panic!("no {k} on the page: {values:?}")).1.clone() };
     let text = |k: &str| -> String { values.iter().find(|(key, _, _)| key == k).map(|v| v.2.clone()).unwrap_or_default() };
     let pairs = [
         ("totals.requests", &st["proxy"]["requests"]),
@@ -173,7 +175,8 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
     assert!((width - hit_share * 100.0).abs() < 0.01, "the hit bar is {width} of 100");
 
     // Top origins, with their robots.txt state and Crawl-delay.
-    let rows = browser.eval(&desktop, "JSON.stringify(Array.from(document.querySelectorAll('#origins-rows tr')).map(tr => Array.from(tr.cells).map(td => td.textContent)))");
+    let rows = browser
+        .eval(&desktop, "JSON.stringify(Array.from(document.querySelectorAll('#origins-rows tr')).map(tr => Array.from(tr.cells).map(td => td.textContent)))");
     let rows: Vec<Vec<String>> = serde_json::from_str(rows.as_str().unwrap()).unwrap();
     let main = format!("http://127.0.0.1:{}", origin.port());
     assert_eq!(rows[0][0], main, "the origin with the most requests comes first: {rows:?}");
@@ -204,7 +207,8 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
 #[test]
 fn with_an_admin_token_a_browser_is_asked_for_it() {
     let dir = TestDir::new("status-token");
-    let proxy = Proxy::start_on([127, 0, 0, 1].into(), &dir.subdir("data"), "[server]\nadmin_token = \"s3cret\"\n", &[("Authorization", "Bearer s3cret")]).owning(dir);
+    let proxy =
+        Proxy::start_on([127, 0, 0, 1].into(), &dir.subdir("data"), "[server]\nadmin_token = \"s3cret\"\n", &[("Authorization", "Bearer s3cret")]).owning(dir);
     let r = send_request(proxy.addr(), "GET", "/", &[], b"");
     assert_eq!(r.status, 401, "{}", r.describe());
     assert!(r.header("www-authenticate").is_some_and(|v| v.starts_with("Basic ")), "{}", r.describe());

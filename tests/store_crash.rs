@@ -10,10 +10,10 @@
 //! `child_process` test below does nothing unless the environment asks it
 //! to); the child is killed with SIGKILL, no destructor runs.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crawlcache::store::Store;
@@ -87,9 +87,7 @@ fn child_process() {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let store = loop {
         match Store::open(&dir, budget) {
-            Err(crawlcache::store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
+            Err(crawlcache::store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             other => break other.unwrap(),
         }
     };

@@ -23,22 +23,18 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn ca_der(ca: &CertificateAuthority) -> CertificateDer<'static> {
-    rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes())
-        .next()
-        .expect("a certificate in cert_pem")
-        .expect("valid PEM")
+    rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()).next().expect("a certificate in cert_pem").expect("valid PEM")
 }
 
 /// A client that trusts the crawlcache CA and nothing else.
 fn client_trusting(ca: &CertificateAuthority) -> ClientConfig {
     let mut roots = RootCertStore::empty();
     roots.add(ca_der(ca)).unwrap();
-    let mut config =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+    let mut config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config
 }
@@ -65,9 +61,7 @@ async fn handshake(
         Ok::<_, std::io::Error>(())
     });
     let tcp = TcpStream::connect(addr).await?;
-    let mut tls = TlsConnector::from(Arc::new(client))
-        .connect(name, tcp)
-        .await?;
+    let mut tls = TlsConnector::from(Arc::new(client)).connect(name, tcp).await?;
     tls.write_all(b"ping").await?;
     let mut pong = [0u8; 4];
     tls.read_exact(&mut pong).await?;
@@ -90,11 +84,7 @@ fn first_start_creates_a_private_ca_directory_and_an_owner_only_key() {
     let ca = CertificateAuthority::load_or_create(&data_dir).unwrap();
 
     assert_eq!(ca.cert_path(), data_dir.join("ca").join("ca.pem"));
-    assert_eq!(
-        mode(&data_dir) & 0o077,
-        0,
-        "data dir must not be accessible to others"
-    );
+    assert_eq!(mode(&data_dir) & 0o077, 0, "data dir must not be accessible to others");
     assert_eq!(mode(&data_dir.join("ca")), 0o700);
     assert_eq!(mode(&data_dir.join("ca").join("ca.key")), 0o600);
     assert_eq!(fs::read_to_string(ca.cert_path()).unwrap(), ca.cert_pem());
@@ -102,10 +92,7 @@ fn first_start_creates_a_private_ca_directory_and_an_owner_only_key() {
     let key = fs::read_to_string(data_dir.join("ca").join("ca.key")).unwrap();
     assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
     // No temporary files are left beside them.
-    let mut names: Vec<_> = fs::read_dir(data_dir.join("ca"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<_> = fs::read_dir(data_dir.join("ca")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(names, ["ca.key", "ca.pem"]);
     // The CA's name is in its subject.
@@ -129,9 +116,7 @@ async fn leaves_from_a_reloaded_ca_verify_against_the_original_certificate() {
     let reloaded = CertificateAuthority::load_or_create(tmp.path()).unwrap();
     let server = reloaded.server_config_for("localhost").unwrap();
     let name = ServerName::try_from("localhost").unwrap();
-    handshake(server, client_trusting(&original), name)
-        .await
-        .expect("a leaf signed after a restart verifies against the CA clients already trust");
+    handshake(server, client_trusting(&original), name).await.expect("a leaf signed after a restart verifies against the CA clients already trust");
 }
 
 #[test]
@@ -169,11 +154,7 @@ fn a_garbage_key_is_an_error_naming_the_key_file() {
     assert!(text.contains(&key_path.display().to_string()), "{text}");
 
     // A PEM file that holds no key is refused the same way.
-    fs::write(
-        &key_path,
-        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-    )
-    .unwrap();
+    fs::write(&key_path, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").unwrap();
     let err = CertificateAuthority::load_or_create(tmp.path()).unwrap_err();
     assert!(matches!(err, TlsError::InvalidKey { .. }), "{err:?}");
 }
@@ -185,14 +166,8 @@ fn a_garbage_certificate_is_an_error_naming_the_certificate_file() {
     let cert_path = tmp.path().join("ca/ca.pem");
     fs::write(&cert_path, "not a certificate").unwrap();
     let err = CertificateAuthority::load_or_create(tmp.path()).unwrap_err();
-    assert!(
-        matches!(err, TlsError::InvalidCertificate { .. }),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains(&cert_path.display().to_string()),
-        "{err}"
-    );
+    assert!(matches!(err, TlsError::InvalidCertificate { .. }), "{err:?}");
+    assert!(err.to_string().contains(&cert_path.display().to_string()), "{err}");
 }
 
 #[test]
@@ -228,10 +203,7 @@ fn a_key_left_without_its_certificate_gets_a_new_one() {
     fs::write(tmp.path().join("ca/.ca-tmp-leftover"), b"half").unwrap();
     let repaired = CertificateAuthority::load_or_create(tmp.path()).unwrap();
     assert_eq!(fs::read(tmp.path().join("ca/ca.key")).unwrap(), key);
-    assert_eq!(
-        fs::read_to_string(repaired.cert_path()).unwrap(),
-        repaired.cert_pem()
-    );
+    assert_eq!(fs::read_to_string(repaired.cert_path()).unwrap(), repaired.cert_pem());
     assert!(!tmp.path().join("ca/.ca-tmp-leftover").exists());
     // And the pair loads cleanly afterwards.
     let again = CertificateAuthority::load_or_create(tmp.path()).unwrap();
@@ -244,10 +216,7 @@ fn a_data_dir_that_is_a_file_is_an_error_naming_it() {
     let file = tmp.path().join("data");
     fs::write(&file, b"").unwrap();
     let err = CertificateAuthority::load_or_create(&file).unwrap_err();
-    assert!(
-        err.to_string().contains(&file.display().to_string()),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&file.display().to_string()), "{err}");
 }
 
 #[tokio::test]
@@ -269,9 +238,7 @@ async fn a_leaf_for_another_host_does_not_verify_for_localhost() {
     let ca = CertificateAuthority::load_or_create(tmp.path()).unwrap();
     let server = ca.server_config_for("example.com").unwrap();
     let name = ServerName::try_from("localhost").unwrap();
-    let err = handshake(server, client_trusting(&ca), name)
-        .await
-        .unwrap_err();
+    let err = handshake(server, client_trusting(&ca), name).await.unwrap_err();
     let text = crawlcache::tls::describe_tls_error(&err).unwrap();
     assert!(text.contains("not valid for name localhost"), "{text}");
 }
@@ -308,14 +275,8 @@ fn leaves_are_cached_and_shared_between_clones() {
     let first = ca.server_config_for("localhost").unwrap();
     let second = ca.server_config_for("localhost").unwrap();
     assert!(Arc::ptr_eq(&first, &second));
-    assert!(Arc::ptr_eq(
-        &first,
-        &ca.server_config_for("LocalHost.").unwrap()
-    ));
-    assert!(Arc::ptr_eq(
-        &first,
-        &ca.clone().server_config_for("localhost").unwrap()
-    ));
+    assert!(Arc::ptr_eq(&first, &ca.server_config_for("LocalHost.").unwrap()));
+    assert!(Arc::ptr_eq(&first, &ca.clone().server_config_for("localhost").unwrap()));
     let other = ca.server_config_for("example.com").unwrap();
     assert!(!Arc::ptr_eq(&first, &other));
 }
@@ -327,17 +288,11 @@ fn a_leaf_near_its_end_of_validity_is_minted_again() {
     let now = SystemTime::now();
     let first = ca.server_config_for_at("localhost", now).unwrap();
     let next_month = now + Duration::from_secs(30 * 24 * 3600);
-    assert!(Arc::ptr_eq(
-        &first,
-        &ca.server_config_for_at("localhost", next_month).unwrap()
-    ));
+    assert!(Arc::ptr_eq(&first, &ca.server_config_for_at("localhost", next_month).unwrap()));
     let next_year = now + Duration::from_secs(400 * 24 * 3600);
     let renewed = ca.server_config_for_at("localhost", next_year).unwrap();
     assert!(!Arc::ptr_eq(&first, &renewed));
-    assert!(Arc::ptr_eq(
-        &renewed,
-        &ca.server_config_for_at("localhost", next_year).unwrap()
-    ));
+    assert!(Arc::ptr_eq(&renewed, &ca.server_config_for_at("localhost", next_year).unwrap()));
 }
 
 #[test]
@@ -346,10 +301,7 @@ fn hosts_that_cannot_be_in_a_certificate_are_refused() {
     let ca = CertificateAuthority::load_or_create(tmp.path()).unwrap();
     for bad in ["", "bad host", "[example.com]", "exa mple.com"] {
         let err = ca.server_config_for(bad).unwrap_err();
-        assert!(
-            matches!(err, TlsError::InvalidHost { .. }),
-            "{bad:?}: {err:?}"
-        );
+        assert!(matches!(err, TlsError::InvalidHost { .. }), "{bad:?}: {err:?}");
     }
 }
 

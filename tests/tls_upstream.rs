@@ -25,9 +25,7 @@ mod tls;
 use tls::{test_pki, TestPki};
 
 async fn hello(_req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"hello from the origin",
-    ))))
+    Ok(Response::new(Full::new(Bytes::from_static(b"hello from the origin"))))
 }
 
 /// An HTTPS origin on 127.0.0.1 presenting `pki`'s leaf; serves until the
@@ -45,9 +43,7 @@ async fn tls_origin(pki: &TestPki) -> SocketAddr {
             tokio::spawn(async move {
                 // Handshakes the client aborts are expected in these tests.
                 if let Ok(tls) = acceptor.accept(tcp).await {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), service_fn(hello))
-                        .await;
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service_fn(hello)).await;
                 }
             });
         }
@@ -65,9 +61,7 @@ async fn plain_origin() -> SocketAddr {
                 return;
             };
             tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), service_fn(hello))
-                    .await;
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service_fn(hello)).await;
             });
         }
     });
@@ -80,10 +74,7 @@ fn write_ca_file(dir: &tempfile::TempDir, pem: &str) -> PathBuf {
     path
 }
 
-async fn get(
-    config: Arc<rustls::ClientConfig>,
-    uri: &str,
-) -> Result<(hyper::StatusCode, Bytes), hyper_util::client::legacy::Error> {
+async fn get(config: Arc<rustls::ClientConfig>, uri: &str) -> Result<(hyper::StatusCode, Bytes), hyper_util::client::legacy::Error> {
     let connector = upstream_connector(config, Duration::from_secs(5));
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
     let response = client.get(uri.parse().unwrap()).await?;
@@ -100,9 +91,7 @@ async fn an_origin_signed_by_the_extra_ca_is_reached_over_verified_tls() {
     let extra = write_ca_file(&dir, &pki.ca_pem);
     let config = upstream_client_config(Some(&extra)).unwrap();
     assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
-    let (status, body) = get(config, &format!("https://127.0.0.1:{}/page", addr.port()))
-        .await
-        .unwrap();
+    let (status, body) = get(config, &format!("https://127.0.0.1:{}/page", addr.port())).await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(&body[..], b"hello from the origin");
 }
@@ -112,9 +101,7 @@ async fn without_the_extra_ca_the_origin_is_not_trusted() {
     let pki = test_pki(&["127.0.0.1", "localhost"]);
     let addr = tls_origin(&pki).await;
     let config = upstream_client_config(None).unwrap();
-    let err = get(config, &format!("https://127.0.0.1:{}/page", addr.port()))
-        .await
-        .unwrap_err();
+    let err = get(config, &format!("https://127.0.0.1:{}/page", addr.port())).await.unwrap_err();
     let text = describe_tls_error(&err).expect("a TLS failure in the chain");
     assert!(text.contains("certificate is not trusted"), "{text}");
     assert!(text.contains("UnknownIssuer"), "{text}");
@@ -127,9 +114,7 @@ async fn an_origin_certificate_for_another_name_is_refused_with_the_name() {
     let dir = tempfile::tempdir().unwrap();
     let extra = write_ca_file(&dir, &pki.ca_pem);
     let config = upstream_client_config(Some(&extra)).unwrap();
-    let err = get(config, &format!("https://127.0.0.1:{}/", addr.port()))
-        .await
-        .unwrap_err();
+    let err = get(config, &format!("https://127.0.0.1:{}/", addr.port())).await.unwrap_err();
     let text = describe_tls_error(&err).expect("a TLS failure in the chain");
     assert!(text.contains("not valid for name 127.0.0.1"), "{text}");
     assert!(text.contains("origin.example"), "{text}");
@@ -139,9 +124,7 @@ async fn an_origin_certificate_for_another_name_is_refused_with_the_name() {
 async fn plain_http_uris_go_over_plain_tcp() {
     let addr = plain_origin().await;
     let config = upstream_client_config(None).unwrap();
-    let (status, body) = get(config, &format!("http://127.0.0.1:{}/", addr.port()))
-        .await
-        .unwrap();
+    let (status, body) = get(config, &format!("http://127.0.0.1:{}/", addr.port())).await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(&body[..], b"hello from the origin");
 }
@@ -154,9 +137,7 @@ async fn a_refused_connection_is_not_described_as_a_tls_failure() {
         listener.local_addr().unwrap().port()
     };
     let config = upstream_client_config(None).unwrap();
-    let err = get(config, &format!("https://127.0.0.1:{port}/"))
-        .await
-        .unwrap_err();
+    let err = get(config, &format!("https://127.0.0.1:{port}/")).await.unwrap_err();
     assert_eq!(describe_tls_error(&err), None);
 }
 
@@ -165,28 +146,13 @@ fn an_extra_ca_file_without_certificates_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_ca_file(&dir, "no certificates here\n");
     let err = upstream_client_config(Some(&path)).unwrap_err();
-    assert!(
-        matches!(err, TlsError::InvalidCertificate { .. }),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains(&path.display().to_string()),
-        "{err}"
-    );
+    assert!(matches!(err, TlsError::InvalidCertificate { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
 
-    let path = write_ca_file(
-        &dir,
-        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-    );
+    let path = write_ca_file(&dir, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
     let err = upstream_client_config(Some(&path)).unwrap_err();
-    assert!(
-        matches!(err, TlsError::InvalidCertificate { .. }),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains(&path.display().to_string()),
-        "{err}"
-    );
+    assert!(matches!(err, TlsError::InvalidCertificate { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
 }
 
 #[test]
@@ -195,8 +161,5 @@ fn a_missing_extra_ca_file_is_an_error_naming_it() {
     let path = dir.path().join("absent.pem");
     let err = upstream_client_config(Some(&path)).unwrap_err();
     assert!(matches!(err, TlsError::Io { .. }), "{err:?}");
-    assert!(
-        err.to_string().contains(&path.display().to_string()),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
 }

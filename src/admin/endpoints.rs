@@ -1,7 +1,7 @@
 //! One function per admin endpoint (the table is [`super::handle`]).
 
-use super::respond::{json, message, removal_answer, stream_blocking, text, text_ok, query_param, EXCHANGES_HEADER};
 use super::lookup::{show_json, url_keys};
+use super::respond::{json, message, query_param, removal_answer, stream_blocking, text, text_ok, EXCHANGES_HEADER};
 use super::{inspect, maintain};
 use crate::proxy::ProxyState;
 use crate::wire::body::ProxyBody;
@@ -77,16 +77,14 @@ pub async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     }
     let planned = plan.len() + undecodable.len();
     let store = state.store.clone();
-    let mut resp = stream_blocking("application/warc", move |out| {
-        match crate::warc::export::write(&store, &plan, out, &opts, &mut |_| {}) {
-            Ok((_, summary)) => {
-                tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
-                Ok(())
-            }
-            Err(e) => {
-                tracing::warn!("export stopped: {e}");
-                Err(e)
-            }
+    let mut resp = stream_blocking("application/warc", move |out| match crate::warc::export::write(&store, &plan, out, &opts, &mut |_| {}) {
+        Ok((_, summary)) => {
+            tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!("export stopped: {e}");
+            Err(e)
         }
     });
     resp.headers_mut().insert(EXCHANGES_HEADER, HeaderValue::from(planned));

@@ -82,7 +82,8 @@ where
             }
         }
     };
-    let failed = failed.or_else(|| announced.filter(|&n| n != bytes).map(|n| (StatusCode::BAD_REQUEST, format!("the upload of {name} is cut short: {bytes} of {n} bytes"))));
+    let failed = failed
+        .or_else(|| announced.filter(|&n| n != bytes).map(|n| (StatusCode::BAD_REQUEST, format!("the upload of {name} is cut short: {bytes} of {n} bytes"))));
     let failed = failed.or_else(|| file.flush().err().map(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot write {}: {e}", path.display()))));
     if let Some((status, why)) = failed {
         drop(file);

@@ -62,14 +62,10 @@ pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::Ke
 
 fn entry_json(e: &Entry) -> serde_json::Value {
     let stored = StoredResponse::from_bytes(&e.meta);
-    let headers: Vec<serde_json::Value> = stored
-        .as_ref()
-        .map(|s| s.headers.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect())
-        .unwrap_or_default();
-    let vary: Vec<serde_json::Value> = stored
-        .as_ref()
-        .map(|s| s.vary_request.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect())
-        .unwrap_or_default();
+    let headers: Vec<serde_json::Value> =
+        stored.as_ref().map(|s| s.headers.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect()).unwrap_or_default();
+    let vary: Vec<serde_json::Value> =
+        stored.as_ref().map(|s| s.vary_request.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect()).unwrap_or_default();
     serde_json::json!({
         "status": stored.as_ref().map(|s| s.status),
         "headers": headers,

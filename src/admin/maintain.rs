@@ -32,11 +32,7 @@ pub struct Removed {
 
 impl std::fmt::Display for Removed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "removed {} entries ({} body bytes); {} bytes freed (bodies no other entry references)",
-            self.entries, self.bytes, self.freed
-        )
+        write!(f, "removed {} entries ({} body bytes); {} bytes freed (bodies no other entry references)", self.entries, self.bytes, self.freed)
     }
 }
 
@@ -170,13 +166,7 @@ mod tests {
             url: key_url(key).into(),
             vary_request: vec![],
         };
-        Entry {
-            primary_key: key.into(),
-            secondary_key: vec![],
-            meta: head.to_bytes(),
-            body: None,
-            last_used: last_used.map_or(7, crate::store::clock_micros),
-        }
+        Entry { primary_key: key.into(), secondary_key: vec![], meta: head.to_bytes(), body: None, last_used: last_used.map_or(7, crate::store::clock_micros) }
     }
 
     #[test]

@@ -56,7 +56,8 @@ pub const BUCKET_SECONDS: u64 = 10;
 
 /// `Content-Security-Policy` of the page: nothing but its own script,
 /// style and JSON.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP: &str =
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Whether `path` is one of the status page's.
 pub fn is_status_path(path: &str) -> bool {
@@ -366,12 +367,7 @@ pub fn bytes(n: u64) -> String {
 fn value(v: &Value, path: &str, f: Format) -> String {
     let raw = at(v, path);
     let raw_text = if raw.is_number() { raw.to_string() } else { String::new() };
-    format!(
-        "<span class=\"v\" data-k=\"{path}\" data-f=\"{}\" data-value=\"{}\">{}</span>",
-        f.name(),
-        escape(&raw_text),
-        escape(&f.write(raw))
-    )
+    format!("<span class=\"v\" data-k=\"{path}\" data-f=\"{}\" data-value=\"{}\">{}</span>", f.name(), escape(&raw_text), escape(&f.write(raw)))
 }
 
 /// A figure in a card: label and value.
@@ -467,7 +463,11 @@ pub fn page(v: &Value) -> String {
     h.push_str(&origin_rows(v));
     h.push_str("</tbody></table></div></section>\n");
     // Errors.
-    let _ = write!(h, "<section class=\"card wide\" id=\"errors\"><h2>Recent errors <span class=\"sub\">{} since start</span></h2><ul class=\"errors\" id=\"errors-list\">", value(v, "errors.total", Format::Int));
+    let _ = write!(
+        h,
+        "<section class=\"card wide\" id=\"errors\"><h2>Recent errors <span class=\"sub\">{} since start</span></h2><ul class=\"errors\" id=\"errors-list\">",
+        value(v, "errors.total", Format::Int)
+    );
     h.push_str(&error_items(v));
     h.push_str("</ul></section>\n");
     // Fleet.
@@ -611,7 +611,16 @@ mod tests {
 
     #[test]
     fn store_figures_map_the_store_totals() {
-        let s = StoreStats { entries: 3, bodies: 2, bytes_stored: 1000, bytes_referenced: 1500, max_size: 4000, evictions: 1, pack_bytes: 77, ..StoreStats::default() };
+        let s = StoreStats {
+            entries: 3,
+            bodies: 2,
+            bytes_stored: 1000,
+            bytes_referenced: 1500,
+            max_size: 4000,
+            evictions: 1,
+            pack_bytes: 77,
+            ..StoreStats::default()
+        };
         let f = store_figures(&s);
         assert_eq!((f.used_bytes, f.max_bytes, f.distinct_body_bytes, f.logical_body_bytes), (1000, 4000, 1000, 1500));
         assert_eq!((f.entries, f.bodies, f.pack_bytes, f.evictions), (3, 2, 77, 1));

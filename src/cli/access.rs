@@ -41,9 +41,7 @@ pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
         Err(e) => {
             // Most likely a running proxy holds the index: ask it, at the
             // address it recorded in the data directory.
-            let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE))
-                .ok()
-                .and_then(|s| s.trim().parse::<SocketAddr>().ok());
+            let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE)).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok());
             let admin = recorded.map(|addr| Admin { addr, token: cfg.server.admin_token.trim().to_string() });
             match admin {
                 Some(a) if admin_request(&a, "GET", "/stats").is_ok() => Ok(StoreAccess::Daemon(a)),
@@ -68,8 +66,7 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     let addr = admin.addr;
     let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
     let timeout = std::time::Duration::from_secs(30);
-    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
-        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
     let _ = s.set_read_timeout(Some(timeout));
     write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Length: 0\r\n\r\n")
         .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
@@ -81,6 +78,20 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     Ok((status, body.to_string()))
 }
 
+/// Why [`admin_upload`] did not get an answer: the local file could not
+/// be read before anything of it was sent (the caller may skip it and go
+/// on), or the upload failed (the caller stops).
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The file could not be opened or read.
+    #[error("{0}")]
+    Unreadable(String),
+    /// The proxy could not be reached, stopped reading or answered nothing
+    /// usable, or the file got shorter while it was sent.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Sends `POST path` to the running proxy's admin endpoints with the file
 /// at `file` as the body (`Content-Length` its size), calling `progress`
 /// with the bytes sent so far, and returns the status code and the body of
@@ -89,34 +100,35 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
 ///
 /// Errors: the file cannot be read, or the proxy cannot be reached, stops
 /// reading, or answers with no status.
-pub fn admin_upload(admin: &Admin, path: &str, file: &std::path::Path, progress: &mut dyn FnMut(u64)) -> Result<(u16, String), String> {
+pub fn admin_upload(admin: &Admin, path: &str, file: &std::path::Path, progress: &mut dyn FnMut(u64)) -> Result<(u16, String), UploadError> {
     let addr = admin.addr;
-    let mut f = std::fs::File::open(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let len = f.metadata().map_err(|e| format!("cannot read {}: {e}", file.display()))?.len();
+    let mut f = std::fs::File::open(file).map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?;
+    let len = f.metadata().map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?.len();
     let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
-        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+        .map_err(|e| UploadError::Failed(format!("cannot reach the proxy at {addr}: {e}")))?;
     let _ = s.set_write_timeout(Some(STREAM_IDLE_TIMEOUT));
     let _ = s.set_read_timeout(Some(STREAM_IDLE_TIMEOUT));
     write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Type: application/warc\r\nContent-Length: {len}\r\n\r\n")
-        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+        .map_err(|e| UploadError::Failed(format!("cannot talk to the proxy at {addr}: {e}")))?;
     let mut buf = vec![0u8; 256 * 1024];
     let mut sent = 0u64;
     while sent < len {
-        let n = f.read(&mut buf).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let n = f.read(&mut buf).map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?;
         if n == 0 {
-            return Err(format!("{} got shorter while it was sent ({sent} of {len} bytes)", file.display()));
+            return Err(UploadError::Failed(format!("{} got shorter while it was sent ({sent} of {len} bytes)", file.display())));
         }
         let n = n.min((len - sent) as usize);
-        s.write_all(&buf[..n]).map_err(|e| format!("the proxy at {addr} stopped reading the upload: {e}"))?;
+        s.write_all(&buf[..n]).map_err(|e| UploadError::Failed(format!("the proxy at {addr} stopped reading the upload: {e}")))?;
         sent += n as u64;
         progress(sent);
     }
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+    s.read_to_end(&mut raw).map_err(|e| UploadError::Failed(format!("cannot read the proxy's answer: {e}")))?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
+    let status =
+        head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| UploadError::Failed("malformed answer from the proxy".to_string()))?;
     let chunked = head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"));
     Ok((status, if chunked { dechunk(body) } else { body.to_string() }))
 }
@@ -206,10 +218,7 @@ pub fn admin_stream(
             .await
             .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
         tokio::spawn(conn);
-        let mut req = http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(http::header::HOST, addr.to_string());
+        let mut req = http::Request::builder().method(method).uri(path).header(http::header::HOST, addr.to_string());
         if !admin.token.is_empty() {
             req = req.header(http::header::AUTHORIZATION, format!("Bearer {}", admin.token));
         }

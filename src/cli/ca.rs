@@ -22,8 +22,7 @@ use std::process::ExitCode;
 /// Where `--bundle` looks for the system root certificates when neither
 /// `--roots` nor `SSL_CERT_FILE` names a file: Debian/Ubuntu/Alpine/Arch,
 /// Fedora/RHEL, then macOS and the BSDs.
-pub const SYSTEM_ROOT_FILES: [&str; 3] =
-    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
+pub const SYSTEM_ROOT_FILES: [&str; 3] = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
 
 /// Arguments of `ca`.
 #[derive(Args, Debug)]
@@ -87,12 +86,7 @@ pub const SYSTEM_STORES: [SystemStore; 4] = [
     },
     SystemStore { systems: "Arch Linux", dir: "/etc/ca-certificates/trust-source/anchors", extension: "crt", command: &["trust", "extract-compat"] },
     SystemStore { systems: "openSUSE, SLES", dir: "/etc/pki/trust/anchors", extension: "pem", command: &["update-ca-certificates"] },
-    SystemStore {
-        systems: "Debian, Ubuntu, Alpine",
-        dir: "/usr/local/share/ca-certificates",
-        extension: "crt",
-        command: &["update-ca-certificates"],
-    },
+    SystemStore { systems: "Debian, Ubuntu, Alpine", dir: "/usr/local/share/ca-certificates", extension: "crt", command: &["update-ca-certificates"] },
 ];
 
 /// The trust store of this system among `stores`: the first whose folder
@@ -140,10 +134,8 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
             MANUAL_TRUST.replace("CA_FILE", &cert_path.display().to_string())
         )
     })?;
-    let der = pem_certs(pem.as_bytes())
-        .ok()
-        .and_then(|c| c.into_iter().next())
-        .ok_or_else(|| format!("{}: no certificate in the CA file", cert_path.display()))?;
+    let der =
+        pem_certs(pem.as_bytes()).ok().and_then(|c| c.into_iter().next()).ok_or_else(|| format!("{}: no certificate in the CA file", cert_path.display()))?;
     let target = Path::new(store.dir).join(installed_name(der.as_ref(), store.extension));
     let as_root = |e: std::io::Error| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -204,9 +196,7 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
     let cfg = load_config(&args.common)?;
     let dir = &cfg.server.data_dir;
     let expected = CertificateAuthority::cert_path_in(dir);
-    let existed = expected
-        .try_exists()
-        .map_err(|e| format!("cannot look for the CA certificate {}: {e}", absolute(&expected).display()))?;
+    let existed = expected.try_exists().map_err(|e| format!("cannot look for the CA certificate {}: {e}", absolute(&expected).display()))?;
     if !existed && !args.init {
         eprintln!("crawlcache: no CA certificate at {}", absolute(&expected).display());
         let flags = flags_of(&args.common);
@@ -323,10 +313,8 @@ pub fn find_roots(explicit: Option<&Path>, ssl_cert_file: Option<OsString>, cand
 /// bundle without a single public root).
 pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: &Path) -> Result<(Vec<u8>, usize), String> {
     let certs = pem_certs(roots_text).map_err(|e| format!("{}: not a PEM certificate file: {e}", roots.describe()))?;
-    let ca_der = pem_certs(ca_pem.as_bytes())
-        .ok()
-        .and_then(|c| c.into_iter().next())
-        .ok_or_else(|| format!("{}: no certificate in the CA file", ca_path.display()))?;
+    let ca_der =
+        pem_certs(ca_pem.as_bytes()).ok().and_then(|c| c.into_iter().next()).ok_or_else(|| format!("{}: no certificate in the CA file", ca_path.display()))?;
     let others = certs.iter().filter(|c| **c != ca_der).count();
     if others == 0 {
         return Err(format!(
@@ -351,9 +339,7 @@ pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: 
 
 /// Every `CERTIFICATE` block of a PEM text (other blocks are skipped).
 fn pem_certs(text: &[u8]) -> Result<Vec<CertificateDer<'static>>, std::io::Error> {
-    CertificateDer::pem_slice_iter(text)
-        .collect::<Result<_, _>>()
-        .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err.to_string()))
+    CertificateDer::pem_slice_iter(text).collect::<Result<_, _>>().map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err.to_string()))
 }
 
 /// Writes `contents` to `path` through a temporary file beside it, renamed

@@ -4,8 +4,8 @@
 //! and [`crate::admin::maintain`], shared with the admin endpoints.
 
 use super::access::{admin_request, admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
-use super::progress::{Progress, Unit};
 use super::common::{load_config, Common};
+use super::progress::{Progress, Unit};
 use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
 use crate::admin::maintain::{self, PruneSpec, PurgeSelection, Removed};
 use clap::Subcommand;

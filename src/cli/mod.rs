@@ -48,8 +48,8 @@ macro_rules! out {
 pub mod access;
 pub mod audit;
 pub mod ca;
-pub mod common;
 pub mod cache;
+pub mod common;
 pub mod completions;
 pub mod config;
 pub mod man;

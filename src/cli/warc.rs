@@ -9,8 +9,8 @@
 //! uploaded, then imported by the proxy: [`crate::admin::import`]).
 
 use super::access::{admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
-use super::progress::{Progress, Unit};
 use super::common::{load_config, Common};
+use super::progress::{Progress, Unit};
 use crate::warc::{export, import};
 use clap::Args;
 use std::io::Write;
@@ -64,9 +64,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
     // the temporary file's 0600.
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let tmp = builder
-        .tempfile_in(&dir)
-        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+    let tmp = builder.tempfile_in(&dir).map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
     let (exchanges, records, bytes, skipped) = match open_store(&cfg)? {
         StoreAccess::Direct(store) => {
             let (plan, undecodable) = export::plan(&store, &filter).map_err(|e| e.to_string())?;
@@ -126,7 +124,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
                     });
                 }
             };
-            let planned: u64 = head.headers.get(crate::admin::respond::EXCHANGES_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+            let planned: u64 =
+                head.headers.get(crate::admin::respond::EXCHANGES_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
             out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
             drop(out);
             progress.clear();
@@ -141,10 +140,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
     };
     tmp.as_file().sync_all().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
     tmp.persist(&args.warc).map_err(|e| format!("cannot write {}: {}", args.warc.display(), e.error))?;
-    eprintln!(
-        "export: {exchanges} exchanges ({records} records) written to {}, {bytes} bytes; {skipped} skipped",
-        args.warc.display()
-    );
+    eprintln!("export: {exchanges} exchanges ({records} records) written to {}, {bytes} bytes; {skipped} skipped", args.warc.display());
     if exchanges == 0 && skipped == 0 && filter.is_set() {
         eprintln!("export: nothing stored matches {}", filter.describe());
     }
@@ -242,11 +238,11 @@ fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]
                 let text = body.trim().trim_start_matches("crawlcache: ").to_string();
                 return Err(format!("the running proxy refused the import ({status}): {text}"));
             }
-            Err(e) if e.starts_with("cannot read ") => {
+            Err(super::access::UploadError::Unreadable(e)) => {
                 unreadable += 1;
                 progress.println(&format!("import: {e}"));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.to_string()),
         }
         done_before += size;
     }

@@ -44,12 +44,7 @@ struct Shard(Mutex<HashMap<Box<str>, u64>>);
 
 impl Default for OriginCounts {
     fn default() -> OriginCounts {
-        OriginCounts {
-            every: AtomicU64::new(1),
-            sampled: AtomicBool::new(false),
-            others: AtomicU64::new(0),
-            shards: Default::default(),
-        }
+        OriginCounts { every: AtomicU64::new(1), sampled: AtomicBool::new(false), others: AtomicU64::new(0), shards: Default::default() }
     }
 }
 

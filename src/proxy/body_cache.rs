@@ -8,8 +8,8 @@
 //! (the index lookup that comes first decides what is served; this only
 //! replaces the file read).
 
-use bytes::Bytes;
 use crate::byte_lru::ByteLru;
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 

@@ -103,7 +103,8 @@ pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http
     }
     let found = best_variant(&variants, request_headers);
     if complete && had_any {
-        let _ = HOT.try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false, own_refused: false, own_bytes: 0 })));
+        let _ = HOT
+            .try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false, own_refused: false, own_bytes: 0 })));
     }
     Ok(Lookup { found, had_any, recorded: None, missed_variant: None, version: Some(version) })
 }
@@ -112,7 +113,11 @@ pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http
 /// request's (RFC 9111 section 4.1), the most recently received when
 /// several do.
 fn best_variant(variants: &[HotEntry], request_headers: &http::HeaderMap) -> Option<Found> {
-    let best = crate::cache::variant::select(variants, |(entry, decoded, _)| crate::cache::variant::matches(&entry.secondary_key, &decoded.headers, request_headers), |(_, decoded, _)| &decoded.stored);
+    let best = crate::cache::variant::select(
+        variants,
+        |(entry, decoded, _)| crate::cache::variant::matches(&entry.secondary_key, &decoded.headers, request_headers),
+        |(_, decoded, _)| &decoded.stored,
+    );
     best.map(|(entry, decoded, hot)| Found { entry: entry.clone(), decoded: decoded.clone(), hot: Some(hot.clone()) })
 }
 

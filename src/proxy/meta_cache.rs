@@ -6,11 +6,11 @@
 //! comparing the bytes), so it can never serve a head other than the one
 //! stored: there is nothing to invalidate when entries change.
 
+use crate::byte_lru::ByteLru;
 use crate::cache::policy::{Freshness, PolicyConfig};
 use crate::cache::StoredResponse;
 use http::HeaderMap;
 use std::hash::{Hash, Hasher};
-use crate::byte_lru::ByteLru;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A stored response head, decoded once.
@@ -39,12 +39,7 @@ impl Decoded {
     /// serving threads would move their reference counts between the
     /// cores at each of those steps.
     pub fn thread_copy(&self) -> Decoded {
-        Decoded {
-            raw: self.raw.clone(),
-            stored: self.stored.clone(),
-            headers: self.stored.header_map(),
-            freshness: self.freshness.clone(),
-        }
+        Decoded { raw: self.raw.clone(), stored: self.stored.clone(), headers: self.stored.header_map(), freshness: self.freshness.clone() }
     }
 
     /// The stored response's freshness facts under `cfg`
@@ -131,7 +126,14 @@ mod tests {
 
     #[test]
     fn decodes_once_and_never_confuses_records() {
-        let a = StoredResponse { status: 200, headers: vec![("etag".into(), b"\"a\"".to_vec())], request_time_ms: 1, response_time_ms: 2, url: "http://a/".into(), vary_request: vec![] };
+        let a = StoredResponse {
+            status: 200,
+            headers: vec![("etag".into(), b"\"a\"".to_vec())],
+            request_time_ms: 1,
+            response_time_ms: 2,
+            url: "http://a/".into(),
+            vary_request: vec![],
+        };
         let mut b = a.clone();
         b.headers[0].1 = b"\"b\"".to_vec();
         let c = MetaCache::new(1 << 20);
@@ -145,7 +147,14 @@ mod tests {
 
     #[test]
     fn a_replaced_head_leaves_and_its_successor_is_served_decoded() {
-        let a = StoredResponse { status: 200, headers: vec![("etag".into(), b"\"a\"".to_vec())], request_time_ms: 1, response_time_ms: 2, url: "http://a/".into(), vary_request: vec![] };
+        let a = StoredResponse {
+            status: 200,
+            headers: vec![("etag".into(), b"\"a\"".to_vec())],
+            request_time_ms: 1,
+            response_time_ms: 2,
+            url: "http://a/".into(),
+            vary_request: vec![],
+        };
         let c = MetaCache::new(1 << 20);
         let da = c.decode(&a.to_bytes()).expect("valid");
         let held = c.bytes();

@@ -52,6 +52,7 @@
 use super::exchange::{Exchange, Target, MAX_HEADER_BYTES};
 use super::lookup::{look_up_variant, Found, Lookup};
 use super::robots_gate::RobotsAction;
+use super::stages::forward::{Collapse, MAX_COLLAPSED_LOOKUPS};
 use super::stages::{self, Step};
 use super::state::ProxyState;
 use crate::cache::policy::{Decision, PolicyConfig, Reuse};
@@ -65,20 +66,6 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
-
-/// How many lookups a request may make while following collapsed fetches.
-pub const MAX_COLLAPSED_LOOKUPS: u32 = 3;
-
-/// How a forward takes part in collapsed forwarding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Collapse {
-    /// Lead the fetch for the key, or wait for the current leader.
-    LeadOrWait,
-    /// Wait for a fetch in flight, never lead (HEAD: no body to store).
-    WaitOnly,
-    /// Neither: go to the origin alone.
-    Alone,
-}
 
 /// Where a request goes.
 pub enum Route {
@@ -182,11 +169,7 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         Target::Connect => return Route::Tunnel,
         Target::SelfEndpoint => return Route::SelfEndpoint,
         Target::UnsupportedScheme => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                format!("crawlcache: cannot proxy {uri}: only http:// and https:// targets are supported"),
-                Detail::Scheme,
-            )
+            return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot proxy {uri}: only http:// and https:// targets are supported"), Detail::Scheme)
         }
         Target::Unusable => return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot use target URI {uri}"), Detail::BadTarget),
         Target::Absolute { .. } => {}
@@ -196,16 +179,14 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
         // transfer coding of a request SHOULD answer 501; nothing is sent.
         return Route::Refuse {
             status: StatusCode::NOT_IMPLEMENTED,
-            message: format!("crawlcache: the request applies Transfer-Encoding: {codings}; only chunked is understood (RFC 9112 section 6.1), so nothing was forwarded"),
+            message: format!(
+                "crawlcache: the request applies Transfer-Encoding: {codings}; only chunked is understood (RFC 9112 section 6.1), so nothing was forwarded"
+            ),
             cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(Detail::TransferCoding),
         };
     }
     if ex.via_loop {
-        return refuse(
-            StatusCode::LOOP_DETECTED,
-            format!("crawlcache: refusing a request to {uri}: it already passed through this proxy (Via)"),
-            Detail::Loop,
-        );
+        return refuse(StatusCode::LOOP_DETECTED, format!("crawlcache: refusing a request to {uri}: it already passed through this proxy (Via)"), Detail::Loop);
     }
     if let Some(host) = &ex.misdirected {
         return refuse(
@@ -217,13 +198,7 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     match ex.names_self {
         None if target_port(uri) == ctx.local_addr.port() => return Route::ResolveTarget,
         Some(true) if crate::wire::net::is_loopback(ex.peer.ip()) && is_listen_spelling(uri, ctx.local_addr) => return Route::SelfEndpoint,
-        Some(true) => {
-            return refuse(
-                StatusCode::LOOP_DETECTED,
-                format!("crawlcache: refusing a request to {uri}: it names this proxy itself"),
-                Detail::Loop,
-            )
-        }
+        Some(true) => return refuse(StatusCode::LOOP_DETECTED, format!("crawlcache: refusing a request to {uri}: it names this proxy itself"), Detail::Loop),
         _ => {}
     }
     if ex.header_bytes > MAX_HEADER_BYTES {
@@ -267,7 +242,8 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision = crate::record::policy_rules::reuse_decision(ex.primary(), &ex.request_cc, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
+        let decision =
+            crate::record::policy_rules::reuse_decision(ex.primary(), &ex.request_cc, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
         if ctx.offline {
             return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
         }
@@ -340,12 +316,7 @@ fn target_port(uri: &Uri) -> u16 {
 
 /// Entry point for every request on a plain client connection.
 /// `interim` relays the origin's 1xx responses to this client connection.
-pub async fn handle(
-    state: Arc<ProxyState>,
-    req: Request<Incoming>,
-    peer: SocketAddr,
-    interim: InterimSender,
-) -> Result<Response<ProxyBody>, Infallible> {
+pub async fn handle(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr, interim: InterimSender) -> Result<Response<ProxyBody>, Infallible> {
     let mut ex = Exchange::read(req, peer);
     ex.apply_key_rules(&state.config.cache.key_rules);
     ex.interim = Some(interim);
@@ -374,11 +345,7 @@ pub async fn handle_in_tunnel(
         }
     }
     if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some(scheme) {
-        return Ok(error_response(
-            StatusCode::MISDIRECTED_REQUEST,
-            &format!("crawlcache: this tunnel is for {scheme}://{authority} only"),
-            &bypass,
-        ));
+        return Ok(error_response(StatusCode::MISDIRECTED_REQUEST, &format!("crawlcache: this tunnel is for {scheme}://{authority} only"), &bypass));
     }
     let default_port = if scheme == "https" { 443 } else { 80 };
     let misdirected = misdirected_host(req.headers(), &authority, default_port);
@@ -394,9 +361,9 @@ pub async fn handle_in_tunnel(
 fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority, default_port: u16) -> Option<String> {
     let host = headers.get(http::header::HOST)?;
     let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
-    let same = text.parse::<http::uri::Authority>().is_ok_and(|a| {
-        a.host().eq_ignore_ascii_case(authority.host()) && a.port_u16().unwrap_or(default_port) == authority.port_u16().unwrap_or(default_port)
-    });
+    let same = text
+        .parse::<http::uri::Authority>()
+        .is_ok_and(|a| a.host().eq_ignore_ascii_case(authority.host()) && a.port_u16().unwrap_or(default_port) == authority.port_u16().unwrap_or(default_port));
     (!same).then_some(text)
 }
 
@@ -541,4 +508,3 @@ fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<Proxy
     let guard = AuditGuard::new(state, record, access, ex.started);
     Response::from_parts(parts, ProxyBody::Audited(Box::new(body), guard))
 }
-

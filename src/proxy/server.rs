@@ -87,6 +87,25 @@ async fn drain(state: &ProxyState) -> bool {
 /// store.memory_ceiling with them).
 pub const BLOCKING_THREADS: usize = 64;
 
+/// Raises the soft open-file limit to the hard one and logs the result;
+/// the limit in force (`None` when it cannot be read).
+fn raise_file_limit() -> Option<overload::FileLimit> {
+    match overload::raise_open_file_limit() {
+        Ok(l) => {
+            if l.soft != l.soft_at_start {
+                tracing::info!("raised the soft open-file limit from {} to {} (the hard limit is {})", l.soft_at_start, l.soft, l.hard);
+            } else {
+                tracing::info!("open-file limit: soft {}, hard {}", l.soft, l.hard);
+            }
+            Some(l)
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            overload::open_file_limit().ok()
+        }
+    }
+}
+
 /// Binds the configured address and serves until `shutdown` resolves.
 ///
 /// Connections are served by `server.threads` threads, each with its own
@@ -105,20 +124,7 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
     // shut down gracefully, not kill).
     let mut shutdown = std::pin::pin!(shutdown);
     let stop_at_once = futures_util::future::poll_immediate(&mut shutdown).await.is_some();
-    let file_limit = match overload::raise_open_file_limit() {
-        Ok(l) => {
-            if l.soft != l.soft_at_start {
-                tracing::info!("raised the soft open-file limit from {} to {} (the hard limit is {})", l.soft_at_start, l.soft, l.hard);
-            } else {
-                tracing::info!("open-file limit: soft {}, hard {}", l.soft, l.hard);
-            }
-            Some(l)
-        }
-        Err(e) => {
-            tracing::warn!("{e}");
-            overload::open_file_limit().ok()
-        }
-    };
+    let file_limit = raise_file_limit();
     let listen = config.server.listen;
     let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -135,7 +141,10 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
              beyond that accepting waits, and the store may fail to open files; lower it or raise the limit (LimitNOFILE=, ulimit -n)"
         );
     }
-    tracing::info!("serving at most {max} client connections at once (server.max_connections{})", if state.config.server.max_connections == 0 { ", derived from the open-file limit" } else { "" });
+    tracing::info!(
+        "serving at most {max} client connections at once (server.max_connections{})",
+        if state.config.server.max_connections == 0 { ", derived from the open-file limit" } else { "" }
+    );
     let mut receivers = Vec::with_capacity(threads);
     let mut handoff = Vec::with_capacity(threads);
     for _ in 0..threads {

@@ -5,13 +5,13 @@
 use super::shares::Shares;
 use super::shutdown::Tasks;
 use super::{body_cache, invalidate, meta_cache, overload};
-use crawlcache_base::collapse;
 use crate::cache::policy::PolicyConfig;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::wire::body::ProxyBody;
 use crate::wire::origin as upstream;
+use crawlcache_base::collapse;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use std::net::SocketAddr;
@@ -21,9 +21,7 @@ use std::sync::Arc;
 /// endpoints). Given to [`run`] by the caller, so the proxy does not depend
 /// on what those endpoints are.
 pub type SelfEndpoints = Arc<
-    dyn Fn(Arc<ProxyState>, Request<Incoming>, SocketAddr) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>>
-        + Send
-        + Sync,
+    dyn Fn(Arc<ProxyState>, Request<Incoming>, SocketAddr) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>> + Send + Sync,
 >;
 
 /// Endpoints that answer every origin-form request with 404 (for states
@@ -144,9 +142,7 @@ impl ProxyState {
             }));
         }
         let audit_dir = crate::audit::audit_dir(dir);
-        let audit = Arc::new(
-            crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
-        );
+        let audit = Arc::new(crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?);
         let config_max_connections = config.server.max_connections;
         Ok(ProxyState {
             closing: tokio::sync::watch::channel(false).0,
@@ -188,8 +184,7 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
         None
     } else {
         let no_proxy: Vec<String> = up.no_proxy.iter().map(|e| e.to_string()).collect();
-        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
-            .map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
+        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy).map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
         tracing::info!(parent = parent.name(), no_proxy = ?no_proxy, "origins are reached through the parent proxy");
         Some(parent)
     };
@@ -198,10 +193,7 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
         up.connect_timeout,
         up.response_timeout,
         up.pool_idle_timeout,
-        upstream::HeadLimits {
-            max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX),
-            max_fields: up.max_head_fields,
-        },
+        upstream::HeadLimits { max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX), max_fields: up.max_head_fields },
         parent,
     ))
 }

@@ -213,13 +213,7 @@ async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, silent_after: Option<Duration
 /// module documentation). The leaf certificate names what the client
 /// asked for: the TLS server name (SNI) when it sends one, else the
 /// CONNECT host.
-fn intercept(
-    state: Arc<ProxyState>,
-    req: Request<Incoming>,
-    authority: http::uri::Authority,
-    host: String,
-    peer: SocketAddr,
-) -> Response<ProxyBody> {
+fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::uri::Authority, host: String, peer: SocketAddr) -> Response<ProxyBody> {
     // The leaf for the CONNECT host: taken from the cache, else minted on
     // a blocking thread while the client's first bytes arrive (off this
     // serving thread and off the CONNECT's answer). A host that cannot be
@@ -269,7 +263,10 @@ fn intercept(
                 serve_http(state, io, authority, "http", peer).await
             }
             TunnelContent::Unknown if io.prefix_len() == 0 && silent_after.is_none() => {
-                tracing::info!("CONNECT {authority} from {peer}: the client sent nothing within {} s (neither TLS nor HTTP); tunnel closed", FIRST_BYTES_TIMEOUT.as_secs());
+                tracing::info!(
+                    "CONNECT {authority} from {peer}: the client sent nothing within {} s (neither TLS nor HTTP); tunnel closed",
+                    FIRST_BYTES_TIMEOUT.as_secs()
+                );
             }
             TunnelContent::Closed => tracing::debug!("CONNECT {authority} from {peer}: the client closed the tunnel after {} bytes", io.prefix_len()),
             TunnelContent::WebSocket | TunnelContent::Other | TunnelContent::Unknown => {

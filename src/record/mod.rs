@@ -57,10 +57,10 @@
 pub use crawlcache_policy::{key_rules, policy_rules};
 
 use crate::cache::cache_control::CacheControl;
-use crawlcache_base::collapse::{self, Lead, Outcome};
 use crate::store::Store;
 pub use crate::store_key::{RecordKey, Selection};
 use bytes::Bytes;
+use crawlcache_base::collapse::{self, Lead, Outcome};
 use http::Method;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -183,10 +183,7 @@ pub fn freshen_record(
 /// Forwards a request body as it arrives while hashing it: returns the body
 /// to send upstream and a receiver for the hex SHA-256 of the whole body
 /// (dropped without a value when the body failed or was not read to its end).
-pub fn hash_request_body(
-    body: Option<hyper::body::Incoming>,
-    len: Option<u64>,
-) -> (crate::wire::body::ProxyBody, oneshot::Receiver<String>) {
+pub fn hash_request_body(body: Option<hyper::body::Incoming>, len: Option<u64>) -> (crate::wire::body::ProxyBody, oneshot::Receiver<String>) {
     use http_body_util::BodyExt;
     let (hash_tx, hash_rx) = oneshot::channel();
     let Some(mut body) = body else {

@@ -18,8 +18,8 @@ use super::snapshot::Validators;
 use crate::wire::body::ProxyBody;
 use crate::wire::origin::{Upstream, UpstreamErrorKind};
 use http::header::{
-    ACCEPT, ACCEPT_ENCODING as ACCEPT_ENCODING_FIELD, CONTENT_ENCODING, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION,
-    RETRY_AFTER, USER_AGENT,
+    ACCEPT, ACCEPT_ENCODING as ACCEPT_ENCODING_FIELD, CONTENT_ENCODING, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER,
+    USER_AGENT,
 };
 use http::{HeaderMap, Request};
 use http_body_util::BodyExt;

@@ -81,11 +81,7 @@ pub enum TlsError {
 impl fmt::Display for TlsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TlsError::Io {
-                action,
-                path,
-                source,
-            } => write!(f, "could not {action} {}: {source}", path.display()),
+            TlsError::Io { action, path, source } => write!(f, "could not {action} {}: {source}", path.display()),
             TlsError::InvalidKey { path, cause } => write!(
                 f,
                 "the CA private key {} is not usable: {cause}; restore it from a backup, \
@@ -93,15 +89,8 @@ impl fmt::Display for TlsError {
                  (clients must then trust the new certificate)",
                 path.display()
             ),
-            TlsError::InvalidCertificate { path, cause } => write!(
-                f,
-                "the certificate file {} is not usable: {cause}",
-                path.display()
-            ),
-            TlsError::MissingKey {
-                cert_path,
-                key_path,
-            } => write!(
+            TlsError::InvalidCertificate { path, cause } => write!(f, "the certificate file {} is not usable: {cause}", path.display()),
+            TlsError::MissingKey { cert_path, key_path } => write!(
                 f,
                 "the CA certificate {} exists but its private key {} does not; restore the key, \
                  or delete the certificate to create a new CA (clients must then trust the new \
@@ -109,11 +98,7 @@ impl fmt::Display for TlsError {
                 cert_path.display(),
                 key_path.display()
             ),
-            TlsError::KeyMismatch {
-                cert_path,
-                key_path,
-                cause,
-            } => write!(
+            TlsError::KeyMismatch { cert_path, key_path, cause } => write!(
                 f,
                 "the CA certificate {} and the private key {} do not belong together ({cause}); \
                  restore the matching pair, or delete both to create a new CA (clients must then \
@@ -121,10 +106,7 @@ impl fmt::Display for TlsError {
                 cert_path.display(),
                 key_path.display()
             ),
-            TlsError::InvalidHost { host } => write!(
-                f,
-                "cannot issue a certificate for {host:?}: it is neither a DNS name nor an IP address"
-            ),
+            TlsError::InvalidHost { host } => write!(f, "cannot issue a certificate for {host:?}: it is neither a DNS name nor an IP address"),
             TlsError::Generate { what, source } => {
                 write!(f, "could not generate {what}: {source}")
             }
@@ -147,10 +129,6 @@ impl std::error::Error for TlsError {
 impl TlsError {
     /// Shorthand for [`TlsError::Io`].
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        TlsError::Io {
-            action,
-            path: path.into(),
-            source,
-        }
+        TlsError::Io { action, path: path.into(), source }
     }
 }

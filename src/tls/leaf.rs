@@ -8,10 +8,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyUsagePurpose, SanType, SerialNumber,
-};
+use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose, SanType, SerialNumber};
 use rustls::pki_types::DnsName;
 
 use super::error::TlsError;
@@ -49,9 +46,7 @@ impl LeafName {
     ///
     /// Errors: [`TlsError::InvalidHost`] when the host is neither.
     pub(crate) fn parse(host: &str) -> Result<LeafName, TlsError> {
-        let invalid = || TlsError::InvalidHost {
-            host: host.to_owned(),
-        };
+        let invalid = || TlsError::InvalidHost { host: host.to_owned() };
         let trimmed = host.trim();
         let unbracketed = match trimmed.strip_prefix('[') {
             Some(rest) => rest.strip_suffix(']').ok_or_else(invalid)?,
@@ -101,11 +96,7 @@ pub(crate) fn ca_params(now: SystemTime, serial: [u8; 16]) -> CertificateParams 
     dn.push(DnType::CommonName, CA_COMMON_NAME);
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     params.serial_number = Some(positive_serial(serial));
     params.not_before = now.checked_sub(BACKDATE).unwrap_or(now).into();
     params.not_after = now.checked_add(CA_VALIDITY).unwrap_or(now).into();
@@ -116,11 +107,7 @@ pub(crate) fn ca_params(now: SystemTime, serial: [u8; 16]) -> CertificateParams 
 /// name (DNS or IP), TLS server authentication, no basicConstraints
 /// extension (strict DER parsers refuse an encoded `cA FALSE`), valid from `now - BACKDATE`
 /// until the returned time (`now + LEAF_VALIDITY`).
-pub(crate) fn leaf_params(
-    name: &LeafName,
-    now: SystemTime,
-    serial: [u8; 16],
-) -> Result<(CertificateParams, SystemTime), rcgen::Error> {
+pub(crate) fn leaf_params(name: &LeafName, now: SystemTime, serial: [u8; 16]) -> Result<(CertificateParams, SystemTime), rcgen::Error> {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     let common_name = name.cache_key();
@@ -162,67 +149,33 @@ mod tests {
 
     #[test]
     fn dns_names_are_lower_cased_and_lose_a_trailing_dot() {
-        assert_eq!(
-            LeafName::parse("WWW.Example.COM.").ok(),
-            Some(LeafName::Dns("www.example.com".into()))
-        );
-        assert_eq!(
-            LeafName::parse("localhost").ok(),
-            Some(LeafName::Dns("localhost".into()))
-        );
+        assert_eq!(LeafName::parse("WWW.Example.COM.").ok(), Some(LeafName::Dns("www.example.com".into())));
+        assert_eq!(LeafName::parse("localhost").ok(), Some(LeafName::Dns("localhost".into())));
     }
 
     #[test]
     fn ip_literals_become_ip_names_with_or_without_brackets() {
-        assert_eq!(
-            LeafName::parse("127.0.0.1").ok(),
-            Some(LeafName::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)))
-        );
-        assert_eq!(
-            LeafName::parse("[::1]").ok(),
-            Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST)))
-        );
-        assert_eq!(
-            LeafName::parse("::1").ok(),
-            Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST)))
-        );
-        assert_eq!(
-            LeafName::parse("[2001:DB8::1]").map(|n| n.cache_key()).ok(),
-            Some("2001:db8::1".to_owned())
-        );
+        assert_eq!(LeafName::parse("127.0.0.1").ok(), Some(LeafName::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST))));
+        assert_eq!(LeafName::parse("[::1]").ok(), Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST))));
+        assert_eq!(LeafName::parse("::1").ok(), Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST))));
+        assert_eq!(LeafName::parse("[2001:DB8::1]").map(|n| n.cache_key()).ok(), Some("2001:db8::1".to_owned()));
     }
 
     #[test]
     fn hosts_that_are_neither_are_refused() {
-        for bad in [
-            "",
-            " ",
-            ".",
-            "bad host",
-            "a..b",
-            "[example.com]",
-            "[::1",
-            "fe80::1%eth0",
-        ] {
-            assert!(
-                matches!(LeafName::parse(bad), Err(TlsError::InvalidHost { .. })),
-                "{bad:?} should be refused"
-            );
+        for bad in ["", " ", ".", "bad host", "a..b", "[example.com]", "[::1", "fe80::1%eth0"] {
+            assert!(matches!(LeafName::parse(bad), Err(TlsError::InvalidHost { .. })), "{bad:?} should be refused");
         }
     }
 
     #[test]
     fn leaf_validity_starts_before_now_and_ends_after_leaf_validity() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let (params, not_after) =
-            leaf_params(&LeafName::Dns("example.com".into()), now, [0xff; 16]).unwrap();
+        let (params, not_after) = leaf_params(&LeafName::Dns("example.com".into()), now, [0xff; 16]).unwrap();
         assert_eq!(not_after, now + LEAF_VALIDITY);
         assert_eq!(SystemTime::from(params.not_after), now + LEAF_VALIDITY);
         assert_eq!(SystemTime::from(params.not_before), now - BACKDATE);
-        assert_eq!(
-            params.extended_key_usages,
-            vec![ExtendedKeyUsagePurpose::ServerAuth]
-        );
+        assert_eq!(params.extended_key_usages, vec![ExtendedKeyUsagePurpose::ServerAuth]);
         // The serial is positive and keeps its 16 bytes.
         let serial = params.serial_number.unwrap().to_bytes();
         assert_eq!(serial.len(), 16);

@@ -161,9 +161,7 @@ fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 /// A UTCTime (tag 0x17, `YYMMDDHHMMSSZ`, years 1950-2049) or
 /// GeneralizedTime (tag 0x18, `YYYYMMDDHHMMSSZ`) as Unix seconds.
 fn x509_time(tag: u8, text: &[u8]) -> Option<u64> {
-    let digits = |s: &[u8]| -> Option<u64> {
-        s.iter().try_fold(0u64, |acc, &b| b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0')))
-    };
+    let digits = |s: &[u8]| -> Option<u64> { s.iter().try_fold(0u64, |acc, &b| b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))) };
     let (year, rest) = match (tag, text.len()) {
         (0x17, 13) => {
             let yy = digits(&text[..2])?;

@@ -115,11 +115,8 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
         let is_record = StoreKey::is_record(&entry.primary_key);
         // The variant, as the cache's secondary key (also for a record
         // written before variants were kept).
-        let variant = if is_record {
-            Selection::of_entry(&entry.secondary_key, &stored, &stored.header_map()).secondary_key()
-        } else {
-            entry.secondary_key.clone()
-        };
+        let variant =
+            if is_record { Selection::of_entry(&entry.secondary_key, &stored, &stored.header_map()).secondary_key() } else { entry.secondary_key.clone() };
         let x = Exchange { method: method.clone(), url: url.clone(), request_body_sha256: hash.clone(), entry, stored };
         let g = groups.entry((url, method, hash, variant)).or_default();
         if is_record {

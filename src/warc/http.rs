@@ -266,7 +266,8 @@ mod tests {
 
     #[test]
     fn response_heads_get_self_consistent_framing() {
-        let fields: Vec<Field> = vec![("content-type".into(), b"text/html".to_vec()), ("content-length".into(), b"999".to_vec()), ("transfer-encoding".into(), b"chunked".to_vec())];
+        let fields: Vec<Field> =
+            vec![("content-type".into(), b"text/html".to_vec()), ("content-length".into(), b"999".to_vec()), ("transfer-encoding".into(), b"chunked".to_vec())];
         let head = String::from_utf8(response_head(200, &fields, 5, false)).unwrap();
         assert_eq!(head, "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 5\r\n\r\n");
         let head = String::from_utf8(response_head(304, &fields[..1], 0, false)).unwrap();

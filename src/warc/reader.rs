@@ -359,7 +359,11 @@ impl<R: BufRead + Seek> Stream<R> {
 
 enum State {
     Header,
-    Block { remaining: u64, offset: Offset, declared: u64 },
+    Block {
+        remaining: u64,
+        offset: Offset,
+        declared: u64,
+    },
     /// The block failed; the error is reported by `finish_block`.
     Failed(ReadError),
     Resync,
@@ -714,12 +718,7 @@ fn parse_head(bytes: &[u8], offset: Offset) -> Result<RecordHead, String> {
         }
         fields.push((name.to_string(), value.trim().to_string()));
     }
-    let length = fields
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
-        .ok_or_else(|| "no Content-Length field".to_string())?
-        .1
-        .clone();
+    let length = fields.iter().find(|(n, _)| n.eq_ignore_ascii_case("Content-Length")).ok_or_else(|| "no Content-Length field".to_string())?.1.clone();
     let content_length = length.parse::<u64>().map_err(|_| format!("Content-Length {length:?} is not a number"))?;
     Ok(RecordHead { offset, version: version.to_string(), fields, content_length })
 }
@@ -752,7 +751,10 @@ impl<R: BufRead + Seek> BufRead for Block<'_, R> {
             match self.reader.stream.ensure(1) {
                 Ok(0) => {
                     let got = declared - remaining;
-                    let e = ReadError { offset, message: format!("the block is cut short: Content-Length says {declared} bytes, the file ends after {got} (truncated file)") };
+                    let e = ReadError {
+                        offset,
+                        message: format!("the block is cut short: Content-Length says {declared} bytes, the file ends after {got} (truncated file)"),
+                    };
                     return Err(self.fail(e));
                 }
                 Ok(_) => {}

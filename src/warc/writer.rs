@@ -64,10 +64,7 @@ impl<W: Write> WarcWriter<W> {
         gz.write_all(head.as_bytes())?;
         let copied = io::copy(&mut block.take(block_len), &mut gz)?;
         if copied != block_len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("the record block has {copied} bytes, not the {block_len} announced"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("the record block has {copied} bytes, not the {block_len} announced")));
         }
         gz.write_all(b"\r\n\r\n")?;
         gz.finish()?;
@@ -183,9 +180,10 @@ mod tests {
         // The same in a plain file: the error names the record's own offset.
         let mut plain = Vec::new();
         flate2::read::MultiGzDecoder::new(&file[..]).read_to_end(&mut plain).unwrap();
-        let at = plain.windows(8).position(|w| w == b"WARC/1.1").and_then(|first| {
-            plain[first + 1..].windows(8).position(|w| w == b"WARC/1.1").map(|p| p + first + 1)
-        });
+        let at = plain
+            .windows(8)
+            .position(|w| w == b"WARC/1.1")
+            .and_then(|first| plain[first + 1..].windows(8).position(|w| w == b"WARC/1.1").map(|p| p + first + 1));
         let (ok3, errors) = read_all(&plain);
         assert_eq!(ok3.len(), 2);
         assert_eq!(errors.len(), 1);

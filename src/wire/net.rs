@@ -97,9 +97,7 @@ pub fn incoming_cpu(stream: &impl std::os::fd::AsRawFd) -> Option<usize> {
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: getsockopt on a descriptor `stream` owns, into an int of
         // the length passed.
-        let rc = unsafe {
-            libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_INCOMING_CPU, (&mut cpu as *mut libc::c_int).cast(), &mut len)
-        };
+        let rc = unsafe { libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_INCOMING_CPU, (&mut cpu as *mut libc::c_int).cast(), &mut len) };
         (rc == 0 && cpu >= 0).then_some(cpu as usize)
     }
     #[cfg(not(target_os = "linux"))]

@@ -2,8 +2,8 @@
 //! the proxy and by the robots.txt fetcher.
 
 use super::body::ProxyBody;
-pub use super::upstream_fields::{host_field, upstream_fields};
 use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
+pub use super::upstream_fields::{host_field, upstream_fields};
 use crate::locks::lock;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
@@ -125,12 +125,7 @@ pub struct Upstream {
 impl Upstream {
     /// A client verifying origins' TLS with `tls`, with the given connect
     /// timeout, response-head timeout and idle-connection lifetime.
-    pub fn new(
-        tls: Arc<rustls::ClientConfig>,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        pool_idle_timeout: Duration,
-    ) -> Upstream {
+    pub fn new(tls: Arc<rustls::ClientConfig>, connect_timeout: Duration, response_timeout: Duration, pool_idle_timeout: Duration) -> Upstream {
         Self::with_limits(tls, connect_timeout, response_timeout, pool_idle_timeout, HeadLimits::default())
     }
 
@@ -158,7 +153,13 @@ impl Upstream {
     ) -> Upstream {
         let parent = parent.map(Arc::new);
         let connector = crate::tls::origin_connector(tls, connect_timeout, parent.clone());
-        let pools = Arc::new(PoolSettings { connector, pool_idle_timeout, limits, roomy_origins: std::sync::Mutex::new(std::collections::HashSet::new()), roomy_count: std::sync::atomic::AtomicUsize::new(0) });
+        let pools = Arc::new(PoolSettings {
+            connector,
+            pool_idle_timeout,
+            limits,
+            roomy_origins: std::sync::Mutex::new(std::collections::HashSet::new()),
+            roomy_count: std::sync::atomic::AtomicUsize::new(0),
+        });
         Upstream { pools, response_timeout, limits, parent }
     }
 
@@ -229,7 +230,11 @@ impl Upstream {
                     self.pools.remember_roomy(&uri);
                     match replay.take() {
                         Some((parts, ())) => {
-                            tracing::debug!("origin {host} sent a response head with more than {} fields; sending the request again with room for {}", self.pools.compact_fields(), self.limits.max_fields);
+                            tracing::debug!(
+                                "origin {host} sent a response head with more than {} fields; sending the request again with room for {}",
+                                self.pools.compact_fields(),
+                                self.limits.max_fields
+                            );
                             self.request(Request::from_parts(parts, ProxyBody::empty()), true).await
                         }
                         None => {
@@ -499,6 +504,9 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLi
     if let Some(sentence) = crate::tls::describe_tls_error(err) {
         return UpstreamError { kind: UpstreamErrorKind::Tls, message: format!("TLS with origin {host} failed: {sentence}") };
     }
+    // hyper-util's connector says "dns error" only in its message (its
+    // ConnectError has no kind to ask), so resolution failures are told by
+    // their text; timeouts by the I/O error kind first.
     let lower = chain.to_ascii_lowercase();
     let dns = lower.contains("dns error") || lower.contains("failed to lookup") || lower.contains("name or service not known");
     let timed_out = io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out");
@@ -518,7 +526,7 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLi
         };
         return UpstreamError { kind, message: format!("{sentence} (for origin {host}): {chain}") };
     }
-    if lower.contains("message head is too large") || lower.contains("too many headers") {
+    if head_too_large(err) {
         return UpstreamError {
             kind: UpstreamErrorKind::Protocol,
             message: format!(

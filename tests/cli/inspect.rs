@@ -55,7 +55,13 @@ fn cache(cfg: &Path, data: &Path, args: &[&str]) -> Output {
 }
 
 fn ok(out: Output, what: &str) -> Output {
-    assert!(out.status.success(), "{what}: exit {}\n--- stdout ---\n{}\n--- stderr ---\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what}: exit {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -139,7 +145,11 @@ fn inspect_and_maintain(mode: Mode) {
     let lines: Vec<serde_json::Value> = text(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 1, "{}", text(&out));
     let j = &lines[0];
-    assert_eq!((j["url"].as_str(), j["status"].as_u64(), j["cache"].as_bool(), j["record"].as_bool()), (Some(at("/docs/1").as_str()), Some(200), Some(true), Some(true)), "{j}");
+    assert_eq!(
+        (j["url"].as_str(), j["status"].as_u64(), j["cache"].as_bool(), j["record"].as_bool()),
+        (Some(at("/docs/1").as_str()), Some(200), Some(true), Some(true)),
+        "{j}"
+    );
     assert!(j["ttl"].as_i64().is_some_and(|t| t > 3500) && j["stored"].is_string() && j["last_used"].is_string(), "{j}");
     assert!(err(&out).contains("cache ls: 1 responses (1 in the cache, 1 in the record)"), "{}", err(&out));
 

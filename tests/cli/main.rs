@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crawlcache::tls::CertificateAuthority;
-use rustls::pki_types::pem::PemObject;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
 
@@ -87,11 +87,8 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A TLS handshake in memory between `server` and a client trusting `roots`
 /// that names the server `host`. Returns the client's verdict.
 fn handshake(server: Arc<ServerConfig>, roots: Arc<RootCertStore>, host: &str) -> Result<(), rustls::Error> {
-    let client_config = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let client_config =
+        ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
     let name = ServerName::try_from(host.to_string()).unwrap();
     let mut client = ClientConnection::new(Arc::new(client_config), name)?;
     let mut server = ServerConnection::new(server).unwrap();
@@ -148,11 +145,8 @@ fn ca_without_a_ca_says_where_it_looked_and_how_to_create_one_and_creates_nothin
 #[test]
 fn a_relative_data_dir_is_reported_as_a_full_path() {
     let dir = TestDir::new("cli-ca-relative");
-    let out = run_bounded(
-        Command::new(crawlcache_bin()).current_dir(dir.path()).args(["ca", "--data-dir", "data"]),
-        CMD_LIMIT,
-        "crawlcache ca --data-dir data",
-    );
+    let out =
+        run_bounded(Command::new(crawlcache_bin()).current_dir(dir.path()).args(["ca", "--data-dir", "data"]), CMD_LIMIT, "crawlcache ca --data-dir data");
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let expected = std::path::absolute(dir.join("data/ca/ca.pem")).unwrap();
     assert!(stderr(&out).contains(&format!("no CA certificate at {}\n", expected.display())), "{}", describe(&out));
@@ -199,10 +193,7 @@ fn the_bundle_verifies_public_hosts_and_intercepted_ones() {
     let ca_path = ca_init(&data);
 
     let bundle = dir.join("bundle.pem");
-    let out = crawlcache_cmd(
-        &["ca", "--bundle", path_str(&bundle), "--roots", path_str(&roots_file), "--data-dir", path_str(&data)],
-        CMD_LIMIT,
-    );
+    let out = crawlcache_cmd(&["ca", "--bundle", path_str(&bundle), "--roots", path_str(&roots_file), "--data-dir", path_str(&data)], CMD_LIMIT);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(PathBuf::from(stdout(&out).trim()), bundle, "{}", describe(&out));
     assert!(stderr(&out).contains("wrote 2 root certificate(s)"), "{}", describe(&out));

@@ -59,11 +59,7 @@ fn listed(label: &str, per_host: usize) -> Watched {
     }
     assert_eq!(both, per_host / 10);
     assert!(w.stderr.contains(&format!("cache ls: {per_host} responses ({per_host} in the cache, {} in the record)", per_host / 10)), "{}", w.stderr);
-    eprintln!(
-        "{label}: first line after {:?}, peak RSS {:?} KiB",
-        w.first_line_after,
-        w.peak_rss_kib
-    );
+    eprintln!("{label}: first line after {:?}, peak RSS {:?} KiB", w.first_line_after, w.peak_rss_kib);
     w
 }
 

@@ -28,7 +28,8 @@ use super::dirs::TestDir;
 use super::process::find_tool;
 
 /// What to install when Chromium is missing.
-pub const CHROMIUM_HINT: &str = "The status page test drives headless Chromium: install it with `apt-get install chromium` (tests/run.sh does this when it is missing).";
+pub const CHROMIUM_HINT: &str =
+    "The status page test drives headless Chromium: install it with `apt-get install chromium` (tests/run.sh does this when it is missing).";
 
 /// How long one DevTools command may take.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -197,7 +198,8 @@ impl Chromium {
     /// touch, meta viewport honoured) showing `url`.
     pub fn open(&mut self, url: &str, width: u32, height: u32, mobile: bool) -> Page {
         let target = self.call(None, "Target.createTarget", json!({ "url": "about:blank" }))["targetId"].as_str().expect("a target id").to_string();
-        let session = self.call(None, "Target.attachToTarget", json!({ "targetId": target, "flatten": true }))["sessionId"].as_str().expect("a session id").to_string();
+        let session =
+            self.call(None, "Target.attachToTarget", json!({ "targetId": target, "flatten": true }))["sessionId"].as_str().expect("a session id").to_string();
         let page = Page { session, target };
         self.set_size(&page, width, height, mobile);
         self.call(Some(&page.session), "Page.enable", json!({}));

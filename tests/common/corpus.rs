@@ -53,11 +53,7 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
     fs::create_dir_all(parent).unwrap_or_else(|e| panic!("creating {}: {e}", parent.display()));
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let tmp = parent.join(format!(
-        ".robots-corpus-unpacking-{}-{}-{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let tmp = parent.join(format!(".robots-corpus-unpacking-{}-{}-{nanos}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("creating {}: {e}", tmp.display()));
     let out = Command::new("tar")
         .arg("-xzf")
@@ -69,13 +65,7 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
         .unwrap_or_else(|e| panic!("running `tar -xzf {}` (is tar installed?): {e}", archive.display()));
     if !out.status.success() {
         let _ = fs::remove_dir_all(&tmp);
-        panic!(
-            "`tar -xzf {} -C {}` exited with {}: {}",
-            archive.display(),
-            tmp.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        panic!("`tar -xzf {} -C {}` exited with {}: {}", archive.display(), tmp.display(), out.status, String::from_utf8_lossy(&out.stderr));
     }
     let unpacked = tmp.join("corpus");
     assert!(

@@ -21,11 +21,8 @@ impl TestDir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("crawlcache-tests")
-            .join(format!("{label}-{}-{n}-{nanos}", std::process::id()));
-        fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("creating test folder {}: {e}", path.display()));
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("crawlcache-tests").join(format!("{label}-{}-{n}-{nanos}", std::process::id()));
+        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating test folder {}: {e}", path.display()));
         TestDir { path }
     }
 

@@ -70,8 +70,7 @@ impl Nginx {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::from(
-                    fs::File::create(dir.join("stderr.log"))
-                        .unwrap_or_else(|e| panic!("creating nginx stderr log in {}: {e}", dir.path().display())),
+                    fs::File::create(dir.join("stderr.log")).unwrap_or_else(|e| panic!("creating nginx stderr log in {}: {e}", dir.path().display())),
                 ))
                 .spawn()
                 .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
@@ -97,10 +96,7 @@ impl Nginx {
                 }
                 if Instant::now() >= deadline {
                     let _ = terminate(&mut child, STOP_TIMEOUT);
-                    panic!(
-                        "nginx on {addr} did not accept connections within 10 s\n--- error.log ---\n{}",
-                        tail_file(&error_log, 30)
-                    );
+                    panic!("nginx on {addr} did not accept connections within 10 s\n--- error.log ---\n{}", tail_file(&error_log, 30));
                 }
                 thread::sleep(Duration::from_millis(20));
             }

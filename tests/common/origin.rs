@@ -106,9 +106,7 @@ impl Reply {
     /// For 304 and 204 no body or length is sent.
     pub fn new(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Reply {
         let mut head = status_and_fields(status, headers);
-        let framed = headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
+        let framed = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
         let bodiless = status == 304 || status == 204 || (100..200).contains(&status);
         if !framed && !bodiless {
             let _ = write!(head, "Content-Length: {}\r\n", body.len());
@@ -217,14 +215,9 @@ impl Origin {
     where
         F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     {
-        let std_listener = TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|e| panic!("scripted origin: binding 127.0.0.1:0: {e}"));
-        let addr = std_listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("scripted origin: reading its address: {e}"));
-        std_listener
-            .set_nonblocking(true)
-            .unwrap_or_else(|e| panic!("scripted origin: set_nonblocking: {e}"));
+        let std_listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("scripted origin: binding 127.0.0.1:0: {e}"));
+        let addr = std_listener.local_addr().unwrap_or_else(|e| panic!("scripted origin: reading its address: {e}"));
+        std_listener.set_nonblocking(true).unwrap_or_else(|e| panic!("scripted origin: set_nonblocking: {e}"));
         let log = Arc::new(OriginLog { requests: Mutex::new(Vec::new()), arrived: Condvar::new() });
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let handler: Arc<Handler> = Arc::new(handler);
@@ -301,12 +294,7 @@ impl Drop for Origin {
     }
 }
 
-async fn origin_accept_loop(
-    std_listener: TcpListener,
-    handler: Arc<Handler>,
-    log: Arc<OriginLog>,
-    mut shutdown: tokio::sync::oneshot::Receiver<()>,
-) {
+async fn origin_accept_loop(std_listener: TcpListener, handler: Arc<Handler>, log: Arc<OriginLog>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
     let listener = match tokio::net::TcpListener::from_std(std_listener) {
         Ok(l) => l,
         Err(e) => {
@@ -337,12 +325,7 @@ async fn origin_accept_loop(
     }
 }
 
-async fn origin_serve_conn(
-    mut stream: tokio::net::TcpStream,
-    connection: usize,
-    handler: Arc<Handler>,
-    log: Arc<OriginLog>,
-) -> Result<(), String> {
+async fn origin_serve_conn(mut stream: tokio::net::TcpStream, connection: usize, handler: Arc<Handler>, log: Arc<OriginLog>) -> Result<(), String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = stream.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::new();

@@ -15,12 +15,8 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// the port, close). Another process can take it before it is used: callers
 /// that spawn a server on it retry with a new port when the bind fails.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .unwrap_or_else(|e| panic!("binding 127.0.0.1:0 to find a free port: {e}"));
-    listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("reading the port of a listener on 127.0.0.1:0: {e}"))
-        .port()
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("binding 127.0.0.1:0 to find a free port: {e}"));
+    listener.local_addr().unwrap_or_else(|e| panic!("reading the port of a listener on 127.0.0.1:0: {e}")).port()
 }
 
 /// True when nothing listens on 127.0.0.1:`port` and it can be bound.
@@ -68,11 +64,7 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration, what: &str) -> Output {
             );
         }
     };
-    Output {
-        status,
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
-    }
+    Output { status, stdout: out_reader.join().unwrap_or_default(), stderr: err_reader.join().unwrap_or_default() }
 }
 
 /// The last `n` lines of `text`.
@@ -130,12 +122,7 @@ pub(crate) fn terminate(child: &mut Child, limit: Duration) -> Result<ExitStatus
         return Ok(status);
     }
     let pid = child.id().to_string();
-    let sent = Command::new("kill")
-        .args(["-TERM", &pid])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let sent = Command::new("kill").args(["-TERM", &pid]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
     if !matches!(sent, Ok(s) if s.success()) {
         let _ = child.kill();
     }

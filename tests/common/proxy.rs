@@ -45,11 +45,7 @@ pub struct Proxy {
 /// data directory inside a [`TestDir`] labelled `label`. The proxy owns that
 /// folder: it is removed after the proxy has stopped when the test passes,
 /// and kept when it fails.
-pub fn start_with_origin(
-    label: &str,
-    config_toml: &str,
-    handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
-) -> (Origin, Proxy) {
+pub fn start_with_origin(label: &str, config_toml: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy) {
     let dir = TestDir::new(label);
     let origin = Origin::start(handler);
     let proxy = Proxy::start_with_config(&dir.subdir("data"), config_toml, &[]).owning(dir);
@@ -105,9 +101,7 @@ impl Proxy {
         let mut last_failure = String::new();
         for _attempt in 1..=5 {
             let addr = SocketAddr::new(ip, free_port());
-            let open = |p: PathBuf| {
-                fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()))
-            };
+            let open = |p: PathBuf| fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
             let mut cmd = Command::new(program);
             cmd.arg("serve")
                 .arg("--listen")
@@ -123,18 +117,14 @@ impl Proxy {
                 cmd.env_remove(var);
             }
             cmd.envs(envs.iter().copied());
-            let mut child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));
+            let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));
             let mut what = format!("{} serve --listen {addr} --data-dir {}", program.display(), data_dir.display());
             for a in extra_args {
                 what.push(' ');
                 what.push_str(a);
             }
             match wait_ready(&mut child, addr, &what, &stderr_path, probe_headers) {
-                Ok(()) => {
-                    return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs, config_dir: None, work_dir: None }
-                }
+                Ok(()) => return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs, config_dir: None, work_dir: None },
                 Err(ReadyError::PortTaken(msg)) => last_failure = msg,
                 Err(ReadyError::Fatal(msg)) => {
                     let _ = terminate(&mut child, STOP_TIMEOUT);
@@ -255,11 +245,7 @@ impl Drop for Proxy {
                 eprintln!("[harness] {msg}");
             }
             if thread::panicking() {
-                eprintln!(
-                    "[harness] crawlcache on {} stderr (tail):\n{}",
-                    self.addr,
-                    self.stderr_tail(40)
-                );
+                eprintln!("[harness] crawlcache on {} stderr (tail):\n{}", self.addr, self.stderr_tail(40));
             }
         }
     }
@@ -278,10 +264,7 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, stderr_path: &Pat
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                let msg = format!(
-                    "`{what}` exited with {status} before answering GET /stats with 200\n--- stderr (tail) ---\n{}",
-                    tail_file(stderr_path, 60)
-                );
+                let msg = format!("`{what}` exited with {status} before answering GET /stats with 200\n--- stderr (tail) ---\n{}", tail_file(stderr_path, 60));
                 return Err(if port_is_free(addr.port()) { ReadyError::Fatal(msg) } else { ReadyError::PortTaken(msg) });
             }
             Ok(None) => {}

@@ -130,16 +130,12 @@ impl RawOrigin {
     }
 
     /// The same over TLS with `config` (e.g. [`super::tls::TestPki::server_config`]).
-    pub fn start_tls(
-        config: Arc<rustls::ServerConfig>,
-        handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static,
-    ) -> RawOrigin {
+    pub fn start_tls(config: Arc<rustls::ServerConfig>, handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static) -> RawOrigin {
         RawOrigin::spawn(Some(tokio_rustls::TlsAcceptor::from(config)), Arc::new(handler))
     }
 
     fn spawn(tls: Option<tokio_rustls::TlsAcceptor>, handler: Arc<Handler>) -> RawOrigin {
-        let std_listener =
-            TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("raw origin: binding 127.0.0.1:0: {e}"));
+        let std_listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("raw origin: binding 127.0.0.1:0: {e}"));
         let addr = std_listener.local_addr().unwrap_or_else(|e| panic!("raw origin: its address: {e}"));
         std_listener.set_nonblocking(true).unwrap_or_else(|e| panic!("raw origin: set_nonblocking: {e}"));
         let shared = Arc::new(Shared { log: Mutex::new(Log::default()), arrived: Condvar::new() });
@@ -404,9 +400,8 @@ where
         };
         let head_bytes: Vec<u8> = buf.drain(..head_end).collect();
         let head = parse_strict_head(&head_bytes);
-        let chunked = field_all(&head.fields, "Transfer-Encoding").iter().any(|v| {
-            v.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
-        });
+        let chunked =
+            field_all(&head.fields, "Transfer-Encoding").iter().any(|v| v.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked")));
         let (body_raw, body) = if chunked {
             loop {
                 match decode_chunked(&buf)? {
@@ -430,8 +425,8 @@ where
         } else {
             (Vec::new(), Vec::new())
         };
-        let wants_close = head.version == "HTTP/1.0"
-            || field_all(&head.fields, "Connection").iter().any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
+        let wants_close =
+            head.version == "HTTP/1.0" || field_all(&head.fields, "Connection").iter().any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
         let req = RawRequest {
             connection,
             on_connection,

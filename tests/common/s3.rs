@@ -25,17 +25,16 @@ use super::dirs::TestDir;
 use super::process::{find_tool, free_port, run_bounded, tail_file, terminate, STOP_TIMEOUT};
 
 /// What to install when Garage is missing.
-pub const GARAGE_HINT: &str = "The fleet tests run Garage, an S3-compatible object store: install it with `cargo install garage --locked` (tests/run.sh does this when it is missing).";
+pub const GARAGE_HINT: &str =
+    "The fleet tests run Garage, an S3-compatible object store: install it with `cargo install garage --locked` (tests/run.sh does this when it is missing).";
 
 /// The region the test Garage answers for (what crawlcache signs with).
 pub const TEST_REGION: &str = "us-east-1";
 
 /// The access key the harness imports into Garage and gives crawlcache
 /// (Garage's key IDs are `GK` and 24 hex digits, secrets 64 hex digits).
-pub const TEST_CREDENTIALS: [(&str, &str); 2] = [
-    ("AWS_ACCESS_KEY_ID", "GK0123456789abcdef01234567"),
-    ("AWS_SECRET_ACCESS_KEY", "5bb0a6bb4e0f6e4b3fd1c2d7b7e3c5e1c0a9f8e7d6c5b4a39281706f5e4d3c2b"),
-];
+pub const TEST_CREDENTIALS: [(&str, &str); 2] =
+    [("AWS_ACCESS_KEY_ID", "GK0123456789abcdef01234567"), ("AWS_SECRET_ACCESS_KEY", "5bb0a6bb4e0f6e4b3fd1c2d7b7e3c5e1c0a9f8e7d6c5b4a39281706f5e4d3c2b")];
 
 /// The RPC secret of the test nodes (one node: nothing else ever joins).
 const RPC_SECRET: &str = "3a6f1e2d4c5b6a79808f9e8d7c6b5a4938271605f4e3d2c1b0a9f8e7d6c5b4a3";
@@ -171,7 +170,12 @@ impl S3Server {
             if up {
                 break;
             }
-            assert!(Instant::now() < deadline, "garage's S3 API on port {} did not answer within {READY_TIMEOUT:?}\n--- log ---\n{}", self.port, tail_file(&log, 30));
+            assert!(
+                Instant::now() < deadline,
+                "garage's S3 API on port {} did not answer within {READY_TIMEOUT:?}\n--- log ---\n{}",
+                self.port,
+                tail_file(&log, 30)
+            );
             thread::sleep(Duration::from_millis(100));
         }
     }
@@ -212,7 +216,8 @@ impl S3Server {
         let amz_date = format!("{date}T{}Z", &now[8..14]);
         let payload = hex::encode(Sha256::digest(bytes));
         let auth = sigv4_authorization("PUT", &path, &host, &payload, &amz_date, &date, TEST_REGION, TEST_CREDENTIALS[0].1, TEST_CREDENTIALS[1].1);
-        let headers = [("Host", host.as_str()), ("x-amz-content-sha256", payload.as_str()), ("x-amz-date", amz_date.as_str()), ("Authorization", auth.as_str())];
+        let headers =
+            [("Host", host.as_str()), ("x-amz-content-sha256", payload.as_str()), ("x-amz-date", amz_date.as_str()), ("Authorization", auth.as_str())];
         let r = send_request(addr, "PUT", &path, &headers, bytes);
         assert_eq!(r.status, 200, "PUT {key}: {}", r.describe());
     }
@@ -248,7 +253,17 @@ fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
 /// path-style, no query, signing `host`, `x-amz-content-sha256` and
 /// `x-amz-date`).
 #[allow(clippy::too_many_arguments)]
-fn sigv4_authorization(method: &str, path: &str, host: &str, payload_sha256: &str, amz_date: &str, date: &str, region: &str, key_id: &str, secret: &str) -> String {
+fn sigv4_authorization(
+    method: &str,
+    path: &str,
+    host: &str,
+    payload_sha256: &str,
+    amz_date: &str,
+    date: &str,
+    region: &str,
+    key_id: &str,
+    secret: &str,
+) -> String {
     let signed = "host;x-amz-content-sha256;x-amz-date";
     let canonical = format!("{method}\n{path}\n\nhost:{host}\nx-amz-content-sha256:{payload_sha256}\nx-amz-date:{amz_date}\n\n{signed}\n{payload_sha256}");
     let scope = format!("{date}/{region}/s3/aws4_request");

@@ -31,10 +31,7 @@ pub fn test_pki(leaf_names: &[&str]) -> TestPki {
     let ca = ca_params.self_signed(&ca_key).expect("self-signing the test CA");
     let leaf_key = KeyPair::generate().expect("generating the origin leaf key");
     let names: Vec<String> = leaf_names.iter().map(|n| n.to_string()).collect();
-    let leaf = CertificateParams::new(names)
-        .expect("origin leaf parameters")
-        .signed_by(&leaf_key, &ca, &ca_key)
-        .expect("signing the origin leaf");
+    let leaf = CertificateParams::new(names).expect("origin leaf parameters").signed_by(&leaf_key, &ca, &ca_key).expect("signing the origin leaf");
     TestPki { ca_pem: ca.pem(), leaf: leaf.der().clone(), leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()) }
 }
 

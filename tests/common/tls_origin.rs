@@ -128,4 +128,3 @@ where
     });
     let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
 }
-

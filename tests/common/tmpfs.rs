@@ -63,9 +63,5 @@ pub fn running_as_root() -> bool {
             return line.split_whitespace().nth(2) == Some("0");
         }
     }
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }

@@ -37,9 +37,7 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<(String, Fields), String> {
         if line.is_empty() {
             continue;
         }
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| format!("malformed field line {line:?} in head {text:?}"))?;
+        let (name, value) = line.split_once(':').ok_or_else(|| format!("malformed field line {line:?} in head {text:?}"))?;
         fields.push((name.trim().to_owned(), value.trim().to_owned()));
     }
     Ok((start, fields))
@@ -73,8 +71,7 @@ impl ChunkedDecoder {
                     let Some(eol) = find_subslice(&buf[pos..], b"\r\n") else { break };
                     let line = String::from_utf8_lossy(&buf[pos..pos + eol]).into_owned();
                     let hex = line.split(';').next().unwrap_or("").trim();
-                    let size = usize::from_str_radix(hex, 16)
-                        .map_err(|e| format!("bad chunk size line {line:?}: {e}"))?;
+                    let size = usize::from_str_radix(hex, 16).map_err(|e| format!("bad chunk size line {line:?}: {e}"))?;
                     pos += eol + 2;
                     self.state = if size == 0 { ChunkedState::Trailer } else { ChunkedState::Data(size) };
                 }
@@ -85,8 +82,7 @@ impl ChunkedDecoder {
                     }
                     self.body.extend_from_slice(&buf[pos..pos + take]);
                     pos += take;
-                    self.state =
-                        if take == remaining { ChunkedState::DataEnd } else { ChunkedState::Data(remaining - take) };
+                    self.state = if take == remaining { ChunkedState::DataEnd } else { ChunkedState::Data(remaining - take) };
                 }
                 ChunkedState::DataEnd => {
                     if buf.len() - pos < 2 {

@@ -19,7 +19,13 @@ fn three_nodes_share_robots_and_the_fleet_tier_through_a_redis_cluster() {
     let dir = TestDir::new("fleet-cluster");
     let nodes: Vec<Proxy> = ["a", "b", "c"]
         .iter()
-        .map(|n| Proxy::start_with_config_env(&dir.subdir(n), &node_config(&cluster.urls_toml(), Some(&s3), n, "[robots]\nhonor_crawl_delay = true\n"), &TEST_CREDENTIALS))
+        .map(|n| {
+            Proxy::start_with_config_env(
+                &dir.subdir(n),
+                &node_config(&cluster.urls_toml(), Some(&s3), n, "[robots]\nhonor_crawl_delay = true\n"),
+                &TEST_CREDENTIALS,
+            )
+        })
         .collect();
     let get = |i: usize, path: &str| nodes[i].get(&origin.url(path), &[("User-Agent", "FleetBot/1.0")]);
 

@@ -64,7 +64,11 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     }
     for i in 0..3 {
         let r = fleet.get(i, &origin.url("/private/a"));
-        assert!(r.header("Robots-Status").unwrap_or("").starts_with("disallowed"), "never \"disallow everything\", never \"allow everything\": {}", r.describe());
+        assert!(
+            r.header("Robots-Status").unwrap_or("").starts_with("disallowed"),
+            "never \"disallow everything\", never \"allow everything\": {}",
+            r.describe()
+        );
     }
     assert_eq!(requests_for(&origin, "/robots.txt").len(), 1, "no robots.txt refetch while Redis is down");
     assert_eq!(metric(&fleet, 0, "crawlcache_fleet_up{engine=\"redis\"}"), "crawlcache_fleet_up{engine=\"redis\"} 0");

@@ -91,7 +91,11 @@ impl Fleet {
             if v >= at_least {
                 return;
             }
-            assert!(Instant::now() < deadline, "node {i}: fleet counter {name} is {v}, expected at least {at_least} within {limit:?}\n{}", self.nodes[i].stderr_tail(30));
+            assert!(
+                Instant::now() < deadline,
+                "node {i}: fleet counter {name} is {v}, expected at least {at_least} within {limit:?}\n{}",
+                self.nodes[i].stderr_tail(30)
+            );
             thread::sleep(Duration::from_millis(50));
         }
     }

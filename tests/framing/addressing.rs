@@ -127,7 +127,7 @@ fn c45_leaf_certificate_names_the_sni() {
     assert!(has_san(&leaf, 0x82, b"localhost"), "the leaf minted for SNI localhost has no dNSName localhost");
 
     let tcp = connect_tunnel(proxy.addr(), &target).unwrap_or_else(|e| panic!("CONNECT {target}: {e}"));
-    let (_tls, leaf) = tls_over(tcp, client_tls, "127.0.0.1")
-        .unwrap_or_else(|e| panic!("CONNECT {target} without SNI: the leaf must verify for 127.0.0.1: {e}"));
+    let (_tls, leaf) =
+        tls_over(tcp, client_tls, "127.0.0.1").unwrap_or_else(|e| panic!("CONNECT {target} without SNI: the leaf must verify for 127.0.0.1: {e}"));
     assert!(has_san(&leaf, 0x87, &[127, 0, 0, 1]), "the leaf minted without SNI has no iPAddress 127.0.0.1");
 }

@@ -19,18 +19,8 @@ struct Variant {
 const VARIANTS: &[Variant] = &[
     Variant { name: "get-cl5", method: "GET", rest: "Content-Length: 5\r\n\r\nhello", content: b"hello" },
     Variant { name: "head-cl5", method: "HEAD", rest: "Content-Length: 5\r\n\r\nhello", content: b"hello" },
-    Variant {
-        name: "get-chunked",
-        method: "GET",
-        rest: "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-        content: b"hello",
-    },
-    Variant {
-        name: "get-cl20",
-        method: "GET",
-        rest: "Content-Length: 20\r\n\r\nhelloGET /smuggled H",
-        content: b"helloGET /smuggled H",
-    },
+    Variant { name: "get-chunked", method: "GET", rest: "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", content: b"hello" },
+    Variant { name: "get-cl20", method: "GET", rest: "Content-Length: 20\r\n\r\nhelloGET /smuggled H", content: b"helloGET /smuggled H" },
 ];
 
 /// `200`, `no-store`, naming the request and its content length (no body
@@ -137,9 +127,7 @@ fn c46_with_nginx_keep_alive_logs_exactly_the_intended_requests() {
     let proxy = Proxy::start_with_config(&dir.subdir("data"), ROBOTS_OFF, &[]).owning(dir);
     let o = nginx.addr().to_string();
     let mut a = RawConn::open(proxy.addr());
-    let ra = a
-        .send(format!("GET http://{o}/a HTTP/1.1\r\nHost: {o}\r\nContent-Length: 5\r\n\r\nhello").as_bytes(), false)
-        .expect("client A");
+    let ra = a.send(format!("GET http://{o}/a HTTP/1.1\r\nHost: {o}\r\nContent-Length: 5\r\n\r\nhello").as_bytes(), false).expect("client A");
     assert_eq!(ra.status, 200, "{}", ra.describe());
     assert_eq!(ra.text(), "file a\n");
     let mut b = RawConn::open(proxy.addr());

@@ -38,9 +38,7 @@ fn c47_content_length_beside_chunked_is_dropped_on_miss_and_hit() {
         let mut conn = RawConn::open(proxy.addr());
         let mut bodies = Vec::new();
         for (i, what) in ["miss", "hit"].iter().enumerate() {
-            let r = conn
-                .send(format!("GET http://{o}{path} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(), false)
-                .unwrap_or_else(|e| panic!("{path} {what}: {e}"));
+            let r = conn.send(format!("GET http://{o}{path} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(), false).unwrap_or_else(|e| panic!("{path} {what}: {e}"));
             assert_framed_by_what_is_sent(&format!("{path} {what}"), &r);
             let cs = cache_status(&r);
             if i == 0 {

@@ -25,7 +25,8 @@ fn c51_a_response_with_transfer_encoding_gzip_is_refused_never_handed_on_coded()
     let (gz, gz_chunked) = (coded.clone(), coded.clone());
     let (origin, proxy) = raw_origin_and_proxy("c51", ROBOTS_OFF, move |req| match req.path() {
         "/gzip" => {
-            let mut bytes = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nCache-Control: max-age=600\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n".to_vec();
+            let mut bytes =
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nCache-Control: max-age=600\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n".to_vec();
             bytes.extend_from_slice(&gz);
             Reply::raw(&bytes).closing()
         }
@@ -59,7 +60,9 @@ fn c51_a_request_with_a_transfer_coding_other_than_chunked_gets_501_and_nothing_
     let (origin, proxy) = raw_origin_and_proxy("c51-request", ROBOTS_OFF, echo_host);
     let o = origin.authority();
     let coded = gzip(b"name=value");
-    let mut raw = format!("POST http://{o}/form HTTP/1.1\r\nHost: {o}\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").into_bytes();
+    let mut raw =
+        format!("POST http://{o}/form HTTP/1.1\r\nHost: {o}\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+            .into_bytes();
     raw.extend_from_slice(&chunked_body(&[&coded], true));
     let mut conn = RawConn::open(proxy.addr());
     let r = conn.send(&raw, false).unwrap_or_else(|e| panic!("POST with gzip, chunked: {e}"));

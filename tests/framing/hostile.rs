@@ -119,11 +119,7 @@ fn echo_body(host: &str, target: &str, content_len: usize) -> Vec<u8> {
 fn forwarded(o: &str, id: &str, method: &'static str, content: &[u8], after: After) -> Expect {
     let target = format!("/{id}");
     let body = (method == "GET").then(|| echo_body(o, &target, content.len()));
-    let refetch = if content.is_empty() && method == "GET" {
-        Refetch::Hit(format!("http://{o}/{id}"))
-    } else {
-        Refetch::Miss(format!("http://{o}/{id}"))
-    };
+    let refetch = if content.is_empty() && method == "GET" { Refetch::Hit(format!("http://{o}/{id}")) } else { Refetch::Miss(format!("http://{o}/{id}")) };
     Expect::Forwarded { classes: vec![2], body, complete: true, upstream: vec![up(method, o, &target, content)], after, refetch }
 }
 
@@ -148,11 +144,7 @@ fn request_cases(o: &str) -> Vec<Case> {
         // Chunked, so a GET with content (if empty): never stored.
         *refetch = Refetch::Miss(format!("http://{o}/q-cl-te"));
     }
-    add(
-        "q-cl-te",
-        get(o, "q-cl-te", &format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", body.len()), body.as_bytes()),
-        e,
-    );
+    add("q-cl-te", get(o, "q-cl-te", &format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", body.len()), body.as_bytes()), e);
     // TE.CL: the chunk carries what a length-reader would see as a request.
     let chunk = format!("X{smuggle}");
     let body = format!("{:x}\r\n{chunk}\r\n0\r\n\r\n", chunk.len());
@@ -161,19 +153,35 @@ fn request_cases(o: &str) -> Vec<Case> {
         get(o, "q-te-cl", "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", body.as_bytes()),
         forwarded(o, "q-te-cl", "GET", chunk.as_bytes(), After::Closes),
     );
-    add("q-cl-dup-same", get(o, "q-cl-dup-same", "Content-Length: 5\r\nContent-Length: 5\r\n", b"hello"), forwarded(o, "q-cl-dup-same", "GET", b"hello", After::InSync));
+    add(
+        "q-cl-dup-same",
+        get(o, "q-cl-dup-same", "Content-Length: 5\r\nContent-Length: 5\r\n", b"hello"),
+        forwarded(o, "q-cl-dup-same", "GET", b"hello", After::InSync),
+    );
     add("q-cl-conflict", get(o, "q-cl-conflict", "Content-Length: 5\r\nContent-Length: 6\r\n", b"hello!"), REFUSED_4XX);
     add("q-cl-list", get(o, "q-cl-list", "Content-Length: 5, 5\r\n", b"hello"), REFUSED_4XX);
     add("q-cl-plus", get(o, "q-cl-plus", "Content-Length: +5\r\n", b"hello"), REFUSED_4XX);
     add("q-cl-negative", get(o, "q-cl-negative", "Content-Length: -1\r\n", b""), REFUSED_4XX);
     add("q-cl-overflow", get(o, "q-cl-overflow", "Content-Length: 99999999999999999999\r\n", b""), REFUSED_4XX);
     add("q-cl-space-inside", get(o, "q-cl-space-inside", "Content-Length: 5 5\r\n", b"hello"), REFUSED_4XX);
-    add("q-cl-leading-zeros", get(o, "q-cl-leading-zeros", "Content-Length: 005\r\n", b"hello"), forwarded(o, "q-cl-leading-zeros", "GET", b"hello", After::InSync));
+    add(
+        "q-cl-leading-zeros",
+        get(o, "q-cl-leading-zeros", "Content-Length: 005\r\n", b"hello"),
+        forwarded(o, "q-cl-leading-zeros", "GET", b"hello", After::InSync),
+    );
     let chunked_hello = b"5\r\nhello\r\n0\r\n\r\n";
-    add("q-te-extra-space", get(o, "q-te-extra-space", "Transfer-Encoding:   chunked\r\n", chunked_hello), forwarded(o, "q-te-extra-space", "GET", b"hello", After::InSync));
+    add(
+        "q-te-extra-space",
+        get(o, "q-te-extra-space", "Transfer-Encoding:   chunked\r\n", chunked_hello),
+        forwarded(o, "q-te-extra-space", "GET", b"hello", After::InSync),
+    );
     add("q-te-capital", get(o, "q-te-capital", "Transfer-Encoding: Chunked\r\n", chunked_hello), forwarded(o, "q-te-capital", "GET", b"hello", After::InSync));
     add("q-te-chunked-identity", get(o, "q-te-chunked-identity", "Transfer-Encoding: chunked, identity\r\n", chunked_hello), REFUSED_4XX);
-    add("q-te-identity-chunked", get(o, "q-te-identity-chunked", "Transfer-Encoding: identity, chunked\r\n", chunked_hello), forwarded(o, "q-te-identity-chunked", "GET", b"hello", After::InSync));
+    add(
+        "q-te-identity-chunked",
+        get(o, "q-te-identity-chunked", "Transfer-Encoding: identity, chunked\r\n", chunked_hello),
+        forwarded(o, "q-te-identity-chunked", "GET", b"hello", After::InSync),
+    );
     add("q-te-xchunked", get(o, "q-te-xchunked", "Transfer-Encoding: xchunked\r\n", chunked_hello), REFUSED_4XX);
     add("q-te-two-lines", get(o, "q-te-two-lines", "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", chunked_hello), REFUSED_4XX);
     add("q-te-space-before-colon", get(o, "q-te-space-before-colon", "Transfer-Encoding : chunked\r\n", chunked_hello), REFUSED_4XX);
@@ -195,27 +203,19 @@ fn request_cases(o: &str) -> Vec<Case> {
     // by the HTTP library's 100 fields (cookies come in one line).
     add("q-many-fields", get(o, "q-many-fields", &many, b""), REFUSED_4XX);
     add("q-oversized-field", get(o, "q-oversized-field", &format!("X-Big: {}\r\n", "a".repeat(300 * 1024)), b""), REFUSED_4XX);
-    add("q-big-field-allowed", get(o, "q-big-field-allowed", &format!("X-Big: {}\r\n", "b".repeat(16 * 1024)), b""), forwarded(o, "q-big-field-allowed", "GET", b"", After::InSync));
+    add(
+        "q-big-field-allowed",
+        get(o, "q-big-field-allowed", &format!("X-Big: {}\r\n", "b".repeat(16 * 1024)), b""),
+        forwarded(o, "q-big-field-allowed", "GET", b"", After::InSync),
+    );
     add(
         "q-abs-userinfo",
         format!("GET http://a@{o}/q-abs-userinfo HTTP/1.1\r\nHost: a@{o}\r\n\r\n").into_bytes(),
         forwarded(o, "q-abs-userinfo", "GET", b"", After::InSync),
     );
-    add(
-        "q-abs-at-confusion",
-        format!("GET http://{o}@evil.invalid/q-abs-at-confusion HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
-        NOT_FORWARDED,
-    );
-    add(
-        "q-abs-percent-host",
-        format!("GET http://%31%32%37.0.0.1:{port}/q-abs-percent-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
-        NOT_FORWARDED,
-    );
-    add(
-        "q-abs-percent-name",
-        format!("GET http://%61.example/q-abs-percent-name HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
-        NOT_FORWARDED,
-    );
+    add("q-abs-at-confusion", format!("GET http://{o}@evil.invalid/q-abs-at-confusion HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
+    add("q-abs-percent-host", format!("GET http://%31%32%37.0.0.1:{port}/q-abs-percent-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
+    add("q-abs-percent-name", format!("GET http://%61.example/q-abs-percent-name HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
     // The URI parser takes `127.0.0.1[` as the host; the key made from it is
     // not a URI, so the target is unusable (never sent in the client's spelling).
     add("q-abs-stray-bracket", format!("GET http://u@127.0.0.1[:{port}]/q-abs-stray-bracket HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
@@ -231,7 +231,11 @@ fn request_cases(o: &str) -> Vec<Case> {
         add("q-abs-upper-host", format!("GET http://LOCALHOST:{port}/q-abs-upper-host HTTP/1.1\r\nHost: LOCALHOST:{port}\r\n\r\n").into_bytes(), e);
     }
     // Schemes are case-insensitive (RFC 3986 section 3.1).
-    add("q-abs-upper-scheme", format!("GET HTTP://{o}/q-abs-upper-scheme HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), forwarded(o, "q-abs-upper-scheme", "GET", b"", After::InSync));
+    add(
+        "q-abs-upper-scheme",
+        format!("GET HTTP://{o}/q-abs-upper-scheme HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
+        forwarded(o, "q-abs-upper-scheme", "GET", b"", After::InSync),
+    );
     add(
         "q-abs-no-path",
         format!("GET http://{o}?q-abs-no-path HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
@@ -274,7 +278,11 @@ fn request_cases(o: &str) -> Vec<Case> {
         get(o, "q-body-is-a-request", &format!("Content-Length: {}\r\n", smuggle.len()), smuggle.as_bytes()),
         forwarded(o, "q-body-is-a-request", "GET", smuggle.as_bytes(), After::InSync),
     );
-    add("q-head-body", format!("HEAD http://{o}/q-head-body HTTP/1.1\r\nHost: {o}\r\nContent-Length: 5\r\n\r\nhello").into_bytes(), forwarded(o, "q-head-body", "HEAD", b"hello", After::InSync));
+    add(
+        "q-head-body",
+        format!("HEAD http://{o}/q-head-body HTTP/1.1\r\nHost: {o}\r\nContent-Length: 5\r\n\r\nhello").into_bytes(),
+        forwarded(o, "q-head-body", "HEAD", b"hello", After::InSync),
+    );
     add(
         "q-chunk-ext-trailer",
         get(o, "q-chunk-ext-trailer", "Transfer-Encoding: chunked\r\n", b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n"),
@@ -310,10 +318,26 @@ fn request_cases(o: &str) -> Vec<Case> {
             },
         );
     }
-    add("q-connection-names-cl", get(o, "q-connection-names-cl", "Connection: Content-Length\r\nContent-Length: 5\r\n", b"hello"), forwarded(o, "q-connection-names-cl", "GET", b"hello", After::InSync));
-    add("q-connection-names-host", get(o, "q-connection-names-host", "Connection: Host\r\n", b""), forwarded(o, "q-connection-names-host", "GET", b"", After::InSync));
-    add("q-connection-names-te", get(o, "q-connection-names-te", "Connection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n", chunked_hello), forwarded(o, "q-connection-names-te", "GET", b"hello", After::InSync));
-    add("q-expect-continue", get(o, "q-expect-continue", "Expect: 100-continue\r\nContent-Length: 5\r\n", b"hello"), forwarded(o, "q-expect-continue", "GET", b"hello", After::InSync));
+    add(
+        "q-connection-names-cl",
+        get(o, "q-connection-names-cl", "Connection: Content-Length\r\nContent-Length: 5\r\n", b"hello"),
+        forwarded(o, "q-connection-names-cl", "GET", b"hello", After::InSync),
+    );
+    add(
+        "q-connection-names-host",
+        get(o, "q-connection-names-host", "Connection: Host\r\n", b""),
+        forwarded(o, "q-connection-names-host", "GET", b"", After::InSync),
+    );
+    add(
+        "q-connection-names-te",
+        get(o, "q-connection-names-te", "Connection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n", chunked_hello),
+        forwarded(o, "q-connection-names-te", "GET", b"hello", After::InSync),
+    );
+    add(
+        "q-expect-continue",
+        get(o, "q-expect-continue", "Expect: 100-continue\r\nContent-Length: 5\r\n", b"hello"),
+        forwarded(o, "q-expect-continue", "GET", b"hello", After::InSync),
+    );
     {
         let mut client = format!("GET http://{o}/q-http10-body HTTP/1.0\r\nHost: {o}\r\nContent-Length: 5\r\n\r\n").into_bytes();
         client.extend_from_slice(b"hello");
@@ -396,7 +420,12 @@ fn response_cases(o: &str) -> Vec<Case> {
     add("r-te-xchunked", resp("Transfer-Encoding: xchunked\r\n", &chunked), true, bad("r-te-xchunked"));
     add("r-no-framing", resp("", b"until the close"), true, ok("r-no-framing", b"until the close"));
     add("r-bare-lf", b"HTTP/1.1 200 OK\nCache-Control: max-age=600\nContent-Length: 5\n\nhello".to_vec(), false, ok("r-bare-lf", b"hello"));
-    add("r-status-no-reason", b"HTTP/1.1 200\r\nCache-Control: max-age=600\r\nContent-Length: 5\r\n\r\nhello".to_vec(), false, ok("r-status-no-reason", b"hello"));
+    add(
+        "r-status-no-reason",
+        b"HTTP/1.1 200\r\nCache-Control: max-age=600\r\nContent-Length: 5\r\n\r\nhello".to_vec(),
+        false,
+        ok("r-status-no-reason", b"hello"),
+    );
     // Obsolete line folding is unfolded (RFC 9112 section 5.2), as real sites still send it.
     add("r-obs-fold", resp("X-Folded: a\r\n b\r\nContent-Length: 5\r\n", b"hello"), false, ok("r-obs-fold", b"hello"));
     add("r-nul-in-value", resp("X-Nul: a\0b\r\nContent-Length: 5\r\n", b"hello"), true, bad("r-nul-in-value"));
@@ -408,7 +437,12 @@ fn response_cases(o: &str) -> Vec<Case> {
     let mut http10 = b"HTTP/1.0 200 OK\r\nCache-Control: max-age=600\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     http10.extend_from_slice(&chunked);
     add("r-http10-te", http10, true, bad("r-http10-te"));
-    add("r-chunk-ext-trailer", resp("Transfer-Encoding: chunked\r\n", b"5;x=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n"), false, ok("r-chunk-ext-trailer", b"hello"));
+    add(
+        "r-chunk-ext-trailer",
+        resp("Transfer-Encoding: chunked\r\n", b"5;x=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n"),
+        false,
+        ok("r-chunk-ext-trailer", b"hello"),
+    );
     add("r-cl-short", resp("Content-Length: 10\r\n", b"hello"), true, truncated("r-cl-short"));
     add("r-chunked-cut", resp("Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\n"), true, truncated("r-chunked-cut"));
     add("r-chunk-bad-size", resp("Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"), true, truncated("r-chunk-bad-size"));

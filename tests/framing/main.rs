@@ -23,7 +23,7 @@ mod addressing;
 mod bodies;
 mod clte;
 mod codings;
-mod tunnels;
 mod hostile;
 mod self_requests;
 mod support;
+mod tunnels;

@@ -9,8 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Every spelling of 127.0.0.1 (and the unspecified address) that is not
 /// the listen address as printed.
-const LOOP_SPELLINGS: &[&str] =
-    &["127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "0.0.0.0"];
+const LOOP_SPELLINGS: &[&str] = &["127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "0.0.0.0"];
 
 fn assert_loop(what: &str, r: &Response) {
     assert_eq!(r.status, 508, "{what}: {}", r.describe());

@@ -13,11 +13,7 @@ use std::time::{Duration, Instant};
 pub const ROBOTS_OFF: &str = "[robots]\nmode = \"off\"\n";
 
 /// A scripted origin and a crawlcache with `config` in front of it.
-pub fn raw_origin_and_proxy(
-    label: &str,
-    config: &str,
-    handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static,
-) -> (RawOrigin, Proxy) {
+pub fn raw_origin_and_proxy(label: &str, config: &str, handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static) -> (RawOrigin, Proxy) {
     let dir = TestDir::new(label);
     let origin = RawOrigin::start(handler);
     let proxy = Proxy::start_with_config(&dir.subdir("data"), config, &[]).owning(dir);
@@ -47,11 +43,7 @@ pub fn answer(req: &RawRequest, status: u16, headers: &[(&str, &str)], body: &[u
 /// Exactly one `Host` line in `req`, with exactly `expected` as its bytes.
 /// (The name's case is free: field names are case-insensitive.)
 pub fn assert_host_exact(req: &RawRequest, expected: &str) {
-    assert!(
-        req.has_exact_field("Host", expected),
-        "the origin must see exactly one `Host: {expected}`; it got:\n{}",
-        req.head_text()
-    );
+    assert!(req.has_exact_field("Host", expected), "the origin must see exactly one `Host: {expected}`; it got:\n{}", req.head_text());
 }
 
 /// A connection that writes raw bytes and reads responses one by one.
@@ -152,12 +144,7 @@ pub fn tls_over(
         }
         tls.conn.complete_io(&mut tls.sock).map_err(|e| format!("TLS handshake for {server_name}: {e}"))?;
     }
-    let leaf = tls
-        .conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .map(|c| c.as_ref().to_vec())
-        .ok_or("no peer certificate")?;
+    let leaf = tls.conn.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref().to_vec()).ok_or("no peer certificate")?;
     Ok((tls, leaf))
 }
 

@@ -10,14 +10,7 @@ fn explicit_expires_is_used_instead_of_the_heuristic_c04() {
         let now = SystemTime::now();
         match req.path() {
             // Stored "an hour ago" with a day of explicit lifetime: still fresh.
-            "/index.json" => Reply::ok(
-                &[
-                    ("Date", &ago(3600)),
-                    ("Expires", &from_now(86_400 - 3600)),
-                    ("Last-Modified", &ago(30 * 86_400)),
-                ],
-                b"{}",
-            ),
+            "/index.json" => Reply::ok(&[("Date", &ago(3600)), ("Expires", &from_now(86_400 - 3600)), ("Last-Modified", &ago(30 * 86_400))], b"{}"),
             // Expires == Date: expired at once, although Last-Modified would
             // give a long heuristic lifetime.
             _ => {

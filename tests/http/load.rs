@@ -20,8 +20,7 @@ fn burst(proxy: &Proxy, url: &str, n: usize) -> Vec<Response> {
 #[test]
 fn concurrent_misses_collapse_into_one_origin_fetch_c17() {
     let (origin, proxy) = start(|req| match req.path() {
-        "/hot" => Reply::ok(&[("Cache-Control", "max-age=2"), ("ETag", "\"h1\"")], b"hot body")
-            .delayed(Duration::from_millis(500)),
+        "/hot" => Reply::ok(&[("Cache-Control", "max-age=2"), ("ETag", "\"h1\"")], b"hot body").delayed(Duration::from_millis(500)),
         _ => Reply::ok(&[("Cache-Control", "no-store")], b"private body").delayed(Duration::from_millis(300)),
     });
     let url = origin.url("/hot");
@@ -39,11 +38,7 @@ fn concurrent_misses_collapse_into_one_origin_fetch_c17() {
     let ns = origin.url("/nostore");
     let r = burst(&proxy, &ns, 10);
     assert!(r.iter().all(|r| r.body == b"private body"));
-    assert_eq!(
-        origin.requests().iter().filter(|r| r.path() == "/nostore").count(),
-        10,
-        "a no-store response is never handed to another client"
-    );
+    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/nostore").count(), 10, "a no-store response is never handed to another client");
 }
 
 /// C18: the cache directory on a 50 MiB file system with a 1 GiB budget:

@@ -10,12 +10,7 @@ const BODY: &[u8] = b"0123456789A";
 fn stored_body_origin() -> (Origin, Proxy) {
     start(|_| {
         Reply::ok(
-            &[
-                ("Cache-Control", "max-age=3600"),
-                ("ETag", "\"v1\""),
-                ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
-                ("Content-Type", "text/plain"),
-            ],
+            &[("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT"), ("Content-Type", "text/plain")],
             BODY,
         )
     })
@@ -138,7 +133,9 @@ fn large_body_whole_and_by_ranges(config_toml: &str) -> u64 {
         assert!(r.body == big, "round {round}: {} bytes, not the stored ones", r.body.len());
     }
     let len = big.len();
-    for (range, first, last) in [("bytes=0-9".to_string(), 0, 9), (format!("bytes={}-", len - 5), len - 5, len - 1), ("bytes=300000-400000".to_string(), 300_000, 400_000)] {
+    for (range, first, last) in
+        [("bytes=0-9".to_string(), 0, 9), (format!("bytes={}-", len - 5), len - 5, len - 1), ("bytes=300000-400000".to_string(), 300_000, 400_000)]
+    {
         let r = proxy.get(&url, &[("Range", range.as_str())]);
         assert_eq!(r.status, 206, "{range}: {}", r.describe());
         assert!(r.body == big[first..=last], "{range}: wrong bytes");

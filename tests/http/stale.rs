@@ -55,10 +55,7 @@ fn stale_while_revalidate_serves_stale_at_once_and_revalidates_in_the_background
         if req.header("if-none-match") == Some(etag.as_str()) {
             return Reply::not_modified(&[("ETag", &etag), ("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3")]);
         }
-        Reply::ok(
-            &[("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3"), ("ETag", &etag)],
-            format!("W{v}").as_bytes(),
-        )
+        Reply::ok(&[("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3"), ("ETag", &etag)], format!("W{v}").as_bytes())
     });
     let w = origin.url("/w");
     let w2 = origin.url("/w2");

@@ -51,10 +51,7 @@ fn private_is_never_shared_and_private_named_fields_are_not_stored_c07() {
 fn set_cookie_is_never_replayed_from_the_cache_c08() {
     let (origin, proxy) = start(|req| match req.path() {
         "/home" => Reply::ok(&[("Cache-Control", "public, max-age=60"), ("Set-Cookie", "sid=placeholder-1")], b"home"),
-        _ => Reply::ok(
-            &[("Cache-Control", "public, max-age=60, no-cache=\"Set-Cookie\""), ("Set-Cookie", "sid=placeholder-2")],
-            b"home2",
-        ),
+        _ => Reply::ok(&[("Cache-Control", "public, max-age=60, no-cache=\"Set-Cookie\""), ("Set-Cookie", "sid=placeholder-2")], b"home2"),
     });
     for path in ["/home", "/variant"] {
         let url = origin.url(path);

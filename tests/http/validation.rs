@@ -11,10 +11,7 @@ fn not_modified_keeps_repeated_fields_and_takes_the_new_cache_control_c02() {
     let n2 = n.clone();
     let (origin, proxy) = start(move |req| {
         if n2.fetch_add(1, Ordering::SeqCst) == 0 {
-            Reply::ok(
-                &[("Cache-Control", "max-age=1"), ("ETag", "\"v1\""), ("X-Tag", "red"), ("X-Tag", "blue")],
-                b"body-v1",
-            )
+            Reply::ok(&[("Cache-Control", "max-age=1"), ("ETag", "\"v1\""), ("X-Tag", "red"), ("X-Tag", "blue")], b"body-v1")
         } else if req.header("if-none-match") == Some("\"v1\"") {
             Reply::not_modified(&[("ETag", "\"v1\""), ("Cache-Control", "max-age=60")])
         } else {

@@ -34,15 +34,10 @@ fn vary_variants_of_one_url_coexist_and_never_cross_c01() {
 /// order is still a different variant.
 #[test]
 fn vary_matches_requests_that_differ_only_in_list_whitespace_or_case() {
-    let (origin, proxy) = start(|_| {
-        Reply::ok(&[("Cache-Control", "max-age=3600"), ("Vary", "Accept-Encoding, Accept-Language")], b"variant")
-    });
+    let (origin, proxy) = start(|_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("Vary", "Accept-Encoding, Accept-Language")], b"variant"));
     let url = origin.url("/v");
     proxy.get(&url, &[("Accept-Encoding", "gzip, br"), ("Accept-Language", "en, de")]);
-    for headers in [
-        [("Accept-Encoding", "gzip,br"), ("Accept-Language", "en,de")],
-        [("Accept-Encoding", " GZIP ,  br "), ("Accept-Language", "eN, De")],
-    ] {
+    for headers in [[("Accept-Encoding", "gzip,br"), ("Accept-Language", "en,de")], [("Accept-Encoding", " GZIP ,  br "), ("Accept-Language", "eN, De")]] {
         let r = proxy.get(&url, &headers);
         assert!(r.cache_status().unwrap_or_default().contains("; hit"), "{headers:?}: {}", r.describe());
     }

@@ -155,7 +155,9 @@ fn serve_parent(mut client: TcpStream, require_auth: bool, seen: &Mutex<Vec<Seen
     let auth = head_field(&head, "proxy-authorization").map(str::to_string);
     seen.lock().unwrap().push(Seen { line: line.clone(), auth: auth.clone(), host: head_field(&head, "host").map(str::to_string) });
     if require_auth && auth.as_deref() != Some(CREDENTIALS) {
-        client.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+        client.write_all(
+            b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )?;
         return Ok(());
     }
     let mut parts = line.split(' ');
@@ -253,7 +255,8 @@ impl TlsOrigin {
                             let head = String::from_utf8_lossy(&buf).into_owned();
                             let path = head.split(' ').nth(1).unwrap_or("").to_string();
                             paths.lock().unwrap().push(path.clone());
-                            let (status, body) = if path == "/robots.txt" { ("404 Not Found", String::new()) } else { ("200 OK", format!("secure page {path}")) };
+                            let (status, body) =
+                                if path == "/robots.txt" { ("404 Not Found", String::new()) } else { ("200 OK", format!("secure page {path}")) };
                             let resp = format!(
                                 "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                                 body.len()

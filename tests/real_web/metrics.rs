@@ -13,13 +13,12 @@ fn metric(text: &str, name: &str) -> u64 {
 #[test]
 fn a_miss_a_304_revalidation_and_a_stale_if_error_count_in_their_own_classes() {
     let calls = std::sync::atomic::AtomicUsize::new(0);
-    let (origin, proxy) = start("[server]\naccess_log = \"info\"\n", move |r: &RecordedRequest| {
-        match calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+    let (origin, proxy) =
+        start("[server]\naccess_log = \"info\"\n", move |r: &RecordedRequest| match calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
             0 => Reply::ok(&[("Cache-Control", "max-age=0, stale-if-error=600"), ("ETag", "\"v1\"")], b"one"),
             1 if r.header("if-none-match") == Some("\"v1\"") => Reply::not_modified(&[("Cache-Control", "max-age=0, stale-if-error=600"), ("ETag", "\"v1\"")]),
             _ => Reply::new(503, &[], b"down"),
-        }
-    });
+        });
     let url = origin.url("/m");
     let miss = proxy.get(&url, &[]);
     assert_eq!((miss.status, miss.text()), (200, "one".to_string()));

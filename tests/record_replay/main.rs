@@ -23,7 +23,8 @@ use std::process::Command;
 use std::time::Duration;
 
 const UTM_RULE: &str = "[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
-const ALL: &str = "[record]\nmode = \"all\"\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
+const ALL: &str =
+    "[record]\nmode = \"all\"\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
 const ALL_NO_STORE: &str = "[record]\nmode = \"all\"\nno_store = true\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
 const CACHEABLE: &str = "[record]\nmode = \"cacheable\"\n";
 
@@ -147,7 +148,18 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     Run {
         ls_text,
         ls_summary,
-        ls_json_other_host, online, offline, offline_log, post_online, post_offline, post_other_offline, nostore_offline, missing_offline, r302_offline, to_https_offline }
+        ls_json_other_host,
+        online,
+        offline,
+        offline_log,
+        post_online,
+        post_offline,
+        post_other_offline,
+        nostore_offline,
+        missing_offline,
+        r302_offline,
+        to_https_offline,
+    }
 }
 
 #[test]
@@ -345,9 +357,8 @@ fn a_304_refreshes_the_record_copy_too() {
     let (cfg_s, data_s) = (cfg.to_str().unwrap(), data.to_str().unwrap());
     let out = crawlcache_cmd(&["cache", "show", "--config", cfg_s, "--data-dir", data_s, &url], Duration::from_secs(30));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let version = |e: &serde_json::Value| {
-        e["headers"].as_array().and_then(|h| h.iter().find(|f| f[0] == "x-version")).map(|f| f[1].as_str().unwrap_or("").to_string())
-    };
+    let version =
+        |e: &serde_json::Value| e["headers"].as_array().and_then(|h| h.iter().find(|f| f[0] == "x-version")).map(|f| f[1].as_str().unwrap_or("").to_string());
     assert_eq!(version(&v["variants"][0]).as_deref(), Some("2"), "{v:#}");
     assert_eq!(version(&v["records"][0]).as_deref(), Some("2"), "the record copy is freshened too: {v:#}");
 

@@ -8,7 +8,7 @@
 //! `Memento-Datetime`. The counts are printed (`--nocapture` shows them).
 
 use super::common::*;
-use super::warc::{config_file, import, python, wget_warc_with, warcio_index};
+use super::warc::{config_file, import, python, warcio_index, wget_warc_with};
 use super::{site, ALL};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;

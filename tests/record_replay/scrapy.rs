@@ -24,11 +24,7 @@ fn scrapy_crawl(start: &str, form: &str, proxy: &str, out: &std::path::Path) -> 
     cmd.env("http_proxy", proxy);
     let o = run_bounded(&mut cmd, Duration::from_secs(120), "scrapy runspider");
     let log = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(
-        o.status.success(),
-        "scrapy exited {:?} (is Scrapy installed? tests/run.sh installs it with pip):\n{log}",
-        o.status
-    );
+    assert!(o.status.success(), "scrapy exited {:?} (is Scrapy installed? tests/run.sh installs it with pip):\n{log}", o.status);
     let text = std::fs::read_to_string(out).unwrap_or_else(|e| panic!("the spider wrote no {}: {e}\n{log}", out.display()));
     let items = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect();
     (items, log)
@@ -67,9 +63,5 @@ fn a_scrapy_spider_replays_its_crawl_offline() {
     assert_eq!(gateway_timeouts.len(), 1, "only /nostore is 504 offline:\n{}\n{log}", describe(&offline));
     assert!(is_nostore(gateway_timeouts[0]), "{}", describe(&offline));
     let keep = |items: &[serde_json::Value]| items.iter().filter(|i| !is_nostore(i)).cloned().collect::<Vec<_>>();
-    assert_eq!(
-        describe(&keep(&online)),
-        describe(&keep(&offline)),
-        "offline items (URL, status, body SHA-256) equal the online ones"
-    );
+    assert_eq!(describe(&keep(&online)), describe(&keep(&offline)), "offline items (URL, status, body SHA-256) equal the online ones");
 }

@@ -216,11 +216,7 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(&format!("{} exchanges", records.len())) && stderr.contains("; 0 skipped"), "{stderr}");
     let index2 = warcio_index(&warc2);
-    assert_eq!(
-        index2.iter().filter(|r| r.0 == "response").map(|r| r.1.clone()).collect::<BTreeSet<_>>(),
-        recorded_urls,
-        "{index2:?}"
-    );
+    assert_eq!(index2.iter().filter(|r| r.0 == "response").map(|r| r.1.clone()).collect::<BTreeSet<_>>(), recorded_urls, "{index2:?}");
     assert_warcio_checks(&warc2, index2.len());
     offline.stop_cleanly();
 }
@@ -406,7 +402,12 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     let a = running.get(&format!("{start}a"), &[]);
     assert_eq!(a.status, 200, "{}", a.describe());
     // wget saved /a under the name of the redirect to it (r301).
-    assert_eq!((a.body.as_slice(), online.get(Path::new("r301")).map(Vec::as_slice)), (&b"<html>page /a</html>"[..], Some(&b"<html>page /a</html>"[..])), "{}", a.describe());
+    assert_eq!(
+        (a.body.as_slice(), online.get(Path::new("r301")).map(Vec::as_slice)),
+        (&b"<html>page /a</html>"[..], Some(&b"<html>page /a</html>"[..])),
+        "{}",
+        a.describe()
+    );
     assert!(a.cache_status().unwrap_or_default().contains("key=\"record:GET"), "{}", a.describe());
     let (replayed, log) = wget(&start, &running.url(), &dir.join("replayed"));
     assert_trees_equal(&online, &replayed, "replay right after an import into the running proxy");
@@ -437,7 +438,8 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"));
     // --host filters the export.
     let warc = dir.join("none.warc.gz");
-    let out = crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--host", "example.org", "--data-dir", data.to_str().unwrap()], Duration::from_secs(60));
+    let out =
+        crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--host", "example.org", "--data-dir", data.to_str().unwrap()], Duration::from_secs(60));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 exchanges (1 records)"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(warcio_index(&warc), vec![("warcinfo".to_string(), String::new())]);
@@ -508,12 +510,17 @@ fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical()
     let data4 = dir.subdir("data4");
     assert!(import(plain, &data4, &[&first, &second]).status.success());
     let small = dir.join("small.warc.gz");
-    let out = crawlcache_cmd(&["export", "--revisits", "--warc", small.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()], Duration::from_secs(120));
+    let out = crawlcache_cmd(
+        &["export", "--revisits", "--warc", small.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let exported = warcio_index(&small);
     let written = exported.iter().filter(|r| r.0 == "revisit").count();
     let full = dir.join("full.warc.gz");
-    assert!(crawlcache_cmd(&["export", "--warc", full.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()], Duration::from_secs(120)).status.success());
+    assert!(crawlcache_cmd(&["export", "--warc", full.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()], Duration::from_secs(120))
+        .status
+        .success());
     // Each body once: a response record fewer for each revisit (the bodies
     // here are a few bytes, so the file is not smaller for it).
     let responses = |index: &[(String, String)]| index.iter().filter(|r| r.0 == "response").count();
@@ -537,7 +544,13 @@ fn capture_file(path: &Path, url: &str, date: &str, body: &[u8]) {
     let mut w = crawlcache::warc::writer::WarcWriter::new(Vec::new());
     let id = format!("<urn:uuid:{}>", uuid_like(date));
     let block = [format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body.to_vec()].concat();
-    let fields = [("WARC-Type", "response"), ("WARC-Record-ID", id.as_str()), ("WARC-Target-URI", url), ("WARC-Date", date), ("Content-Type", "application/http;msgtype=response")];
+    let fields = [
+        ("WARC-Type", "response"),
+        ("WARC-Record-ID", id.as_str()),
+        ("WARC-Target-URI", url),
+        ("WARC-Date", date),
+        ("Content-Type", "application/http;msgtype=response"),
+    ];
     w.write_record(&fields, block.len() as u64, &mut &block[..]).unwrap();
     std::fs::write(path, w.finish().unwrap()).unwrap();
 }
@@ -590,12 +603,7 @@ fn progress_is_drawn_on_a_terminal_only() {
     assert!(!stderr.contains('\r') && !stderr.contains('\x1b') && stderr.lines().count() == 1, "{stderr:?}");
     // On a terminal (script(1) gives the command a pseudo-terminal): a bar, then the summary.
     let script = find_tool("script", "SCRIPT", &["/usr/bin/script"], "Install util-linux (bsdutils).");
-    let command = format!(
-        "{} import --config {cfg} --data-dir {} {}",
-        crawlcache_bin().display(),
-        dir.subdir("tty").display(),
-        warc.display()
-    );
+    let command = format!("{} import --config {cfg} --data-dir {} {}", crawlcache_bin().display(), dir.subdir("tty").display(), warc.display());
     let mut cmd = Command::new(script);
     cmd.args(["-qec", &command, "/dev/null"]).env("TERM", "xterm");
     let out = run_bounded(&mut cmd, Duration::from_secs(60), "script crawlcache import");

@@ -59,7 +59,6 @@ pub fn format_seconds(secs: u64) -> String {
     out
 }
 
-
 /// RFC 3339 in UTC with whole seconds, `2024-05-01T12:00:00Z`, of `secs`
 /// seconds since the Unix epoch (the form of a WARC-Date).
 pub fn format_rfc3339_seconds(secs: u64) -> String {

@@ -74,10 +74,7 @@ impl RedisUrl {
 /// Checks one Redis URL: `redis://` or `rediss://` and a host.
 fn check_redis_url(u: &str) -> Result<String, String> {
     let u = u.trim();
-    let rest = u
-        .strip_prefix("redis://")
-        .or_else(|| u.strip_prefix("rediss://"))
-        .ok_or_else(|| format!("'{u}' is not a redis:// or rediss:// URL"))?;
+    let rest = u.strip_prefix("redis://").or_else(|| u.strip_prefix("rediss://")).ok_or_else(|| format!("'{u}' is not a redis:// or rediss:// URL"))?;
     let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
     if host.is_empty() || host.starts_with('/') || host.starts_with(':') {
         return Err(format!("'{u}' names no host"));
@@ -96,12 +93,7 @@ fn de_redis_url<'de, D: Deserializer<'de>>(d: D) -> Result<RedisUrl, D::Error> {
         OneOrMany::One(s) if s.trim().is_empty() => Ok(RedisUrl::None),
         OneOrMany::One(s) => check_redis_url(&s).map(RedisUrl::Single).map_err(serde::de::Error::custom),
         OneOrMany::Many(v) if v.is_empty() => Ok(RedisUrl::None),
-        OneOrMany::Many(v) => v
-            .iter()
-            .map(|u| check_redis_url(u))
-            .collect::<Result<Vec<_>, _>>()
-            .map(RedisUrl::Cluster)
-            .map_err(serde::de::Error::custom),
+        OneOrMany::Many(v) => v.iter().map(|u| check_redis_url(u)).collect::<Result<Vec<_>, _>>().map(RedisUrl::Cluster).map_err(serde::de::Error::custom),
     }
 }
 

@@ -199,11 +199,17 @@ impl Fleet {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
         let engines: Vec<&health::Health> = std::iter::once(&self.redis.health).chain(self.bucket.as_ref().map(|b| &b.health)).collect();
-        let _ = writeln!(out, "# HELP crawlcache_fleet_up Whether the engine answered its last operation (1) or is being skipped (0).\n# TYPE crawlcache_fleet_up gauge");
+        let _ = writeln!(
+            out,
+            "# HELP crawlcache_fleet_up Whether the engine answered its last operation (1) or is being skipped (0).\n# TYPE crawlcache_fleet_up gauge"
+        );
         for h in &engines {
             let _ = writeln!(out, "crawlcache_fleet_up{{engine=\"{}\"}} {}", h.engine, u8::from(h.is_up()));
         }
-        let _ = writeln!(out, "# HELP crawlcache_fleet_errors_total Failed operations (errors and timeouts) by engine.\n# TYPE crawlcache_fleet_errors_total counter");
+        let _ = writeln!(
+            out,
+            "# HELP crawlcache_fleet_errors_total Failed operations (errors and timeouts) by engine.\n# TYPE crawlcache_fleet_errors_total counter"
+        );
         for h in &engines {
             let _ = writeln!(out, "crawlcache_fleet_errors_total{{engine=\"{}\"}} {}", h.engine, h.errors.load(Ordering::Relaxed));
         }

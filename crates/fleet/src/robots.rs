@@ -151,7 +151,15 @@ impl FleetRobots {
         let _ = self.fleet.redis.script::<i64>(unlock_script(), &[key.as_bytes()], &[token.as_bytes()]).await;
     }
 
-    async fn run<'a>(&'a self, origin: &'a Origin, previous: Option<Snapshot>, windows: Windows, now: SystemTime, forced: bool, fetch: FetchOnce<'a>) -> Snapshot {
+    async fn run<'a>(
+        &'a self,
+        origin: &'a Origin,
+        previous: Option<Snapshot>,
+        windows: Windows,
+        now: SystemTime,
+        forced: bool,
+        fetch: FetchOnce<'a>,
+    ) -> Snapshot {
         let fleet = &self.fleet;
         let okey = origin.key();
         let snap_key = keys::robots_snapshot(&okey, &fleet.robots_identity);
@@ -171,10 +179,8 @@ impl FleetRobots {
         let deadline = Instant::now() + fleet.wait_bound;
         loop {
             let token = fleet.lock_token();
-            let won: Result<Option<String>, _> = fleet
-                .redis
-                .query(redis::cmd("SET").arg(&lock_key).arg(&token).arg("NX").arg("EX").arg(fleet.lock_ttl.as_secs().max(1)).clone())
-                .await;
+            let won: Result<Option<String>, _> =
+                fleet.redis.query(redis::cmd("SET").arg(&lock_key).arg(&token).arg("NX").arg("EX").arg(fleet.lock_ttl.as_secs().max(1)).clone()).await;
             match won {
                 Err(_) => return alone(fetch, previous).await,
                 Ok(Some(_)) => {

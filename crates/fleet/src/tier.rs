@@ -266,7 +266,8 @@ impl FleetRequest<'_> {
 /// usable.
 async fn find(fleet: &Fleet, req: &FleetRequest<'_>) -> Result<Option<FleetEntry>, FleetError> {
     let variants = fleet.variants(req.primary).await?;
-    let matching = |(entry, stored): &(FleetEntry, StoredResponse)| crawlcache_policy::cache::variant::matches(&entry.secondary_key, &stored.header_map(), req.headers);
+    let matching =
+        |(entry, stored): &(FleetEntry, StoredResponse)| crawlcache_policy::cache::variant::matches(&entry.secondary_key, &stored.header_map(), req.headers);
     let best = crawlcache_policy::cache::variant::select(variants, matching, |(_, stored)| stored);
     Ok(best.filter(|(_, s)| req.usable(s)).map(|(e, _)| e))
 }

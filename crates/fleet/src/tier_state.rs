@@ -24,7 +24,11 @@ pub struct TierState {
 
 impl Default for TierState {
     fn default() -> TierState {
-        TierState { held: Mutex::new(HashMap::new()), fills: Inflight::default(), queued: AtomicUsize::new(0), permits: tokio::sync::Semaphore::new(PUBLISH_CONCURRENCY) }
+        TierState {
+            held: Mutex::new(HashMap::new()),
+            fills: Inflight::default(),
+            queued: AtomicUsize::new(0),
+            permits: tokio::sync::Semaphore::new(PUBLISH_CONCURRENCY),
+        }
     }
 }
-

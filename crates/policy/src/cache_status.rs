@@ -279,7 +279,10 @@ impl CacheStatus {
             static LAST: std::cell::RefCell<Option<(CacheStatus, std::sync::Arc<str>, http::HeaderValue)>> = const { std::cell::RefCell::new(None) };
         }
         let name = http::header::HeaderName::from_static("cache-status");
-        let reused = LAST.try_with(|l| l.try_borrow().ok().and_then(|l| l.as_ref().filter(|(s, _, _)| s == self).map(|(_, t, v)| (t.clone(), v.clone())))).ok().flatten();
+        let reused = LAST
+            .try_with(|l| l.try_borrow().ok().and_then(|l| l.as_ref().filter(|(s, _, _)| s == self).map(|(_, t, v)| (t.clone(), v.clone()))))
+            .ok()
+            .flatten();
         if let Some((text, value)) = reused {
             headers.insert(name, value);
             return text;

@@ -129,9 +129,7 @@ pub fn single_content_length(headers: &mut HeaderMap) {
     let mut valid = true;
     for member in values.flat_map(|v| v.as_bytes().split(|&b| b == b',')) {
         let digits = member.trim_ascii();
-        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
-            .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
-            .flatten();
+        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok()).flatten();
         match (n, length) {
             (Some(n), None) => length = Some(n),
             (Some(n), Some(l)) if n == l => {}
@@ -186,9 +184,10 @@ pub fn other_transfer_codings(headers: &HeaderMap) -> Option<String> {
 /// names compared case-insensitively).
 pub fn is_websocket_upgrade(method: &http::Method, headers: &http::HeaderMap) -> bool {
     let has_token = |name: http::header::HeaderName, token: &str| {
-        headers.get_all(name).iter().any(|v| {
-            String::from_utf8_lossy(v.as_bytes()).split(',').any(|t| t.split('/').next().unwrap_or("").trim().eq_ignore_ascii_case(token))
-        })
+        headers
+            .get_all(name)
+            .iter()
+            .any(|v| String::from_utf8_lossy(v.as_bytes()).split(',').any(|t| t.split('/').next().unwrap_or("").trim().eq_ignore_ascii_case(token)))
     };
     method == http::Method::GET && has_token(http::header::UPGRADE, "websocket") && has_token(http::header::CONNECTION, "upgrade")
 }

@@ -13,10 +13,10 @@
 //! response freshened by a `304` or served stale, and `cache ls` / `cache
 //! prune`; and to what is stored after a miss or a full revalidation answer.
 
-use crawlcache_base::units::de_duration;
-use serde::Deserialize;
 use crate::cache::cache_control::CacheControl;
 use crate::cache::policy::{Decision, Freshness, PolicyConfig};
+use crawlcache_base::units::de_duration;
+use serde::Deserialize;
 use std::time::{Duration, SystemTime};
 
 /// One `[[cache.rules]]` table.
@@ -143,7 +143,14 @@ pub fn find<'a>(rules: &'a [PolicyRule], key: &str) -> Option<&'a PolicyRule> {
 /// 4.2), bounded by the first of `rules` matching `key` when it bounds
 /// lifetimes (`min_ttl`, `max_ttl`): the one decision for the local store
 /// and the fleet tier alike.
-pub fn reuse_decision(key: &str, request_cc: &CacheControl, fresh: &Freshness, now: SystemTime, policy_config: &PolicyConfig, rules: &[PolicyRule]) -> Decision {
+pub fn reuse_decision(
+    key: &str,
+    request_cc: &CacheControl,
+    fresh: &Freshness,
+    now: SystemTime,
+    policy_config: &PolicyConfig,
+    rules: &[PolicyRule],
+) -> Decision {
     let (min, max) = match find(rules, key) {
         Some(r) if r.bounds_lifetime() => (r.min_ttl, r.max_ttl),
         _ => (None, None),

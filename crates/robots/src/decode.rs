@@ -89,12 +89,7 @@ pub struct Decoded {
 /// The codings of one or more `Content-Encoding` field values, in order of
 /// listing, lower-case, `identity` and empty members dropped.
 pub fn parse_content_encoding<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    values
-        .into_iter()
-        .flat_map(|v| v.split(','))
-        .map(|c| c.trim().to_ascii_lowercase())
-        .filter(|c| !c.is_empty() && c != "identity")
-        .collect()
+    values.into_iter().flat_map(|v| v.split(',')).map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty() && c != "identity").collect()
 }
 
 fn coding(name: &str) -> Option<Coding> {

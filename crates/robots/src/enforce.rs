@@ -181,10 +181,7 @@ impl RobotsCheck {
         };
         Action::Refuse {
             status: 403,
-            body: format!(
-                "blocked by robots.txt: {why}\nrobots.txt: {}\nagent: {}\nsha256: {}\n",
-                self.robots_url, self.agent, self.sha256
-            ),
+            body: format!("blocked by robots.txt: {why}\nrobots.txt: {}\nagent: {}\nsha256: {}\n", self.robots_url, self.agent, self.sha256),
         }
     }
 
@@ -263,10 +260,7 @@ mod tests {
             }
             a => panic!("{a:?}"),
         }
-        assert_eq!(
-            c.status_header(),
-            format!("disallowed; rule=\"Disallow: /private\"; line=2; sha256=\"{}\"; disposition=cached", r.snapshot.sha256)
-        );
+        assert_eq!(c.status_header(), format!("disallowed; rule=\"Disallow: /private\"; line=2; sha256=\"{}\"; disposition=cached", r.snapshot.sha256));
         let ok = RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/public");
         assert_eq!(ok.action(RobotsMode::Enforce), Action::Forward);
         assert!(ok.status_header().starts_with("allowed; sha256="));
@@ -320,7 +314,9 @@ mod tests {
         let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
         assert!(c.status_header().starts_with("disallowed; rule=\"redirect refused\""), "{}", c.status_header());
         match c.action(RobotsMode::Enforce) {
-            Action::Refuse { status: 403, body } => assert!(body.contains("redirect of the robots.txt was refused") && body.contains("http://b.test/robots.txt"), "{body}"),
+            Action::Refuse { status: 403, body } => {
+                assert!(body.contains("redirect of the robots.txt was refused") && body.contains("http://b.test/robots.txt"), "{body}")
+            }
             a => panic!("{a:?}"),
         }
     }

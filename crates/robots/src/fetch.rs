@@ -7,10 +7,7 @@
 //! [`apply_fetch`] is the pure decision that turns the result (and the
 //! previous snapshot, if any) into the snapshot to use from now on.
 
-use crate::snapshot::{
-    sha256_hex, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Validators, Windows,
-    MAX_ROBOTS_BYTES,
-};
+use crate::snapshot::{sha256_hex, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Validators, Windows, MAX_ROBOTS_BYTES};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::pin::Pin;
@@ -217,13 +214,7 @@ fn is_redirect(status: u16) -> bool {
 /// [`FetchOutcome::RedirectRefused`] / [`FetchOutcome::TooManyRedirects`]
 /// and the destination in [`RedirectDetails::refused`]; that destination is
 /// never contacted. Never fails: every transport error becomes an outcome.
-pub async fn fetch_robots(
-    fetcher: &dyn RobotsFetch,
-    origin: &Origin,
-    validators: Option<Validators>,
-    policy: RedirectPolicy,
-    user_agent: &str,
-) -> FetchResult {
+pub async fn fetch_robots(fetcher: &dyn RobotsFetch, origin: &Origin, validators: Option<Validators>, policy: RedirectPolicy, user_agent: &str) -> FetchResult {
     let mut url = origin.robots_url();
     let mut redirects = RedirectDetails::default();
     let fetched_as = (!user_agent.is_empty()).then(|| user_agent.to_string());
@@ -292,14 +283,7 @@ pub fn classify_status(status: u16) -> FetchOutcome {
 ///   and not expired under `windows`, with the failure recorded and a retry
 ///   scheduled; otherwise a new `unavailable` snapshot. Retries follow `backoff`,
 ///   never before `Retry-After`.
-pub fn apply_fetch(
-    origin: &Origin,
-    previous: Option<&Snapshot>,
-    result: FetchResult,
-    windows: &Windows,
-    backoff: &Backoff,
-    now: SystemTime,
-) -> Snapshot {
+pub fn apply_fetch(origin: &Origin, previous: Option<&Snapshot>, result: FetchResult, windows: &Windows, backoff: &Backoff, now: SystemTime) -> Snapshot {
     let FetchResult { outcome, response, redirects, fetched_as } = result;
     let response = response.unwrap_or_default();
     let good_previous = previous.filter(|p| p.status.is_good());

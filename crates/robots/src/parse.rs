@@ -130,10 +130,7 @@ impl Line<'_> {
             Some((KeyType::Disallow, _, _)) => LineTag::Disallow,
             Some((KeyType::Sitemap, _, _)) => LineTag::Sitemap,
             Some((KeyType::Unknown, key, _)) => {
-                if UNUSED_KEYS
-                    .iter()
-                    .any(|k| key.eq_ignore_ascii_case(k.as_bytes()))
-                {
+                if UNUSED_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k.as_bytes())) {
                     LineTag::Unused
                 } else {
                     LineTag::Unknown
@@ -145,20 +142,10 @@ impl Line<'_> {
     /// The report for this line, without a compiler note.
     pub(crate) fn report(&self) -> LineReport {
         let (key, value) = match self.directive {
-            Some((_, k, v)) => (
-                Some(String::from_utf8_lossy(k).into_owned()),
-                Some(String::from_utf8_lossy(v).into_owned()),
-            ),
+            Some((_, k, v)) => (Some(String::from_utf8_lossy(k).into_owned()), Some(String::from_utf8_lossy(v).into_owned())),
             None => (None, None),
         };
-        LineReport {
-            line: self.number,
-            tag: self.tag(),
-            metadata: self.metadata,
-            key,
-            value,
-            note: None,
-        }
+        LineReport { line: self.number, tag: self.tag(), metadata: self.metadata, key, value, note: None }
     }
 }
 
@@ -167,11 +154,7 @@ impl Line<'_> {
 /// A final line is always reported, so a body ending in a line break has an
 /// empty last line (as in Google's parser).
 pub(crate) fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(Line<'a>)) {
-    let bom = UTF8_BOM
-        .iter()
-        .zip(body)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let bom = UTF8_BOM.iter().zip(body).take_while(|(a, b)| a == b).count();
     let mut rest = &body[bom..];
     let mut number: u32 = 0;
     loop {
@@ -214,10 +197,7 @@ fn trim(mut s: &[u8]) -> &[u8] {
 
 /// Splits one raw line into metadata and, when present, key and value.
 fn tokenize(number: u32, raw: &[u8]) -> Line<'_> {
-    let mut metadata = LineMetadata {
-        is_line_too_long: raw.len() > MAX_LINE_BYTES,
-        ..Default::default()
-    };
+    let mut metadata = LineMetadata { is_line_too_long: raw.len() > MAX_LINE_BYTES, ..Default::default() };
     let mut line = &raw[..raw.len().min(MAX_LINE_BYTES)];
     // Google's parser handles the line as a C string: a NUL byte ends it.
     if let Some(nul) = line.iter().position(|&b| b == 0) {
@@ -228,11 +208,7 @@ fn tokenize(number: u32, raw: &[u8]) -> Line<'_> {
         line = &line[..hash];
     }
     let line = trim(line);
-    let empty = Line {
-        number,
-        metadata,
-        directive: None,
-    };
+    let empty = Line { number, metadata, directive: None };
     if line.is_empty() {
         let mut l = empty;
         l.metadata.is_comment = metadata.has_comment;
@@ -259,21 +235,13 @@ fn tokenize(number: u32, raw: &[u8]) -> Line<'_> {
     };
     let key = trim(&line[..sep]);
     if key.is_empty() {
-        return Line {
-            number,
-            metadata,
-            directive: None,
-        };
+        return Line { number, metadata, directive: None };
     }
     let value = trim(&line[sep + 1..]);
     metadata.has_directive = true;
     let (key_type, typo) = key_type(key);
     metadata.is_acceptable_typo = typo;
-    Line {
-        number,
-        metadata,
-        directive: Some((key_type, key, value)),
-    }
+    Line { number, metadata, directive: Some((key_type, key, value)) }
 }
 
 fn starts_with_ignore_case(s: &[u8], prefix: &str) -> bool {
@@ -325,11 +293,7 @@ const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 /// assert_eq!(&*escape_pattern(b"/%7ejoe"), b"/%7Ejoe");
 /// ```
 pub fn escape_pattern(src: &[u8]) -> Cow<'_, [u8]> {
-    let is_escape = |i: usize| {
-        src[i] == b'%'
-            && src.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
-            && src.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
-    };
+    let is_escape = |i: usize| src[i] == b'%' && src.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && src.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
     let mut needs_work = false;
     let mut i = 0;
     while i < src.len() {
@@ -354,20 +318,12 @@ pub fn escape_pattern(src: &[u8]) -> Cow<'_, [u8]> {
     let mut i = 0;
     while i < src.len() {
         if is_escape(i) {
-            out.extend_from_slice(&[
-                b'%',
-                src[i + 1].to_ascii_uppercase(),
-                src[i + 2].to_ascii_uppercase(),
-            ]);
+            out.extend_from_slice(&[b'%', src[i + 1].to_ascii_uppercase(), src[i + 2].to_ascii_uppercase()]);
             i += 3;
         } else {
             let b = src[i];
             if b >= 0x80 {
-                out.extend_from_slice(&[
-                    b'%',
-                    HEX_UPPER[usize::from(b >> 4)],
-                    HEX_UPPER[usize::from(b & 0xF)],
-                ]);
+                out.extend_from_slice(&[b'%', HEX_UPPER[usize::from(b >> 4)], HEX_UPPER[usize::from(b & 0xF)]]);
             } else {
                 out.push(b);
             }
@@ -385,13 +341,7 @@ mod tests {
 
     fn lines(body: &[u8]) -> Vec<Owned> {
         let mut out = Vec::new();
-        for_each_line(body, |l| {
-            out.push((
-                l.number,
-                l.metadata,
-                l.directive.map(|(t, k, v)| (t, k.to_vec(), v.to_vec())),
-            ))
-        });
+        for_each_line(body, |l| out.push((l.number, l.metadata, l.directive.map(|(t, k, v)| (t, k.to_vec(), v.to_vec())))));
         out
     }
 

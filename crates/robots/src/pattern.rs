@@ -110,18 +110,8 @@ impl Pattern {
         for piece in body[prefix_len..].split(|&b| b == b'*') {
             pairs.extend(piece);
         }
-        let screen = Screen {
-            head: head_of(&body[..head_len]),
-            head_mask: u64::MAX.checked_shr(64 - 8 * head_len as u32).unwrap_or(0),
-            pairs,
-        };
-        Pattern {
-            body: body.into(),
-            prefix_len,
-            has_star: star.is_some(),
-            anchored,
-            screen,
-        }
+        let screen = Screen { head: head_of(&body[..head_len]), head_mask: u64::MAX.checked_shr(64 - 8 * head_len as u32).unwrap_or(0), pairs };
+        Pattern { body: body.into(), prefix_len, has_star: star.is_some(), anchored, screen }
     }
 
     /// Necessary conditions for a match, see [`Screen`].
@@ -151,17 +141,11 @@ impl Pattern {
     /// end of the path when the pattern is anchored.
     fn matches_after_prefix(&self, path: &[u8]) -> bool {
         let mut pos = self.prefix_len;
-        let mut pieces = self.body[self.prefix_len + 1..]
-            .split(|&b| b == b'*')
-            .peekable();
+        let mut pieces = self.body[self.prefix_len + 1..].split(|&b| b == b'*').peekable();
         while let Some(piece) = pieces.next() {
             let rest = &path[pos..];
             if pieces.peek().is_none() {
-                return if self.anchored {
-                    rest.len() >= piece.len() && rest.ends_with(piece)
-                } else {
-                    find(rest, piece).is_some()
-                };
+                return if self.anchored { rest.len() >= piece.len() && rest.ends_with(piece) } else { find(rest, piece).is_some() };
             }
             match find(rest, piece) {
                 Some(at) => pos += at + piece.len(),
@@ -221,11 +205,7 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
     let b = url.as_bytes();
     let search_start = if b.starts_with(b"//") { 2 } else { 0 };
     let is_path_start = |c: &u8| matches!(c, b'/' | b'?' | b';');
-    let first_path_char = |from: usize| {
-        b.get(from..)
-            .and_then(|rest| rest.iter().position(is_path_start))
-            .map(|p| p + from)
-    };
+    let first_path_char = |from: usize| b.get(from..).and_then(|rest| rest.iter().position(is_path_start)).map(|p| p + from);
 
     let Some(early_path) = first_path_char(search_start) else {
         return Cow::Borrowed("/");
@@ -246,10 +226,7 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
         return Cow::Borrowed("/");
     }
     // The fragment is dropped; a NUL ends the path (Google reads a C string).
-    let end = b[path_start..]
-        .iter()
-        .position(|&c| c == b'#' || c == 0)
-        .map_or(b.len(), |p| p + path_start);
+    let end = b[path_start..].iter().position(|&c| c == b'#' || c == 0).map_or(b.len(), |p| p + path_start);
     let path = &url[path_start..end];
     if path.starts_with('/') {
         Cow::Borrowed(path)
@@ -268,25 +245,14 @@ mod tests {
     fn reference_path_params_query(url: &str) -> String {
         let b = url.as_bytes();
         let start = if b.starts_with(b"//") { 2 } else { 0 };
-        let find = |from: usize, pred: &dyn Fn(u8) -> bool| {
-            b.get(from..)
-                .and_then(|r| r.iter().position(|&c| pred(c)))
-                .map(|p| p + from)
-        };
+        let find = |from: usize, pred: &dyn Fn(u8) -> bool| b.get(from..).and_then(|r| r.iter().position(|&c| pred(c))).map(|p| p + from);
         let is_path = |c: u8| matches!(c, b'/' | b'?' | b';');
         let early_path = find(start, &is_path).unwrap_or(usize::MAX);
-        let mut protocol_end = b
-            .get(start..)
-            .and_then(|r| r.windows(3).position(|w| w == b"://"))
-            .map_or(usize::MAX, |p| p + start);
+        let mut protocol_end = b.get(start..).and_then(|r| r.windows(3).position(|w| w == b"://")).map_or(usize::MAX, |p| p + start);
         if early_path < protocol_end {
             protocol_end = usize::MAX;
         }
-        protocol_end = if protocol_end == usize::MAX {
-            start
-        } else {
-            protocol_end + 3
-        };
+        protocol_end = if protocol_end == usize::MAX { start } else { protocol_end + 3 };
         let Some(path_start) = find(protocol_end, &is_path) else {
             return "/".into();
         };
@@ -313,13 +279,9 @@ mod tests {
     fn m(pattern: &str, path: &str) -> bool {
         let p = Pattern::new(pattern.as_bytes());
         let s = p.screen();
-        let screened = head_of(path.as_bytes()) & s.head_mask == s.head
-            && PairMask::of(path.as_bytes()).contains(&s.pairs);
+        let screened = head_of(path.as_bytes()) & s.head_mask == s.head && PairMask::of(path.as_bytes()).contains(&s.pairs);
         let full = p.matches(path.as_bytes());
-        assert!(
-            screened || !full,
-            "screen rejects a match: {pattern:?} {path:?}"
-        );
+        assert!(screened || !full, "screen rejects a match: {pattern:?} {path:?}");
         full
     }
 

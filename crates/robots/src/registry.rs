@@ -116,9 +116,7 @@ pub struct RobotsRegistry {
 pub fn load_snapshot(tree: &sled::Tree, origin: &Origin) -> Result<Option<Snapshot>, String> {
     match tree.get(origin.key().as_bytes()) {
         Ok(None) => Ok(None),
-        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("the stored robots.txt snapshot of {origin} cannot be decoded: {e}")),
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("the stored robots.txt snapshot of {origin} cannot be decoded: {e}")),
         Err(e) => Err(format!("cannot read the robots.txt snapshot of {origin}: {e}")),
     }
 }
@@ -342,11 +340,7 @@ impl RobotsRegistry {
     /// `robots_snapshot_age_seconds{origin}` gauge).
     pub fn ages(&self, now: SystemTime) -> Vec<(Origin, Duration)> {
         let slots = lock(&self.inner.slots);
-        let mut v: Vec<_> = slots
-            .values()
-            .filter_map(|s| s.current.as_ref())
-            .map(|r| (r.snapshot.origin.clone(), r.snapshot.age(now)))
-            .collect();
+        let mut v: Vec<_> = slots.values().filter_map(|s| s.current.as_ref()).map(|r| (r.snapshot.origin.clone(), r.snapshot.age(now))).collect();
         v.sort();
         v
     }
@@ -511,9 +505,7 @@ impl Inner {
         }
         // Reuse the parsed rules when the body did not change (304, kept).
         match previous {
-            Some(p) if p.snapshot.status == snapshot.status && p.snapshot.sha256 == snapshot.sha256 => {
-                Arc::new(Rules::with_parsed(snapshot, p.robots.clone()))
-            }
+            Some(p) if p.snapshot.status == snapshot.status && p.snapshot.sha256 == snapshot.sha256 => Arc::new(Rules::with_parsed(snapshot, p.robots.clone())),
             _ => Arc::new(Rules::new(snapshot)),
         }
     }

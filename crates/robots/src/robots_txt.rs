@@ -30,11 +30,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    const ALLOWED_NO_RULE: Verdict = Verdict {
-        allowed: true,
-        rule: None,
-        line: None,
-    };
+    const ALLOWED_NO_RULE: Verdict = Verdict { allowed: true, rule: None, line: None };
 }
 
 impl RobotsTxt {
@@ -43,9 +39,7 @@ impl RobotsTxt {
     /// any length; never fails and never panics. An empty or rule-less body
     /// allows everything.
     pub fn parse(body: &[u8]) -> RobotsTxt {
-        RobotsTxt {
-            inner: Arc::new(Compiled::parse(body)),
-        }
+        RobotsTxt { inner: Arc::new(Compiled::parse(body)) }
     }
 
     /// Decides whether `product_token` may crawl `url` (RFC 9309 §2.2.2).
@@ -61,11 +55,7 @@ impl RobotsTxt {
     /// for the allocation-free form.
     pub fn check(&self, product_token: &str, url: &str) -> Verdict {
         match self.decide(product_token, url) {
-            Some((allowed, rule, line)) => Verdict {
-                allowed,
-                rule: Some(rule.to_owned()),
-                line: Some(line),
-            },
+            Some((allowed, rule, line)) => Verdict { allowed, rule: Some(rule.to_owned()), line: Some(line) },
             None => Verdict::ALLOWED_NO_RULE,
         }
     }
@@ -73,8 +63,7 @@ impl RobotsTxt {
     /// [`RobotsTxt::check`] without the deciding rule: `true` when
     /// `product_token` may crawl `url`.
     pub fn is_allowed(&self, product_token: &str, url: &str) -> bool {
-        self.decide(product_token, url)
-            .is_none_or(|(allowed, _, _)| allowed)
+        self.decide(product_token, url).is_none_or(|(allowed, _, _)| allowed)
     }
 
     /// The deciding rule as (allowed, text, line), `None` when no rule
@@ -96,9 +85,7 @@ impl RobotsTxt {
     /// there is none. Not part of RFC 9309 (§2.2.4 allows reading it); Google
     /// ignores it.
     pub fn crawl_delay(&self, product_token: &str) -> Option<f64> {
-        self.inner
-            .applicable(product_token)
-            .and_then(|a| a.crawl_delay)
+        self.inner.applicable(product_token).and_then(|a| a.crawl_delay)
     }
 
     /// The non-empty `Sitemap` values in file order, as written (invalid
@@ -121,14 +108,7 @@ mod tests {
     #[test]
     fn rfc9309_2_2_2_robots_txt_is_implicitly_allowed() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\n");
-        assert_eq!(
-            r.check("FooBot", "http://x/robots.txt"),
-            Verdict {
-                allowed: true,
-                rule: None,
-                line: None
-            }
-        );
+        assert_eq!(r.check("FooBot", "http://x/robots.txt"), Verdict { allowed: true, rule: None, line: None });
         assert!(r.is_allowed("FooBot", "/robots.txt"));
         // Only that exact URI: other paths and queries follow the rules.
         assert!(!r.is_allowed("FooBot", "http://x/robots.txt?x=1"));
@@ -139,22 +119,8 @@ mod tests {
     #[test]
     fn verdict_names_the_deciding_rule_and_line() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\nAllow: /pub\n");
-        assert_eq!(
-            r.check("x", "http://e/private"),
-            Verdict {
-                allowed: false,
-                rule: Some("Disallow: /".into()),
-                line: Some(2)
-            }
-        );
-        assert_eq!(
-            r.check("x", "/pub/a"),
-            Verdict {
-                allowed: true,
-                rule: Some("Allow: /pub".into()),
-                line: Some(3)
-            }
-        );
+        assert_eq!(r.check("x", "http://e/private"), Verdict { allowed: false, rule: Some("Disallow: /".into()), line: Some(2) });
+        assert_eq!(r.check("x", "/pub/a"), Verdict { allowed: true, rule: Some("Allow: /pub".into()), line: Some(3) });
     }
 
     #[test]

@@ -58,12 +58,7 @@ struct Candidate {
 impl Candidate {
     fn new(rules: &[Rule], id: u32) -> Candidate {
         let s = rules[id as usize].pattern.screen();
-        Candidate {
-            head: s.head,
-            head_mask: s.head_mask,
-            pairs: s.pairs,
-            id,
-        }
+        Candidate { head: s.head, head_mask: s.head_mask, pairs: s.pairs, id }
     }
 }
 
@@ -126,11 +121,7 @@ impl RuleSet {
             if head & c.head_mask != c.head {
                 continue;
             }
-            if !c.pairs.is_empty()
-                && !path_pairs
-                    .get_or_insert_with(|| PairMask::of(path))
-                    .contains(&c.pairs)
-            {
+            if !c.pairs.is_empty() && !path_pairs.get_or_insert_with(|| PairMask::of(path)).contains(&c.pairs) {
                 continue;
             }
             if let Some(rule) = rules.get(c.id as usize) {
@@ -164,10 +155,7 @@ impl Dispatch {
                 None => lists.iter_mut().for_each(|l| l.push(c)),
             }
         }
-        Dispatch {
-            by_byte,
-            lists: lists.into_iter().map(Vec::into_boxed_slice).collect(),
-        }
+        Dispatch { by_byte, lists: lists.into_iter().map(Vec::into_boxed_slice).collect() }
     }
 }
 
@@ -225,10 +213,7 @@ struct CrawlDelay {
 /// Cuts a `User-agent` value at the first byte outside `[A-Za-z_-]`
 /// (Google's `ExtractUserAgent`): `Googlebot/2.1` gives `Googlebot`.
 pub(crate) fn extract_product_token(value: &[u8]) -> &[u8] {
-    let end = value
-        .iter()
-        .position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
-        .unwrap_or(value.len());
+    let end = value.iter().position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_')).unwrap_or(value.len());
     &value[..end]
 }
 
@@ -245,9 +230,7 @@ pub(crate) fn parse_crawl_delay(value: &[u8]) -> Option<f64> {
     if !text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         return None;
     }
-    text.parse::<f64>()
-        .ok()
-        .filter(|d| d.is_finite() && *d >= 0.0)
+    text.parse::<f64>().ok().filter(|d| d.is_finite() && *d >= 0.0)
 }
 
 impl Compiled {
@@ -284,12 +267,7 @@ impl Compiled {
                             group_has_rules = true;
                             let allow = key_type == KeyType::Allow;
                             let escaped = escape_pattern(value);
-                            let text: Box<str> = format!(
-                                "{}: {}",
-                                if allow { "Allow" } else { "Disallow" },
-                                String::from_utf8_lossy(value)
-                            )
-                            .into();
+                            let text: Box<str> = format!("{}: {}", if allow { "Allow" } else { "Disallow" }, String::from_utf8_lossy(value)).into();
                             if escaped.is_empty() {
                                 report.note = Some("empty pattern: matches nothing");
                             }
@@ -319,23 +297,11 @@ impl Compiled {
                     KeyType::Unknown => {
                         if key.eq_ignore_ascii_case(b"crawl-delay") {
                             match (groups.last_mut(), parse_crawl_delay(value)) {
-                                (None, _) => {
-                                    report.note =
-                                        Some("ignored: no User-agent line before this Crawl-delay")
-                                }
-                                (Some(_), None) => {
-                                    report.note =
-                                        Some("ignored: Crawl-delay is not a number of seconds")
-                                }
+                                (None, _) => report.note = Some("ignored: no User-agent line before this Crawl-delay"),
+                                (Some(_), None) => report.note = Some("ignored: Crawl-delay is not a number of seconds"),
                                 (Some(g), Some(seconds)) => {
-                                    g.crawl_delays.push(CrawlDelay {
-                                        seconds,
-                                        agents_above: g.agents.len(),
-                                        global_above: g.global,
-                                    });
-                                    report.note = Some(
-                                        "Crawl-delay recorded for the User-agent lines above it",
-                                    );
+                                    g.crawl_delays.push(CrawlDelay { seconds, agents_above: g.agents.len(), global_above: g.global });
+                                    report.note = Some("Crawl-delay recorded for the User-agent lines above it");
                                 }
                             }
                         }
@@ -366,10 +332,7 @@ impl Compiled {
             if let Some(&i) = set_of.get(group_ids) {
                 return i;
             }
-            let rules = group_ids
-                .iter()
-                .flat_map(|&g| groups[g as usize].rules.iter().copied())
-                .collect();
+            let rules = group_ids.iter().flat_map(|&g| groups[g as usize].rules.iter().copied()).collect();
             sets.push(RuleSet::new(&self.rules, rules));
             let i = (sets.len() - 1) as u32;
             set_of.insert(group_ids.to_vec(), i);
@@ -379,34 +342,21 @@ impl Compiled {
         let delay_for = |group_ids: &[u32], applies: &dyn Fn(&Group, &CrawlDelay) -> bool| {
             group_ids.iter().find_map(|&g| {
                 let g = &groups[g as usize];
-                g.crawl_delays
-                    .iter()
-                    .find(|d| applies(g, d))
-                    .map(|d| d.seconds)
+                g.crawl_delays.iter().find(|d| applies(g, d)).map(|d| d.seconds)
             })
         };
         let mut agents: Vec<Agent> = by_agent
             .into_iter()
             .map(|(name, ids)| {
-                let crawl_delay = delay_for(&ids, &|g, d| {
-                    g.agents[..d.agents_above]
-                        .iter()
-                        .any(|a| a.as_slice() == name)
-                });
+                let crawl_delay = delay_for(&ids, &|g, d| g.agents[..d.agents_above].iter().any(|a| a.as_slice() == name));
                 let set = set_for(&ids, &mut self.sets);
-                Agent {
-                    name: name.into(),
-                    applicable: Applicable { set, crawl_delay },
-                }
+                Agent { name: name.into(), applicable: Applicable { set, crawl_delay } }
             })
             .collect();
         agents.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         self.agents = agents;
         if !global.is_empty() {
-            self.global = Some(Applicable {
-                set: set_for(&global, &mut self.sets),
-                crawl_delay: delay_for(&global, &|_, d| d.global_above),
-            });
+            self.global = Some(Applicable { set: set_for(&global, &mut self.sets), crawl_delay: delay_for(&global, &|_, d| d.global_above) });
         }
     }
 
@@ -416,12 +366,7 @@ impl Compiled {
     pub(crate) fn applicable(&self, product_token: &str) -> Option<Applicable> {
         let token = product_token.as_bytes();
         self.agents
-            .binary_search_by(|a| {
-                a.name
-                    .iter()
-                    .copied()
-                    .cmp(token.iter().map(u8::to_ascii_lowercase))
-            })
+            .binary_search_by(|a| a.name.iter().copied().cmp(token.iter().map(u8::to_ascii_lowercase)))
             .ok()
             .map(|i| self.agents[i].applicable)
             .or(self.global)
@@ -430,8 +375,7 @@ impl Compiled {
     /// The rule set that applies to `product_token`, if any.
     #[inline]
     pub(crate) fn rule_set(&self, product_token: &str) -> Option<&RuleSet> {
-        self.applicable(product_token)
-            .and_then(|a| self.sets.get(a.set as usize))
+        self.applicable(product_token).and_then(|a| self.sets.get(a.set as usize))
     }
 }
 
@@ -473,44 +417,22 @@ mod tests {
         assert_eq!(parse_crawl_delay(b"10"), Some(10.0));
         assert_eq!(parse_crawl_delay(b".5"), Some(0.5));
         assert_eq!(parse_crawl_delay(b"1e9"), Some(1e9));
-        for junk in [
-            &b"abc"[..],
-            b"-1",
-            b"inf",
-            b"NaN",
-            b"",
-            b"5s",
-            b"1e999",
-            b"+3",
-        ] {
-            assert_eq!(
-                parse_crawl_delay(junk),
-                None,
-                "{:?}",
-                String::from_utf8_lossy(junk)
-            );
+        for junk in [&b"abc"[..], b"-1", b"inf", b"NaN", b"", b"5s", b"1e999", b"+3"] {
+            assert_eq!(parse_crawl_delay(junk), None, "{:?}", String::from_utf8_lossy(junk));
         }
     }
 
     #[test]
     fn google_index_htm_allow_derives_directory_pattern() {
-        assert_eq!(
-            index_htm_directory(b"/d/index.html").as_deref(),
-            Some(&b"/d/$"[..])
-        );
-        assert_eq!(
-            index_htm_directory(b"/d/index.htm").as_deref(),
-            Some(&b"/d/$"[..])
-        );
+        assert_eq!(index_htm_directory(b"/d/index.html").as_deref(), Some(&b"/d/$"[..]));
+        assert_eq!(index_htm_directory(b"/d/index.htm").as_deref(), Some(&b"/d/$"[..]));
         assert_eq!(index_htm_directory(b"/d/index.php"), None);
         assert_eq!(index_htm_directory(b"index.html"), None);
     }
 
     #[test]
     fn dispatch_lists_keep_decision_order() {
-        let body: String = (0..40)
-            .map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char))
-            .collect();
+        let body: String = (0..40).map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char)).collect();
         let c = Compiled::parse(format!("User-agent: *\nAllow: /*q\n{body}").as_bytes());
         let set = c.rule_set("anybot").unwrap();
         assert!(set.dispatch.is_some());

@@ -47,11 +47,7 @@ impl Origin {
     /// An origin from its parts; the scheme and host are lower-cased and a
     /// trailing dot of the host removed.
     pub fn new(scheme: &str, host: &str, port: u16) -> Origin {
-        Origin {
-            scheme: scheme.to_ascii_lowercase(),
-            host: host.trim_end_matches('.').to_ascii_lowercase(),
-            port,
-        }
+        Origin { scheme: scheme.to_ascii_lowercase(), host: host.trim_end_matches('.').to_ascii_lowercase(), port }
     }
 
     /// The default port of `scheme` (80 for `http`, 443 for `https`).
@@ -367,7 +363,10 @@ impl Snapshot {
     /// name over it (`Snapshot { etag, ..Snapshot::new(...) }`).
     pub fn new(origin: Origin, status: RobotsStatus, body: Vec<u8>, last_outcome: FetchOutcome, now: SystemTime) -> Snapshot {
         let http_status = match &last_outcome {
-            FetchOutcome::Ok { status } | FetchOutcome::ClientError { status } | FetchOutcome::ServerError { status } | FetchOutcome::UnexpectedStatus { status } => Some(*status),
+            FetchOutcome::Ok { status }
+            | FetchOutcome::ClientError { status }
+            | FetchOutcome::ServerError { status }
+            | FetchOutcome::UnexpectedStatus { status } => Some(*status),
             FetchOutcome::NotModified => Some(304),
             FetchOutcome::TooManyRequests => Some(429),
             _ => None,
@@ -484,11 +483,7 @@ pub struct Windows {
 
 impl Default for Windows {
     fn default() -> Windows {
-        Windows {
-            fresh: Duration::from_secs(6 * 3600),
-            stale_usable: Duration::from_secs(24 * 3600),
-            hard_max: Duration::from_secs(3 * 86_400),
-        }
+        Windows { fresh: Duration::from_secs(6 * 3600), stale_usable: Duration::from_secs(24 * 3600), hard_max: Duration::from_secs(3 * 86_400) }
     }
 }
 

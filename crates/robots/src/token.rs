@@ -4,10 +4,7 @@
 /// Whether `token` is a product token a crawler can obey rules for
 /// (RFC 9309 §2.2.1: `[a-zA-Z_-]+`; Google's `IsValidUserAgentToObey`).
 pub fn is_valid_product_token(token: &str) -> bool {
-    !token.is_empty()
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
+    !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
 }
 
 /// Derives the product token from a full `User-Agent` header value: the
@@ -32,24 +29,10 @@ mod tests {
 
     #[test]
     fn product_token_from_user_agent_takes_first_product_name() {
-        assert_eq!(
-            product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(),
-            Some("ExampleBot")
-        );
-        assert_eq!(
-            product_token_from_user_agent("examplebot").as_deref(),
-            Some("examplebot")
-        );
-        assert_eq!(
-            product_token_from_user_agent("Example-Bot_x (x)").as_deref(),
-            Some("Example-Bot_x")
-        );
-        assert_eq!(
-            product_token_from_user_agent(
-                "Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"
-            ),
-            None
-        );
+        assert_eq!(product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(), Some("ExampleBot"));
+        assert_eq!(product_token_from_user_agent("examplebot").as_deref(), Some("examplebot"));
+        assert_eq!(product_token_from_user_agent("Example-Bot_x (x)").as_deref(), Some("Example-Bot_x"));
+        assert_eq!(product_token_from_user_agent("Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"), None);
         assert_eq!(product_token_from_user_agent("Bot2/1.0"), None);
         assert_eq!(product_token_from_user_agent(""), None);
     }

@@ -161,7 +161,6 @@ impl Index {
             if mem.active.slots.get(k.as_slice()) != Some(v) {
                 self.changed(k);
             }
-
         }
         mem.active.slots.extend(slots);
         mem.active.refs.extend(refs);
@@ -214,10 +213,7 @@ impl Index {
         }
         let r = match self.tree.get(refs_key(hash)).map_err(sled_err)? {
             None => None,
-            Some(v) => Some(
-                RefRow::decode(&v)
-                    .ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash))))?,
-            ),
+            Some(v) => Some(RefRow::decode(&v).ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash))))?),
         };
         refs.insert(*hash, r);
         Ok(r)
@@ -263,14 +259,7 @@ impl Index {
     /// Drops the reference (and the record) of the entry `old`; a body
     /// whose last reference this was is counted in `applied.freed` (and a
     /// body file in `applied.zero`).
-    fn release(
-        &self,
-        mem: &Mem,
-        refs: &mut HashMap<Hash, Option<RefRow>>,
-        state: &mut State,
-        old: &Slot,
-        applied: &mut Applied,
-    ) -> Result<(), StoreError> {
+    fn release(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, state: &mut State, old: &Slot, applied: &mut Applied) -> Result<(), StoreError> {
         state.pack_live = state.pack_live.saturating_sub(old.loc.len as u64);
         state.referenced = state.referenced.saturating_sub(old.body.len());
         match old.body {

@@ -284,4 +284,3 @@ pub(crate) fn hash_file(path: &Path) -> io::Result<(Hash, u64)> {
     }
     Ok((hasher.finalize().into(), len))
 }
-

@@ -38,9 +38,9 @@ use std::sync::atomic::Ordering;
 
 use crawlcache_base::locks::lock;
 
+use crate::apply::Op;
 use crate::error::StoreError;
 use crate::hash::Hash;
-use crate::apply::Op;
 use crate::index::{self, split_entry_key, Place, Slot, SlotBody};
 use crate::inner::{Inner, Pending};
 use crate::packs::{Loc, Pos, ReadError, RecBody, Record, SEGMENT_SIZE};

@@ -15,9 +15,7 @@ pub(crate) fn io_err(what: &str, path: &Path) -> impl FnOnce(io::Error) -> Store
 
 /// Fsyncs a directory so that renames and unlinks in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err("sync directory", dir))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("sync directory", dir))
 }
 
 /// Asks the kernel to drop the cached pages of bytes `from ..` (to the end

@@ -224,9 +224,7 @@ fn map_file(path: &Path) -> Option<(memmap2::Mmap, u64)> {
 /// a file lost or torn by a crash is found invalid and made again).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let tmp = path.with_extension("hints.tmp");
-    fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .map_err(io_err("write pack hints", &tmp))?;
+    fs::File::create(&tmp).and_then(|mut f| f.write_all(bytes)).map_err(io_err("write pack hints", &tmp))?;
     fs::rename(&tmp, path).map_err(io_err("rename pack hints into place at", path))
 }
 

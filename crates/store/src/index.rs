@@ -56,8 +56,8 @@ use crawlcache_base::locks::lock;
 
 use crate::error::StoreError;
 pub(crate) use crate::hash::{fnv1a, parse_hash, Hash};
-pub(crate) use crate::rows::*;
 use crate::presence;
+pub(crate) use crate::rows::*;
 
 /// Index rows changed in memory and not yet in sled.
 #[derive(Debug, Default)]
@@ -189,8 +189,14 @@ impl Index {
             Some(v) => State::decode(&v).ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
         };
         let generations = (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect();
-        Ok(Index { db, tree, mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None, committing: false }),
-            commit_writes: Mutex::new(()), generations, presence: presence::Presence::new(presence_bytes) })
+        Ok(Index {
+            db,
+            tree,
+            mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None, committing: false }),
+            commit_writes: Mutex::new(()),
+            generations,
+            presence: presence::Presence::new(presence_bytes),
+        })
     }
 
     /// A counter that moves whenever a row of `primary_key`'s variants
@@ -324,9 +330,7 @@ impl Index {
         }
         match self.tree.get(key).map_err(sled_err)? {
             None => Ok(None),
-            Some(v) => Slot::decode(&v)
-                .map(Some)
-                .ok_or_else(|| corrupt(format!("the index row of {:?} is corrupt", String::from_utf8_lossy(key)))),
+            Some(v) => Slot::decode(&v).map(Some).ok_or_else(|| corrupt(format!("the index row of {:?} is corrupt", String::from_utf8_lossy(key)))),
         }
     }
 
@@ -502,9 +506,7 @@ impl Index {
         }
         match self.tree.get(refs_key(hash)).map_err(sled_err)? {
             None => Ok(None),
-            Some(v) => RefRow::decode(&v)
-                .map(Some)
-                .ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))),
+            Some(v) => RefRow::decode(&v).map(Some).ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))),
         }
     }
 
@@ -594,7 +596,6 @@ impl Index {
         self.changed_all();
         r
     }
-
 }
 
 #[cfg(test)]

@@ -120,9 +120,7 @@ impl Inner {
         }
         let loc = *lock(&self.recent).get(hash)?;
         match self.read_record(&loc).as_deref() {
-            Ok(Record { body: RecBody::Inline { hash: h, bytes } | RecBody::Shared { hash: h, bytes }, .. }) if h == hash => {
-                Some(bytes.clone())
-            }
+            Ok(Record { body: RecBody::Inline { hash: h, bytes } | RecBody::Shared { hash: h, bytes }, .. }) if h == hash => Some(bytes.clone()),
             _ => {
                 lock(&self.recent).pop(hash);
                 None

@@ -109,7 +109,6 @@ mod verify;
 mod write;
 mod writer;
 
-pub use writer::BodyWriter;
 pub use budget::TOUCH_BATCH;
 pub use error::StoreError;
 pub use maintenance::COMMIT_INTERVAL;
@@ -118,6 +117,7 @@ pub use stamp::clock_micros;
 pub use store::Store;
 pub use types::{BodyData, BodyReader, CommittedBody, Compaction, Entry, LookupVersion, Removal, StoreOptions, StoreStats};
 pub use verify::VerifyReport;
+pub use writer::BodyWriter;
 
 #[cfg(test)]
 mod tests;

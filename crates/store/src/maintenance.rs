@@ -54,11 +54,11 @@ use std::time::Duration;
 
 use crawlcache_base::locks::lock;
 
-use crate::blobs::{hash_file, BodyFile, Blobs};
+use crate::apply::Op;
+use crate::blobs::{hash_file, Blobs, BodyFile};
 use crate::error::StoreError;
 use crate::fsops::{drop_cached_pages, io_err, sync_dir};
 use crate::hash::Hash;
-use crate::apply::Op;
 use crate::index::{sled_err, split_entry_key, Checkpoint, Index, Place, RefRow, Slot, SlotBody};
 use crate::inner::Inner;
 use crate::open::note_closed;
@@ -186,9 +186,7 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
     let log_end = index.state().log_end;
     let past_end = log_end > valid_end;
     if past_end {
-        tracing::warn!(
-            "the index knows of pack records past what reached the disk (lost at a power loss); reading every index row"
-        );
+        tracing::warn!("the index knows of pack records past what reached the disk (lost at a power loss); reading every index row");
         index.spill()?;
         for (k, row) in index.ref_rows()? {
             if let (Ok(h), Some(RefRow { place: Place::Packed(l), .. })) = (<Hash>::try_from(k.as_slice()), row) {
@@ -199,10 +197,13 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
         }
     }
     if past_end || !broken_shared.is_empty() {
-        let doomed_keys: HashSet<Vec<u8>> = doomed.iter().filter_map(|op| match op {
-            Op::Remove { key, .. } => Some(key.clone()),
-            _ => None,
-        }).collect();
+        let doomed_keys: HashSet<Vec<u8>> = doomed
+            .iter()
+            .filter_map(|op| match op {
+                Op::Remove { key, .. } => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
         for item in index.entry_rows() {
             let (k, v) = item.map_err(sled_err)?;
             let Some(slot) = Slot::decode(&v) else { continue };
@@ -253,9 +254,7 @@ fn record_whole(blobs: &Blobs, index: &Index, packs: &Packs, rec: &packs::Record
 /// shared body record, as its reference-count row says) is whole.
 fn referenced_body_whole(blobs: &Blobs, index: &Index, packs: &Packs, hash: &Hash, len: u64) -> bool {
     match index.ref_row_of(hash) {
-        Ok(Some(RefRow { place: Place::File, len: l, .. })) => {
-            l == len && matches!(hash_file(&blobs.path(hash)), Ok((got, n)) if got == *hash && n == len)
-        }
+        Ok(Some(RefRow { place: Place::File, len: l, .. })) => l == len && matches!(hash_file(&blobs.path(hash)), Ok((got, n)) if got == *hash && n == len),
         Ok(Some(RefRow { place: Place::Packed(loc), len: l, .. })) => {
             l == len
                 && matches!(packs.read(&loc), Ok(r) if matches!(&r.body, RecBody::Shared { hash: h, bytes } if h == hash && bytes.len() as u64 == len) && inline_intact(&r.body))
@@ -319,8 +318,7 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
             }
         }
         let due = woken || last_maintenance.elapsed() >= MAINTENANCE_INTERVAL;
-        let written = inner.next_stamp.load(Ordering::Acquire) != inner.checkpointed.load(Ordering::Acquire)
-            || inner.index.has_changes();
+        let written = inner.next_stamp.load(Ordering::Acquire) != inner.checkpointed.load(Ordering::Acquire) || inner.index.has_changes();
         if !due && !written && lock(&inner.unsynced).is_empty() {
             continue;
         }
@@ -379,8 +377,7 @@ impl Inner {
         // Stamps issued without a record appended (touches: a hit, a
         // freshening waiting for `apply_touches`) move no checkpoint.
         let stamps_moved = n != self.checkpointed.load(Ordering::Acquire) && end != *lock(&self.end_committed);
-        if batch.is_empty() && changes.is_empty() && !stamps_moved && tail == *lock(&self.tail_committed)
-        {
+        if batch.is_empty() && changes.is_empty() && !stamps_moved && tail == *lock(&self.tail_committed) {
             self.index.cancel_commit(changes);
             return Ok(());
         }

@@ -30,14 +30,14 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::blobs::{hash_file, BodyFile, Blobs};
+use crate::blobs::{hash_file, Blobs, BodyFile};
 use crate::fsops::io_err;
 use std::collections::HashMap;
 
+use crate::apply::Op;
 use crate::error::StoreError;
 use crate::format;
 use crate::hash::Hash;
-use crate::apply::Op;
 use crate::index::{self, sled_err, Checkpoint, Index, Place, Slot, SlotBody};
 use crate::legacy::{self, Record};
 use crate::packs::{Loc, Packs, RecBody};
@@ -56,21 +56,13 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
     let old_entries = db.open_tree("entries").map_err(sled_err)?;
     let counters = db.open_tree("counters").map_err(sled_err)?;
     let total = old_entries.len();
-    eprintln!(
-        "crawlcache: migrating the cache in {} from store format {from} to {} ({total} entries)",
-        dir.display(),
-        format::FORMAT
-    );
+    eprintln!("crawlcache: migrating the cache in {} from store format {from} to {} ({total} entries)", dir.display(), format::FORMAT);
     const LAYOUT: u32 = 3;
     // Format 2 without a clean close: bodies of entries stamped at or after
     // its checkpoint may not have reached the disk.
     let clean = dir.join("clean-shutdown").exists();
     let suspect_from = match (from, clean) {
-        (2, false) => counters
-            .get(legacy::CHECKPOINT_KEY)
-            .map_err(sled_err)?
-            .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
-            .unwrap_or(0),
+        (2, false) => counters.get(legacy::CHECKPOINT_KEY).map_err(sled_err)?.and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes)).unwrap_or(0),
         _ => u64::MAX,
     };
 
@@ -202,11 +194,7 @@ pub(crate) fn finish(db: &sled::Db, blobs: &Blobs) -> Result<(), StoreError> {
 pub(crate) fn merge_duplicates(dir: &Path, index: &Index, packs: &Packs, next_stamp: u64) -> Result<u64, StoreError> {
     let started = Instant::now();
     let total = index.state().entries;
-    eprintln!(
-        "crawlcache: migrating the cache in {} to store format {}: sharing duplicate short bodies ({total} entries)",
-        dir.display(),
-        format::FORMAT
-    );
+    eprintln!("crawlcache: migrating the cache in {} to store format {}: sharing duplicate short bodies ({total} entries)", dir.display(), format::FORMAT);
     index.spill()?;
     // 1. How many entries hold each short body inline; every entry's body bytes.
     let mut counts: HashMap<Hash, u32> = HashMap::new();

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use crawlcache_base::locks::lock;
 
-use crate::fsops::{io_err, sync_dir};
 use crate::error::StoreError;
+use crate::fsops::{io_err, sync_dir};
 
 /// When this process last closed a store, by directory: sled releases its
 /// lock on the index from background threads that may outlive the close by

@@ -169,9 +169,7 @@ impl ReadError {
     pub fn into_store_error(self, loc: &Loc) -> StoreError {
         match self {
             ReadError::Gone => StoreError::Index(format!("pack segment {} is gone (record at {})", loc.seg, loc.off)),
-            ReadError::Invalid(m) => {
-                StoreError::Index(format!("pack record at segment {} offset {} is damaged: {m}", loc.seg, loc.off))
-            }
+            ReadError::Invalid(m) => StoreError::Index(format!("pack record at segment {} offset {} is damaged: {m}", loc.seg, loc.off)),
             ReadError::Io(e) => e,
         }
     }
@@ -249,9 +247,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
     let mut hash = [0u8; 32];
     hash.copy_from_slice(&bytes[32..64]);
     let inline_len = if matches!(bytes[2], 1 | 3) { usize::try_from(body_len).unwrap_or(usize::MAX) } else { 0 };
-    if HEADER_LEN.checked_add(key_len).and_then(|n| n.checked_add(meta_len)).and_then(|n| n.checked_add(inline_len))
-        != Some(crc_at)
-    {
+    if HEADER_LEN.checked_add(key_len).and_then(|n| n.checked_add(meta_len)).and_then(|n| n.checked_add(inline_len)) != Some(crc_at) {
         return Err("field lengths disagree with the record length".into());
     }
     let key = bytes[HEADER_LEN..HEADER_LEN + key_len].to_vec();
@@ -465,13 +461,7 @@ impl Packs {
         let (segs, _) = list_segments(dir)?;
         let (seg, len) = segs.last().copied().unwrap_or((1, 0));
         let path = dir.join(segment_name(seg));
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err("open pack segment", &path))?;
+        let file = fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_err("open pack segment", &path))?;
         let bytes = segs.iter().map(|s| s.1).sum::<u64>().max(len);
         Ok(Packs {
             dir: dir.to_path_buf(),
@@ -655,9 +645,7 @@ impl Packs {
         let mut buf = vec![0u8; loc.len as usize];
         match self.read_bytes(loc.seg, loc.off, &mut buf)? {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Err(ReadError::Invalid("the segment ends before the record".into()))
-            }
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(ReadError::Invalid("the segment ends before the record".into())),
             Err(e) => return Err(ReadError::Io(io_err("read pack segment", &self.dir.join(segment_name(loc.seg)))(e))),
         }
         decode(&buf).map_err(ReadError::Invalid)
@@ -761,13 +749,7 @@ impl Packs {
         w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
         let seg = w.seg + 1;
         let path = self.dir.join(segment_name(seg));
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(io_err("create pack segment", &path))?;
+        let file = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).map_err(io_err("create pack segment", &path))?;
         lock(&self.unsynced).entry(w.seg).or_insert(0);
         // Its name reaches the disk with the next sync.
         self.dir_unsynced.store(true, Ordering::Release);

@@ -116,10 +116,15 @@ pub(crate) enum SlotBody {
     None,
     /// Inline in the entry's own pack record, `len` bytes, referenced by no
     /// other entry (no reference-count row).
-    Inline { len: u64 },
+    Inline {
+        len: u64,
+    },
     /// The body `hash` of `len` bytes, counted in its [`RefRow`] (a body
     /// file or a shared body record).
-    Ref { hash: Hash, len: u64 },
+    Ref {
+        hash: Hash,
+        len: u64,
+    },
 }
 
 impl SlotBody {

@@ -9,20 +9,20 @@ use std::sync::{mpsc, Arc, Mutex, RwLock};
 
 use crawlcache_base::locks::lock;
 
-use crate::blobs::Blobs;
-use crate::fsops::io_err;
-use crate::open::open_index;
-use crate::verify::VerifyReport;
-use crate::writer::BodyWriter;
-use crate::error::StoreError;
 use crate::apply::Op;
+use crate::blobs::Blobs;
+use crate::error::StoreError;
+use crate::fsops::io_err;
 use crate::index::{entry_key, parse_hash, primary_prefix, sled_err, Index, Place, SlotBody};
 use crate::inner::{Inner, RECENT_PACKED};
 use crate::maintenance::{self, Closer};
+use crate::open::open_index;
 use crate::packs::{self, Packs, RecBody, Record};
 use crate::scan::Scan;
 use crate::types::*;
+use crate::verify::VerifyReport;
 use crate::write::Plan;
+use crate::writer::BodyWriter;
 use crate::{format, hints, index, legacy, migrate, presence, record_cache, verify};
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
@@ -240,13 +240,7 @@ impl Store {
     /// store is left unchanged, the body released); `MissingBody` when the
     /// body is not in the store; `Index` on sled failures, `Io` when the
     /// pack cannot be written.
-    pub fn insert(
-        &self,
-        primary_key: &str,
-        secondary_key: &[u8],
-        meta: &[u8],
-        body: Option<&CommittedBody>,
-    ) -> Result<u64, StoreError> {
+    pub fn insert(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: Option<&CommittedBody>) -> Result<u64, StoreError> {
         let _m = self.inner.read_maintenance();
         self.insert_locked(primary_key, secondary_key, meta, body)
     }
@@ -261,13 +255,7 @@ impl Store {
     /// call it without blocking for long. `None` (nothing done, `body` still
     /// pinned) when it is not quick: call [`Store::insert`] from a blocking
     /// thread instead.
-    pub fn try_insert_quick(
-        &self,
-        primary_key: &str,
-        secondary_key: &[u8],
-        meta: &[u8],
-        body: &CommittedBody,
-    ) -> Option<Result<u64, StoreError>> {
+    pub fn try_insert_quick(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: &CommittedBody) -> Option<Result<u64, StoreError>> {
         let inner = &self.inner;
         if inner.index.state().bytes.saturating_add(body.len) > inner.max_size {
             return None;
@@ -289,13 +277,7 @@ impl Store {
     }
 
     /// [`Store::insert`], the maintenance lock held (read) by the caller.
-    fn insert_locked(
-        &self,
-        primary_key: &str,
-        secondary_key: &[u8],
-        meta: &[u8],
-        body: Option<&CommittedBody>,
-    ) -> Result<u64, StoreError> {
+    fn insert_locked(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: Option<&CommittedBody>) -> Result<u64, StoreError> {
         let inner = &self.inner;
         if primary_key.len() >= index::MAX_PRIMARY_KEY {
             if let Some(b) = body {
@@ -307,8 +289,7 @@ impl Store {
         let plan = match body {
             None => Plan::None,
             Some(b) => {
-                let h = parse_hash(&b.sha256)
-                    .ok_or_else(|| StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256)))?;
+                let h = parse_hash(&b.sha256).ok_or_else(|| StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256)))?;
                 if b.len > inner.max_size {
                     self.release_committed(b);
                     return Err(StoreError::TooLarge { len: b.len, max_size: inner.max_size });

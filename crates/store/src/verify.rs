@@ -360,18 +360,14 @@ impl<'a> Check<'a> {
     /// be), strays, and segments the tail has passed, in the report.
     /// Returns the paths a repair removes besides orphan files.
     fn orphans(&mut self) -> Result<Vec<PathBuf>, StoreError> {
-        let mut orphans: Vec<String> =
-            self.on_disk.keys().filter(|h| !self.file_named(h) && !self.pinned.contains(*h)).map(hex::encode).collect();
+        let mut orphans: Vec<String> = self.on_disk.keys().filter(|h| !self.file_named(h) && !self.pinned.contains(*h)).map(hex::encode).collect();
         orphans.sort();
         orphans.extend(self.strays.iter().map(|p| p.display().to_string()));
         let packs = &self.inner.packs;
         let tail = self.derived.tail;
         let (segs, pack_strays) = list_segments(&packs.dir)?;
-        let mut leftovers: Vec<PathBuf> = segs
-            .iter()
-            .filter(|(s, _)| *s < tail.seg && *s < packs.head_seg())
-            .map(|(s, _)| packs.dir.join(packs::segment_name(*s)))
-            .collect();
+        let mut leftovers: Vec<PathBuf> =
+            segs.iter().filter(|(s, _)| *s < tail.seg && *s < packs.head_seg()).map(|(s, _)| packs.dir.join(packs::segment_name(*s))).collect();
         leftovers.extend(pack_strays);
         orphans.extend(leftovers.iter().map(|p| p.display().to_string()));
         self.report.orphan_bodies = orphans;

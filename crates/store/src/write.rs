@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crawlcache_base::locks::lock;
 
-use crate::error::StoreError;
 use crate::apply::{Applied, Op};
+use crate::error::StoreError;
 use crate::index::{Hash, Place, Slot, SlotBody};
 use crate::inner::Inner;
 use crate::packs::{Loc, RecBody};
@@ -212,9 +212,7 @@ impl Inner {
             };
         }
         match plan {
-            Plan::Owner { hash, bytes } | Plan::Share { hash, bytes, .. } => {
-                self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None)
-            }
+            Plan::Owner { hash, bytes } | Plan::Share { hash, bytes, .. } => self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None),
             Plan::Ref { hash, len, create, .. } => self.write_record_locked(key, meta, &RecBody::Ref { hash, len }, None, create),
             Plan::None => self.write_record_locked(key, meta, &RecBody::None, None, None),
         }
@@ -223,14 +221,7 @@ impl Inner {
     /// Appends a record for `key` and writes its index row (with `expect`,
     /// only if the entry's current record is still there; a reference with
     /// `create` to a body without a row gives it one).
-    pub(crate) fn write_record(
-        &self,
-        key: &[u8],
-        meta: &[u8],
-        body: &RecBody,
-        expect: Option<Loc>,
-        create: Option<Place>,
-    ) -> Result<Applied, StoreError> {
+    pub(crate) fn write_record(&self, key: &[u8], meta: &[u8], body: &RecBody, expect: Option<Loc>, create: Option<Place>) -> Result<Applied, StoreError> {
         let _log = lock(&self.log_lock);
         self.write_record_locked(key, meta, body, expect, create)
     }

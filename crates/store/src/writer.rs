@@ -116,10 +116,7 @@ impl BodyWriter {
     /// already removed and every further call fails.
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         if self.failed {
-            return Err(StoreError::Io {
-                what: format!("write {}", self.shown()),
-                source: io::Error::other("the body writer already failed"),
-            });
+            return Err(StoreError::Io { what: format!("write {}", self.shown()), source: io::Error::other("the body writer already failed") });
         }
         let new_len = self.len + chunk.len() as u64;
         let max_size = self.inner.max_size;
@@ -178,23 +175,15 @@ impl BodyWriter {
     /// removed and nothing was stored.
     pub fn finish(mut self) -> Result<CommittedBody, StoreError> {
         if self.failed {
-            return Err(StoreError::Io {
-                what: format!("finish {}", self.shown()),
-                source: io::Error::other("the body writer already failed"),
-            });
+            return Err(StoreError::Io { what: format!("finish {}", self.shown()), source: io::Error::other("the body writer already failed") });
         }
         if self.mem.is_some() {
             return self.finish_held(false);
         }
         let Some(buffered) = self.file.take() else {
-            return Err(StoreError::Io {
-                what: format!("finish {}", self.shown()),
-                source: io::Error::other("the body writer already failed"),
-            });
+            return Err(StoreError::Io { what: format!("finish {}", self.shown()), source: io::Error::other("the body writer already failed") });
         };
-        let file = buffered
-            .into_inner()
-            .map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
+        let file = buffered.into_inner().map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
         // Not synced here: the background committer syncs it before any
         // checkpoint covering its entry (group commit, `maintenance.rs`).
         drop(file);
@@ -281,15 +270,9 @@ impl BodyWriter {
         let mut pins = blobs.lock_stripe(Blobs::stripe_of(hash));
         let intact = fs::metadata(&target).map(|m| m.is_file() && m.len() == len).unwrap_or(false);
         if !intact {
-            let written = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&self.tmp_path)
-                .and_then(|mut f| f.write_all(bytes));
+            let written = fs::OpenOptions::new().write(true).create_new(true).open(&self.tmp_path).and_then(|mut f| f.write_all(bytes));
             let placed = match written {
-                Ok(()) => blobs
-                    .ensure_parent(&target)
-                    .and_then(|()| fs::rename(&self.tmp_path, &target).map_err(io_err("rename body into place at", &target))),
+                Ok(()) => blobs.ensure_parent(&target).and_then(|()| fs::rename(&self.tmp_path, &target).map_err(io_err("rename body into place at", &target))),
                 Err(e) => Err(io_err("write temporary body file", &self.tmp_path)(e)),
             };
             if let Err(e) = placed {

@@ -1,10 +1,7 @@
 //! `crawlcache robots check` and `crawlcache robots batch`: the command-line
 //! faces of the robots engine, over files and stdin (no data directory).
 
-use crate::robots::{
-    is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag, RobotsTxt,
-    Verdict,
-};
+use crate::robots::{is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -50,12 +47,7 @@ pub struct CheckArgs {
 ///
 /// Errors: the robots file cannot be read, or `out` cannot be written.
 pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
-    let body = std::fs::read(&args.robots).map_err(|e| {
-        CliError(format!(
-            "cannot read robots.txt file '{}': {e}",
-            args.robots.display()
-        ))
-    })?;
+    let body = std::fs::read(&args.robots).map_err(|e| CliError(format!("cannot read robots.txt file '{}': {e}", args.robots.display())))?;
     let robots = RobotsTxt::parse(&body);
 
     if !is_valid_product_token(&args.agent) {
@@ -87,9 +79,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         let v = robots.check(&args.agent, url);
         let why = match (&v.rule, v.line) {
             (Some(rule), Some(line)) => format!("{rule} (line {line})"),
-            _ if v.allowed && path_params_query(url) == "/robots.txt" => {
-                "/robots.txt is always allowed (RFC 9309 §2.2.2)".to_owned()
-            }
+            _ if v.allowed && path_params_query(url) == "/robots.txt" => "/robots.txt is always allowed (RFC 9309 §2.2.2)".to_owned(),
             _ => "no rule matched".to_owned(),
         };
         let verdict = if v.allowed { "allowed" } else { "disallowed" };
@@ -183,19 +173,12 @@ pub fn batch(dir: &Path, input: &mut dyn BufRead, out: &mut dyn Write) -> io::Re
         summary.inputs += 1;
         match answer(dir, &buf, &mut cache) {
             Ok(v) => {
-                let line = BatchVerdict {
-                    allowed: v.allowed,
-                    rule: v.rule.as_deref(),
-                    line: v.line,
-                };
+                let line = BatchVerdict { allowed: v.allowed, rule: v.rule.as_deref(), line: v.line };
                 serde_json::to_writer(&mut *out, &line)?;
             }
             Err(e) => {
                 summary.errors += 1;
-                serde_json::to_writer(
-                    &mut *out,
-                    &serde_json::json!({ "error": format!("input line {number}: {e}") }),
-                )?;
+                serde_json::to_writer(&mut *out, &serde_json::json!({ "error": format!("input line {number}: {e}") }))?;
             }
         }
         out.write_all(b"\n")?;
@@ -211,11 +194,7 @@ enum Source {
     File(String),
 }
 
-fn answer(
-    dir: &Path,
-    line: &[u8],
-    cache: &mut Option<(Source, RobotsTxt)>,
-) -> Result<Verdict, String> {
+fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> Result<Verdict, String> {
     let value: Value = serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
     let obj = value.as_object().ok_or("expected a JSON object")?;
     let text = |key: &str| -> Result<Option<&str>, String> {
@@ -235,9 +214,7 @@ fn answer(
     } else if let Some(file) = text("file")? {
         Source::File(file.to_owned())
     } else {
-        return Err(
-            "missing \"robots\" (the body, a string) or \"file\" (a name under --dir)".to_owned(),
-        );
+        return Err("missing \"robots\" (the body, a string) or \"file\" (a name under --dir)".to_owned());
     };
     let robots = match cache {
         Some((cached, robots)) if *cached == source => robots,
@@ -246,9 +223,7 @@ fn answer(
                 Source::Body(b) => b.as_bytes().to_vec(),
                 Source::File(f) => {
                     let path = dir.join(f);
-                    std::fs::read(&path).map_err(|e| {
-                        format!("cannot read robots.txt file '{}': {e}", path.display())
-                    })?
+                    std::fs::read(&path).map_err(|e| format!("cannot read robots.txt file '{}': {e}", path.display()))?
                 }
             };
             &mut cache.insert((source, RobotsTxt::parse(&body))).1

@@ -2,9 +2,7 @@
 //! requests for the same key, C17), and the origin's response is either
 //! teed into the store or passed through, as RFC 9111 section 3 decides.
 
-use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use super::super::exchange::Exchange;
-use super::super::route::Collapse;
 use super::super::state::ProxyState;
 use super::tee::{self, TeeJob};
 use super::Step;
@@ -19,11 +17,26 @@ use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::fields::client_response_fields;
 use crate::wire::origin::UpstreamError;
+use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use http::{Method, Response, Version};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::mpsc;
+
+/// How many lookups a request may make while following collapsed fetches.
+pub const MAX_COLLAPSED_LOOKUPS: u32 = 3;
+
+/// How a forward takes part in collapsed forwarding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collapse {
+    /// Lead the fetch for the key, or wait for the current leader.
+    LeadOrWait,
+    /// Wait for a fetch in flight, never lead (HEAD: no body to store).
+    WaitOnly,
+    /// Neither: go to the origin alone.
+    Alone,
+}
 
 /// Carries out `Route::Forward`: joins or waits for a fetch in flight as
 /// `collapse` allows, then fetches. [`Step::LookAgain`] when a fetch it
@@ -50,7 +63,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
                 // (`uri-miss`): if something is now, look again. (Unless
                 // the store's version of the key has not moved since.)
                 let moved = ex.looked_up.is_none_or(|v| v != state.store.lookup_version(&primary));
-                if moved && fwd == Fwd::UriMiss && ex.lookups <= super::super::route::MAX_COLLAPSED_LOOKUPS {
+                if moved && fwd == Fwd::UriMiss && ex.lookups <= MAX_COLLAPSED_LOOKUPS {
                     if let Ok(entries) = state.store.lookup(&primary) {
                         if !entries.is_empty() {
                             lead.finish(Outcome::Stored);
@@ -125,7 +138,15 @@ pub fn upstream_failure(state: &ProxyState, ex: &mut Exchange, e: &UpstreamError
 /// for `Vary: *`. RFC 9111 section 3, then the per-URL policy rules (SPEC
 /// section 6), which may forbid storing or store a status RFC 9111 finds
 /// no freshness information for.
-fn why_not_stored(state: &ProxyState, ex: &Exchange, primary: &str, status: u16, headers: &http::HeaderMap, has_secondary_key: bool, content_length: Option<u64>) -> (Option<Detail>, bool) {
+fn why_not_stored(
+    state: &ProxyState,
+    ex: &Exchange,
+    primary: &str,
+    status: u16,
+    headers: &http::HeaderMap,
+    has_secondary_key: bool,
+    content_length: Option<u64>,
+) -> (Option<Detail>, bool) {
     let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
         Some(Detail::Method)
     } else if let Err(why) = policy::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, headers, &state.policy) {
@@ -159,7 +180,14 @@ fn why_not_stored(state: &ProxyState, ex: &Exchange, primary: &str, status: u16,
 /// out for a body read whole first (at most [`tee::BUFFER_MAX`] bytes); a
 /// streamed body is still arriving then (it may be cut short, or outgrow
 /// `cache.max_object_size`), so its head does not claim it.
-async fn tee_response(ex: &mut Exchange, job: TeeJob, rparts: http::response::Parts, body: Incoming, writer: crate::store::BodyWriter, content_length: Option<u64>) -> Response<ProxyBody> {
+async fn tee_response(
+    ex: &mut Exchange,
+    job: TeeJob,
+    rparts: http::response::Parts,
+    body: Incoming,
+    writer: crate::store::BodyWriter,
+    content_length: Option<u64>,
+) -> Response<ProxyBody> {
     if content_length.is_some_and(|l| l <= tee::BUFFER_MAX) {
         // A task of its own, so that the copy into the store goes on if the
         // client goes away meanwhile (as with `tee::run`).
@@ -214,8 +242,7 @@ pub async fn respond_with_upstream(
     // length beside it is neither stored nor forwarded.
     crate::wire::fields::drop_length_beside_transfer_coding(&mut rparts.headers);
     let status = rparts.status.as_u16();
-    let content_length: Option<u64> =
-        rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let content_length: Option<u64> = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
 
     let secondary = key::secondary_key(&rparts.headers, &ex.parts.headers);
     let (mut not_stored, never_store) = why_not_stored(state, ex, &primary, status, &rparts.headers, secondary.is_some(), content_length);

@@ -15,8 +15,8 @@
 //! Misses and revalidations still forward the client's `Range` to the
 //! origin; its `206` is passed through and never stored.
 
-use crate::wire::body::ProxyBody;
 use crate::cache::StoredResponse;
+use crate::wire::body::ProxyBody;
 use http::header::{HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::{Method, Response, StatusCode};
@@ -148,9 +148,7 @@ fn if_range_matches(value: &[u8], stored: &StoredResponse) -> bool {
     let (Some(wanted), Some(last_modified)) = (date(value), field("last-modified").and_then(date)) else {
         return false;
     };
-    let strong = field("date")
-        .and_then(date)
-        .is_some_and(|d: SystemTime| d.duration_since(last_modified).unwrap_or(Duration::ZERO) >= Duration::from_secs(1));
+    let strong = field("date").and_then(date).is_some_and(|d: SystemTime| d.duration_since(last_modified).unwrap_or(Duration::ZERO) >= Duration::from_secs(1));
     strong && wanted == last_modified
 }
 
@@ -184,9 +182,7 @@ pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody
                     ProxyBody::File { file, remaining: count }
                 }
                 // `select` keeps first <= last < len.
-                ProxyBody::Full(Some(bytes)) if first <= last && last < len => {
-                    ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize)))
-                }
+                ProxyBody::Full(Some(bytes)) if first <= last && last < len => ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize))),
                 other => return Response::from_parts(parts, other),
             };
             parts.status = StatusCode::PARTIAL_CONTENT;

@@ -9,11 +9,11 @@
 
 use super::super::exchange::Exchange;
 use super::super::lookup::Found;
-use super::super::state::ProxyState;
 use super::super::meta_cache::Decoded;
+use super::super::state::ProxyState;
 use crate::cache::to_millis;
-use crate::store::Entry;
 use crate::record::{RecordKey, Selection};
+use crate::store::Entry;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
@@ -55,7 +55,11 @@ pub fn find(state: &ProxyState, key: &str, request_headers: &http::HeaderMap) ->
         }
         admitted
     };
-    let best = crate::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored).map(|(decoded, entry)| Found { entry: Arc::new(entry), decoded, hot: None });
+    let best = crate::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored).map(|(decoded, entry)| Found {
+        entry: Arc::new(entry),
+        decoded,
+        hot: None,
+    });
     match (best, missed) {
         (Some(f), _) => Recorded::Found(f),
         (None, Some(m)) => Recorded::OtherVariants(m),

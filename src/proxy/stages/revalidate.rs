@@ -4,7 +4,6 @@
 //! (RFC 5861 section 4, RFC 9111 section 4.2.4). Also the one background
 //! revalidation of stale-while-revalidate (RFC 5861 section 3).
 
-use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use super::super::exchange::Exchange;
 use super::super::lookup::Found;
 use super::super::state::ProxyState;
@@ -17,6 +16,7 @@ use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::origin::UpstreamError;
+use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use http::{Method, Response, StatusCode};
 use std::sync::Arc;
 use std::time::SystemTime;

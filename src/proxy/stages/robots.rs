@@ -59,7 +59,8 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
             let agent = enforce::product_token(&cfg.agent, ex.user_agent());
             let names = enforce::CheckNames::new(&rules, &agent);
             let until = rules.snapshot.validated_at.checked_add(windows.fresh);
-            let fresh = std::sync::Arc::new(FreshRules { origin: std::sync::Arc::new(origin), rules, windows, names, disposition, until: until.unwrap_or(now) });
+            let fresh =
+                std::sync::Arc::new(FreshRules { origin: std::sync::Arc::new(origin), rules, windows, names, disposition, until: until.unwrap_or(now) });
             if let (Disposition::Cached, true, Some(_)) = (disposition, fresh.rules.snapshot.status != RobotsStatus::Unavailable, until) {
                 FreshRules::keep(version, url, ex.user_agent(), fresh.clone());
             }
@@ -81,10 +82,9 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
             Action::Forward => RobotsAction::Forward,
         }
     };
-    let pace = cfg.honor_crawl_delay.then(|| Pace {
-        origin_key: origin.key(),
-        delay: politeness::effective_delay(rules.robots.crawl_delay(&check.agent), cfg.min_delay, cfg.max_delay),
-    });
+    let pace = cfg
+        .honor_crawl_delay
+        .then(|| Pace { origin_key: origin.key(), delay: politeness::effective_delay(rules.robots.crawl_delay(&check.agent), cfg.min_delay, cfg.max_delay) });
     Some(RobotsGate { check, action, pace, origin: origin.clone() })
 }
 

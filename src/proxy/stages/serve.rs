@@ -17,14 +17,7 @@ use http::{Response, StatusCode};
 /// `prebuilt`: its header map when already decoded) at `age` seconds.
 /// [`Step::LookAgain`] when the body file has vanished (the entry is then
 /// dropped).
-pub fn stored(
-    state: &ProxyState,
-    ex: &mut Exchange,
-    found: &Found,
-    stored: &StoredResponse,
-    prebuilt: Option<&HeaderMap>,
-    age: u64,
-) -> Step {
+pub fn stored(state: &ProxyState, ex: &mut Exchange, found: &Found, stored: &StoredResponse, prebuilt: Option<&HeaderMap>, age: u64) -> Step {
     let primary = ex.primary();
     let entry = &found.entry;
     let mut headers = match prebuilt {

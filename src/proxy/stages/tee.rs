@@ -2,12 +2,12 @@
 //! entry is published only when the body arrived complete (RFC 9111
 //! section 3.3, C09).
 
-use crawlcache_base::collapse::{Lead, Outcome};
 use super::super::state::ProxyState;
 use crate::metrics::Metrics;
 use crate::store::BodyWriter;
 use crate::wire::body::ProxyBody;
 use bytes::Bytes;
+use crawlcache_base::collapse::{Lead, Outcome};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -200,21 +200,21 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
         // to the page cache and a rename: no trip to a blocking thread.
         Ok(finished) => match finished {
             Err(e) => Err(Some(e)),
-            Ok(committed) => match state.invalidations.publish(&job.primary, sent_ms, || {
-                state.store.try_insert_quick(&job.primary, &job.secondary_key, meta, &committed)
-            }) {
-                None => {
-                    state.store.discard_body(&committed);
-                    return Outcome::NotShared;
-                }
-                Some(Some(r)) => {
-                    if r.is_err() {
+            Ok(committed) => {
+                match state.invalidations.publish(&job.primary, sent_ms, || state.store.try_insert_quick(&job.primary, &job.secondary_key, meta, &committed)) {
+                    None => {
                         state.store.discard_body(&committed);
+                        return Outcome::NotShared;
                     }
-                    r.map_err(Some)
+                    Some(Some(r)) => {
+                        if r.is_err() {
+                            state.store.discard_body(&committed);
+                        }
+                        r.map_err(Some)
+                    }
+                    Some(None) => insert_blocking(state, job, Ok(committed), meta.clone()).await,
                 }
-                Some(None) => insert_blocking(state, job, Ok(committed), meta.clone()).await,
-            },
+            }
         },
         Err(writer) => insert_blocking(state, job, Err(writer), meta.clone()).await,
     };

@@ -47,7 +47,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         error_response(status, &format!("crawlcache: {msg}"), &ex.status)
     };
     if !state.config.upstream.proxy.is_empty() {
-        return fail(ex, StatusCode::BAD_GATEWAY, format!("cannot relay the WebSocket upgrade to {uri}: upgrades are not sent through the parent proxy (upstream.proxy)"));
+        return fail(
+            ex,
+            StatusCode::BAD_GATEWAY,
+            format!("cannot relay the WebSocket upgrade to {uri}: upgrades are not sent through the parent proxy (upstream.proxy)"),
+        );
     }
     let https = uri.scheme_str() == Some("https");
     let Some(host) = uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()) else {
@@ -76,8 +80,16 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
     let response_timeout = state.config.upstream.response_timeout;
     let (status, headers, leftover) = match tokio::time::timeout(response_timeout, read_head(&mut origin)).await {
         Ok(Ok(h)) => h,
-        Ok(Err(msg)) => return fail(ex, StatusCode::BAD_GATEWAY, format!("origin {host}:{port} answered the WebSocket handshake with no usable HTTP response: {msg}")),
-        Err(_) => return fail(ex, StatusCode::GATEWAY_TIMEOUT, format!("origin {host}:{port} did not answer the WebSocket handshake within {} s", response_timeout.as_secs_f64())),
+        Ok(Err(msg)) => {
+            return fail(ex, StatusCode::BAD_GATEWAY, format!("origin {host}:{port} answered the WebSocket handshake with no usable HTTP response: {msg}"))
+        }
+        Err(_) => {
+            return fail(
+                ex,
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("origin {host}:{port} did not answer the WebSocket handshake within {} s", response_timeout.as_secs_f64()),
+            )
+        }
     };
     ex.status.fwd_status = Some(status.as_u16());
     if status != StatusCode::SWITCHING_PROTOCOLS {

@@ -2,8 +2,6 @@
 
 use std::collections::{HashMap, VecDeque};
 
-
-
 use super::types::*;
 
 pub(super) enum Outcome {
@@ -11,7 +9,6 @@ pub(super) enum Outcome {
     Response(Option<Pending>),
     Ignored,
 }
-
 
 /// Pairs responses with requests (see the module docs).
 #[derive(Default)]
@@ -85,4 +82,3 @@ impl Matcher {
         self.pending.drain(..).flatten().collect()
     }
 }
-

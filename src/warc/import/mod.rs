@@ -91,8 +91,8 @@ mod types;
 
 use matcher::*;
 use read::*;
-use types::*;
 pub use read::{client_form, RequestLine};
+use types::*;
 pub use types::{Options, PayloadDigest, Summary, DIGEST_TREE, MAX_DEFERRED_BYTES};
 
 /// One import of any number of WARC files into a store: revisits refer
@@ -577,13 +577,7 @@ fn freshen(stored: &[Field], update: &[Field]) -> Vec<Field> {
 /// [`Import`] of one file). `problem` gets one line per record skipped
 /// (file, offset, reason); `progress` the file offset reached after each
 /// record. Errors: the file cannot be opened.
-pub fn import_file(
-    store: &Store,
-    path: &Path,
-    opts: &Options,
-    problem: &mut dyn FnMut(String),
-    progress: &mut dyn FnMut(u64),
-) -> io::Result<Summary> {
+pub fn import_file(store: &Store, path: &Path, opts: &Options, problem: &mut dyn FnMut(String), progress: &mut dyn FnMut(u64)) -> io::Result<Summary> {
     let mut import = Import::new(store, opts.clone());
     import.file(path, &path.display().to_string(), problem, progress)?;
     Ok(import.finish(problem))
@@ -616,8 +610,14 @@ mod tests {
     fn responses_pair_with_requests_in_either_order_and_bad_bodies_leave_nothing() {
         let mut w = WarcWriter::new(Vec::new());
         // Heritrix order: the response first, its request after, naming it.
-        record(&mut w, "response", "<urn:r1>", "<http://a.test/form>", None,
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\nSet-Cookie: s=1\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        record(
+            &mut w,
+            "response",
+            "<urn:r1>",
+            "<http://a.test/form>",
+            None,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\nSet-Cookie: s=1\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        );
         record(&mut w, "request", "<urn:q1>", "http://a.test/form", Some("<urn:r1>"), b"POST /form HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nq=1");
         // A body shorter than its Content-Length.
         record(&mut w, "request", "<urn:q2>", "http://a.test/x", None, b"GET /x HTTP/1.1\r\nHost: a.test\r\n\r\n");
@@ -681,10 +681,7 @@ mod tests {
     fn target_uris_become_the_uri_a_client_sends() {
         assert_eq!(client_form("http://a.test/x?y", None), Ok(("http://a.test/x?y".to_string(), false)));
         // An IRI: the WHATWG serialisation (punycode host, UTF-8 percent-encoded path).
-        assert_eq!(
-            client_form("http://bücher.example/café?q=ü", None),
-            Ok(("http://xn--bcher-kva.example/caf%C3%A9?q=%C3%BC".to_string(), true))
-        );
+        assert_eq!(client_form("http://bücher.example/café?q=ü", None), Ok(("http://xn--bcher-kva.example/caf%C3%A9?q=%C3%BC".to_string(), true)));
         assert_eq!(client_form("http://a.test/b c", None), Ok(("http://a.test/b%20c".to_string(), true)));
         // With a request record, what the client put on its request line.
         let line = RequestLine { target: "/caf%c3%a9", host: Some("a.test") };
@@ -699,25 +696,44 @@ mod tests {
         let digest = format!("sha1:{}", data_encoding::BASE32.encode(&sha1_smol::Sha1::from(b"AAA\n").digest().bytes()));
         let revisit_head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Second: yes\r\nContent-Length: 4\r\n\r\n";
         let mut first = WarcWriter::new(Vec::new());
-        let f = [("WARC-Type", "response"), ("WARC-Record-ID", "<urn:o1>"), ("WARC-Target-URI", "http://a.test/one"), ("WARC-Date", "2024-05-01T12:00:00Z"), ("WARC-Payload-Digest", digest.as_str())];
+        let f = [
+            ("WARC-Type", "response"),
+            ("WARC-Record-ID", "<urn:o1>"),
+            ("WARC-Target-URI", "http://a.test/one"),
+            ("WARC-Date", "2024-05-01T12:00:00Z"),
+            ("WARC-Payload-Digest", digest.as_str()),
+        ];
         first.write_record(&f, page.len() as u64, &mut &page[..]).unwrap();
         let mut second = WarcWriter::new(Vec::new());
         // By WARC-Refers-To, another URL (as wget --warc-dedup writes them).
-        let r = revisit_fields("<urn:v1>", "http://a.test/two", "2024-05-02T12:00:00Z", &digest, &[("WARC-Refers-To", "<urn:o1>"), ("WARC-Truncated", "length")]);
+        let r =
+            revisit_fields("<urn:v1>", "http://a.test/two", "2024-05-02T12:00:00Z", &digest, &[("WARC-Refers-To", "<urn:o1>"), ("WARC-Truncated", "length")]);
         second.write_record(&r, revisit_head.len() as u64, &mut &revisit_head[..]).unwrap();
         // By the digest alone.
         let r = revisit_fields("<urn:v2>", "http://a.test/three", "2024-05-02T12:00:00Z", &digest, &[]);
         second.write_record(&r, revisit_head.len() as u64, &mut &revisit_head[..]).unwrap();
         // By URI and date, the server-not-modified profile: the original's head.
-        let r = revisit_fields("<urn:v3>", "http://a.test/one", "2024-05-03T12:00:00Z", "sha1:unknown", &[
-            ("WARC-Refers-To-Target-URI", "http://a.test/one"),
-            ("WARC-Refers-To-Date", "2024-05-01T12:00:00Z"),
-            ("WARC-Profile", "http://netpreserve.org/warc/1.1/revisit/server-not-modified"),
-        ]);
+        let r = revisit_fields(
+            "<urn:v3>",
+            "http://a.test/one",
+            "2024-05-03T12:00:00Z",
+            "sha1:unknown",
+            &[
+                ("WARC-Refers-To-Target-URI", "http://a.test/one"),
+                ("WARC-Refers-To-Date", "2024-05-01T12:00:00Z"),
+                ("WARC-Profile", "http://netpreserve.org/warc/1.1/revisit/server-not-modified"),
+            ],
+        );
         let nm = b"HTTP/1.1 304 Not Modified\r\nETag: \"e2\"\r\n\r\n";
         second.write_record(&r, nm.len() as u64, &mut &nm[..]).unwrap();
         // Nowhere.
-        let r = revisit_fields("<urn:v4>", "http://a.test/lost", "2024-05-02T12:00:00Z", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", &[("WARC-Refers-To", "<urn:gone>")]);
+        let r = revisit_fields(
+            "<urn:v4>",
+            "http://a.test/lost",
+            "2024-05-02T12:00:00Z",
+            "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            &[("WARC-Refers-To", "<urn:gone>")],
+        );
         second.write_record(&r, revisit_head.len() as u64, &mut &revisit_head[..]).unwrap();
         let (first, second) = (first.finish().unwrap(), second.finish().unwrap());
 

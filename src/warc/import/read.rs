@@ -7,12 +7,12 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::warc::http::{self as wh, ChunkedDecoder, Field};
-use crate::warc::reader::{RecordHead, WarcReader};
-use crate::warc::{parse_warc_date, strip_angle_brackets, REQUEST_BODY_SHA256};
 use crate::cache::{key, StoredResponse};
 use crate::store::Store;
 use crate::store_key::{RecordKey, Selection};
+use crate::warc::http::{self as wh, ChunkedDecoder, Field};
+use crate::warc::reader::{RecordHead, WarcReader};
+use crate::warc::{parse_warc_date, strip_angle_brackets, REQUEST_BODY_SHA256};
 
 use super::types::*;
 
@@ -139,16 +139,7 @@ pub(super) fn read_request<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: 
         Some(hex::encode(h.finalize()))
     };
     let concurrent = head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
-    Ok(Some(Request {
-        id: record_id(head),
-        uri,
-        method,
-        target,
-        body_sha256,
-        date_ms: head.get("WARC-Date").and_then(parse_warc_date),
-        fields,
-        concurrent,
-    }))
+    Ok(Some(Request { id: record_id(head), uri, method, target, body_sha256, date_ms: head.get("WARC-Date").and_then(parse_warc_date), fields, concurrent }))
 }
 
 pub(super) struct HashWriter<'a>(&'a mut Sha256);
@@ -289,12 +280,7 @@ pub(super) fn stored_form(opts: &Options, p: &Pending, req: Option<&Request>) ->
     let primary = crate::record::key_rules::apply(&opts.key_rules, &exact);
     let body_hash = match method {
         http::Method::GET | http::Method::HEAD => None,
-        _ => Some(
-            p.body_sha256
-                .clone()
-                .or_else(|| req.and_then(|r| r.body_sha256.clone()))
-                .unwrap_or_else(|| hex::encode(Sha256::digest(b""))),
-        ),
+        _ => Some(p.body_sha256.clone().or_else(|| req.and_then(|r| r.body_sha256.clone())).unwrap_or_else(|| hex::encode(Sha256::digest(b"")))),
     };
     let record_key = RecordKey::new(&method, &primary, body_hash.as_deref());
     let response_headers = header_map(&p.fields);
@@ -327,4 +313,3 @@ pub(super) fn header_map(fields: &[Field]) -> http::HeaderMap {
     }
     map
 }
-

@@ -1,15 +1,14 @@
 //! The records and payloads an import holds while it reads: what the
 //! files of [`super`] share.
 
-
 use sha2::{Digest, Sha256};
 
-use crate::warc::http::Field;
-use crate::warc::reader::Offset;
 use crate::cache::policy::PolicyConfig;
 use crate::cache::StoredResponse;
 use crate::record::key_rules::KeyRule;
 use crate::store::CommittedBody;
+use crate::warc::http::Field;
+use crate::warc::reader::Offset;
 
 /// The index tree (beside the store's own, [`Store::extra_tree`]) mapping
 /// the payload digests of imported responses to the entry holding the
@@ -222,4 +221,3 @@ pub(super) fn map_key(parts: &[&[u8]]) -> MapKey {
     out.copy_from_slice(&d[..16]);
     out
 }
-

@@ -62,9 +62,7 @@ impl CacheControl {
     /// in a response. For responses use [`CacheControl::from_response_headers`].
     pub fn from_headers(headers: &http::HeaderMap) -> CacheControl {
         let mut cc = CacheControl::from_response_headers(headers);
-        if !headers.contains_key(http::header::CACHE_CONTROL)
-            && headers.get_all(http::header::PRAGMA).iter().any(|v| pragma_no_cache(v.as_bytes()))
-        {
+        if !headers.contains_key(http::header::CACHE_CONTROL) && headers.get_all(http::header::PRAGMA).iter().any(|v| pragma_no_cache(v.as_bytes())) {
             cc.no_cache = true;
         }
         cc

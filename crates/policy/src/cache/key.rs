@@ -272,14 +272,8 @@ mod tests {
         assert_ne!(absent, empty);
         assert_ne!(json, absent);
         // Whitespace folded, lines combined with ", ".
-        assert_eq!(
-            secondary_key(&vary, &hm(&[("accept", "  text/plain,   text/html ")])),
-            secondary_key(&vary, &hm(&[("accept", "text/plain, text/html")]))
-        );
-        assert_eq!(
-            secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])),
-            secondary_key(&vary, &hm(&[("accept", "a, b")]))
-        );
+        assert_eq!(secondary_key(&vary, &hm(&[("accept", "  text/plain,   text/html ")])), secondary_key(&vary, &hm(&[("accept", "text/plain, text/html")])));
+        assert_eq!(secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])), secondary_key(&vary, &hm(&[("accept", "a, b")])));
     }
 
     #[test]
@@ -299,10 +293,7 @@ mod tests {
     #[test]
     fn section_4_1_case_is_normalised_only_for_case_insensitive_fields() {
         let lang = hm(&[("vary", "Accept-Language")]);
-        assert_eq!(
-            secondary_key(&lang, &hm(&[("accept-language", "eN, De")])),
-            secondary_key(&lang, &hm(&[("accept-language", "en,de")]))
-        );
+        assert_eq!(secondary_key(&lang, &hm(&[("accept-language", "eN, De")])), secondary_key(&lang, &hm(&[("accept-language", "en,de")])));
         assert_ne!(
             secondary_key(&lang, &hm(&[("accept-language", "de, en")])),
             secondary_key(&lang, &hm(&[("accept-language", "en, de")])),

@@ -34,10 +34,7 @@ impl StoredResponse {
     pub fn header_map(&self) -> http::HeaderMap {
         let mut map = http::HeaderMap::with_capacity(self.headers.len());
         for (name, value) in &self.headers {
-            if let (Ok(n), Ok(v)) = (
-                http::header::HeaderName::from_bytes(name.as_bytes()),
-                http::header::HeaderValue::from_bytes(value),
-            ) {
+            if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(name.as_bytes()), http::header::HeaderValue::from_bytes(value)) {
                 map.append(n, v);
             }
         }
@@ -86,8 +83,8 @@ where
     H: ExactSizeIterator<Item = (&'a str, &'a [u8])> + Clone,
     V: ExactSizeIterator<Item = (&'a str, &'a [u8])> + Clone,
 {
-    let fields: usize = headers.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>()
-        + vary_request.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
+    let fields: usize =
+        headers.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>() + vary_request.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
     let mut out = Vec::with_capacity(2 + 2 + 16 + url.len() + 4 + fields + 4);
     out.extend_from_slice(&HEAD_MAGIC);
     out.extend_from_slice(&status.to_be_bytes());

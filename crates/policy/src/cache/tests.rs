@@ -107,10 +107,7 @@ fn c02_304_fields_replace_all_same_named_lines_in_place() {
 
 #[test]
 fn c02_304_content_length_and_body_describing_fields_are_ignored() {
-    let s = stored(
-        200,
-        &[("content-length", "100000"), ("content-encoding", "gzip"), ("etag", "\"v1\""), ("cache-control", "max-age=5")],
-    );
+    let s = stored(200, &[("content-length", "100000"), ("content-encoding", "gzip"), ("etag", "\"v1\""), ("cache-control", "max-age=5")]);
     let f = freshen(
         &s,
         &hm(&[("content-length", "0"), ("content-encoding", "br"), ("etag", "\"v1\""), ("set-cookie", "a=b"), ("connection", "close")]),
@@ -191,7 +188,11 @@ fn c06_request_no_store_is_never_stored() {
 fn c06_response_no_store_in_any_case_or_line_is_never_stored() {
     for cc in [&["no-store"][..], &["No-StOrE"], &["max-age=10000, no-store"], &["max-age=60", "no-store"]] {
         let fields: Vec<(&str, &str)> = cc.iter().map(|v| ("cache-control", *v)).collect();
-        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &hm(&fields), &cfg()), Err(NotStorable::NoStore), "{cc:?}");
+        assert_eq!(
+            storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &hm(&fields), &cfg()),
+            Err(NotStorable::NoStore),
+            "{cc:?}"
+        );
     }
 }
 
@@ -284,10 +285,19 @@ fn c12_301_and_308_are_heuristically_cacheable_302_is_not() {
         assert_eq!(freshness_lifetime(&old, &with_ttl), Duration::from_secs(86_400));
     }
     let resp = hm(&[("location", "http://example.com/new")]);
-    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 302, &resp, &with_ttl), Err(NotStorable::NoFreshnessOrValidator));
-    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 307, &resp, &with_ttl), Err(NotStorable::NoFreshnessOrValidator));
+    assert_eq!(
+        storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 302, &resp, &with_ttl),
+        Err(NotStorable::NoFreshnessOrValidator)
+    );
+    assert_eq!(
+        storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 307, &resp, &with_ttl),
+        Err(NotStorable::NoFreshnessOrValidator)
+    );
     // A 302 with explicit freshness, or public, is storable; no heuristic without public.
-    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 302, &hm(&[("cache-control", "max-age=60")]), &with_ttl), Ok(()));
+    assert_eq!(
+        storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 302, &hm(&[("cache-control", "max-age=60")]), &with_ttl),
+        Ok(())
+    );
     let s = stored(302, &[("last-modified", &date(-1000)), ("date", &date(0))]);
     assert_eq!(freshness_lifetime(&s, &with_ttl), Duration::ZERO);
 }
@@ -304,7 +314,11 @@ fn c12_bare_200_is_storable_but_not_fresh_without_default_ttl() {
 fn heuristic_statuses_that_are_not_heuristically_cacheable_are_not_stored() {
     for status in [201, 202, 403, 502, 503, 504, 599] {
         let resp = hm(&[("last-modified", &date(-86_400)), ("date", &date(0))]);
-        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &resp, &cfg()), Err(NotStorable::NoFreshnessOrValidator), "{status}");
+        assert_eq!(
+            storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &resp, &cfg()),
+            Err(NotStorable::NoFreshnessOrValidator),
+            "{status}"
+        );
     }
     let public = hm(&[("cache-control", "public"), ("last-modified", &date(-1000)), ("date", &date(0))]);
     assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &public, &cfg()), Ok(()));
@@ -536,7 +550,11 @@ fn c23_window_arithmetic() {
 
 #[test]
 fn c23_must_revalidate_and_no_cache_disable_stale_while_revalidate() {
-    for cc in ["max-age=10, stale-while-revalidate=60, must-revalidate", "max-age=10, stale-while-revalidate=60, proxy-revalidate", "max-age=10, stale-while-revalidate=60, no-cache"] {
+    for cc in [
+        "max-age=10, stale-while-revalidate=60, must-revalidate",
+        "max-age=10, stale-while-revalidate=60, proxy-revalidate",
+        "max-age=10, stale-while-revalidate=60, no-cache",
+    ] {
         let s = stored(200, &[("date", &date(0)), ("cache-control", cc)]);
         assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(15), &cfg()).reuse, Reuse::Revalidate, "{cc}");
     }
@@ -583,11 +601,11 @@ fn age_list_uses_its_first_member_section_5_1() {
     for (ages, age, reuse) in [
         (&["0, 7200"][..], 0, Reuse::Serve), // http-cache-tests age-parse-prefix
         (&["0,7200"], 0, Reuse::Serve),
-        (&["7200,0"], 7200, Reuse::Revalidate), // age-parse-suffix
-        (&["0", "7200"], 0, Reuse::Serve),     // age-parse-prefix-twoline
+        (&["7200,0"], 7200, Reuse::Revalidate),    // age-parse-suffix
+        (&["0", "7200"], 0, Reuse::Serve),         // age-parse-prefix-twoline
         (&["7200", "0"], 7200, Reuse::Revalidate), // age-parse-suffix-twoline
-        (&["0, 0"], 0, Reuse::Serve),          // age-parse-dup-0
-        (&["0", "0"], 0, Reuse::Serve),        // age-parse-dup-0-twoline
+        (&["0, 0"], 0, Reuse::Serve),              // age-parse-dup-0
+        (&["0", "0"], 0, Reuse::Serve),            // age-parse-dup-0-twoline
         (&["3600, 3600"], 3600, Reuse::Revalidate),
         (&["10, abc"], 10, Reuse::Serve),
         (&[", 10"], 10, Reuse::Serve), // empty list elements are skipped (RFC 9110 section 5.6.1.2)
@@ -661,7 +679,11 @@ fn response_pragma_no_cache_is_ignored() {
 fn storability_rules() {
     let ok = hm(&[("cache-control", "max-age=60")]);
     for status in [100, 101, 206, 304] {
-        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &ok, &cfg()), Err(NotStorable::Status), "{status}");
+        assert_eq!(
+            storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), status, &ok, &cfg()),
+            Err(NotStorable::Status),
+            "{status}"
+        );
     }
     let auth = hm(&[("authorization", "Basic Zm9v")]);
     let expires = hm(&[("expires", &date(3600)), ("date", &date(0))]);
@@ -670,7 +692,18 @@ fn storability_rules() {
         assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&auth), &auth, 200, &hm(&[("cache-control", cc)]), &cfg()), Ok(()), "{cc}");
     }
     for vary in ["*", "*, *", ", *", "Foo, *", "accept, *"] {
-        assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &hm(&[("vary", vary), ("cache-control", "max-age=60")]), &cfg()), Err(NotStorable::VaryStar), "{vary}");
+        assert_eq!(
+            storable(
+                &Method::GET,
+                &CacheControl::from_headers(&no_request()),
+                &no_request(),
+                200,
+                &hm(&[("vary", vary), ("cache-control", "max-age=60")]),
+                &cfg()
+            ),
+            Err(NotStorable::VaryStar),
+            "{vary}"
+        );
     }
     let two_lines = hm(&[("vary", ""), ("vary", "*"), ("cache-control", "max-age=60")]);
     assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &two_lines, &cfg()), Err(NotStorable::VaryStar));
@@ -679,11 +712,18 @@ fn storability_rules() {
 #[test]
 fn must_understand_section_5_2_2_3() {
     let mu = hm(&[("cache-control", "max-age=3600, must-understand, no-store")]);
-    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &mu, &cfg()), Ok(()), "no-store ignored for an understood status");
+    assert_eq!(
+        storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 200, &mu, &cfg()),
+        Ok(()),
+        "no-store ignored for an understood status"
+    );
     assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &mu, &cfg()), Err(NotStorable::Status));
     let mu = hm(&[("cache-control", "max-age=3600, must-understand")]);
     assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &mu, &cfg()), Err(NotStorable::Status));
-    assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&hm(&[("cache-control", "no-store")])), &hm(&[("cache-control", "no-store")]), 200, &mu, &cfg()), Err(NotStorable::NoStore));
+    assert_eq!(
+        storable(&Method::GET, &CacheControl::from_headers(&hm(&[("cache-control", "no-store")])), &hm(&[("cache-control", "no-store")]), 200, &mu, &cfg()),
+        Err(NotStorable::NoStore)
+    );
     // Without must-understand an unknown final status with explicit freshness is storable.
     assert_eq!(storable(&Method::GET, &CacheControl::from_headers(&no_request()), &no_request(), 599, &hm(&[("cache-control", "max-age=60")]), &cfg()), Ok(()));
 }

@@ -36,9 +36,8 @@ pub fn parse_http_date(value: &[u8], received: SystemTime) -> Option<SystemTime>
 /// reading would reject or read differently.
 fn imf_fixdate(v: &[u8]) -> Option<SystemTime> {
     let v: &[u8; 29] = v.try_into().ok()?;
-    let digits = |i: usize, n: usize| -> Option<u32> {
-        v[i..i + n].iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0')))
-    };
+    let digits =
+        |i: usize, n: usize| -> Option<u32> { v[i..i + n].iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))) };
     if &v[3..5] != b", " || v[7] != b' ' || v[11] != b' ' || v[16] != b' ' || v[19] != b':' || v[22] != b':' || &v[25..] != b" GMT" {
         return None;
     }

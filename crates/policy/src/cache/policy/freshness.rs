@@ -4,9 +4,9 @@
 //! serving stale when the origin fails ([`may_serve_stale_on_error`],
 //! section 4.2.4 and RFC 5861 section 4).
 
+use super::config::PolicyConfig;
 use super::fields::stored_date;
 use super::storable::heuristically_cacheable;
-use super::config::PolicyConfig;
 use crate::cache::cache_control::{delta_seconds, CacheControl};
 use crate::cache::{from_millis, StoredResponse};
 use std::time::{Duration, SystemTime};
@@ -183,14 +183,7 @@ pub fn decide_bounded(
 
 /// [`decide_bounded`] from a stored response's [`Freshness`] (computed
 /// under the same `cfg`), so a cache hit does not parse the stored fields.
-pub fn decide_with(
-    req: &CacheControl,
-    fresh: &Freshness,
-    now: SystemTime,
-    cfg: &PolicyConfig,
-    min: Option<Duration>,
-    max: Option<Duration>,
-) -> Decision {
+pub fn decide_with(req: &CacheControl, fresh: &Freshness, now: SystemTime, cfg: &PolicyConfig, min: Option<Duration>, max: Option<Duration>) -> Decision {
     let cc = &fresh.cc;
     let mut lifetime = fresh.freshness_lifetime;
     if let Some(m) = max {
@@ -271,13 +264,7 @@ pub enum OriginError {
 /// implies `proxy-revalidate`). Never for `must-revalidate`,
 /// `proxy-revalidate` (shared), `no-cache` responses, or a request with
 /// `no-cache`. A fresh response is trivially allowed (staleness 0).
-pub fn may_serve_stale_on_error(
-    req: &CacheControl,
-    stored: &StoredResponse,
-    error: OriginError,
-    now: SystemTime,
-    cfg: &PolicyConfig,
-) -> bool {
+pub fn may_serve_stale_on_error(req: &CacheControl, stored: &StoredResponse, error: OriginError, now: SystemTime, cfg: &PolicyConfig) -> bool {
     let cc = CacheControl::from_stored(&stored.headers);
     if req.no_cache || forbids_stale(&cc, cfg) {
         return false;

@@ -57,10 +57,7 @@ pub fn storable(
     if cfg.shared && cc.private {
         return Err(NotStorable::Private);
     }
-    if cfg.shared
-        && request_headers.contains_key(http::header::AUTHORIZATION)
-        && !(cc.public || cc.s_maxage.is_some() || cc.must_revalidate)
-    {
+    if cfg.shared && request_headers.contains_key(http::header::AUTHORIZATION) && !(cc.public || cc.s_maxage.is_some() || cc.must_revalidate) {
         return Err(NotStorable::Authorization);
     }
     if crate::cache::key::vary_names(response_headers).is_none() {

@@ -4,9 +4,9 @@
 //! updates ([`not_modified_matches`], [`head_matches`], 4.3.4, 4.3.5), and
 //! the update itself ([`freshen`], 4.3.4 with 3.2); entity-tag parsing.
 
+use super::config::PolicyConfig;
 use super::fields::{date_about, stored_date, stored_value};
 use super::storable::headers_to_store;
-use super::config::PolicyConfig;
 use crate::cache::{to_millis, StoredResponse};
 use http::HeaderMap;
 use std::time::SystemTime;
@@ -39,9 +39,7 @@ pub fn not_modified_matches(stored: &StoredResponse, response_headers: &HeaderMa
     let new_etag = response_headers.get(http::header::ETAG).map(|v| v.as_bytes());
     if let Some(new_etag) = new_etag {
         return match (stored_value(&stored.headers, "etag"), parse_etag(new_etag)) {
-            (Some(old), Some(new)) if !new.weak => {
-                parse_etag(old).is_some_and(|old| !old.weak && old.tag == new.tag)
-            }
+            (Some(old), Some(new)) if !new.weak => parse_etag(old).is_some_and(|old| !old.weak && old.tag == new.tag),
             // A weak validator in the 304: weak comparison (section 4.3.4
             // selects by weak validators only when no strong one is sent).
             (Some(old), Some(new)) => parse_etag(old).is_some_and(|old| old.tag == new.tag),
@@ -71,8 +69,7 @@ pub fn head_matches(stored: &StoredResponse, head_headers: &HeaderMap, body_len:
             _ => Err(()),
         }
     };
-    let (Ok(etag), Ok(last_modified), Ok(length)) =
-        (single(http::header::ETAG), single(http::header::LAST_MODIFIED), single(http::header::CONTENT_LENGTH))
+    let (Ok(etag), Ok(last_modified), Ok(length)) = (single(http::header::ETAG), single(http::header::LAST_MODIFIED), single(http::header::CONTENT_LENGTH))
     else {
         return false;
     };
@@ -179,8 +176,7 @@ pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse)
 /// Fields a 304 never changes in the stored response (RFC 9111 section 3.2):
 /// they describe the stored content itself (its length, coding, digest,
 /// range, and the validator that identifies it).
-const NOT_UPDATED_BY_304: &[&str] =
-    &["content-length", "content-encoding", "content-md5", "content-range", "digest", "content-digest", "repr-digest", "etag"];
+const NOT_UPDATED_BY_304: &[&str] = &["content-length", "content-encoding", "content-md5", "content-range", "digest", "content-digest", "repr-digest", "etag"];
 
 /// An entity tag (RFC 9110 section 8.8.3).
 struct EntityTag<'a> {
