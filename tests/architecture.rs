@@ -272,6 +272,12 @@ fn no_file_over_800_lines_and_no_function_over_120_but_route() {
                 continue;
             }
             let before = text.find("\n#[cfg(test)]\nmod tests {").map_or(text.len(), |i| i + 1);
+            // The tests module comes last: nothing but blank lines after
+            // its closing brace (code there would escape every check).
+            let after_tests = text[before..].find("\n}\n").map_or("", |end| &text[before + end + 3..]);
+            if !after_tests.trim().is_empty() {
+                problems.push(format!("{rel}: code after its `#[cfg(test)] mod tests {{ .. }}` (move the tests to the end)"));
+            }
             let lines = text[..before].lines().count();
             if lines > MAX_FILE_LINES {
                 problems.push(format!("{rel}: {lines} lines before its tests (at most {MAX_FILE_LINES})"));

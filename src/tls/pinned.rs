@@ -75,7 +75,8 @@ impl ServerCertVerifier for PinnedSelfSigned {
 fn may_be_pinned(why: &CertificateError) -> bool {
     match why {
         CertificateError::UnknownIssuer => true,
-        CertificateError::Other(other) => format!("{other:?}").contains("CaUsedAsEndEntity"),
+        // rustls wraps webpki errors it has no variant for.
+        CertificateError::Other(other) => matches!(other.0.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity)),
         _ => false,
     }
 }

@@ -12,21 +12,6 @@ pub fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_in_every_family() {
-        for s in ["127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.1"] {
-            assert!(is_loopback(s.parse().unwrap()), "{s}");
-        }
-        for s in ["10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "2001:db8::1"] {
-            assert!(!is_loopback(s.parse().unwrap()), "{s}");
-        }
-    }
-}
-
 /// True when `ip` is one of this machine's addresses: loopback, the
 /// unspecified address (which reaches every local interface), or an
 /// address of a local interface (one a socket can be bound to).
@@ -155,6 +140,21 @@ mod cpu_tests {
             std::io::Read::read_exact(&mut &server, &mut byte).unwrap();
             assert_eq!(super::incoming_cpu(&server), Some(cpu));
             drop(client.join().unwrap());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_in_every_family() {
+        for s in ["127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(s.parse().unwrap()), "{s}");
+        }
+        for s in ["10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "2001:db8::1"] {
+            assert!(!is_loopback(s.parse().unwrap()), "{s}");
         }
     }
 }
