@@ -14,7 +14,10 @@
 #   - first tunnels to 1,000 distinct hosts (a TLS server name each, so an
 #     intercepting proxy mints a leaf per host; one 1 KiB hit inside);
 #   - crawlcache's own plain-HTTP hits (absolute-form, kept-alive, 16 KiB),
-#     the reference for the HTTPS-hit ratio.
+#     the reference for the HTTPS-hit ratio;
+#   - each proxy's own CPU per hit (user + system from /proc, over each hit
+#     cell): the load client shares the two cores, so req/s also counts the
+#     client's decryption; this figure is the proxy's part alone.
 # It prints one table (req/s, or tunnels/s) with crawlcache's ratio to the
 # best peer per cell, the HTTPS/plain ratio, and the load average before
 # and after. Everything listens on 127.0.0.1 and is stopped at the end.
@@ -197,6 +200,15 @@ hl() {
     sed -E 's/.*req_per_s=([0-9.]+).*/\1/' <<<"$out"
 }
 
+# The proxy's own CPU (user + system, in clock ticks) from /proc, and per
+# request over one cell: per_request TICKS_BEFORE TICKS_AFTER REQ_PER_S ->
+# microseconds. With the load client on the same two cores, req/s counts
+# the client's work too; this is the proxy's part alone.
+CLK_TCK=$(getconf CLK_TCK)
+case $DURATION in *m) SECONDS_PER_CELL=$((${DURATION%m} * 60)) ;; *) SECONDS_PER_CELL=${DURATION%s} ;; esac
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+per_request() { python3 -c "b, a, r = $1, $2, float('$3' or 0); print(f'{(a - b) / $CLK_TCK * 1e6 / (r * $SECONDS_PER_CELL):.1f}' if r else '-')"; }
+
 declare -A R
 LOAD_BEFORE=$(load)
 for PEER_NAME in $PEERS; do
@@ -205,14 +217,18 @@ for PEER_NAME in $PEERS; do
     for size in $SIZES; do
         # Warm: twice, so a caching peer stores and hits.
         for _ in 1 2; do curl -fsS -o /dev/null --proxy "http://127.0.0.1:$PEER_PORT" --cacert "$PEER_CA" "https://localhost:$TLS_PORT/$size.bin"; done
+        t0=$(cpu_ticks "$PEER_PID")
         R[$PEER_NAME,hit$size]=$(hl keepalive "https://localhost:$TLS_PORT/$size.bin" --connections "$CONNECTIONS" --duration "$DURATION")
+        R[$PEER_NAME,cpu$size]=$(per_request "$t0" "$(cpu_ticks "$PEER_PID")" "${R[$PEER_NAME,hit$size]}")
     done
     R[$PEER_NAME,tunnels]=$(hl tunnels "https://localhost:$TLS_PORT/1k.bin" --connections "$TUNNEL_CONNECTIONS" --duration "$DURATION")
     R[$PEER_NAME,hosts]=$(hl hosts "https://localhost:$TLS_PORT/1k.bin" --connections "$TUNNEL_CONNECTIONS" --hosts "$HOSTS")
     if [[ $PEER_NAME == crawlcache ]]; then
         for _ in 1 2; do curl -fsS -o /dev/null --proxy "http://127.0.0.1:$PEER_PORT" "http://localhost:$HTTP_PORT/16k.bin"; done
+        t0=$(cpu_ticks "$PEER_PID")
         R[crawlcache,plain16k]=$("$HL_BIN" --mode keepalive --url "http://localhost:$HTTP_PORT/16k.bin" --proxy "127.0.0.1:$PEER_PORT" \
             --connections "$CONNECTIONS" --duration "$DURATION" 2>>"$WORK/https_load.err" | sed -E 's/.*req_per_s=([0-9.]+).*/\1/')
+        R[crawlcache,cpuplain16k]=$(per_request "$t0" "$(cpu_ticks "$PEER_PID")" "${R[crawlcache,plain16k]}")
     fi
     stop_peer
 done
@@ -246,4 +262,9 @@ done
 if has_peer crawlcache; then
     echo
     python3 -c "h=${R[crawlcache,hit16k]}; p=${R[crawlcache,plain16k]}; print(f'crawlcache 16 KiB hits: HTTPS {h:.0f} req/s, plain HTTP {p:.0f} req/s: HTTPS / plain = {h/p:.2f}')"
+    python3 -c "h=float('${R[crawlcache,cpu16k]}'); p=float('${R[crawlcache,cpuplain16k]}'); print(f'crawlcache CPU per 16 KiB hit (its own, user + system): HTTPS {h:.1f} us, plain HTTP {p:.1f} us: plain / HTTPS = {p/h:.2f}')"
 fi
+echo
+row="proxy CPU per HTTPS hit, us (1 KiB / 16 KiB / 256 KiB):"
+for p in $PEERS; do row+=" $p ${R[$p,cpu1k]} / ${R[$p,cpu16k]} / ${R[$p,cpu256k]};"; done
+echo "${row%;}"

@@ -338,8 +338,12 @@ pub async fn handle_in_tunnel(
 ) -> Result<Response<ProxyBody>, Infallible> {
     let bypass = CacheStatus::forward(Fwd::Bypass);
     if req.uri().scheme().is_none() {
-        let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
-        match Uri::builder().scheme(scheme).authority(authority.clone()).path_and_query(pq).build() {
+        // From parts already parsed: no text is copied or parsed again.
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(if scheme == "https" { http::uri::Scheme::HTTPS } else { http::uri::Scheme::HTTP });
+        parts.authority = Some(authority.clone());
+        parts.path_and_query = Some(req.uri().path_and_query().cloned().unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")));
+        match Uri::from_parts(parts) {
             Ok(u) => *req.uri_mut() = u,
             Err(e) => return Ok(error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: bad request target: {e}"), &bypass)),
         }
@@ -360,6 +364,9 @@ pub async fn handle_in_tunnel(
 /// another host or port (the scheme's `default_port` may be omitted).
 fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority, default_port: u16) -> Option<String> {
     let host = headers.get(http::header::HOST)?;
+    if host.as_bytes().eq_ignore_ascii_case(authority.as_str().as_bytes()) {
+        return None;
+    }
     let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
     let same = text
         .parse::<http::uri::Authority>()

@@ -32,6 +32,8 @@ use super::state::ProxyState;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
+use crate::wire::interim::InterimIo;
+use crate::wire::sendfile::SendfileIo;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -178,12 +180,17 @@ pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
     }
 }
 
-/// Reads a tunnel's first bytes until [`classify_tunnel`] can tell what
-/// they are. Returns what was read and the verdict; `Unknown` with what
+/// Reads a tunnel's first bytes (after `buf`, those already read) until
+/// [`classify_tunnel`] can tell what they are. Returns what was read and
+/// the verdict; `Unknown` with what
 /// was read when the client went silent (for `silent_after`; at most
 /// [`FIRST_BYTES_TIMEOUT`] overall), and `Closed` when it closed first.
-async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, silent_after: Option<Duration>) -> std::io::Result<(Vec<u8>, TunnelContent)> {
-    let mut buf = Vec::with_capacity(4096);
+async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, mut buf: Vec<u8>, silent_after: Option<Duration>) -> std::io::Result<(Vec<u8>, TunnelContent)> {
+    match classify_tunnel(&buf) {
+        TunnelContent::Unknown if buf.len() < SNIFF_MAX => {}
+        TunnelContent::Unknown => return Ok((buf, TunnelContent::Other)),
+        verdict => return Ok((buf, verdict)),
+    }
     let mut chunk = vec![0u8; 16 * 1024];
     let started = tokio::time::Instant::now();
     loop {
@@ -246,9 +253,9 @@ fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::ur
                 return;
             }
         };
-        let mut client = TokioIo::new(upgraded);
+        let (mut client, already_read) = TunnelIo::take(upgraded);
         let silent_after = (port != 443).then_some(SILENT_RELAY_AFTER);
-        let (first, content) = match sniff(&mut client, silent_after).await {
+        let (first, content) = match sniff(&mut client, already_read, silent_after).await {
             Ok(x) => x,
             Err(e) => {
                 tracing::debug!("tunnel from {peer} to {authority} failed before its first bytes: {e}");
@@ -394,6 +401,76 @@ where
     };
     let _task = state.tasks.enter();
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// A client connection after `CONNECT`, as an intercepted tunnel reads and
+/// writes it: the TCP connection itself when the plain connection's I/O can
+/// be taken back from the HTTP library (no layers of the plain connection
+/// on each read and write of the tunnel: a TLS record is one call to the
+/// socket), else the library's upgraded connection.
+enum TunnelIo {
+    Tcp(tokio::net::TcpStream),
+    Interim(TokioIo<InterimIo<SendfileIo>>),
+    Upgraded(TokioIo<hyper::upgrade::Upgraded>),
+}
+
+impl TunnelIo {
+    /// The tunnel's connection, and the bytes the client sent after its
+    /// `CONNECT` head that the HTTP library had already read (to be read
+    /// first; empty when the connection stays the library's, which
+    /// replays them itself).
+    fn take(upgraded: hyper::upgrade::Upgraded) -> (TunnelIo, Vec<u8>) {
+        match upgraded.downcast::<InterimIo<SendfileIo>>() {
+            Ok(parts) => match parts.io.into_inner() {
+                Ok(io) => (TunnelIo::Tcp(io.into_tcp()), parts.read_buf.to_vec()),
+                Err(io) => (TunnelIo::Interim(TokioIo::new(io)), parts.read_buf.to_vec()),
+            },
+            Err(upgraded) => (TunnelIo::Upgraded(TokioIo::new(upgraded)), Vec::new()),
+        }
+    }
+}
+
+/// Calls `$method` on whichever connection a [`TunnelIo`] holds.
+macro_rules! each_io {
+    ($self:expr, $io:ident => $call:expr) => {
+        match $self.get_mut() {
+            TunnelIo::Tcp($io) => $call,
+            TunnelIo::Interim($io) => $call,
+            TunnelIo::Upgraded($io) => $call,
+        }
+    };
+}
+
+impl AsyncRead for TunnelIo {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        each_io!(self, io => Pin::new(io).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for TunnelIo {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        each_io!(self, io => Pin::new(io).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        each_io!(self, io => Pin::new(io).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            TunnelIo::Tcp(io) => io.is_write_vectored(),
+            TunnelIo::Interim(io) => io.is_write_vectored(),
+            TunnelIo::Upgraded(io) => io.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        each_io!(self, io => Pin::new(io).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        each_io!(self, io => Pin::new(io).poll_shutdown(cx))
+    }
 }
 
 /// A connection whose first bytes were already read: they are read again

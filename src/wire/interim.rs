@@ -82,6 +82,17 @@ impl<T> InterimIo<T> {
         let pending = InterimSender::default();
         (InterimIo { inner, pending: pending.clone() }, pending)
     }
+
+    /// The connection inside, when no interim response waits to be
+    /// written on it; else `Err(self)`, unchanged.
+    pub fn into_inner(self) -> Result<T, InterimIo<T>> {
+        let idle = crate::locks::lock(&self.pending.0).is_empty();
+        if idle {
+            Ok(self.inner)
+        } else {
+            Err(self)
+        }
+    }
 }
 
 impl<T: Write + Unpin> InterimIo<T> {

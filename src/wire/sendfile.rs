@@ -139,6 +139,13 @@ impl SendfileIo {
         SendfileIo { inner: hyper_util::rt::TokioIo::new(stream), enabled }
     }
 
+    /// The TCP connection inside, for a `CONNECT` tunnel that takes the
+    /// connection over (its bytes are then encrypted or relayed, never
+    /// sent from a map).
+    pub fn into_tcp(self) -> tokio::net::TcpStream {
+        self.inner.into_inner()
+    }
+
     /// Sends up to `len` bytes of file `fd` from `offset` with one
     /// `sendfile` call once the socket is writable. Errors: the socket's,
     /// or `UnexpectedEof` when the file is shorter than its map said.

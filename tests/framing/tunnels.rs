@@ -148,6 +148,26 @@ fn c50_plain_http_inside_a_tunnel_is_served_through_the_cache() {
     assert!(!log.contains("does it trust the crawlcache CA"), "not logged as a CA problem: {log}");
 }
 
+/// A client that does not wait for the 200 (the CONNECT and its first
+/// request in one write): the bytes the proxy read with the CONNECT head
+/// are the tunnel's first bytes, not lost.
+#[test]
+fn c50_a_request_written_with_its_connect_is_served_from_the_tunnel() {
+    let (origin, proxy) = raw_origin_and_proxy("c50-one-write", ROBOTS_OFF, |req| answer(req, 200, &[("Cache-Control", "max-age=600")], b"eager page"));
+    let o = origin.authority();
+    let mut s = TcpStream::connect(proxy.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).ok();
+    s.write_all(format!("CONNECT {o} HTTP/1.1\r\nHost: {o}\r\n\r\nGET /eager HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let connect_head = read_head(&mut s);
+    assert!(connect_head.starts_with("HTTP/1.1 200"), "the CONNECT answer: {connect_head:?}");
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("HTTP/1.1 200"), "the tunnelled request's answer: {rest:?}");
+    assert!(rest.ends_with("eager page"), "its body: {rest:?}");
+    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/eager").count(), 1, "one origin request");
+}
+
 #[test]
 fn c50_a_websocket_inside_a_tunnel_is_relayed_untouched() {
     let (ws, heads) = websocket_origin();
