@@ -182,9 +182,9 @@ pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
 
 /// Reads a tunnel's first bytes (after `buf`, those already read) until
 /// [`classify_tunnel`] can tell what they are. Returns what was read and
-/// the verdict; `Unknown` with what
-/// was read when the client went silent (for `silent_after`; at most
-/// [`FIRST_BYTES_TIMEOUT`] overall), and `Closed` when it closed first.
+/// the verdict; `Unknown` with what was read when the client went silent
+/// (for `silent_after`; at most [`FIRST_BYTES_TIMEOUT`] overall), and
+/// `Closed` when it closed first.
 async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, mut buf: Vec<u8>, silent_after: Option<Duration>) -> std::io::Result<(Vec<u8>, TunnelContent)> {
     match classify_tunnel(&buf) {
         TunnelContent::Unknown if buf.len() < SNIFF_MAX => {}
@@ -430,7 +430,8 @@ impl TunnelIo {
     }
 }
 
-/// Calls `$method` on whichever connection a [`TunnelIo`] holds.
+/// Evaluates `$call` with `$io` bound to whichever connection a
+/// [`TunnelIo`] holds.
 macro_rules! each_io {
     ($self:expr, $io:ident => $call:expr) => {
         match $self.get_mut() {

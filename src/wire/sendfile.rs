@@ -140,8 +140,8 @@ impl SendfileIo {
     }
 
     /// The TCP connection inside, for a `CONNECT` tunnel that takes the
-    /// connection over (its bytes are then encrypted or relayed, never
-    /// sent from a map).
+    /// connection over (what it sends is then written as any other bytes,
+    /// never with `sendfile`).
     pub fn into_tcp(self) -> tokio::net::TcpStream {
         self.inner.into_inner()
     }
