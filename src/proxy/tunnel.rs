@@ -186,14 +186,14 @@ pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
 /// (for `silent_after`; at most [`FIRST_BYTES_TIMEOUT`] overall), and
 /// `Closed` when it closed first.
 async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, mut buf: Vec<u8>, silent_after: Option<Duration>) -> std::io::Result<(Vec<u8>, TunnelContent)> {
-    match classify_tunnel(&buf) {
-        TunnelContent::Unknown if buf.len() < SNIFF_MAX => {}
-        TunnelContent::Unknown => return Ok((buf, TunnelContent::Other)),
-        verdict => return Ok((buf, verdict)),
-    }
     let mut chunk = vec![0u8; 16 * 1024];
     let started = tokio::time::Instant::now();
     loop {
+        match classify_tunnel(&buf) {
+            TunnelContent::Unknown if buf.len() < SNIFF_MAX => {}
+            TunnelContent::Unknown => return Ok((buf, TunnelContent::Other)),
+            verdict => return Ok((buf, verdict)),
+        }
         let wait = match (buf.is_empty(), silent_after) {
             (true, Some(s)) => s,
             _ => FIRST_BYTES_TIMEOUT.saturating_sub(started.elapsed()),
@@ -206,11 +206,6 @@ async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, mut buf: Vec<u8>, silent_afte
             return Ok((buf, TunnelContent::Closed));
         }
         buf.extend_from_slice(&chunk[..n]);
-        match classify_tunnel(&buf) {
-            TunnelContent::Unknown if buf.len() < SNIFF_MAX => continue,
-            TunnelContent::Unknown => return Ok((buf, TunnelContent::Other)),
-            verdict => return Ok((buf, verdict)),
-        }
     }
 }
 
