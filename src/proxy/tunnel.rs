@@ -262,7 +262,16 @@ fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::ur
             TunnelContent::Tls => serve_tls(state, io, authority, host, leaf, peer).await,
             TunnelContent::Http => {
                 tracing::info!("CONNECT {authority} from {peer} carries plain HTTP: served through the cache as http://{authority}/...");
-                serve_http(state, io, authority, "http", peer).await
+                let sendfile = state.config.server.sendfile;
+                match io.into_parts() {
+                    // A plain-HTTP client connection like any other: stored
+                    // bodies may go out with sendfile (`server.sendfile`).
+                    (first, TunnelIo::Tcp(tcp)) => {
+                        let io = Rewind::new(first, TokioIo::new(SendfileIo::new(tcp, sendfile)));
+                        serve_http(state, io, authority, "http", peer).await
+                    }
+                    (first, client) => serve_http(state, Rewind::new(first, client), authority, "http", peer).await,
+                }
             }
             TunnelContent::Unknown if io.prefix_len() == 0 && silent_after.is_none() => {
                 tracing::info!(
@@ -484,6 +493,13 @@ impl<IO> Rewind<IO> {
 
     fn prefix_len(&self) -> usize {
         self.prefix.len()
+    }
+
+    /// The bytes not yet read again, and the connection.
+    fn into_parts(self) -> (Vec<u8>, IO) {
+        let mut prefix = self.prefix;
+        prefix.drain(..self.at);
+        (prefix, self.inner)
     }
 }
 

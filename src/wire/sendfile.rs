@@ -140,8 +140,8 @@ impl SendfileIo {
     }
 
     /// The TCP connection inside, for a `CONNECT` tunnel that takes the
-    /// connection over (what it sends is then written as any other bytes,
-    /// never with `sendfile`).
+    /// connection over (a TLS tunnel writes encrypted bytes, never with
+    /// `sendfile`; plain HTTP in a tunnel wraps it in a new `SendfileIo`).
     pub fn into_tcp(self) -> tokio::net::TcpStream {
         self.inner.into_inner()
     }

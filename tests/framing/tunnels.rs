@@ -148,6 +148,31 @@ fn c50_plain_http_inside_a_tunnel_is_served_through_the_cache() {
     assert!(!log.contains("does it trust the crawlcache CA"), "not logged as a CA problem: {log}");
 }
 
+/// Plain HTTP in a tunnel is a plain-HTTP client connection: with
+/// `server.sendfile` on, a large stored body goes out from its file, byte
+/// for byte, as it does on a connection to the proxy itself.
+#[test]
+fn c50_plain_http_inside_a_tunnel_sends_large_stored_bodies_with_sendfile() {
+    let big: Vec<u8> = (0..(300 * 1024 + 3) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let body = big.clone();
+    let config = format!("{ROBOTS_OFF}[server]\nsendfile = true\n");
+    let (origin, proxy) = raw_origin_and_proxy("c50-sendfile", &config, move |req| answer(req, 200, &[("Cache-Control", "max-age=600")], &body));
+    let o = origin.authority();
+    for (i, expect) in ["fwd=uri-miss", "hit"].iter().enumerate() {
+        let mut s = connect_tunnel(proxy.addr(), &o).unwrap_or_else(|e| panic!("CONNECT {o}: {e}"));
+        let r = exchange_until_close(&mut s, format!("GET /big HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n").as_bytes());
+        assert_eq!(r.status, 200, "tunnel {i}: {}", r.describe());
+        assert!(r.body == big, "tunnel {i}: {} bytes, not the origin's", r.body.len());
+        assert!(cache_status(&r).contains(expect), "tunnel {i}: {expect}: {}", r.describe());
+    }
+    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/big").count(), 1, "one origin request");
+    let metrics = proxy.admin("/metrics").text();
+    let line = metrics.lines().find(|l| l.starts_with("crawlcache_sendfile_bytes_total ")).expect("the sendfile counter is exported");
+    let sent: u64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+    // The hit's body, less perhaps a remainder under 4 KiB after a partial send.
+    assert!(sent <= big.len() as u64 && sent + 4096 > big.len() as u64, "the hit went out with sendfile: {sent} of {} bytes", big.len());
+}
+
 /// A client that does not wait for the 200 (the CONNECT and its first
 /// request in one write): the bytes the proxy read with the CONNECT head
 /// are the tunnel's first bytes, not lost.
