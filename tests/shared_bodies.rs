@@ -56,14 +56,6 @@ fn cli(args: &[&str]) -> (String, String) {
     (stdout, stderr)
 }
 
-/// A gauge of `/metrics`.
-fn metric(proxy: &Proxy, name: &str) -> u64 {
-    let text = proxy.admin("/metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"))
-}
-
 const ROBOTS_OFF: &str = "[robots]\nmode = \"off\"\n";
 
 /// Must-show 1 of issue 29: 2,000 URLs serving one 10,000-byte body.
@@ -83,8 +75,8 @@ fn two_thousand_urls_of_one_body_take_one_copy_and_the_last_purge_frees_it_c53()
     }
     let (_, ls) = cli(&["cache", "ls", "--data-dir", data.to_str().unwrap()]);
     assert!(ls.contains("2000 responses") && ls.contains("20000000 body bytes; 1 distinct bodies, 10000 bytes stored"), "{ls}");
-    assert_eq!(metric(&proxy, "crawlcache_store_bytes"), 10_000);
-    assert_eq!(metric(&proxy, "crawlcache_store_referenced_bytes"), 20_000_000);
+    assert_eq!(proxy.metric("crawlcache_store_bytes"), 10_000);
+    assert_eq!(proxy.metric("crawlcache_store_referenced_bytes"), 20_000_000);
     let proxy = proxy.restart(&[]); // every record on disk
     let on_disk = store_bytes(&data);
     let per_entry = on_disk.saturating_sub(2 * 10_000) / 2000;
@@ -134,18 +126,18 @@ fn purging_a_url_whose_body_another_url_serves_frees_nothing_c53() {
     changed.store(true, std::sync::atomic::Ordering::SeqCst);
     let u1 = proxy.get(&origin.url("/u1"), &[("Cache-Control", "no-cache")]);
     assert_eq!(u1.body, b"u1 has changed now", "{}", u1.describe());
-    assert_eq!(metric(&proxy, "crawlcache_store_bodies"), 2);
-    assert_eq!(metric(&proxy, "crawlcache_store_bytes"), 14 + 18);
+    assert_eq!(proxy.metric("crawlcache_store_bodies"), 2);
+    assert_eq!(proxy.metric("crawlcache_store_bytes"), 14 + 18);
     let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u3")]);
     assert!(out.contains("removed 1 entries (14 body bytes); 0 bytes freed"), "{out}");
     let u2 = proxy.get(&origin.url("/u2"), &[]);
     assert_eq!(u2.body, b"shared body!!\n", "every byte: {}", u2.describe());
     assert!(u2.cache_status().unwrap_or_default().contains("hit"), "{}", u2.describe());
-    assert_eq!(metric(&proxy, "crawlcache_store_bytes"), 14 + 18);
+    assert_eq!(proxy.metric("crawlcache_store_bytes"), 14 + 18);
     // Its last reference: the bytes are freed.
     let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u2")]);
     assert!(out.contains("removed 1 entries (14 body bytes); 14 bytes freed"), "{out}");
-    assert_eq!(metric(&proxy, "crawlcache_store_bytes"), 18);
+    assert_eq!(proxy.metric("crawlcache_store_bytes"), 18);
     proxy.stop_cleanly();
     assert_cache_verifies(&data);
 }
@@ -163,16 +155,16 @@ fn a_mirror_of_the_book_under_a_second_origin_adds_no_body_bytes() {
     let limit = Duration::from_secs(300);
     let run1 = wget_mirror(&first.url("/book/"), Some(&proxy.url()), &work.join("run1"), limit, "first origin");
     let files = read_tree(&run1.out_dir);
-    let stored_once = metric(&proxy, "crawlcache_store_bytes");
-    let referenced_once = metric(&proxy, "crawlcache_store_referenced_bytes");
-    let entries_once = metric(&proxy, "crawlcache_store_entries");
+    let stored_once = proxy.metric("crawlcache_store_bytes");
+    let referenced_once = proxy.metric("crawlcache_store_referenced_bytes");
+    let entries_once = proxy.metric("crawlcache_store_entries");
     let distinct: std::collections::BTreeMap<String, u64> = files.values().map(|b| (hex::encode(Sha256::digest(b)), b.len() as u64)).collect();
     let run2 = wget_mirror(&mirror.url("/book/"), Some(&proxy.url()), &work.join("run2"), limit, "the mirror");
     assert_trees_equal(&files, &read_tree(&run2.out_dir), "the mirror serves the same files");
-    assert_eq!(metric(&proxy, "crawlcache_store_entries"), 2 * entries_once, "every URL of both origins is stored");
-    let stored_twice = metric(&proxy, "crawlcache_store_bytes");
+    assert_eq!(proxy.metric("crawlcache_store_entries"), 2 * entries_once, "every URL of both origins is stored");
+    let stored_twice = proxy.metric("crawlcache_store_bytes");
     assert_eq!(stored_twice, stored_once, "the mirror's bodies are the first origin's: one copy");
-    let referenced = metric(&proxy, "crawlcache_store_referenced_bytes");
+    let referenced = proxy.metric("crawlcache_store_referenced_bytes");
     assert_eq!(referenced, 2 * referenced_once, "each origin's entries reference a full copy");
     assert!(stored_once >= distinct.values().sum::<u64>(), "{stored_once} stored for {} distinct files", distinct.len());
     let (_, ls) = cli(&["cache", "ls", "--data-dir", data.to_str().unwrap()]);

@@ -52,6 +52,17 @@ pub fn start_with_origin(label: &str, config_toml: &str, handler: impl Fn(&Recor
     (origin, proxy)
 }
 
+/// The value of `name` (a metric's name, with its labels when it has any:
+/// `crawlcache_client_connections{thread="0"}`) in `text`, a `/metrics`
+/// answer (Prometheus text format). Panics, showing `text`, when the metric
+/// is absent or its value is not a whole number.
+pub fn metric_in(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("metric {name} missing from /metrics:\n{text}"))
+}
+
 impl Proxy {
     /// Spawns `crawlcache serve --listen 127.0.0.1:PORT --data-dir DATA_DIR
     /// EXTRA_ARGS...` on a free port and waits (up to [`PROXY_READY_TIMEOUT`])
@@ -209,6 +220,11 @@ impl Proxy {
     /// Origin-form request to the proxy itself (`/stats`, `/metrics`, ...).
     pub fn admin(&self, path: &str) -> Response {
         send_request(self.addr, "GET", path, &[], b"")
+    }
+
+    /// The value of metric `name` in `/metrics` now (see [`metric_in`]).
+    pub fn metric(&self, name: &str) -> u64 {
+        metric_in(&self.admin("/metrics").text(), name)
     }
 
     /// Stops the proxy with SIGTERM and returns its exit status. Panics (with

@@ -16,11 +16,6 @@ fn origin() -> Origin {
     })
 }
 
-fn metric(fleet: &Fleet, i: usize, line_start: &str) -> String {
-    let m = fleet.nodes[i].admin("/metrics").text();
-    m.lines().find(|l| l.starts_with(line_start)).unwrap_or_else(|| panic!("no metric {line_start} on node {i}:\n{m}")).to_string()
-}
-
 /// Waits (bounded) until every node reports `key` (`redis_up`,
 /// `bucket_up`) true in `/stats`.
 fn wait_up(fleet: &Fleet, key: &str) {
@@ -71,7 +66,7 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
         );
     }
     assert_eq!(requests_for(&origin, "/robots.txt").len(), 1, "no robots.txt refetch while Redis is down");
-    assert_eq!(metric(&fleet, 0, "crawlcache_fleet_up{engine=\"redis\"}"), "crawlcache_fleet_up{engine=\"redis\"} 0");
+    assert_eq!(fleet.nodes[0].metric("crawlcache_fleet_up{engine=\"redis\"}"), 0);
     assert!(fleet.fleet_stats(0)["redis_errors"].as_u64().unwrap_or(0) >= 1);
     assert!(fleet.nodes[0].stderr().contains("fleet: redis unusable"), "a warning says so");
 
@@ -87,7 +82,7 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
         assert!(r.cache_status().unwrap_or_default().contains("detail=fleet"), "node {i} shares again: {}", r.describe());
     }
     assert_eq!(requests_for(&origin, "/after-redis").len(), 1);
-    assert_eq!(metric(&fleet, 1, "crawlcache_fleet_up{engine=\"redis\"}"), "crawlcache_fleet_up{engine=\"redis\"} 1");
+    assert_eq!(fleet.nodes[1].metric("crawlcache_fleet_up{engine=\"redis\"}"), 1);
 
     // A page only node a has, in the fleet tier.
     let before = fleet.counter(0, "published");
@@ -98,7 +93,7 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     fleet.s3.as_mut().expect("bucket").stop();
     all_nodes_serve(&fleet, &origin, "/s1");
     all_nodes_serve(&fleet, &origin, "/after-redis");
-    let down = (0..3).any(|i| metric(&fleet, i, "crawlcache_fleet_up{engine=\"bucket\"}").ends_with(" 0"));
+    let down = (0..3).any(|i| fleet.nodes[i].metric("crawlcache_fleet_up{engine=\"bucket\"}") == 0);
     assert!(down, "a node saw the bucket fail");
 
     // The bucket comes back, empty: records pointing at lost bodies are

@@ -166,9 +166,7 @@ fn c50_plain_http_inside_a_tunnel_sends_large_stored_bodies_with_sendfile() {
         assert!(cache_status(&r).contains(expect), "tunnel {i}: {expect}: {}", r.describe());
     }
     assert_eq!(origin.requests().iter().filter(|r| r.path() == "/big").count(), 1, "one origin request");
-    let metrics = proxy.admin("/metrics").text();
-    let line = metrics.lines().find(|l| l.starts_with("crawlcache_sendfile_bytes_total ")).expect("the sendfile counter is exported");
-    let sent: u64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+    let sent = proxy.metric("crawlcache_sendfile_bytes_total");
     // The hit's body, less perhaps a remainder under 4 KiB after a partial send.
     assert!(sent <= big.len() as u64 && sent + 4096 > big.len() as u64, "the hit went out with sendfile: {sent} of {} bytes", big.len());
 }

@@ -142,7 +142,5 @@ fn large_body_whole_and_by_ranges(config_toml: &str) -> u64 {
         assert_eq!(r.header("content-range"), Some(format!("bytes {first}-{last}/{len}").as_str()), "{range}");
     }
     assert_eq!(origin.request_count(), 1, "everything came from the stored body");
-    let metrics = proxy.admin("/metrics").text();
-    let line = metrics.lines().find(|l| l.starts_with("crawlcache_sendfile_bytes_total ")).expect("the sendfile counter is exported");
-    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+    proxy.metric("crawlcache_sendfile_bytes_total")
 }

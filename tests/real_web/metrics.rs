@@ -3,13 +3,6 @@
 
 use super::*;
 
-fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
-}
-
 #[test]
 fn a_miss_a_304_revalidation_and_a_stale_if_error_count_in_their_own_classes() {
     let calls = std::sync::atomic::AtomicUsize::new(0);
@@ -29,10 +22,10 @@ fn a_miss_a_304_revalidation_and_a_stale_if_error_count_in_their_own_classes() {
     assert!(stale.cache_status().unwrap_or_default().contains("detail=stale-if-error"), "{}", stale.describe());
 
     let m = proxy.admin("/metrics").text();
-    assert_eq!(metric(&m, "crawlcache_hits_total"), 0, "nothing was served without contacting the origin");
-    assert_eq!(metric(&m, "crawlcache_misses_total"), 1);
-    assert_eq!(metric(&m, "crawlcache_revalidated_total"), 1);
-    assert_eq!(metric(&m, "crawlcache_stale_served_total"), 1);
+    assert_eq!(metric_in(&m, "crawlcache_hits_total"), 0, "nothing was served without contacting the origin");
+    assert_eq!(metric_in(&m, "crawlcache_misses_total"), 1);
+    assert_eq!(metric_in(&m, "crawlcache_revalidated_total"), 1);
+    assert_eq!(metric_in(&m, "crawlcache_stale_served_total"), 1);
     for line in m.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
         assert!(line.starts_with("crawlcache_"), "every metric carries the crawlcache_ prefix: {line}");
     }
@@ -54,7 +47,7 @@ fn a_miss_a_304_revalidation_and_a_stale_if_error_count_in_their_own_classes() {
 /// The serving threads' connection counts (`crawlcache_client_connections`).
 fn connections_per_thread(proxy: &Proxy, threads: usize) -> Vec<u64> {
     let m = proxy.admin("/metrics").text();
-    (0..threads).map(|t| metric(&m, &format!("crawlcache_client_connections{{thread=\"{t}\"}}"))).collect()
+    (0..threads).map(|t| metric_in(&m, &format!("crawlcache_client_connections{{thread=\"{t}\"}}"))).collect()
 }
 
 /// The CPUs the tests may run on (the proxy's own reading of them).
