@@ -107,6 +107,7 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_limit_and_both_are_logged() {
     assert_eq!((l["soft_at_start"].as_u64(), l["soft"].as_u64(), l["hard"].as_u64()), (Some(256), Some(4096), Some(4096)), "{s}");
     // 0 derives the limit: (4096 - 64 - 4096/16) / 2.
     assert_eq!(s["connections"]["max"].as_u64(), Some((4096 - 64 - 256) / 2), "{s}");
+    assert!(proxy.log_shows("serving at most 1888 client connections at once", Duration::from_secs(5)), "{}", proxy.stderr());
     let err = proxy.stderr();
     assert!(err.contains("raised the soft open-file limit from 256 to 4096 (the hard limit is 4096)"), "{err}");
     assert!(err.contains("serving at most 1888 client connections at once"), "{err}");
@@ -204,7 +205,7 @@ fn with_256_open_files_512_idle_connections_leave_stats_answering_and_all_recove
         let r = proxy.get(&origin.url(&format!("/after/{i}")), &[]);
         assert_eq!(r.status, 200, "recovered: {}", r.describe());
     }
-    assert!(proxy.stderr().contains("server.max_connections is 88"), "the limit was logged:\n{}", proxy.stderr_tail(20));
+    assert!(proxy.log_shows("server.max_connections is 88", Duration::from_secs(5)), "the limit was logged:\n{}", proxy.stderr_tail(20));
     no_panic_and_no_descriptor_shortage(&proxy);
     proxy.stop_cleanly();
 }

@@ -162,7 +162,7 @@ fn the_proxy_serves_every_entry_of_a_migrated_store() {
     let dir = TestDir::new("migrate-serve");
     let data = format_2_store(dir.path());
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
-    assert!(proxy.stderr().contains("migrated to store format 4"), "progress on stderr:\n{}", proxy.stderr());
+    assert!(proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)), "progress on stderr:\n{}", proxy.stderr());
     for exp in manifest() {
         let headers: Vec<(&str, &str)> = exp.accept_encoding.as_deref().map(|ae| vec![("Accept-Encoding", ae)]).unwrap_or_default();
         let resp = proxy.get(&exp.url, &headers);
@@ -236,6 +236,7 @@ fn the_proxy_migrates_a_format_3_store_and_says_so() {
     let dir = TestDir::new("migrate-format-3-proxy");
     let data = format_3_store(dir.path());
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
+    assert!(proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)), "{}", proxy.stderr());
     let err = proxy.stderr();
     assert!(err.contains("sharing duplicate short bodies") && err.contains("migrated to store format 4"), "progress on stderr:\n{err}");
     proxy.stop_cleanly();

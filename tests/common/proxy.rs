@@ -207,6 +207,23 @@ impl Proxy {
         fs::read(self.stderr_path()).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
     }
 
+    /// Whether `needle` shows up in stderr within `limit`. Log lines go
+    /// through a writer thread (`tracing_appender::non_blocking`), so a line
+    /// logged while answering a request may land after the answer: tests
+    /// that look for one wait for it, bounded, instead of reading once.
+    pub fn log_shows(&self, needle: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.stderr().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The last `n` lines of stderr, for failure messages.
     pub fn stderr_tail(&self, n: usize) -> String {
         tail_file(&self.stderr_path(), n)

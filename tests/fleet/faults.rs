@@ -68,7 +68,7 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     assert_eq!(requests_for(&origin, "/robots.txt").len(), 1, "no robots.txt refetch while Redis is down");
     assert_eq!(fleet.nodes[0].metric("crawlcache_fleet_up{engine=\"redis\"}"), 0);
     assert!(fleet.fleet_stats(0)["redis_errors"].as_u64().unwrap_or(0) >= 1);
-    assert!(fleet.nodes[0].stderr().contains("fleet: redis unusable"), "a warning says so");
+    assert!(fleet.nodes[0].log_shows("fleet: redis unusable", Duration::from_secs(5)), "a warning says so");
 
     // Redis comes back (empty): the nodes reconnect by themselves and share
     // again, without a restart.

@@ -143,8 +143,8 @@ fn c50_plain_http_inside_a_tunnel_is_served_through_the_cache() {
     // Stored under the http:// key, as a proxied request would be.
     let r = proxy.get(&format!("http://{o}/page"), &[]);
     assert!(cache_status(&r).contains("hit"), "the absolute-form request hits the same entry: {}", r.describe());
+    assert!(proxy.log_shows("carries plain HTTP", Duration::from_secs(5)), "the log names the plain tunnel: {}", proxy.stderr());
     let log = proxy.stderr();
-    assert!(log.contains("carries plain HTTP"), "the log names the plain tunnel: {log}");
     assert!(!log.contains("does it trust the crawlcache CA"), "not logged as a CA problem: {log}");
 }
 
@@ -209,7 +209,7 @@ fn c50_a_websocket_inside_a_tunnel_is_relayed_untouched() {
     let seen = heads.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].starts_with("GET /chat HTTP/1.1\r\n"), "the handshake reached the origin as sent: {seen:?}");
-    assert!(proxy.stderr().contains("carries a WebSocket upgrade: relayed untouched"), "{}", proxy.stderr());
+    assert!(proxy.log_shows("carries a WebSocket upgrade: relayed untouched", Duration::from_secs(5)), "{}", proxy.stderr());
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn c50_another_protocol_in_a_tunnel_is_relayed_untouched_both_ways() {
     let mut got = vec![0u8; 23];
     s.read_exact(&mut got).expect("the server's banner through the tunnel");
     assert_eq!(got, b"220 banner.test ready\r\n");
+    assert!(proxy.log_shows("carries neither TLS nor HTTP: relayed untouched", Duration::from_secs(5)), "{}", proxy.stderr());
     let log = proxy.stderr();
-    assert!(log.contains("carries neither TLS nor HTTP: relayed untouched"), "{log}");
     assert!(!log.contains("does it trust the crawlcache CA"), "not logged as a CA problem: {log}");
 }
