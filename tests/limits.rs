@@ -110,7 +110,6 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_limit_and_both_are_logged() {
     assert!(proxy.log_shows("serving at most 1888 client connections at once", Duration::from_secs(5)), "{}", proxy.stderr());
     let err = proxy.stderr();
     assert!(err.contains("raised the soft open-file limit from 256 to 4096 (the hard limit is 4096)"), "{err}");
-    assert!(err.contains("serving at most 1888 client connections at once"), "{err}");
     proxy.stop_cleanly();
 }
 

@@ -238,6 +238,6 @@ fn the_proxy_migrates_a_format_3_store_and_says_so() {
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
     assert!(proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)), "{}", proxy.stderr());
     let err = proxy.stderr();
-    assert!(err.contains("sharing duplicate short bodies") && err.contains("migrated to store format 4"), "progress on stderr:\n{err}");
+    assert!(err.contains("sharing duplicate short bodies"), "progress on stderr:\n{err}");
     proxy.stop_cleanly();
 }
