@@ -71,8 +71,13 @@ pub struct ServerConfig {
     /// Bearer token for the admin endpoints; empty for none. When set,
     /// every admin request must carry `Authorization: Bearer <token>`;
     /// when empty, admin answers loopback clients only, and only while
-    /// `listen` is a loopback address.
+    /// `listen` is a loopback address. A browser request from another
+    /// page needs it as `Authorization: Bearer` (docs/CASES.md C54).
     pub admin_token: String,
+    /// Host names that address this proxy's admin endpoints besides
+    /// `localhost` and its IP addresses (the `Host` of any other admin
+    /// request is refused: DNS rebinding, docs/CASES.md C54).
+    pub admin_hosts: Vec<String>,
 }
 
 /// `server.access_log`: the level the access log is written at.

@@ -93,6 +93,9 @@ pub struct Metrics {
     /// Client connections and requests answered 503 because
     /// `server.max_connections` were open.
     pub overload_refused: Counter,
+    /// Admin requests refused by the access rules (foreign `Host`, another
+    /// page's request, no token, not loopback: docs/CASES.md C54).
+    pub admin_refused: Counter,
     /// The counters sampled once a second ([`Metrics::sample`]).
     pub history: history::History,
     /// Requests per origin ([`origins`]).
@@ -166,6 +169,11 @@ impl Metrics {
                 "crawlcache_overload_refused_total",
                 "Client connections and requests answered 503 because server.max_connections were open.",
                 g(&self.overload_refused),
+            ),
+            (
+                "crawlcache_admin_refused_total",
+                "Admin requests refused: a Host that does not name the proxy, a request started by another page, no token, or not loopback.",
+                g(&self.admin_refused),
             ),
             (
                 "crawlcache_sendfile_bytes_total",

@@ -177,10 +177,24 @@ pub async fn compact(state: &ProxyState) -> Response<ProxyBody> {
     }
 }
 
-/// `GET /cache/verify[?repair=1]`: the store's invariants checked (and
-/// repaired), as JSON.
+/// Whether a `/cache/verify` query asks for a repair (`repair=1` or
+/// `repair=true`).
+pub fn repairs(query: &str) -> bool {
+    query_param(query, "repair").is_some_and(|v| v == "1" || v == "true")
+}
+
+/// `405` for a `GET` that would change state: `Allow: POST`, and the
+/// request to send instead (`post`).
+pub fn use_post(post: &str) -> Response<ProxyBody> {
+    let mut resp = text(StatusCode::METHOD_NOT_ALLOWED, format!("crawlcache: nothing changes state over GET; send POST {post}\n"));
+    resp.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static("POST"));
+    resp
+}
+
+/// `GET /cache/verify` (checks) or `POST /cache/verify[?repair=1]` (checks
+/// and repairs): the store's invariants, as JSON.
 pub async fn verify(state: &ProxyState, query: &str) -> Response<ProxyBody> {
-    let repair = query_param(query, "repair").map(|v| v == "1" || v == "true").unwrap_or(false);
+    let repair = repairs(query);
     let store = state.store.clone();
     match tokio::task::spawn_blocking(move || store.verify(repair)).await {
         Ok(Ok(report)) => json(StatusCode::OK, &serde_json::json!({ "clean": report.is_clean(), "report": report })),
@@ -227,7 +241,7 @@ pub fn not_found() -> Response<ProxyBody> {
         "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
          Admin endpoints: GET / (the status page), GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
          GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
-         POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify[?repair=1], POST /cache/compact,\n\
+         POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify, POST /cache/verify?repair=1, POST /cache/compact,\n\
          GET /cache/export[?host=H&prefix=URL&revisits=1], POST /cache/import/upload?name=NAME, POST /cache/import?uploads=ID,...,\n\
          GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"
             .into(),

@@ -1,5 +1,6 @@
-//! Endpoints addressed to crawlcache itself (origin-form requests), served
-//! to loopback clients only:
+//! Endpoints addressed to crawlcache itself (origin-form requests, or
+//! absolute-form ones naming the proxy), under the access rules of
+//! [`auth`] (docs/CASES.md C54):
 //!
 //! - `GET /` and `GET /status`: the status page ([`status`]), which polls
 //!   `GET /status.json`.
@@ -15,7 +16,9 @@
 //!   ([`maintain`]), answering with the counts as JSON.
 //! - `POST /cache/prune[?unused_for=DURATION][&records=1]`: removes stale
 //!   responses not used for that long ([`maintain::prune`]).
-//! - `GET /cache/verify` (`?repair=1` to fix): checks the store's invariants.
+//! - `GET /cache/verify`: checks the store's invariants; `POST
+//!   /cache/verify?repair=1` also repairs (a `GET` with `repair` is answered
+//!   `405`: nothing changes state over `GET`).
 //! - `POST /cache/compact`: compacts the whole pack now (`cache compact`),
 //!   answering its sizes before and after as JSON.
 //! - `GET /cache/export[?host=H&prefix=URL&filename=NAME&revisits=1]`: the
@@ -40,8 +43,10 @@ pub mod respond;
 pub mod stats;
 pub mod status;
 
+use crate::metrics::Metrics;
 use crate::proxy::{ProxyState, SelfEndpoints};
 use crate::wire::body::ProxyBody;
+use http::header::HeaderValue;
 use http::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 
@@ -50,17 +55,46 @@ pub fn endpoints() -> SelfEndpoints {
     std::sync::Arc::new(|state, req, peer| Box::pin(async move { handle(&state, req, peer).await }))
 }
 
-/// Serves an origin-form request addressed to the proxy: admits it
-/// ([`auth::admitted`]), then hands it to its endpoint's function in
-/// [`endpoints`] (404 with the list of endpoints for any other path).
+/// Serves a request addressed to the proxy: checks it ([`auth::check`]:
+/// its `Host`, the token or loopback rule, and whether another page started
+/// it), then hands it to its endpoint's function in [`endpoints`] (404 with
+/// the list of endpoints for any other path). A refusal is answered `403`
+/// (`401` asking a browser for the token on the status page), logged and
+/// counted (`crawlcache_admin_refused_total`). Every answer carries
+/// `X-Content-Type-Options: nosniff`, `Cross-Origin-Resource-Policy:
+/// same-origin` and `X-Frame-Options: DENY`, so no other page can embed or
+/// read it.
 pub async fn handle<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody>
 where
     B: http_body::Body<Data = bytes::Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    if let Err(why) = auth::admitted(&state.config.server, req.headers(), peer) {
-        if status::is_status_path(req.uri().path()) && !state.config.server.admin_token.trim().is_empty() {
-            return status::unauthorized(why);
+    let mut resp = serve(state, req, peer).await;
+    let h = resp.headers_mut();
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    resp
+}
+
+async fn serve<B>(state: &ProxyState, req: Request<B>, peer: SocketAddr) -> Response<ProxyBody>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let judged = auth::AdminRequest {
+        method: req.method(),
+        path: req.uri().path(),
+        authority: req.uri().authority().map(|a| a.as_str()),
+        headers: req.headers(),
+        peer,
+        local_addr: state.local_addr,
+    };
+    if let Err(why) = auth::check(&state.config.server, &judged) {
+        Metrics::inc(&state.metrics.admin_refused);
+        tracing::warn!("admin: refused {} {} from {peer}: {why}", req.method(), req.uri().path());
+        if status::is_status_path(req.uri().path()) && why == auth::Refusal::NoToken {
+            return status::unauthorized(&why.to_string());
         }
         return respond::text(StatusCode::FORBIDDEN, format!("crawlcache: {why}\n"));
     }
@@ -79,7 +113,8 @@ where
         (Method::POST, "/cache/prune") => endpoints::prune(state, q).await,
         (Method::GET, "/cache/export") => endpoints::export(state, q).await,
         (Method::POST, "/cache/compact") => endpoints::compact(state).await,
-        (Method::GET, "/cache/verify") => endpoints::verify(state, q).await,
+        (Method::GET, "/cache/verify") if endpoints::repairs(q) => endpoints::use_post("/cache/verify?repair=1"),
+        (Method::GET | Method::POST, "/cache/verify") => endpoints::verify(state, q).await,
         (Method::POST, "/cache/import/upload") => import::upload(state, req, q).await,
         (Method::POST, "/cache/import") => import::run(state, q),
         (Method::GET, "/robots/show") => endpoints::robots_show(state, q),

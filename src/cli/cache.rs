@@ -297,8 +297,9 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
         }
         StoreAccess::Daemon(a) => {
             progress.message(format!("(the running proxy at {} is checking)", a.addr));
-            let path = if repair { "/cache/verify?repair=1" } else { "/cache/verify" };
-            let (_, body) = admin_request(&a, "GET", path)?;
+            // A repair changes the store: POST (the proxy refuses it over GET).
+            let (method, path) = if repair { ("POST", "/cache/verify?repair=1") } else { ("GET", "/cache/verify") };
+            let (_, body) = admin_request(&a, method, path)?;
             let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
             let counts = (v["report"]["entries_checked"].as_u64().unwrap_or(0), v["report"]["bodies_checked"].as_u64().unwrap_or(0));
             (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default(), counts)

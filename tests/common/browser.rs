@@ -9,7 +9,8 @@
 //!
 //! The flags are the ones this machine needs (no sandbox as root, no GPU,
 //! no QUIC, no background connections to Google's hosts, which the closed
-//! network refuses) and `--no-proxy-server` (the page is on loopback).
+//! network refuses) and `--no-proxy-server` (the page is on loopback)
+//! unless the test gives its own proxy flags ([`Chromium::start_with`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -70,8 +71,15 @@ fn pipe_high() -> (RawFd, RawFd) {
 
 impl Chromium {
     /// Starts `chromium` (or `$CRAWLCACHE_CHROMIUM`) headless with a fresh
-    /// profile. Panics naming what to install when it is missing.
+    /// profile and no proxy. Panics naming what to install when it is
+    /// missing.
     pub fn start() -> Chromium {
+        Chromium::start_with(&["--no-proxy-server"])
+    }
+
+    /// [`Chromium::start`] with `extra` flags in place of
+    /// `--no-proxy-server` (e.g. `--proxy-server=...`).
+    pub fn start_with(extra: &[&str]) -> Chromium {
         let bin = find_tool("chromium", "CRAWLCACHE_CHROMIUM", &["/usr/bin/chromium", "/usr/bin/chromium-browser"], CHROMIUM_HINT);
         let profile = TestDir::new("chromium-profile");
         // Commands: our write end -> Chromium's descriptor 3.
@@ -91,11 +99,11 @@ impl Chromium {
             "--disable-component-update",
             "--disable-sync",
             "--disable-extensions",
-            "--no-proxy-server",
             "--hide-scrollbars",
             "--mute-audio",
             "--remote-debugging-pipe",
         ])
+        .args(extra)
         .arg(format!("--user-data-dir={}", profile.join("profile").display()))
         .arg("about:blank")
         .stdin(Stdio::null())

@@ -11,6 +11,11 @@
 //! - [`codings`]: C51, transfer codings other than chunked (502 / 501).
 //! - [`tunnels`]: C50, CONNECT tunnels carrying plain HTTP, WebSocket or
 //!   another protocol; WebSocket through the plain proxy.
+//! - [`admin_plane`]: C54, the admin endpoints closed to other pages (a
+//!   foreign `Host`, `Origin` or `Sec-Fetch-Site`), also in Chromium.
+//! - [`options_trace`]: OPTIONS and TRACE: `Max-Forwards` (RFC 9110
+//!   section 7.6.2), OPTIONS for a whole server as `OPTIONS *` (RFC 9112
+//!   section 3.2.4), directly, over TLS and to a parent proxy.
 //! - [`self_requests`]: C48, every spelling of the proxy's own address, its
 //!   own `Via`, CONNECT to itself; admin beyond 127.0.0.1 with a token.
 //! - [`hostile`]: the hostile-head corpus (request and response heads),
@@ -20,10 +25,12 @@
 mod common;
 
 mod addressing;
+mod admin_plane;
 mod bodies;
 mod clte;
 mod codings;
 mod hostile;
+mod options_trace;
 mod self_requests;
 mod support;
 mod tunnels;
