@@ -17,6 +17,16 @@ pub struct ServeArgs {
     /// Never contact an origin: serve what is stored, whatever its age.
     #[arg(long)]
     pub offline: bool,
+    /// Once the proxy accepts connections, print its address as one line
+    /// `http://IP:PORT` on standard output (the port the system chose with
+    /// `--listen 127.0.0.1:0`); nothing else is printed there.
+    #[arg(long)]
+    pub print_address: bool,
+    /// Stop, as on SIGTERM, when standard input reaches its end: a program
+    /// that starts the proxy for its own lifetime keeps a pipe to it open,
+    /// and the proxy stops when that program exits or dies.
+    #[arg(long)]
+    pub exit_on_stdin_close: bool,
 }
 
 /// Runs the proxy with `--listen` and `--offline` laid over the
@@ -40,8 +50,44 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, String> {
         .max_blocking_threads(crate::proxy::BLOCKING_THREADS)
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(crate::proxy::run(cfg, crate::admin::endpoints(), crate::proxy::shutdown_signal()))?;
+    let print_address = args.print_address;
+    let ready = move |addr: SocketAddr| {
+        if print_address {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "http://{addr}").and_then(|_| out.flush());
+        }
+    };
+    let stdin_closed = args.exit_on_stdin_close.then(stdin_closed);
+    let shutdown = async move {
+        match stdin_closed {
+            Some(closed) => tokio::select! {
+                _ = crate::proxy::shutdown_signal() => {}
+                Ok(()) = closed => tracing::info!("standard input closed (--exit-on-stdin-close): stopping"),
+            },
+            None => crate::proxy::shutdown_signal().await,
+        }
+    };
+    rt.block_on(crate::proxy::run(cfg, crate::admin::endpoints(), shutdown, ready))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when standard input reaches end of file or fails to read
+/// (what is read is discarded), from a thread of its own: a parent that
+/// holds the pipe's other end exited or died.
+fn stdin_closed() -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("crawlcache-stdin".into()).spawn(move || {
+        use std::io::Read as _;
+        let mut buf = [0u8; 512];
+        let mut stdin = std::io::stdin().lock();
+        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot watch standard input (--exit-on-stdin-close): {e}");
+    }
+    rx
 }
 
 /// Logs to stderr with `RUST_LOG`, else `server.log`, else `info`; as text

@@ -116,9 +116,17 @@ fn raise_file_limit() -> Option<overload::FileLimit> {
 /// caller's runtime only waits for `shutdown`, then for the threads to
 /// finish what is in flight (at most `server.shutdown_timeout`).
 ///
+/// `ready` is called once with the address bound (the port the system
+/// chose when `server.listen` has port 0) when the serving threads accept.
+///
 /// Errors: the address cannot be bound, a runtime cannot be started, or
 /// the store cannot be opened.
-pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::future::Future<Output = ()>) -> Result<(), String> {
+pub async fn run(
+    config: Config,
+    endpoints: SelfEndpoints,
+    shutdown: impl std::future::Future<Output = ()>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
     // Polled once now, so that a signal handler it installs is in place
     // before the proxy answers anyone (a SIGTERM right after start must
     // shut down gracefully, not kill).
@@ -190,6 +198,7 @@ pub async fn run(config: Config, endpoints: SelfEndpoints, shutdown: impl std::f
             return Err(format!("cannot start a serving thread: {e}"));
         }
     }
+    ready(local_addr);
     // The status page's history: the counters sampled once a second.
     let sampler = {
         let st = state.clone();
