@@ -12,6 +12,13 @@
 //! request costs a copy, not a system call.
 //! A crash can lose the lines of the last [`FLUSH_INTERVAL`].
 //! [`skips`] reads the files back and lists the disallowed requests.
+//!
+//! Which requests get a line is `audit.mode` ([`AuditMode`]). Retention
+//! (`audit.keep`, [`maintain`]): when the log opens and whenever the day a
+//! line is written to changes, a background thread gzip-compresses the files
+//! of past days (`audit-YYYY-MM-DD.jsonl.gz`) and deletes those older than
+//! the last `keep` days; [`skips`] reads both forms, [`disk_bytes`] counts
+//! what the directory holds.
 
 use crate::locks::lock;
 use serde::{Deserialize, Serialize};
@@ -19,8 +26,21 @@ use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+/// `audit.mode`: which proxied requests get an audit line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditMode {
+    /// Every proxied request (SPEC section 4: the rules in force for each).
+    All,
+    /// Only requests robots.txt disallowed.
+    Disallowed,
+    /// None: no audit log at all.
+    Off,
+}
 
 /// `method` without a copy when it is one of RFC 9110's (section 9.3) or
 /// PATCH, the methods nearly every request uses; a copy otherwise.
@@ -253,6 +273,9 @@ pub struct AuditLog {
 /// The buffer shards and the output, shared with the flushing thread.
 struct Shared {
     dir: PathBuf,
+    mode: AuditMode,
+    /// Retention, run in the background (none: every file kept as written).
+    keeper: Option<Arc<Keeper>>,
     shards: Box<[Shard]>,
     /// Taken first by every write: the open file, and buffers to reuse.
     out: Mutex<Out>,
@@ -338,10 +361,15 @@ impl Shared {
     }
 
     /// Appends `bytes` (whole lines) to the file of `day`, opening it (for
-    /// appending) when the open one is of another day.
+    /// appending) when the open one is of another day. A move to a later
+    /// day starts a [`maintain`] run for that day.
     fn write_day(&self, out: &mut Out, day: [u8; 10], bytes: &[u8]) -> io::Result<()> {
         if out.file.as_ref().is_none_or(|(d, _)| *d != day) {
+            let later = out.file.as_ref().is_some_and(|(d, _)| *d < day);
             out.file = None;
+            if let Some(keeper) = self.keeper.as_ref().filter(|_| later) {
+                keeper.start(day);
+            }
             let path = self.dir.join(format!("audit-{}.jsonl", String::from_utf8_lossy(&day)));
             let f = OpenOptions::new().create(true).append(true).open(&path)?;
             out.file = Some((day, f));
@@ -351,6 +379,171 @@ impl Shared {
             None => Err(io::Error::other("audit file not open")),
         }
     }
+}
+
+/// Runs [`maintain`] in the background, one run at a time, for the latest
+/// day asked.
+struct Keeper {
+    dir: PathBuf,
+    /// The writer, whose open file a run must take away before it moves a
+    /// day's file (so no line is written to a file being compressed).
+    writer: std::sync::Weak<Shared>,
+    /// Days of files kept (`audit.keep`), 0 for all.
+    keep_days: u64,
+    /// The day the next run is for, when one was asked.
+    pending: Mutex<Option<[u8; 10]>>,
+    /// Set while a thread runs.
+    busy: AtomicBool,
+}
+
+impl Keeper {
+    /// Asks for a [`maintain`] run for `today`: on a thread of its own, or
+    /// by the thread already running once it is done with its run (so no
+    /// rollover is missed). Errors are logged.
+    fn start(self: &Arc<Self>, today: [u8; 10]) {
+        *lock(&self.pending) = Some(today);
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new().name("crawlcache-audit-keep".into()).spawn(move || loop {
+            let Some(day) = lock(&me.pending).take() else {
+                me.busy.store(false, Ordering::Release);
+                // A day asked between the take and the store: take it on,
+                // unless a new thread already did.
+                if lock(&me.pending).is_none() || me.busy.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                continue;
+            };
+            // Moves a day's plain file aside under the writer's lock, closing
+            // it there first when it is the writer's open file.
+            let claim = |day: &str, from: &Path, to: &Path| -> io::Result<()> {
+                let Some(writer) = me.writer.upgrade() else { return std::fs::rename(from, to) };
+                let mut out = lock(&writer.out);
+                if out.file.as_ref().is_some_and(|(d, _)| d == day.as_bytes()) {
+                    out.file = None;
+                }
+                std::fs::rename(from, to)
+            };
+            match maintain_with(&me.dir, &String::from_utf8_lossy(&day), me.keep_days, &claim) {
+                Ok(done) if done.compressed + done.deleted > 0 => {
+                    tracing::info!(compressed = done.compressed, deleted = done.deleted, "audit log: past days compressed, days beyond audit.keep deleted")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("audit log maintenance in {}: {e}", me.dir.display()),
+            }
+        });
+        if spawned.is_err() {
+            self.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// What one [`maintain`] run did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Maintained {
+    /// Files of past days compressed.
+    pub compressed: usize,
+    /// Files deleted (older than the days kept).
+    pub deleted: usize,
+}
+
+/// The UTC day (`YYYY-MM-DD`) of an audit file's name, plain or compressed.
+fn day_of(name: &str) -> Option<&str> {
+    let day = name.strip_prefix("audit-")?.strip_suffix(".jsonl").or_else(|| name.strip_prefix("audit-")?.strip_suffix(".jsonl.gz"))?;
+    crawlcache_base::time::is_date(day).then_some(day)
+}
+
+/// Retention of the audit directory `dir` on the UTC day `today`
+/// (`YYYY-MM-DD`): deletes the files of days before the last `keep_days`
+/// (today included; 0 keeps all), then gzip-compresses each remaining
+/// plain file of a day before `today` into `audit-DAY.jsonl.gz` (written
+/// to a temporary name, synced, renamed; the plain file removed after).
+/// A compressed file beside a plain one of the same day (lines written to
+/// a past day after it was compressed, or a crash between the rename and
+/// the removal) gets the plain file's lines appended as a second gzip
+/// member, which readers of `.gz` read as one stream. Errors: the directory
+/// or a file cannot be read or written (what was done before stays done).
+pub fn maintain(dir: &Path, today: &str, keep_days: u64) -> io::Result<Maintained> {
+    maintain_with(dir, today, keep_days, &|_, from, to| std::fs::rename(from, to))
+}
+
+/// [`maintain`] with `claim(day, from, to)` moving a day's plain file out
+/// of the writer's way before it is compressed.
+fn maintain_with(dir: &Path, today: &str, keep_days: u64, claim: &dyn Fn(&str, &Path, &Path) -> io::Result<()>) -> io::Result<Maintained> {
+    let mut done = Maintained::default();
+    let first_kept = match (keep_days, parse_rfc3339(&format!("{today}T00:00:00Z"))) {
+        (0, _) | (_, None) => None,
+        (n, Some(t)) => Some(format_rfc3339(t - Duration::from_secs(86_400 * (n - 1)))[..10].to_string()),
+    };
+    let mut names: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).filter(|n| day_of(n).is_some()).collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(done),
+        Err(e) => return Err(e),
+    };
+    names.sort();
+    for name in names {
+        let Some(day) = day_of(&name) else { continue };
+        let work = dir.join(format!(".audit-{day}.jsonl.compressing"));
+        if first_kept.as_deref().is_some_and(|first| day < first) {
+            // A run that stopped half way left its work file.
+            let _ = std::fs::remove_file(&work);
+        } else if work.exists() {
+            append_member(dir, day, &work)?;
+        }
+        if first_kept.as_deref().is_some_and(|first| day < first) {
+            std::fs::remove_file(dir.join(&name))?;
+            done.deleted += 1;
+        } else if day < today && name.ends_with(".jsonl") {
+            compress_day(dir, day, claim)?;
+            done.compressed += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// Compresses the plain file of `day` in `dir` into `audit-DAY.jsonl.gz`:
+/// moves it aside with `claim` (to `.audit-DAY.jsonl.compressing`), then
+/// [`append_member`]s it.
+fn compress_day(dir: &Path, day: &str, claim: &dyn Fn(&str, &Path, &Path) -> io::Result<()>) -> io::Result<()> {
+    let work = dir.join(format!(".audit-{day}.jsonl.compressing"));
+    claim(day, &dir.join(format!("audit-{day}.jsonl")), &work)?;
+    append_member(dir, day, &work)
+}
+
+/// Writes `audit-DAY.jsonl.gz` anew as its old bytes (if any) followed by
+/// `work` as one more gzip member (to a temporary name, synced, renamed),
+/// then removes `work`. A crash before the removal appends `work` again on
+/// the next run: lines may repeat, never go missing.
+fn append_member(dir: &Path, day: &str, work: &Path) -> io::Result<()> {
+    let gz = dir.join(format!("audit-{day}.jsonl.gz"));
+    let tmp = dir.join(format!(".audit-{day}.jsonl.gz.tmp"));
+    {
+        let mut out = File::create(&tmp)?;
+        if let Ok(mut old) = File::open(&gz) {
+            io::copy(&mut old, &mut out)?;
+        }
+        let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+        io::copy(&mut File::open(work)?, &mut enc)?;
+        enc.finish()?.sync_all()?;
+    }
+    std::fs::rename(&tmp, &gz)?;
+    std::fs::remove_file(work)
+}
+
+/// Bytes of the audit files in `dir` (plain and compressed), 0 when there
+/// is no directory.
+pub fn disk_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_str().is_some_and(|n| day_of(n).is_some()))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// The shard the calling thread appends to (by its
@@ -378,12 +571,30 @@ fn use_shard(i: usize) {
 
 impl AuditLog {
     /// A writer into `dir` (created, owner-only on Unix, if missing), with
-    /// its background flushing thread. Errors: the directory cannot be
-    /// created or the thread cannot start.
+    /// its background flushing thread, writing every request's line and
+    /// leaving the files as written (no retention). Errors: the directory
+    /// cannot be created or the thread cannot start.
     pub fn open(dir: &Path) -> io::Result<AuditLog> {
+        AuditLog::open_as(dir, AuditMode::All, None)
+    }
+
+    /// [`AuditLog::open`] with `audit.mode` and retention for `audit.keep`
+    /// (whole days, rounded up; zero keeps every file, past days are still
+    /// compressed). Retention ([`maintain`]) runs once now for the current
+    /// UTC day, in the background, and at each rollover.
+    pub fn open_with(dir: &Path, mode: AuditMode, keep: Duration) -> io::Result<AuditLog> {
+        AuditLog::open_as(dir, mode, Some(keep))
+    }
+
+    fn open_as(dir: &Path, mode: AuditMode, keep: Option<Duration>) -> io::Result<AuditLog> {
         crate::fsutil::create_private_dir(dir)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|writer| Shared {
             dir: dir.to_path_buf(),
+            mode,
+            keeper: keep.map(|keep| {
+                let keep_days = keep.as_secs().div_ceil(86_400);
+                Arc::new(Keeper { dir: dir.to_path_buf(), writer: writer.clone(), keep_days, pending: Mutex::new(None), busy: AtomicBool::new(false) })
+            }),
             shards: (0..SHARDS).map(|_| Shard(Mutex::new(Lines::default()))).collect(),
             out: Mutex::new(Out { file: None, spare: Vec::new() }),
         });
@@ -395,6 +606,11 @@ impl AuditLog {
                 tracing::warn!("cannot write the audit log in {}: {e}", shared.dir.display());
             }
         })?;
+        let mut today = [0u8; 10];
+        today.copy_from_slice(&format_rfc3339(SystemTime::now()).as_bytes()[..10]);
+        if let Some(keeper) = &shared.keeper {
+            keeper.start(today);
+        }
         Ok(AuditLog { shared })
     }
 
@@ -410,6 +626,11 @@ impl AuditLog {
     /// lines then written (this thread's and the other threads'); the
     /// caller logs them and carries on.
     pub fn append(&self, record: &AuditRecord) -> io::Result<()> {
+        match self.shared.mode {
+            AuditMode::All => {}
+            AuditMode::Disallowed if record.is_disallowed() => {}
+            AuditMode::Disallowed | AuditMode::Off => return Ok(()),
+        }
         thread_local! {
             /// The line being serialized, reused by each request on this thread.
             static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -463,38 +684,67 @@ impl Drop for AuditLog {
 }
 
 /// The disallowed requests recorded in `dir` at or after `since`, oldest
-/// first (for `crawlcache audit skips [--since DURATION]`). Files of days
-/// before `since` are not read; malformed lines are skipped. A missing
+/// first (for `crawlcache audit skips [--since DURATION]`), from plain and
+/// gzip-compressed day files. Files of days before `since` are not read;
+/// malformed lines are skipped. A missing
 /// directory gives an empty list. Errors: a file cannot be read.
 pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
-    let first_day = format!("audit-{}.jsonl", &format_rfc3339(since)[..10]);
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".jsonl") && n.len() == first_day.len() && n >= first_day.as_str())
-            })
-            .collect(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+    let first_day = format_rfc3339(since)[..10].to_string();
+    // The day files, plain, compressed, or being compressed (a day's file
+    // moved aside by retention before its lines reach the `.gz`).
+    let list = || -> io::Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    let name = name.strip_prefix('.').and_then(|n| n.strip_suffix(".compressing")).unwrap_or(name);
+                    day_of(name).is_some_and(|day| day >= first_day.as_str())
+                })
+                .collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        files.sort();
+        Ok(files)
     };
-    files.sort();
-    let mut out = Vec::new();
-    for path in files {
-        let f = File::open(&path)?;
-        for line in BufReader::new(f).split(b'\n') {
-            let line = line?;
-            let Ok(rec) = serde_json::from_slice::<AuditRecord>(&line) else { continue };
-            if rec.is_disallowed() && rec.at().is_some_and(|t| t >= since) {
-                out.push(rec);
+    // Retention moving a day's lines while they are read shows as another
+    // list of files afterwards: read again (a few times at most).
+    let mut files = list()?;
+    let mut attempt = 0;
+    loop {
+        let mut out = Vec::new();
+        let mut vanished = false;
+        for path in &files {
+            let f = match File::open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    vanished = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            let reader: Box<dyn BufRead> = match path.extension().is_some_and(|e| e == "gz") {
+                true => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f))),
+                false => Box::new(BufReader::new(f)),
+            };
+            for line in reader.split(b'\n') {
+                let line = line?;
+                let Ok(rec) = serde_json::from_slice::<AuditRecord>(&line) else { continue };
+                if rec.is_disallowed() && rec.at().is_some_and(|t| t >= since) {
+                    out.push(rec);
+                }
             }
         }
+        let now = list()?;
+        if (!vanished && now == files) || attempt == 4 {
+            out.sort_by_key(AuditRecord::at);
+            return Ok(out);
+        }
+        files = now;
+        attempt += 1;
     }
-    out.sort_by_key(AuditRecord::at);
-    Ok(out)
 }
 
 /// Appends `s` as a JSON string: quoted, with `"` and `\` escaped by a
@@ -560,6 +810,7 @@ pub use crawlcache_base::time::{format_rfc3339, parse_rfc3339};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     fn at(s: &str) -> SystemTime {
         parse_rfc3339(s).expect("valid time")
@@ -772,5 +1023,89 @@ mod tests {
         log.append(&rec(t, "http://a/2", true)).unwrap();
         drop(log);
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2, "dropping the log writes the rest");
+    }
+
+    /// The files in `dir`, sorted.
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    }
+
+    /// A week of days (the records' times are the clock: a day's first line
+    /// rolls the log over) with `audit.keep = "3d"`: the files of the last
+    /// three days are left, the past two compressed, and `skips` still
+    /// reads the disallowed requests of the last two days from them.
+    #[test]
+    fn a_week_with_keep_3d_leaves_three_days_past_ones_compressed_and_skips_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let today = format_rfc3339(SystemTime::now())[..10].to_string();
+        let midnight = parse_rfc3339(&format!("{today}T00:00:00Z")).unwrap();
+        let day = |back: u64| midnight - Duration::from_secs(86_400 * back);
+        let log = AuditLog::open_with(dir.path(), AuditMode::All, Duration::from_secs(3 * 86_400)).unwrap();
+        for back in (0..7).rev() {
+            for i in 0..50 {
+                let t = day(back) + Duration::from_secs(3600 + i);
+                log.append(&rec(t, &format!("http://a/{back}/{i}"), i % 10 != 0)).unwrap();
+            }
+            log.flush().unwrap();
+        }
+        let name = |back: u64| format!("audit-{}.jsonl", &format_rfc3339(day(back))[..10]);
+        let expected = vec![format!("{}.gz", name(2)), format!("{}.gz", name(1)), name(0)];
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while files(dir.path()) != expected {
+            assert!(std::time::Instant::now() < deadline, "retention within 20 s: {:?}, expected {expected:?}", files(dir.path()));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(File::open(dir.path().join(&expected[0])).unwrap()).read_to_string(&mut text).unwrap();
+        assert_eq!(text.lines().count(), 50, "a compressed day holds its lines");
+        // `audit skips --since 2d`: from two days back, compressed or not.
+        let since = SystemTime::now() - Duration::from_secs(2 * 86_400);
+        let got: Vec<String> = skips(dir.path(), since).unwrap().into_iter().map(|r| r.url).collect();
+        let wanted: Vec<String> = (0..3u64)
+            .rev()
+            .flat_map(|back| (0..50u64).step_by(10).map(move |i| (day(back) + Duration::from_secs(3600 + i), format!("http://a/{back}/{i}"))))
+            .filter(|(t, _)| *t >= since)
+            .map(|(_, url)| url)
+            .collect();
+        assert!(wanted.len() >= 10, "today's and yesterday's refusals at least: {wanted:?}");
+        assert_eq!(got, wanted, "the disallowed requests since two days ago, oldest first");
+        assert!(disk_bytes(dir.path()) > 0);
+        drop(log);
+    }
+
+    /// `audit.mode`: `disallowed` writes only refused requests, `off`
+    /// nothing at all.
+    #[test]
+    fn mode_disallowed_writes_only_refusals_and_off_writes_nothing() {
+        let t = at("2026-11-30T12:00:00Z");
+        for (mode, lines) in [(AuditMode::All, 2), (AuditMode::Disallowed, 1), (AuditMode::Off, 0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = AuditLog::open_with(dir.path(), mode, Duration::ZERO).unwrap();
+            log.append(&rec(t, "http://a/allowed", true)).unwrap();
+            log.append(&rec(t, "http://a/refused", false)).unwrap();
+            log.flush().unwrap();
+            let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap_or_default();
+            assert_eq!(text.lines().count(), lines, "{mode:?}: {text}");
+            if mode == AuditMode::Disallowed {
+                assert!(text.contains("http://a/refused"), "{text}");
+            }
+        }
+    }
+
+    /// A plain file beside the compressed one of the same day (lines that
+    /// arrived after the day was compressed) is joined to it, not lost.
+    #[test]
+    fn late_lines_of_a_compressed_day_are_appended_as_another_gzip_member() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("audit-2026-11-29.jsonl"), "one\n").unwrap();
+        assert_eq!(maintain(dir.path(), "2026-11-30", 0).unwrap(), Maintained { compressed: 1, deleted: 0 });
+        std::fs::write(dir.path().join("audit-2026-11-29.jsonl"), "two\n").unwrap();
+        maintain(dir.path(), "2026-11-30", 0).unwrap();
+        assert_eq!(files(dir.path()), vec!["audit-2026-11-29.jsonl.gz".to_string()]);
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(File::open(dir.path().join("audit-2026-11-29.jsonl.gz")).unwrap()).read_to_string(&mut text).unwrap();
+        assert_eq!(text, "one\ntwo\n");
     }
 }

@@ -33,6 +33,22 @@ pub struct Config {
     /// `[fleet]`: what a fleet of nodes shares through Redis and a bucket
     /// (empty `redis_url`: single node).
     pub fleet: crate::fleet::config::FleetConfig,
+    /// `[audit]`: which requests get an audit line, and how long the
+    /// files are kept.
+    pub audit: AuditConfig,
+}
+
+/// `[audit]`: the audit log's scope and retention ([`crate::audit`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Which proxied requests get a line.
+    pub mode: crate::audit::AuditMode,
+    /// The files of the last this many UTC days are kept, today included
+    /// (whole days; `0d` keeps every file); older ones are deleted at start
+    /// and at each day's rollover, and past days are gzip-compressed.
+    #[serde(deserialize_with = "de_duration")]
+    pub keep: Duration,
 }
 
 /// `[server]`: where the proxy listens and keeps its data.

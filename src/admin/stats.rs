@@ -27,6 +27,11 @@ pub fn prometheus(state: &ProxyState) -> String {
         ),
         ("crawlcache_store_pack_bytes", "Bytes of the store's pack segments on disk (entry records, live and not yet reclaimed).", s.pack_bytes),
         ("crawlcache_store_max_bytes", "The configured size budget in bytes.", s.max_size),
+        (
+            "crawlcache_audit_bytes",
+            "Bytes of the audit log's files (plain and compressed days; audit.keep bounds them).",
+            crate::audit::disk_bytes(state.audit.dir()),
+        ),
     ];
     for (name, help, value) in gauges {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
@@ -113,5 +118,6 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
         "connections": status::connections_json(state),
         "recent": status::windows_json(state),
+        "audit": { "mode": state.config.audit.mode, "keep": crate::units::format_duration(state.config.audit.keep), "bytes": crate::audit::disk_bytes(state.audit.dir()) },
     })
 }

@@ -13,7 +13,8 @@
 //!   from [`crate::metrics::history`] (the counters sampled once a second);
 //! - body bytes served from the store against bytes that came from
 //!   origins (what the cache saved);
-//! - disk use against `cache.max_size` and the store's other totals
+//! - disk use against `cache.max_size`, the store's other totals and the
+//!   audit log's bytes
 //!   ([`store_figures`], the one place that reads [`StoreStats`]);
 //! - the origins with the most requests ([`crate::metrics::origins`]) with
 //!   their robots.txt state ([`robots_state`]) and Crawl-delay;
@@ -275,6 +276,7 @@ pub fn status_json(state: &ProxyState, now: SystemTime) -> Value {
         "errors": { "total": crate::metrics::recent::RECENT.total(), "recent": recent.into_iter().take(ERRORS_SHOWN).collect::<Vec<_>>() },
         "connections": connections_json(state),
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
+        "audit": { "bytes": crate::audit::disk_bytes(state.audit.dir()) },
     })
 }
 
@@ -438,7 +440,7 @@ pub fn page(v: &Value) -> String {
     let _ = writeln!(
         h,
         "<section class=\"card\" id=\"disk\"><h2>Disk</h2><svg class=\"bar\" id=\"bar-disk\" viewBox=\"0 0 100 8\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"disk use against cache.max_size\"></svg>\
-         <div class=\"figs\">{}{}{}{}{}{}{}{}{}</div></section>",
+         <div class=\"figs\">{}{}{}{}{}{}{}{}{}{}</div></section>",
         figure(v, "used", "store.used_bytes", Format::Bytes),
         figure(v, "of cache.max_size", "store.max_bytes", Format::Bytes),
         figure(v, "share used", "store_used_ratio", Format::Percent),
@@ -448,6 +450,7 @@ pub fn page(v: &Value) -> String {
         figure(v, "bodies", "store.bodies", Format::Int),
         figure(v, "pack segments", "store.pack_bytes", Format::Bytes),
         figure(v, "evictions", "store.evictions", Format::Int),
+        figure(v, "audit log", "audit.bytes", Format::Bytes),
     );
     // Connections.
     let _ = writeln!(

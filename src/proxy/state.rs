@@ -142,7 +142,10 @@ impl ProxyState {
             }));
         }
         let audit_dir = crate::audit::audit_dir(dir);
-        let audit = Arc::new(crate::audit::AuditLog::open(&audit_dir).map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?);
+        let audit = Arc::new(
+            crate::audit::AuditLog::open_with(&audit_dir, config.audit.mode, config.audit.keep)
+                .map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
+        );
         let config_max_connections = config.server.max_connections;
         Ok(ProxyState {
             closing: tokio::sync::watch::channel(false).0,
