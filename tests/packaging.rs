@@ -114,7 +114,12 @@ fn the_dockerfile_passes_hadolint_and_builds_a_non_root_image_with_a_volume_and_
     assert!(!user.starts_with("root") && !user.starts_with("0"), "runs as a non-root user: USER {user}");
     assert_eq!(of("VOLUME"), vec!["[\"/var/lib/crawlcache\"]"]);
     assert!(of("HEALTHCHECK").first().is_some_and(|h| h.contains(" CMD [")), "a health check: {:?}", of("HEALTHCHECK"));
-    assert!(text.contains("http://127.0.0.1:3128/stats"), "the health check asks the proxy's own endpoint");
+    // The health check is the binary's own `health` command (issue 45: no
+    // curl in the image), on a command line it accepts.
+    let health = of("HEALTHCHECK")[0];
+    let check: Vec<String> = health.split_once(" CMD ").and_then(|(_, c)| serde_json::from_str(c).ok()).expect("HEALTHCHECK CMD in exec form");
+    assert_eq!(check.get(..2), Some(&["/usr/local/bin/crawlcache".to_string(), "health".to_string()][..]), "the binary checks itself: {check:?}");
+    crawlcache::cli::Cli::try_parse_from(&check).unwrap_or_else(|e| panic!("HEALTHCHECK: {e}"));
     // The image's command line and configuration are ones crawlcache accepts.
     let cmdline: Vec<String> = serde_json::from_str(of("CMD")[0]).expect("CMD in exec form");
     let args = std::iter::once("crawlcache".to_string()).chain(cmdline);

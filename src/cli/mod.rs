@@ -12,6 +12,7 @@
 //! - [`config`]: `config --defaults` prints the embedded default configuration.
 //! - [`completions`]: shell completion scripts.
 //! - [`man`]: the manual page (roff), from the same definition.
+//! - [`health`]: whether a proxy answers at its address (health checks).
 //! - [`warc`]: `export --warc FILE` and `import FILE...` (WARC files).
 //! - [`progress`]: progress bars on a terminal, for any long command.
 //! - [`access`]: opening the data directory directly, or through the running
@@ -52,6 +53,7 @@ pub mod cache;
 pub mod common;
 pub mod completions;
 pub mod config;
+pub mod health;
 pub mod man;
 pub mod progress;
 pub mod robots;
@@ -110,6 +112,9 @@ pub enum Command {
     /// export). A malformed or truncated record is reported with its offset
     /// and skipped (exit 1); the proxy must be stopped.
     Import(warc::ImportArgs),
+    /// Exit 0 when a proxy answers HTTP at its address, else 1 (a
+    /// container's HEALTHCHECK, a service monitor).
+    Health(health::HealthArgs),
 }
 
 /// Runs `command` and returns the process exit code: the command's own
@@ -127,6 +132,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Man(args) => man::run(args, Cli::command()),
         Command::Export(args) => warc::export(args),
         Command::Import(args) => warc::import(args),
+        Command::Health(args) => health::run(args),
     };
     match result {
         Ok(code) => code,
