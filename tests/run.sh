@@ -123,4 +123,15 @@ if [[ ! -f $book ]]; then
 fi
 
 # --no-fail-fast: one failing test binary must not hide the others.
-exec cargo test --workspace --no-fail-fast "$@"
+status=0
+cargo test --workspace --no-fail-fast "$@" || status=$?
+
+# The Python side (tests/python/run.sh): the wheel, the .deb and the
+# crates packaged from the binary cargo test just built (nothing compiled
+# again), the wheel installed into a fresh virtual environment under
+# target/python, and pytest from there. Run for the whole suite only (no
+# arguments), and even when cargo test failed, so both results show.
+if (($# == 0)); then
+    bash tests/python/run.sh || status=1
+fi
+exit $status
