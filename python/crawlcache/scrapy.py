@@ -43,7 +43,8 @@ Settings: ``CRAWLCACHE_URL``; else a proxy is started with
 ``CRAWLCACHE_ARGS`` (more ``serve`` arguments) on a free loopback port, and
 stopped when the crawl ends (or the Python process dies).
 ``CRAWLCACHE_CA_BUNDLE`` names the bundle to verify with against a proxy
-given by URL (default: written from ``CRAWLCACHE_DATA_DIR``).
+given by URL (default: written from ``CRAWLCACHE_DATA_DIR``, that proxy's
+data directory, when given; else the system store).
 ``CRAWLCACHE_ENABLED = False`` turns it all off.
 """
 
@@ -86,23 +87,35 @@ class CrawlcacheMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.proxy: Optional[Proxy] = None
-        data_dir = settings.get("CRAWLCACHE_DATA_DIR") or "crawlcache-data"
+        data_dir = settings.get("CRAWLCACHE_DATA_DIR")
         url = settings.get("CRAWLCACHE_URL")
         if url:
             self.url: str = url
         else:
             args = settings.getlist("CRAWLCACHE_ARGS")
-            self.proxy = Proxy(data_dir, offline=settings.getbool("CRAWLCACHE_OFFLINE"), config=settings.get("CRAWLCACHE_CONFIG"), args=args)
+            offline, config = settings.getbool("CRAWLCACHE_OFFLINE"), settings.get("CRAWLCACHE_CONFIG")
+            self.proxy = Proxy(data_dir or "crawlcache-data", offline=offline, config=config, args=args)
             self.proxy.start()
             self.url = self.proxy.url or ""
             logger.info("crawlcache: started a proxy at %s (data directory %s)", self.url, self.proxy.data_dir, extra={"crawler": crawler})
             crawler.signals.connect(self._stop_proxy, signal=signals.engine_stopped)
         if settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES"):
-            bundle = settings.get("CRAWLCACHE_CA_BUNDLE") or (self.proxy.ca_bundle() if self.proxy else ca_bundle(data_dir))
-            # OpenSSL (Twisted's and the ssl module's contexts alike) reads
-            # SSL_CERT_FILE whenever a context loads the default roots.
-            os.environ["SSL_CERT_FILE"] = os.fspath(bundle)
-            logger.info("crawlcache: verifying certificates against %s (SSL_CERT_FILE)", bundle, extra={"crawler": crawler})
+            bundle = settings.get("CRAWLCACHE_CA_BUNDLE")
+            if not bundle and self.proxy is not None:
+                bundle = self.proxy.ca_bundle()
+            elif not bundle and data_dir:
+                bundle = ca_bundle(data_dir)
+            if bundle:
+                # OpenSSL (Twisted's and the ssl module's contexts alike)
+                # reads SSL_CERT_FILE whenever a context loads the default roots.
+                os.environ["SSL_CERT_FILE"] = os.fspath(bundle)
+                logger.info("crawlcache: verifying certificates against %s (SSL_CERT_FILE)", bundle, extra={"crawler": crawler})
+            else:
+                logger.info(
+                    "crawlcache: verifying certificates against the system store (set CRAWLCACHE_CA_BUNDLE or CRAWLCACHE_DATA_DIR "
+                    "unless the proxy's CA was added to it with `crawlcache ca --install`)",
+                    extra={"crawler": crawler},
+                )
 
     @classmethod
     def from_crawler(cls, crawler: "Crawler") -> "CrawlcacheMiddleware":

@@ -103,16 +103,17 @@ def ca_bundle(data_dir: StrPath, *, roots: Optional[StrPath] = None, path: Optio
     ``data_dir``, and returns its path.
 
     The bundle holds the system root certificates (or ``roots``) followed
-    by the proxy's interception CA (``crawlcache ca --bundle``; the CA is
-    created when the data directory has none, as the first ``serve``
-    would). Clients whose CA option replaces their trust store
-    (``verify=`` of requests, ``SSL_CERT_FILE``) then accept both the
-    intercepted hosts and those in ``tls.bypass_hosts``. Written to
-    ``path``, by default ``DATA_DIR/ca-bundle.pem``.
+    by the proxy's interception CA (``crawlcache ca --bundle``). Clients
+    whose CA option replaces their trust store (``verify=`` of requests,
+    ``SSL_CERT_FILE``) then accept both the intercepted hosts and those in
+    ``tls.bypass_hosts``. Written to ``path``, by default
+    ``DATA_DIR/ca-bundle.pem``. Raises :class:`CrawlcacheError` when the
+    data directory has no CA (``serve`` creates it on its first start; a
+    CA is never created here, so a mistyped directory cannot hand clients
+    a CA no proxy uses).
     """
     data_dir = os.fspath(data_dir)
     out = os.fspath(path) if path is not None else os.path.join(data_dir, "ca-bundle.pem")
-    run(["ca", "--init", "--data-dir", data_dir])
     args = ["ca", "--data-dir", data_dir, "--bundle", out]
     if roots is not None:
         args += ["--roots", os.fspath(roots)]

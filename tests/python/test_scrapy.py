@@ -140,3 +140,19 @@ def test_scrapy_addon_verifying_refuses_an_unknown_ca(tmp_path: Path, tls_origin
     result = crawl("https-wrong-ca", settings, [tls_origin.url("/page/1")])
     assert not result["responses"]
     assert len(result["errors"]) == 1 and result["errors"][0]["status"] is None, result["errors"]
+
+
+def test_scrapy_addon_uses_a_running_proxy_by_url(tmp_path: Path, origin: Origin, site: Site, crawl) -> None:
+    """`CRAWLCACHE_URL`: the crawl goes through a proxy that runs already
+    (started here) and leaves it running; two crawls, the second all hits."""
+    import crawlcache
+
+    with crawlcache.serve(data_dir=tmp_path / "shared", config=proxy_config(tmp_path)) as proxy:
+        settings = {"ADDONS": ADDON, "CRAWLCACHE_URL": proxy.url}
+        urls = [origin.url(f"/page/{i}") for i in range(4)]
+        first = crawl("url-1", settings, urls)
+        second = crawl("url-2", settings, urls)
+        assert proxy.running(), "the add-on does not stop a proxy it did not start"
+    assert first["proxy"] == [proxy.url] and stat(first, "crawlcache/miss") == 4, first["stats"]
+    assert stat(second, "crawlcache/hit") == 4, second["stats"]
+    assert site.origin_requests() == 4
