@@ -26,8 +26,10 @@
 //! sent it (content codings kept), with `Content-Length` set to its length
 //! and no `Transfer-Encoding` (the proxy stores bodies after removing the
 //! chunked framing), so the HTTP message in the block is self-consistent.
-//! `WARC-Payload-Digest` is the SHA-256 of the body (the stored body's name,
-//! checked while it is read), `WARC-Block-Digest` the SHA-256 of the block.
+//! `WARC-Payload-Digest` is the SHA-1 of the body, `WARC-Block-Digest` the
+//! SHA-1 of the block, both `sha1:` in base32 without padding (see
+//! [`super`]); the body is checked against its name (its SHA-256) while it
+//! is read.
 //!
 //! **The request block**: `METHOD target HTTP/1.1`, `Host` and the request
 //! fields `Vary` nominated. A request body is not kept by crawlcache: for a
@@ -45,7 +47,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{request_block, response_head};
 use super::writer::WarcWriter;
-use super::{new_record_id, sha256_label, warc_date, REQUEST_BODY_SHA256};
+use super::{new_record_id, sha1_label, sha1_label_of, warc_date, REQUEST_BODY_SHA256};
 use crate::cache::StoredResponse;
 use crate::store::{Entry, Store, StoreError};
 use crate::store_key::{Selection, StoreKey};
@@ -152,6 +154,8 @@ struct Written {
     record_id: String,
     url: String,
     date: String,
+    /// Its `WARC-Payload-Digest`, which the revisits repeat.
+    payload_digest: String,
 }
 
 /// Writes the `warcinfo` record and then each exchange of `plan` to `out`
@@ -172,7 +176,7 @@ pub fn write<W: Write>(store: &Store, plan: &[Exchange], out: W, opts: &WriteOpt
         env!("CARGO_PKG_VERSION"),
         description.replace(['\r', '\n'], " ")
     );
-    let info_digest = sha256_label(&Sha256::digest(info.as_bytes()));
+    let info_digest = sha1_label_of(info.as_bytes());
     let now = warc_date(super::now_ms());
     w.write_record(
         &[
@@ -229,7 +233,7 @@ fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &s
         ("WARC-Warcinfo-ID".into(), info_id.into()),
         ("WARC-Concurrent-To".into(), response_id.into()),
         ("Content-Type".into(), "application/http;msgtype=request".into()),
-        ("WARC-Block-Digest".into(), sha256_label(&Sha256::digest(&request))),
+        ("WARC-Block-Digest".into(), sha1_label_of(&request)),
     ];
     if let Some(h) = &x.request_body_sha256 {
         fields.push((REQUEST_BODY_SHA256.into(), h.clone()));
@@ -242,13 +246,12 @@ fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &s
 /// 6.7.2). Errors as [`write_exchange`].
 fn write_revisit<W: Write>(w: &mut WarcWriter<W>, x: &Exchange, info_id: &str, earlier: &Written) -> io::Result<Result<(), String>> {
     let Some(b) = &x.entry.body else { return Ok(Err("no body to refer to".into())) };
-    let Ok(digest) = hex::decode(&b.sha256) else { return Ok(Err(format!("{:?} is not a SHA-256", b.sha256))) };
     let (request_id, revisit_id) = (new_record_id(), new_record_id());
     let Some((request_fields, request)) = request_record(x, info_id, &request_id, &revisit_id) else {
         return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
     };
     let head = response_head(x.stored.status, &x.stored.headers, b.len, x.method.eq_ignore_ascii_case("HEAD"));
-    let (date, payload, block) = (warc_date(x.stored.response_time_ms), sha256_label(&digest), sha256_label(&Sha256::digest(&head)));
+    let (date, block) = (warc_date(x.stored.response_time_ms), sha1_label_of(&head));
     let mut fields: Vec<(&str, &str)> = vec![
         ("WARC-Type", "revisit"),
         ("WARC-Record-ID", &revisit_id),
@@ -263,7 +266,7 @@ fn write_revisit<W: Write>(w: &mut WarcWriter<W>, x: &Exchange, info_id: &str, e
         ("WARC-Truncated", "length"),
         ("Content-Type", "application/http;msgtype=response"),
         ("WARC-Block-Digest", &block),
-        ("WARC-Payload-Digest", &payload),
+        ("WARC-Payload-Digest", &earlier.payload_digest),
     ];
     if let Some(h) = &x.request_body_sha256 {
         fields.push((REQUEST_BODY_SHA256, h));
@@ -292,9 +295,8 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
     // First pass over the body: the payload digest (checked against the
     // body's name) and the block digest. The same open file is then read
     // again, so a body released meanwhile is still whole.
-    let mut block_hash = Sha256::new();
-    block_hash.update(&head);
-    let mut payload_hash = Sha256::new();
+    let mut block_hash = sha1_smol::Sha1::from(&head);
+    let (mut payload_hash, mut name_hash) = (sha1_smol::Sha1::new(), Sha256::new());
     let mut file = match &x.entry.body {
         None => None,
         Some(b) => {
@@ -313,9 +315,10 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
                 };
                 payload_hash.update(&buf[..n]);
                 block_hash.update(&buf[..n]);
+                name_hash.update(&buf[..n]);
                 len += n as u64;
             }
-            let digest = payload_hash.clone().finalize();
+            let digest = name_hash.finalize();
             if len != b.len || hex::encode(digest) != b.sha256 {
                 return Ok(Err(format!("body {} does not hash to its name (run `crawlcache cache verify`)", b.sha256)));
             }
@@ -325,8 +328,8 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
             Some(f)
         }
     };
-    let payload_digest = sha256_label(&payload_hash.finalize());
-    let block_digest = sha256_label(&block_hash.finalize());
+    let payload_digest = sha1_label(&payload_hash.digest().bytes());
+    let block_digest = sha1_label(&block_hash.digest().bytes());
     let response_date = warc_date(x.stored.response_time_ms);
     let mut response_fields: Vec<(&str, &str)> = vec![
         ("WARC-Type", "response"),
@@ -349,7 +352,7 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
         Some(f) => w.write_record(&response_fields, block_len, &mut head.as_slice().chain(f.take(body_len)))?,
         None => w.write_record(&response_fields, block_len, &mut head.as_slice())?,
     };
-    Ok(Ok(Written { record_id: response_id.clone(), url: x.url.clone(), date: response_date.clone() }))
+    Ok(Ok(Written { record_id: response_id.clone(), url: x.url.clone(), date: response_date.clone(), payload_digest }))
 }
 
 #[cfg(test)]

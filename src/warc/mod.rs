@@ -12,14 +12,21 @@
 //!   records: heads, chunked transfer coding, bodies.
 //! - [`export`]: the store's exchanges (HTTP-cache entries and records, SPEC
 //!   section 6) as `warcinfo`, `request` and `response` records.
-//! - [`import`]: `response` records (with their `request` records) into the
-//!   record store, bodies into the content-addressed store.
+//! - [`import`]: `response`, `resource` and `revisit` records (with their
+//!   `request` records) into the record store, bodies into the
+//!   content-addressed store; every record read counted by what became of
+//!   it ([`import::Summary`]).
 //!
 //! Digests (`WARC-Block-Digest`, `WARC-Payload-Digest`) are written as
-//! `sha256:` and the RFC 4648 base32 form of the digest (with padding), the
-//! form warcio computes itself and compares with (it also reads hex and
-//! base64, and wget writes `sha1:` in base32). Dates (`WARC-Date`) are RFC
-//! 3339 UTC to the second, as WARC/1.1 section 5.4 shows them.
+//! `sha1:` and the RFC 4648 base32 form of the SHA-1 (32 characters, no
+//! padding): the form wget, Heritrix and warcprox write, the one pywb's
+//! and OpenWayback's CDX indexers compute for a record without one (a CDX
+//! `digest` column is this value without `sha1:`), and one `warcio check`
+//! verifies. A SHA-256 in base32 needs `=` padding, which `warcio check`
+//! requires and CDX tools do not expect inside a field; releases before
+//! this one wrote that form (`sha256:` base32, padded), and [`import`]
+//! still reads it, as it reads hex and base64. Dates (`WARC-Date`) are
+//! RFC 3339 UTC to the second, as WARC/1.1 section 5.4 shows them.
 
 pub mod export;
 pub mod http;
@@ -27,7 +34,6 @@ pub mod import;
 pub mod reader;
 pub mod writer;
 
-use sha2::{Digest, Sha256};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The extension field crawlcache writes on the `request` and `response`
@@ -37,15 +43,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// request record carries no body.
 pub const REQUEST_BODY_SHA256: &str = "Crawlcache-Request-Body-SHA256";
 
-/// `sha256:` and the base32 form (RFC 4648 section 6, upper case, padded)
-/// of the SHA-256 `digest`, as a WARC digest field value.
-pub fn sha256_label(digest: &[u8]) -> String {
-    format!("sha256:{}", data_encoding::BASE32.encode(digest))
+/// `sha1:` and the base32 form (RFC 4648 section 6, upper case; 32
+/// characters, no padding) of the SHA-1 `digest` (20 bytes), as a WARC
+/// digest field value.
+pub fn sha1_label(digest: &[u8; 20]) -> String {
+    format!("sha1:{}", data_encoding::BASE32_NOPAD.encode(digest))
 }
 
-/// The WARC digest field value of the SHA-256 of `bytes`.
-pub fn sha256_label_of(bytes: &[u8]) -> String {
-    sha256_label(&Sha256::digest(bytes))
+/// The WARC digest field value ([`sha1_label`]) of the SHA-1 of `bytes`.
+pub fn sha1_label_of(bytes: &[u8]) -> String {
+    sha1_label(&sha1_smol::Sha1::from(bytes).digest().bytes())
 }
 
 /// A WARC-Date (RFC 3339 UTC, whole seconds: `2024-05-01T12:00:00Z`) for
@@ -83,9 +90,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digests_are_base32_sha256_as_warcio_computes_them() {
-        // sha256("") in base32, as Python's base64.b32encode(hashlib.sha256(b"").digest()) gives.
-        assert_eq!(sha256_label_of(b""), "sha256:4OYMIQUY7QOBJGX36TEJS35ZEQT24QPEMSNZGTFESWMRW6CSXBKQ====");
+    fn digests_are_base32_sha1_without_padding_as_wget_and_cdx_indexers_write_them() {
+        // sha1("") in base32, as Python's base64.b32encode(hashlib.sha1(b"").digest()) gives
+        // and wget writes it: 32 characters, nothing to pad.
+        assert_eq!(sha1_label_of(b""), "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ");
+        assert_eq!(sha1_label_of(b"AAA\n").len(), "sha1:".len() + 32);
     }
 
     #[test]

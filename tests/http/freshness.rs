@@ -134,25 +134,77 @@ fn a_list_valued_age_uses_its_first_member_and_junk_is_ignored() {
     assert_eq!(origin.request_count(), 4, "only the stale one went back to the origin");
 }
 
-/// RFC 9110 section 5.6.7 (issue 10 item 8): an `Expires` in lower case, or
-/// in the asctime form with one space before the day, is read, so the
-/// repeat is a hit; one that still does not parse means already expired.
+/// RFC 9110 section 5.6.7 (issue 10 item 8): an `Expires` in lower or
+/// upper case (RFC 9111 section 4.2), in the RFC 850 form or in the
+/// asctime form is read, so the repeat is a hit; one in another zone means
+/// already expired.
 #[test]
 fn obsolete_and_lower_case_expires_are_read() {
     let (origin, proxy) = start(|req| {
         let imf = from_now(3600); // "Sun, 06 Nov 1994 08:49:37 GMT"
+        let (day_name, day, month, year, time) = (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
         let expires = match req.path() {
             "/lower" => imf.to_ascii_lowercase(),
-            "/asctime" => format!("{} {} {} {} {}", &imf[0..3], &imf[8..11], imf[5..7].trim_start_matches('0'), &imf[17..25], &imf[12..16]),
+            "/upper" => imf.to_ascii_uppercase(),
+            "/rfc850" => format!("{}, {day}-{month}-{} {time} GMT", long_day_name(day_name), &year[2..]),
+            "/asctime" => format!("{day_name} {month} {:>2} {time} {year}", day.trim_start_matches('0')),
             _ => imf.replace("GMT", "PST"),
         };
         Reply::ok(&[("Date", &ago(0)), ("Expires", &expires)], b"x")
     });
-    for (path, hit) in [("/lower", true), ("/asctime", true), ("/other-zone", false)] {
+    for (path, hit) in [("/lower", true), ("/upper", true), ("/rfc850", true), ("/asctime", true), ("/other-zone", false)] {
         let url = origin.url(path);
         proxy.get(&url, &[]);
         let again = proxy.get(&url, &[]);
         assert_eq!(is_hit(&again), hit, "{path}: {}", status_of(&again));
     }
-    assert_eq!(origin.request_count(), 4);
+    assert_eq!(origin.request_count(), 6);
+}
+
+/// `Sunday` for `Sun`.
+fn long_day_name(short: &str) -> &'static str {
+    ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"].into_iter().find(|l| l.starts_with(short)).unwrap_or("Sunday")
+}
+
+/// RFC 9111 section 5.3 (issue 41): an `Expires` an hour ahead but written
+/// outside the three forms of RFC 9110 section 5.6.7 is invalid, so
+/// already expired: the repeat is revalidated with the stored `ETag`, never
+/// served from the cache. Spellings a lenient reader takes for the date
+/// they seem to mean (RFC 850 dashes with a four-digit year, several
+/// spaces, a long day name or no space after the comma in IMF-fixdate) and
+/// the `freshness-expires-invalid-*` ones of http-cache-tests.
+#[test]
+fn an_expires_outside_the_date_grammar_is_in_the_past_rfc9111_5_3() {
+    let spellings = ["dashes", "spaces", "long-day", "no-space", "no-comma", "two-digit-year", "utc", "periods"];
+    let (origin, proxy) = start(|req| {
+        let imf = from_now(3600); // "Sun, 06 Nov 1994 08:49:37 GMT"
+        let (day_name, day, month, year, time) = (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
+        let expires = match req.path().trim_start_matches('/') {
+            "dashes" => format!("{day_name}, {day}-{month}-{year} {time} GMT"),
+            "spaces" => format!("{day_name}, {day}  {month}  {year} {time} GMT"),
+            "long-day" => format!("{}, {day} {month} {year} {time} GMT", long_day_name(day_name)),
+            "no-space" => format!("{day_name},{day} {month} {year} {time} GMT"),
+            "no-comma" => format!("{day_name} {day} {month} {year} {time} GMT"),
+            "two-digit-year" => format!("{day_name}, {day} {month} {} {time} GMT", &year[2..]),
+            "utc" => imf.replace("GMT", "UTC"),
+            _ => format!("{day_name}, {day} {month} {year} {} GMT", time.replace(':', ".")),
+        };
+        if req.header("if-none-match") == Some("\"e1\"") {
+            Reply::not_modified(&[("ETag", "\"e1\""), ("Date", &ago(0)), ("Expires", &expires)])
+        } else {
+            Reply::ok(&[("Date", &ago(0)), ("Expires", &expires), ("ETag", "\"e1\"")], b"payload")
+        }
+    });
+    for spelling in spellings {
+        let url = origin.url(&format!("/{spelling}"));
+        let first = proxy.get(&url, &[]);
+        assert_eq!((first.status, first.text()), (200, "payload".to_string()), "{spelling}");
+        let before = origin.request_count();
+        let again = proxy.get(&url, &[]);
+        assert_eq!(again.text(), "payload", "{spelling}");
+        assert!(!is_hit(&again), "{spelling}: an invalid Expires must not be served from the cache: {}", status_of(&again));
+        let reqs = origin.requests();
+        assert_eq!(reqs.len(), before + 1, "{spelling}: the repeat reaches the origin");
+        assert_eq!(reqs.last().and_then(|r| r.header("if-none-match")), Some("\"e1\""), "{spelling}: as a revalidation");
+    }
 }

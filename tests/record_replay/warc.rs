@@ -64,6 +64,52 @@ fn assert_warcio_checks(file: &Path, records: usize) {
     assert_eq!(text.matches("digest pass").count(), records, "every record's digests are checked and pass:\n{text}");
 }
 
+/// Each record's digest fields as warcio reads them (type, URI, block, payload).
+const WARCIO_DIGESTS: &str = r#"
+import sys, json
+from warcio.archiveiterator import ArchiveIterator
+with open(sys.argv[1], 'rb') as f:
+    for rec in ArchiveIterator(f):
+        h = rec.rec_headers
+        print(json.dumps({'type': rec.rec_type, 'uri': h.get_header('WARC-Target-URI'),
+                          'block': h.get_header('WARC-Block-Digest'), 'payload': h.get_header('WARC-Payload-Digest')}))
+"#;
+
+/// Every digest field of `file` is `sha1:` and 32 base32 characters, no
+/// padding (what wget and Heritrix write), and pywb's CDX indexer
+/// (`cdx-indexer -j`) reads the file and puts each response's payload
+/// digest, without `sha1:`, in its `digest` field.
+fn assert_digests_unpadded_and_indexed(file: &Path) {
+    let out = run_python(&["-c", WARCIO_DIGESTS, file.to_str().unwrap()]);
+    assert!(out.status.success(), "warcio: {}", String::from_utf8_lossy(&out.stderr));
+    let mut payloads = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        for field in ["block", "payload"] {
+            let Some(d) = r[field].as_str() else { continue };
+            let value = d.strip_prefix("sha1:").unwrap_or_else(|| panic!("{field} digest not sha1: {r}"));
+            assert!(
+                value.len() == 32 && value.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)),
+                "{field} digest is base32 without padding: {r}"
+            );
+        }
+        if r["type"] == "response" || r["type"] == "revisit" {
+            payloads.push((r["uri"].as_str().unwrap().to_string(), r["payload"].as_str().unwrap_or("").to_string()));
+        }
+    }
+    let out = run_python(&["-c", "import sys; from pywb.indexer.cdxindexer import main; sys.exit(main())", "-j", file.to_str().unwrap()]);
+    assert!(out.status.success(), "pywb cdx-indexer: {}", String::from_utf8_lossy(&out.stderr));
+    let mut indexed = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let json = line.splitn(3, ' ').nth(2).unwrap_or_else(|| panic!("a CDXJ line: {line}"));
+        let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {line}"));
+        indexed.push((v["url"].as_str().unwrap_or("").to_string(), format!("sha1:{}", v["digest"].as_str().unwrap_or(""))));
+    }
+    payloads.sort();
+    indexed.sort();
+    assert_eq!(indexed, payloads, "pywb's indexer lists every response and revisit with its payload digest (the CDX digest is it without `sha1:`)");
+}
+
 /// The records of `file` as warcio reads them.
 pub(crate) fn warcio_records(file: &Path) -> Vec<serde_json::Value> {
     let out = run_python(&["-c", WARCIO_PAYLOADS, file.to_str().unwrap()]);
@@ -178,9 +224,10 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     let resp: Vec<&serde_json::Value> = read.iter().filter(|r| r["type"] == "response").collect();
     assert_eq!(resp.len(), records.len());
     for r in &resp {
-        assert_eq!(r["algo"], "sha256", "{r}");
+        assert_eq!(r["algo"], "sha1", "{r}");
         assert_eq!(r["digest_ok"], true, "{r}");
     }
+    assert_digests_unpadded_and_indexed(&warc);
     let chunked = resp.iter().find(|r| r["uri"].as_str().unwrap().ends_with("/chunked")).unwrap();
     assert_eq!(chunked["len"].as_u64(), Some(b"<html>chunked page</html>".len() as u64), "stored de-chunked: {chunked}");
     let r302 = resp.iter().find(|r| r["uri"].as_str().unwrap().ends_with("/r302")).unwrap();
@@ -527,6 +574,7 @@ fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical()
     let full_index = warcio_index(&full);
     assert!(written >= 1 && responses(&exported) + written == responses(&full_index), "{exported:?}\n{full_index:?}");
     assert_warcio_checks(&small, exported.len() - written); // warcio leaves revisit digests unchecked
+    assert_digests_unpadded_and_indexed(&small);
     let data3 = dir.subdir("data3");
     let out = import(plain, &data3, &[&small]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -351,20 +351,56 @@ fn c13_expires_in_every_date_format_and_before_date() {
     assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", &date(100)), ("expires", &date(200))])), 0);
 }
 
+/// RFC 9111 section 5.3 (issue 41): an `Expires` outside the three forms
+/// of RFC 9110 section 5.6.7 is invalid, so already expired, however
+/// plainly it names a date a day ahead: extra spaces, RFC 850 dashes with a
+/// four-digit year, a long day name in IMF-fixdate, one space before a
+/// one-digit asctime day, and the `freshness-expires-invalid-*` values of
+/// http-cache-tests. No heuristic replaces it (section 4.2.2). `Date` and
+/// `Last-Modified` in those spellings are still read (robustly).
+#[test]
+fn expires_outside_the_grammar_is_in_the_past_rfc9111_5_3() {
+    // T is Tue, 14 Nov 2023 22:13:20 GMT; T + 1 day is Wed, 15 Nov.
+    let d0 = date(0);
+    let valid = "Wed, 15 Nov 2023 22:13:20 GMT";
+    assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", valid)])), 86_400);
+    for expires in [
+        "Wed, 15  Nov  2023 22:13:20 GMT",
+        "Wed, 15-Nov-2023 22:13:20 GMT",
+        "Wednesday, 15-Nov-2023 22:13:20 GMT",
+        "Wednesday, 15 Nov 2023 22:13:20 GMT",
+        "Wed,15 Nov 2023 22:13:20 GMT",
+        "Wed 15 Nov 2023 22:13:20 GMT",
+        "Wed, 15 Nov 23 22:13:20 GMT",
+        "Wed, 15 Nov 2023 22.13.20 GMT",
+        "Wed, 15 Nov 2023 22:13:20 UTC",
+        "Wed Nov 15 22:13:20  2023",
+        "Wed, 15 Nov 2023 22:13:20 GMT, Wed, 15 Nov 2023 22:13:21 GMT",
+    ] {
+        let s = stored(200, &[("date", &d0), ("expires", expires), ("last-modified", &date(-30 * 86_400)), ("etag", "\"x\"")]);
+        assert_eq!(lifetime(&s), 0, "{expires:?}: invalid, so in the past");
+        assert_eq!(decide(&CacheControl::from_headers(&no_request()), &s, at(1), &cfg()).reuse, Reuse::Revalidate, "{expires:?}");
+    }
+    // One space before a one-digit asctime day (T - 8 days is Mon, 6 Nov).
+    let before = date(-8 * 86_400 - 3600);
+    assert_eq!(lifetime(&stored(200, &[("date", &before), ("expires", "Mon Nov  6 22:13:20 2023")])), 3600);
+    assert_eq!(lifetime(&stored(200, &[("date", &before), ("expires", "Mon Nov 6 22:13:20 2023")])), 0);
+    // The same near-misses in Date and Last-Modified are read as meant.
+    let s = stored(200, &[("date", "Tue, 14-Nov-2023 22:11:20 GMT"), ("cache-control", "max-age=3600")]);
+    assert_eq!(current_age(&s, at(0)), Duration::from_secs(120));
+    let s = stored(200, &[("date", &d0), ("last-modified", "Mon,  06 Nov 2023 22:13:20 GMT")]);
+    assert_eq!(lifetime(&s), 69_120);
+}
+
 /// RFC 9110 section 5.6.7 (issue 10 item 8): `Expires`, `Date` and
-/// `Last-Modified` are read in the obsolete forms and in any letter case;
-/// an `Expires` that still does not parse means already expired.
+/// `Last-Modified` are read in the obsolete forms and in any letter case
+/// (RFC 9111 section 4.2); an `Expires` that does not parse means already
+/// expired.
 #[test]
 fn obsolete_and_miscased_dates_are_read_section_5_6_7() {
     // T is Tue, 14 Nov 2023 22:13:20 GMT.
     let d0 = date(0);
-    for expires in [
-        "tue, 14 nov 2023 22:23:20 gmt",
-        "TUE, 14 NOV 2023 22:23:20 GMT",
-        "tuesday, 14-nov-23 22:23:20 gmt",
-        "Tuesday, 14-Nov-2023 22:23:20 GMT",
-        "tue nov 14 22:23:20 2023",
-    ] {
+    for expires in ["tue, 14 nov 2023 22:23:20 gmt", "TUE, 14 NOV 2023 22:23:20 GMT", "tuesday, 14-nov-23 22:23:20 gmt", "tue nov 14 22:23:20 2023"] {
         assert_eq!(lifetime(&stored(200, &[("date", &d0), ("expires", expires)])), 600, "{expires:?}");
     }
     for expires in ["tue, 14 nov 2023 22:23:20 pst", "tue, 14 nov 2023 22:23:20", "tue, 31 nov 2023 22:23:20 gmt"] {

@@ -1,23 +1,46 @@
-//! HTTP-dates (RFC 9110 section 5.6.7), read the way the RFC asks a
-//! recipient to: all three forms, and robustly.
+//! HTTP-dates (RFC 9110 section 5.6.7), read two ways.
+//!
+//! The three forms of the grammar:
 //!
 //! - IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`
-//! - obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT` (a four-digit year
-//!   is read too)
-//! - obsolete asctime: `Sun Nov  6 08:49:37 1994`, also with one space
-//!   before a one-digit day
+//! - obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT`
+//! - obsolete asctime: `Sun Nov  6 08:49:37 1994`
 //!
-//! Tolerated beyond the grammar: any letter case in day name, month and
-//! `GMT`; one or more spaces (or tabs) wherever one space is required, none
-//! needed after the comma; a one-digit day; a day name that does not match
-//! the date (the date wins). Rejected: unknown day or month names, another
-//! zone, a day the month does not have, hours past 23, minutes past 59,
-//! seconds past 60 (a leap second), and anything trailing. Never panics.
+//! [`parse_http_date_strict`] reads exactly those, for `Expires` (RFC 9111
+//! section 5.3: a cache recipient MUST read an invalid date as one in the
+//! past, so a value outside the grammar is not guessed at). Its only
+//! tolerance is the letter case of day name, month and `GMT`, which RFC
+//! 9111 section 4.2 asks a cache recipient for ("SHOULD match the field
+//! value case-insensitively"). It pins the required
+//! `freshness-expires-invalid-*` tests of the http-cache-tests suite (UTC or
+//! another zone, a two-digit year in IMF-fixdate, no comma, several spaces,
+//! dashes with a four-digit year, dots in the time, a one-digit hour) and
+//! the optional ones it reads (wrong case, RFC 850, asctime).
+//!
+//! [`parse_http_date`] is the robust reading RFC 9110 section 5.6.7
+//! encourages where a field's definition does not restrict it ("Recipients
+//! of timestamp values are encouraged to be robust in parsing timestamps
+//! unless otherwise restricted by the field definition"), used for `Date`,
+//! `Last-Modified` and `If-Modified-Since`. There a near-miss read as the
+//! instant its sender meant does no harm a refusal would avoid: a `Date`
+//! that is not read falls back to the time of receipt anyway, and a
+//! `Last-Modified` only feeds the heuristic (bounded by
+//! `heuristic_max`) and comparisons of validators. Tolerated beyond the
+//! grammar: one or more spaces (or tabs) wherever one space is required,
+//! none needed after the comma; a one-digit day; a long day name in
+//! IMF-fixdate, a short one or a four-digit year in RFC 850.
+//!
+//! Both accept any letter case and a day name that does not match the date
+//! (the grammar allows any day name; the date wins), and reject unknown day
+//! or month names, another zone, a day the month does not have, hours past
+//! 23, minutes past 59, seconds past 60 (a leap second), and anything
+//! trailing. Neither panics.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Parses an HTTP-date in any form of RFC 9110 section 5.6.7 (see the module
-/// doc for what is tolerated). `received` is when the message carrying it was
+/// Parses an HTTP-date in any form of RFC 9110 section 5.6.7, robustly (see
+/// the module doc for what is tolerated; [`parse_http_date_strict`] for a
+/// field that must not be guessed at). `received` is when the message carrying it was
 /// received: an RFC 850 two-digit year is the year with those last two digits
 /// within 50 years of it, so one that would be more than 50 years after it is
 /// in the previous century (RFC 9110 section 5.6.7). Returns `None` for
@@ -29,11 +52,98 @@ pub fn parse_http_date(value: &[u8], received: SystemTime) -> Option<SystemTime>
     parse_any_form(value, received)
 }
 
+/// Parses an HTTP-date in exactly one of the three forms of RFC 9110
+/// section 5.6.7, in any letter case (RFC 9111 section 4.2); leading and
+/// trailing spaces and tabs are not part of a field value (RFC 9110 section
+/// 5.5) and are ignored. `received` places an RFC 850 two-digit year as in
+/// [`parse_http_date`]. Returns `None` for anything else, which for
+/// `Expires` means a time in the past (RFC 9111 section 5.3).
+pub fn parse_http_date_strict(value: &[u8], received: SystemTime) -> Option<SystemTime> {
+    let value = trim_ows(value);
+    if let Some(t) = imf_fixdate(value) {
+        return Some(t);
+    }
+    parse_strict_form(value, received)
+}
+
+/// `value` without leading and trailing spaces and tabs.
+fn trim_ows(value: &[u8]) -> &[u8] {
+    let start = value.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(value.len());
+    let end = value.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |i| i + 1);
+    &value[start..end]
+}
+
+/// [`parse_http_date_strict`] for every form, by the grammar: one space
+/// where it has `SP`, two digits where it has `2DIGIT`, a short day name in
+/// IMF-fixdate and asctime, a long one in RFC 850.
+fn parse_strict_form(value: &[u8], received: SystemTime) -> Option<SystemTime> {
+    let mut c = Cursor { s: value, i: 0 };
+    let day_name = c.letters();
+    let short = DAYS.iter().any(|d| day_name.eq_ignore_ascii_case(d.as_bytes()));
+    let long = LONG_DAYS.iter().any(|d| day_name.eq_ignore_ascii_case(d.as_bytes()));
+    let (year, month, day, time) = if c.eat(b',') {
+        c.expect(b' ')?;
+        let day = c.number(2, 2)?;
+        let (month, year) = if short {
+            // IMF-fixdate: day-name "," SP DD SP Mon SP YYYY.
+            c.expect(b' ')?;
+            let month = month_number(c.letters())?;
+            c.expect(b' ')?;
+            (month, i64::from(c.number(4, 4)?))
+        } else if long {
+            // rfc850-date: day-name-l "," SP DD "-" Mon "-" YY.
+            c.expect(b'-')?;
+            let month = month_number(c.letters())?;
+            c.expect(b'-')?;
+            (month, two_digit_year(c.number(2, 2)?, year_of(received)))
+        } else {
+            return None;
+        };
+        c.expect(b' ')?;
+        let time = c.time()?;
+        c.expect(b' ')?;
+        if !c.letters().eq_ignore_ascii_case(b"GMT") {
+            return None;
+        }
+        (year, month, day, time)
+    } else if short {
+        // asctime-date: day-name SP Mon SP ( DD / SP D ) SP time SP YYYY.
+        c.expect(b' ')?;
+        let month = month_number(c.letters())?;
+        c.expect(b' ')?;
+        let day = if c.eat(b' ') { c.number(1, 1)? } else { c.number(2, 2)? };
+        c.expect(b' ')?;
+        let time = c.time()?;
+        c.expect(b' ')?;
+        (i64::from(c.number(4, 4)?), month, day, time)
+    } else {
+        return None;
+    };
+    if !c.at_end() {
+        return None;
+    }
+    instant(year, month, day, time)
+}
+
+/// The instant of a calendar date and `time`; `None` for a day the month
+/// does not have.
+fn instant(year: i64, month: u32, day: u32, (h, m, s): (u32, u32, u32)) -> Option<SystemTime> {
+    if day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
+    if secs >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
+    }
+}
+
 /// The common case, exactly `Sun, 06 Nov 1994 08:49:37 GMT` (the form
 /// senders must generate; every stored response's `Date` after a
 /// revalidation): read by position. `None` for anything else (then
-/// [`parse_any_form`] decides), so it never accepts a date the general
-/// reading would reject or read differently.
+/// [`parse_any_form`] or [`parse_strict_form`] decides), so it never
+/// accepts a date either reading would reject or read differently.
 fn imf_fixdate(v: &[u8]) -> Option<SystemTime> {
     let v: &[u8; 29] = v.try_into().ok()?;
     let digits =
@@ -47,15 +157,10 @@ fn imf_fixdate(v: &[u8]) -> Option<SystemTime> {
     let month = month_number(&v[8..11])?;
     let (day, year) = (digits(5, 2)?, i64::from(digits(12, 4)?));
     let (h, m, s) = (digits(17, 2)?, digits(20, 2)?, digits(23, 2)?);
-    if day == 0 || day > days_in_month(year, month) || h > 23 || m > 59 || s > 60 {
+    if h > 23 || m > 59 || s > 60 {
         return None;
     }
-    let secs = days_from_civil(year, month, day) * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
-    if secs >= 0 {
-        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
-    } else {
-        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
-    }
+    instant(year, month, day, (h, m, s))
 }
 
 /// [`parse_http_date`] for every form and tolerance.
@@ -104,16 +209,10 @@ fn parse_any_form(value: &[u8], received: SystemTime) -> Option<SystemTime> {
         let year = i64::from(c.number(4, 4)?);
         (year, month, day, time)
     };
-    if !c.at_end() || day == 0 || day > days_in_month(year, month) {
+    if !c.at_end() {
         return None;
     }
-    let (h, m, s) = time;
-    let secs = days_from_civil(year, month, day) * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
-    if secs >= 0 {
-        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
-    } else {
-        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
-    }
+    instant(year, month, day, time)
 }
 
 /// A position in the field value; every method stays within bounds.
@@ -375,6 +474,92 @@ mod tests {
         }
     }
 
+    fn strict(s: &str) -> Option<u64> {
+        parse_http_date_strict(s.as_bytes(), received()).map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+    }
+
+    /// RFC 9110 section 5.6.7: the three forms as the grammar has them, in
+    /// any letter case (RFC 9111 section 4.2), are read by the strict
+    /// reading too; so are both spellings of an asctime day and the
+    /// whitespace around a field value (RFC 9110 section 5.5).
+    #[test]
+    fn strict_reads_the_three_forms_in_any_case_rfc9110_5_6_7() {
+        for s in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun Nov 06 08:49:37 1994",
+            "SUN, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 NOV 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 gMT",
+            "sunday, 06-nov-94 08:49:37 gmt",
+            "SUN NOV  6 08:49:37 1994",
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+            " \tSun, 06 Nov 1994 08:49:37 GMT\t ",
+        ] {
+            assert_eq!(strict(s), Some(EXAMPLE), "{s:?}");
+        }
+        assert_eq!(strict("Thu Nov 16 08:49:37 1994"), Some(EXAMPLE + 10 * 86_400));
+        assert_eq!(strict("Sat, 31 Dec 2016 23:59:60 GMT"), Some(1_483_228_800), "leap second");
+        // The RFC 850 year is placed within 50 years of the receipt (2023).
+        assert_eq!(strict("Thursday, 18-Aug-50 02:01:18 GMT"), strict("Thu, 18 Aug 2050 02:01:18 GMT"));
+        assert_eq!(strict("Thursday, 18-Aug-50 02:01:18 GMT").map(|t| t > 1_700_000_000), Some(true));
+    }
+
+    /// RFC 9111 section 5.3: what is not one of the three forms is invalid
+    /// for the strict reading (an `Expires` then means already expired),
+    /// including every spelling the robust reading accepts beyond the
+    /// grammar, and the `freshness-expires-invalid-*` values of
+    /// http-cache-tests.
+    #[test]
+    fn strict_refuses_everything_else_rfc9111_5_3() {
+        for s in [
+            // http-cache-tests, freshness-expires-invalid-*.
+            "0",
+            "Thu, 18 Aug 2050 02:01:18 UTC",
+            "Thu, 18 Aug 2050 02:01:18 AEST",
+            "Thu, 18 Aug 50 02:01:18 GMT",
+            "Thu 18 Aug 2050 02:01:18 GMT",
+            "Thu, 18  Aug  2050 02:01:18 GMT",
+            "Thu, 18-Aug-2050 02:01:18 GMT",
+            "Thu, 18 Aug 2050 02.01.18 GMT",
+            "Thu, 18 Aug 2050 2:01:18 GMT",
+            "Thu, 18 Aug 2050 2:01:18 GMT, Thu, 18 Aug 2050 2:01:19 GMT",
+            "Thu, 18 Aug 2050 02:01:18 GMT, Thu, 18 Aug 2050 02:01:19 GMT",
+            // Read by the robust reading only.
+            "Fri, 01-Jan-2100 00:00:00 GMT",
+            "Friday, 01-Jan-2100 00:00:00 GMT",
+            "Fri, 01-Jan-00 00:00:00 GMT",
+            "Friday, 01 Jan 2100 00:00:00 GMT",
+            "Sun,06 Nov 1994 08:49:37 GMT",
+            "Sun,  06 Nov 1994 08:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun,\t06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994\t08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37  GMT",
+            "Sun Nov 6 08:49:37 1994",
+            "Sun  Nov  6 08:49:37 1994",
+            "Sun Nov   6 08:49:37 1994",
+            "Sunday Nov  6 08:49:37 1994",
+            "Sunday, 06-Nov-94  08:49:37 GMT",
+            // Invalid for both.
+            "",
+            "-1",
+            "not-a-date",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:49:37",
+            "Sun, 06 Nov 1994 08:49:37 GMT junk",
+            "Sun Nov  6 08:49:37 94",
+            "Sun Nov  6 08:49:37 1994 GMT",
+            "Xyz, 06 Nov 1994 08:49:37 GMT",
+            "1994-11-06T08:49:37Z",
+        ] {
+            assert_eq!(strict(s), None, "{s:?}");
+        }
+        assert_eq!(parse("Fri, 01-Jan-2100 00:00:00 GMT"), strict("Fri, 01 Jan 2100 00:00:00 GMT"), "the robust reading takes it");
+    }
+
     /// The IMF-fixdate fast path agrees with the general reading on valid
     /// dates (calendar edges, leap seconds, letter case) and on every
     /// single-byte mutation of them.
@@ -408,6 +593,10 @@ mod tests {
                     n += 1;
                 }
                 assert_eq!(parse_http_date(&m, received()), general, "{:?}", String::from_utf8_lossy(&m));
+                // The strict reading takes a subset, as the same instant.
+                if let Some(t) = parse_http_date_strict(&m, received()) {
+                    assert_eq!(Some(t), general, "{:?}", String::from_utf8_lossy(&m));
+                }
             }
         }
         assert!(n > 50, "the fast path read {n} of them");
@@ -453,6 +642,9 @@ mod tests {
         for input in &inputs {
             for received in [UNIX_EPOCH, received(), at(253_402_300_799), UNIX_EPOCH - Duration::from_secs(86_400)] {
                 let _ = parse_http_date(input, received);
+                if let Some(t) = parse_http_date_strict(input, received) {
+                    assert_eq!(parse_http_date(input, received), Some(t), "{:?}", String::from_utf8_lossy(input));
+                }
             }
         }
     }

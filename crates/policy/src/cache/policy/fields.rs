@@ -1,7 +1,7 @@
 //! Reading single stored field lines and their HTTP-dates (RFC 9110
 //! section 5.3, 5.6.7), shared by the sections of the policy.
 
-use super::dates::parse_http_date;
+use super::dates::{parse_http_date, parse_http_date_strict};
 use crate::cache::{from_millis, StoredResponse};
 use std::time::SystemTime;
 
@@ -16,8 +16,10 @@ pub(super) fn stored_value<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> 
 }
 
 /// An HTTP-date in a field about `stored` (one of its own, or of a later
-/// message compared with it), any form of RFC 9110 section 5.6.7; a
-/// two-digit year is read relative to when `stored` was received. `None` if invalid.
+/// message compared with it), any form of RFC 9110 section 5.6.7, read
+/// robustly ([`parse_http_date`]); a two-digit year is read relative to when
+/// `stored` was received. `None` if invalid. For `Date`, `Last-Modified`
+/// and `If-Modified-Since`; never `Expires` ([`stored_expires`]).
 pub(super) fn date_about(stored: &StoredResponse, value: &[u8]) -> Option<SystemTime> {
     parse_http_date(value, from_millis(stored.response_time_ms))
 }
@@ -26,4 +28,12 @@ pub(super) fn date_about(stored: &StoredResponse, value: &[u8]) -> Option<System
 /// repeated or invalid.
 pub(super) fn stored_date(stored: &StoredResponse, name: &str) -> Option<SystemTime> {
     stored_value(&stored.headers, name).and_then(|v| date_about(stored, v))
+}
+
+/// The instant of the only `Expires` line of `stored`, read strictly
+/// ([`parse_http_date_strict`]: one of the three forms of RFC 9110 section
+/// 5.6.7, in any letter case); `None` when absent, repeated or invalid,
+/// which RFC 9111 section 5.3 makes a time in the past.
+pub(super) fn stored_expires(stored: &StoredResponse) -> Option<SystemTime> {
+    stored_value(&stored.headers, "expires").and_then(|v| parse_http_date_strict(v, from_millis(stored.response_time_ms)))
 }

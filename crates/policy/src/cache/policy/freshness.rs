@@ -5,7 +5,7 @@
 //! section 4.2.4 and RFC 5861 section 4).
 
 use super::config::PolicyConfig;
-use super::fields::stored_date;
+use super::fields::{stored_date, stored_expires};
 use super::storable::heuristically_cacheable;
 use crate::cache::cache_control::{delta_seconds, CacheControl};
 use crate::cache::{from_millis, StoredResponse};
@@ -33,8 +33,9 @@ fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig)
     }
     let date = || stored_date(stored, "date").unwrap_or_else(|| from_millis(stored.response_time_ms));
     if headers.iter().any(|(n, _)| n == "expires") {
-        // Section 5.3: an invalid Expires (or several) is a time in the past.
-        return match stored_date(stored, "expires") {
+        // Section 5.3: an invalid Expires (or several) is a time in the
+        // past; outside the grammar of RFC 9110 section 5.6.7 is invalid.
+        return match stored_expires(stored) {
             Some(expires) => expires.duration_since(date()).unwrap_or(Duration::ZERO),
             None => Duration::ZERO,
         };

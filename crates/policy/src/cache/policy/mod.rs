@@ -11,8 +11,9 @@
 //!   updates ([`freshen`]), a client's own conditionals.
 //! - `invalidation.rs`: section 4.4, what an unsafe request invalidates.
 //! - `fields.rs`: single stored field lines and their dates, shared by all.
-//! - `dates.rs`: the HTTP-date parser, all forms of RFC 9110 section 5.6.7
-//!   ([`parse_http_date`]).
+//! - `dates.rs`: the HTTP-date parsers, all forms of RFC 9110 section 5.6.7:
+//!   strict for `Expires` ([`parse_http_date_strict`]), robust for the
+//!   other dates ([`parse_http_date`]).
 //!
 //! Choices where the RFCs leave room (pinned by tests in `src/cache/tests.rs`):
 //! - `Vary: *` (in any member of any line) is not storable ([`NotStorable::VaryStar`]).
@@ -28,14 +29,19 @@
 //!   sign, a fraction, a parameter, letters, nothing) is ignored, age 0, and
 //!   does not make the response stale. http-cache-tests 0.4.5 expects stale
 //!   for 9 of its 12 `age-parse-*` tests; crawlcache follows the RFC.
-//! - HTTP-dates (`Expires`, `Date`, `Last-Modified`, `If-Modified-Since`)
-//!   are read in all three forms of RFC 9110 section 5.6.7, in any letter
-//!   case, with a wrong day name and loose spacing ([`parse_http_date`]); an
-//!   RFC 850 two-digit year is placed within 50 years of when the stored
-//!   response was received. An `Expires` that still does not parse means
-//!   already expired (section 5.3). A stored `Last-Modified` is sent back as
-//!   `If-Modified-Since` byte for byte, whatever its form (RFC 9110 section
-//!   13.1.3).
+//! - HTTP-dates are read in all three forms of RFC 9110 section 5.6.7, in
+//!   any letter case (section 4.2) and with any day name; an RFC 850
+//!   two-digit year is placed within 50 years of when the stored response
+//!   was received. `Expires` is read exactly by the grammar otherwise
+//!   ([`parse_http_date_strict`]): anything else is invalid, and an invalid
+//!   `Expires` means already expired (section 5.3), so a near-miss such as
+//!   `Fri, 01-Jan-2100 00:00:00 GMT` or extra spaces is not read as the
+//!   date it seems to mean (issue 41). `Date`, `Last-Modified` and
+//!   `If-Modified-Since` are read robustly as RFC 9110 section 5.6.7
+//!   encourages, with loose spacing, a one-digit day and either day name
+//!   in either layout ([`parse_http_date`]). A stored `Last-Modified` is
+//!   sent back as `If-Modified-Since` byte for byte, whatever its form (RFC
+//!   9110 section 13.1.3).
 //! - `s-maxage` implies `proxy-revalidate` (section 5.2.2.10): no `max-stale`
 //!   and no disconnected stale serving; but the origin's explicit
 //!   `stale-while-revalidate` / `stale-if-error` still apply (C23).
@@ -56,7 +62,7 @@ mod storable;
 mod validation;
 
 pub use config::PolicyConfig;
-pub use dates::parse_http_date;
+pub use dates::{parse_http_date, parse_http_date_strict};
 pub use freshness::{
     age_value, current_age, decide, decide_bounded, decide_with, freshness_lifetime, may_serve_stale_on_error, Decision, Freshness, OriginError, Reuse,
 };
