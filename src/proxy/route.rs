@@ -17,6 +17,9 @@
 //!   address or localhost, loopback client   -> SelfEndpoint (what curl sends with http_proxy set)
 //! target is this proxy, any other case      -> Refuse 508 (C48)
 //! header fields > 256 KiB                   -> Refuse 431
+//! TRACE                                     -> RefuseTrace (405, Allow; never forwarded)
+//! OPTIONS, Max-Forwards: 0                  -> AnswerOptions (200, Allow; offline too)
+//! OPTIONS, Max-Forwards not 1*DIGIT         -> Refuse 400
 //! Upgrade: websocket                        -> Upgrade (relayed after the 101;
 //!                                              offline: Refuse 504) (C50)
 //! robots not checked yet                    -> CheckRobots
@@ -24,7 +27,9 @@
 //!   /robots.txt                             -> RobotsAnswer (403 / 503 / snapshot)
 //! offline, another method                   -> ReplayWithBody (the record for its body hash, else 504)
 //! offline, GET/HEAD with content            -> Refuse 504
-//! other methods                             -> PassThrough (fwd=method; invalidates)
+//! other methods                             -> PassThrough (fwd=method; invalidates;
+//!                                              OPTIONS: Max-Forwards - 1, and
+//!                                              `OPTIONS http://host` goes out as `OPTIONS *`)
 //! GET/HEAD with content                     -> PassThrough (fwd=request; forwarded whole, never stored)
 //! GET/HEAD, store not looked up yet         -> LookUp
 //! stored and offline                        -> ServeStored (detail=offline)
@@ -85,6 +90,12 @@ pub enum Route {
         /// The outcome.
         cache_status: CacheStatus,
     },
+    /// `TRACE`: refused with 405 and `Allow`, never forwarded (RFC 9110
+    /// section 7.6.2 and 9.3.8; see [`stages::options_trace`]).
+    RefuseTrace,
+    /// `OPTIONS` with `Max-Forwards: 0`: answered by crawlcache as the
+    /// final recipient, 200 with `Allow` (RFC 9110 section 7.6.2).
+    AnswerOptions,
     /// The robots verdict is needed first.
     CheckRobots,
     /// robots enforcement refuses, or a client's own `/robots.txt`.
@@ -208,6 +219,9 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
             Detail::HeaderTooLarge,
         );
     }
+    if let Some(hop) = hop_duty(ex) {
+        return hop;
+    }
     if ex.upgrade {
         if ctx.offline {
             return Route::Refuse {
@@ -285,6 +299,31 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
     Route::Forward { fwd, collapse }
 }
 
+/// What crawlcache does itself with an OPTIONS or TRACE before anything
+/// is forwarded (RFC 9110 section 7.6.2; see [`stages::options_trace`]):
+/// `None` for anything it forwards.
+fn hop_duty(ex: &Exchange) -> Option<Route> {
+    use stages::options_trace::{max_forwards, MaxForwards};
+    if ex.parts.method == http::Method::TRACE {
+        return Some(Route::RefuseTrace);
+    }
+    if ex.parts.method != http::Method::OPTIONS {
+        return None;
+    }
+    match max_forwards(&ex.parts.headers) {
+        MaxForwards::Remaining(0) => Some(Route::AnswerOptions),
+        MaxForwards::Invalid => Some(refuse(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "crawlcache: OPTIONS {} carries a Max-Forwards that is not one decimal number (RFC 9110 section 7.6.2), so it cannot be updated; nothing was forwarded",
+                ex.primary()
+            ),
+            Detail::MaxForwards,
+        )),
+        _ => None,
+    }
+}
+
 /// The record keys an offline GET or HEAD is answered from, in order: a
 /// HEAD's own record, then the GET's.
 fn record_keys(ex: &Exchange) -> Vec<String> {
@@ -316,18 +355,30 @@ fn target_port(uri: &Uri) -> u16 {
 
 /// Entry point for every request on a plain client connection.
 /// `interim` relays the origin's 1xx responses to this client connection.
-pub async fn handle(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr, interim: InterimSender) -> Result<Response<ProxyBody>, Infallible> {
+pub async fn handle(state: Arc<ProxyState>, mut req: Request<Incoming>, peer: SocketAddr, interim: InterimSender) -> Result<Response<ProxyBody>, Infallible> {
+    mark_whole_server(&mut req, &interim);
     let mut ex = Exchange::read(req, peer);
     ex.apply_key_rules(&state.config.cache.key_rules);
     ex.interim = Some(interim);
     Ok(drive(state, ex).await)
 }
 
+/// Marks `req` as an OPTIONS about the whole server when its request line
+/// had an empty path (RFC 9112 section 3.2.4), as the connection noted it.
+fn mark_whole_server(req: &mut Request<Incoming>, interim: &InterimSender) {
+    if let Some(target) = stages::options_trace::whole_server_candidate(req) {
+        if interim.take_whole_server(&target) {
+            req.extensions_mut().insert(stages::options_trace::WholeServer);
+        }
+    }
+}
+
 /// Requests inside a CONNECT tunnel to `authority`: decrypted from an
 /// intercepted TLS tunnel (`scheme` "https") or sent in clear inside it
 /// (`scheme` "http", C50). An origin-form target becomes
-/// `scheme://authority/path`, then the request takes the same route as a
-/// plain-HTTP one.
+/// `scheme://authority/path` (`OPTIONS *` becomes `scheme://authority/`,
+/// marked as about the whole server), then the request takes the same
+/// route as a plain-HTTP one.
 pub async fn handle_in_tunnel(
     state: Arc<ProxyState>,
     mut req: Request<Incoming>,
@@ -337,12 +388,22 @@ pub async fn handle_in_tunnel(
     interim: InterimSender,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let bypass = CacheStatus::forward(Fwd::Bypass);
+    mark_whole_server(&mut req, &interim);
+    // OPTIONS for the whole server, asked in asterisk-form: it goes out as
+    // `OPTIONS *` again (RFC 9112 section 3.2.4).
+    let asterisk = req.method() == http::Method::OPTIONS && req.uri() == "*";
+    if asterisk {
+        req.extensions_mut().insert(stages::options_trace::WholeServer);
+    }
     if req.uri().scheme().is_none() {
         // From parts already parsed: no text is copied or parsed again.
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(if scheme == "https" { http::uri::Scheme::HTTPS } else { http::uri::Scheme::HTTP });
         parts.authority = Some(authority.clone());
-        parts.path_and_query = Some(req.uri().path_and_query().cloned().unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")));
+        parts.path_and_query = match req.uri().path_and_query() {
+            Some(p) if !asterisk => Some(p.clone()),
+            _ => Some(http::uri::PathAndQuery::from_static("/")),
+        };
         match Uri::from_parts(parts) {
             Ok(u) => *req.uri_mut() = u,
             Err(e) => return Ok(error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: bad request target: {e}"), &bypass)),
@@ -407,6 +468,8 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 lookup = Some(found);
                 continue;
             }
+            Route::RefuseTrace => Step::Done(stages::options_trace::refuse_trace(&mut ex)),
+            Route::AnswerOptions => Step::Done(stages::options_trace::answer_options(&mut ex)),
             Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
             Route::Upgrade => Step::Done(Box::pin(stages::upgrade::run(&state, &mut ex)).await),
             Route::ResolveTarget => {

@@ -13,7 +13,13 @@
 //!
 //! `100 Continue` is not relayed (the server answers the client's
 //! `Expect: 100-continue` itself), nor `101` (upgrades are not proxied).
+//!
+//! The other way, the wrapper shows the bytes the connection receives to a
+//! [`RequestLines`], which notes what the URI type loses of an OPTIONS
+//! request line (an empty path, RFC 9112 section 3.2.4); the connection's
+//! requests ask it through the same [`InterimSender`].
 
+use super::request_line::RequestLines;
 use http::HeaderMap;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use std::pin::Pin;
@@ -24,9 +30,10 @@ use std::task::{Context, Poll};
 /// are dropped (an origin sending endless 1xx must not grow memory).
 pub const MAX_PENDING_BYTES: usize = 64 * 1024;
 
-/// Where interim responses for one client connection are queued.
+/// Where interim responses for one client connection are queued; also
+/// what the connection's OPTIONS request lines said.
 #[derive(Clone, Default, Debug)]
-pub struct InterimSender(Arc<Mutex<Vec<u8>>>);
+pub struct InterimSender(Arc<Mutex<Vec<u8>>>, Arc<Mutex<RequestLines>>);
 
 impl InterimSender {
     /// Queues an interim response with `status` (102, 103, ...) and
@@ -51,6 +58,14 @@ impl InterimSender {
         if q.len() + bytes.len() <= MAX_PENDING_BYTES {
             q.extend_from_slice(&bytes);
         }
+    }
+
+    /// Whether the request line of an OPTIONS the HTTP library read as
+    /// `target` (`scheme://authority/`, without the slash) had an empty
+    /// path: a question about the whole server (RFC 9112 section 3.2.4).
+    /// Asked once per such request, in order (see [`RequestLines`]).
+    pub fn take_whole_server(&self, target: &str) -> bool {
+        crate::locks::lock(&self.1).take_whole_server(target)
     }
 
     /// Registers this sender on an upstream request, so interim responses
@@ -121,8 +136,23 @@ impl<T: Write + Unpin> InterimIo<T> {
 }
 
 impl<T: Read + Unpin> Read for InterimIo<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        // SAFETY: the inner reader is handed the cursor's unfilled bytes
+        // through a ReadBuf over them, which it only ever initialises,
+        // never de-initialises.
+        let mut inner_buf = hyper::rt::ReadBuf::uninit(unsafe { buf.as_mut() });
+        match Pin::new(&mut this.inner).poll_read(cx, inner_buf.unfilled()) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
+        let filled = inner_buf.filled();
+        crate::locks::lock(&this.pending.1).feed(filled);
+        let n = filled.len();
+        // SAFETY: the read filled (initialised) exactly `n` bytes at the
+        // start of the cursor's unfilled part.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
     }
 }
 

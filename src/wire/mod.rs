@@ -16,11 +16,16 @@
 //!   client connections.
 //! - [`parent`]: the parent (upstream) proxy the origin client may go
 //!   through, and the connector that goes direct or via it.
+//! - [`asterisk`]: OPTIONS for a whole server, sent as `OPTIONS *` on a
+//!   connection of its own (RFC 9112 section 3.2.4).
+//! - [`request_line`]: what the URI type forgets of an OPTIONS request
+//!   line (an empty path), noted as a client connection's bytes arrive.
 //! - [`net`]: the one loopback test for socket addresses.
 //! - [`url`]: the one URI-reference resolver (RFC 3986 section 5).
 //! - [`coarse_timer`]: the timer behind the client connections'
 //!   header-read timeout (fires within a quarter second of its deadline).
 
+pub mod asterisk;
 pub mod body;
 pub mod coarse_timer;
 pub mod error;
@@ -28,6 +33,7 @@ pub mod interim;
 pub mod net;
 pub mod origin;
 pub mod parent;
+pub mod request_line;
 pub mod sendfile;
 
 pub use crawlcache_base::url;

@@ -1,5 +1,6 @@
 //! The one client for origins: the only code that talks to them, used by
-//! the proxy and by the robots.txt fetcher.
+//! the proxy and by the robots.txt fetcher (an OPTIONS for a whole server
+//! takes a connection of its own through [`super::asterisk`]).
 
 use super::body::ProxyBody;
 use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
@@ -196,16 +197,7 @@ impl Upstream {
     /// request is resent, see [`Upstream`]).
     pub async fn send(&self, mut req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
-        let parent = self.parent_for(req.uri());
-        // A plain http:// request through the parent carries the parent's
-        // credentials itself (a CONNECT tunnel sends them on CONNECT).
-        let plain_via_parent = parent.is_some() && req.uri().scheme() == Some(&http::uri::Scheme::HTTP);
-        if plain_via_parent {
-            if let Some(auth) = parent.and_then(|p| p.authorization(req.uri())) {
-                req.headers_mut().insert(http::header::PROXY_AUTHORIZATION, auth);
-            }
-        }
-        let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
+        let (parent, plain_via_parent) = self.parent_leg(&mut req);
         let roomy = self.pools.is_roomy(req.uri());
         let uri = req.uri().clone();
         let mut replay = replayable(&req);
@@ -247,37 +239,8 @@ impl Upstream {
             }
         };
         match tokio::time::timeout(self.response_timeout, attempts).await {
-            Err(_) => Err(UpstreamError {
-                kind: UpstreamErrorKind::Timeout,
-                message: format!("origin {host} did not answer within {} s{via}", self.response_timeout.as_secs_f64()),
-            }),
-            Ok(Ok(resp)) if plain_via_parent && resp.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED => Err(UpstreamError {
-                kind: UpstreamErrorKind::Connect,
-                message: format!(
-                    "the parent proxy {} answered 407 Proxy Authentication Required for origin {host} (credentials missing or wrong in upstream.proxy)",
-                    parent.map(|p| p.name()).unwrap_or_default()
-                ),
-            }),
-            // C51: a transfer coding the HTTP library did not apply (it
-            // decodes chunked only) would reach the client and the store
-            // as if it were the content once the hop-by-hop field is gone.
-            Ok(Ok(resp)) if crate::wire::fields::other_transfer_codings(resp.headers()).is_some() => Err(UpstreamError {
-                kind: UpstreamErrorKind::Protocol,
-                message: format!(
-                    "origin {host} sent a response with Transfer-Encoding: {}, a transfer coding crawlcache does not decode (only chunked, RFC 9112 section 6.1); refused rather than handed on coded",
-                    crate::wire::fields::other_transfer_codings(resp.headers()).unwrap_or_default()
-                ),
-            }),
-            Ok(Ok(resp)) => match head_size(&resp) {
-                (bytes, fields) if bytes > self.limits.max_bytes || fields > self.limits.max_fields => Err(UpstreamError {
-                    kind: UpstreamErrorKind::Protocol,
-                    message: format!(
-                        "origin {host} sent a response head of {bytes} bytes and {fields} fields, beyond the limits (upstream.max_head_bytes = {} bytes, upstream.max_head_fields = {})",
-                        self.limits.max_bytes, self.limits.max_fields
-                    ),
-                }),
-                _ => Ok(resp),
-            },
+            Err(_) => Err(self.timed_out(&host, parent)),
+            Ok(Ok(resp)) => self.check_response(resp, &host, parent.filter(|_| plain_via_parent)),
             Ok(Err(e)) if not_resent => Err(UpstreamError {
                 kind: UpstreamErrorKind::Protocol,
                 message: format!(
@@ -285,10 +248,89 @@ impl Upstream {
                     self.pools.compact_fields(),
                     self.limits.max_fields,
                     self.limits.max_bytes,
-                    classify(&host, &e, &self.limits).message
+                    classify(&host, &e, e.is_connect(), &self.limits).message
                 ),
             }),
-            Ok(Err(e)) => Err(classify(&host, &e, &self.limits)),
+            Ok(Err(e)) => Err(classify(&host, &e, e.is_connect(), &self.limits)),
+        }
+    }
+
+    /// Sends `req`, an OPTIONS whose URI has an empty path: a question about
+    /// the origin server as a whole (RFC 9112 section 3.2.4). It goes on a
+    /// new connection of its own (see [`super::asterisk`]) as `OPTIONS *`,
+    /// or, to a parent proxy for a plain `http://` origin, as `OPTIONS
+    /// http://host:port` for the parent to send the asterisk. Bounded by
+    /// the response timeout, checked and failing as [`Upstream::send`];
+    /// never sent twice.
+    pub async fn send_server_options(&self, mut req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
+        let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
+        let (parent, plain_via_parent) = self.parent_leg(&mut req);
+        let limits = super::asterisk::Limits { max_fields: self.limits.max_fields, max_bytes: self.limits.max_bytes };
+        let exchange = super::asterisk::send(self.pools.connector.clone(), req, limits);
+        match tokio::time::timeout(self.response_timeout, exchange).await {
+            Err(_) => Err(self.timed_out(&host, parent)),
+            Ok(Ok(resp)) => self.check_response(resp, &host, parent.filter(|_| plain_via_parent)),
+            Ok(Err(e)) => Err(classify(&host, e.cause(), e.connect, &self.limits)),
+        }
+    }
+
+    /// The parent proxy `req` goes through, if any, and whether it goes to
+    /// it as a plain `http://` request, which then carries the parent's
+    /// credentials itself (a CONNECT tunnel sends them on CONNECT).
+    fn parent_leg(&self, req: &mut Request<ProxyBody>) -> (Option<&ParentProxy>, bool) {
+        let parent = self.parent_for(req.uri());
+        let plain_via_parent = parent.is_some() && req.uri().scheme() == Some(&http::uri::Scheme::HTTP);
+        if plain_via_parent {
+            if let Some(auth) = parent.and_then(|p| p.authorization(req.uri())) {
+                req.headers_mut().insert(http::header::PROXY_AUTHORIZATION, auth);
+            }
+        }
+        (parent, plain_via_parent)
+    }
+
+    /// The error for an origin `host` that sent no response head within the
+    /// response timeout.
+    fn timed_out(&self, host: &str, parent: Option<&ParentProxy>) -> UpstreamError {
+        let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
+        UpstreamError {
+            kind: UpstreamErrorKind::Timeout,
+            message: format!("origin {host} did not answer within {} s{via}", self.response_timeout.as_secs_f64()),
+        }
+    }
+
+    /// `resp` from origin `host`, unless it is refused: a 407 from the
+    /// parent proxy that a plain request went to (`plain_parent`), a
+    /// transfer coding other than chunked (C51), a head beyond the limits.
+    fn check_response(&self, resp: Response<Incoming>, host: &str, plain_parent: Option<&ParentProxy>) -> Result<Response<Incoming>, UpstreamError> {
+        if let (Some(parent), StatusCode::PROXY_AUTHENTICATION_REQUIRED) = (plain_parent, resp.status()) {
+            return Err(UpstreamError {
+                kind: UpstreamErrorKind::Connect,
+                message: format!(
+                    "the parent proxy {} answered 407 Proxy Authentication Required for origin {host} (credentials missing or wrong in upstream.proxy)",
+                    parent.name()
+                ),
+            });
+        }
+        // C51: a transfer coding the HTTP library did not apply (it
+        // decodes chunked only) would reach the client and the store
+        // as if it were the content once the hop-by-hop field is gone.
+        if let Some(codings) = crate::wire::fields::other_transfer_codings(resp.headers()) {
+            return Err(UpstreamError {
+                kind: UpstreamErrorKind::Protocol,
+                message: format!(
+                    "origin {host} sent a response with Transfer-Encoding: {codings}, a transfer coding crawlcache does not decode (only chunked, RFC 9112 section 6.1); refused rather than handed on coded"
+                ),
+            });
+        }
+        match head_size(&resp) {
+            (bytes, fields) if bytes > self.limits.max_bytes || fields > self.limits.max_fields => Err(UpstreamError {
+                kind: UpstreamErrorKind::Protocol,
+                message: format!(
+                    "origin {host} sent a response head of {bytes} bytes and {fields} fields, beyond the limits (upstream.max_head_bytes = {} bytes, upstream.max_head_fields = {})",
+                    self.limits.max_bytes, self.limits.max_fields
+                ),
+            }),
+            _ => Ok(resp),
         }
     }
 }
@@ -393,7 +435,7 @@ fn over_head_bytes(err: &hyper_util::client::legacy::Error, max_bytes: usize) ->
 
 /// True when `err` is the HTTP library refusing a response head as too
 /// large: more fields than its parser had room for, or more bytes.
-fn head_too_large(err: &hyper_util::client::legacy::Error) -> bool {
+fn head_too_large(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = src {
         if e.downcast_ref::<hyper::Error>().is_some_and(|h| h.is_parse_too_large()) {
@@ -478,8 +520,9 @@ pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: Pr
     req
 }
 
-/// Turns a client error into a kind and a sentence naming the cause.
-fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLimits) -> UpstreamError {
+/// Turns a client error into a kind and a sentence naming the cause;
+/// `connect_failed` when the connection could not be opened at all.
+fn classify(host: &str, err: &(dyn std::error::Error + 'static), connect_failed: bool, limits: &HeadLimits) -> UpstreamError {
     let mut chain = String::new();
     let mut io_kind = None;
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -539,7 +582,7 @@ fn classify(host: &str, err: &hyper_util::client::legacy::Error, limits: &HeadLi
         UpstreamErrorKind::Dns
     } else if timed_out {
         UpstreamErrorKind::Timeout
-    } else if err.is_connect() {
+    } else if connect_failed {
         UpstreamErrorKind::Connect
     } else {
         UpstreamErrorKind::Protocol

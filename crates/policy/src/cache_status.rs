@@ -129,6 +129,13 @@ pub enum Detail {
     /// A protocol upgrade (`Upgrade: websocket`): relayed to the origin
     /// untouched after its `101`, never stored.
     Upgrade,
+    /// An OPTIONS with `Max-Forwards: 0` answered by crawlcache itself, or
+    /// one with an invalid `Max-Forwards` refused (400); not forwarded
+    /// (RFC 9110 section 7.6.2).
+    MaxForwards,
+    /// A TRACE, refused with 405 and never forwarded (its echo would show
+    /// the request's credentials to the page that sent it).
+    Trace,
 }
 
 impl Detail {
@@ -169,6 +176,8 @@ impl Detail {
             Detail::Fleet => "fleet",
             Detail::TransferCoding => "transfer-coding",
             Detail::Upgrade => "upgrade",
+            Detail::MaxForwards => "max-forwards",
+            Detail::Trace => "trace",
         }
     }
 }

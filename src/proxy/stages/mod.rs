@@ -11,12 +11,15 @@
 //! - [`replay`]: offline answers from the record (SPEC section 6).
 //! - [`robots`]: the robots gate and the proxy's own robots answers.
 //! - [`upgrade`]: WebSocket upgrades, relayed after the origin's `101`.
+//! - [`options_trace`]: OPTIONS and TRACE: `Max-Forwards`, crawlcache's own
+//!   answers, OPTIONS for a whole server.
 //!
 //! Each stage writes the request's `CacheStatus` in its `Exchange`; the
 //! router puts it on the response.
 
 pub mod forward;
 pub mod head;
+pub mod options_trace;
 pub mod passthrough;
 pub mod range;
 pub mod replay;

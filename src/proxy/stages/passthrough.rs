@@ -1,7 +1,9 @@
 //! Requests the cache does not answer, forwarded whole with their body and
 //! never stored: methods other than GET and HEAD (a successful unsafe
 //! request invalidates what it names, RFC 9111 section 4.4), and a GET or
-//! HEAD that carries content (its answer may depend on the content).
+//! HEAD that carries content (its answer may depend on the content). An
+//! OPTIONS goes out with its `Max-Forwards` updated, and as `OPTIONS *`
+//! when it is about the whole server ([`super::options_trace`]).
 
 use super::super::exchange::Exchange;
 use super::super::state::ProxyState;
@@ -10,7 +12,7 @@ use crate::cache::{policy, to_millis};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::fields::client_response_fields;
-use http::{Response, Version};
+use http::{Method, Response, Version};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -29,8 +31,14 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
     } else {
         (ex.body.take().map(ProxyBody::Upstream).unwrap_or_else(ProxyBody::empty), None)
     };
-    let up = ex.upstream_request(&ex.parts.method, body);
-    match state.upstream.send(up).await {
+    let mut up = ex.upstream_request(&ex.parts.method, body);
+    // RFC 9110 section 7.6.2 and RFC 9112 section 3.2.4 (see options_trace).
+    let whole_server = super::options_trace::is_whole_server(ex);
+    if ex.parts.method == Method::OPTIONS {
+        super::options_trace::update_max_forwards(up.headers_mut());
+    }
+    let sent = if whole_server { state.upstream.send_server_options(up).await } else { state.upstream.send(up).await };
+    match sent {
         Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => {
             let response_time = SystemTime::now();
