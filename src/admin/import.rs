@@ -12,9 +12,13 @@
 //! 2. `POST /cache/import?uploads=ID,ID...`: imports the uploaded files in
 //!    that order, streaming JSON lines as it goes: `{"file": NAME,
 //!    "offset": N}` (progress, bytes of the file read, at most every 100
-//!    ms), `{"problem": LINE}` for each record skipped, and last
-//!    `{"summary": {...}}` ([`crate::warc::import::Summary`]). The uploads
-//!    are deleted when it ends.
+//!    ms), `{"problem": LINE}` for each record that failed (or revisit
+//!    whose original was found nowhere), and last `{"summary": {...}}`
+//!    ([`crate::warc::import::Summary`]: `records`, `imported`,
+//!    `already_present`, `older_kept_out`, `failed`, `skipped_by_type`
+//!    (`{"request": 12, "warcinfo": 1}`), which add up to `records`, and
+//!    `revisits_resolved`, `uris_normalised`). The uploads are deleted when
+//!    it ends.
 //!
 //! The admin endpoints' admission rules apply (loopback clients, or the
 //! `server.admin_token`).
@@ -222,7 +226,13 @@ mod tests {
         for line in [
             ImportLine::Progress { file: "a.warc.gz".into(), offset: 7 },
             ImportLine::Problem("a.warc.gz: record at offset 0: bad; skipped".into()),
-            ImportLine::Summary(crate::warc::import::Summary { records: 3, imported: 2, skipped: 1, ..Default::default() }),
+            ImportLine::Summary(crate::warc::import::Summary {
+                records: 5,
+                imported: 2,
+                failed: 1,
+                skipped_by_type: [("warcinfo".to_string(), 1), ("request".to_string(), 1)].into(),
+                ..Default::default()
+            }),
         ] {
             let text = serde_json::to_string(&line).unwrap();
             assert_eq!(serde_json::from_str::<ImportLine>(&text).unwrap(), line, "{text}");

@@ -183,41 +183,51 @@ pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
         }
     };
     let sizes: Vec<u64> = args.files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).collect();
-    let (total, unreadable) = match access {
+    let (total, unreadable, reported) = match access {
         StoreAccess::Direct(store) => import_direct(&cfg, &store, &args.files, &sizes)?,
         StoreAccess::Daemon(admin) => import_through(&admin, &args.files, &sizes)?,
     };
     let files = if unreadable > 0 { format!(" ({unreadable} file(s) unreadable)") } else { String::new() };
     eprintln!("import: {total}{files}");
-    Ok(if total.skipped > 0 || unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    // Records of types that replay nothing are counted, not reported; a
+    // record that failed or a revisit whose original was found nowhere is
+    // reported, and makes the exit status 1.
+    Ok(if total.failed > 0 || reported > 0 || unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// [`import`] into the store opened here: (what it did, files unreadable).
-fn import_direct(cfg: &crate::config::Config, store: &crate::store::Store, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64), String> {
+/// [`import`] into the store opened here: (what it did, files unreadable,
+/// problems reported).
+fn import_direct(cfg: &crate::config::Config, store: &crate::store::Store, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64, u64), String> {
     let opts = import::Options { key_rules: cfg.cache.key_rules.clone(), policy: cfg.policy() };
     let progress = Progress::new("import", Some(sizes.iter().sum()), Unit::Bytes);
     let mut run = import::Import::new(store, opts);
     let mut unreadable = 0u64;
     let mut done_before = 0u64;
+    let reported = std::cell::Cell::new(0u64);
+    let report = |line: String| {
+        reported.set(reported.get() + 1);
+        progress.println(&format!("import: {line}"));
+    };
     for (file, size) in files.iter().zip(sizes) {
         progress.message(file.display().to_string());
         let name = file.display().to_string();
-        let result = run.file(file, &name, &mut |line| progress.println(&format!("import: {line}")), &mut |pos| progress.set(done_before + pos));
+        let result = run.file(file, &name, &mut |line| report(line), &mut |pos| progress.set(done_before + pos));
         if let Err(e) = result {
             unreadable += 1;
             progress.println(&format!("import: cannot read {}: {e}", file.display()));
         }
         done_before += size;
     }
-    let total = run.finish(&mut |line| progress.println(&format!("import: {line}")));
+    let total = run.finish(&mut |line| report(line));
     store.flush().map_err(|e| format!("cannot write the cache index in {}: {e}", cfg.server.data_dir.display()))?;
     progress.clear();
-    Ok((total, unreadable))
+    Ok((total, unreadable, reported.get()))
 }
 
 /// [`import`] through the running proxy: each file uploaded, then one
-/// import of them all, its progress and problems streamed back.
-fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64), String> {
+/// import of them all, its progress and problems streamed back. Returns as
+/// [`import_direct`].
+fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64, u64), String> {
     let progress = Progress::new("import", Some(sizes.iter().sum::<u64>() * 2), Unit::Bytes);
     progress.message(format!("uploading to the running proxy at {}", admin.addr));
     let mut uploads = Vec::new();
@@ -249,12 +259,13 @@ fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]
     let total_size: u64 = sizes.iter().sum();
     if uploads.is_empty() {
         progress.clear();
-        return Ok((import::Summary::default(), unreadable));
+        return Ok((import::Summary::default(), unreadable, 0));
     }
     progress.message(format!("imported by the running proxy at {}", admin.addr));
     let path = format!("/cache/import?uploads={}", uploads.join(","));
     let mut pending = Vec::new();
     let mut summary: Option<import::Summary> = None;
+    let mut reported = 0u64;
     let result = admin_stream(admin, "POST", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
         pending.extend_from_slice(chunk);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
@@ -264,7 +275,10 @@ fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]
                     let before = names.iter().find(|(n, _)| *n == file).map_or(0, |(_, b)| *b);
                     progress.set(total_size + before + offset);
                 }
-                Ok(crate::admin::import::ImportLine::Problem(p)) => progress.println(&format!("import: {p}")),
+                Ok(crate::admin::import::ImportLine::Problem(p)) => {
+                    reported += 1;
+                    progress.println(&format!("import: {p}"));
+                }
                 Ok(crate::admin::import::ImportLine::Summary(s)) => summary = Some(s),
                 Err(_) => progress.println(&format!("import: {}", String::from_utf8_lossy(&line).trim())),
             }
@@ -273,7 +287,7 @@ fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]
     });
     progress.clear();
     match result {
-        Ok(_) => summary.map(|s| (s, unreadable)).ok_or_else(|| "the running proxy's import ended without a summary (see its log)".to_string()),
+        Ok(_) => summary.map(|s| (s, unreadable, reported)).ok_or_else(|| "the running proxy's import ended without a summary (see its log)".to_string()),
         Err(e) => Err(match e.status {
             Some(status) => format!("the running proxy refused the import ({status}): {}", e.message),
             None => format!("the running proxy's import failed ({}); see its log", e.message),

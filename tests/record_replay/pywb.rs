@@ -17,9 +17,16 @@
 //! two crawls on two days would, so that every revisit is the newest
 //! capture and that path is taken each run, not only when the crawls happen
 //! to straddle a second.
+//!
+//! `resource` records (WARC/1.1 section 6.4) with an http(s) target, as
+//! warcio writes them: pywb replays each as a `200` with the record's
+//! `Content-Type` and the block as the body; crawlcache imports them so
+//! that the offline replay answers the same status, `Content-Type` and
+//! body. The rest of such a file (a `urn:` resource, `warcinfo`,
+//! `metadata`) is counted by type in the import summary.
 
 use super::common::*;
-use super::warc::{config_file, import, python, warcio_index, wget_warc_with};
+use super::warc::{config_file, import, import_summary, python, run_python, skipped_by_type, warcio_index, wget_warc_with};
 use super::{site, ALL};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -183,5 +190,78 @@ fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
     assert!(by_pywb >= urls.len() - 1, "pywb answers (nearly) every URL of its own WARC files: {by_pywb} of {}", urls.len());
     assert!(differences.is_empty(), "crawlcache answers every URL pywb answers, byte-identical:\n{}", differences.join("\n"));
     assert_eq!(by_crawlcache, urls.len(), "crawlcache answers every URL");
+    offline.stop_cleanly();
+}
+
+/// Writes (warcio) a WARC of `resource` records under the base URL
+/// `argv[2]`: HTML, binary, JSON, an empty one, one warcio types
+/// `application/warc-record` itself; plus one under a `urn:` target, a
+/// `warcinfo`, a `metadata` and a `response` record.
+const WARCIO_RESOURCES: &str = r#"
+import sys, io
+from warcio.warcwriter import WARCWriter
+from warcio.statusandheaders import StatusAndHeaders
+base = sys.argv[2]
+with open(sys.argv[1], 'wb') as f:
+    w = WARCWriter(f, gzip=True)
+    w.write_record(w.create_warcinfo_record('resources.warc.gz', {'software': 'warcio'}))
+    def res(uri, body, ct=None):
+        w.write_record(w.create_warc_record(uri, 'resource', payload=io.BytesIO(body), length=len(body), warc_content_type=ct))
+    res(base + '/res/page.html', b'<html><body>a page kept as a resource</body></html>', 'text/html; charset=utf-8')
+    res(base + '/res/logo.png', bytes(range(256)) * 4, 'image/png')
+    res(base + '/res/data.json', b'{"a": 1}', 'application/json')
+    res(base + '/res/empty.txt', b'', 'text/plain')
+    res(base + '/res/untyped', b'warcio types it itself')
+    res('urn:pageinfo:' + base + '/res/page.html', b'{"title": "page"}', 'application/json')
+    w.write_record(w.create_warc_record(base + '/res/page.html', 'metadata', payload=io.BytesIO(b'outlink: x\r\n'), warc_content_type='application/warc-fields'))
+    head = StatusAndHeaders('200 OK', [('Content-Type', 'text/plain'), ('Content-Length', '8')], protocol='HTTP/1.1')
+    w.write_record(w.create_warc_record(base + '/res/response.txt', 'response', payload=io.BytesIO(b'response'), http_headers=head))
+"#;
+
+#[test]
+fn resource_records_replay_as_pywb_replays_them_warc_1_1_section_6_4() {
+    let dir = TestDir::new("pywb-resources");
+    // Nothing listens there: both replay from the archive only.
+    let base = "http://127.0.0.1:9";
+    let warc = dir.join("resources.warc.gz");
+    let out = run_python(&["-c", WARCIO_RESOURCES, warc.to_str().unwrap(), base]);
+    assert!(out.status.success(), "warcio: {}", String::from_utf8_lossy(&out.stderr));
+    // warcio always writes a Content-Type: a resource without one, by hand.
+    let untyped = dir.join("untyped.warc");
+    let body = b"no content type at all";
+    let mut rec = format!(
+        "WARC/1.1\r\nWARC-Type: resource\r\nWARC-Record-ID: <urn:uuid:00000000-0000-4000-8000-000000000001>\r\n\
+         WARC-Target-URI: {base}/res/none\r\nWARC-Date: 2024-05-01T12:00:00Z\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    rec.extend_from_slice(body);
+    rec.extend_from_slice(b"\r\n\r\n");
+    std::fs::write(&untyped, rec).unwrap();
+
+    let cfg = config_file(&dir, ALL);
+    let data = dir.subdir("data");
+    let out = import(&cfg, &data, &[&warc, &untyped]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(import_summary(&stderr), (10, 7, 0), "six http(s) resources and a response imported: {stderr}");
+    let by_type: Vec<(String, u64)> = skipped_by_type(&stderr).into_iter().collect();
+    assert_eq!(by_type, [("metadata".to_string(), 1), ("resource".to_string(), 1), ("warcinfo".to_string(), 1)], "{stderr}");
+
+    let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
+    let wayback = Wayback::start(&dir.join("pywb"), &[&warc, &untyped]);
+    for path in ["page.html", "logo.png", "data.json", "empty.txt", "untyped", "none", "response.txt"] {
+        let url = format!("{base}/res/{path}");
+        let p = wayback.get(&url);
+        let c = offline.get(&url, &[]);
+        assert!(p.header("memento-datetime").is_some(), "pywb answers {url} from the archive: {}", p.describe());
+        assert!(c.cache_status().is_some_and(|cs| cs.contains("hit")), "crawlcache answers {url} from the record: {}", c.describe());
+        assert_eq!(
+            (c.status, c.header("content-type"), sha(&c.body)),
+            (p.status, p.header("content-type"), sha(&p.body)),
+            "{url}: the status, Content-Type and body pywb replays"
+        );
+    }
+    assert_eq!(offline.get(&format!("{base}/res/nothing"), &[]).status, 504);
     offline.stop_cleanly();
 }

@@ -162,11 +162,29 @@ pub(crate) fn import(cfg: &str, data: &Path, files: &[&Path]) -> std::process::O
     crawlcache_cmd(&args, Duration::from_secs(120))
 }
 
-/// The numbers of the import summary line `N records read, M imported, K skipped`.
+/// The numbers of the import summary line `N records read: M imported,
+/// A already present, O older captures kept out, F failed, S skipped (TYPE
+/// n, ...); ...`: (N, M, F).
 pub(crate) fn import_summary(stderr: &str) -> (u64, u64, u64) {
+    (summary_count(stderr, "records read"), summary_count(stderr, "imported"), summary_count(stderr, "failed"))
+}
+
+/// The per-type counts of the summary line's `S skipped (request 12, warcinfo 1)`,
+/// checked to add up with the other categories to the records read.
+pub(crate) fn skipped_by_type(stderr: &str) -> BTreeMap<String, u64> {
     let line = stderr.lines().rev().find(|l| l.contains("records read")).unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
-    let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
-    (nums[0], nums[1], nums[2])
+    let mut by_type = BTreeMap::new();
+    if let Some(list) = line.split_once(" skipped (").and_then(|(_, rest)| rest.split_once(')')).map(|(list, _)| list) {
+        for item in list.split(", ") {
+            let (kind, n) = item.rsplit_once(' ').unwrap_or_else(|| panic!("{item:?} in {line}"));
+            by_type.insert(kind.to_string(), n.parse().unwrap_or_else(|_| panic!("{item:?} in {line}")));
+        }
+    }
+    let skipped: u64 = by_type.values().sum();
+    assert_eq!(summary_count(stderr, "skipped"), skipped, "{line}");
+    let accounted = ["imported", "already present", "older captures kept out", "failed"].iter().map(|w| summary_count(stderr, w)).sum::<u64>() + skipped;
+    assert_eq!(accounted, summary_count(stderr, "records read"), "every record read is accounted for: {line}");
+    by_type
 }
 
 /// The count before `what` in the import summary line (`3 revisits resolved`).
@@ -238,8 +256,10 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     let out = import(&cfg, &data2, &[&warc]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let (read_n, imported, skipped) = import_summary(&stderr);
-    assert_eq!((read_n, imported, skipped), (index.len() as u64, records.len() as u64, 0), "{stderr}");
+    let (read_n, imported, failed) = import_summary(&stderr);
+    assert_eq!((read_n, imported, failed), (index.len() as u64, records.len() as u64, 0), "{stderr}");
+    let requests = records.len() as u64;
+    assert_eq!(skipped_by_type(&stderr), BTreeMap::from([("request".to_string(), requests), ("warcinfo".to_string(), 1)]), "{stderr}");
     assert_eq!(
         recorded(&data2).into_iter().map(|(k, _)| k).collect::<BTreeSet<_>>(),
         records.iter().map(|(k, _)| k.clone()).collect::<BTreeSet<_>>(),
@@ -308,12 +328,31 @@ fn a_wget_warc_imported_replays_the_crawl_offline_byte_identical() {
     let out = import(&cfg, &data, &[&warc]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let (_, imported, skipped) = import_summary(&stderr);
-    assert_eq!(skipped, 0, "{stderr}");
-    // Every response wget got (redirect hops and the 404 included).
-    let responses = warcio_index(&warc).into_iter().filter(|r| r.0 == "response").count() as u64;
-    assert_eq!(imported, responses, "{stderr}");
+    let (_, imported, failed) = import_summary(&stderr);
+    assert_eq!(failed, 0, "{stderr}");
+    // Every response wget got (redirect hops and the 404 included); every
+    // other record (warcinfo, requests, wget's log and arguments as
+    // `metadata://` resources, its manifest as metadata) counted under its type.
+    // The two tracking-parameter spellings of /news are one record under
+    // the key rule: the second capture, the same head and body at the same
+    // date, is already present.
+    let index = warcio_index(&warc);
+    let responses = index.iter().filter(|r| r.0 == "response").count() as u64;
+    assert_eq!((imported, summary_count(&stderr, "already present")), (responses - 1, 1), "{stderr}");
+    let mut others: BTreeMap<String, u64> = BTreeMap::new();
+    for (kind, _) in index.iter().filter(|r| r.0 != "response") {
+        *others.entry(kind.clone()).or_default() += 1;
+    }
+    assert!(others.contains_key("warcinfo") && others.contains_key("request") && others.contains_key("resource"), "{others:?}");
+    assert_eq!(skipped_by_type(&stderr), others, "{stderr}");
     assert_cache_verifies(&data);
+
+    // The same file again: every response is already present, none stored twice.
+    let out = import(&cfg, &data, &[&warc]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!((import_summary(&stderr).1, summary_count(&stderr, "already present")), (0, responses), "{stderr}");
+    assert_eq!(skipped_by_type(&stderr), others, "{stderr}");
 
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
     let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed"));
@@ -408,8 +447,9 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
         assert!(stderr.lines().any(|l| l.contains(&needle) && l.contains("skipped")), "the {what} record is reported ({needle}):\n{stderr}");
     }
     assert!(stderr.contains("without a colon") && stderr.contains("does not decompress") && stderr.contains("cut short"), "{stderr}");
-    let (_, imported, skipped) = import_summary(&stderr);
-    assert_eq!(skipped, 3, "{stderr}");
+    let (_, imported, failed) = import_summary(&stderr);
+    assert_eq!(failed, 3, "{stderr}");
+    skipped_by_type(&stderr);
     assert!(imported >= 5, "{stderr}");
     assert!(stderr.lines().last().unwrap_or("").contains("records read"), "the summary comes last:\n{stderr}");
 
@@ -418,8 +458,8 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
     let has = |path: &str| keys.iter().any(|k| k.ends_with(path));
     assert!(has("/") && has("/r301") && has("/r302") && has("/dir/"), "{keys:?}");
     assert!(!has("/a") && !has("/b"), "{keys:?}");
-    // The two tracking-parameter spellings of /news share one key.
-    assert_eq!(keys.len() as u64, imported - 1, "{keys:?}");
+    // The two tracking-parameter spellings of /news share one key (the second is already present).
+    assert_eq!((keys.len() as u64, summary_count(&stderr, "already present")), (imported, 1), "{keys:?}\n{stderr}");
     assert_cache_verifies(&data);
     let leftovers = std::fs::read_dir(data.join("tmp")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(leftovers, 0, "no temporary body left behind");
@@ -442,9 +482,10 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     let out = import(&cfg, &data, &[&warc]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let (_, imported, skipped) = import_summary(&stderr);
+    let (_, imported, failed) = import_summary(&stderr);
     let responses = warcio_index(&warc).into_iter().filter(|r| r.0 == "response").count() as u64;
-    assert_eq!((imported, skipped), (responses, 0), "{stderr}");
+    assert_eq!((imported + summary_count(&stderr, "already present"), failed), (responses, 0), "{stderr}");
+    assert!(skipped_by_type(&stderr).contains_key("request"), "the proxy's summary carries the per-type counts: {stderr}");
     // Served at once, by the proxy that imported them, byte for byte.
     let a = running.get(&format!("{start}a"), &[]);
     assert_eq!(a.status, 200, "{}", a.describe());
@@ -466,7 +507,11 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     std::fs::write(&empty, b"").unwrap();
     let out = import(&cfg, &data, &[&empty]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("0 records read: 0 imported, 0 already present, 0 older captures kept out, 0 failed, 0 skipped;"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = import(&cfg, &data, &[&dir.join("missing.warc.gz")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"), "{}", String::from_utf8_lossy(&out.stderr));
@@ -482,7 +527,7 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     // Stopped, the store itself: an empty file imports nothing and succeeds.
     let out = import(&cfg, &data, &[&empty]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read, 0 imported, 0 skipped"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read: 0 imported, 0 already present, 0 older captures kept out, 0 failed, 0 skipped;"));
     // --host filters the export.
     let warc = dir.join("none.warc.gz");
     let out =

@@ -4,9 +4,14 @@ use std::collections::{HashMap, VecDeque};
 
 use super::types::*;
 
+/// What one record read gave: `None` when it is not HTTP(S).
 pub(super) enum Outcome {
     Request(Option<Request>),
+    /// A response or a revisit: paired with its request.
     Response(Option<Pending>),
+    /// A resource: stored on its own, a GET.
+    Resource(Option<Pending>),
+    /// A record type that replays nothing.
     Ignored,
 }
 

@@ -1,5 +1,5 @@
-//! WARC `response` and `revisit` records into the record store (SPEC
-//! section 6), so that `crawlcache serve --offline` replays what the
+//! WARC `response`, `resource` and `revisit` records into the record store
+//! (SPEC section 6), so that `crawlcache serve --offline` replays what the
 //! archive says was served.
 //!
 //! Each `response` record with an `http://` or `https://` target becomes a
@@ -60,14 +60,26 @@
 //! payload's bytes are read again from its record and written anew. A
 //! revisit whose payload is found nowhere is reported and skipped.
 //!
-//! Records that cannot be imported are reported with their file and offset
-//! and skipped: a malformed or truncated record, a body cut short (by the
-//! file, by a broken chunked framing, by `WARC-Truncated` on a response, or
-//! shorter than its `Content-Length`), a body over the store's budget. A
-//! body is committed only together with its index entry: a skipped
-//! response leaves nothing in the store, and what was imported before it
-//! stays. `warcinfo`, `metadata`, `resource` and `conversion` records, and
-//! responses for other schemes (`dns:`), are read and ignored.
+//! **Resources** (WARC/1.1 section 6.4: warcio, Browsertrix, pywb's own
+//! recorder): a `resource` record with an http(s) target is stored as pywb
+//! replays it: a GET answered `200`, the record's `Content-Type` its one
+//! field, the whole block its body, `WARC-Date` its response time. It has
+//! no request record; several captures and revisits treat it as a response.
+//!
+//! **Every record is counted** ([`Summary`]) in exactly one of: imported;
+//! already present (the variant already holds this head and body: a file
+//! imported twice stores nothing the second time); an older capture kept
+//! out; failed (reported with its file and offset: a malformed or
+//! truncated record, a body cut short by the file, by a broken chunked
+//! framing, by `WARC-Truncated` on a response or resource, or shorter than
+//! its `Content-Length`, a body over the store's budget); or skipped by
+//! its `WARC-Type` as replaying nothing: `warcinfo`, `metadata`,
+//! `request` (read for its response's method and variant), `conversion`,
+//! `continuation`, responses, resources and revisits for other schemes
+//! (`dns:`, `urn:`), unknown types, and revisits whose payload is found
+//! nowhere (these are also reported). A body is committed only together
+//! with its index entry: a failed record leaves nothing in the store, and
+//! what was imported before it stays.
 //!
 //! Memory: about 150 bytes per response record for the length of one
 //! import (the payloads revisits may refer to), plus the heads of revisits
@@ -160,22 +172,24 @@ impl<'s> Import<'s> {
             let head = match next {
                 Ok(h) => h,
                 Err(e) => {
-                    self.summary.skipped += 1;
+                    self.summary.failed += 1;
                     problem(format!("{name}: {e}; skipped"));
                     progress(reader.file_position());
                     continue;
                 }
             };
-            let outcome = match head.record_type().as_str() {
+            let kind = head.record_type();
+            let outcome = match kind.as_str() {
                 "request" => read_request(&mut reader, &head).map(Outcome::Request),
                 "response" => read_response(self.store, &mut reader, &head, file).map(Outcome::Response),
+                "resource" => read_resource(self.store, &mut reader, &head, file).map(Outcome::Resource),
                 "revisit" => read_revisit(&mut reader, &head, file).map(Outcome::Response),
                 _ => Ok(Outcome::Ignored),
             };
             // A record counts only once its block ended where its head said.
             let outcome = match (outcome, reader.finish_block()) {
                 (Ok(o), Ok(())) => Ok(o),
-                (Ok(Outcome::Response(Some(p))), Err(e)) => {
+                (Ok(Outcome::Response(Some(p)) | Outcome::Resource(Some(p))), Err(e)) => {
                     if let Some(b) = &p.body {
                         self.store.discard_body(b);
                     }
@@ -186,15 +200,20 @@ impl<'s> Import<'s> {
             };
             match outcome {
                 Err(why) => {
-                    self.summary.skipped += 1;
+                    self.summary.failed += 1;
                     problem(format!("{name}: record at {}: {why}; skipped", head.offset));
                 }
-                Ok(Outcome::Ignored) | Ok(Outcome::Response(None)) | Ok(Outcome::Request(None)) => {}
+                // Nothing to replay: counted by type (a request also when
+                // it gives its response the method and variant).
+                Ok(Outcome::Ignored | Outcome::Response(None) | Outcome::Resource(None) | Outcome::Request(None)) => self.summary.skip(&kind),
                 Ok(Outcome::Request(Some(req))) => {
+                    self.summary.skip(&kind);
                     if let Some((p, req)) = state.add_request(req) {
                         self.settle(p, Some(req), false, problem);
                     }
                 }
+                // A resource has no request (WARC/1.1 section 6.4): a GET.
+                Ok(Outcome::Resource(Some(p))) => self.settle(p, None, false, problem),
                 Ok(Outcome::Response(Some(p))) => match state.request_for(&p) {
                     Some(req) => self.settle(p, Some(req), false, problem),
                     None => state.hold(p),
@@ -251,7 +270,7 @@ impl<'s> Import<'s> {
                     return;
                 }
                 None if !last => {
-                    self.summary.skipped += 1;
+                    self.summary.skip("revisit");
                     problem(format!(
                         "{name}: record at {}: {} (and more than {} MiB of revisits already wait for theirs: import the files holding the originals first); skipped",
                         p.offset,
@@ -261,7 +280,7 @@ impl<'s> Import<'s> {
                     return;
                 }
                 None => {
-                    self.summary.skipped += 1;
+                    self.summary.skip("revisit");
                     problem(format!("{name}: record at {}: {}; skipped", p.offset, unresolved(&p)));
                     return;
                 }
@@ -272,22 +291,28 @@ impl<'s> Import<'s> {
             self.store.discard_body(&b);
         }
         match outcome {
-            Ok(Stored::Inserted(source)) => {
-                self.summary.imported += 1;
-                if p.revisit.is_some() {
-                    self.summary.revisits_resolved += 1;
-                }
-                self.register(&p, source);
-            }
-            Ok(Stored::Older(source)) => {
-                self.summary.older_kept_out += 1;
+            Ok(stored) => {
+                let source = match stored {
+                    Stored::Inserted(source) => {
+                        self.summary.imported += 1;
+                        source
+                    }
+                    Stored::Present(source) => {
+                        self.summary.already_present += 1;
+                        source
+                    }
+                    Stored::Older(source) => {
+                        self.summary.older_kept_out += 1;
+                        source
+                    }
+                };
                 if p.revisit.is_some() {
                     self.summary.revisits_resolved += 1;
                 }
                 self.register(&p, source);
             }
             Err(why) => {
-                self.summary.skipped += 1;
+                self.summary.failed += 1;
                 problem(format!("{name}: record at {}: {why}; skipped", p.offset));
             }
         }
@@ -449,16 +474,23 @@ impl<'s> Import<'s> {
         if normalised {
             self.summary.uris_normalised += 1;
         }
-        // Several captures: the newest is kept.
+        let meta = stored.to_bytes();
+        // Several captures: the newest is kept; the same one again is not
+        // stored twice.
         if let Ok(Some(existing)) = self.store.lookup_variant(&primary, &secondary_key) {
-            if StoredResponse::from_bytes(&existing.meta).is_some_and(|s| crate::cache::variant::newer(&s, &stored)) {
+            let older = StoredResponse::from_bytes(&existing.meta).is_some_and(|s| crate::cache::variant::newer(&s, &stored));
+            let same = existing.meta == meta && existing.body == body;
+            if older || same {
                 if let (None, Some(b)) = (&payload, &body) {
                     self.store.discard_body(b);
+                }
+                if same {
+                    self.note_digest(p, &primary, &secondary_key, body.as_ref());
+                    return Ok(Stored::Present(source));
                 }
                 return Ok(Stored::Older(source));
             }
         }
-        let meta = stored.to_bytes();
         let result = match self.store.insert(&primary, &secondary_key, &meta, body.as_ref()) {
             Err(StoreError::MissingBody(_)) if matches!(payload, Some(Payload::InImport(_))) => {
                 // A short body the store no longer finds by its hash: its
@@ -515,7 +547,11 @@ impl<'s> Import<'s> {
     /// The payload of `src` read again from its record into the store.
     fn reread_body(&self, src: &Source) -> Result<CommittedBody, String> {
         let (mut reader, head) = self.reopen(src)?;
-        let p = read_response(self.store, &mut reader, &head, src.file)?.ok_or("the record is not an HTTP response")?;
+        let p = match head.record_type().as_str() {
+            "resource" => read_resource(self.store, &mut reader, &head, src.file)?,
+            _ => read_response(self.store, &mut reader, &head, src.file)?,
+        };
+        let p = p.ok_or("the record is not an HTTP response")?;
         let body = p.body.ok_or("the record has no body")?;
         if src.committed().as_ref() != Some(&body) {
             self.store.discard_body(&body);
@@ -526,7 +562,10 @@ impl<'s> Import<'s> {
 
     /// The status and fields of the response record of `src`.
     fn reread_head(&self, src: &Source) -> Result<(u16, Vec<Field>), String> {
-        let (mut reader, _) = self.reopen(src)?;
+        let (mut reader, head) = self.reopen(src)?;
+        if head.record_type() == "resource" {
+            return Ok((200, resource_fields(&head)));
+        }
         let mut block = reader.block();
         final_head(&mut block)
     }
@@ -538,6 +577,8 @@ enum Stored {
     Inserted(Source),
     /// Not stored: a newer capture of the same variant is.
     Older(Source),
+    /// Not stored again: the variant holds this very head and body.
+    Present(Source),
 }
 
 /// Bytes of field lines (names and values).
@@ -636,7 +677,8 @@ mod tests {
         let opts = Options { key_rules: Vec::new(), policy: crate::config::Config::defaults().unwrap().policy() };
         let mut problems = Vec::new();
         let s = import_file(&store, &file, &opts, &mut |p| problems.push(p), &mut |_| {}).unwrap();
-        assert_eq!(s, Summary { records: 7, imported: 2, skipped: 1, ..Summary::default() }, "{problems:?}");
+        let skipped_by_type = [("request".to_string(), 3), ("response".to_string(), 1)].into();
+        assert_eq!(s, Summary { records: 7, imported: 2, failed: 1, skipped_by_type, ..Summary::default() }, "{problems:?}");
         assert!(problems.len() == 1 && problems[0].contains("cut short") && problems[0].contains("offset"), "{problems:?}");
 
         let key = RecordKey::new(&http::Method::POST, "http://a.test/form", Some(&hex::encode(Sha256::digest(b"q=1")))).primary();
@@ -749,7 +791,8 @@ mod tests {
                 import.file(&files[i], &files[i].display().to_string(), &mut |p| problems.push(p), &mut |_| {}).unwrap();
             }
             let s = import.finish(&mut |p| problems.push(p));
-            assert_eq!((s.imported, s.revisits_resolved, s.skipped), (4, 3, 1), "order {order:?}: {s:?} {problems:?}");
+            assert_eq!((s.imported, s.revisits_resolved, s.failed), (4, 3, 0), "order {order:?}: {s:?} {problems:?}");
+            assert_eq!((s.skipped_by_type.get("revisit"), s.accounted()), (Some(&1), s.records), "the lost revisit, by its type: {s:?}");
             assert!(problems.len() == 1 && problems[0].contains("/lost") && problems[0].contains("second.warc.gz"), "{problems:?}");
             for path in ["/one", "/two", "/three"] {
                 let (head, body) = body_of(&store, &RecordKey::get(&format!("http://a.test{path}")).primary()).unwrap();
@@ -798,6 +841,205 @@ mod tests {
             assert_eq!(s.older_kept_out + s.imported, 2);
             let (_, body) = body_of(&store, &RecordKey::get("http://a.test/p").primary()).unwrap();
             assert_eq!(body.as_deref(), Some(&b"new"[..]));
+        }
+    }
+
+    /// A WARC file of `(fields, block)` records, each its own gzip member.
+    fn warc_of(records: &[(Vec<(&str, &str)>, &[u8])]) -> Vec<u8> {
+        let mut w = WarcWriter::new(Vec::new());
+        for (fields, block) in records {
+            w.write_record(fields, block.len() as u64, &mut &block[..]).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn import_bytes(store: &Store, opts: &Options, dir: &std::path::Path, name: &str, bytes: &[u8]) -> (Summary, Vec<String>) {
+        let file = dir.join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let mut problems = Vec::new();
+        let s = import_file(store, &file, opts, &mut |p| problems.push(p), &mut |_| {}).unwrap();
+        (s, problems)
+    }
+
+    fn typed<'a>(kind: &'a str, uri: &'a str, id: &'a str) -> Vec<(&'a str, &'a str)> {
+        vec![("WARC-Type", kind), ("WARC-Record-ID", id), ("WARC-Target-URI", uri), ("WARC-Date", "2024-05-01T12:00:00Z")]
+    }
+
+    #[test]
+    fn resources_replay_as_pywb_replays_them_warc_1_1_section_6_4() {
+        let png: &[u8] = b"\x89PNG\r\n\x1a\n not really";
+        let with_type = |kind, uri, id, ct| {
+            let mut f = typed(kind, uri, id);
+            f.push(("Content-Type", ct));
+            f
+        };
+        let bytes = warc_of(&[
+            (with_type("resource", "http://a.test/logo.png", "<urn:s1>", "image/png"), png),
+            // A body that looks like an HTTP message is still the body.
+            (with_type("resource", "https://a.test/notes.txt", "<urn:s2>", "text/plain; charset=utf-8"), b"HTTP/1.1 200 OK\r\n\r\nnot a head"),
+            (typed("resource", "http://a.test/untyped", "<urn:s3>"), b"bytes"),
+            (typed("resource", "http://a.test/empty", "<urn:s4>"), b""),
+            // Cut short by the crawler: not replayed.
+            (
+                {
+                    let mut f = with_type("resource", "http://a.test/cut", "<urn:s5>", "text/plain");
+                    f.push(("WARC-Truncated", "length"));
+                    f
+                },
+                b"part",
+            ),
+            // Not http(s): nothing to replay.
+            (with_type("resource", "urn:pageinfo:http://a.test/", "<urn:s6>", "application/json"), b"{}"),
+            (with_type("resource", "dns:a.test", "<urn:s7>", "text/dns"), b"20240501 a.test. 300 IN A 192.0.2.1"),
+        ]);
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, opts) = open(&tmp);
+        let (s, problems) = import_bytes(&store, &opts, tmp.path(), "r.warc.gz", &bytes);
+        assert_eq!((s.records, s.imported, s.failed, s.skipped_by_type.get("resource")), (7, 4, 1, Some(&2)), "{s:?} {problems:?}");
+        assert!(problems.len() == 1 && problems[0].contains("WARC-Truncated"), "{problems:?}");
+        let expect = [
+            ("http://a.test/logo.png", Some("image/png"), png),
+            ("https://a.test/notes.txt", Some("text/plain; charset=utf-8"), &b"HTTP/1.1 200 OK\r\n\r\nnot a head"[..]),
+            ("http://a.test/untyped", None, &b"bytes"[..]),
+            ("http://a.test/empty", None, &b""[..]),
+        ];
+        for (url, ct, body) in expect {
+            let (head, stored) = body_of(&store, &RecordKey::get(url).primary()).unwrap_or_else(|| panic!("{url} is stored"));
+            assert_eq!(head.status, 200, "{url}");
+            let got: Vec<(&str, &[u8])> = head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
+            assert_eq!(got, ct.map(|c| vec![("content-type", c.as_bytes())]).unwrap_or_default(), "{url}: the record's Content-Type only");
+            assert_eq!(stored.unwrap_or_default(), body, "{url}: the block is the body");
+            assert_eq!(head.response_time_ms, 1_714_564_800_000, "{url}: WARC-Date");
+        }
+        assert!(body_of(&store, &RecordKey::get("http://a.test/cut").primary()).is_none());
+        assert!(store.verify(false).unwrap().is_clean());
+    }
+
+    #[test]
+    fn every_record_is_counted_once_imported_present_failed_or_skipped_by_type_warc_1_1_section_6() {
+        let page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nAAA\n";
+        let nowhere = {
+            let mut f = typed("revisit", "http://a.test/gone", "<urn:v1>");
+            f.extend([("WARC-Refers-To", "<urn:never>"), ("WARC-Payload-Digest", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")]);
+            f
+        };
+        let records: Vec<(Vec<(&str, &str)>, &[u8])> = vec![
+            (vec![("WARC-Type", "warcinfo"), ("WARC-Record-ID", "<urn:i>"), ("WARC-Date", "2024-05-01T12:00:00Z")], b"software: test\r\n"),
+            (typed("request", "http://a.test/", "<urn:q>"), b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            (typed("response", "http://a.test/", "<urn:r>"), page),
+            (typed("metadata", "http://a.test/", "<urn:m>"), b"outlink: http://a.test/x\r\n"),
+            (typed("conversion", "http://a.test/", "<urn:c>"), b"converted"),
+            (typed("continuation", "http://a.test/big", "<urn:k>"), b"second segment"),
+            (typed("resource", "http://a.test/r.txt", "<urn:s>"), b"text"),
+            (typed("resource", "urn:X-wget:log", "<urn:l>"), b"wget log"),
+            (typed("response", "dns:a.test", "<urn:d>"), b"20240501 a.test. 300 IN A 192.0.2.1"),
+            (typed("request", "dns:a.test", "<urn:dq>"), b""),
+            (typed("X-Custom-Type", "http://a.test/", "<urn:x>"), b"?"),
+            (vec![("WARC-Record-ID", "<urn:none>"), ("WARC-Date", "2024-05-01T12:00:00Z")], b"no type"),
+            (nowhere, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n"),
+            // A response whose body is cut short: failed.
+            (typed("response", "http://a.test/short", "<urn:f>"), b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd"),
+        ];
+        let bytes = warc_of(&records);
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, opts) = open(&tmp);
+        let (s, problems) = import_bytes(&store, &opts, tmp.path(), "all.warc.gz", &bytes);
+        let by_type: Vec<(&str, u64)> = s.skipped_by_type.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        assert_eq!(
+            by_type,
+            [
+                ("continuation", 1),
+                ("conversion", 1),
+                ("metadata", 1),
+                ("none", 1),
+                ("request", 2),
+                ("resource", 1),
+                ("response", 1),
+                ("revisit", 1),
+                ("warcinfo", 1),
+                ("x-custom-type", 1)
+            ],
+            "{s}"
+        );
+        assert_eq!((s.records, s.imported, s.failed, s.already_present, s.older_kept_out), (14, 2, 1, 0, 0), "{s}");
+        assert_eq!(s.accounted(), s.records, "every record in one category: {s}");
+        // Reported: the failed record and the revisit found nowhere; the rest is counted silently.
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            s.to_string().starts_with("14 records read: 2 imported, 0 already present, 0 older captures kept out, 1 failed, 11 skipped (continuation 1, "),
+            "{s}"
+        );
+
+        // The same file again: nothing new is stored, each response is already present.
+        let entries_before = store.entries().unwrap().len();
+        let (again, _) = import_bytes(&store, &opts, tmp.path(), "again.warc.gz", &bytes);
+        assert_eq!((again.imported, again.already_present, again.failed), (0, 2, 1), "{again}");
+        assert_eq!(again.accounted(), again.records, "{again}");
+        assert_eq!(store.entries().unwrap().len(), entries_before);
+        assert!(store.verify(false).unwrap().is_clean());
+
+        // The same URL with another body, at the same date, is not "present": it replaces.
+        let other = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nBBB\n";
+        let (third, _) = import_bytes(&store, &opts, tmp.path(), "other.warc.gz", &warc_of(&[(typed("response", "http://a.test/", "<urn:r2>"), other)]));
+        assert_eq!((third.imported, third.already_present), (1, 0), "{third}");
+        let (_, body) = body_of(&store, &RecordKey::get("http://a.test/").primary()).unwrap();
+        assert_eq!(body.as_deref(), Some(&b"BBB\n"[..]));
+    }
+
+    #[test]
+    fn made_up_record_types_cannot_grow_the_summary_without_bound() {
+        let mut s = Summary::default();
+        for i in 0..100 {
+            s.skip(&format!("x-type-{i}"));
+        }
+        s.skip("");
+        assert_eq!(s.skipped_by_type.len(), MAX_TYPES + 1, "{s:?}");
+        assert_eq!(s.skipped_total(), 101);
+        assert!(s.skipped_by_type["other"] >= 100 - MAX_TYPES as u64);
+        // Summaries of several files add up type by type.
+        let mut total = Summary { records: 2, imported: 1, ..Default::default() };
+        total.skip("request");
+        total.add(&total.clone());
+        assert_eq!((total.records, total.imported, total.skipped_by_type["request"], total.accounted()), (4, 2, 2, 4));
+        // The release before per-type counts called failures `skipped`.
+        let old: Summary = serde_json::from_str(r#"{"records":3,"imported":2,"skipped":1}"#).unwrap();
+        assert_eq!((old.failed, old.skipped_total()), (1, 0));
+    }
+
+    #[test]
+    fn exports_of_earlier_releases_still_import_sha256_base32_padded_digests() {
+        // What `crawlcache export --revisits` wrote before SHA-1: sha256,
+        // base32 with `=` padding; a revisit that names its original by
+        // the payload digest alone, in another file.
+        let old_label = |bytes: &[u8]| format!("sha256:{}", data_encoding::BASE32.encode(&Sha256::digest(bytes)));
+        let page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nAAA\n";
+        let (payload, block) = (old_label(b"AAA\n"), old_label(page));
+        assert!(payload.ends_with("===="), "{payload}");
+        let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\n";
+        let mut original = typed("response", "http://a.test/one", "<urn:o>");
+        original.extend([("WARC-Payload-Digest", payload.as_str()), ("WARC-Block-Digest", block.as_str())]);
+        let mut revisit = typed("revisit", "http://a.test/two", "<urn:v>");
+        revisit.extend([("WARC-Payload-Digest", payload.as_str()), ("WARC-Profile", crate::warc::export::REVISIT_PROFILE), ("WARC-Truncated", "length")]);
+        let (first, second) = (warc_of(&[(original, page)]), warc_of(&[(revisit, head)]));
+        for together in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (store, opts) = open(&tmp);
+            let s = if together {
+                let (a, b) = (tmp.path().join("a.warc.gz"), tmp.path().join("b.warc.gz"));
+                std::fs::write(&a, &first).unwrap();
+                std::fs::write(&b, &second).unwrap();
+                let mut import = Import::new(&store, opts);
+                import.file(&b, "b", &mut |_| {}, &mut |_| {}).unwrap();
+                import.file(&a, "a", &mut |_| {}, &mut |_| {}).unwrap();
+                import.finish(&mut |_| {})
+            } else {
+                // Against the store: found through the digest index.
+                import_bytes(&store, &opts, tmp.path(), "a.warc.gz", &first);
+                import_bytes(&store, &opts, tmp.path(), "b.warc.gz", &second).0
+            };
+            assert_eq!((s.failed, s.revisits_resolved, s.skipped_total()), (0, 1, 0), "together={together}: {s}");
+            let (_, body) = body_of(&store, &RecordKey::get("http://a.test/two").primary()).unwrap();
+            assert_eq!(body.as_deref(), Some(&b"AAA\n"[..]), "together={together}");
         }
     }
 }

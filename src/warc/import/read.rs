@@ -216,6 +216,47 @@ pub(super) fn read_response<R: BufRead + Seek>(store: &Store, reader: &mut WarcR
     }))
 }
 
+/// Reads a `resource` record (WARC/1.1 section 6.4) with an http(s)
+/// target as pywb replays one: a `200` whose only field is the record's
+/// `Content-Type` (none when the record has none), the whole block its
+/// body. Its payload digest is `WARC-Payload-Digest`, else the block's
+/// (the block is the payload). `Ok(None)` for another scheme (`dns:`,
+/// `urn:`, `file:`). Errors: `WARC-Truncated`, or the block cut short.
+pub(super) fn read_resource<R: BufRead + Seek>(store: &Store, reader: &mut WarcReader<R>, head: &RecordHead, file: u32) -> Result<Option<Pending>, String> {
+    let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
+    if let Some(t) = head.get("WARC-Truncated") {
+        return Err(format!("the crawler cut this resource short (WARC-Truncated: {t}); only whole records are replayed"));
+    }
+    let date_ms = head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
+    let mut writer = store.begin_body().map_err(|e| e.to_string())?;
+    let got = io::copy(&mut reader.block(), &mut BodySink(&mut writer)).map_err(|e| format!("the resource's block: {e}"))?;
+    if got < head.content_length {
+        return Err(format!("the block is cut short: Content-Length says {} bytes, the record holds {got}", head.content_length));
+    }
+    let body = writer.finish().map_err(|e| e.to_string())?;
+    let digest = head.get("WARC-Payload-Digest").or_else(|| head.get("WARC-Block-Digest"));
+    Ok(Some(Pending {
+        file,
+        offset: head.offset,
+        id: record_id(head),
+        concurrent: Vec::new(),
+        uri,
+        date_ms,
+        status: 200,
+        fields: resource_fields(head),
+        body: Some(body),
+        body_missing: None,
+        body_sha256: None,
+        payload_digest: digest.and_then(PayloadDigest::parse),
+        revisit: None,
+    }))
+}
+
+/// The HTTP fields a `resource` record replays with: its `Content-Type`.
+pub(super) fn resource_fields(head: &RecordHead) -> Vec<Field> {
+    head.get("Content-Type").map(|ct| vec![("content-type".to_string(), ct.trim().as_bytes().to_vec())]).unwrap_or_default()
+}
+
 /// Reads a revisit record (WARC/1.1 section 6.7): what it refers to, and
 /// the HTTP head its block holds (none: the original's, as for the
 /// `server-not-modified` profile). `Ok(None)` when it is not HTTP(S).

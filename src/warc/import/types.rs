@@ -27,49 +27,115 @@ pub struct Options {
     pub policy: PolicyConfig,
 }
 
-/// What an import of one or more files did.
+/// What an import of one or more files did. Every record read is in
+/// exactly one of `imported`, `already_present`, `older_kept_out`,
+/// `failed` and `skipped_by_type` (see [`Summary::accounted`]); `revisits_resolved`
+/// and `uris_normalised` say more about some of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
     /// Records read (well-formed or not).
     pub records: u64,
-    /// Responses and revisits stored as records.
+    /// Responses, resources and revisits stored as records.
     pub imported: u64,
-    /// Records reported and skipped.
-    pub skipped: u64,
-    /// Revisit records stored with the payload they refer to (counted in
-    /// `imported` too).
+    /// Responses, resources and revisits identical to what the store
+    /// already holds for their URL and variant (the same head and the same
+    /// body): not stored again.
     #[serde(default)]
-    pub revisits_resolved: u64,
+    pub already_present: u64,
     /// Captures not stored because a newer capture of the same URL and
     /// variant is stored (by `WARC-Date`).
     #[serde(default)]
     pub older_kept_out: u64,
+    /// Records reported and skipped: malformed, cut short, not storable.
+    /// (Named `skipped` by the release before per-type counts.)
+    #[serde(alias = "skipped")]
+    pub failed: u64,
+    /// Well-formed records that replay nothing, by `WARC-Type` (lower
+    /// case): `warcinfo`, `metadata`, `request` (read for its response's
+    /// method and variant), `conversion`, `continuation`, a `response`,
+    /// `resource` or `revisit` whose target is not http(s) (`dns:`,
+    /// `urn:`), a `revisit` whose original is found nowhere, and unknown
+    /// types (at most [`MAX_TYPES`] names, the rest under `other`).
+    #[serde(default)]
+    pub skipped_by_type: std::collections::BTreeMap<String, u64>,
+    /// Revisit records stored with the payload they refer to (counted in
+    /// `imported`, `already_present` or `older_kept_out` too).
+    #[serde(default)]
+    pub revisits_resolved: u64,
     /// Target URIs turned into the form a client sends (an IRI, say).
     #[serde(default)]
     pub uris_normalised: u64,
 }
+
+/// The most `WARC-Type` names [`Summary::skipped_by_type`] keeps apart (a file of
+/// made-up types cannot grow it without bound); the others are `other`.
+pub const MAX_TYPES: usize = 24;
 
 impl Summary {
     /// Adds `other` to this one.
     pub fn add(&mut self, other: &Summary) {
         self.records += other.records;
         self.imported += other.imported;
-        self.skipped += other.skipped;
-        self.revisits_resolved += other.revisits_resolved;
+        self.already_present += other.already_present;
         self.older_kept_out += other.older_kept_out;
+        self.failed += other.failed;
+        for (kind, n) in &other.skipped_by_type {
+            self.skip_n(kind, *n);
+        }
+        self.revisits_resolved += other.revisits_resolved;
         self.uris_normalised += other.uris_normalised;
+    }
+
+    /// Counts one record of `WARC-Type` `kind` as skipped.
+    pub fn skip(&mut self, kind: &str) {
+        self.skip_n(kind, 1);
+    }
+
+    fn skip_n(&mut self, kind: &str, n: u64) {
+        let mut name: String = kind.trim().chars().filter(|c| c.is_ascii_graphic()).take(40).collect::<String>().to_ascii_lowercase();
+        if name.is_empty() {
+            name = "none".into();
+        }
+        if !self.skipped_by_type.contains_key(&name) && self.skipped_by_type.len() >= MAX_TYPES {
+            name = "other".into();
+        }
+        *self.skipped_by_type.entry(name).or_default() += n;
+    }
+
+    /// Records skipped as not replayable, all types together.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped_by_type.values().sum()
+    }
+
+    /// The records the categories account for: `imported +
+    /// already_present + older_kept_out + failed + skipped_by_type`, which equals
+    /// `records` once a whole import is done ([`super::Import::finish`]).
+    pub fn accounted(&self) -> u64 {
+        self.imported + self.already_present + self.older_kept_out + self.failed + self.skipped_total()
     }
 }
 
 impl std::fmt::Display for Summary {
-    /// `N records read, M imported, K skipped; R revisits resolved, O older
-    /// captures kept out, U target URIs normalised`.
+    /// `N records read: M imported, A already present, O older captures
+    /// kept out, F failed, S skipped (request 4, warcinfo 1); R revisits
+    /// resolved, U target URIs normalised` (the types in name order, the
+    /// parenthesis only when something was skipped).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} records read, {} imported, {} skipped; {} revisits resolved, {} older captures kept out, {} target URIs normalised",
-            self.records, self.imported, self.skipped, self.revisits_resolved, self.older_kept_out, self.uris_normalised
-        )
+            "{} records read: {} imported, {} already present, {} older captures kept out, {} failed, {} skipped",
+            self.records,
+            self.imported,
+            self.already_present,
+            self.older_kept_out,
+            self.failed,
+            self.skipped_total()
+        )?;
+        if !self.skipped_by_type.is_empty() {
+            let kinds: Vec<String> = self.skipped_by_type.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            write!(f, " ({})", kinds.join(", "))?;
+        }
+        write!(f, "; {} revisits resolved, {} target URIs normalised", self.revisits_resolved, self.uris_normalised)
     }
 }
 
