@@ -54,7 +54,8 @@ version=$(sed -n '/^\[package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml | h
 [[ -n $version ]] || { say "cannot read the version from Cargo.toml"; exit 1; }
 profile_dir=$profile
 [[ $profile == dev ]] && profile_dir=debug
-bin=target/$profile_dir/crawlcache
+target_dir=${CARGO_TARGET_DIR:-target}
+bin=$target_dir/$profile_dir/crawlcache
 
 if [[ -n $build ]]; then
     say "cargo build --profile $profile --locked --bin crawlcache ..."
@@ -157,7 +158,7 @@ if [[ -n $crates ]]; then
     [[ -n $(git status --porcelain 2>/dev/null || true) ]] && dirty=(--allow-dirty)
     cargo package --workspace --locked "$crates" "${dirty[@]}" >&2
     mkdir -p "$out/crates"
-    cp target/package/crawlcache*-"$version".crate "$out/crates/"
+    cp "$target_dir"/package/crawlcache*-"$version".crate "$out/crates/"
     say "crates: $(ls "$out/crates" | tr '\n' ' ')"
 fi
 
