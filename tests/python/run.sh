@@ -54,11 +54,13 @@ version=$(env -i PATH="$venv/bin:/usr/bin:/bin" HOME="$HOME" crawlcache --versio
 say "$venv/bin/crawlcache --version: $version"
 [[ $(command -v "$venv/bin/crawlcache") == "$venv/bin/crawlcache" ]]
 
+# pytest's summary ("N passed in S s") is the last line on success.
+say "packaging and the environment took $((SECONDS - started)) s; pytest over tests/python ..."
 status=0
 CRAWLCACHE_TEST_DEB=$deb "$venv/bin/python" -m pytest -p no:cacheprovider -o addopts="" tests/python "$@" || status=$?
 if ((status == 5)); then
     say "pytest collected no test: tests/python must hold tests" >&2
     status=1
 fi
-say "done in $((SECONDS - started)) s (pytest exit $status)"
+((status == 0)) || say "failed (pytest exit $status)" >&2
 exit $status
