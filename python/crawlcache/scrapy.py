@@ -15,7 +15,8 @@ What it does:
 
 - Routes every request through the proxy (``request.meta["proxy"]``, read
   by Scrapy's own ``HttpProxyMiddleware``), HTTPS included: with
-  ``DOWNLOAD_VERIFY_CERTIFICATES = True`` the crawl verifies against the
+  ``DOWNLOAD_VERIFY_CERTIFICATES = True`` (or, before Scrapy 2.13,
+  ``BrowserLikeContextFactory``) the crawl verifies against the
   system roots plus the proxy's CA (``SSL_CERT_FILE`` is set for the
   process to a bundle written by ``crawlcache ca --bundle``).
 - Puts the parsed ``Cache-Status`` and ``Robots-Status`` into
@@ -99,7 +100,7 @@ class CrawlcacheMiddleware:
             self.url = self.proxy.url or ""
             logger.info("crawlcache: started a proxy at %s (data directory %s)", self.url, self.proxy.data_dir, extra={"crawler": crawler})
             crawler.signals.connect(self._stop_proxy, signal=signals.engine_stopped)
-        if settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES"):
+        if _verifies(settings):
             bundle = settings.get("CRAWLCACHE_CA_BUNDLE")
             if not bundle and self.proxy is not None:
                 bundle = self.proxy.ca_bundle()
@@ -161,6 +162,13 @@ class CrawlcacheMiddleware:
             self.stats.inc_value("crawlcache/offline_miss")
             request.meta["dont_retry"] = True
         return response
+
+
+def _verifies(settings: "BaseSettings") -> bool:
+    """Whether the crawl verifies certificates: ``DOWNLOAD_VERIFY_CERTIFICATES``
+    (Scrapy 2.13+), or Twisted's browser-like context factory (before)."""
+    factory = settings.get("DOWNLOADER_CLIENTCONTEXTFACTORY")
+    return settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES") or "BrowserLikeContextFactory" in str(getattr(factory, "__name__", factory) or "")
 
 
 def _refusal_reason(url: str, status: int, robots: Any) -> str:
