@@ -50,7 +50,7 @@ venv=$PWD/target/python/venv
 say "virtual environment with the wheel in $((SECONDS - t)) s"
 
 # The installed command, found on a PATH with no cargo on it.
-version=$(env -i PATH="$venv/bin:/usr/bin:/bin" HOME="$HOME" crawlcache --version)
+version=$(env -i PATH="$venv/bin:/usr/bin:/bin" HOME="${HOME:-/tmp}" crawlcache --version)
 say "$venv/bin/crawlcache --version: $version"
 [[ $(command -v "$venv/bin/crawlcache") == "$venv/bin/crawlcache" ]]
 
