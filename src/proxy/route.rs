@@ -144,11 +144,16 @@ pub enum Route {
         found: Found,
         /// Whether to share the validation with concurrent requests.
         collapse: bool,
+        /// `stale`, or `request` when the stored response is fresh but the
+        /// request's directives did not allow its use (RFC 9211 section 2.2).
+        fwd: Fwd,
     },
     /// The client's HEAD validates the stored GET (RFC 9111 section 4.3.5).
     ValidateWithHead {
         /// The stored variant.
         found: Found,
+        /// As for [`Route::Revalidate`].
+        fwd: Fwd,
     },
     /// Nothing usable stored: the origin is asked.
     Forward {
@@ -269,8 +274,8 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Rout
                 message: format!("crawlcache: {primary} is stored but stale, and the request said only-if-cached"),
                 cache_status: CacheStatus::forward(Fwd::Stale).with_detail(Detail::OnlyIfCached),
             },
-            Reuse::Revalidate if ex.is_head() => Route::ValidateWithHead { found: found.clone() },
-            Reuse::Revalidate => Route::Revalidate { found: found.clone(), collapse },
+            Reuse::Revalidate if ex.is_head() => Route::ValidateWithHead { found: found.clone(), fwd: validation_fwd(ex, found, &decision, ctx) },
+            Reuse::Revalidate => Route::Revalidate { found: found.clone(), collapse, fwd: validation_fwd(ex, found, &decision, ctx) },
         };
     }
     if let (true, Some((key, found))) = (ctx.offline, &lookup.recorded) {
@@ -343,6 +348,23 @@ fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
 /// printed at start (`127.0.0.1`, `[::1]`), or `localhost`: the spelling
 /// curl uses when `http_proxy` points at the proxy. Any other spelling
 /// that resolves to the proxy is a loop (C48).
+/// The `fwd` of a validation: `request` when the stored response is fresh
+/// and would have answered but for the request's own directives
+/// (`no-cache`, `max-age=0`, `min-fresh`: RFC 9211 section 2.2), else
+/// `stale`.
+fn validation_fwd(ex: &Exchange, found: &Found, decision: &Decision, ctx: &RouteContext) -> Fwd {
+    if decision.stale {
+        return Fwd::Stale;
+    }
+    let plain = crate::cache::cache_control::CacheControl::default();
+    let without = crate::record::policy_rules::reuse_decision(ex.primary(), &plain, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
+    if without.reuse == Reuse::Serve {
+        Fwd::Request
+    } else {
+        Fwd::Stale
+    }
+}
+
 fn is_listen_spelling(uri: &Uri, local_addr: SocketAddr) -> bool {
     let host = uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost") || host == local_addr.ip().to_string()
@@ -490,8 +512,8 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
                 ex.status = CacheStatus { served_stale: true, ..CacheStatus::hit(decision.ttl).with_detail(Detail::StaleWhileRevalidate) };
                 stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
             }
-            Route::Revalidate { found, collapse } => Box::pin(stages::revalidate::run(&state, &mut ex, found, collapse)).await,
-            Route::ValidateWithHead { found } => Step::Done(Box::pin(stages::head::run(&state, &mut ex, &found)).await),
+            Route::Revalidate { found, collapse, fwd } => Box::pin(stages::revalidate::run(&state, &mut ex, found, collapse, fwd)).await,
+            Route::ValidateWithHead { found, fwd } => Step::Done(Box::pin(stages::head::run(&state, &mut ex, &found, fwd)).await),
             Route::Forward { fwd, collapse } => Box::pin(stages::forward::run(&state, &mut ex, fwd, collapse)).await,
         };
         match step {

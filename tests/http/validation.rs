@@ -59,3 +59,43 @@ fn no_cache_response_is_revalidated_on_every_use_and_served_from_the_store_c20()
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[1].header("if-none-match"), Some("\"v1\""));
 }
+
+/// RFC 9211 section 2.2: a request `no-cache` (or `max-age=0`) on a fresh
+/// stored response is validated with `fwd=request` (the request's semantics
+/// did not allow the fresh response); on a stale one `fwd=stale` stays
+/// right. The 304 counts as a revalidation either way; a response-side
+/// `no-cache` is `fwd=stale` too.
+#[test]
+fn a_request_no_cache_on_a_fresh_response_is_fwd_request_and_on_a_stale_one_fwd_stale_rfc9211_2_2() {
+    let (origin, proxy) = start(move |req| {
+        let cc = if req.path() == "/short" {
+            "max-age=1"
+        } else if req.path() == "/must" {
+            "no-cache"
+        } else {
+            "max-age=600"
+        };
+        if req.header("if-none-match") == Some("\"v1\"") {
+            Reply::not_modified(&[("ETag", "\"v1\""), ("Cache-Control", cc)])
+        } else {
+            Reply::ok(&[("Cache-Control", cc), ("ETag", "\"v1\"")], b"body")
+        }
+    });
+    let (fresh, short, must) = (origin.url("/fresh"), origin.url("/short"), origin.url("/must"));
+    for url in [&fresh, &short, &must] {
+        assert_eq!(proxy.get(url, &[]).status, 200);
+    }
+    let revalidated_before = proxy.metric("crawlcache_revalidated_total");
+    for directive in ["no-cache", "max-age=0"] {
+        let r = proxy.get(&fresh, &[("Cache-Control", directive)]);
+        assert!(status_of(&r).contains("fwd=request") && status_of(&r).contains("fwd-status=304"), "{directive} on a fresh response: {}", status_of(&r));
+        let h = Conn::open(proxy.addr()).send("HEAD", &fresh, &[("Cache-Control", directive)], b"");
+        assert!(status_of(&h).contains("fwd=request"), "HEAD {directive} on a fresh response: {}", status_of(&h));
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    let r = proxy.get(&short, &[("Cache-Control", "no-cache")]);
+    assert!(status_of(&r).contains("fwd=stale") && status_of(&r).contains("fwd-status=304"), "no-cache on a stale response: {}", status_of(&r));
+    let r = proxy.get(&must, &[]);
+    assert!(status_of(&r).contains("fwd=stale"), "a response's own no-cache: {}", status_of(&r));
+    assert!(proxy.metric("crawlcache_revalidated_total") >= revalidated_before + 4, "the GET validations count as revalidations");
+}

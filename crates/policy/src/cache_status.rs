@@ -270,9 +270,13 @@ impl CacheStatus {
                 Outcome::Hit
             };
         }
+        // `fwd=request` is a validation the request's directives made
+        // (RFC 9211 section 2.2), unless the request was passed through for
+        // its body (`detail=request-body`).
+        let passed_through = self.fwd == Some(Fwd::Method) || (self.fwd == Some(Fwd::Request) && self.detail == Some(Detail::RequestBody));
         match (self.fwd, self.fwd_status) {
-            (_, Some(304)) if self.fwd == Some(Fwd::Stale) => Outcome::Revalidated,
-            (Some(Fwd::Method | Fwd::Request), Some(_)) => Outcome::Pass,
+            (Some(_), Some(_)) if passed_through => Outcome::Pass,
+            (Some(Fwd::Stale | Fwd::Request), Some(304)) => Outcome::Revalidated,
             (Some(_), Some(_)) => Outcome::Miss,
             _ => Outcome::Refused,
         }

@@ -30,7 +30,9 @@ use std::time::SystemTime;
 /// Forwards the client's HEAD for a stored GET (`found`) that must be
 /// validated, and updates or drops that stored response from a `200`
 /// answer (RFC 9111 section 4.3.5).
-pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> Response<ProxyBody> {
+/// `fwd` is `stale`, or `request` when the request's directives alone
+/// made the validation (RFC 9211 section 2.2).
+pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd: Fwd) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.validation_requests);
     let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     let request_time = SystemTime::now();
@@ -40,12 +42,12 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> R
             let now = SystemTime::now();
             if policy::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, error_kind(&e), now, &state.policy) {
                 let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
-                ex.status = CacheStatus { fwd: Some(Fwd::Stale), ..CacheStatus::default() }.with_detail(detail);
+                ex.status = CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
                 if let Some(r) = serve_stale(state, ex, found, now) {
                     return r;
                 }
             }
-            let mut r = upstream_failure(state, ex, &e, Fwd::Stale);
+            let mut r = upstream_failure(state, ex, &e, fwd);
             if e.unreachable() {
                 *r.status_mut() = StatusCode::GATEWAY_TIMEOUT;
             }
@@ -56,7 +58,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> R
     let status = resp.status();
     if policy::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, OriginError::Status(status.as_u16()), now, &state.policy) {
         drop(resp);
-        ex.status = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(status.as_u16()), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+        ex.status = CacheStatus { fwd: Some(fwd), fwd_status: Some(status.as_u16()), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
         if let Some(r) = serve_stale(state, ex, found, now) {
             return r;
         }
@@ -89,6 +91,6 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found) -> R
     }
     let (mut rparts, body) = resp.into_parts();
     client_response_fields(&mut rparts.headers);
-    ex.status = CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(Fwd::Stale) };
+    ex.status = CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(fwd) };
     Response::from_parts(rparts, ProxyBody::Upstream(body))
 }

@@ -23,7 +23,9 @@ use std::time::SystemTime;
 
 /// Carries out `Route::Revalidate`: leads the validation for the key (or
 /// waits for the current leader when `collapse`), then validates.
-pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, collapse: bool) -> Step {
+/// `fwd` is `stale`, or `request` when the request's directives alone
+/// made the validation (RFC 9211 section 2.2).
+pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, collapse: bool, fwd: Fwd) -> Step {
     let mut lead = None;
     if collapse {
         match state.inflight.join(ex.primary()) {
@@ -36,11 +38,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, colla
             }
         }
     }
-    Step::Done(validate(state, ex, found, lead).await)
+    Step::Done(validate(state, ex, found, lead, fwd).await)
 }
 
 /// Sends the conditional GET for `found` and answers the client.
-async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead: Option<Lead>) -> Response<ProxyBody> {
+async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead: Option<Lead>, fwd: Fwd) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.validation_requests);
     super::robots::pace(state, ex).await;
     let stored = &found.decoded.stored;
@@ -59,12 +61,12 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
         Err(e) => {
             if policy::may_serve_stale_on_error(&ex.request_cc, stored, error_kind(&e), now, &state.policy) {
                 let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
-                ex.status = CacheStatus { fwd: Some(Fwd::Stale), ..CacheStatus::default() }.with_detail(detail);
+                ex.status = CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
                 if let Some(r) = serve_stale(state, ex, &found, now) {
                     return r;
                 }
             }
-            let mut r = upstream_failure(state, ex, &e, Fwd::Stale);
+            let mut r = upstream_failure(state, ex, &e, fwd);
             if e.unreachable() {
                 *r.status_mut() = StatusCode::GATEWAY_TIMEOUT;
             }
@@ -73,7 +75,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
         Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED => {
             if !policy::not_modified_matches(stored, resp.headers()) {
                 drop(resp);
-                return fetch(state, ex, lead, Fwd::Stale, Some(&found.entry)).await;
+                return fetch(state, ex, lead, fwd, Some(&found.entry)).await;
             }
             let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
             let meta = fresh.to_bytes();
@@ -106,7 +108,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
             }
             let age = policy::current_age(&fresh.stored, now).as_secs();
             let ttl = lifetime(state, ex.primary(), &fresh.stored).as_secs() as i64 - age as i64;
-            ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(Fwd::Stale) };
+            ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(fwd) };
             match super::serve::stored(state, ex, &found, &fresh.stored, Some(&fresh.headers), age) {
                 Step::Done(r) => r,
                 Step::LookAgain => error_response(StatusCode::BAD_GATEWAY, "crawlcache: stored body vanished during revalidation", &ex.status),
@@ -116,13 +118,13 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
             let status = resp.status().as_u16();
             if policy::may_serve_stale_on_error(&ex.request_cc, stored, OriginError::Status(status), now, &state.policy) {
                 drop(resp);
-                ex.status = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(status), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+                ex.status = CacheStatus { fwd: Some(fwd), fwd_status: Some(status), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
                 if let Some(r) = serve_stale(state, ex, &found, now) {
                     return r;
                 }
                 return error_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), "crawlcache: origin error", &ex.status);
             }
-            respond_with_upstream(state, ex, resp, request_time, lead, Fwd::Stale, Some(&found.entry)).await
+            respond_with_upstream(state, ex, resp, request_time, lead, fwd, Some(&found.entry)).await
         }
     }
 }
@@ -166,7 +168,7 @@ pub fn spawn_background(state: &Arc<ProxyState>, ex: &Exchange, found: &Found) {
     let found = found.clone();
     tokio::spawn(async move {
         let _task = state.tasks.enter();
-        let resp = validate(&state, &mut bg, found, Some(lead)).await;
+        let resp = validate(&state, &mut bg, found, Some(lead), Fwd::Stale).await;
         // Dropping the body lets a storing tee finish on its own.
         drop(resp);
     });
