@@ -62,7 +62,7 @@ pub async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     }
     let opts = crate::warc::export::WriteOptions {
         filename: query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string()),
-        description: format!("crawlcache export of {} (from the running proxy)", state.config.server.data_dir.display()),
+        description: crate::warc::export::description(&filter),
         revisits: query_param(query, "revisits").is_some_and(|v| v != "0"),
     };
     let store = state.store.clone();

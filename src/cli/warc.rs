@@ -72,11 +72,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             for u in &undecodable {
                 progress.println(&format!("export: leaving out {u}"));
             }
-            let opts = export::WriteOptions {
-                filename: filename.clone(),
-                description: format!("crawlcache export of {}", cfg.server.data_dir.display()),
-                revisits: args.revisits,
-            };
+            let opts = export::WriteOptions { filename: filename.clone(), description: export::description(&filter), revisits: args.revisits };
             let out = std::io::BufWriter::new(tmp.as_file());
             let result = export::write(&store, &plan, out, &opts, &mut |n| progress.set(n));
             let (out, summary) = match result {

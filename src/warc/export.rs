@@ -55,6 +55,20 @@ use crate::store_key::{Selection, StoreKey};
 /// Which entries to export: the `cache ls` filters (`host`, `prefix`).
 pub type Filter = crate::admin::inspect::KeyFilter;
 
+/// The warcinfo `description` of an export selected by `filter`: what was
+/// exported, never where it came from on this machine (no local path goes
+/// into a WARC file that may be shared).
+pub fn description(filter: &Filter) -> String {
+    let mut d = String::from("crawlcache export");
+    if let Some(h) = &filter.host {
+        d.push_str(&format!(" of host {h}"));
+    }
+    if let Some(p) = &filter.prefix {
+        d.push_str(&format!(" of URLs under {p}"));
+    }
+    d
+}
+
 /// One exchange to write: a request and the stored response to it.
 #[derive(Debug, Clone)]
 pub struct Exchange {

@@ -228,6 +228,11 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     let recorded_urls: BTreeSet<String> = records.iter().map(|(_, u)| u.clone()).collect();
     let index = warcio_index(&warc);
     assert_eq!(index.first().map(|r| r.0.as_str()), Some("warcinfo"));
+    // No local path goes into a file that may be shared.
+    let mut whole = Vec::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(&warc).unwrap()).read_to_end(&mut whole).unwrap();
+    let whole = String::from_utf8_lossy(&whole);
+    assert!(!whole.contains(data.to_str().unwrap()) && !whole.contains(dir.path().to_str().unwrap()), "the export names a local path");
     let responses: Vec<&str> = index.iter().filter(|r| r.0 == "response").map(|r| r.1.as_str()).collect();
     let requests = index.iter().filter(|r| r.0 == "request").count();
     assert_eq!(responses.len(), records.len(), "one response per record:\n{index:?}\n{records:?}");
