@@ -18,10 +18,29 @@ use std::path::Path;
 ///
 /// On systems other than Unix this is `std::fs::create_dir_all`.
 ///
-/// Errors: the `io::Error` of the failed step, unchanged (`AlreadyExists`
-/// when `dir` exists but is not a directory, `PermissionDenied`, ...); the
-/// caller adds the path and what it was for.
+/// Errors: the `io::Error` of the failed step (`PermissionDenied`, ...);
+/// the caller adds the path and what it was for. When `dir` or one of its
+/// parents exists as something other than a directory (a regular file),
+/// the error keeps its kind but says so, naming that path, instead of the
+/// system's "File exists" or "Not a directory".
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    create_private_dir_inner(dir).map_err(|e| match blocking_non_directory(dir) {
+        Some(p) if p == dir => io::Error::new(e.kind(), format!("{} exists and is not a directory", p.display())),
+        Some(p) => io::Error::new(e.kind(), format!("{} is not a directory (a file is in the way of {})", p.display(), dir.display())),
+        None => e,
+    })
+}
+
+/// The path nearest the root among `dir` and its parents that exists and
+/// is not a directory (following symbolic links), if any: what makes
+/// `dir` impossible to create or use as a directory.
+pub fn blocking_non_directory(dir: &Path) -> Option<&Path> {
+    let mut ancestors: Vec<&Path> = dir.ancestors().filter(|p| !p.as_os_str().is_empty()).collect();
+    ancestors.reverse();
+    ancestors.into_iter().find(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
+}
+
+fn create_private_dir_inner(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::fs::{self, DirBuilder, Permissions};
@@ -77,6 +96,18 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("file");
         std::fs::write(&file, b"x").unwrap();
-        assert_eq!(create_private_dir(&file).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        let err = create_private_dir(&file).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(err.to_string(), format!("{} exists and is not a directory", file.display()));
+    }
+
+    #[test]
+    fn a_file_among_the_parents_is_named_instead_of_file_exists() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let dir = file.join("data/inner");
+        let err = create_private_dir(&dir).unwrap_err().to_string();
+        assert_eq!(err, format!("{} is not a directory (a file is in the way of {})", file.display(), dir.display()));
     }
 }
