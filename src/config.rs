@@ -2,16 +2,21 @@
 //!
 //! The defaults are `config/crawlcache.toml`, embedded in the binary with
 //! `include_str!`, so the documented file and the running defaults cannot
-//! drift. A user file given with `--config` is laid over the defaults key by
-//! key. Every key of the user file must exist in the defaults (except inside
-//! tables that are open by design); an unknown key or a value of the wrong
-//! shape is an error that names the key and the file.
+//! drift. A user file given with `--config`, then `CRAWLCACHE_SECTION__KEY`
+//! environment variables and command-line flags are laid over the defaults
+//! key by key (the `sources` module, which also records where each value
+//! came from, and holds [`Config::load`] and [`Config::from_sources`]).
+//! Every key must exist in the defaults (except inside tables that are open
+//! by design); an unknown key or a value of the wrong shape is an error that
+//! names the key, the file and its line, or the variable.
 
 use crate::units::{de_duration, de_size};
 use serde::{Deserialize, Deserializer};
-use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
+
+pub mod sources;
 
 /// The embedded default configuration (the text of `config/crawlcache.toml`).
 pub const DEFAULT_CONFIG: &str = include_str!("../config/crawlcache.toml");
@@ -55,7 +60,8 @@ pub struct AuditConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Listening address.
+    /// Listening address ([`parse_listen`]: a port alone is on loopback).
+    #[serde(deserialize_with = "de_listen")]
     pub listen: SocketAddr,
     /// Client networks allowed to connect (loopback is always allowed).
     pub allow_clients: Vec<IpNet>,
@@ -94,6 +100,36 @@ pub struct ServerConfig {
     /// `localhost` and its IP addresses (the `Host` of any other admin
     /// request is refused: DNS rebinding, docs/CASES.md C54).
     pub admin_hosts: Vec<String>,
+}
+
+/// Parses a listening address: `IP:PORT` (`127.0.0.1:3128`,
+/// `[::1]:3128`, `0.0.0.0:3128`), or a port alone, `3130` or `:3130`,
+/// which means `127.0.0.1:3130`: loopback, never every interface unless
+/// an unspecified address is written. Errors: a message with the forms.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    let port = t.strip_prefix(':').unwrap_or(t);
+    if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        let port: u16 = port.parse().map_err(|_| format!("'{s}': a port is at most 65535"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    t.parse().map_err(|_| {
+        format!("'{s}' is not a listening address (expected IP:PORT such as 127.0.0.1:3128 or [::1]:3128, or a port alone: 3128 or :3128 for 127.0.0.1)")
+    })
+}
+
+fn de_listen<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum PortOrText {
+        Port(i64),
+        Text(String),
+    }
+    match PortOrText::deserialize(d)? {
+        PortOrText::Port(p) => parse_listen(&p.to_string()),
+        PortOrText::Text(t) => parse_listen(&t),
+    }
+    .map_err(serde::de::Error::custom)
 }
 
 /// `server.access_log`: the level the access log is written at.
@@ -421,83 +457,10 @@ impl std::fmt::Display for ConfigError {
 }
 impl std::error::Error for ConfigError {}
 
-/// Tables whose keys are free-form (host names and the like): keys inside
-/// them are not checked against the defaults.
-const OPEN_TABLES: &[&str] = &["robots.hosts"];
-
-/// Lays `user` over `base`, recording the dotted path of every key of `user`
-/// that `base` does not have.
-fn merge(base: &mut toml::Table, user: toml::Table, prefix: &str, unknown: &mut Vec<String>) {
-    for (k, v) in user {
-        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-        let open = OPEN_TABLES.contains(&prefix);
-        match (base.get_mut(&k), v) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(u)) => merge(b, u, &path, unknown),
-            (Some(slot), v) => *slot = v,
-            (None, v) if open || OPEN_TABLES.contains(&path.as_str()) => {
-                base.insert(k, v);
-            }
-            (None, _) => unknown.push(path),
-        }
-    }
-}
-
 impl Config {
     /// The built-in defaults.
     pub fn defaults() -> Result<Config, ConfigError> {
         Self::from_sources(None)
-    }
-
-    /// Loads the defaults, then the file at `path` if given.
-    ///
-    /// Errors: the file cannot be read, is not TOML, has a key the defaults
-    /// lack, or a value of the wrong shape. The message names the file and the key.
-    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        match path {
-            None => Self::from_sources(None),
-            Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| ConfigError(format!("cannot read configuration file {}: {e}", p.display())))?;
-                Self::from_sources(Some((p, &text)))
-            }
-        }
-    }
-
-    /// Builds the configuration from the defaults and an optional user file
-    /// (`(name, text)`; the name is used in error messages).
-    pub fn from_sources(user: Option<(&Path, &str)>) -> Result<Config, ConfigError> {
-        let defaults: toml::Table = toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
-        let mut merged = defaults.clone();
-        let mut user_table = toml::Table::new();
-        let origin = match user {
-            None => "built-in defaults".to_string(),
-            Some((p, text)) => {
-                user_table = toml::from_str(text).map_err(|e| ConfigError(format!("{}: {e}", p.display())))?;
-                let mut unknown = Vec::new();
-                merge(&mut merged, user_table.clone(), "", &mut unknown);
-                if let Some(first) = unknown.first() {
-                    return Err(ConfigError(format!(
-                        "{}: unknown key `{first}`{} (see config/crawlcache.toml for every key)",
-                        p.display(),
-                        if unknown.len() > 1 { format!(" (and {} more: {})", unknown.len() - 1, unknown[1..].join(", ")) } else { String::new() }
-                    )));
-                }
-                p.display().to_string()
-            }
-        };
-        let cfg: Config = match toml::Value::Table(merged).try_into() {
-            Ok(c) => c,
-            Err(e) => {
-                let e: toml::de::Error = e;
-                let key = bad_key(&defaults, &user_table);
-                let msg = e.message().trim().to_string();
-                return Err(ConfigError(match key {
-                    Some(k) => format!("{origin}: bad value for key `{k}`: {msg}"),
-                    None => format!("{origin}: bad value: {msg}"),
-                }));
-            }
-        };
-        cfg.validate().map_err(|m| ConfigError(format!("{origin}: {m}")))?;
-        Ok(cfg)
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -544,46 +507,10 @@ impl Config {
     }
 }
 
-/// The dotted path of the first key of `user` whose value, laid alone over
-/// the defaults, does not deserialize (toml's messages for a mistyped value
-/// do not always name the key).
-fn bad_key(defaults: &toml::Table, user: &toml::Table) -> Option<String> {
-    fn leaves(t: &toml::Table, prefix: &str, out: &mut Vec<(Vec<String>, toml::Value)>) {
-        for (k, v) in t {
-            let mut path: Vec<String> = if prefix.is_empty() { vec![] } else { prefix.split('.').map(String::from).collect() };
-            path.push(k.clone());
-            match v {
-                toml::Value::Table(sub) if !sub.is_empty() => leaves(sub, &path.join("."), out),
-                _ => out.push((path, v.clone())),
-            }
-        }
-    }
-    let mut all = Vec::new();
-    leaves(user, "", &mut all);
-    for (path, value) in all {
-        let mut t = defaults.clone();
-        let mut cur = &mut t;
-        for (i, seg) in path.iter().enumerate() {
-            if i + 1 == path.len() {
-                cur.insert(seg.clone(), value.clone());
-            } else {
-                let entry = cur.entry(seg.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-                match entry {
-                    toml::Value::Table(next) => cur = next,
-                    _ => return Some(path.join(".")),
-                }
-            }
-        }
-        if toml::Value::Table(t).try_into::<Config>().is_err() {
-            return Some(path.join("."));
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn embedded_defaults_parse_and_match_documented_values() {
@@ -653,6 +580,20 @@ mod tests {
         assert!(e.0.contains("`robots.freshness`"), "{e}");
         let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfresh = \"5d\"\n"))).unwrap_err();
         assert!(e.0.contains("r.toml") && e.0.contains("fresh"), "{e}");
+    }
+
+    #[test]
+    fn a_port_alone_listens_on_loopback() {
+        let loopback = |p: u16| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p);
+        assert_eq!(parse_listen("3130"), Ok(loopback(3130)));
+        assert_eq!(parse_listen(":3130"), Ok(loopback(3130)));
+        assert_eq!(parse_listen("0.0.0.0:3130").unwrap().to_string(), "0.0.0.0:3130");
+        assert_eq!(parse_listen("[::1]:3130").unwrap().to_string(), "[::1]:3130");
+        assert!(parse_listen("70000").is_err() && parse_listen(":").is_err() && parse_listen("host:1").is_err());
+        let c = Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = 3130\n"))).unwrap();
+        assert_eq!(c.server.listen, loopback(3130));
+        let c = Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = \":3131\"\n"))).unwrap();
+        assert_eq!(c.server.listen, loopback(3131));
     }
 
     #[test]

@@ -11,8 +11,10 @@ use std::process::ExitCode;
 pub struct ServeArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Address to listen on, e.g. 127.0.0.1:3128.
-    #[arg(long)]
+    /// Address to listen on: IP:PORT (127.0.0.1:3128, [::1]:3128,
+    /// 0.0.0.0:3128 for every interface), or a port alone (3130 or :3130),
+    /// which listens on 127.0.0.1.
+    #[arg(long, value_name = "ADDR", value_parser = crate::config::parse_listen)]
     pub listen: Option<SocketAddr>,
     /// Never contact an origin: serve what is stored, whatever its age.
     #[arg(long)]
