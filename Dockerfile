@@ -36,7 +36,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM debian:${DEBIAN_RELEASE}-slim
 # ca-certificates: origins' TLS certificates are verified against the
-# system roots too (`crawlcache ca --bundle`). The health check is the
+# system roots too (`crawlcache ca bundle`). The health check is the
 # binary's own `crawlcache health`: no curl in the image.
 # Versions are not pinned: they follow the Debian release's security updates.
 # hadolint ignore=DL3008

@@ -5,7 +5,7 @@
 //! request. Rows: curl, wget, Python requests, httpx and aiohttp, Node
 //! `fetch` through undici's `ProxyAgent`, Scrapy (a real spider, online
 //! twice then with the proxy `--offline`; and verifying certificates
-//! against the system trust store after `crawlcache ca --install`), and
+//! against the system trust store after `crawlcache ca install`), and
 //! headless Chromium loading a page with its images and CSS twice (the
 //! second load all hits) with a screenshot compared against a direct load.
 //!
@@ -434,17 +434,17 @@ fn scrapy_over_https_online_twice_then_offline() {
     drop(dir);
 }
 
-/// Restores the system trust store when dropped (`ca --uninstall`), so a
+/// Restores the system trust store when dropped (`ca uninstall`), so a
 /// failing test does not leave a test CA trusted.
 struct Installed(PathBuf);
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        let _ = crawlcache_cmd(&["ca", "--uninstall", "--data-dir", &path_str(&self.0)], CMD_LIMIT);
+        let _ = crawlcache_cmd(&["ca", "uninstall", "--data-dir", &path_str(&self.0)], CMD_LIMIT);
     }
 }
 
-/// `crawlcache ca --install` puts the CA in the operating system's trust
+/// `crawlcache ca install` puts the CA in the operating system's trust
 /// store (Debian: update-ca-certificates), and Scrapy with
 /// `DOWNLOAD_VERIFY_CERTIFICATES = True`, which verifies against that
 /// store, crawls through the proxy; `--uninstall` takes it out again, and
@@ -460,12 +460,12 @@ fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
     }
     let s = setup("matrix-scrapy-verify");
     let data = s.proxy.data_dir().to_path_buf();
-    let out = crawlcache_cmd(&["ca", "--install", "--data-dir", &path_str(&data)], Duration::from_secs(120));
+    let out = crawlcache_cmd(&["ca", "install", "--data-dir", &path_str(&data)], Duration::from_secs(120));
     let guard = Installed(data.clone());
-    assert!(out.status.success(), "ca --install failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "ca install failed: {}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("update-ca-certificates") && stderr.contains("--uninstall"), "it says what it did and how to undo it: {stderr}");
-    assert!(stderr.contains(&format!("ca --uninstall --data-dir {}", path_str(&data))), "the undo hint names the same data directory: {stderr}");
+    assert!(stderr.contains("update-ca-certificates") && stderr.contains("uninstall"), "it says what it did and how to undo it: {stderr}");
+    assert!(stderr.contains(&format!("ca uninstall --data-dir {}", path_str(&data))), "the undo hint names the same data directory: {stderr}");
     let installed: Vec<PathBuf> = std::fs::read_dir("/usr/local/share/ca-certificates")
         .unwrap()
         .flatten()
@@ -481,8 +481,8 @@ fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
     let lines = scrapy_crawl(&s.proxy.url(), &url, true);
     assert_eq!(lines[0]["status"], 200, "{:?}", lines);
 
-    let out = crawlcache_cmd(&["ca", "--uninstall", "--data-dir", &path_str(&data)], Duration::from_secs(120));
-    assert!(out.status.success(), "ca --uninstall failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = crawlcache_cmd(&["ca", "uninstall", "--data-dir", &path_str(&data)], Duration::from_secs(120));
+    assert!(out.status.success(), "ca uninstall failed: {}", String::from_utf8_lossy(&out.stderr));
     assert!(!installed[0].exists(), "{} removed", installed[0].display());
     let bundle = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
     assert!(!bundle.contains(pem.trim()), "the rebuilt system bundle no longer holds the CA");

@@ -44,21 +44,21 @@ fn path_str(p: &Path) -> String {
     p.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", p.display())).to_string()
 }
 
-/// `crawlcache ca --data-dir DATA` (the CA certificate's path).
+/// `crawlcache ca path --data-dir DATA` (the CA certificate's path).
 fn crawlcache_ca_path(data_dir: &Path) -> PathBuf {
-    let out = crawlcache_cmd(&["ca", "--data-dir", &path_str(data_dir)], CMD_LIMIT);
+    let out = crawlcache_cmd(&["ca", "path", "--data-dir", &path_str(data_dir)], CMD_LIMIT);
     assert!(out.status.success(), "crawlcache ca failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
     let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert!(p.is_file(), "crawlcache ca printed {}, which is not a file", p.display());
     p
 }
 
-/// `crawlcache ca --pem --data-dir DATA`.
+/// `crawlcache ca path --pem --data-dir DATA`.
 fn crawlcache_ca_pem(data_dir: &Path) -> String {
-    let out = crawlcache_cmd(&["ca", "--pem", "--data-dir", &path_str(data_dir)], CMD_LIMIT);
-    assert!(out.status.success(), "crawlcache ca --pem failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+    let out = crawlcache_cmd(&["ca", "path", "--pem", "--data-dir", &path_str(data_dir)], CMD_LIMIT);
+    assert!(out.status.success(), "crawlcache ca path --pem failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
     let pem = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "crawlcache ca --pem printed: {pem}");
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "crawlcache ca path --pem printed: {pem}");
     pem
 }
 
@@ -397,7 +397,7 @@ fn robots_snapshots_are_separate_for_https_and_http() {
 // ---------------------------------------------------------------------------
 
 /// Item 4: `ca.key` is mode 0600 (its folder 0700); after a restart on the
-/// same data dir `crawlcache ca --pem` prints the same certificate and an
+/// same data dir `crawlcache ca path --pem` prints the same certificate and an
 /// HTTPS fetch through the new process verifies with a copy of the original
 /// CA file.
 #[test]

@@ -26,7 +26,7 @@ need curl curl
 need redis-server redis-server
 # tests/https_clients.rs: headless Chromium through the proxy, trusting the
 # CA from an NSS database written with certutil; update-ca-certificates
-# for `crawlcache ca --install`.
+# for `crawlcache ca install`.
 need chromium chromium
 need certutil libnss3-tools
 need update-ca-certificates ca-certificates

@@ -58,6 +58,22 @@ fn cli(args: &[&str]) -> (String, String) {
 
 const ROBOTS_OFF: &str = "[robots]\nmode = \"off\"\n";
 
+/// What `cache ls --json` lists: (responses, body bytes, distinct bodies,
+/// their bytes each counted once).
+fn ls_totals(data: &std::path::Path) -> (u64, u64, u64, u64) {
+    let (out, _) = cli(&["cache", "ls", "--json", "--data-dir", data.to_str().unwrap()]);
+    let mut distinct = std::collections::BTreeMap::new();
+    let (mut rows, mut bytes) = (0, 0);
+    for line in out.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let len = row["bytes"].as_u64().unwrap_or_else(|| panic!("no bytes in {line}"));
+        rows += 1;
+        bytes += len;
+        distinct.insert(row["body_sha256"].as_str().unwrap_or_default().to_string(), len);
+    }
+    (rows, bytes, distinct.len() as u64, distinct.values().sum())
+}
+
 /// Must-show 1 of issue 29: 2,000 URLs serving one 10,000-byte body.
 #[test]
 fn two_thousand_urls_of_one_body_take_one_copy_and_the_last_purge_frees_it_c53() {
@@ -73,8 +89,7 @@ fn two_thousand_urls_of_one_body_take_one_copy_and_the_last_purge_frees_it_c53()
         assert_eq!(resp.status, 200, "{}: {}", url(i), resp.describe());
         assert_eq!(resp.body, body);
     }
-    let (_, ls) = cli(&["cache", "ls", "--data-dir", data.to_str().unwrap()]);
-    assert!(ls.contains("2000 responses") && ls.contains("20000000 body bytes; 1 distinct bodies, 10000 bytes stored"), "{ls}");
+    assert_eq!(ls_totals(&data), (2000, 20_000_000, 1, 10_000), "responses, body bytes, distinct bodies, bytes stored");
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 10_000);
     assert_eq!(proxy.metric("crawlcache_store_referenced_bytes"), 20_000_000);
     let proxy = proxy.restart(&[]); // every record on disk
@@ -88,15 +103,15 @@ fn two_thousand_urls_of_one_body_take_one_copy_and_the_last_purge_frees_it_c53()
 
     // Purge all but the last: it is still a hit with every byte.
     let origin_url = origin.url("/a/");
-    let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), "--prefix", &origin_url]);
-    assert!(out.contains("removed 1999 entries") && out.contains("; 0 bytes freed"), "{out}");
+    let (out, _) = cli(&["cache", "purge", "--json", "--data-dir", data.to_str().unwrap(), "--prefix", &origin_url]);
+    assert!(out.contains("\"entries\":1999,") && out.contains("\"freed\":0,"), "{out}");
     let last = proxy.get(&url(1999), &[]);
     assert_eq!(last.body, body);
     assert!(last.cache_status().unwrap_or_default().contains("hit"), "{}", last.describe());
     let requests_before = origin.request_count();
     // Purge the last one: its body is freed, and compaction takes it off the disk.
-    let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &url(1999)]);
-    assert!(out.contains("removed 1 entries") && out.contains("; 10000 bytes freed"), "{out}");
+    let (out, _) = cli(&["cache", "purge", "--json", "--data-dir", data.to_str().unwrap(), &url(1999)]);
+    assert!(out.contains("\"entries\":1,") && out.contains("\"freed\":10000,"), "{out}");
     assert!(store_contains(&data, &body[..2000]), "the bytes are still in the pack before compaction");
     let (out, _) = cli(&["cache", "compact", "--data-dir", data.to_str().unwrap()]);
     assert!(out.contains("cache compact: pack"), "{out}");
@@ -129,14 +144,14 @@ fn purging_a_url_whose_body_another_url_serves_frees_nothing_c53() {
     assert_eq!(proxy.metric("crawlcache_store_bodies"), 2);
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 14 + 18);
     let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u3")]);
-    assert!(out.contains("removed 1 entries (14 body bytes); 0 bytes freed"), "{out}");
+    assert!(out.contains("removed 1 entry (14 B of bodies); 0 B freed"), "{out}");
     let u2 = proxy.get(&origin.url("/u2"), &[]);
     assert_eq!(u2.body, b"shared body!!\n", "every byte: {}", u2.describe());
     assert!(u2.cache_status().unwrap_or_default().contains("hit"), "{}", u2.describe());
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 14 + 18);
     // Its last reference: the bytes are freed.
     let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u2")]);
-    assert!(out.contains("removed 1 entries (14 body bytes); 14 bytes freed"), "{out}");
+    assert!(out.contains("removed 1 entry (14 B of bodies); 14 B freed"), "{out}");
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 18);
     proxy.stop_cleanly();
     assert_cache_verifies(&data);
@@ -167,9 +182,8 @@ fn a_mirror_of_the_book_under_a_second_origin_adds_no_body_bytes() {
     let referenced = proxy.metric("crawlcache_store_referenced_bytes");
     assert_eq!(referenced, 2 * referenced_once, "each origin's entries reference a full copy");
     assert!(stored_once >= distinct.values().sum::<u64>(), "{stored_once} stored for {} distinct files", distinct.len());
-    let (_, ls) = cli(&["cache", "ls", "--data-dir", data.to_str().unwrap()]);
-    let summary = ls.lines().last().unwrap_or_default().to_string();
-    assert!(summary.contains(&format!("{} body bytes;", referenced)) && summary.contains(&format!("{stored_once} bytes stored")), "{summary}");
+    let (_, listed_bytes, _, listed_once) = ls_totals(&data);
+    assert_eq!((listed_bytes, listed_once), (referenced, stored_once), "cache ls: body bytes, and each distinct body once");
     proxy.stop_cleanly();
     assert_cache_verifies(&data);
 }

@@ -149,6 +149,19 @@ pub async fn purge(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     removal_answer(tokio::task::spawn_blocking(move || maintain::purge(&store, &selection, now)).await)
 }
 
+/// `GET /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`: what
+/// the same `POST` would remove, counted and left in place, as JSON
+/// (`cache purge --dry-run`; [`maintain::would_purge`]).
+pub async fn purge_preview(state: &ProxyState, query: &str) -> Response<ProxyBody> {
+    let selection = match purge_selection(query, &state.config.cache.key_rules) {
+        Ok(s) => s,
+        Err(e) => return text(StatusCode::BAD_REQUEST, message(&e)),
+    };
+    let store = state.store.clone();
+    let now = std::time::SystemTime::now();
+    removal_answer(tokio::task::spawn_blocking(move || maintain::would_purge(&store, &selection, now)).await)
+}
+
 /// `POST /cache/prune[?unused_for=DURATION][&records=1]` ([`maintain::prune`]).
 pub async fn prune(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let unused_for = query_param(query, "unused_for").unwrap_or_else(|| maintain::DEFAULT_UNUSED_FOR.into());
@@ -240,7 +253,7 @@ pub fn not_found() -> Response<ProxyBody> {
         StatusCode::NOT_FOUND,
         "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
          Admin endpoints: GET / (the status page), GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
-         GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION,\n\
+         GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION (GET: what it would remove),\n\
          POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify, POST /cache/verify?repair=1, POST /cache/compact,\n\
          GET /cache/export[?host=H&prefix=URL&revisits=1], POST /cache/import/upload?name=NAME, POST /cache/import?uploads=ID,...,\n\
          GET /robots/show?origin=ORIGIN, POST /robots/refresh[?origin=ORIGIN]\n"

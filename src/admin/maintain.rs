@@ -88,6 +88,23 @@ pub fn purge(store: &Store, selection: &PurgeSelection, now: SystemTime) -> Resu
     remove_where(store, |e| selection.selects(e, now))
 }
 
+/// What [`purge`] would remove from `store` at `now`, without removing
+/// anything: the entries selected and the bytes of their bodies
+/// (`freed` is 0: what a removal frees depends on the entries left).
+/// Errors: as [`purge`].
+pub fn would_purge(store: &Store, selection: &PurgeSelection, now: SystemTime) -> Result<Removed, String> {
+    selection.validate()?;
+    let mut would = Removed::default();
+    for e in store.scan("") {
+        let e = e.map_err(|e| e.to_string())?;
+        if selection.selects(&e, now) {
+            would.entries += 1;
+            would.bytes += e.body.as_ref().map_or(0, |b| b.len);
+        }
+    }
+    Ok(would)
+}
+
 /// How `cache prune` decides.
 #[derive(Debug, Clone)]
 pub struct PruneSpec {

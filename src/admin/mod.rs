@@ -13,7 +13,9 @@
 //!   ([`inspect::pick`]).
 //! - `POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`:
 //!   removes the selected responses from the cache and the record
-//!   ([`maintain`]), answering with the counts as JSON.
+//!   ([`maintain`]), answering with the counts as JSON; `GET` with the
+//!   same query counts what it would remove and removes nothing
+//!   (`cache purge --dry-run`).
 //! - `POST /cache/prune[?unused_for=DURATION][&records=1]`: removes stale
 //!   responses not used for that long ([`maintain::prune`]).
 //! - `GET /cache/verify`: checks the store's invariants; `POST
@@ -110,6 +112,7 @@ where
         (Method::GET, "/cache/ls") => endpoints::ls(state, q),
         (Method::GET, "/cache/cat") => endpoints::cat(state, q),
         (Method::POST | Method::DELETE, "/cache/purge") => endpoints::purge(state, q).await,
+        (Method::GET, "/cache/purge") => endpoints::purge_preview(state, q).await,
         (Method::POST, "/cache/prune") => endpoints::prune(state, q).await,
         (Method::GET, "/cache/export") => endpoints::export(state, q).await,
         (Method::POST, "/cache/compact") => endpoints::compact(state).await,

@@ -33,6 +33,7 @@ pub struct Admin {
 /// and no proxy answers at the recorded address.
 pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
     let dir = &cfg.server.data_dir;
+    super::common::check_data_dir(dir)?;
     if !dir.join("index").exists() && !dir.exists() {
         return Err(format!("no cache at {} (nothing stored yet, or wrong --data-dir)", dir.display()));
     }

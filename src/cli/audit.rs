@@ -9,10 +9,13 @@ use std::process::ExitCode;
 #[derive(Subcommand, Debug)]
 pub enum AuditCommand {
     /// List the requests robots.txt disallowed (JSON lines).
+    #[command(after_help = "Examples:
+  crawlcache audit skips --since 1h30m
+  crawlcache audit skips --since 1w | jq -r .url | sort | uniq -c")]
     Skips {
         #[command(flatten)]
         common: Common,
-        /// Only requests newer than this (e.g. 30m, 6h, 7d).
+        /// Only requests newer than this (e.g. 30m, 6h, 7d, 1w, 1h30m).
         #[arg(long, value_name = "DURATION", default_value = "1d")]
         since: String,
     },
@@ -30,6 +33,7 @@ pub fn run(command: AuditCommand) -> Result<ExitCode, String> {
 /// Errors: a bad `--since`, or an unreadable audit directory.
 fn skips(common: Common, since: &str) -> Result<ExitCode, String> {
     let cfg = load_config(&common)?;
+    super::common::check_data_dir(&cfg.server.data_dir)?;
     let d = crate::units::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
     let dir = crate::audit::audit_dir(&cfg.server.data_dir);
     let from = std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH);

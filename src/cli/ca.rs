@@ -1,17 +1,22 @@
-//! `crawlcache ca`: the local CA certificate clients must trust: its path,
-//! the PEM itself (`--pem`), a bundle of the system roots plus it
-//! (`--bundle FILE`), creating it on purpose (`--init`), and adding it to
-//! or removing it from the operating system's trust store (`--install`,
-//! `--uninstall`, as root; see [`SYSTEM_STORES`]).
+//! `crawlcache ca path|init|bundle|install|uninstall`: the local CA
+//! certificate clients must trust: its path (`ca path`, plain `ca` too;
+//! `--pem` for the certificate itself), creating it on purpose (`ca
+//! init`), a bundle of the system roots plus it (`ca bundle FILE`), and
+//! adding it to or removing it from the operating system's trust store
+//! (`ca install`, `ca uninstall`, as root; see [`SYSTEM_STORES`]).
 //!
-//! Without `--init` nothing is created: a data directory without a CA is
-//! reported (where the certificate was looked for and how to make one) with
-//! exit code 1, so a mistyped `--data-dir` never yields a second CA that
+//! Only `ca init` creates a CA: a data directory without one is reported
+//! (where the certificate was looked for and how to make one) with exit
+//! code 1, so a mistyped `--data-dir` never yields a second CA that
 //! clients would then trust in vain.
+//!
+//! The flags that were verbs before (`ca --init`, `--pem`, `--bundle FILE`,
+//! `--install`, `--uninstall`) still work, hidden from `--help`, each
+//! saying on stderr which subcommand replaces it.
 
 use super::common::{load_config, Common};
 use crate::tls::CertificateAuthority;
-use clap::Args;
+use clap::{Args, Subcommand};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::ffi::OsString;
@@ -19,45 +24,164 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Where `--bundle` looks for the system root certificates when neither
+/// Where `ca bundle` looks for the system root certificates when neither
 /// `--roots` nor `SSL_CERT_FILE` names a file: Debian/Ubuntu/Alpine/Arch,
 /// Fedora/RHEL, then macOS and the BSDs.
 pub const SYSTEM_ROOT_FILES: [&str; 3] = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
 
-/// Arguments of `ca`.
+/// Arguments of `ca`: a subcommand, or (plain `ca`) `ca path`, or the
+/// old flag forms ([`LegacyCaFlags`]).
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct CaArgs {
+    #[command(subcommand)]
+    pub command: Option<CaCommand>,
     #[command(flatten)]
-    pub common: Common,
+    pub legacy: LegacyCaFlags,
+}
+
+/// `ca` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum CaCommand {
+    /// Print the path of the CA certificate (the default of plain `ca`);
+    /// exit 1, saying where it looked, when there is none (never creates one).
+    #[command(
+        after_help = "Examples:\n  curl --proxy http://127.0.0.1:3128 --cacert \"$(crawlcache ca path)\" https://example.com/\n  NODE_EXTRA_CA_CERTS=\"$(crawlcache ca path --data-dir /srv/crawlcache)\" node crawler.js\n  crawlcache ca path --pem > crawlcache-ca.pem"
+    )]
+    Path {
+        #[command(flatten)]
+        common: Common,
+        /// Print the certificate itself (PEM) instead of its path.
+        #[arg(long)]
+        pem: bool,
+    },
     /// Create the CA when the data directory has none (what the first
-    /// `serve` does), then print its path.
-    #[arg(long)]
-    pub init: bool,
-    /// Print the certificate itself (PEM) instead of its path.
-    #[arg(long, conflicts_with = "bundle")]
-    pub pem: bool,
+    /// `serve` does), then print its path; an existing CA is kept.
+    #[command(
+        after_help = "Examples:\n  crawlcache ca init --data-dir /srv/crawlcache\n  sudo crawlcache ca init --data-dir /srv/crawlcache && sudo crawlcache ca install --data-dir /srv/crawlcache"
+    )]
+    Init {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Write FILE: the system root certificates followed by the CA
     /// certificate, for clients whose CA option replaces their trust store
     /// (curl --cacert, REQUESTS_CA_BUNDLE), so hosts in tls.bypass_hosts
     /// still verify. Prints FILE's path.
-    #[arg(long, value_name = "FILE")]
-    pub bundle: Option<PathBuf>,
-    /// The root certificates (PEM) for --bundle. Default: $SSL_CERT_FILE,
-    /// else the first of /etc/ssl/certs/ca-certificates.crt,
-    /// /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.
-    #[arg(long, value_name = "FILE", requires = "bundle")]
-    pub roots: Option<PathBuf>,
+    #[command(
+        after_help = "Examples:\n  REQUESTS_CA_BUNDLE=$(crawlcache ca bundle crawlcache-bundle.pem) python crawl.py\n  crawlcache ca bundle bundle.pem --roots /etc/pki/tls/certs/ca-bundle.crt"
+    )]
+    Bundle {
+        #[command(flatten)]
+        common: Common,
+        /// The bundle to write (replaced atomically).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The root certificates (PEM). Default: $SSL_CERT_FILE, else the
+        /// first of /etc/ssl/certs/ca-certificates.crt,
+        /// /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.
+        #[arg(long, value_name = "FILE")]
+        roots: Option<PathBuf>,
+    },
     /// Add the CA certificate to the operating system's trust store (as
     /// root): Debian, Ubuntu, Alpine (update-ca-certificates), Fedora,
     /// RHEL, CentOS, Amazon Linux (update-ca-trust), Arch (trust
     /// extract-compat), openSUSE (update-ca-certificates). Undo with
-    /// --uninstall.
-    #[arg(long, conflicts_with_all = ["pem", "bundle", "uninstall"])]
-    pub install: bool,
-    /// Remove the CA certificate that --install added from the operating
+    /// `ca uninstall`.
+    #[command(
+        after_help = "Examples:\n  sudo crawlcache ca install --data-dir /srv/crawlcache\n  curl --proxy http://127.0.0.1:3128 https://example.com/   # no --cacert needed now"
+    )]
+    Install {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Remove the CA certificate that `ca install` added from the operating
     /// system's trust store (as root).
-    #[arg(long, conflicts_with_all = ["pem", "bundle", "init"])]
+    #[command(after_help = "Examples:\n  sudo crawlcache ca uninstall --data-dir /srv/crawlcache")]
+    Uninstall {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// The flags `ca` took as verbs before its subcommands, hidden from
+/// `--help` and kept for scripts: each prints which subcommand replaces it.
+#[derive(Args, Debug, Default)]
+pub struct LegacyCaFlags {
+    #[command(flatten)]
+    pub common: Common,
+    /// Deprecated: `ca init`.
+    #[arg(long, hide = true)]
+    pub init: bool,
+    /// Deprecated: `ca path --pem`.
+    #[arg(long, hide = true, conflicts_with = "bundle")]
+    pub pem: bool,
+    /// Deprecated: `ca bundle FILE`.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// Deprecated: `ca bundle FILE --roots FILE`.
+    #[arg(long, hide = true, value_name = "FILE", requires = "bundle")]
+    pub roots: Option<PathBuf>,
+    /// Deprecated: `ca install`.
+    #[arg(long, hide = true, conflicts_with_all = ["pem", "bundle", "uninstall"])]
+    pub install: bool,
+    /// Deprecated: `ca uninstall`.
+    #[arg(long, hide = true, conflicts_with_all = ["pem", "bundle", "init"])]
     pub uninstall: bool,
+}
+
+/// What a `ca` command does once the CA is found (or created).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Action {
+    /// Print the certificate's path, or with `pem` the certificate.
+    Path { pem: bool },
+    /// Write a bundle to `file` from `roots`.
+    Bundle { file: PathBuf, roots: Option<PathBuf> },
+    /// Add to the system trust store.
+    Install,
+    /// Remove from the system trust store.
+    Uninstall,
+}
+
+impl LegacyCaFlags {
+    /// Whether to create the CA and what to do, and the old command and
+    /// the subcommands that replace it (`None` for plain `ca`, which is
+    /// `ca path`).
+    fn action(self) -> (Common, bool, Action, Option<(String, String)>) {
+        let (init, mut words) = (self.init, Vec::new());
+        let mut old = vec!["ca"];
+        for (set, flag) in
+            [(self.init, "--init"), (self.pem, "--pem"), (self.bundle.is_some(), "--bundle FILE"), (self.install, "--install"), (self.uninstall, "--uninstall")]
+        {
+            if set {
+                old.push(flag);
+            }
+        }
+        if init {
+            words.push("ca init".to_string());
+        }
+        let action = if self.install {
+            Action::Install
+        } else if self.uninstall {
+            Action::Uninstall
+        } else if let Some(file) = self.bundle {
+            Action::Bundle { file, roots: self.roots }
+        } else {
+            Action::Path { pem: self.pem }
+        };
+        match &action {
+            Action::Install => words.push("ca install".into()),
+            Action::Uninstall => words.push("ca uninstall".into()),
+            Action::Bundle { file, roots } => {
+                let roots = roots.as_ref().map(|r| format!(" --roots {}", shell_word(&r.display().to_string()))).unwrap_or_default();
+                words.push(format!("ca bundle {}{roots}", shell_word(&file.display().to_string())));
+            }
+            Action::Path { pem: true } => words.push("ca path --pem".into()),
+            Action::Path { pem: false } => {}
+        }
+        let replacement = (!words.is_empty()).then(|| (old.join(" "), words.join("` then `crawlcache ")));
+        (self.common, init, action, replacement)
+    }
 }
 
 /// One operating system's trust store for local CA certificates: where an
@@ -75,7 +199,7 @@ pub struct SystemStore {
     pub command: &'static [&'static str],
 }
 
-/// The trust stores `--install` knows, in the order they are looked for:
+/// The trust stores `ca install` knows, in the order they are looked for:
 /// the first whose folder exists and whose command is on `PATH` is used.
 pub const SYSTEM_STORES: [SystemStore; 4] = [
     SystemStore {
@@ -114,12 +238,12 @@ fn on_path(program: &str) -> bool {
     dirs.iter().any(|d| d.join(program).is_file())
 }
 
-/// What `ca --install` and `--uninstall` tell a user who could not use
+/// What `ca install` and `ca uninstall` tell a user who could not use
 /// them, or who uses a system they do not know.
 const MANUAL_TRUST: &str = "on macOS: sudo security add-trusted-cert -d -r trustRoot -k /Library/Keychains/System.keychain CA_FILE; \
 on Windows: certutil -addstore Root CA_FILE; elsewhere, copy CA_FILE where the system's trust store takes local CA certificates and rebuild it";
 
-/// `--install` (or, with `uninstall`, `--uninstall`) of the CA certificate
+/// `ca install` (or, with `uninstall`, `ca uninstall`) of the CA certificate
 /// at `cert_path` (PEM `pem`) in this system's trust store; `flags` are the
 /// `--config` / `--data-dir` the command was given, repeated in the undo
 /// hint so that it names the same CA. Errors: no known
@@ -175,7 +299,7 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
         eprintln!("crawlcache: removed {} from the system trust store ({}) and ran `{}`", target.display(), store.systems, store.command.join(" "));
     } else {
         eprintln!(
-            "crawlcache: added {} to the system trust store as {} ({}) and ran `{}`; undo with `crawlcache ca --uninstall{flags}`",
+            "crawlcache: added {} to the system trust store as {} ({}) and ran `{}`; undo with `crawlcache ca uninstall{flags}`",
             cert_path.display(),
             target.display(),
             store.systems,
@@ -186,21 +310,38 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
     Ok(())
 }
 
-/// Runs `ca`: loads the CA of the data directory (creating it only with
-/// `--init`) and prints the certificate's absolute path, the PEM, or writes
-/// the bundle and prints its path. Exit 1, after saying on stderr where the
-/// certificate was looked for, when there is no CA and no `--init`.
+/// Runs `ca`: loads the CA of the data directory (creating it only for
+/// `ca init`) and prints the certificate's absolute path, the PEM, or
+/// writes the bundle and prints its path, or changes the system trust
+/// store. Exit 1, after saying on stderr where the certificate was looked
+/// for, when there is no CA and the command is not `ca init`.
 /// Errors: the CA cannot be created or read; the bundle's roots cannot be
-/// found or read, or the bundle cannot be written.
+/// found or read, or the bundle cannot be written; the trust store cannot
+/// be changed.
 pub fn run(args: CaArgs) -> Result<ExitCode, String> {
-    let cfg = load_config(&args.common)?;
+    let (common, init, action) = match args.command {
+        Some(CaCommand::Path { common, pem }) => (common, false, Action::Path { pem }),
+        Some(CaCommand::Init { common }) => (common, true, Action::Path { pem: false }),
+        Some(CaCommand::Bundle { common, file, roots }) => (common, false, Action::Bundle { file, roots }),
+        Some(CaCommand::Install { common }) => (common, false, Action::Install),
+        Some(CaCommand::Uninstall { common }) => (common, false, Action::Uninstall),
+        None => {
+            let (common, init, action, replacement) = args.legacy.action();
+            if let Some((old, new)) = replacement {
+                super::common::deprecated(&old, &new);
+            }
+            (common, init, action)
+        }
+    };
+    let cfg = load_config(&common)?;
     let dir = &cfg.server.data_dir;
+    super::common::check_data_dir(dir)?;
     let expected = CertificateAuthority::cert_path_in(dir);
     let existed = expected.try_exists().map_err(|e| format!("cannot look for the CA certificate {}: {e}", absolute(&expected).display()))?;
-    if !existed && !args.init {
+    if !existed && !init {
         eprintln!("crawlcache: no CA certificate at {}", absolute(&expected).display());
-        let flags = flags_of(&args.common);
-        eprintln!("crawlcache: create one with `crawlcache serve{flags}` (its first start creates it) or `crawlcache ca --init{flags}`");
+        let flags = flags_of(&common);
+        eprintln!("crawlcache: create one with `crawlcache serve{flags}` (its first start creates it) or `crawlcache ca init{flags}`");
         return Ok(ExitCode::from(1));
     }
     crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
@@ -209,20 +350,22 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
     if !existed {
         eprintln!("crawlcache: created a new local CA; clients must trust {}", cert_path.display());
     }
-    if args.install || args.uninstall {
-        install(&cert_path, ca.cert_pem(), args.uninstall, &flags_of(&args.common))?;
-        outln!("{}", cert_path.display());
-    } else if let Some(bundle) = &args.bundle {
-        let roots = find_roots(args.roots.as_deref(), std::env::var_os("SSL_CERT_FILE"), &SYSTEM_ROOT_FILES)?;
-        let text = std::fs::read(&roots.path).map_err(|e| format!("cannot read the root certificates {}: {e}", roots.describe()))?;
-        let (contents, n) = bundle_contents(&text, &roots, ca.cert_pem(), &cert_path)?;
-        write_file(bundle, &contents).map_err(|e| format!("cannot write the bundle {}: {e}", bundle.display()))?;
-        eprintln!("crawlcache: wrote {n} root certificate(s) from {} and the crawlcache CA to {}", roots.path.display(), bundle.display());
-        outln!("{}", absolute(bundle).display());
-    } else if args.pem {
-        out!("{}", ca.cert_pem());
-    } else {
-        outln!("{}", cert_path.display());
+    let uninstall = action == Action::Uninstall;
+    match action {
+        Action::Install | Action::Uninstall => {
+            install(&cert_path, ca.cert_pem(), uninstall, &flags_of(&common))?;
+            outln!("{}", cert_path.display());
+        }
+        Action::Bundle { file: bundle, roots } => {
+            let roots = find_roots(roots.as_deref(), std::env::var_os("SSL_CERT_FILE"), &SYSTEM_ROOT_FILES)?;
+            let text = std::fs::read(&roots.path).map_err(|e| format!("cannot read the root certificates {}: {e}", roots.describe()))?;
+            let (contents, n) = bundle_contents(&text, &roots, ca.cert_pem(), &cert_path)?;
+            write_file(&bundle, &contents).map_err(|e| format!("cannot write the bundle {}: {e}", bundle.display()))?;
+            eprintln!("crawlcache: wrote {n} root certificate(s) from {} and the crawlcache CA to {}", roots.path.display(), bundle.display());
+            outln!("{}", absolute(&bundle).display());
+        }
+        Action::Path { pem: true } => out!("{}", ca.cert_pem()),
+        Action::Path { pem: false } => outln!("{}", cert_path.display()),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -452,6 +595,20 @@ mod tests {
         assert!(a.starts_with("crawlcache-") && a.ends_with(".crt") && a.len() == "crawlcache-".len() + 16 + 4, "{a}");
         assert_ne!(a, installed_name(b"another certificate", "crt"));
         assert_eq!(a, installed_name(b"one certificate", "crt"));
+    }
+
+    #[test]
+    fn each_old_flag_names_the_subcommand_that_replaces_it() {
+        let words = |f: LegacyCaFlags| f.action().3.map(|(_, new)| new);
+        assert_eq!(words(LegacyCaFlags::default()), None, "plain `ca` is `ca path`");
+        assert_eq!(words(LegacyCaFlags { init: true, ..Default::default() }).as_deref(), Some("ca init"));
+        assert_eq!(words(LegacyCaFlags { pem: true, ..Default::default() }).as_deref(), Some("ca path --pem"));
+        assert_eq!(words(LegacyCaFlags { init: true, install: true, ..Default::default() }).as_deref(), Some("ca init` then `crawlcache ca install"));
+        let bundle = LegacyCaFlags { bundle: Some("my b.pem".into()), roots: Some("r.pem".into()), ..Default::default() };
+        let (_, init, action, new) = bundle.action();
+        assert!(!init);
+        assert_eq!(action, Action::Bundle { file: "my b.pem".into(), roots: Some("r.pem".into()) });
+        assert_eq!(new, Some(("ca --bundle FILE".to_string(), "ca bundle 'my b.pem' --roots r.pem".to_string())));
     }
 
     #[test]

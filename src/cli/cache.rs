@@ -1,13 +1,20 @@
-//! `crawlcache cache stats|show|ls|cat|purge|prune|verify`: inspect and
-//! maintain the store, directly or through the running proxy
-//! ([`super::access`]). The work itself is in [`crate::admin::inspect`]
-//! and [`crate::admin::maintain`], shared with the admin endpoints.
+//! `crawlcache cache stats|show|ls|cat|purge|prune|compact|verify`:
+//! inspect and maintain the store, directly or through the running proxy
+//! ([`super::access`]), with the same result either way. The work itself
+//! is in [`crate::admin::inspect`] and [`crate::admin::maintain`], shared
+//! with the admin endpoints.
+//!
+//! Output is for people by default (sizes in KiB/MiB/GiB, durations as
+//! `1h11m`, one summary line) and for programs with `--json`: one object
+//! `{"version": 1, ...}` whose fields stay (new ones may be added), or JSON
+//! lines for `cache ls`.
 
 use super::access::{admin_request, admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
 use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
 use crate::admin::maintain::{self, PruneSpec, PurgeSelection, Removed};
+use crate::units::{format_age, format_bytes};
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;
@@ -32,22 +39,34 @@ pub const HOST_HELP: &str = "Only URLs of this host: a host (example.com: any sc
 /// `cache` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum CacheCommand {
-    /// Entries, bodies, bytes stored and the budget.
+    /// Entries, bodies, bytes stored and the budget, and the request
+    /// counters of the running proxy; the same figures whether or not it runs.
+    #[command(after_help = "Examples:\n  crawlcache cache stats --data-dir /srv/crawlcache\n  crawlcache cache stats --json | jq .store.bytes_stored")]
     Stats {
         #[command(flatten)]
         common: Common,
+        /// One JSON object: {"version": 1, "data_dir", "proxy_running",
+        /// "listen", "store": {...}, "requests": {...} or null when stopped}.
+        #[arg(long)]
+        json: bool,
     },
-    /// The stored variants of a URL.
+    /// The stored variants of a URL (JSON: fields, freshness, body).
+    #[command(
+        after_help = "Examples:\n  crawlcache cache show https://example.com/\n  crawlcache cache show https://example.com/feed.xml | jq '.variants[0].headers'"
+    )]
     Show {
         #[command(flatten)]
         common: Common,
         url: String,
     },
     /// List the stored responses, one line each as they are read (not
-    /// sorted): `URL STATUS BYTES STORED TTL IN`, tab-separated, where TTL
-    /// is the freshness left in seconds (negative: stale) and IN says
-    /// `cache`, `record` or `cache+record`; or JSON lines. A summary line
-    /// goes to stderr.
+    /// sorted): `URL STATUS SIZE STORED FRESHNESS IN`, tab-separated, where
+    /// FRESHNESS is `fresh 59m` or `expired 1h11m ago` and IN says `cache`,
+    /// `record` or `cache+record`; or JSON lines (--json: bytes and `ttl`
+    /// in seconds, negative when stale). A summary line goes to stderr.
+    #[command(
+        after_help = "Examples:\n  crawlcache cache ls --host example.com\n  crawlcache cache ls --prefix https://example.com/docs/ | grep expired\n  crawlcache cache ls --json | jq -r 'select(.ttl < 0) | .url'"
+    )]
     Ls {
         #[command(flatten)]
         common: Common,
@@ -63,6 +82,9 @@ pub enum CacheCommand {
     /// Print a stored body on stdout exactly as stored (the newest cache
     /// variant of the URL, else its recorded GET response); stderr says
     /// which. Exit 1 when the URL is not stored.
+    #[command(
+        after_help = "Examples:\n  crawlcache cache cat --decode https://example.com/feed.xml > feed.xml\n  crawlcache cache cat https://example.com/ | head"
+    )]
     Cat {
         #[command(flatten)]
         common: Common,
@@ -73,8 +95,12 @@ pub enum CacheCommand {
     },
     /// Remove stored responses, from the cache and the record: every
     /// variant and record of URL, or all those passing the filters (every
-    /// filter given must hold). Prints how many entries and bytes went.
+    /// filter given must hold). Prints how many entries and bytes went;
+    /// --dry-run only says what would go.
     #[command(group(clap::ArgGroup::new("selection").required(true).multiple(true).args(["url", "host", "prefix", "older_than"])))]
+    #[command(
+        after_help = "Examples:\n  crawlcache cache purge https://example.com/page\n  crawlcache cache purge --host ads.example --older-than 7d --dry-run\n  crawlcache cache purge --prefix https://example.com/tmp/ --json"
+    )]
     Purge {
         #[command(flatten)]
         common: Common,
@@ -86,13 +112,22 @@ pub enum CacheCommand {
         /// Every URL starting with this prefix.
         #[arg(long)]
         prefix: Option<String>,
-        /// Only responses received longer ago than this (e.g. 10m, 7d).
+        /// Only responses received longer ago than this (e.g. 10m, 7d, 1w, 1h30m).
         #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
         older_than: Option<Duration>,
+        /// Say how many entries and body bytes would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object: {"version": 1, "dry_run", "entries", "bytes", "freed"}.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove the cache entries that are no longer fresh and have not been
     /// used (stored, served, freshened) for a while; records are kept
     /// unless --records. Prints a one-line summary.
+    #[command(
+        after_help = "Examples:\n  crawlcache cache prune                      # stale and unused for 7d\n  crawlcache cache prune --unused-for 30d --records"
+    )]
     Prune {
         #[command(flatten)]
         common: Common,
@@ -102,43 +137,59 @@ pub enum CacheCommand {
         /// Prune records (offline replay copies) by the same test too.
         #[arg(long)]
         records: bool,
+        /// One JSON object: {"version": 1, "dry_run": false, "entries", "bytes", "freed"}.
+        #[arg(long)]
+        json: bool,
     },
     /// Give back the pack space of removed, replaced and evicted entries
     /// now: copies every live record forward and deletes what nothing
     /// references (the proxy also does this by itself once the pack holds
     /// more than twice its live bytes). Prints the pack's size before and
     /// after.
+    #[command(after_help = "Examples:\n  crawlcache cache compact\n  crawlcache cache compact --json | jq .pack_bytes_after")]
     Compact {
         #[command(flatten)]
         common: Common,
+        /// One JSON object: {"version": 1, "pack_bytes_before", "pack_bytes_after", "records_moved"}.
+        #[arg(long)]
+        json: bool,
     },
-    /// Check every store invariant; exits 1 when one is broken.
+    /// Check every store invariant: one summary line when all hold; the
+    /// problems, and exit 1, when one is broken.
+    #[command(
+        after_help = "Examples:\n  crawlcache cache verify\n  crawlcache cache verify --repair\n  crawlcache cache verify --json | jq .report.missing_bodies"
+    )]
     Verify {
         #[command(flatten)]
         common: Common,
         /// Fix what is found (drop broken entries, delete orphans, fix counts).
         #[arg(long)]
         repair: bool,
+        /// One JSON object: {"version": 1, "clean", "report": {...}}.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 /// Runs a `cache` subcommand.
 pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
     match command {
-        CacheCommand::Stats { common } => stats(&common),
+        CacheCommand::Stats { common, json } => stats(&common, json),
         CacheCommand::Show { common, url } => show(&common, &url),
-        CacheCommand::Purge { common, url, host, prefix, older_than } => purge(&common, url.as_deref(), KeyFilter { host, prefix }, older_than),
-        CacheCommand::Prune { common, unused_for, records } => prune(&common, unused_for, records),
+        CacheCommand::Purge { common, url, host, prefix, older_than, dry_run, json } => {
+            purge(&common, url.as_deref(), KeyFilter { host, prefix }, older_than, Output { dry_run, json })
+        }
+        CacheCommand::Prune { common, unused_for, records, json } => prune(&common, unused_for, records, json),
         CacheCommand::Ls { common, host, prefix, json } => ls(&common, KeyFilter { host, prefix }, json),
         CacheCommand::Cat { common, url, decode } => cat(&common, &url, decode),
-        CacheCommand::Verify { common, repair } => verify(&common, repair),
-        CacheCommand::Compact { common } => compact(&common),
+        CacheCommand::Verify { common, repair, json } => verify(&common, repair, json),
+        CacheCommand::Compact { common, json } => compact(&common, json),
     }
 }
 
 /// Compacts the pack (directly or through the running proxy) and says how
 /// much it gave back.
-fn compact(common: &Common) -> Result<ExitCode, String> {
+fn compact(common: &Common, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let c: crate::store::Compaction = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
@@ -155,24 +206,107 @@ fn compact(common: &Common) -> Result<ExitCode, String> {
             serde_json::from_slice(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?
         }
     };
-    outln!(
-        "cache compact: pack {} -> {} bytes ({} given back, {} live records moved)",
-        c.pack_bytes_before,
-        c.pack_bytes_after,
-        c.pack_bytes_before.saturating_sub(c.pack_bytes_after),
-        c.records_moved
-    );
+    if json {
+        let v = serde_json::json!({
+            "version": 1,
+            "pack_bytes_before": c.pack_bytes_before,
+            "pack_bytes_after": c.pack_bytes_after,
+            "records_moved": c.records_moved,
+        });
+        outln!("{v}");
+    } else {
+        outln!(
+            "cache compact: pack {} -> {} ({} given back, {} live records moved)",
+            format_bytes(c.pack_bytes_before),
+            format_bytes(c.pack_bytes_after),
+            format_bytes(c.pack_bytes_before.saturating_sub(c.pack_bytes_after)),
+            c.records_moved
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the store's counters as pretty JSON.
-fn stats(common: &Common) -> Result<ExitCode, String> {
+/// Prints the store's figures, and the running proxy's request counters,
+/// for people ([`stats_text`]) or as one JSON object ([`stats_object`]),
+/// the same whether the store is opened here or the proxy answers.
+fn stats(common: &Common, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
-    match open_store(&cfg)? {
-        StoreAccess::Direct(s) => outln!("{}", serde_json::to_string_pretty(&s.stats()).unwrap_or_default()),
-        StoreAccess::Daemon(a) => out!("{}", admin_request(&a, "GET", "/stats")?.1),
+    let v = match open_store(&cfg)? {
+        StoreAccess::Direct(s) => stats_object(&cfg.server.data_dir, serde_json::to_value(s.stats()).unwrap_or_default(), None),
+        StoreAccess::Daemon(a) => {
+            let (status, body) = admin_request(&a, "GET", "/stats")?;
+            let answer: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy ({status}): {e}"))?;
+            let listen = answer["listen"].as_str().map_or_else(|| a.addr.to_string(), str::to_string);
+            stats_object(&cfg.server.data_dir, answer["store"].clone(), Some((listen.as_str(), answer["proxy"].clone())))
+        }
+    };
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        out!("{}", stats_text(&v));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `cache stats --json` object, version 1: `data_dir`,
+/// `proxy_running`, `listen` (null when stopped), `store` (entries,
+/// bodies, bytes_stored, bytes_referenced, max_size, evictions,
+/// pack_bytes: [`crate::store::StoreStats`]) and `requests` (the running
+/// proxy's counters by name, as in `/stats`; null when stopped).
+pub fn stats_object(data_dir: &std::path::Path, store: serde_json::Value, running: Option<(&str, serde_json::Value)>) -> serde_json::Value {
+    let (listen, requests) = match running {
+        Some((addr, counters)) => (serde_json::Value::from(addr), counters),
+        None => (serde_json::Value::Null, serde_json::Value::Null),
+    };
+    serde_json::json!({
+        "version": 1,
+        "data_dir": data_dir.display().to_string(),
+        "proxy_running": !listen.is_null(),
+        "listen": listen,
+        "store": store,
+        "requests": requests,
+    })
+}
+
+/// `cache stats` for people: aligned lines with sizes in units, then one
+/// summary line. `v` is a [`stats_object`].
+pub fn stats_text(v: &serde_json::Value) -> String {
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let st = &v["store"];
+    let (stored, budget) = (n(st, "bytes_stored"), n(st, "max_size"));
+    let share = if budget > 0 { format!(" ({:.1}%)", stored as f64 * 100.0 / budget as f64) } else { String::new() };
+    let referenced = n(st, "bytes_referenced");
+    let mut out = format!("entries   {}\n", n(st, "entries"));
+    out.push_str(&format!("bodies    {} distinct, {}", n(st, "bodies"), format_bytes(stored)));
+    if referenced > stored {
+        out.push_str(&format!(" ({} referenced: sharing saves {})", format_bytes(referenced), format_bytes(referenced - stored)));
+    }
+    out.push_str(&format!("\nbudget    {} of {}{share} used; {} evictions since start\n", format_bytes(stored), format_bytes(budget), n(st, "evictions")));
+    out.push_str(&format!("pack      {} on disk\n", format_bytes(n(st, "pack_bytes"))));
+    let r = &v["requests"];
+    let summary = format!("cache stats: {} entries, {} of {}{share}", n(st, "entries"), format_bytes(stored), format_bytes(budget));
+    if r.is_null() {
+        out.push_str("requests  - (counted by a running proxy; none runs on this data directory)\n");
+        out.push_str(&format!("{summary}; the proxy is not running\n"));
+    } else {
+        let (requests, hits) = (n(r, "requests"), n(r, "hits"));
+        let ratio = if requests > 0 { format!(" ({:.1}%)", hits as f64 * 100.0 / requests as f64) } else { String::new() };
+        out.push_str(&format!(
+            "requests  {requests}: {hits} hits{ratio}, {} revalidated, {} stale served, {} misses, {} passed through, {} refused\n",
+            n(r, "revalidated"),
+            n(r, "stale_served"),
+            n(r, "misses"),
+            n(r, "passthrough"),
+            n(r, "refused")
+        ));
+        out.push_str(&format!(
+            "sent      {} from the store, {} from origins\n",
+            format_bytes(n(r, "from_cache_bytes")),
+            format_bytes(n(r, "from_origin_bytes"))
+        ));
+        out.push_str(&format!("{summary}; the proxy at {} has answered {hits} of {requests} requests with a fresh hit\n", v["listen"].as_str().unwrap_or("?")));
+    }
+    out
 }
 
 /// Prints the stored variants of `url` as pretty JSON; exit 1 when none.
@@ -193,9 +327,18 @@ fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
     Ok(if empty { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+/// How a purge reports: `dry_run` removes nothing and says what would
+/// go; `json` prints one object instead of a line for people.
+#[derive(Debug, Clone, Copy, Default)]
+struct Output {
+    dry_run: bool,
+    json: bool,
+}
+
 /// Removes the selected responses (cache and record) and says how many
-/// entries and bytes went.
-fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Option<Duration>) -> Result<ExitCode, String> {
+/// entries and bytes went; with `dry_run`, only counts them (through the
+/// running proxy: `GET /cache/purge`, which removes nothing).
+fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Option<Duration>, output: Output) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
@@ -203,9 +346,13 @@ fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Opti
             if let Some(u) = url {
                 selection.urls = crate::admin::lookup::url_keys(u, &cfg.cache.key_rules).map_err(|e| e.to_string())?;
             }
-            let removed = maintain::purge(&s, &selection, SystemTime::now())?;
-            s.flush().map_err(|e| e.to_string())?;
-            removed
+            if output.dry_run {
+                maintain::would_purge(&s, &selection, SystemTime::now())?
+            } else {
+                let removed = maintain::purge(&s, &selection, SystemTime::now())?;
+                s.flush().map_err(|e| e.to_string())?;
+                removed
+            }
         }
         StoreAccess::Daemon(a) => {
             let mut q = Vec::new();
@@ -221,14 +368,44 @@ fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Opti
             if let Some(d) = older_than {
                 q.push(format!("older_than={}ms", d.as_millis()));
             }
-            removal(&a, &format!("/cache/purge?{}", q.join("&")))?
+            // A dry run is a GET: a proxy that does not know it answers
+            // 405 instead of removing anything.
+            let method = if output.dry_run { "GET" } else { "POST" };
+            removal(&a, method, &format!("/cache/purge?{}", q.join("&")))?
         }
     };
-    outln!("cache purge: {removed}");
-    if removed.entries == 0 {
+    outln!("{}", removal_report("cache purge", &removed, output));
+    if removed.entries == 0 && !output.json {
         eprintln!("cache purge: nothing stored matches {}", selection_words(url, &filter, older_than));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a purge or prune removed (or, `dry_run`, would remove): for people
+/// `COMMAND: removed 3 entries (1.2 MiB of bodies); 1.0 MiB freed ...`, or
+/// with `json` `{"version": 1, "dry_run", "entries", "bytes", "freed"}`
+/// (`freed` null in a dry run: it depends on the entries left).
+fn removal_report(command: &str, removed: &Removed, output: Output) -> String {
+    let entries = |n: u64| if n == 1 { "1 entry".to_string() } else { format!("{n} entries") };
+    match (output.json, output.dry_run) {
+        (true, dry_run) => serde_json::json!({
+            "version": 1,
+            "dry_run": dry_run,
+            "entries": removed.entries,
+            "bytes": removed.bytes,
+            "freed": if dry_run { serde_json::Value::Null } else { removed.freed.into() },
+        })
+        .to_string(),
+        (false, true) => {
+            format!("{command} --dry-run: would remove {} ({} of bodies); nothing was removed", entries(removed.entries), format_bytes(removed.bytes))
+        }
+        (false, false) => format!(
+            "{command}: removed {} ({} of bodies); {} freed (bodies no other entry references)",
+            entries(removed.entries),
+            format_bytes(removed.bytes),
+            format_bytes(removed.freed)
+        ),
+    }
 }
 
 /// The selection of a purge in the words of its command line.
@@ -244,7 +421,7 @@ fn selection_words(url: Option<&str>, filter: &KeyFilter, older_than: Option<Dur
 }
 
 /// Removes stale entries unused for `unused_for` and prints the summary.
-fn prune(common: &Common, unused_for: Duration, records: bool) -> Result<ExitCode, String> {
+fn prune(common: &Common, unused_for: Duration, records: bool, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
@@ -255,10 +432,15 @@ fn prune(common: &Common, unused_for: Duration, records: bool) -> Result<ExitCod
         }
         StoreAccess::Daemon(a) => {
             let records = if records { "&records=1" } else { "" };
-            removal(&a, &format!("/cache/prune?unused_for={}ms{records}", unused_for.as_millis()))?
+            removal(&a, "POST", &format!("/cache/prune?unused_for={}ms{records}", unused_for.as_millis()))?
         }
     };
-    outln!("cache prune: {removed} (stale and unused for {})", crate::units::format_duration(unused_for));
+    let report = removal_report("cache prune", &removed, Output { dry_run: false, json });
+    if json {
+        outln!("{report}");
+    } else {
+        outln!("{report} (stale and unused for {})", format_age(unused_for));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -266,22 +448,23 @@ fn prune(common: &Common, unused_for: Duration, records: bool) -> Result<ExitCod
 const REMOVAL_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// A purge or prune through the running proxy: its JSON answer.
-fn removal(admin: &super::access::Admin, path: &str) -> Result<Removed, String> {
+fn removal(admin: &super::access::Admin, method: &str, path: &str) -> Result<Removed, String> {
     let mut body = Vec::new();
-    admin_stream(admin, "POST", path, REMOVAL_TIMEOUT, &mut |chunk: &[u8]| {
+    admin_stream(admin, method, path, REMOVAL_TIMEOUT, &mut |chunk: &[u8]| {
         body.extend_from_slice(chunk);
         Ok(())
     })?;
     serde_json::from_slice(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))
 }
 
-/// Prints the verify report; exit 1 when an invariant was broken (repaired
-/// or not).
-fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
+/// Checks the store; prints one summary line when every invariant holds,
+/// the problems found and the summary when not (exit 1, repaired or not),
+/// or with `json` one object `{"version": 1, "clean", "report"}`.
+fn verify(common: &Common, repair: bool, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     // Hashing every body file is the long part: a bar counts them.
     let progress = Progress::new("cache verify", None, Unit::Items("bodies hashed"));
-    let (clean, text, counts) = match open_store(&cfg)? {
+    let (clean, report) = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
             let r = s
                 .verify_with_progress(repair, &mut |done, total| {
@@ -292,8 +475,7 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
                 })
                 .map_err(|e| e.to_string())?;
             s.flush().map_err(|e| e.to_string())?;
-            let counts = (r.entries_checked, r.bodies_checked);
-            (r.is_clean(), serde_json::to_string_pretty(&r).unwrap_or_default(), counts)
+            (r.is_clean(), serde_json::to_value(&r).unwrap_or_default())
         }
         StoreAccess::Daemon(a) => {
             progress.message(format!("(the running proxy at {} is checking)", a.addr));
@@ -301,22 +483,60 @@ fn verify(common: &Common, repair: bool) -> Result<ExitCode, String> {
             let (method, path) = if repair { ("POST", "/cache/verify?repair=1") } else { ("GET", "/cache/verify") };
             let (_, body) = admin_request(&a, method, path)?;
             let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
-            let counts = (v["report"]["entries_checked"].as_u64().unwrap_or(0), v["report"]["bodies_checked"].as_u64().unwrap_or(0));
-            (v["clean"].as_bool().unwrap_or(false), serde_json::to_string_pretty(&v["report"]).unwrap_or_default(), counts)
+            (v["clean"].as_bool().unwrap_or(false), v["report"].clone())
         }
     };
-    outln!("{text}");
-    let checked = format!("{} entries, {} bodies checked", counts.0, counts.1);
-    if clean {
-        progress.finish(&format!("cache verify: every invariant holds ({checked})"));
-        Ok(ExitCode::SUCCESS)
-    } else if repair {
-        progress.finish(&format!("cache verify: problems were found and repaired (see the report; {checked})"));
-        Ok(ExitCode::from(1))
+    progress.clear();
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "version": 1, "clean": clean, "report": report })).unwrap_or_default());
     } else {
-        progress.finish(&format!("cache verify: invariants are broken (see the report; {checked}); run with --repair to fix"));
-        Ok(ExitCode::from(1))
+        out!("{}", verify_text(clean, repair, &report));
     }
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The problem lists of a verify report, in the order they are printed,
+/// with their names for people.
+const VERIFY_PROBLEMS: [(&str, &str); 6] = [
+    ("corrupt_bodies", "corrupt bodies (content does not match its SHA-256)"),
+    ("missing_bodies", "missing bodies (named by an entry, not on disk)"),
+    ("orphan_bodies", "orphan body files (no entry references them)"),
+    ("refcount_mismatches", "reference counts that differ from the entries"),
+    ("leftover_tmp", "leftover temporary files"),
+    ("index_problems", "index problems"),
+];
+
+/// How many items of each problem list `cache verify` prints (all are in `--json`).
+const VERIFY_SHOWN: usize = 20;
+
+/// `cache verify` for people: when `clean`, one line; else each kind of
+/// problem found with its items (the first [`VERIFY_SHOWN`]), then the
+/// summary line. `report` is the store's report as JSON.
+pub fn verify_text(clean: bool, repair: bool, report: &serde_json::Value) -> String {
+    let checked = format!("{} entries, {} bodies checked", report["entries_checked"].as_u64().unwrap_or(0), report["bodies_checked"].as_u64().unwrap_or(0));
+    if clean {
+        return format!("cache verify: every invariant holds ({checked})\n");
+    }
+    let mut out = String::new();
+    for (key, name) in VERIFY_PROBLEMS {
+        let items = report[key].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if items.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("{} {name}:\n", items.len()));
+        for item in items.iter().take(VERIFY_SHOWN) {
+            out.push_str(&format!("  {}\n", item.as_str().map_or_else(|| item.to_string(), str::to_string)));
+        }
+        if items.len() > VERIFY_SHOWN {
+            out.push_str(&format!("  ... and {} more (--json lists them all)\n", items.len() - VERIFY_SHOWN));
+        }
+    }
+    if repair {
+        out.push_str(&format!("cache verify: problems were found and repaired ({checked})\n"));
+    } else {
+        out.push_str(&format!("cache verify: invariants are broken ({checked}); run with --repair to fix\n"));
+    }
+    out
 }
 
 /// Lists the stored responses passing `filter`, one line each as they are
@@ -330,7 +550,7 @@ fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String
     let mut summary = LsSummary::default();
     let mut print = |row: &LsRow, out: &mut dyn Write| -> std::io::Result<()> {
         summary.add(row);
-        writeln!(out, "{}", if json { row.json() } else { row.text() })
+        writeln!(out, "{}", if json { row.json() } else { ls_line(row) })
     };
     let closed = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     match open_store(&cfg)? {
@@ -378,11 +598,51 @@ fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String
             return Err(e.to_string());
         }
     }
-    eprintln!("cache ls: {summary}");
+    eprintln!("cache ls: {}", ls_summary(&summary));
     if summary.rows == 0 && filter_set {
         eprintln!("cache ls: nothing stored matches {filter_words} (`cache ls` without filters lists every URL)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `cache ls` line for people: `URL STATUS SIZE STORED FRESHNESS IN`,
+/// tab-separated, the size with units and the freshness as `fresh 59m` or
+/// `expired 1h11m ago` (`-` for what is unknown).
+pub fn ls_line(row: &LsRow) -> String {
+    let dash = || "-".to_string();
+    format!(
+        "{}\t{}\t{}\t{}\t{}\t{}",
+        row.url,
+        row.status.map_or_else(dash, |s| s.to_string()),
+        format_bytes(row.bytes),
+        row.stored.clone().unwrap_or_else(dash),
+        row.ttl.map_or_else(dash, freshness_words),
+        row.place()
+    )
+}
+
+/// Freshness left, `ttl` seconds (negative: stale), in words: `fresh 59m`,
+/// `expired 1h11m ago`, `expires now`.
+pub fn freshness_words(ttl: i64) -> String {
+    let age = format_age(Duration::from_secs(ttl.unsigned_abs()));
+    match ttl {
+        0 => "expires now".to_string(),
+        t if t > 0 => format!("fresh {age}"),
+        _ => format!("expired {age} ago"),
+    }
+}
+
+/// The summary line of `cache ls`, sizes with units.
+fn ls_summary(s: &LsSummary) -> String {
+    format!(
+        "{} responses ({} in the cache, {} in the record), {} of bodies; {} distinct bodies, {} stored",
+        s.rows,
+        s.cached,
+        s.recorded,
+        format_bytes(s.bytes),
+        s.distinct,
+        format_bytes(s.distinct_bytes)
+    )
 }
 
 /// Prints the stored body of `url` on stdout (decoded with `decode`) and

@@ -37,7 +37,7 @@ mod tests {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut crate::cli::Cli::command(), "crawlcache", &mut script);
             let script = String::from_utf8(script).unwrap();
-            for word in ["crawlcache", "serve", "completions", "--defaults", "--bundle"] {
+            for word in ["crawlcache", "serve", "completions", "defaults", "bundle", "--exit-code", "--dry-run"] {
                 assert!(script.contains(word), "{shell}: no {word} in\n{script}");
             }
         }

@@ -7,6 +7,10 @@
 //! `crawlcache.1` and one page per subcommand (`crawlcache-serve.1`,
 //! `crawlcache-cache-ls.1`, ...) into DIR, for packaging
 //! (`/usr/share/man/man1`).
+//!
+//! Each page has clap_mangen's NAME, SYNOPSIS, DESCRIPTION, OPTIONS and
+//! SUBCOMMANDS, then EXAMPLES (the command's `after_help`, which `--help`
+//! shows too), ENVIRONMENT, FILES and SEE ALSO, written here.
 
 use clap::Args;
 use std::io::Write as _;
@@ -23,26 +27,48 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// The ENVIRONMENT section: (variable, meaning).
+const ENVIRONMENT: [(&str, &str); 5] = [
+    (
+        "CRAWLCACHE_SECTION__KEY",
+        "Sets the configuration key section.key, over the --config file and under flags: CRAWLCACHE_SERVER__LISTEN=127.0.0.1:3130 sets server.listen. \
+         The value is read as a TOML value (3130, true, [\"10.0.0.0/8\"]), else as a string. `crawlcache config show` says where each value came from.",
+    ),
+    ("RUST_LOG", "The log filter (e.g. info,crawlcache=debug), instead of server.log."),
+    ("SSL_CERT_FILE", "The system root certificates `crawlcache ca bundle` starts from, when --roots is not given."),
+    ("AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN", "The credentials of the fleet's bucket (fleet.s3_bucket)."),
+    ("HTTP_PROXY, HTTPS_PROXY, NO_PROXY", "Not read: a parent proxy is configured with upstream.proxy only."),
+];
+
+/// The FILES section: (path, meaning).
+const FILES: [(&str, &str); 6] = [
+    (
+        "crawlcache-data/",
+        "The data directory (server.data_dir, --data-dir; relative to the working directory): index/, packs/ and bodies/ (the store), robots.txt snapshots, proxy.addr (the address of the proxy running on it).",
+    ),
+    ("crawlcache-data/ca/ca.pem", "The local CA certificate clients trust for HTTPS (`crawlcache ca path`); its key beside it, readable by the owner only."),
+    ("crawlcache-data/audit/audit-YYYY-MM-DD.jsonl[.gz]", "The audit log, one file per UTC day (audit.mode, audit.keep)."),
+    ("/etc/crawlcache/crawlcache.toml", "The configuration file of the packaged service (given with --config; any path works)."),
+    ("/etc/systemd/system/crawlcache.service", "The systemd unit of packaging/crawlcache.service."),
+    ("/usr/local/share/man/man1/", "Where `crawlcache man --dir` pages are installed by the packaging."),
+];
+
 /// Prints the page, or writes every page into `--dir` (created when
 /// missing) and names them on stderr. Errors: the directory or a page
 /// cannot be written (the message names it).
 /// `cmd` is the command line's definition (`Cli::command()`).
 pub fn run(args: ManArgs, cmd: clap::Command) -> Result<ExitCode, String> {
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
     match args.dir {
         None => {
-            let mut page = Vec::new();
-            clap_mangen::Man::new(cmd).render(&mut page).map_err(|e| format!("cannot render the man page: {e}"))?;
+            let page = render(&cmd, None).map_err(|e| format!("cannot render the man page: {e}"))?;
             let _ = std::io::stdout().write_all(&page);
         }
         Some(dir) => {
             std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            clap_mangen::generate_to(cmd, &dir).map_err(|e| format!("cannot write the man pages into {}: {e}", dir.display()))?;
-            let mut names: Vec<String> = std::fs::read_dir(&dir)
-                .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("crawlcache") && n.ends_with(".1"))
-                .collect();
+            let mut names = Vec::new();
+            write_pages(&cmd, None, &dir, &mut names).map_err(|e| format!("cannot write the man pages into {}: {e}", dir.display()))?;
             names.sort();
             eprintln!("man: {} pages in {}: {}", names.len(), dir.display(), names.join(" "));
         }
@@ -50,18 +76,138 @@ pub fn run(args: ManArgs, cmd: clap::Command) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes the page of `cmd` and of each of its visible subcommands into
+/// `dir`, naming each file in `names`. `parent` is the page name of the
+/// command above `cmd`.
+fn write_pages(cmd: &clap::Command, parent: Option<&str>, dir: &std::path::Path, names: &mut Vec<String>) -> std::io::Result<()> {
+    let name = page_name(cmd);
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub, Some(&name), dir, names)?;
+    }
+    let file = format!("{name}.1");
+    std::fs::write(dir.join(&file), render(cmd, parent)?)?;
+    names.push(file);
+    Ok(())
+}
+
+/// `crawlcache-cache-ls` for `cache ls` (after `Command::build`).
+fn page_name(cmd: &clap::Command) -> String {
+    cmd.get_display_name().unwrap_or_else(|| cmd.get_name()).to_string()
+}
+
+/// One page in roff: clap_mangen's sections, then EXAMPLES, ENVIRONMENT,
+/// FILES and SEE ALSO.
+fn render(cmd: &clap::Command, parent: Option<&str>) -> std::io::Result<Vec<u8>> {
+    let man = clap_mangen::Man::new(cmd.clone());
+    let mut page = Vec::new();
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    man.render_description_section(&mut page)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut page)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut page)?;
+    }
+    let mut text = String::new();
+    if let Some(help) = cmd.get_after_help() {
+        let help = help.to_string();
+        let examples = help.strip_prefix("Examples:").unwrap_or(&help);
+        text.push_str(&format!(".SH EXAMPLES\n.nf\n{}\n.fi\n", roff_text(examples.trim_matches('\n'))));
+    }
+    text.push_str(".SH ENVIRONMENT\n");
+    for (name, meaning) in ENVIRONMENT {
+        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(name), roff_text(meaning)));
+    }
+    text.push_str(".SH FILES\n");
+    for (path, meaning) in FILES {
+        text.push_str(&format!(".TP\n\\fI{}\\fR\n{}\n", roff_text(path), roff_text(meaning)));
+    }
+    text.push_str(&format!(".SH \"SEE ALSO\"\n{}\n", roff_text(&see_also(cmd, parent))));
+    page.extend_from_slice(text.as_bytes());
+    if cmd.get_version().is_some() || cmd.get_long_version().is_some() {
+        man.render_version_section(&mut page)?;
+    }
+    Ok(page)
+}
+
+/// The SEE ALSO line: the main page, the page above, the pages below;
+/// `crawlcache config defaults` for the keys.
+fn see_also(cmd: &clap::Command, parent: Option<&str>) -> String {
+    let name = page_name(cmd);
+    let mut pages: Vec<String> = Vec::new();
+    if name != "crawlcache" {
+        pages.push("crawlcache(1)".into());
+    }
+    if let Some(p) = parent.filter(|p| *p != "crawlcache") {
+        pages.push(format!("{p}(1)"));
+    }
+    pages.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).map(|s| format!("{}(1)", page_name(s))));
+    pages.push("curl(1), wget(1), systemd.service(5)".into());
+    format!("{}. Every configuration key with its default and meaning: crawlcache config defaults.", pages.join(", "))
+}
+
+/// `s` as roff text: backslashes escaped, a line starting with `.` or `'`
+/// kept as text, and `-` as a hyphen-minus (options copy and paste).
+fn roff_text(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            let l = l.replace('\\', "\\e").replace('-', "\\-");
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!("\\&{l}")
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
     use clap::CommandFactory;
+
+    fn built() -> clap::Command {
+        let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
+        cmd.build();
+        cmd
+    }
 
     #[test]
     fn the_page_names_the_commands_and_their_options() {
-        let mut page = Vec::new();
-        clap_mangen::Man::new(crate::cli::Cli::command()).render(&mut page).unwrap();
-        let page = String::from_utf8(page).unwrap();
+        let page = String::from_utf8(render(&built(), None).unwrap()).unwrap();
         assert!(page.starts_with(".ie") || page.contains(".TH crawlcache 1"), "{}", &page[..page.len().min(200)]);
         for word in ["serve", "cache", "completions", "man"] {
             assert!(page.contains(word), "no {word} in the page");
         }
+    }
+
+    #[test]
+    fn every_page_has_examples_environment_files_and_see_also() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut names = Vec::new();
+        write_pages(&built(), None, tmp.path(), &mut names).unwrap();
+        assert!(names.len() > 25, "{names:?}");
+        for name in ["crawlcache.1", "crawlcache-cache-ls.1", "crawlcache-ca-init.1", "crawlcache-config-show.1"] {
+            assert!(names.iter().any(|n| n == name), "no {name} in {names:?}");
+        }
+        for name in &names {
+            let page = std::fs::read_to_string(tmp.path().join(name)).unwrap();
+            for section in [".SH EXAMPLES", ".SH ENVIRONMENT", ".SH FILES", ".SH \"SEE ALSO\""] {
+                assert!(page.contains(section), "{name}: no {section}");
+            }
+            assert!(!page.contains(".SH EXTRA"), "{name}: the examples are under EXTRA");
+        }
+        let ls = std::fs::read_to_string(tmp.path().join("crawlcache-cache-ls.1")).unwrap();
+        assert!(ls.contains("crawlcache cache ls \\-\\-host example.com"), "{ls}");
+        assert!(ls.contains("crawlcache(1), crawlcache\\-cache(1)"), "{ls}");
+        assert!(ls.contains("CRAWLCACHE_SECTION__KEY"), "{ls}");
+    }
+
+    #[test]
+    fn roff_control_characters_stay_text() {
+        assert_eq!(roff_text(".hidden\n'quote\na\\b -x"), "\\&.hidden\n\\&'quote\na\\eb \\-x");
     }
 }

@@ -1,15 +1,23 @@
 //! The command line of the real binary (issue 10, items 10 and 13): `ca`
-//! never creates a CA unless told to (`ca --init`), `ca --bundle` writes the
+//! never creates a CA unless told to (`ca init`), `ca bundle` writes the
 //! system roots plus the CA for clients whose `--cacert` replaces their trust
-//! store, `config --defaults` prints the embedded defaults, configuration
+//! store, `config defaults` prints the embedded defaults, configuration
 //! errors point at it, and `completions` prints a completion script; and
 //! the inspection and maintenance commands `cache ls|cat|purge|prune`
-//! (`inspect.rs`), with `cache ls` at scale (`scale.rs`).
+//! (`inspect.rs`), with `cache ls` at scale (`scale.rs`). Issue 46: one
+//! grammar, the old flag forms kept with a warning, examples in every
+//! `--help` (`grammar.rs`); output for people and `--json` for programs,
+//! the same whether the proxy runs or not (`output.rs`); `config
+//! check|show`, environment overrides, `--listen PORT`, durations such as
+//! `1h30m` (`configuration.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
+mod configuration;
+mod grammar;
 mod host_filter;
 mod inspect;
+mod output;
 mod scale;
 
 use common::tls::test_pki;
@@ -56,11 +64,11 @@ fn crawlcache_with_ssl_cert_file(args: &[&str], ssl_cert_file: Option<&Path>) ->
     run_bounded(&mut cmd, CMD_LIMIT, &format!("crawlcache {}", args.join(" ")))
 }
 
-/// `crawlcache ca --init --data-dir DATA`: the printed path, checked to be
+/// `crawlcache ca init --data-dir DATA`: the printed path, checked to be
 /// the CA certificate of DATA.
 fn ca_init(data: &Path) -> PathBuf {
-    let out = crawlcache_cmd(&["ca", "--init", "--data-dir", path_str(data)], CMD_LIMIT);
-    assert!(out.status.success(), "ca --init: {}", describe(&out));
+    let out = crawlcache_cmd(&["ca", "init", "--data-dir", path_str(data)], CMD_LIMIT);
+    assert!(out.status.success(), "ca init: {}", describe(&out));
     let path = PathBuf::from(stdout(&out).trim());
     assert_eq!(path, std::fs::canonicalize(CertificateAuthority::cert_path_in(data)).unwrap(), "{}", describe(&out));
     path
@@ -124,7 +132,7 @@ fn ca_without_a_ca_says_where_it_looked_and_how_to_create_one_and_creates_nothin
     let absent = dir.join("absent");
     let empty = dir.subdir("empty");
     for data in [&absent, &empty] {
-        for args in [&["ca"][..], &["ca", "--pem"], &["ca", "--bundle", path_str(&dir.join("bundle.pem"))]] {
+        for args in [&["ca"][..], &["ca", "path"], &["ca", "path", "--pem"], &["ca", "bundle", path_str(&dir.join("bundle.pem"))], &["ca", "install"]] {
             let mut args = args.to_vec();
             args.extend(["--data-dir", path_str(data)]);
             let out = crawlcache_cmd(&args, CMD_LIMIT);
@@ -134,7 +142,7 @@ fn ca_without_a_ca_says_where_it_looked_and_how_to_create_one_and_creates_nothin
             let expected = std::path::absolute(data.join("ca/ca.pem")).unwrap();
             assert!(err.contains(&format!("no CA certificate at {}", expected.display())), "{args:?}: {err}");
             assert!(err.contains(&format!("`crawlcache serve --data-dir {}`", path_str(data))), "{args:?}: {err}");
-            assert!(err.contains(&format!("`crawlcache ca --init --data-dir {}`", path_str(data))), "{args:?}: {err}");
+            assert!(err.contains(&format!("`crawlcache ca init --data-dir {}`", path_str(data))), "{args:?}: {err}");
         }
     }
     assert!(!absent.exists(), "`ca` created the data directory");
@@ -156,24 +164,28 @@ fn a_relative_data_dir_is_reported_as_a_full_path() {
 fn ca_init_creates_the_ca_once_and_ca_then_prints_it() {
     let dir = TestDir::new("cli-ca-init");
     let data = dir.join("data");
-    let out = crawlcache_cmd(&["ca", "--init", "--data-dir", path_str(&data)], CMD_LIMIT);
+    let out = crawlcache_cmd(&["ca", "init", "--data-dir", path_str(&data)], CMD_LIMIT);
     assert!(out.status.success(), "{}", describe(&out));
     assert!(stderr(&out).contains("created a new local CA"), "{}", describe(&out));
     let path = PathBuf::from(stdout(&out).trim());
     assert!(path.is_file(), "{}", describe(&out));
     let pem = std::fs::read_to_string(&path).unwrap();
 
-    // Plain `ca` now prints the same path, `--pem` the same certificate.
-    let out = crawlcache_cmd(&["ca", "--data-dir", path_str(&data)], CMD_LIMIT);
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(PathBuf::from(stdout(&out).trim()), path);
-    assert_eq!(stderr(&out), "");
-    let out = crawlcache_cmd(&["ca", "--pem", "--data-dir", path_str(&data)], CMD_LIMIT);
+    // `ca path` (and plain `ca`) now print the same path, `--pem` the same certificate.
+    for args in [&["ca", "path"][..], &["ca"]] {
+        let mut args = args.to_vec();
+        args.extend(["--data-dir", path_str(&data)]);
+        let out = crawlcache_cmd(&args, CMD_LIMIT);
+        assert!(out.status.success(), "{args:?}: {}", describe(&out));
+        assert_eq!(PathBuf::from(stdout(&out).trim()), path);
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+    let out = crawlcache_cmd(&["ca", "path", "--pem", "--data-dir", path_str(&data)], CMD_LIMIT);
     assert_eq!(stdout(&out), pem, "{}", describe(&out));
 
-    // A second --init keeps the CA.
+    // A second `ca init` keeps the CA.
     assert_eq!(ca_init(&data), path);
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), pem, "--init replaced an existing CA");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), pem, "ca init replaced an existing CA");
 }
 
 // ---------------------------------------------------------------------------
@@ -193,7 +205,7 @@ fn the_bundle_verifies_public_hosts_and_intercepted_ones() {
     let ca_path = ca_init(&data);
 
     let bundle = dir.join("bundle.pem");
-    let out = crawlcache_cmd(&["ca", "--bundle", path_str(&bundle), "--roots", path_str(&roots_file), "--data-dir", path_str(&data)], CMD_LIMIT);
+    let out = crawlcache_cmd(&["ca", "bundle", path_str(&bundle), "--roots", path_str(&roots_file), "--data-dir", path_str(&data)], CMD_LIMIT);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(PathBuf::from(stdout(&out).trim()), bundle, "{}", describe(&out));
     assert!(stderr(&out).contains("wrote 2 root certificate(s)"), "{}", describe(&out));
@@ -229,7 +241,7 @@ fn the_bundle_verifies_public_hosts_and_intercepted_ones() {
 
     // Written again over itself (SSL_CERT_FILE pointing at the bundle): the CA
     // is not added twice.
-    let out = crawlcache_with_ssl_cert_file(&["ca", "--bundle", path_str(&bundle), "--data-dir", path_str(&data)], Some(&bundle));
+    let out = crawlcache_with_ssl_cert_file(&["ca", "bundle", path_str(&bundle), "--data-dir", path_str(&data)], Some(&bundle));
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(certs_in(&bundle), in_bundle);
 }
@@ -243,7 +255,7 @@ fn bundle_roots_come_from_ssl_cert_file_and_are_checked() {
     let roots_file = dir.join("env-roots.pem");
     std::fs::write(&roots_file, &public.ca_pem).unwrap();
     let bundle = dir.join("bundle.pem");
-    let bundle_args = ["ca", "--bundle", path_str(&bundle), "--data-dir", path_str(&data)];
+    let bundle_args = ["ca", "bundle", path_str(&bundle), "--data-dir", path_str(&data)];
 
     let out = crawlcache_with_ssl_cert_file(&bundle_args, Some(&roots_file));
     assert!(out.status.success(), "{}", describe(&out));
@@ -265,7 +277,7 @@ fn bundle_roots_come_from_ssl_cert_file_and_are_checked() {
     // --roots naming a file without certificates.
     let junk = dir.join("junk.pem");
     std::fs::write(&junk, "no certificates here\n").unwrap();
-    let out = crawlcache_cmd(&["ca", "--bundle", path_str(&bundle), "--roots", path_str(&junk), "--data-dir", path_str(&data)], CMD_LIMIT);
+    let out = crawlcache_cmd(&["ca", "bundle", path_str(&bundle), "--roots", path_str(&junk), "--data-dir", path_str(&data)], CMD_LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(stderr(&out).contains(&format!("{} holds no root certificate", junk.display())), "{}", describe(&out));
     assert!(!bundle.exists(), "a failed --bundle wrote the file");
@@ -278,22 +290,33 @@ fn roots_without_bundle_and_pem_with_bundle_are_usage_errors() {
     assert!(stderr(&out).contains("--bundle"), "{}", describe(&out));
     let out = crawlcache_cmd(&["ca", "--pem", "--bundle", "b.pem"], CMD_LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let out = crawlcache_cmd(&["ca", "path", "--roots", "/etc/ssl/cert.pem"], CMD_LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let out = crawlcache_cmd(&["ca", "bundle"], CMD_LIMIT);
+    assert_eq!(out.status.code(), Some(2), "`ca bundle` needs its FILE: {}", describe(&out));
 }
 
 // ---------------------------------------------------------------------------
-// config --defaults and the configuration error hint
+// config defaults and the configuration error hint
 // ---------------------------------------------------------------------------
 
 #[test]
 fn config_defaults_prints_the_embedded_file() {
-    let out = crawlcache_cmd(&["config", "--defaults"], CMD_LIMIT);
+    let out = crawlcache_cmd(&["config", "defaults"], CMD_LIMIT);
     assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stderr(&out), "");
     let file = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/crawlcache.toml")).unwrap();
-    assert!(out.stdout == file, "`config --defaults` differs from config/crawlcache.toml");
-    // Without a flag, clap says what is missing.
+    assert!(out.stdout == file, "`config defaults` differs from config/crawlcache.toml");
+    // The old spelling prints the same, and says which replaces it.
+    let old = crawlcache_cmd(&["config", "--defaults"], CMD_LIMIT);
+    assert!(old.status.success() && old.stdout == file, "{}", describe(&old));
+    assert!(stderr(&old).contains("`crawlcache config --defaults` is deprecated; use `crawlcache config defaults`"), "{}", describe(&old));
+    // Without a subcommand, the help says what there is.
     let out = crawlcache_cmd(&["config"], CMD_LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    assert!(stderr(&out).contains("--defaults"), "{}", describe(&out));
+    for sub in ["defaults", "check", "show"] {
+        assert!(stderr(&out).contains(sub), "{}", describe(&out));
+    }
 }
 
 #[test]
@@ -307,7 +330,8 @@ fn configuration_errors_mention_config_defaults() {
         assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
         let err = stderr(&out);
         assert!(err.contains(path_str(file)), "{err}");
-        assert!(err.contains("`crawlcache config --defaults`"), "{err}");
+        assert!(err.contains("`crawlcache config defaults`"), "{err}");
+        assert!(!err.contains("config/crawlcache.toml"), "a path binary users do not have: {err}");
     }
 }
 

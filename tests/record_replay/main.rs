@@ -365,7 +365,7 @@ fn a_304_refreshes_the_record_copy_too() {
     // Offline, from the record alone (the stale cache entry pruned).
     std::thread::sleep(Duration::from_millis(1100));
     let out = crawlcache_cmd(&["cache", "prune", "--unused-for", "0s", "--config", cfg_s, "--data-dir", data_s], Duration::from_secs(30));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 1 entries"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 1 entry "), "{}", String::from_utf8_lossy(&out.stdout));
     drop(origin);
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
     let replayed = offline.get(&url, &[]);

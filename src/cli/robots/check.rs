@@ -43,10 +43,11 @@ pub struct CheckArgs {
 /// `robots check`: reads `args.robots`, then writes one line per URL to
 /// `out`: `allowed` or `disallowed`, the URL, and the deciding rule with its
 /// line (or that no rule matched). Warnings (an agent that is not a valid
-/// product token) go to `err`.
+/// product token) go to `err`. Returns how many of the URLs are
+/// disallowed (`--exit-code` turns any into exit 1).
 ///
 /// Errors: the robots file cannot be read, or `out` cannot be written.
-pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
+pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<usize, CliError> {
     let body = std::fs::read(&args.robots).map_err(|e| CliError(format!("cannot read robots.txt file '{}': {e}", args.robots.display())))?;
     let robots = RobotsTxt::parse(&body);
 
@@ -75,6 +76,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         writeln!(out)?;
     }
     let width = args.urls.iter().map(|u| u.len()).max().unwrap_or(0);
+    let mut disallowed = 0;
     for url in &args.urls {
         let v = robots.check(&args.agent, url);
         let why = match (&v.rule, v.line) {
@@ -83,9 +85,10 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
             _ => "no rule matched".to_owned(),
         };
         let verdict = if v.allowed { "allowed" } else { "disallowed" };
+        disallowed += usize::from(!v.allowed);
         writeln!(out, "{verdict:<10}  {url:<width$}  {why}")?;
     }
-    Ok(())
+    Ok(disallowed)
 }
 
 /// One line of the `--lines` report: number, what it was understood as,
