@@ -206,6 +206,23 @@ fn cli_check_prints_verdict_rule_and_line_per_url() {
     assert!(err.contains("not a valid product token") && err.contains("--agent ExampleBot"), "{err}");
 }
 
+/// A rule whose bytes are not UTF-8 is named by its octets as the file
+/// has them, percent-encoded (`/caf%E9`), in the verdict and in the line
+/// report, never by a replacement character.
+#[test]
+fn cli_check_names_a_rule_that_is_not_utf8_by_its_octets() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let path = dir.path().join("robots.txt");
+    std::fs::write(&path, b"User-agent: *\nDisallow: /caf\xe9\n").unwrap_or_else(|e| panic!("write: {e}"));
+    let args = CheckArgs { robots: path, agent: "ExampleBot".into(), urls: vec!["http://e/caf%E9".into()], lines: true };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    cli::check(&args, &mut out, &mut err).unwrap_or_else(|e| panic!("check: {e}"));
+    let out = String::from_utf8(out).expect("the output is UTF-8");
+    assert!(out.contains("disallowed") && out.contains("Disallow: /caf%E9 (line 2)"), "{out}");
+    assert!(!out.contains('\u{FFFD}'), "{out}");
+    assert!(out.lines().any(|l| l.contains("/caf%E9") && !l.contains("disallowed")), "the line report names it too: {out}");
+}
+
 #[test]
 fn cli_check_names_the_missing_file() {
     let args = CheckArgs { robots: "/nonexistent/robots.txt".into(), agent: "x".into(), urls: vec!["/".into()], lines: false };

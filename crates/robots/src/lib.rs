@@ -32,6 +32,8 @@
 //!   any bytes, a final `$` anchors. The longest pattern (in bytes after
 //!   escaping, `*` and `$` included) wins; `Allow` wins ties; an empty
 //!   pattern matches nothing. `Allow: /d/index.htm*` also allows `/d/`.
+//!   A verdict names its rule as the file wrote it; bytes that are not
+//!   UTF-8 are named `%XX`, as the file has them ([`octets_text`]).
 //! - `Crawl-delay` (not in RFC 9309; §2.2.4 lets crawlers read other
 //!   records; Google ignores it) is recorded in seconds, fractions allowed,
 //!   invalid values ignored. It never ends a group (as in Google's parser, so
@@ -89,7 +91,7 @@ pub mod settings;
 pub mod snapshot;
 mod token;
 
-pub use parse::{escape_pattern, LineMetadata, LineReport, LineTag, MAX_LINE_BYTES};
+pub use parse::{escape_pattern, octets_text, LineMetadata, LineReport, LineTag, MAX_LINE_BYTES};
 pub use pattern::path_params_query;
 pub use robots_txt::{RobotsTxt, Verdict};
 pub use token::{is_valid_product_token, product_token_from_user_agent};

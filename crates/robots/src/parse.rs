@@ -90,11 +90,12 @@ pub struct LineReport {
     pub tag: LineTag,
     /// Syntax flags.
     pub metadata: LineMetadata,
-    /// The key as written (whitespace trimmed), when the line has a directive.
+    /// The key as written (whitespace trimmed; bytes that are not UTF-8
+    /// as `%XX`, [`octets_text`]), when the line has a directive.
     pub key: Option<String>,
     /// The value as written (comment and surrounding whitespace removed,
-    /// before any escaping; invalid UTF-8 replaced), when the line has a
-    /// directive.
+    /// before any escaping; bytes that are not UTF-8 as `%XX`,
+    /// [`octets_text`]), when the line has a directive.
     pub value: Option<String>,
     /// What the compiler did with the line when that is not obvious from the
     /// tag, e.g. a rule ignored because no `User-agent` line precedes it.
@@ -142,7 +143,7 @@ impl Line<'_> {
     /// The report for this line, without a compiler note.
     pub(crate) fn report(&self) -> LineReport {
         let (key, value) = match self.directive {
-            Some((_, k, v)) => (Some(String::from_utf8_lossy(k).into_owned()), Some(String::from_utf8_lossy(v).into_owned())),
+            Some((_, k, v)) => (Some(octets_text(k).into_owned()), Some(octets_text(v).into_owned())),
             None => (None, None),
         };
         LineReport { line: self.number, tag: self.tag(), metadata: self.metadata, key, value, note: None }
@@ -328,6 +329,35 @@ pub fn escape_pattern(src: &[u8]) -> Cow<'_, [u8]> {
                 out.push(b);
             }
             i += 1;
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The text that names bytes of a robots.txt (a rule, a key, a value, the
+/// body) wherever they are shown: `robots check`, `Robots-Status`, the audit
+/// line, refusals. Valid UTF-8 is kept as written; every byte that is not
+/// part of valid UTF-8 becomes `%XX` (upper-case hex), the octet as the file
+/// has it, so `Disallow: /caf\xE9` is named `Disallow: /caf%E9` and never by
+/// a replacement character. Existing `%XX` escapes are kept as written.
+/// Borrowed when the bytes are valid UTF-8.
+///
+/// ```
+/// use crawlcache_robots::octets_text;
+/// assert_eq!(octets_text(b"Disallow: /caf\xe9"), "Disallow: /caf%E9");
+/// assert_eq!(octets_text("/café/%e9".as_bytes()), "/café/%e9");
+/// ```
+pub fn octets_text(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(bytes.len() + 16);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for &b in chunk.invalid() {
+            out.push('%');
+            out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
+            out.push(char::from(HEX_UPPER[usize::from(b & 0xF)]));
         }
     }
     Cow::Owned(out)

@@ -22,8 +22,10 @@ pub struct Verdict {
     /// Whether the product token may crawl the URL.
     pub allowed: bool,
     /// The deciding rule as written, e.g. `Disallow: /private` (the key is
-    /// normalised to `Allow` or `Disallow`, the pattern is the file's text).
-    /// `None` when no rule matched, which means allowed.
+    /// normalised to `Allow` or `Disallow`, the pattern is the file's text;
+    /// bytes that are not UTF-8 are named `%XX`, as the file has them:
+    /// [`crate::octets_text`]). `None` when no rule matched, which means
+    /// allowed.
     pub rule: Option<String>,
     /// The 1-based line of the deciding rule.
     pub line: Option<u32>,
@@ -88,8 +90,9 @@ impl RobotsTxt {
         self.inner.applicable(product_token).and_then(|a| a.crawl_delay)
     }
 
-    /// The non-empty `Sitemap` values in file order, as written (invalid
-    /// UTF-8 replaced). Sitemaps belong to the file, not to a group.
+    /// The non-empty `Sitemap` values in file order, as written (bytes that
+    /// are not UTF-8 as `%XX`: [`crate::octets_text`]). Sitemaps belong to
+    /// the file, not to a group.
     pub fn sitemaps(&self) -> &[String] {
         &self.inner.sitemaps
     }
@@ -121,6 +124,20 @@ mod tests {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\nAllow: /pub\n");
         assert_eq!(r.check("x", "http://e/private"), Verdict { allowed: false, rule: Some("Disallow: /".into()), line: Some(2) });
         assert_eq!(r.check("x", "/pub/a"), Verdict { allowed: true, rule: Some("Allow: /pub".into()), line: Some(3) });
+    }
+
+    #[test]
+    fn a_rule_whose_bytes_are_not_utf8_is_named_by_its_octets_percent_encoded() {
+        let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /caf\xe9\nDisallow: /d%E9j\xe0/\xff\xfe\nAllow: /ok/\xc3\xa9t\xc3\xa9\n");
+        // The rule matches the URL's percent-encoded form (Google's escaping).
+        assert_eq!(r.check("x", "http://e/caf%E9"), Verdict { allowed: false, rule: Some("Disallow: /caf%E9".into()), line: Some(2) });
+        assert_eq!(r.check("x", "http://e/d%E9j%E0/%FF%FE"), Verdict { allowed: false, rule: Some("Disallow: /d%E9j%E0/%FF%FE".into()), line: Some(3) });
+        // Valid UTF-8 stays as written.
+        assert_eq!(r.check("x", "http://e/ok/%C3%A9t%C3%A9").rule.as_deref(), Some("Allow: /ok/été"));
+        let report = &r.line_reports()[1];
+        assert_eq!(report.value.as_deref(), Some("/caf%E9"));
+        let r = RobotsTxt::parse(b"Sitemap: http://e/s\xe9.xml\n");
+        assert_eq!(r.sitemaps(), ["http://e/s%E9.xml"]);
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub(crate) struct Rule {
     pub(crate) priority: u32,
     /// 1-based line of the directive.
     pub(crate) line: u32,
-    /// The directive as written, e.g. `Disallow: /private`.
+    /// The directive as written, e.g. `Disallow: /private` (the key
+    /// normalised, bytes that are not UTF-8 as `%XX`: [`parse::octets_text`]).
     pub(crate) text: Box<str>,
     pub(crate) pattern: Pattern,
 }
@@ -267,7 +268,7 @@ impl Compiled {
                             group_has_rules = true;
                             let allow = key_type == KeyType::Allow;
                             let escaped = escape_pattern(value);
-                            let text: Box<str> = format!("{}: {}", if allow { "Allow" } else { "Disallow" }, String::from_utf8_lossy(value)).into();
+                            let text: Box<str> = format!("{}: {}", if allow { "Allow" } else { "Disallow" }, parse::octets_text(value)).into();
                             if escaped.is_empty() {
                                 report.note = Some("empty pattern: matches nothing");
                             }
@@ -291,7 +292,7 @@ impl Compiled {
                     },
                     KeyType::Sitemap => {
                         if !value.is_empty() {
-                            c.sitemaps.push(String::from_utf8_lossy(value).into_owned());
+                            c.sitemaps.push(parse::octets_text(value).into_owned());
                         }
                     }
                     KeyType::Unknown => {
