@@ -179,16 +179,17 @@ async fn outcomes_and_redirects_against_a_local_origin() {
     let check = RobotsCheck::new(&rules, d, &reg.windows(&o), now, "Bot", &format!("http://127.0.0.1:{port}/private/x"));
     assert!(matches!(check.action(RobotsMode::Enforce), Action::Refuse { status: 403, .. }));
 
-    // A sixth redirect: unavailable, destination recorded.
+    // A sixth redirect (C55): the chain is given up as `absent`, like a
+    // 404, which replaces the rules; the destination is recorded, never
+    // requested.
     origin.set("/r5", "302 Found", &[("Location", "/r6")], b"");
     origin.set("/r6", "200 OK", &[], RULES.as_bytes());
     let rules = reg.refresh(&o, now + Duration::from_secs(1)).await;
-    // The previous good snapshot is still inside its windows: kept.
-    assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
+    assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
     assert_eq!(origin.requests_for("/r6").len(), 0, "the sixth hop is never requested");
     let o2 = Origin::new("http", "localhost", port);
     let (rules, _) = reg.rules_for(&o2, now).await;
-    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some(format!("http://localhost:{port}/r6").as_str()));
 
     // Another host under same-host: 127.0.0.1 → localhost.

@@ -174,9 +174,9 @@ fn unreachable_or_slow_robots_means_disallow_all() {
     assert_eq!(page_requests(&origin, "/page"), 0);
 }
 
-/// Item 3: five redirects within the host are followed; a sixth, or one to
-/// another host under the opt-in `same-host`, makes the rules unavailable
-/// and says `redirect refused`.
+/// Item 3: five redirects within the host are followed (a sixth is C55,
+/// below); one to another host under the opt-in `same-host` makes the
+/// rules unavailable and says `redirect refused`.
 #[test]
 fn redirects_within_the_host_are_followed_up_to_five() {
     let hops = |n: usize| {
@@ -198,12 +198,6 @@ fn redirects_within_the_host_are_followed_up_to_five() {
     let (origin, proxy) = start("enforce", "", hops(5));
     assert_eq!(proxy.get(&origin.url("/x"), &[("User-Agent", "ExampleBot")]).status, 403, "rules from the 5th hop apply");
     assert_eq!(proxy.get(&origin.url("/y"), &[("User-Agent", "ExampleBot")]).status, 200);
-    // 6 hops: unavailable, everything disallowed.
-    let (origin6, proxy6) = start("enforce", "", hops(6));
-    let r = proxy6.get(&origin6.url("/y"), &[("User-Agent", "ExampleBot")]);
-    assert_eq!(r.status, 403, "a sixth hop makes the rules unavailable: {}", r.describe());
-    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
-    assert_eq!(page_requests(&origin6, "/r6"), 0, "the sixth hop is never contacted");
     // Cross-host redirect under same-host (opt-in since C49).
     let (ox, px) = start("enforce", "redirects = \"same-host\"", |req| match req.path() {
         "/robots.txt" => Reply::new(301, &[("Location", "http://localhost:9/robots.txt")], b""),
@@ -212,6 +206,77 @@ fn redirects_within_the_host_are_followed_up_to_five() {
     let r = px.get(&ox.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a redirect to another host is not followed: {}", r.describe());
     assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
+}
+
+/// C55: a robots.txt behind a redirect loop, or behind six redirects
+/// (ending in a file with `Disallow: /private/`), is given up as `absent`
+/// (RFC 9309 section 2.3.1.2; Google: like a 404): under `enforce`, `/page`
+/// and `/private/x` are both served, `Robots-Status` and the audit line say
+/// why (the loop or the limit, and the chain), the repeated URL and the
+/// sixth target are never requested, and `robots show` says so too.
+#[test]
+fn robots_txt_past_five_redirects_or_in_a_loop_is_absent_and_says_why_c55() {
+    let ua = [("User-Agent", "ExampleBot/1.0")];
+    let (looped, proxy) = start("enforce", "", |req| match req.path() {
+        "/robots.txt" => Reply::new(301, &[("Location", "/robots-a.txt")], b""),
+        "/robots-a.txt" => Reply::new(301, &[("Location", "/robots-b.txt")], b""),
+        "/robots-b.txt" => Reply::new(301, &[("Location", "/robots-a.txt")], b""),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let chain = [looped.url("/robots.txt"), looped.url("/robots-a.txt"), looped.url("/robots-b.txt"), looped.url("/robots-a.txt")].join(" -> ");
+    let r = proxy.get(&looped.url("/page"), &ua);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
+    let rs = r.header("robots-status").unwrap_or("").to_string();
+    assert!(rs.starts_with("allowed; rule=\"redirect loop\""), "{rs}");
+    assert!(rs.contains(&format!("reason=\"a redirect loop: {chain};")), "the chain is named: {rs}");
+    let r = proxy.get(&looped.url("/private/x"), &ua);
+    assert_eq!(r.status, 200, "absent: everything allowed: {}", r.describe());
+    let asked: Vec<String> = looped.requests().iter().map(|q| q.path().to_string()).collect();
+    assert_eq!(asked, ["/robots.txt", "/robots-a.txt", "/robots-b.txt", "/page", "/private/x"], "the loop was seen without asking /robots-a.txt again");
+    let lines = wait_audit(proxy.data_dir(), 2);
+    assert_eq!((lines[0]["verdict"].as_str(), lines[0]["rule"].as_str()), (Some("allowed"), Some("redirect loop")), "{}", lines[0]);
+    assert!(lines[0]["robots_warning"].as_str().unwrap_or("").contains(&chain), "{}", lines[0]);
+
+    let (six, proxy6) = start("enforce", "", |req| {
+        let p = req.path();
+        match p.strip_prefix("/r").and_then(|i| i.parse::<usize>().ok()) {
+            _ if p == "/robots.txt" => Reply::new(301, &[("Location", "/r1")], b""),
+            Some(i) if i < 6 => Reply::new(302, &[("Location", &format!("/r{}", i + 1))], b""),
+            Some(_) => Reply::ok(&[], C40_RULES.as_bytes()),
+            None => Reply::ok(&[], b"page"),
+        }
+    });
+    let r = proxy6.get(&six.url("/page"), &ua);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
+    let rs = r.header("robots-status").unwrap_or("").to_string();
+    assert!(rs.starts_with("allowed; rule=\"redirect limit\""), "{rs}");
+    let chain6 = format!("{} -> {}", six.url("/robots.txt"), (1..=6).map(|i| six.url(&format!("/r{i}"))).collect::<Vec<_>>().join(" -> "));
+    assert!(rs.contains(&format!("reason=\"more than 5 redirects: {chain6};")), "{rs}");
+    assert_eq!(proxy6.get(&six.url("/private/x"), &ua).status, 200, "the sixth target's Disallow: /private/ never applies");
+    assert_eq!(page_requests(&six, "/r6"), 0, "the sixth target is never requested");
+    let lines = wait_audit(proxy6.data_dir(), 2);
+    assert_eq!(lines[1]["rule"], "redirect limit", "{}", lines[1]);
+    assert!(lines[1]["robots_warning"].as_str().unwrap_or("").contains(&chain6), "{}", lines[1]);
+    let shown = robots_show(&proxy6, &format!("http://127.0.0.1:{}", six.port()));
+    assert!(shown.contains("status:        absent") && shown.contains("why:           more than 5 redirects"), "{shown}");
+}
+
+/// A rule whose bytes are not UTF-8 (`Disallow: /caf\xE9`, Latin-1) is
+/// named by its octets as the file has them, percent-encoded (`/caf%E9`),
+/// in the refusal, `Robots-Status` and the audit line: never by a
+/// replacement character.
+#[test]
+fn a_rule_that_is_not_utf8_is_named_percent_encoded_as_the_file_has_it() {
+    let (origin, proxy) = start("enforce", "", |req| match req.path() {
+        "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain; charset=iso-8859-1")], b"User-agent: *\nDisallow: /caf\xe9\n"),
+        _ => Reply::ok(&[], b"page"),
+    });
+    let r = proxy.get(&origin.url("/caf%E9/menu"), &[("User-Agent", "ExampleBot/1.0")]);
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("rule `Disallow: /caf%E9` (line 2)"), "{}", r.text());
+    assert!(r.header("robots-status").unwrap_or("").starts_with("disallowed; rule=\"Disallow: /caf%E9\"; line=2"), "{}", r.describe());
+    let lines = wait_audit(proxy.data_dir(), 1);
+    assert_eq!(lines[0]["rule"], "Disallow: /caf%E9", "{}", lines[0]);
 }
 
 /// Item 2: only the first sight waits; after the fresh window, 20

@@ -6,7 +6,9 @@ use crawlcache::robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, Redi
 use crawlcache::robots::identity::FALLBACK_USER_AGENT;
 use crawlcache::robots::registry::{load_snapshot, RobotsRegistry};
 use crawlcache::robots::settings::{HostOverride, RobotsConfig};
-use crawlcache::robots::snapshot::{Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE};
+use crawlcache::robots::snapshot::{
+    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_LIMIT, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
+};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -315,7 +317,7 @@ async fn back_off_never_retries_before_retry_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable() {
+async fn redirects_five_same_host_hops_followed_sixth_absent_c55_or_cross_host_unavailable() {
     let fake = Fake::new();
     // `same-host` is opt-in since C49 (the default is `any`).
     let reg = registry(&fake, RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() });
@@ -332,7 +334,8 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     assert_eq!(rules.snapshot.redirects.hops.len(), 5);
     assert_eq!(rules.snapshot.redirects.final_url.as_deref(), Some("http://five.test/5"));
 
-    // A sixth hop.
+    // A sixth hop (C55): the chain is given up as `absent`, everything
+    // allowed, the verdict naming why.
     let o = origin("six.test");
     for i in 0..6 {
         let from = if i == 0 { "http://six.test/robots.txt".to_string() } else { format!("http://six.test/{i}") };
@@ -340,11 +343,12 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
     }
     fake.answer("http://six.test/6", vec![ok(RULES, None)]);
     let (rules, _) = reg.rules_for(&o, t0()).await;
-    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://six.test/6"));
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::TooManyRedirects { .. }));
-
-    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://six.test/x").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+    let v = rules.verdict(State::Fresh, "Bot", "http://six.test/private/x");
+    assert!(v.allowed && v.rule.as_deref() == Some(RULE_REDIRECT_LIMIT), "{v:?}");
+    assert!(!fake.calls.lock().unwrap().iter().any(|(u, _)| u == "http://six.test/6"), "the sixth target is never contacted");
 
     // Another host under the opt-in same-host policy: refused, never
     // contacted, and said so.
@@ -367,7 +371,8 @@ async fn redirects_five_same_host_hops_followed_sixth_or_cross_host_unavailable(
 
 /// C49: by default an apex → www redirect (another host) is followed, the
 /// rules apply to the apex origin and the chain is in the snapshot; a
-/// sixth hop is refused with `redirect refused`, its target never asked.
+/// sixth hop across hosts ends the chain as `absent` (C55), its target
+/// never asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c49() {
     let fake = Fake::new();
@@ -395,9 +400,10 @@ async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c
     let before = fake.calls();
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(fake.calls() - before, 6, "the origin and five hops, not the sixth");
-    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
     assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://h6.test/robots.txt"));
-    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://hops.test/a").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
+    let v = rules.verdict(State::Fresh, "Bot", "http://hops.test/a");
+    assert!(v.allowed && v.rule.as_deref() == Some(RULE_REDIRECT_LIMIT), "{v:?}");
 }
 
 /// C43: the fetch identity comes from `robots.user_agent`, else from

@@ -71,7 +71,8 @@ impl RobotsFetch for UpstreamRobotsFetch {
             let req = req.body(ProxyBody::empty()).map_err(|e| FetchError::Other(format!("cannot build the request for {url}: {e}")))?;
             let resp = this.upstream.send(req).await.map_err(|e| match e.kind {
                 UpstreamErrorKind::Dns => FetchError::Dns(e.message),
-                UpstreamErrorKind::Connect | UpstreamErrorKind::Tls => FetchError::Connect(e.message),
+                UpstreamErrorKind::Connect => FetchError::Connect(e.message),
+                UpstreamErrorKind::Tls => FetchError::Tls(e.message),
                 UpstreamErrorKind::Timeout => FetchError::Timeout,
                 UpstreamErrorKind::Protocol => FetchError::Other(e.message),
             })?;

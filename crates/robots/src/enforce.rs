@@ -10,6 +10,11 @@ use crate::origin_rules::Rules;
 use crate::robots_txt::Verdict;
 use crate::settings::RobotsMode;
 use crate::snapshot::{Disposition, RobotsStatus, State, Windows, RULE_REDIRECT_REFUSED};
+
+/// Most bytes of the `reason` parameter of `Robots-Status` (a redirect
+/// chain of long URLs is cut there, marked `...`); the audit line and the
+/// refusal carry it whole.
+pub const MAX_REASON_BYTES: usize = 2048;
 use crate::token::product_token_from_user_agent;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -43,9 +48,12 @@ pub struct CheckNames {
     pub robots_url: Arc<str>,
     /// The `User-Agent` the snapshot was fetched as (C43).
     pub fetched_as: Option<Arc<str>>,
-    /// The snapshot's warning about the client's identity
-    /// ([`crate::snapshot::Snapshot::identity_warning`]).
+    /// The snapshot's warning ([`crate::snapshot::Snapshot::warning`]):
+    /// about the client's identity, or why the verdicts are not the file's.
     pub warning: Option<Arc<str>>,
+    /// Why the verdicts are not a rule of the file
+    /// ([`crate::snapshot::Snapshot::verdict_reason`]).
+    pub reason: Option<Arc<str>>,
 }
 
 impl CheckNames {
@@ -57,7 +65,8 @@ impl CheckNames {
             sha256: snapshot.sha256.as_str().into(),
             robots_url: rules.robots_url.as_str().into(),
             fetched_as: snapshot.fetched_as.as_deref().map(Arc::from),
-            warning: snapshot.identity_warning().map(Arc::from),
+            warning: snapshot.warning().map(Arc::from),
+            reason: snapshot.verdict_reason().map(Arc::from),
         }
     }
 }
@@ -85,12 +94,16 @@ pub struct RobotsCheck {
     pub hard_max_secs: u64,
     /// The `User-Agent` the snapshot was fetched as (C43).
     pub fetched_as: Option<Arc<str>>,
-    /// A warning about the rules in force: the robots.txt answered 401 or
-    /// 403 to `fetched_as` ([`crate::snapshot::Snapshot::identity_warning`]).
+    /// A warning about the rules in force, for the audit line
+    /// ([`crate::snapshot::Snapshot::warning`]): the robots.txt answered 401
+    /// or 403 to `fetched_as`, or why the verdicts are not the file's rules.
     pub warning: Option<Arc<str>>,
-    /// Why the rules are unknown, for an `unavailable` snapshot (the last
-    /// fetch outcome: a refused redirect, an undecodable body, a 503, ...).
-    pub unavailable_detail: Option<String>,
+    /// Why the verdict is not a rule of the file
+    /// ([`crate::snapshot::Snapshot::verdict_reason`]): for `unavailable`
+    /// rules the cause of the failure (certificate, DNS, connection,
+    /// status, ...) and what fixes it; for a redirect chain given up, the
+    /// limit or the loop and the chain.
+    pub reason: Option<Arc<str>>,
 }
 
 /// What the proxy does with the request.
@@ -123,7 +136,6 @@ impl RobotsCheck {
     pub fn with_names(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, names: &CheckNames, url: &str) -> RobotsCheck {
         let state = rules.snapshot.state(windows, now);
         let judged = if disposition == Disposition::Offline { State::Fresh } else { state };
-        let snapshot = &rules.snapshot;
         RobotsCheck {
             verdict: rules.verdict(judged, &names.agent, url),
             agent: names.agent.clone(),
@@ -136,7 +148,7 @@ impl RobotsCheck {
             hard_max_secs: windows.hard_max.as_secs(),
             fetched_as: names.fetched_as.clone(),
             warning: names.warning.clone(),
-            unavailable_detail: (snapshot.status == RobotsStatus::Unavailable).then(|| snapshot.last_outcome.to_string()),
+            reason: names.reason.clone(),
         }
     }
 
@@ -170,11 +182,14 @@ impl RobotsCheck {
         let rule = self.verdict.rule.as_deref().unwrap_or("(no rule)");
         let line = self.verdict.line.map(|l| format!(" (line {l})")).unwrap_or_default();
         let why = if self.status == RobotsStatus::Unavailable {
-            let detail = self.unavailable_detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+            let detail = self.reason.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
             if self.verdict.rule.as_deref() == Some(RULE_REDIRECT_REFUSED) {
                 format!("a redirect of the robots.txt was refused{detail}, so the rules are unknown and everything is disallowed (RFC 9309 section 2.3.1.2; `robots.redirects`)")
             } else {
-                format!("the robots.txt could not be fetched{detail}, so everything is disallowed (RFC 9309 section 2.3.1.4)")
+                format!(
+                    "the robots.txt could not be fetched{detail}, so everything is disallowed (RFC 9309 section 2.3.1.4) until a fetch succeeds: \
+                     after the retry back-off, at the first request after a restart, or now with `crawlcache robots refresh`"
+                )
             }
         } else {
             format!("rule `{rule}`{line}")
@@ -187,7 +202,10 @@ impl RobotsCheck {
 
     /// The `Robots-Status` field value: the verdict, then `rule`, `line`
     /// (when known), `sha256`, `disposition` as parameters, e.g.
-    /// `disallowed; rule="Disallow: /private"; line=2; sha256="ab…"; disposition=cached`.
+    /// `disallowed; rule="Disallow: /private"; line=2; sha256="ab…"; disposition=cached`,
+    /// then `reason` when the verdict is not a rule of the file
+    /// ([`RobotsCheck::reason`], at most [`MAX_REASON_BYTES`]), e.g.
+    /// `allowed; rule="redirect loop"; sha256="e3…"; disposition=fetched; reason="a redirect loop: http://… -> …"`.
     /// Strings are quoted with `\` escapes; bytes outside printable ASCII
     /// are percent-encoded, so the value is always a valid field value.
     pub fn status_header(&self) -> String {
@@ -204,6 +222,18 @@ impl RobotsCheck {
         s.push_str(&self.sha256);
         s.push_str("\"; disposition=");
         s.push_str(self.disposition.as_str());
+        if let Some(r) = &self.reason {
+            s.push_str("; reason=");
+            if r.len() <= MAX_REASON_BYTES {
+                s.push_str(&quote(r));
+            } else {
+                let mut cut = MAX_REASON_BYTES;
+                while !r.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                s.push_str(&quote(&format!("{}...", &r[..cut])));
+            }
+        }
         s
     }
 }
@@ -319,6 +349,50 @@ mod tests {
             }
             a => panic!("{a:?}"),
         }
+    }
+
+    #[test]
+    fn unavailable_rules_name_the_cause_and_the_fix_in_the_refusal_the_header_and_the_audit_warning() {
+        let t = SystemTime::UNIX_EPOCH;
+        for (outcome, cause, fix) in [
+            (
+                FetchOutcome::Tls { detail: "TLS with origin localhost:8443 failed: the origin's certificate is not trusted: UnknownIssuer".into() },
+                "certificate: ",
+                "`upstream.extra_ca_file`",
+            ),
+            (FetchOutcome::Dns { detail: "could not resolve origin host nowhere.test".into() }, "DNS: ", "the origin is unreachable"),
+            (
+                FetchOutcome::Connect { detail: "could not connect to origin 127.0.0.1:9: Connection refused".into() },
+                "connection: ",
+                "the origin is unreachable",
+            ),
+            (FetchOutcome::ServerError { status: 503 }, "status: ", "answered 503"),
+        ] {
+            let mut r = rules(RobotsStatus::Unavailable, "", t);
+            r.snapshot.last_outcome = outcome.clone();
+            let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
+            let reason = c.reason.as_deref().unwrap_or_default();
+            assert!(reason.starts_with(cause) && reason.contains(fix), "{outcome}: {reason}");
+            let h = c.status_header();
+            assert!(h.starts_with("disallowed; rule=\"rules unavailable\"; sha256=") && h.contains("; reason=\"") && h.contains(cause), "{h}");
+            assert!(http::HeaderValue::from_str(&h).is_ok());
+            assert_eq!(c.warning.as_deref(), Some(reason), "the audit line's robots_warning says the same");
+            match c.action(RobotsMode::Enforce) {
+                Action::Refuse { status: 403, body } => assert!(body.contains("could not be fetched") && body.contains(cause) && body.contains(fix), "{body}"),
+                a => panic!("{a:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_in_the_header_only() {
+        let t = SystemTime::UNIX_EPOCH;
+        let mut r = rules(RobotsStatus::Unavailable, "", t);
+        r.snapshot.last_outcome = FetchOutcome::Other { detail: "é".repeat(3000) };
+        let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
+        let h = c.status_header();
+        assert!(h.ends_with("...\"") && h.len() < 3 * MAX_REASON_BYTES + 200, "{}", h.len());
+        assert!(c.reason.as_deref().is_some_and(|r| r.len() > 6000));
     }
 
     #[test]

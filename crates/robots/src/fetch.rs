@@ -7,15 +7,16 @@
 //! [`apply_fetch`] is the pure decision that turns the result (and the
 //! previous snapshot, if any) into the snapshot to use from now on.
 
-use crate::snapshot::{sha256_hex, FetchOutcome, Origin, RedirectDetails, RobotsStatus, Snapshot, State, Validators, Windows, MAX_ROBOTS_BYTES};
+use crate::pattern::path_params_query;
+use crate::snapshot::{
+    sha256_hex, FetchOutcome, Origin, RedirectDetails, RedirectGiveUp, RobotsStatus, Snapshot, State, Validators, Windows, MAX_ROBOTS_BYTES,
+};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-/// Most redirects followed for one robots.txt (RFC 9309 §2.3.1.2: "SHOULD
-/// follow at least five consecutive redirects").
-pub const MAX_REDIRECT_HOPS: usize = 5;
+pub use crate::snapshot::MAX_REDIRECT_HOPS;
 
 /// One robots.txt response as the fetcher saw it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,8 +49,11 @@ pub enum FetchError {
     Timeout,
     /// The host name did not resolve.
     Dns(String),
-    /// The connection could not be made (refused, reset, TLS handshake).
+    /// The connection could not be made (refused, reset).
     Connect(String),
+    /// The TLS handshake failed (most often: the origin's certificate could
+    /// not be verified); the message names the certificate problem.
+    Tls(String),
     /// The body arrived, but its content coding is unknown or its bytes do
     /// not decode; the message names the coding (C40).
     Undecodable(String),
@@ -205,18 +209,35 @@ fn is_redirect(status: u16) -> bool {
     matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
+/// A URL as loop detection compares it: scheme and host lower-cased, the
+/// port explicit, then path, params and query byte for byte (the fragment
+/// is already gone).
+fn chain_identity(url: &str) -> String {
+    let origin = Origin::from_url(url).map(|o| o.key()).unwrap_or_default();
+    format!("{origin}{}", path_params_query(url))
+}
+
 /// Fetches `origin`'s robots.txt through `fetcher` as `user_agent`
 /// (empty: the fetcher's default), following up to [`MAX_REDIRECT_HOPS`]
 /// redirects allowed by `policy` (RFC 9309 §2.3.1.2). `validators` and the
 /// `User-Agent` are sent on every hop.
 ///
-/// A redirect outside the policy, or a sixth one, ends the attempt with
-/// [`FetchOutcome::RedirectRefused`] / [`FetchOutcome::TooManyRedirects`]
-/// and the destination in [`RedirectDetails::refused`]; that destination is
-/// never contacted. Never fails: every transport error becomes an outcome.
+/// Each redirect target is judged in this order, and one that is not
+/// followed is put in [`RedirectDetails::refused`] and never contacted:
+/// 1. outside the policy → [`FetchOutcome::RedirectRefused`] (the rules
+///    are then `unavailable`);
+/// 2. a URL already in the chain (the robots.txt itself included; scheme
+///    and host compared case-insensitively, default ports elided) →
+///    [`FetchOutcome::RedirectLoop`], detected before fetching it again;
+/// 3. a sixth redirect → [`FetchOutcome::TooManyRedirects`].
+///
+/// The last two give up the chain ([`RedirectDetails::gave_up`]); the rules
+/// are then `absent` ([`apply_fetch`]). Never fails: every transport error
+/// becomes an outcome.
 pub async fn fetch_robots(fetcher: &dyn RobotsFetch, origin: &Origin, validators: Option<Validators>, policy: RedirectPolicy, user_agent: &str) -> FetchResult {
     let mut url = origin.robots_url();
     let mut redirects = RedirectDetails::default();
+    let mut seen = vec![chain_identity(&url)];
     let fetched_as = (!user_agent.is_empty()).then(|| user_agent.to_string());
     loop {
         let resp = match fetcher.fetch(&url, validators.clone(), user_agent).await {
@@ -226,6 +247,7 @@ pub async fn fetch_robots(fetcher: &dyn RobotsFetch, origin: &Origin, validators
                     FetchError::Timeout => FetchOutcome::Timeout,
                     FetchError::Dns(d) => FetchOutcome::Dns { detail: d },
                     FetchError::Connect(d) => FetchOutcome::Connect { detail: d },
+                    FetchError::Tls(d) => FetchOutcome::Tls { detail: d },
                     FetchError::Undecodable(d) => FetchOutcome::Undecodable { detail: d },
                     FetchError::Other(d) => FetchOutcome::Other { detail: d },
                 };
@@ -235,20 +257,24 @@ pub async fn fetch_robots(fetcher: &dyn RobotsFetch, origin: &Origin, validators
         if is_redirect(resp.status) {
             if let Some(target) = resp.location.as_deref().and_then(|l| resolve_location(&url, l)) {
                 let target_origin = Origin::from_url(&target);
-                if redirects.hops.len() >= MAX_REDIRECT_HOPS {
-                    redirects.refused = Some(target.clone());
-                    redirects.refused_reason = Some(format!("more than {MAX_REDIRECT_HOPS} redirects"));
-                    return FetchResult { outcome: FetchOutcome::TooManyRedirects { to: target }, response: Some(resp), redirects, fetched_as };
-                }
-                if !target_origin.as_ref().is_some_and(|t| policy.allows(origin, t)) {
-                    redirects.refused = Some(target.clone());
-                    redirects.refused_reason = Some(format!("outside the {} redirect policy", policy.as_str()));
-                    return FetchResult { outcome: FetchOutcome::RedirectRefused { to: target }, response: Some(resp), redirects, fetched_as };
-                }
-                redirects.hops.push(target.clone());
-                redirects.final_url = Some(target.clone());
-                url = target;
-                continue;
+                let identity = chain_identity(&target);
+                let (outcome, reason, gave_up) = if !target_origin.as_ref().is_some_and(|t| policy.allows(origin, t)) {
+                    (FetchOutcome::RedirectRefused { to: target.clone() }, format!("outside the {} redirect policy", policy.as_str()), None)
+                } else if seen.contains(&identity) {
+                    (FetchOutcome::RedirectLoop { to: target.clone() }, "a redirect loop: already in the chain".to_string(), Some(RedirectGiveUp::Loop))
+                } else if redirects.hops.len() >= MAX_REDIRECT_HOPS {
+                    (FetchOutcome::TooManyRedirects { to: target.clone() }, format!("more than {MAX_REDIRECT_HOPS} redirects"), Some(RedirectGiveUp::Limit))
+                } else {
+                    seen.push(identity);
+                    redirects.hops.push(target.clone());
+                    redirects.final_url = Some(target.clone());
+                    url = target;
+                    continue;
+                };
+                redirects.refused = Some(target);
+                redirects.refused_reason = Some(reason);
+                redirects.gave_up = gave_up;
+                return FetchResult { outcome, response: Some(resp), redirects, fetched_as };
             }
         }
         let outcome = classify_status(resp.status);
@@ -278,6 +304,9 @@ pub fn classify_status(status: u16) -> FetchOutcome {
 /// - 304 → `previous` with its age reset (same body and SHA-256); a 304
 ///   without a good previous snapshot is treated as unavailable;
 /// - 4xx except 429 → `absent`;
+/// - a redirect chain given up (more than [`MAX_REDIRECT_HOPS`], or a loop;
+///   RFC 9309 §2.3.1.2 lets a crawler treat it like a 4xx, as Google does)
+///   → `absent`, the chain and the reason in its redirect details;
 /// - anything else (429, 5xx, transport failure, undecodable body, refused
 ///   redirect) → the previous snapshot when it is good (`fetched`/`absent`)
 ///   and not expired under `windows`, with the failure recorded and a retry
@@ -313,7 +342,7 @@ pub fn apply_fetch(origin: &Origin, previous: Option<&Snapshot>, result: FetchRe
     };
     match &outcome {
         FetchOutcome::Ok { .. } => return fresh(RobotsStatus::Fetched, response.body.clone(), response.truncated),
-        FetchOutcome::ClientError { .. } => {
+        FetchOutcome::ClientError { .. } | FetchOutcome::TooManyRedirects { .. } | FetchOutcome::RedirectLoop { .. } => {
             let mut s = fresh(RobotsStatus::Absent, Vec::new(), false);
             s.etag = None;
             s.last_modified = None;
@@ -428,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn rfc9309_2_3_1_2_a_sixth_redirect_is_refused_and_recorded() {
+    fn rfc9309_2_3_1_2_a_sixth_redirect_ends_the_chain_as_absent_c55() {
         let o = Origin::new("http", "a.test", 80);
         let s = script(vec![
             ("http://a.test/robots.txt", redirect("/r1")),
@@ -437,15 +466,77 @@ mod tests {
             ("http://a.test/r3", redirect("/r4")),
             ("http://a.test/r4", redirect("/r5")),
             ("http://a.test/r5", redirect("/r6")),
-            ("http://a.test/r6", ok("")),
+            ("http://a.test/r6", ok("User-agent: *\nDisallow: /private/\n")),
         ]);
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
         assert_eq!(r.outcome, FetchOutcome::TooManyRedirects { to: "http://a.test/r6".into() });
         assert_eq!(r.redirects.refused.as_deref(), Some("http://a.test/r6"));
-        assert!(!s.asked.lock().unwrap().contains(&"http://a.test/r6".to_string()));
+        assert_eq!(r.redirects.gave_up, Some(RedirectGiveUp::Limit));
+        assert!(!s.asked.lock().unwrap().contains(&"http://a.test/r6".to_string()), "the sixth target is never contacted");
+        let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(snap.status, RobotsStatus::Absent, "given up like a 4xx: everything allowed");
+        assert_eq!((snap.failures, snap.next_retry), (0, None), "not a failure: no back-off");
+        assert_eq!(
+            snap.redirects.chain(&o),
+            "http://a.test/robots.txt -> http://a.test/r1 -> http://a.test/r2 -> http://a.test/r3 -> http://a.test/r4 -> http://a.test/r5 -> http://a.test/r6"
+        );
+        let reason = snap.verdict_reason().unwrap();
+        assert!(reason.starts_with("more than 5 redirects: http://a.test/robots.txt -> ") && reason.contains("treated as absent"), "{reason}");
+        let v = crate::snapshot::verdict_for(&snap, &crate::RobotsTxt::parse(b""), State::Fresh, "Bot", "http://a.test/private/x");
+        assert_eq!(v, crate::Verdict { allowed: true, rule: Some(crate::snapshot::RULE_REDIRECT_LIMIT.into()), line: None });
+    }
+
+    #[test]
+    fn rfc9309_2_3_1_2_a_redirect_loop_is_detected_before_fetching_again_and_ends_as_absent_c55() {
+        let o = Origin::new("http", "example.com", 80);
+        let s = script(vec![
+            ("http://example.com/robots.txt", redirect("/robots-a.txt")),
+            ("http://example.com/robots-a.txt", redirect("/robots-b.txt")),
+            ("http://example.com/robots-b.txt", redirect("/robots-a.txt")),
+        ]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
+        assert_eq!(r.outcome, FetchOutcome::RedirectLoop { to: "http://example.com/robots-a.txt".into() });
+        assert_eq!(r.redirects.gave_up, Some(RedirectGiveUp::Loop));
+        let asked = s.asked.lock().unwrap().clone();
+        assert_eq!(
+            asked,
+            ["http://example.com/robots.txt", "http://example.com/robots-a.txt", "http://example.com/robots-b.txt"],
+            "the repeated URL is not fetched again"
+        );
+        let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
+        assert_eq!(snap.status, RobotsStatus::Absent);
+        let reason = snap.verdict_reason().unwrap();
+        assert!(
+            reason.starts_with("a redirect loop: http://example.com/robots.txt -> http://example.com/robots-a.txt -> http://example.com/robots-b.txt -> http://example.com/robots-a.txt;"),
+            "{reason}"
+        );
+        assert_eq!(snap.absent_rule(), Some(crate::snapshot::RULE_REDIRECT_LOOP));
+
+        // Back to the robots.txt itself, spelled with another case and the
+        // default port: still the same URL.
+        let s = script(vec![("http://example.com/robots.txt", redirect("HTTP://EXAMPLE.com:80/robots.txt"))]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
+        assert!(matches!(r.outcome, FetchOutcome::RedirectLoop { .. }), "{:?}", r.outcome);
+        assert_eq!(s.asked.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_redirect_outside_a_stricter_scope_stays_a_refusal_even_as_a_sixth_hop_or_a_loop_c55() {
+        let o = Origin::new("http", "a.test", 80);
+        let s = script(vec![
+            ("http://a.test/robots.txt", redirect("/r1")),
+            ("http://a.test/r1", redirect("/r2")),
+            ("http://a.test/r2", redirect("/r3")),
+            ("http://a.test/r3", redirect("/r4")),
+            ("http://a.test/r4", redirect("/r5")),
+            ("http://a.test/r5", redirect("http://b.test/robots.txt")),
+        ]);
+        let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, ""));
+        assert_eq!(r.outcome, FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() });
+        assert_eq!(r.redirects.gave_up, None);
         let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
         assert_eq!(snap.status, RobotsStatus::Unavailable);
-        assert_eq!(snap.redirects.refused.as_deref(), Some("http://a.test/r6"));
+        assert_eq!(snap.unavailable_rule(), crate::snapshot::RULE_REDIRECT_REFUSED);
     }
 
     #[test]

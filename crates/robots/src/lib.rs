@@ -64,7 +64,8 @@
 //! [`product_token_from_user_agent`]), content codings
 //! ([`decode`]), snapshots and their states ([`snapshot`], [`origin_rules`]),
 //! the decision of a fetch attempt ([`fetch`], over the [`fetch::RobotsFetch`]
-//! trait, runtime-agnostic), fetch identities ([`identity`]), pacing
+//! trait, runtime-agnostic) and how one ended ([`outcome`]: the cause of a
+//! failure and what fixes it), fetch identities ([`identity`]), pacing
 //! ([`politeness`]), enforcement ([`enforce`]) and the `[robots]` settings
 //! ([`settings`]).
 //!
@@ -80,6 +81,7 @@ pub mod enforce;
 pub mod fetch;
 pub mod identity;
 pub mod origin_rules;
+pub mod outcome;
 mod parse;
 mod pattern;
 pub mod politeness;

@@ -129,8 +129,10 @@ pub fn list_snapshots(tree: &sled::Tree) -> Vec<Snapshot> {
 /// A human-readable description of `snapshot` at `now` for `crawlcache
 /// robots show` and the admin endpoint: state, age, status, SHA-256,
 /// identity it was fetched as (and a warning when it got 401/403),
-/// content coding, validators, redirects, last outcome, retry schedule,
-/// then the body (decoded text).
+/// content coding, validators, redirects, last outcome (and, when the
+/// verdicts are not the file's rules, why: [`Snapshot::verdict_reason`]),
+/// retry schedule, then the body (decoded text; bytes that are not UTF-8
+/// as `%XX`, [`crate::octets_text`]).
 pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -156,6 +158,9 @@ pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> Stri
     let _ = writeln!(s, "fetched at:    {}", httpdate::fmt_http_date(snapshot.fetched_at));
     let _ = writeln!(s, "validated at:  {}", httpdate::fmt_http_date(snapshot.validated_at));
     let _ = writeln!(s, "last attempt:  {} ({})", httpdate::fmt_http_date(snapshot.last_attempt), snapshot.last_outcome);
+    if let Some(why) = snapshot.verdict_reason() {
+        let _ = writeln!(s, "why:           {why}");
+    }
     let _ = writeln!(s, "failures:      {}", snapshot.failures);
     if let Some(r) = snapshot.retry_after {
         let _ = writeln!(s, "retry-after:   {}", httpdate::fmt_http_date(r));
@@ -177,7 +182,7 @@ pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> Stri
     let _ = writeln!(s, "body:          {} bytes{}", snapshot.body.len(), if snapshot.truncated { " (truncated)" } else { "" });
     if !snapshot.body.is_empty() {
         s.push('\n');
-        s.push_str(&String::from_utf8_lossy(&snapshot.body));
+        s.push_str(&crate::octets_text(&snapshot.body));
         if !s.ends_with('\n') {
             s.push('\n');
         }

@@ -17,6 +17,7 @@
 //!
 //! Nothing here reads the clock: every function takes `now`.
 
+pub use crate::outcome::FetchOutcome;
 use crate::pattern::path_params_query;
 use crate::robots_txt::{RobotsTxt, Verdict};
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,11 @@ use std::time::{Duration, SystemTime};
 /// The largest robots.txt body kept, in bytes (500 KiB; RFC 9309 §2.5 asks
 /// crawlers to parse at least 500 kibibytes). Bytes beyond it are dropped.
 pub const MAX_ROBOTS_BYTES: usize = 500 * 1024;
+
+/// Most redirects followed for one robots.txt (RFC 9309 §2.3.1.2: "SHOULD
+/// follow at least five consecutive redirects"); a sixth ends the chain
+/// ([`RedirectGiveUp::Limit`]).
+pub const MAX_REDIRECT_HOPS: usize = 5;
 
 /// A robots.txt origin: scheme, host and port (RFC 9309 §2.3: the rules of
 /// `/robots.txt` apply to that scheme, host and port only).
@@ -135,8 +141,9 @@ impl fmt::Display for Origin {
 pub enum RobotsStatus {
     /// A 2xx response: the body is the rules (RFC 9309 §2.3.1.1).
     Fetched,
-    /// A 4xx other than 429: no rules published, everything allowed
-    /// (RFC 9309 §2.3.1.3).
+    /// A 4xx other than 429, or a redirect chain given up (more than five
+    /// hops, or a loop; RFC 9309 §2.3.1.2, [`RedirectGiveUp`]): no rules
+    /// published, everything allowed (RFC 9309 §2.3.1.3).
     Absent,
     /// 429, 5xx, a network failure, a body that does not decode or a
     /// refused redirect: the rules are unknown, everything disallowed (RFC
@@ -169,117 +176,55 @@ pub struct RedirectDetails {
     pub hops: Vec<String>,
     /// The URL whose response was used, when a redirect was followed.
     pub final_url: Option<String>,
-    /// A redirect target that was not followed (outside the configured
-    /// scope, or a sixth hop); the snapshot is then `unavailable`.
+    /// A redirect target that was not followed: outside the configured
+    /// scope (the snapshot is then `unavailable`), a sixth hop, or a URL
+    /// already in the chain (then `absent`, and `gave_up` says which).
     pub refused: Option<String>,
-    /// Why `refused` was not followed, e.g. `other host under same-host`.
+    /// Why `refused` was not followed, e.g. `outside the same-host redirect
+    /// policy`.
     pub refused_reason: Option<String>,
+    /// Why the chain was given up and the rules taken as `absent` (RFC 9309
+    /// §2.3.1.2); `None` when it was not (and in snapshots stored before
+    /// this was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gave_up: Option<RedirectGiveUp>,
 }
 
-/// The outcome of one fetch attempt, for display and the
-/// `robots_fetch_total{outcome}` metric.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum FetchOutcome {
-    /// 2xx: the body was parsed.
-    Ok {
-        /// The status code.
-        status: u16,
-    },
-    /// 304 to a conditional request: the stored body is still current.
-    NotModified,
-    /// 4xx other than 429: no rules.
-    ClientError {
-        /// The status code.
-        status: u16,
-    },
-    /// 429 Too Many Requests.
-    TooManyRequests,
-    /// 5xx.
-    ServerError {
-        /// The status code.
-        status: u16,
-    },
-    /// Any other status (1xx, 3xx without `Location`, unsolicited 304, ...).
-    UnexpectedStatus {
-        /// The status code.
-        status: u16,
-    },
-    /// No response in time.
-    Timeout,
-    /// The host name did not resolve.
-    Dns {
-        /// The resolver's message.
-        detail: String,
-    },
-    /// The connection could not be made (refused, reset, TLS failure).
-    Connect {
-        /// The cause.
-        detail: String,
-    },
-    /// The body's content coding is unknown or its bytes do not decode
-    /// (C40): a failed fetch, never rules.
-    Undecodable {
-        /// What failed, naming the coding.
-        detail: String,
-    },
-    /// Any other transport failure.
-    Other {
-        /// The cause.
-        detail: String,
-    },
-    /// A redirect outside the configured scope.
-    RedirectRefused {
-        /// The refused target URL.
-        to: String,
-    },
-    /// More than five redirects.
-    TooManyRedirects {
-        /// The target of the redirect not followed.
-        to: String,
-    },
+/// Why a robots.txt redirect chain was given up (RFC 9309 §2.3.1.2: a
+/// crawler SHOULD follow at least five consecutive redirects and MAY then
+/// treat the robots.txt as unavailable in the RFC's sense, like a 4xx, as
+/// Google treats it like a 404): crawlcache's `absent`, everything allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedirectGiveUp {
+    /// A sixth redirect ([`MAX_REDIRECT_HOPS`]).
+    Limit,
+    /// A redirect to a URL already in the chain.
+    Loop,
 }
 
-impl FetchOutcome {
-    /// The metric label: `fetched`, `not_modified`, `absent`, `rate_limited`,
-    /// `server_error`, `unexpected_status`, `timeout`, `dns`, `connect`,
-    /// `undecodable`, `other`, `redirect_refused`, `too_many_redirects`.
-    pub fn label(&self) -> &'static str {
+impl RedirectGiveUp {
+    /// The rule text of verdicts under the `absent` rules it leads to:
+    /// [`RULE_REDIRECT_LIMIT`] or [`RULE_REDIRECT_LOOP`].
+    pub fn rule(self) -> &'static str {
         match self {
-            FetchOutcome::Ok { .. } => "fetched",
-            FetchOutcome::NotModified => "not_modified",
-            FetchOutcome::ClientError { .. } => "absent",
-            FetchOutcome::TooManyRequests => "rate_limited",
-            FetchOutcome::ServerError { .. } => "server_error",
-            FetchOutcome::UnexpectedStatus { .. } => "unexpected_status",
-            FetchOutcome::Timeout => "timeout",
-            FetchOutcome::Dns { .. } => "dns",
-            FetchOutcome::Connect { .. } => "connect",
-            FetchOutcome::Undecodable { .. } => "undecodable",
-            FetchOutcome::Other { .. } => "other",
-            FetchOutcome::RedirectRefused { .. } => "redirect_refused",
-            FetchOutcome::TooManyRedirects { .. } => "too_many_redirects",
+            RedirectGiveUp::Limit => RULE_REDIRECT_LIMIT,
+            RedirectGiveUp::Loop => RULE_REDIRECT_LOOP,
         }
     }
 }
 
-impl fmt::Display for FetchOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FetchOutcome::Ok { status } => write!(f, "{status}"),
-            FetchOutcome::NotModified => f.write_str("304 not modified"),
-            FetchOutcome::ClientError { status } => write!(f, "{status} (no rules published)"),
-            FetchOutcome::TooManyRequests => f.write_str("429 too many requests"),
-            FetchOutcome::ServerError { status } => write!(f, "{status} server error"),
-            FetchOutcome::UnexpectedStatus { status } => write!(f, "unexpected status {status}"),
-            FetchOutcome::Timeout => f.write_str("timeout"),
-            FetchOutcome::Dns { detail } => write!(f, "DNS failure: {detail}"),
-            FetchOutcome::Connect { detail } => write!(f, "connection failure: {detail}"),
-            FetchOutcome::Undecodable { detail } => write!(f, "undecodable body: {detail}"),
-            FetchOutcome::Other { detail } => write!(f, "fetch failure: {detail}"),
-            FetchOutcome::RedirectRefused { to } => write!(f, "redirect to {to} refused"),
-            FetchOutcome::TooManyRedirects { to } => write!(f, "more than 5 redirects (next: {to})"),
+impl RedirectDetails {
+    /// The chain as fetched, from `origin`'s robots.txt through every hop
+    /// followed to the target not followed, if any:
+    /// `http://a/robots.txt -> http://a/r1 -> ... -> http://a/r6`.
+    pub fn chain(&self, origin: &Origin) -> String {
+        let mut out = origin.robots_url();
+        for url in self.hops.iter().chain(self.refused.iter()) {
+            out.push_str(" -> ");
+            out.push_str(url);
         }
+        out
     }
 }
 
@@ -422,13 +367,55 @@ impl Snapshot {
 
     /// The rule text of verdicts while this snapshot is `unavailable`:
     /// [`RULE_REDIRECT_REFUSED`] when a redirect was refused (outside the
-    /// scope, or a sixth hop), else [`RULE_UNAVAILABLE`].
+    /// scope), else [`RULE_UNAVAILABLE`].
     pub fn unavailable_rule(&self) -> &'static str {
-        if self.redirects.refused.is_some() {
+        if self.redirects.refused.is_some() && self.redirects.gave_up.is_none() {
             RULE_REDIRECT_REFUSED
         } else {
             RULE_UNAVAILABLE
         }
+    }
+
+    /// The rule text of verdicts while this snapshot is `absent` because its
+    /// redirect chain was given up ([`RedirectGiveUp::rule`]); `None`
+    /// otherwise (a 4xx: no rule decides).
+    pub fn absent_rule(&self) -> Option<&'static str> {
+        match self.status {
+            RobotsStatus::Absent => self.redirects.gave_up.map(RedirectGiveUp::rule),
+            _ => None,
+        }
+    }
+
+    /// Why the verdicts under this snapshot are not a rule of the file, for
+    /// `Robots-Status` (`reason`), the audit line and refusals:
+    /// - `unavailable`: the cause of the failure and what fixes it
+    ///   ([`FetchOutcome::failure_cause`]);
+    /// - `absent` after a redirect chain was given up: the limit or the
+    ///   loop, and the chain ([`RedirectDetails::chain`]).
+    ///
+    /// `None` for `fetched` and for an ordinary `absent` (a 4xx).
+    pub fn verdict_reason(&self) -> Option<String> {
+        match (self.status, self.redirects.gave_up) {
+            (RobotsStatus::Unavailable, _) => Some(self.last_outcome.failure_cause().unwrap_or_else(|| self.last_outcome.to_string())),
+            (RobotsStatus::Absent, Some(why)) => {
+                let what = match why {
+                    RedirectGiveUp::Limit => format!("more than {MAX_REDIRECT_HOPS} redirects"),
+                    RedirectGiveUp::Loop => "a redirect loop".to_string(),
+                };
+                Some(format!(
+                    "{what}: {}; the robots.txt is treated as absent, everything allowed (RFC 9309 section 2.3.1.2)",
+                    self.redirects.chain(&self.origin)
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The warning that goes with every verdict under this snapshot (the
+    /// audit line's `robots_warning`): the identity warning of a 401/403
+    /// ([`Snapshot::identity_warning`]), else the [`Snapshot::verdict_reason`].
+    pub fn warning(&self) -> Option<String> {
+        self.identity_warning().or_else(|| self.verdict_reason())
     }
 
     /// The warning for a robots.txt that answered 401 or 403 (C43): RFC
@@ -582,9 +569,14 @@ pub const RULE_UNAVAILABLE: &str = "rules unavailable";
 /// The rule text of a verdict given while the snapshot is expired.
 pub const RULE_TOO_OLD: &str = "rules too old";
 /// The rule text of a verdict given while the rules are unknown because a
-/// redirect of the robots.txt was refused (outside `robots.redirects`, or a
-/// sixth hop).
+/// redirect of the robots.txt was refused (outside `robots.redirects`).
 pub const RULE_REDIRECT_REFUSED: &str = "redirect refused";
+/// The rule text of a verdict (allowed) under an `absent` snapshot whose
+/// redirect chain went past five hops (RFC 9309 §2.3.1.2).
+pub const RULE_REDIRECT_LIMIT: &str = "redirect limit";
+/// The rule text of a verdict (allowed) under an `absent` snapshot whose
+/// redirect chain looped (RFC 9309 §2.3.1.2).
+pub const RULE_REDIRECT_LOOP: &str = "redirect loop";
 
 /// The verdict for `product_token` on `url` under a snapshot in `state`
 /// whose body parsed into `rules`:
@@ -592,7 +584,9 @@ pub const RULE_REDIRECT_REFUSED: &str = "redirect refused";
 /// - `unavailable` → disallowed, rule [`RULE_UNAVAILABLE`] (RFC 9309 §2.3.1.4),
 ///   or [`RULE_REDIRECT_REFUSED`] when a redirect was refused;
 /// - expired → disallowed, rule [`RULE_TOO_OLD`] (SPEC §4);
-/// - `absent` → allowed, no rule (RFC 9309 §2.3.1.3);
+/// - `absent` → allowed (RFC 9309 §2.3.1.3), no rule, or
+///   [`RULE_REDIRECT_LIMIT`] / [`RULE_REDIRECT_LOOP`] when a redirect chain
+///   was given up (§2.3.1.2);
 /// - `fetched` → [`RobotsTxt::check`].
 pub fn verdict_for(snapshot: &Snapshot, rules: &RobotsTxt, state: State, product_token: &str, url: &str) -> Verdict {
     if path_params_query(url) == "/robots.txt" {
@@ -601,7 +595,7 @@ pub fn verdict_for(snapshot: &Snapshot, rules: &RobotsTxt, state: State, product
     match (snapshot.status, state) {
         (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(snapshot.unavailable_rule().into()), line: None },
         (_, State::Expired) => Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None },
-        (RobotsStatus::Absent, _) => Verdict { allowed: true, rule: None, line: None },
+        (RobotsStatus::Absent, _) => Verdict { allowed: true, rule: snapshot.absent_rule().map(Into::into), line: None },
         (RobotsStatus::Fetched, _) => rules.check(product_token, url),
     }
 }

@@ -52,8 +52,8 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
             let windows = state.robots.windows(&origin);
             if disposition == Disposition::Fetched && rules.snapshot.status == RobotsStatus::Unavailable {
                 tracing::warn!(
-                    "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (`crawlcache robots refresh {origin}` retries now)",
-                    rules.snapshot.last_outcome
+                    "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (after the back-off, at the first request after a restart, or now with `crawlcache robots refresh {origin}`)",
+                    rules.snapshot.verdict_reason().unwrap_or_else(|| rules.snapshot.last_outcome.to_string())
                 );
             }
             let agent = enforce::product_token(&cfg.agent, ex.user_agent());
@@ -227,6 +227,7 @@ pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
         line: Option<u32>,
         sha256: std::sync::Arc<str>,
         disposition: Disposition,
+        reason: Option<std::sync::Arc<str>>,
         value: HeaderValue,
     }
     thread_local! {
@@ -238,6 +239,7 @@ pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
             && r.disposition == check.disposition
             && r.rule == check.verdict.rule
             && r.sha256 == check.sha256
+            && r.reason == check.reason
     };
     let reused = LAST.try_with(|last| last.try_borrow().ok().and_then(|l| l.as_ref().filter(|r| same(r)).map(|r| r.value.clone()))).ok().flatten();
     let value = match reused {
@@ -250,6 +252,7 @@ pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
                 line: check.verdict.line,
                 sha256: check.sha256.clone(),
                 disposition: check.disposition,
+                reason: check.reason.clone(),
                 value: v.clone(),
             };
             let _ = LAST.try_with(|last| last.try_borrow_mut().map(|mut l| *l = Some(rendered)));
