@@ -569,3 +569,84 @@ async fn snapshots_survive_closing_and_reopening_the_db() {
     assert!(!rules.verdict(State::Fresh, "Bot", "/private").allowed);
     assert_eq!(fake.calls(), 0);
 }
+
+/// The registry of a proxy restarted over the data directory `tree` of the
+/// one before: a new registry on the same tree.
+fn restarted(tree: &sled::Tree, fake: &Arc<Fake>) -> RobotsRegistry {
+    RobotsRegistry::new(tree.clone(), fake.clone(), RobotsConfig::default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_from_before_a_restart_is_retried_at_first_use_whatever_its_back_off() {
+    let tree = tree();
+    let o = Origin::new("https", "tls.test", 443);
+    let fake = Fake::new();
+    let untrusted = "TLS with origin tls.test failed: the origin's certificate is not trusted: UnknownIssuer";
+    fake.answer(&o.robots_url(), vec![Err(FetchError::Tls(untrusted.into()))]);
+    let before = restarted(&tree, &fake);
+    let (rules, _) = before.rules_for(&o, t0()).await;
+    assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
+    assert_eq!(rules.snapshot.next_retry, Some(at(60)), "one minute of back-off");
+    let reason = rules.snapshot.verdict_reason().unwrap();
+    assert!(reason.starts_with("certificate: ") && reason.contains("UnknownIssuer") && reason.contains("`upstream.extra_ca_file`"), "{reason}");
+    // Inside the back-off the same process does not retry.
+    before.rules_for(&o, at(10)).await;
+    assert_eq!(fake.calls(), 1);
+    before.flush().unwrap();
+    drop(before);
+
+    // Restarted (the CA is now trusted): the first use, still inside the
+    // back-off, waits for a retry and gets the rules.
+    let fixed = Fake::new();
+    fixed.answer(&o.robots_url(), vec![ok(RULES, None)]);
+    let after = restarted(&tree, &fixed);
+    let (rules, d) = after.rules_for(&o, at(20)).await;
+    assert_eq!((rules.snapshot.status, d), (RobotsStatus::Fetched, Disposition::Fetched), "{:?}", rules.snapshot.last_outcome);
+    assert_eq!(fixed.calls(), 1);
+    assert!(rules.verdict(State::Fresh, "Bot", "https://tls.test/public").allowed);
+    // Once: the retry's result is this process's own.
+    after.rules_for(&o, at(30)).await;
+    assert_eq!(fixed.calls(), 1);
+
+    // A retry that fails again names its new cause and keeps the back-off.
+    let tree = self::tree();
+    let dead = Fake::new();
+    dead.answer(&o.robots_url(), vec![status(503)]);
+    restarted(&tree, &dead).rules_for(&o, t0()).await;
+    dead.answer(&o.robots_url(), vec![Err(FetchError::Dns("could not resolve origin host tls.test".into()))]);
+    let again = restarted(&tree, &dead);
+    let (rules, d) = again.rules_for(&o, at(5)).await;
+    assert_eq!((rules.snapshot.status, d, dead.calls()), (RobotsStatus::Unavailable, Disposition::Fetched, 2));
+    assert_eq!(rules.snapshot.failures, 2);
+    let reason = rules.snapshot.verdict_reason().unwrap();
+    assert!(reason.starts_with("DNS: ") && reason.contains("the origin is unreachable"), "{reason}");
+    again.rules_for(&o, at(6)).await;
+    assert_eq!(dead.calls(), 2, "then the back-off holds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_rules_kept_through_failures_before_a_restart_are_used_and_retried_in_the_background() {
+    let tree = tree();
+    let o = origin("a.test");
+    let fake = Fake::new();
+    fake.answer(&o.robots_url(), vec![ok(RULES, None), status(503)]);
+    let before = restarted(&tree, &fake);
+    before.rules_for(&o, t0()).await;
+    before.rules_for(&o, at(7 * H)).await;
+    settle(&before, &o).await;
+    let (kept, _) = before.rules_for(&o, at(7 * H)).await;
+    assert_eq!((kept.snapshot.status, kept.snapshot.failures), (RobotsStatus::Fetched, 1));
+    drop(before);
+
+    let fixed = Fake::new();
+    fixed.answer(&o.robots_url(), vec![ok("User-agent: *\nDisallow: /other\n", None)]);
+    let after = restarted(&tree, &fixed);
+    let (rules, d) = after.rules_for(&o, at(7 * H + 1)).await;
+    assert_eq!(d, Disposition::StaleUsable, "the kept rules answer at once");
+    assert_eq!(rules.snapshot.sha256, kept.snapshot.sha256);
+    settle(&after, &o).await;
+    assert_eq!(fixed.calls(), 1, "and are retried in the background, inside the back-off");
+    let (rules, _) = after.rules_for(&o, at(7 * H + 2)).await;
+    assert_eq!(rules.snapshot.failures, 0);
+    assert!(rules.verdict(State::Fresh, "Bot", "http://a.test/private").allowed);
+}

@@ -127,7 +127,7 @@ impl ProxyState {
         })
         .map_err(|e| e.to_string())?;
         if let Some(f) = &fleet {
-            robots.set_shared(Arc::new(crate::fleet::robots::FleetRobots { fleet: f.clone() }));
+            robots.set_shared(Arc::new(crate::fleet::robots::FleetRobots { fleet: f.clone(), started: std::time::SystemTime::now() }));
         }
         if config.robots.honor_crawl_delay {
             // A robots.txt fetch counts as a request to its origin (for the

@@ -1,7 +1,10 @@
 //! robots.txt across the fleet (Redis only, no bucket): one fetch for the
 //! fleet at first sight, one conditional refresh for the fleet after the
-//! fresh window.
+//! fresh window; a failure shared from before a node started does not
+//! block its first use.
 
+use crate::common::tls::test_pki;
+use crate::common::tls_origin::{page, TlsOrigin};
 use crate::common::*;
 use crate::support::*;
 use std::time::Duration;
@@ -62,4 +65,56 @@ fn thirty_first_sight_requests_over_three_nodes_make_one_robots_fetch_and_one_re
         let h = r.header("Robots-Status").unwrap_or("").to_string();
         assert!(h.contains("disposition=cached"), "node {i} uses the refreshed (fresh) snapshot: {h}");
     }
+}
+
+/// Issue 41: a robots.txt failure shared through Redis from before a node
+/// started does not block that node's first use. Node `a`, which does not
+/// trust the origins' test CA, fails on two HTTPS origins (403 naming the
+/// certificate); the failures, with a one-minute back-off, are shared.
+/// Node `b`, started afterwards with the CA in `upstream.extra_ca_file`
+/// and an empty store, fetches the second origin's robots.txt at its first
+/// request instead of taking the shared failure; node `a`, restarted with
+/// the CA, does the same for the first origin (its own stored failure and
+/// the shared one both predate it). Each robots.txt is fetched once.
+#[test]
+fn a_robots_failure_shared_from_before_a_node_started_does_not_block_its_first_use() {
+    let _serial = serial();
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let answer = |_: &str, path: &str| match path {
+        "/robots.txt" => (200, vec![("Content-Type", "text/plain".to_string())], RULES.as_bytes().to_vec()),
+        _ => page("page"),
+    };
+    let (x, y) = (TlsOrigin::start(&pki, answer), TlsOrigin::start(&pki, answer));
+    let (ux, uy) = (format!("https://localhost:{}/page", x.port()), format!("https://localhost:{}/page", y.port()));
+    let redis = RedisServer::start();
+    let redis_url = format!("\"{}\"", redis.url());
+    let dir = TestDir::new("fleet-robots-restart");
+    let ca = dir.join("origin-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).expect("writing the test CA");
+    let untrusted = "[robots]\nmode = \"enforce\"\n";
+    let trusted = format!("{untrusted}[upstream]\nextra_ca_file = {:?}\n", ca.display().to_string());
+    let get = |node: &Proxy, url: &str| send_request(node.addr(), "GET", url, &[("User-Agent", "FleetBot/1.0")], b"");
+
+    let a = Proxy::start_with_config_env(&dir.subdir("a"), &node_config(&redis_url, None, "a", untrusted), &TEST_CREDENTIALS);
+    for url in [&ux, &uy] {
+        let r = get(&a, url);
+        assert_eq!(r.status, 403, "{}", r.describe());
+        assert!(r.text().contains("certificate: ") && r.text().contains("`upstream.extra_ca_file`"), "{}", r.text());
+    }
+
+    let b = Proxy::start_with_config_env(&dir.subdir("b"), &node_config(&redis_url, None, "b", &trusted), &TEST_CREDENTIALS);
+    let r = get(&b, &uy);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "node b's first use fetched instead of taking the shared failure: {}", r.describe());
+    assert_eq!(y.count("https", "/robots.txt"), 1);
+
+    a.stop_cleanly();
+    let a = Proxy::start_with_config_env(&dir.subdir("a"), &node_config(&redis_url, None, "a", &trusted), &TEST_CREDENTIALS);
+    let r = get(&a, &ux);
+    assert_eq!((r.status, r.text()), (200, "page".to_string()), "node a's first use after its restart: {}", r.describe());
+    assert_eq!(x.count("https", "/robots.txt"), 1);
+    // The fleet now shares the good snapshot: node b takes it.
+    let r = get(&b, &format!("https://localhost:{}/private/x", x.port()));
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("Disallow: /private"), "{}", r.text());
+    assert_eq!(x.count("https", "/robots.txt"), 1, "one robots.txt fetch for the fleet");
 }

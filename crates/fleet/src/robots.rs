@@ -101,14 +101,21 @@ pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, String> {
 }
 
 /// Whether the shared snapshot `shared` may be used instead of fetching, for
-/// a node whose own snapshot is `previous`, at `now`: it is not due for a
-/// refresh (fresh, or in its back-off after a failed attempt), and no older
-/// than what the node has; at first sight also a stale one that is not
-/// expired (the next request starts its refresh). A forced refresh takes
-/// only a snapshot attempted at or after `now`.
-pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windows, now: SystemTime, forced: bool) -> bool {
+/// a node whose own snapshot is `previous`, at `now`, in a process started
+/// at `started`: it is not due for a refresh (fresh, or in its back-off
+/// after a failed attempt), and no older than what the node has; at first
+/// sight also a stale one that is not expired (the next request starts its
+/// refresh). A forced refresh takes only a snapshot attempted at or after
+/// `now`. A snapshot whose last attempt failed before `started` is never
+/// taken: this node retries it (once; the fleet then shares its attempt),
+/// since what failed (a certificate, DNS, the origin) may have been fixed
+/// before the restart.
+pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windows, now: SystemTime, forced: bool, started: SystemTime) -> bool {
     if forced {
         return shared.last_attempt >= now;
+    }
+    if shared.failures > 0 && shared.last_attempt < started {
+        return false;
     }
     let newer = previous.is_none_or(|p| shared.last_attempt >= p.last_attempt);
     if !shared.refresh_due(windows, now) {
@@ -121,6 +128,9 @@ pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windo
 pub struct FleetRobots {
     /// The fleet.
     pub fleet: Arc<Fleet>,
+    /// When this process started: failed attempts from before it are
+    /// retried, not taken ([`adoptable`]).
+    pub started: SystemTime,
 }
 
 impl FleetRobots {
@@ -172,7 +182,7 @@ impl FleetRobots {
             Ok(s) => s,
             Err(_) => return alone(fetch, previous).await,
         };
-        if let Some(s) = shared.filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced)) {
+        if let Some(s) = shared.filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced, self.started)) {
             FleetMetrics::inc(&fleet.metrics.robots_shared);
             return s;
         }
@@ -186,7 +196,7 @@ impl FleetRobots {
                 Ok(Some(_)) => {
                     // Another node may have finished just before we won.
                     let shared = self.load(origin, &snap_key).await.ok().flatten();
-                    if let Some(s) = shared.as_ref().filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced)) {
+                    if let Some(s) = shared.as_ref().filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced, self.started)) {
                         self.unlock(&lock_key, &token).await;
                         FleetMetrics::inc(&fleet.metrics.robots_shared);
                         return s.clone();
@@ -214,7 +224,7 @@ impl FleetRobots {
                 tokio::time::sleep(POLL).await;
                 match self.load(origin, &snap_key).await {
                     Err(_) => return alone(fetch, previous).await,
-                    Ok(Some(s)) if adoptable(&s, previous.as_ref(), &windows, now, forced) => {
+                    Ok(Some(s)) if adoptable(&s, previous.as_ref(), &windows, now, forced, self.started) => {
                         FleetMetrics::inc(&fleet.metrics.robots_shared);
                         return s;
                     }
@@ -286,17 +296,37 @@ mod tests {
         let w = Windows { fresh: Duration::from_secs(60), stale_usable: Duration::from_secs(120), hard_max: Duration::from_secs(300) };
         let old = snap(b"a", t(0));
         let fresh = snap(b"b", t(100));
-        assert!(adoptable(&fresh, Some(&old), &w, t(110), false), "a fresher snapshot than ours");
-        assert!(adoptable(&fresh, None, &w, t(110), false), "first sight");
-        assert!(!adoptable(&old, Some(&old), &w, t(100), false), "due for a refresh: someone must fetch");
-        assert!(adoptable(&old, None, &w, t(100), false), "first sight takes a stale, unexpired snapshot");
-        assert!(!adoptable(&old, None, &w, t(400), false), "expired");
-        assert!(!adoptable(&old, Some(&fresh), &w, t(50), false), "older than ours");
+        assert!(adoptable(&fresh, Some(&old), &w, t(110), false, t(0)), "a fresher snapshot than ours");
+        assert!(adoptable(&fresh, None, &w, t(110), false, t(0)), "first sight");
+        assert!(!adoptable(&old, Some(&old), &w, t(100), false, t(0)), "due for a refresh: someone must fetch");
+        assert!(adoptable(&old, None, &w, t(100), false, t(0)), "first sight takes a stale, unexpired snapshot");
+        assert!(!adoptable(&old, None, &w, t(400), false, t(0)), "expired");
+        assert!(!adoptable(&old, Some(&fresh), &w, t(50), false, t(0)), "older than ours");
         let mut failed = old.clone();
         failed.last_attempt = t(100);
         failed.next_retry = Some(t(160));
-        assert!(adoptable(&failed, Some(&old), &w, t(110), false), "the fleet shares a back-off");
-        assert!(!adoptable(&fresh, Some(&old), &w, t(110), true), "a forced refresh wants an attempt after it was asked");
-        assert!(adoptable(&fresh, Some(&old), &w, t(100), true));
+        assert!(adoptable(&failed, Some(&old), &w, t(110), false, t(0)), "the fleet shares a back-off");
+        assert!(!adoptable(&fresh, Some(&old), &w, t(110), true, t(0)), "a forced refresh wants an attempt after it was asked");
+        assert!(adoptable(&fresh, Some(&old), &w, t(100), true, t(0)));
+    }
+
+    #[test]
+    fn a_failure_from_before_this_process_started_is_retried_not_taken() {
+        let w = Windows { fresh: Duration::from_secs(60), stale_usable: Duration::from_secs(120), hard_max: Duration::from_secs(300) };
+        let o = Origin::new("https", "example.org", 443);
+        let outcome = FetchOutcome::Tls { detail: "the origin's certificate is not trusted: UnknownIssuer".into() };
+        let mut failed = Snapshot::new(o, RobotsStatus::Unavailable, Vec::new(), outcome, t(100));
+        failed.next_retry = Some(t(3700));
+        // Started after the failure (a restart, perhaps with the CA now in
+        // `upstream.extra_ca_file`): not taken, at first sight or not.
+        assert!(!adoptable(&failed, None, &w, t(200), false, t(150)), "first sight after a restart");
+        assert!(!adoptable(&failed, Some(&failed), &w, t(200), false, t(150)), "our own copy of it after a restart");
+        // A failure of this process's time is the fleet's shared back-off.
+        assert!(adoptable(&failed, None, &w, t(200), false, t(50)));
+        // A good snapshot kept through failures before the restart: retried too.
+        let mut kept = snap(b"a", t(0));
+        (kept.failures, kept.last_attempt, kept.next_retry) = (2, t(100), Some(t(400)));
+        assert!(!adoptable(&kept, None, &w, t(200), false, t(150)));
+        assert!(adoptable(&kept, None, &w, t(200), false, t(50)));
     }
 }

@@ -9,6 +9,12 @@
 //!   `unavailable`, and past its back-off), the call starts one background
 //!   conditional refresh; further callers see that one in flight and start
 //!   none (collapsed per origin).
+//! - A failed fetch recorded before this process started (a snapshot read
+//!   from the tree whose last attempt failed) is retried at the first use
+//!   of its origin, whatever its back-off: the cause (a certificate now
+//!   trusted through `upstream.extra_ca_file`, DNS, the origin) may have
+//!   been fixed before the restart, and there is no reload. The first use
+//!   of an `unavailable` one waits for that retry.
 //! - [`RobotsRegistry::refresh`] forces a conditional refresh now (joining
 //!   one already in flight) and waits for it.
 //! - Every fetch attempt counts as a request to the origin: the
@@ -86,6 +92,9 @@ type Inflight = watch::Receiver<Option<Arc<Rules>>>;
 struct Slot {
     current: Option<Arc<Rules>>,
     inflight: Option<Inflight>,
+    /// `current` was loaded from the tree and no attempt of this registry
+    /// has replaced it yet: it comes from before this process started.
+    from_before: bool,
 }
 
 struct Inner {
@@ -240,8 +249,11 @@ impl RobotsRegistry {
     /// The rules in force for `origin` at `now`, and how they were obtained.
     ///
     /// Waits only at the first sight of the origin (no snapshot in memory or
-    /// in the tree), or when its snapshot is past the hard maximum and a
-    /// refresh may be tried: then it fetches (or joins the fetch already
+    /// in the tree), at the first use of an `unavailable` snapshot stored
+    /// before this registry was made (a restart: the failure is retried then,
+    /// whatever its back-off; a good snapshot with failures behind it is
+    /// retried in the background), or when its snapshot is past the hard
+    /// maximum and a refresh may be tried: then it fetches (or joins the fetch already
     /// running) and returns [`Disposition::Fetched`] (or `Expired` if the
     /// refresh failed and the old snapshot is all there is). Otherwise it returns at once
     /// with the disposition of the snapshot's state, after starting one
@@ -264,19 +276,28 @@ impl RobotsRegistry {
             let mut slots = lock(&self.inner.slots);
             let slot = self.slot(&mut slots, origin);
             if let Some(cur) = slot.current.clone() {
-                if slot.inflight.is_none() && cur.snapshot.refresh_due(&windows, now) {
+                // A failure recorded before this process started is retried
+                // at first use, whatever its back-off: its cause (a
+                // certificate, DNS, the origin itself) may have been fixed
+                // before the restart (there is no reload).
+                let retry_now = slot.from_before && cur.snapshot.failures > 0;
+                if slot.inflight.is_none() && (retry_now || cur.snapshot.refresh_due(&windows, now)) {
                     let id = self.identity(Some(&cur), client_user_agent);
                     slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now, id, false));
                 }
+                // Rules unknown since before the restart: wait for that
+                // retry, as at first sight (rules of the file, if any, are
+                // kept in use while it runs).
+                let wait_retry = retry_now && cur.snapshot.status == RobotsStatus::Unavailable;
                 let state = cur.snapshot.state(&windows, now);
-                if state != State::Expired {
+                if state != State::Expired && !wait_retry {
                     return (cur, Disposition::from_state(state));
                 }
                 // Expired rules cannot be used at all: as at first sight,
                 // wait for the refresh (when back-off allows one) instead of
                 // refusing a request the fresh rules may well allow.
                 match &slot.inflight {
-                    Some(rx) => (rx.clone(), Some(cur)),
+                    Some(rx) => (rx.clone(), (!wait_retry).then_some(cur)),
                     None => return (cur, Disposition::Expired),
                 }
             } else {
@@ -380,7 +401,10 @@ impl RobotsRegistry {
         let slot = slots.entry(origin.key()).or_default();
         if slot.current.is_none() && slot.inflight.is_none() {
             match load_snapshot(&self.inner.tree, origin) {
-                Ok(Some(s)) => slot.current = Some(Arc::new(Rules::new(s))),
+                Ok(Some(s)) => {
+                    slot.current = Some(Arc::new(Rules::new(s)));
+                    slot.from_before = true;
+                }
                 Ok(None) => {}
                 Err(e) => tracing::warn!("{e}; fetching it again"),
             }
@@ -422,6 +446,7 @@ impl RobotsRegistry {
                 let slot = slots.entry(origin.key()).or_default();
                 slot.current = Some(rules.clone());
                 slot.inflight = None;
+                slot.from_before = false;
                 inner.replaced.fetch_add(1, Ordering::AcqRel);
             }
             guard.done = true;
