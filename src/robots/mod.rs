@@ -5,8 +5,11 @@
 //! stays here:
 //!
 //! - [`http_fetch`]: the [`fetch::RobotsFetch`] over the proxy's upstream
-//!   client (`crate::wire::origin`).
+//!   client (`crate::wire::origin`);
+//! - [`archive`]: offline, the rules of the robots.txt captures an
+//!   imported archive left in the store.
 
 pub use crawlcache_robots::*;
 
+pub mod archive;
 pub mod http_fetch;

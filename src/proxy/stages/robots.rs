@@ -27,7 +27,9 @@ use std::time::SystemTime;
 ///
 /// Offline, nothing is fetched and the last snapshot is used whatever its
 /// age (disposition `offline`, C44): the windows bound how long rules go
-/// unchecked while crawling, and offline nothing is crawled. A URL that
+/// unchecked while crawling, and offline nothing is crawled. An origin
+/// without a snapshot is judged by the newest robots.txt capture an
+/// imported archive holds ([`crate::robots::archive`]). A URL that
 /// snapshot disallows is still refused under `enforce`.
 pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let cfg = &state.config.robots;
@@ -43,9 +45,14 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
         None => {
             let origin = Origin::from_url(url)?;
             let (rules, disposition) = if state.offline {
-                // Offline: never fetch; use the stored snapshot whatever its age, or
-                // run without rules if this origin was never seen.
-                (state.robots.current(&origin)?, Disposition::Offline)
+                // Offline: never fetch; use the stored snapshot whatever its age,
+                // else the newest robots.txt capture an imported archive left
+                // in the store, or run without rules if there is neither.
+                let rules = match state.robots.current(&origin) {
+                    Some(r) => r,
+                    None => crate::robots::archive::rules(&state.store, &state.config.cache.key_rules, cfg, &origin).await?,
+                };
+                (rules, Disposition::Offline)
             } else {
                 Box::pin(state.robots.rules_for_client(&origin, now, ex.user_agent())).await
             };
