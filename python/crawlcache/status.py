@@ -65,10 +65,14 @@ class CacheStatus:
             if (self.ttl is not None and self.ttl < 0) or self.detail in STALE_DETAILS:
                 return "stale"
             return "hit"
-        if self.fwd == "stale" and self.fwd_status == 304:
+        # A request passed through for its body says fwd=request with
+        # detail=request-body; fwd=request alone is a validation the
+        # request's own directives made (RFC 9211 section 2.2).
+        passed = self.fwd == "method" or (self.fwd == "request" and self.detail == "request-body")
+        if self.fwd in ("stale", "request") and self.fwd_status == 304 and not passed:
             return "revalidated"
         if self.fwd_status is not None:
-            if self.fwd in ("method", "request"):
+            if passed:
                 return "pass"
             if self.detail in STALE_DETAILS:
                 return "stale"

@@ -14,6 +14,10 @@ from crawlcache.status import is_offline_miss, parse_cache_status, parse_robots_
         ("crawlcache; hit; ttl=3599", "hit"),
         ("crawlcache; fwd=uri-miss; fwd-status=200; stored", "miss"),
         ("crawlcache; fwd=stale; fwd-status=304; ttl=3600", "revalidated"),
+        # RFC 9211 2.2: a validation the request's no-cache made, of a fresh response.
+        ("crawlcache; fwd=request; fwd-status=304; ttl=3600", "revalidated"),
+        ("crawlcache; fwd=request; fwd-status=200; stored", "miss"),
+        ("crawlcache; fwd=request; fwd-status=304; detail=request-body", "pass"),
         ("crawlcache; hit; ttl=-5; detail=stale-while-revalidate", "stale"),
         ("crawlcache; hit; ttl=3599; detail=offline", "hit"),
         ("crawlcache; fwd=miss; detail=offline", "refused"),
