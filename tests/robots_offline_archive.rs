@@ -19,15 +19,7 @@ const RULES: &str = "User-agent: *\nDisallow: /private/\n";
 /// One `response` record: `url` answered `status` with `body` at `date`.
 fn response(w: &mut crawlcache::warc::writer::WarcWriter<Vec<u8>>, url: &str, date: &str, status: &str, body: &[u8]) {
     let id = format!("<urn:uuid:{:08x}-0000-4000-8000-{:012x}>", url.len() * 7919 + date.len(), url.bytes().chain(date.bytes()).map(u64::from).sum::<u64>());
-    let block = [format!("HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body.to_vec()].concat();
-    let fields = [
-        ("WARC-Type", "response"),
-        ("WARC-Record-ID", id.as_str()),
-        ("WARC-Target-URI", url),
-        ("WARC-Date", date),
-        ("Content-Type", "application/http;msgtype=response"),
-    ];
-    w.write_record(&fields, block.len() as u64, &mut &block[..]).expect("writing a WARC record");
+    common::warc_records::write_response(w, &id, url, date, status, body);
 }
 
 fn audit_lines(data_dir: &Path, n: usize) -> Vec<serde_json::Value> {

@@ -22,6 +22,7 @@
 //! - [`crawl`]: the Rust book, `wget -r` and file-tree comparison;
 //! - [`corpus`]: the robots.txt corpus, unpacked from the repository;
 //! - [`tmpfs`]: a small tmpfs for the disk-full tests (root only);
+//! - [`warc_records`]: `response` records written into a test's WARC file;
 //! - [`tls`]: a test CA and leaf for TLS origins (and a self-signed one);
 //! - [`tls_origin`]: [`tls_origin::TlsOrigin`], an HTTPS (and plain HTTP)
 //!   origin answering with a closure;
@@ -58,6 +59,7 @@ pub mod s3;
 pub mod tls;
 pub mod tls_origin;
 pub mod tmpfs;
+pub mod warc_records;
 pub mod wire;
 
 pub use client::*;

@@ -641,15 +641,7 @@ fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical()
 fn capture_file(path: &Path, url: &str, date: &str, body: &[u8]) {
     let mut w = crawlcache::warc::writer::WarcWriter::new(Vec::new());
     let id = format!("<urn:uuid:{}>", uuid_like(date));
-    let block = [format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body.to_vec()].concat();
-    let fields = [
-        ("WARC-Type", "response"),
-        ("WARC-Record-ID", id.as_str()),
-        ("WARC-Target-URI", url),
-        ("WARC-Date", date),
-        ("Content-Type", "application/http;msgtype=response"),
-    ];
-    w.write_record(&fields, block.len() as u64, &mut &block[..]).unwrap();
+    super::common::warc_records::write_response(&mut w, &id, url, date, "200 OK", body);
     std::fs::write(path, w.finish().unwrap()).unwrap();
 }
 
