@@ -16,9 +16,9 @@ this process started), else ``$CRAWLCACHE_URL``, else
 ``http://127.0.0.1:3128``. Which CA: ``ca_bundle`` (a PEM file), else the
 proxy's own when it is a :class:`crawlcache.Proxy`, else
 ``$CRAWLCACHE_CA_BUNDLE``, else a bundle written from ``data_dir`` (or
-``$CRAWLCACHE_DATA_DIR``) with ``crawlcache ca --bundle``; with none of
+``$CRAWLCACHE_DATA_DIR``) with ``crawlcache ca bundle``; with none of
 those, the system store alone (enough when the CA was installed there with
-``crawlcache ca --install``).
+``crawlcache ca install``).
 
 The clients ignore the environment's proxy and CA variables
 (``HTTPS_PROXY``, ``NO_PROXY``, ``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``):

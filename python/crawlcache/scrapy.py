@@ -18,7 +18,7 @@ What it does:
   ``DOWNLOAD_VERIFY_CERTIFICATES = True`` (or, before Scrapy 2.13,
   ``BrowserLikeContextFactory``) the crawl verifies against the
   system roots plus the proxy's CA (``SSL_CERT_FILE`` is set for the
-  process to a bundle written by ``crawlcache ca --bundle``).
+  process to a bundle written by ``crawlcache ca bundle``).
 - Puts the parsed ``Cache-Status`` and ``Robots-Status`` into
   ``response.meta["crawlcache_cache_status"]`` and
   ``response.meta["crawlcache_robots_status"]``
@@ -114,7 +114,7 @@ class CrawlcacheMiddleware:
             else:
                 logger.info(
                     "crawlcache: verifying certificates against the system store (set CRAWLCACHE_CA_BUNDLE or CRAWLCACHE_DATA_DIR "
-                    "unless the proxy's CA was added to it with `crawlcache ca --install`)",
+                    "unless the proxy's CA was added to it with `crawlcache ca install`)",
                     extra={"crawler": crawler},
                 )
 

@@ -103,7 +103,7 @@ def ca_bundle(data_dir: StrPath, *, roots: Optional[StrPath] = None, path: Optio
     ``data_dir``, and returns its path.
 
     The bundle holds the system root certificates (or ``roots``) followed
-    by the proxy's interception CA (``crawlcache ca --bundle``). Clients
+    by the proxy's interception CA (``crawlcache ca bundle``). Clients
     whose CA option replaces their trust store (``verify=`` of requests,
     ``SSL_CERT_FILE``) then accept both the intercepted hosts and those in
     ``tls.bypass_hosts``. Written to ``path``, by default
@@ -114,7 +114,7 @@ def ca_bundle(data_dir: StrPath, *, roots: Optional[StrPath] = None, path: Optio
     """
     data_dir = os.fspath(data_dir)
     out = os.fspath(path) if path is not None else os.path.join(data_dir, "ca-bundle.pem")
-    args = ["ca", "--data-dir", data_dir, "--bundle", out]
+    args = ["ca", "bundle", out, "--data-dir", data_dir]
     if roots is not None:
         args += ["--roots", os.fspath(roots)]
     run(args)
