@@ -12,6 +12,11 @@ pub const ROBOTS_AGE_SERIES: usize = 50;
 pub fn prometheus(state: &ProxyState) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_build_info The running build: its version (always 1).\n# TYPE crawlcache_build_info gauge\ncrawlcache_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
     for (name, help, value) in state.metrics.counters() {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
     }

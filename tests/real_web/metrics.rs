@@ -44,6 +44,17 @@ fn a_miss_a_304_revalidation_and_a_stale_if_error_count_in_their_own_classes() {
     }
 }
 
+/// `crawlcache_build_info{version="..."} 1` names the running build, as
+/// Prometheus exporters do, so a dashboard can tell upgrades apart.
+#[test]
+fn metrics_name_the_running_build() {
+    let (_origin, proxy) = start("", |_r: &RecordedRequest| Reply::ok(&[], b"page"));
+    let m = proxy.admin("/metrics").text();
+    let version = String::from_utf8(crawlcache_cmd(&["--version"], std::time::Duration::from_secs(10)).stdout).unwrap();
+    let version = version.split_whitespace().last().unwrap_or_default();
+    assert_eq!(metric_in(&m, &format!("crawlcache_build_info{{version=\"{version}\"}}")), 1, "{m}");
+}
+
 /// The serving threads' connection counts (`crawlcache_client_connections`).
 fn connections_per_thread(proxy: &Proxy, threads: usize) -> Vec<u64> {
     let m = proxy.admin("/metrics").text();
