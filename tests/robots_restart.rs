@@ -13,7 +13,6 @@ use common::tls::test_pki;
 use common::tls_origin::{page, TlsOrigin};
 use common::*;
 use std::path::Path;
-use std::time::Duration;
 
 const RULES: &str = "User-agent: *\nDisallow: /private/\n";
 const UA: [(&str, &str); 1] = [("User-Agent", "ExampleBot/1.0")];
