@@ -196,10 +196,12 @@ pub fn repairs(query: &str) -> bool {
     query_param(query, "repair").is_some_and(|v| v == "1" || v == "true")
 }
 
-/// `405` for a `GET` that would change state: `Allow: POST`, and the
+/// `405` for a request to an endpoint that changes state sent with
+/// another method than `POST` (a `GET` above all): `Allow: POST`, and the
 /// request to send instead (`post`).
 pub fn use_post(post: &str) -> Response<ProxyBody> {
-    let mut resp = text(StatusCode::METHOD_NOT_ALLOWED, format!("crawlcache: nothing changes state over GET; send POST {post}\n"));
+    let mut resp =
+        text(StatusCode::METHOD_NOT_ALLOWED, format!("crawlcache: this changes state and takes POST only (nothing changes state over GET): POST {post}\n"));
     resp.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static("POST"));
     resp
 }

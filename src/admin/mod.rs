@@ -122,6 +122,8 @@ where
         (Method::POST, "/cache/import") => import::run(state, q),
         (Method::GET, "/robots/show") => endpoints::robots_show(state, q),
         (Method::POST, "/robots/refresh") => endpoints::robots_refresh(state, q).await,
+        // Endpoints that change state, asked with another method.
+        (_, p @ ("/cache/prune" | "/cache/compact" | "/cache/import" | "/cache/import/upload" | "/robots/refresh")) => endpoints::use_post(p),
         _ => endpoints::not_found(),
     }
 }

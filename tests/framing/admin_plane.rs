@@ -113,9 +113,11 @@ fn c54_requests_naming_another_host_or_sent_by_another_page_are_refused_at_every
     assert_guarded("GET /", &r);
 
     // Nothing changes state over GET.
-    let r = send(proxy.addr(), "GET", "/cache/verify?repair=1", &[]);
-    assert_eq!(r.status, 405, "{}", r.describe());
-    assert_eq!(r.header("allow"), Some("POST"), "{}", r.describe());
+    for path in ["/cache/verify?repair=1", "/cache/prune", "/cache/compact", "/cache/import", "/cache/import/upload", "/robots/refresh"] {
+        let r = send(proxy.addr(), "GET", path, &[]);
+        assert_eq!(r.status, 405, "GET {path}: {}", r.describe());
+        assert_eq!(r.header("allow"), Some("POST"), "GET {path}: {}", r.describe());
+    }
 
     // The proxy's own page, curl and the CLI are served.
     let r = send(proxy.addr(), "GET", "/stats", &[("Host", &format!("localhost:{p}"))]);
