@@ -288,7 +288,8 @@ const C40_RULES: &str = "User-agent: *\nDisallow: /private/\n";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compressed_robots_txt_is_decoded_before_parsing_c40() {
     let text = C40_RULES.as_bytes();
-    let variants: Vec<(&str, Vec<(&str, &str)>, Vec<u8>)> = vec![
+    type Variant<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>);
+    let variants: Vec<Variant<'_>> = vec![
         ("gzip", vec![("Content-Encoding", "gzip")], gzip(text)),
         ("x-gzip", vec![("Content-Encoding", "x-gzip")], gzip(text)),
         ("deflate", vec![("Content-Encoding", "deflate")], zlib(text)),

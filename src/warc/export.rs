@@ -235,9 +235,12 @@ pub fn write<W: Write>(store: &Store, plan: &[Exchange], out: W, opts: &WriteOpt
     Ok((w.finish()?, summary))
 }
 
+/// A WARC record to write: its named fields and its block.
+type Record = (Vec<(String, String)>, Vec<u8>);
+
 /// The request record of `x` (concurrent to the response record
 /// `response_id`): its fields and block. `None` when the URL is unusable.
-fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &str) -> Option<(Vec<(String, String)>, Vec<u8>)> {
+fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &str) -> Option<Record> {
     let request = request_block(&x.method, &x.url, &x.stored.vary_request)?;
     let mut fields: Vec<(String, String)> = vec![
         ("WARC-Type".into(), "request".into()),

@@ -139,11 +139,8 @@ impl Future for CoarseSleep {
                 let mut slab = shard.lock();
                 match slab.slots.get_mut(*i) {
                     // Still waiting: keep the latest waker.
-                    Some(Some((_, w))) => {
-                        if !w.will_wake(cx.waker()) {
-                            *w = cx.waker().clone();
-                        }
-                    }
+                    Some(Some((_, w))) if !w.will_wake(cx.waker()) => *w = cx.waker().clone(),
+                    Some(Some(_)) => {}
                     // Woken by the ticker (which empties the slot but
                     // leaves it to this sleep): wait again in it.
                     Some(slot @ None) => *slot = Some((this.deadline, cx.waker().clone())),

@@ -52,9 +52,9 @@ fn listed(label: &str, per_host: usize) -> Watched {
         assert!(!std::mem::replace(&mut seen[i], true), "listed twice: {line}");
         assert_eq!((f[1], f[2]), ("200", crawlcache::units::format_bytes(BULK_BODY.len() as u64).as_str()), "{line}");
         assert!(f[4] == "fresh 1h" || f[4].starts_with("fresh 5"), "fresh for about an hour: {line}");
-        let expected = if i % 10 == 0 { "cache+record" } else { "cache" };
+        let expected = if i.is_multiple_of(10) { "cache+record" } else { "cache" };
         assert_eq!(f[5], expected, "{line}");
-        both += usize::from(i % 10 == 0);
+        both += usize::from(i.is_multiple_of(10));
     }
     assert_eq!(both, per_host / 10);
     assert!(w.stderr.contains(&format!("cache ls: {per_host} responses ({per_host} in the cache, {} in the record)", per_host / 10)), "{}", w.stderr);

@@ -102,7 +102,7 @@ fn c46_get_or_head_with_content_is_forwarded_whole_and_the_pool_stays_in_sync() 
             assert!(bytes.windows(framed.len()).any(|w| w == framed), "{}: the origin's bytes do not show the head then `hello`", v.name);
         }
         for r in &seen[1..] {
-            assert!(r.body.is_empty() && r.header("Content-Length").map_or(true, |c| c == "0"), "{}: {:?}", v.name, r.head_text());
+            assert!(r.body.is_empty() && r.header("Content-Length").is_none_or(|c| c == "0"), "{}: {:?}", v.name, r.head_text());
         }
         assert!(
             seen[1..].iter().any(|r| r.connection == first.connection),

@@ -473,9 +473,13 @@ fn all_cases(o: &str) -> Vec<Case> {
 // The runner
 // ---------------------------------------------------------------------------
 
+/// Scripted raw answers by path (without its `/`): the bytes, and whether
+/// the origin closes the connection after them.
+type Scripts = Arc<Mutex<HashMap<String, (Vec<u8>, bool)>>>;
+
 /// The origin: scripted raw answers for response shapes, else an echo of
 /// Host, target and content length (cacheable), without a body for HEAD.
-fn corpus_origin(scripts: Arc<Mutex<HashMap<String, (Vec<u8>, bool)>>>) -> RawOrigin {
+fn corpus_origin(scripts: Scripts) -> RawOrigin {
     RawOrigin::start(move |req| {
         if let Some((bytes, close)) = scripts.lock().unwrap_or_else(|p| p.into_inner()).get(req.path().trim_start_matches('/')) {
             let mut r = Reply::raw(bytes);
@@ -751,7 +755,7 @@ fn summary_line(o: &Outcome) -> String {
 /// smuggled, no miss/hit divergence.
 #[test]
 fn hostile_heads_corpus() {
-    let scripts: Arc<Mutex<HashMap<String, (Vec<u8>, bool)>>> = Arc::default();
+    let scripts: Scripts = Arc::default();
     let origin = corpus_origin(scripts.clone());
     let dir = TestDir::new("hostile-heads");
     let proxy = Proxy::start_with_config(&dir.subdir("data"), ROBOTS_OFF, &[]).owning(dir);
@@ -791,7 +795,7 @@ fn squid_reference() {
         return;
     };
     let name = std::env::var("HOSTILE_REFERENCE_NAME").unwrap_or_else(|_| "reference".into());
-    let scripts: Arc<Mutex<HashMap<String, (Vec<u8>, bool)>>> = Arc::default();
+    let scripts: Scripts = Arc::default();
     // Each proxy gets its own origin, so neither sees the other's cache or pool.
     let origin_a = corpus_origin(scripts.clone());
     let dir = TestDir::new("hostile-heads-ref");

@@ -113,7 +113,7 @@ pub fn crawlcache_ca(data_dir: &Path) -> PathBuf {
 /// A rustls client trusting only the CA certificates in `ca_pem`.
 pub fn tls_client_config(ca_pem: &[u8]) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca_pem[..]) {
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem) {
         roots.add(cert.expect("a PEM certificate")).expect("adding a root");
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());

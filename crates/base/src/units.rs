@@ -39,7 +39,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let Some(scale) = scale else { return parse_spans(s, t) };
     let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration ({DURATION_UNITS})"))?;
     let secs = n * scale;
-    if !secs.is_finite() || secs < 0.0 || secs > 1e12 {
+    if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
         return Err(format!("'{s}' is out of range"));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -68,7 +68,7 @@ fn parse_spans(s: &str, t: &str) -> Result<Duration, String> {
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
     for (unit, scale) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
-        if ms > 0 && ms % scale == 0 {
+        if ms > 0 && ms.is_multiple_of(scale) {
             return format!("{}{unit}", ms / scale);
         }
     }
@@ -144,7 +144,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         other => return Err(format!("'{s}': unknown size unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
     };
     let bytes = n * scale;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > 1.8e19 {
+    if !bytes.is_finite() || !(0.0..=1.8e19).contains(&bytes) {
         return Err(format!("'{s}' is out of range"));
     }
     Ok(bytes as u64)

@@ -110,7 +110,7 @@ impl FleetConfig {
             return Err("bad value for key `fleet.s3_endpoint`: set `fleet.s3_bucket` too (an endpoint without a bucket stores nothing)".into());
         }
         let e = self.s3_endpoint.trim();
-        if !e.is_empty() && !(e.starts_with("http://") || e.starts_with("https://")) {
+        if !(e.is_empty() || e.starts_with("http://") || e.starts_with("https://")) {
             return Err(format!("bad value for key `fleet.s3_endpoint`: '{e}' is not an http:// or https:// URL"));
         }
         if self.timeout.is_zero() {

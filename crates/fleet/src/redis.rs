@@ -67,6 +67,7 @@ impl ConnectionLike for Conn {
     }
 }
 
+#[allow(clippy::large_enum_variant, reason = "one per process")]
 enum Target {
     Single(ConnectionManager),
     Cluster { client: ClusterClient, conn: tokio::sync::Mutex<Option<ClusterConnection>> },

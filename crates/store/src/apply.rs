@@ -74,9 +74,8 @@ impl Index {
             let done = match op {
                 Op::Put { key, slot, expect, create } => {
                     let old = self.current(&mem, &mut slots, key)?;
-                    if expect.is_some() && old.map(|s| s.loc) != *expect {
-                        false
-                    } else if !self.acquire(&mem, &mut refs, &mut state, &slot.body, *create)? {
+                    // The expected record is checked before the body is acquired.
+                    if (expect.is_some() && old.map(|s| s.loc) != *expect) || !self.acquire(&mem, &mut refs, &mut state, &slot.body, *create)? {
                         false
                     } else {
                         state.referenced += slot.body.len();

@@ -22,6 +22,7 @@
 //!   copy until the tail walk rewrites it without: [`Op::Share`]);
 //! - a body of `inline_max` bytes or more is a file, with a
 //!   reference-count row from its first entry on.
+//!
 //! So a body is counted in the totals once however many entries reference
 //! it, and its bytes are given back only when its last reference goes
 //! ([`Applied::freed`]).

@@ -225,6 +225,7 @@ impl BodyWriter {
     /// writes its cache files from its event loop. `Err(self)`, nothing
     /// done, when the body is in a temporary file or maintenance (verify,
     /// compaction) holds the store: call `finish` from a blocking thread.
+    #[allow(clippy::result_large_err, reason = "the writer is handed back to be finished elsewhere, moved once per body")]
     pub fn finish_quick(self) -> Result<Result<CommittedBody, StoreError>, BodyWriter> {
         if self.failed || self.mem.is_none() {
             return Err(self);

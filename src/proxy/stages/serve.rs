@@ -42,6 +42,12 @@ pub fn stored(state: &ProxyState, ex: &mut Exchange, found: &Found, stored: &Sto
     Step::Done(super::range::narrow(&ex.parts, stored, resp))
 }
 
+/// A stored body that could not be read (missing, shorter than its
+/// record, or failing its check): its entry has been dropped, and the
+/// request looks the store up again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyDropped;
+
 /// The body of a stored entry (under `key`) for a response with `status`,
 /// and its `Content-Length` set in `headers`: the length of the stored body,
 /// also for HEAD (RFC 9110 section 8.6), whatever framing the origin used;
@@ -56,7 +62,7 @@ pub fn stored_body(
     hot: Option<&HotVariant>,
     status: u16,
     headers: &mut HeaderMap,
-) -> Result<ProxyBody, ()> {
+) -> Result<ProxyBody, BodyDropped> {
     let len = entry.body.as_ref().map_or(0, |b| b.len);
     if status != 204 && status != 304 && !(100..200).contains(&status) {
         headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
@@ -97,7 +103,7 @@ pub fn stored_body(
                         // would abort the response; drop the entry instead.
                         tracing::warn!("stored body for {key} is shorter than recorded; dropping the entry");
                         let _ = state.store.remove_variant(key, &entry.secondary_key);
-                        return Err(());
+                        return Err(BodyDropped);
                     }
                     // Otherwise the write (or the TLS encryption) copies
                     // straight from the page cache through a map, shared
@@ -122,7 +128,7 @@ pub fn stored_body(
                 Err(e) => {
                     tracing::warn!("stored body for {key} is unusable ({e}); dropping the entry");
                     let _ = state.store.remove_variant(key, &entry.secondary_key);
-                    Err(())
+                    Err(BodyDropped)
                 }
             }
         }

@@ -731,7 +731,7 @@ mod tests {
         assert_eq!(want.0, format!("sha1:{}", hex::encode(raw)));
         assert_eq!(PayloadDigest::parse(&hexed), Some(want.clone()));
         assert_eq!(PayloadDigest::parse(&b64), Some(want.clone()));
-        assert_eq!(PayloadDigest::parse(&b32.trim_end_matches('=').to_string()), Some(want));
+        assert_eq!(PayloadDigest::parse(b32.trim_end_matches('=')), Some(want));
         assert_eq!(PayloadDigest::parse("nonsense"), None);
         assert_eq!(PayloadDigest::parse("x-other:Zz").unwrap().0, "x-other:zz", "unknown forms are kept as written");
     }
@@ -863,8 +863,11 @@ mod tests {
         }
     }
 
+    /// A record of a test WARC: its named fields and its block.
+    type TestRecord<'a> = (Vec<(&'a str, &'a str)>, &'a [u8]);
+
     /// A WARC file of `(fields, block)` records, each its own gzip member.
-    fn warc_of(records: &[(Vec<(&str, &str)>, &[u8])]) -> Vec<u8> {
+    fn warc_of(records: &[TestRecord<'_>]) -> Vec<u8> {
         let mut w = WarcWriter::new(Vec::new());
         for (fields, block) in records {
             w.write_record(fields, block.len() as u64, &mut &block[..]).unwrap();
@@ -942,7 +945,7 @@ mod tests {
             f.extend([("WARC-Refers-To", "<urn:never>"), ("WARC-Payload-Digest", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")]);
             f
         };
-        let records: Vec<(Vec<(&str, &str)>, &[u8])> = vec![
+        let records: Vec<TestRecord<'_>> = vec![
             (vec![("WARC-Type", "warcinfo"), ("WARC-Record-ID", "<urn:i>"), ("WARC-Date", "2024-05-01T12:00:00Z")], b"software: test\r\n"),
             (typed("request", "http://a.test/", "<urn:q>"), b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"),
             (typed("response", "http://a.test/", "<urn:r>"), page),

@@ -180,6 +180,17 @@ fn decode_binary(bytes: &[u8]) -> Option<StoredResponse> {
     Some(StoredResponse { status, headers, request_time_ms, response_time_ms, url, vary_request })
 }
 
+
+/// Milliseconds since the Unix epoch for `t` (0 before the epoch).
+pub fn to_millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// The `SystemTime` for `ms` milliseconds since the Unix epoch.
+pub fn from_millis(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
 #[cfg(test)]
 mod encoding_tests {
     use super::*;
@@ -221,14 +232,4 @@ mod encoding_tests {
             assert_eq!(StoredResponse::from_bytes(garbage), None);
         }
     }
-}
-
-/// Milliseconds since the Unix epoch for `t` (0 before the epoch).
-pub fn to_millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
-/// The `SystemTime` for `ms` milliseconds since the Unix epoch.
-pub fn from_millis(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
 }

@@ -53,7 +53,7 @@ mod tests {
 
     #[test]
     fn the_most_recently_received_admitted_variant_is_selected() {
-        let v = vec![("a", at(10)), ("b", at(30)), ("c", at(20)), ("d", at(40))];
+        let v = [("a", at(10)), ("b", at(30)), ("c", at(20)), ("d", at(40))];
         let got = select(v.iter(), |(n, _)| *n != "d", |(_, s)| s);
         assert_eq!(got.map(|(n, _)| *n), Some("b"), "d is newest but refused");
         assert!(select(v.iter(), |_| false, |(_, s)| s).is_none());
@@ -61,7 +61,7 @@ mod tests {
 
     #[test]
     fn of_two_received_in_the_same_millisecond_the_first_is_kept() {
-        let v = vec![("first", at(5)), ("second", at(5))];
+        let v = [("first", at(5)), ("second", at(5))];
         assert_eq!(select(v.iter(), |_| true, |(_, s)| s).map(|(n, _)| *n), Some("first"));
         assert!(!newer(&at(5), &at(5)));
         assert!(newer(&at(6), &at(5)));
