@@ -1,6 +1,8 @@
 //! One caching decision for a realistic response: parse headers, storable,
 //! headers_to_store, freshness_lifetime, decide, conditional_headers.
 
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
+
 use crawlcache::cache::cache_control::CacheControl;
 use crawlcache::cache::key::{primary_key, secondary_key};
 use crawlcache::cache::policy::*;

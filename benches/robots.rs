@@ -11,6 +11,8 @@
 //!
 //! Run: `cargo bench --bench robots`.
 
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
+
 use crawlcache::robots::RobotsTxt;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;

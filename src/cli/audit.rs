@@ -13,6 +13,7 @@ pub enum AuditCommand {
   crawlcache audit skips --since 1h30m
   crawlcache audit skips --since 1w | jq -r .url | sort | uniq -c")]
     Skips {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// Only requests newer than this (e.g. 30m, 6h, 7d, 1w, 1h30m).

@@ -34,8 +34,10 @@ pub const SYSTEM_ROOT_FILES: [&str; 3] = ["/etc/ssl/certs/ca-certificates.crt", 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct CaArgs {
+    /// The action; none for the old flag forms.
     #[command(subcommand)]
     pub command: Option<CaCommand>,
+    /// The old flag forms (`ca --init`, `ca --bundle`, ...), kept as aliases that warn.
     #[command(flatten)]
     pub legacy: LegacyCaFlags,
 }
@@ -49,6 +51,7 @@ pub enum CaCommand {
         after_help = "Examples:\n  curl --proxy http://127.0.0.1:3128 --cacert \"$(crawlcache ca path)\" https://example.com/\n  NODE_EXTRA_CA_CERTS=\"$(crawlcache ca path --data-dir /srv/crawlcache)\" node crawler.js\n  crawlcache ca path --pem > crawlcache-ca.pem"
     )]
     Path {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// Print the certificate itself (PEM) instead of its path.
@@ -61,6 +64,7 @@ pub enum CaCommand {
         after_help = "Examples:\n  crawlcache ca init --data-dir /srv/crawlcache\n  sudo crawlcache ca init --data-dir /srv/crawlcache && sudo crawlcache ca install --data-dir /srv/crawlcache"
     )]
     Init {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
     },
@@ -72,6 +76,7 @@ pub enum CaCommand {
         after_help = "Examples:\n  REQUESTS_CA_BUNDLE=$(crawlcache ca bundle crawlcache-bundle.pem) python crawl.py\n  crawlcache ca bundle bundle.pem --roots /etc/pki/tls/certs/ca-bundle.crt"
     )]
     Bundle {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// The bundle to write (replaced atomically).
@@ -92,6 +97,7 @@ pub enum CaCommand {
         after_help = "Examples:\n  sudo crawlcache ca install --data-dir /srv/crawlcache\n  curl --proxy http://127.0.0.1:3128 https://example.com/   # no --cacert needed now"
     )]
     Install {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
     },
@@ -99,6 +105,7 @@ pub enum CaCommand {
     /// system's trust store (as root).
     #[command(after_help = "Examples:\n  sudo crawlcache ca uninstall --data-dir /srv/crawlcache")]
     Uninstall {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
     },
@@ -108,6 +115,7 @@ pub enum CaCommand {
 /// `--help` and kept for scripts: each prints which subcommand replaces it.
 #[derive(Args, Debug, Default)]
 pub struct LegacyCaFlags {
+    /// Where the configuration and the data directory are, and how to reach a running proxy.
     #[command(flatten)]
     pub common: Common,
     /// Deprecated: `ca init`.
@@ -402,7 +410,9 @@ fn shell_word(w: &str) -> String {
 /// The file of root certificates a bundle starts from, and who named it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Roots {
+    /// The file of root certificates.
     pub path: PathBuf,
+    /// Who named it.
     pub source: RootsSource,
 }
 

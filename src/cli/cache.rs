@@ -43,6 +43,7 @@ pub enum CacheCommand {
     /// counters of the running proxy; the same figures whether or not it runs.
     #[command(after_help = "Examples:\n  crawlcache cache stats --data-dir /srv/crawlcache\n  crawlcache cache stats --json | jq .store.bytes_stored")]
     Stats {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// One JSON object: {"version": 1, "data_dir", "proxy_running",
@@ -55,8 +56,10 @@ pub enum CacheCommand {
         after_help = "Examples:\n  crawlcache cache show https://example.com/\n  crawlcache cache show https://example.com/feed.xml | jq '.variants[0].headers'"
     )]
     Show {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
+        /// The URL whose stored responses to show.
         url: String,
     },
     /// List the stored responses, one line each as they are read (not
@@ -68,8 +71,10 @@ pub enum CacheCommand {
         after_help = "Examples:\n  crawlcache cache ls --host example.com\n  crawlcache cache ls --prefix https://example.com/docs/ | grep expired\n  crawlcache cache ls --json | jq -r 'select(.ttl < 0) | .url'"
     )]
     Ls {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
+        /// Only this host (and port), or the host of this URL.
         #[arg(long, value_name = "HOST[:PORT]|URL", value_parser = host_arg, help = HOST_HELP)]
         host: Option<String>,
         /// Only URLs starting with this prefix (e.g. https://example.com/docs/).
@@ -86,8 +91,10 @@ pub enum CacheCommand {
         after_help = "Examples:\n  crawlcache cache cat --decode https://example.com/feed.xml > feed.xml\n  crawlcache cache cat https://example.com/ | head"
     )]
     Cat {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
+        /// The URL whose stored body to write to standard output.
         url: String,
         /// Undo the Content-Encoding (gzip, deflate, br; also stacked).
         #[arg(long)]
@@ -102,11 +109,13 @@ pub enum CacheCommand {
         after_help = "Examples:\n  crawlcache cache purge https://example.com/page\n  crawlcache cache purge --host ads.example --older-than 7d --dry-run\n  crawlcache cache purge --prefix https://example.com/tmp/ --json"
     )]
     Purge {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// A URL: its cache variants and its records (any method).
         #[arg(conflicts_with_all = ["host", "prefix"])]
         url: Option<String>,
+        /// Every URL of this host (and port), or of the host of this URL.
         #[arg(long, value_name = "HOST[:PORT]|URL", value_parser = host_arg, help = HOST_HELP)]
         host: Option<String>,
         /// Every URL starting with this prefix.
@@ -129,6 +138,7 @@ pub enum CacheCommand {
         after_help = "Examples:\n  crawlcache cache prune                      # stale and unused for 7d\n  crawlcache cache prune --unused-for 30d --records"
     )]
     Prune {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// How long an entry must have gone unused.
@@ -148,6 +158,7 @@ pub enum CacheCommand {
     /// after.
     #[command(after_help = "Examples:\n  crawlcache cache compact\n  crawlcache cache compact --json | jq .pack_bytes_after")]
     Compact {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// One JSON object: {"version": 1, "pack_bytes_before", "pack_bytes_after", "records_moved"}.
@@ -160,6 +171,7 @@ pub enum CacheCommand {
         after_help = "Examples:\n  crawlcache cache verify\n  crawlcache cache verify --repair\n  crawlcache cache verify --json | jq .report.missing_bodies"
     )]
     Verify {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// Fix what is found (drop broken entries, delete orphans, fix counts).

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, arg_required_else_help = true)]
 pub struct ConfigArgs {
+    /// The action; none: `--defaults` as before.
     #[command(subcommand)]
     pub command: Option<ConfigCommand>,
     /// Deprecated spelling of `config defaults`.
@@ -55,6 +56,7 @@ pub enum ConfigCommand {
         after_help = "Examples:\n  crawlcache config show --config /etc/crawlcache/crawlcache.toml\n  CRAWLCACHE_SERVER__LISTEN=127.0.0.1:3130 crawlcache config show | grep listen\n  crawlcache config show --json | jq '.keys[] | select(.source != \"default\")'"
     )]
     Show {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// One JSON object: {"version": 1, "keys": [{"key", "value", "source", "from"}]}.

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 /// Arguments of `health`.
 #[derive(Args, Debug)]
 pub struct HealthArgs {
+    /// Where the configuration and the data directory are, and how to reach a running proxy.
     #[command(flatten)]
     pub common: Common,
     /// The proxy's address (default: `server.listen` of the configuration;

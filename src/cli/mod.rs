@@ -81,6 +81,7 @@ const EXAMPLES: &str = "Examples:
 #[derive(Parser)]
 #[command(name = "crawlcache", version, about = "A local caching forward proxy for web crawlers", after_help = EXAMPLES)]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -101,6 +102,7 @@ pub enum Command {
   crawlcache cache ls --host example.com
   crawlcache cache purge --host ads.example --dry-run")]
     Cache {
+        /// The `cache` subcommand.
         #[command(subcommand)]
         command: cache::CacheCommand,
     },

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 /// Arguments of `serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// Where the configuration and the data directory are, and how to reach a running proxy.
     #[command(flatten)]
     pub common: Common,
     /// Address to listen on: IP:PORT (127.0.0.1:3128, [::1]:3128,

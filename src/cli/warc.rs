@@ -20,11 +20,13 @@ use std::process::ExitCode;
 /// `crawlcache export`.
 #[derive(Args, Debug)]
 pub struct ExportArgs {
+    /// Where the configuration and the data directory are, and how to reach a running proxy.
     #[command(flatten)]
     pub common: Common,
     /// The WARC file to write (gzip-compressed, one member per record).
     #[arg(long, value_name = "FILE.warc.gz")]
     pub warc: PathBuf,
+    /// Only exchanges of this host (and port), or of the host of this URL.
     #[arg(long, value_name = "HOST[:PORT]|URL", value_parser = super::cache::host_arg, help = super::cache::HOST_HELP)]
     pub host: Option<String>,
     /// Only exchanges whose URL starts with this prefix.
@@ -40,6 +42,7 @@ pub struct ExportArgs {
 /// `crawlcache import`.
 #[derive(Args, Debug)]
 pub struct ImportArgs {
+    /// Where the configuration and the data directory are, and how to reach a running proxy.
     #[command(flatten)]
     pub common: Common,
     /// WARC files (`.warc`, `.warc.gz`), as wget `--warc-file`, warcio or

@@ -90,6 +90,8 @@ pub struct OpenConnection {
 }
 
 impl OpenConnection {
+    /// Counts a connection open on serving thread `me` until the value is
+    /// dropped; `conn` keeps the shutdown waiting for it meanwhile.
     pub fn new(shares: Arc<Shares>, me: usize, conn: TaskGuard) -> OpenConnection {
         shares.open[me].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         OpenConnection { shares, me, _conn: conn }

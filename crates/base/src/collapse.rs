@@ -30,7 +30,9 @@ pub struct Inflight {
 
 /// Either the lead for a key, or a ticket to wait for the current leader.
 pub enum Role {
+    /// This caller fetches; the others wait for its [`Outcome`].
     Leader(Lead),
+    /// Another caller fetches: wait on this for its [`Outcome`].
     Follower(watch::Receiver<Outcome>),
 }
 

@@ -8,7 +8,12 @@ use std::path::PathBuf;
 pub enum StoreError {
     /// A file system operation failed (`what` says which, e.g. "create tmp file").
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        /// The operation and its path.
+        what: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// The sled index failed or holds a record that cannot be decoded.
     #[error("cache index: {0}")]
     Index(String),
@@ -21,14 +26,22 @@ pub enum StoreError {
         "body of {len} bytes exceeds the whole cache budget of {max_size} bytes; not stored \
          (raise the cache's maximum size to keep bodies this large)"
     )]
-    TooLarge { len: u64, max_size: u64 },
+    TooLarge {
+        /// The body's length (so far), in bytes.
+        len: u64,
+        /// The cache's budget, in bytes.
+        max_size: u64,
+    },
     /// Another process (a running crawlcache) holds the index of `dir`.
     #[error(
         "the data directory {} is in use by a running crawlcache (its index is locked); \
          stop that process first, or give this one another data directory",
         dir.display()
     )]
-    InUse { dir: PathBuf },
+    InUse {
+        /// The data directory.
+        dir: PathBuf,
+    },
     /// The data directory holds a store format this code does not read;
     /// the message says what to do.
     #[error("{0}")]

@@ -54,6 +54,7 @@ pub enum RobotsCommand {
         after_help = "Examples:\n  crawlcache robots show https://example.com\n  crawlcache robots show http://127.0.0.1:8080 --data-dir /srv/crawlcache"
     )]
     Show {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
         /// The origin, e.g. https://example.org or http://example.org:8080.
@@ -65,8 +66,10 @@ pub enum RobotsCommand {
         after_help = "Examples:\n  crawlcache robots refresh https://example.com\n  crawlcache robots refresh                 # every origin with a snapshot"
     )]
     Refresh {
+        /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
         common: Common,
+        /// The origins to refresh, e.g. https://example.org; none: every origin with a snapshot.
         origins: Vec<String>,
     },
 }

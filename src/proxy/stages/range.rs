@@ -29,7 +29,12 @@ pub enum RangeAnswer {
     /// Send the whole representation with its original status.
     Full,
     /// Send bytes `first..=last` (inclusive offsets) as a `206`.
-    Partial { first: u64, last: u64 },
+    Partial {
+        /// Offset of the first byte sent.
+        first: u64,
+        /// Offset of the last byte sent (inclusive).
+        last: u64,
+    },
     /// No requested range overlaps the representation: `416`.
     Unsatisfiable,
 }

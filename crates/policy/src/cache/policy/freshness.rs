@@ -151,6 +151,7 @@ pub enum Reuse {
 /// The reuse decision plus the numbers behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
+    /// Whether and how the stored response may be used.
     pub reuse: Reuse,
     /// `current_age` in whole seconds (the `Age` header to send).
     pub age: u64,
