@@ -180,7 +180,6 @@ fn decode_binary(bytes: &[u8]) -> Option<StoredResponse> {
     Some(StoredResponse { status, headers, request_time_ms, response_time_ms, url, vary_request })
 }
 
-
 /// Milliseconds since the Unix epoch for `t` (0 before the epoch).
 pub fn to_millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
