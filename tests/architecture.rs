@@ -460,3 +460,102 @@ fn the_newest_variant_rule_is_written_once() {
     }
     assert!(found.is_empty(), "stored variants ordered outside cache::variant:\n{}", found.join("\n"));
 }
+
+/// The normal dependencies (`[dependencies]`) of the manifest at `manifest`:
+/// the name code uses for each (the key, `-` read as `_`; a `package =`
+/// rename keeps the key), the Cargo key, and its line in the manifest.
+fn normal_dependencies(manifest: &Path) -> Vec<(String, String, usize)> {
+    let text = fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let mut in_deps = false;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if !in_deps || line.starts_with('#') || !line.contains('=') {
+            continue;
+        }
+        let key = line.split('=').next().unwrap_or("").trim().trim_matches('"').to_string();
+        if !key.is_empty() {
+            out.push((key.replace('-', "_"), key, i + 1));
+        }
+    }
+    out
+}
+
+/// The code of every `.rs` file under `dirs` before its first test module
+/// (`#[cfg(test)] mod`: clippy keeps test modules last in a file), without
+/// line comments.
+fn code_without_tests(dirs: &[PathBuf]) -> String {
+    let mut all = String::new();
+    for dir in dirs {
+        let files = if dir.is_file() { vec![dir.clone()] } else { rust_files(dir) };
+        for f in files {
+            let text = fs::read_to_string(&f).unwrap_or_default();
+            if f.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let cut = text.find("\n#[cfg(test)]\nmod ").map_or(text.len(), |i| i + 1);
+            all.push_str(&code_before_tests(&text[..cut]));
+            all.push('\n');
+        }
+    }
+    all
+}
+
+/// Whether `code` names the crate `name`: a path through it (`name::`), a
+/// `use` of it (`use name as x;` included) or an `extern crate`.
+fn names_crate(code: &str, name: &str) -> bool {
+    let bytes = code.as_bytes();
+    let mut from = 0;
+    while let Some(i) = code[from..].find(name).map(|i| i + from) {
+        let before = if i == 0 { b' ' } else { bytes[i - 1] };
+        let after = &code[i + name.len()..];
+        let starts_word = !(before.is_ascii_alphanumeric() || before == b'_');
+        let used = after.starts_with("::") || code[..i].ends_with("use ") || (after.starts_with(';') && code[..i].ends_with("extern crate "));
+        if starts_word && used {
+            return true;
+        }
+        from = i + name.len();
+    }
+    false
+}
+
+/// Every normal dependency of every crate of the workspace is named by
+/// that crate's own code outside its tests (`src/`, and `build.rs`); a
+/// dependency only tests use belongs in `[dev-dependencies]`, where it is
+/// not built for users. (A check of our own rather than `cargo machete`,
+/// which must be compiled and misreads renamed dependencies.)
+#[test]
+fn every_normal_dependency_is_used_by_its_crate() {
+    let mut crates = vec![root()];
+    let mut members: Vec<PathBuf> = fs::read_dir(root().join("crates")).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    members.sort();
+    crates.extend(members.into_iter().filter(|p| p.join("Cargo.toml").is_file()));
+    let mut unused = Vec::new();
+    for dir in &crates {
+        let code = code_without_tests(&[dir.join("src"), dir.join("build.rs")]);
+        for (name, key, line) in normal_dependencies(&dir.join("Cargo.toml")) {
+            if !names_crate(&code, &name) {
+                unused.push(format!("{}/Cargo.toml:{line}: `{key}`", dir.display()));
+            }
+        }
+    }
+    assert!(unused.is_empty(), "normal dependencies no code outside the tests names (make them dev-dependencies, or remove them):\n{}", unused.join("\n"));
+}
+
+/// The check above sees a dependency used only by a test module, and one
+/// used by code.
+#[test]
+fn the_dependency_check_tells_test_use_from_code_use() {
+    let code = code_before_tests("use alpha::A;\nfn f() { beta_x::g(); }\n");
+    assert!(names_crate(&code, "alpha"));
+    assert!(!names_crate(&code, "beta"), "a longer name is another crate");
+    let text = "fn f() {}\n#[cfg(test)]\nmod tests {\n    use gamma::G;\n}\n";
+    let cut = text.find("\n#[cfg(test)]\nmod ").map_or(text.len(), |i| i + 1);
+    assert!(!names_crate(&code_before_tests(&text[..cut]), "gamma"));
+    assert!(names_crate("extern crate delta;", "delta"));
+    assert!(names_crate("pub use epsilon as e;", "epsilon"));
+}
