@@ -5,7 +5,7 @@
 
 use crawlcache::cache::cache_control::CacheControl;
 use crawlcache::cache::key::{primary_key, secondary_key};
-use crawlcache::cache::policy::*;
+use crawlcache::cache::*;
 use crawlcache::cache::{to_millis, StoredResponse};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};

@@ -495,8 +495,8 @@ impl Config {
     }
 
     /// The cache policy tunables.
-    pub fn policy(&self) -> crate::cache::policy::PolicyConfig {
-        crate::cache::policy::PolicyConfig {
+    pub fn policy(&self) -> crate::cache::PolicyConfig {
+        crate::cache::PolicyConfig {
             shared: self.cache.shared,
             heuristic_fraction: self.cache.heuristic_fraction,
             heuristic_max: self.cache.heuristic_max,

@@ -9,7 +9,7 @@
 //! record with no cache entry for its URL is a row of its own, and so is
 //! every record of another method (`HEAD`, a form's `POST`).
 
-use crate::cache::policy::{self, PolicyConfig};
+use crate::cache::{self, PolicyConfig};
 use crate::cache::{from_millis, StoredResponse};
 use crate::record::policy_rules::PolicyRule;
 use crate::store::{Entry, Scan, Store};
@@ -273,7 +273,7 @@ impl Listing {
         };
         let ttl = stored.as_ref().map(|s| {
             let lifetime = crate::record::policy_rules::freshness_lifetime(&self.spec.rules, &url, s, &self.spec.policy);
-            let age = policy::current_age(s, self.spec.now);
+            let age = cache::current_age(s, self.spec.now);
             let left = lifetime.as_millis() as i128 - age.as_millis() as i128;
             left.div_euclid(1000).clamp(i64::MIN as i128, i64::MAX as i128) as i64
         });

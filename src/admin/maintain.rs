@@ -8,7 +8,7 @@
 //! Bodies no longer referenced are deleted by the store in the background.
 
 use super::inspect::{key_url, KeyFilter};
-use crate::cache::policy::{self, PolicyConfig};
+use crate::cache::{self, PolicyConfig};
 use crate::cache::{from_millis, StoredResponse};
 use crate::record::policy_rules::PolicyRule;
 use crate::store::{Entry, Store};
@@ -136,7 +136,7 @@ impl PruneSpec {
         let Some(stored) = StoredResponse::from_bytes(&e.meta) else { return false };
         let url = key_url(&e.primary_key);
         let lifetime = crate::record::policy_rules::freshness_lifetime(&self.rules, url, &stored, &self.policy);
-        if lifetime > policy::current_age(&stored, now) {
+        if lifetime > cache::current_age(&stored, now) {
             return false;
         }
         let received = from_millis(stored.response_time_ms);

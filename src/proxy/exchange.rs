@@ -61,7 +61,7 @@ pub struct Exchange {
     pub has_body: bool,
     /// The transfer codings other than `chunked` the request applies
     /// (refused with 501, RFC 9112 section 6.1), as
-    /// [`crate::wire::fields::other_transfer_codings`] names them.
+    /// [`crawlcache_policy::hop_by_hop::other_transfer_codings`] names them.
     pub transfer_codings: Option<String>,
     /// The request asks for a protocol upgrade to WebSocket (`Upgrade:
     /// websocket` with `Connection: upgrade`, RFC 9110 section 7.8).
@@ -116,9 +116,9 @@ impl Exchange {
         let header_bytes = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
         let request_cc = CacheControl::from_headers(&parts.headers);
         let has_body = !http_body::Body::is_end_stream(&body);
-        let via_loop = crate::wire::fields::via_names_us(&parts.headers);
-        let transfer_codings = crate::wire::fields::other_transfer_codings(&parts.headers);
-        let upgrade = crate::wire::fields::is_websocket_upgrade(&parts.method, &parts.headers);
+        let via_loop = crawlcache_policy::hop_by_hop::via_names_us(&parts.headers);
+        let transfer_codings = crawlcache_policy::hop_by_hop::other_transfer_codings(&parts.headers);
+        let upgrade = crawlcache_policy::hop_by_hop::is_websocket_upgrade(&parts.method, &parts.headers);
         Exchange {
             upstream_uri: std::sync::OnceLock::new(),
             has_body,

@@ -7,8 +7,8 @@
 //! stored: there is nothing to invalidate when entries change.
 
 use crate::byte_lru::ByteLru;
-use crate::cache::policy::{Freshness, PolicyConfig};
 use crate::cache::StoredResponse;
+use crate::cache::{Freshness, PolicyConfig};
 use http::HeaderMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};

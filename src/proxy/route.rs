@@ -60,7 +60,7 @@ use super::robots_gate::RobotsAction;
 use super::stages::forward::{Collapse, MAX_COLLAPSED_LOOKUPS};
 use super::stages::{self, Step};
 use super::state::ProxyState;
-use crate::cache::policy::{Decision, PolicyConfig, Reuse};
+use crate::cache::{Decision, PolicyConfig, Reuse};
 use crate::wire::body::{AccessLine, AuditGuard, ProxyBody};
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;

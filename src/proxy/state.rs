@@ -5,7 +5,7 @@
 use super::shares::Shares;
 use super::shutdown::Tasks;
 use super::{body_cache, invalidate, meta_cache, overload};
-use crate::cache::policy::PolicyConfig;
+use crate::cache::PolicyConfig;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::store::Store;

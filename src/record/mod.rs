@@ -26,7 +26,7 @@
 //! chain replays hop by hop), 4xx, 5xx, `private`, `no-cache`, answers to
 //! HEAD; `no-store` (request or response) only with `record.no_store`.
 //! The header fields kept are those the cache keeps
-//! ([`crate::cache::policy::headers_to_store`]): `Set-Cookie` only when
+//! ([`crate::cache::headers_to_store`]): `Set-Cookie` only when
 //! `cache.store_set_cookie` allows it. Incomplete bodies are never kept
 //! (the tee publishes only a complete body).
 //!

@@ -3,7 +3,7 @@
 
 use super::body::ProxyBody;
 use super::cache_status::CacheStatus;
-use super::fields::add_via;
+use crawlcache_policy::hop_by_hop::add_via;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 

@@ -45,7 +45,7 @@ impl InterimSender {
         }
         let mut bytes = format!("HTTP/1.1 {status} {}\r\n", reason(status)).into_bytes();
         let mut headers = headers.clone();
-        super::fields::remove_hop_by_hop(&mut headers);
+        crawlcache_policy::hop_by_hop::remove_hop_by_hop(&mut headers);
         headers.remove(http::header::CONTENT_LENGTH);
         for (name, value) in &headers {
             bytes.extend_from_slice(name.as_str().as_bytes());

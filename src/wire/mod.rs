@@ -37,4 +37,4 @@ pub mod request_line;
 pub mod sendfile;
 
 pub use crawlcache_base::url;
-pub use crawlcache_policy::{cache_status, fields, upstream_fields};
+pub use crawlcache_policy::{cache_status, upstream_fields};

@@ -314,7 +314,7 @@ impl Upstream {
         // C51: a transfer coding the HTTP library did not apply (it
         // decodes chunked only) would reach the client and the store
         // as if it were the content once the hop-by-hop field is gone.
-        if let Some(codings) = crate::wire::fields::other_transfer_codings(resp.headers()) {
+        if let Some(codings) = crawlcache_policy::hop_by_hop::other_transfer_codings(resp.headers()) {
             return Err(UpstreamError {
                 kind: UpstreamErrorKind::Protocol,
                 message: format!(

@@ -38,7 +38,7 @@ use super::metrics::FleetMetrics;
 use super::redis::FleetError;
 use super::Fleet;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};
-use crawlcache_policy::cache::policy::Reuse;
+use crawlcache_policy::cache::Reuse;
 use crawlcache_policy::cache::StoredResponse;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -257,7 +257,7 @@ impl FleetRequest<'_> {
     fn usable(&self, stored: &StoredResponse) -> bool {
         match (self.decide)(stored) {
             Reuse::Serve | Reuse::ServeStaleAndRevalidate => true,
-            Reuse::Revalidate => !crawlcache_policy::cache::policy::conditional_headers(stored).is_empty(),
+            Reuse::Revalidate => !crawlcache_policy::cache::conditional_headers(stored).is_empty(),
         }
     }
 }

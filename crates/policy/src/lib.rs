@@ -5,19 +5,19 @@
 //! pingora-cache's do), so the proxy wires them to the network and the
 //! store, and the tests run without either.
 //!
-//! - [`cache`]: RFC 9111 decisions (`cache::policy`), the `Cache-Control`
+//! - [`cache`]: RFC 9111 decisions (`cache::decide`, `cache::storable`, ...), the `Cache-Control`
 //!   parser, the primary and secondary cache keys, and the stored head;
 //! - [`store_key`]: the typed key of a stored entry, a cache entry or a
 //!   record, the only writer and reader of those keys' bytes;
 //! - [`key_rules`] and [`policy_rules`]: the user's per-URL key rules
 //!   (`cache.key_rules`) and policy rules (`[[cache.rules]]`);
-//! - [`fields`] and [`upstream_fields`]: hop-by-hop fields (RFC 9110
+//! - [`hop_by_hop`] and [`upstream_fields`]: hop-by-hop fields (RFC 9110
 //!   section 7.6.1) and the fields sent to origins;
 //! - [`cache_status`]: the `Cache-Status` field (RFC 9211).
 
 pub mod cache;
 pub mod cache_status;
-pub mod fields;
+pub mod hop_by_hop;
 pub mod key_rules;
 pub mod policy_rules;
 pub mod store_key;

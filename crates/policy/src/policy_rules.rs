@@ -14,7 +14,7 @@
 //! prune`; and to what is stored after a miss or a full revalidation answer.
 
 use crate::cache::cache_control::CacheControl;
-use crate::cache::policy::{Decision, Freshness, PolicyConfig};
+use crate::cache::{Decision, Freshness, PolicyConfig};
 use crawlcache_base::units::de_duration;
 use serde::Deserialize;
 use std::time::{Duration, SystemTime};
@@ -155,15 +155,15 @@ pub fn reuse_decision(
         Some(r) if r.bounds_lifetime() => (r.min_ttl, r.max_ttl),
         _ => (None, None),
     };
-    crate::cache::policy::decide_with(request_cc, fresh, now, policy_config, min, max)
+    crate::cache::decide_with(request_cc, fresh, now, policy_config, min, max)
 }
 
 /// RFC 9111 section 4.2.1 freshness lifetime of `stored`, the response
 /// stored under the cache key `key` (for a record, the URL it was recorded
 /// for), bounded by the first of `rules` matching `key` (`min_ttl`,
 /// `max_ttl`).
-pub fn freshness_lifetime(rules: &[PolicyRule], key: &str, stored: &crate::cache::StoredResponse, policy: &crate::cache::policy::PolicyConfig) -> Duration {
-    let lifetime = crate::cache::policy::freshness_lifetime(stored, policy);
+pub fn freshness_lifetime(rules: &[PolicyRule], key: &str, stored: &crate::cache::StoredResponse, policy: &crate::cache::PolicyConfig) -> Duration {
+    let lifetime = crate::cache::freshness_lifetime(stored, policy);
     match find(rules, key) {
         Some(r) => r.bound(lifetime).unwrap_or(lifetime),
         None => lifetime,
@@ -224,7 +224,7 @@ mod tests {
             url: "http://a/news/1".into(),
             vary_request: vec![],
         };
-        let policy = crate::cache::policy::PolicyConfig::default();
+        let policy = crate::cache::PolicyConfig::default();
         let rules = parse("[[r]]\npath_regex = '^/news/'\nmax_ttl = \"10s\"\n").unwrap();
         assert_eq!(freshness_lifetime(&rules, "http://a/news/1", &stored, &policy), Duration::from_secs(10));
         assert_eq!(freshness_lifetime(&rules, "http://a/other", &stored, &policy), Duration::from_secs(3600));

@@ -2,7 +2,7 @@
 //! the target alone: pure, so that the fuzz target `request_target`
 //! compiles it from its source without the HTTP client around it.
 
-use crate::fields::{add_via, remove_hop_by_hop};
+use crate::hop_by_hop::{add_via, remove_hop_by_hop};
 use http::{HeaderMap, Uri};
 
 /// The fields to send upstream for a request to `uri` with the client's

@@ -6,7 +6,7 @@ use super::super::exchange::Exchange;
 use super::super::state::ProxyState;
 use super::tee::{self, TeeJob};
 use super::Step;
-use crate::cache::policy::{self, NotStorable};
+use crate::cache::{self, NotStorable};
 use crate::cache::{key, to_millis};
 use crate::fleet::tier::{BeforeOrigin, FleetRequest};
 use crate::fleet::Fleet;
@@ -15,9 +15,9 @@ use crate::store::Entry;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
-use crate::wire::fields::client_response_fields;
 use crate::wire::origin::UpstreamError;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};
+use crawlcache_policy::hop_by_hop::client_response_fields;
 use http::{Method, Response, Version};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -103,7 +103,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
 async fn fleet_tier(state: &ProxyState, fleet: &Arc<Fleet>, ex: &Exchange, lead: Option<Lead>) -> BeforeOrigin {
     let (primary, request_cc) = (ex.primary(), &ex.request_cc);
     let decide = |stored: &crate::cache::StoredResponse| {
-        let fresh = crate::cache::policy::Freshness::of(stored, &state.policy);
+        let fresh = crate::cache::Freshness::of(stored, &state.policy);
         crate::record::policy_rules::reuse_decision(primary, request_cc, &fresh, SystemTime::now(), &state.policy, &state.config.cache.rules).reuse
     };
     let req = FleetRequest { primary, headers: &ex.parts.headers, decide: &decide };
@@ -149,7 +149,7 @@ fn why_not_stored(
 ) -> (Option<Detail>, bool) {
     let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
         Some(Detail::Method)
-    } else if let Err(why) = policy::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, headers, &state.policy) {
+    } else if let Err(why) = cache::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, headers, &state.policy) {
         Some(not_storable_detail(why))
     } else if !has_secondary_key {
         Some(Detail::VaryStar)
@@ -240,7 +240,7 @@ pub async fn respond_with_upstream(
     let (mut rparts, body) = resp.into_parts();
     // RFC 9112 section 6.3: the body was framed by the transfer coding; a
     // length beside it is neither stored nor forwarded.
-    crate::wire::fields::drop_length_beside_transfer_coding(&mut rparts.headers);
+    crawlcache_policy::hop_by_hop::drop_length_beside_transfer_coding(&mut rparts.headers);
     let status = rparts.status.as_u16();
     let content_length: Option<u64> = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
 
@@ -284,7 +284,7 @@ pub async fn respond_with_upstream(
     // The head to store, encoded from the origin's field lines before they
     // are changed for the client, when anything will be stored.
     let meta = if (writer.is_some() && secondary.is_some()) || record_key.is_some() {
-        let fields = policy::fields_to_store(&rparts.headers, &state.policy);
+        let fields = cache::fields_to_store(&rparts.headers, &state.policy);
         let vary_request = key::nominated_fields(&rparts.headers, &ex.parts.headers);
         crate::cache::encode_head(
             status,

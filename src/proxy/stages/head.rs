@@ -18,11 +18,11 @@ use super::super::lookup::Found;
 use super::super::state::ProxyState;
 use super::forward::upstream_failure;
 use super::revalidate::{error_kind, serve_stale};
-use crate::cache::policy::{self, OriginError};
+use crate::cache::{self, OriginError};
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
-use crate::wire::fields::client_response_fields;
+use crawlcache_policy::hop_by_hop::client_response_fields;
 use http::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -40,7 +40,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
         Ok(r) => r,
         Err(e) => {
             let now = SystemTime::now();
-            if policy::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, error_kind(&e), now, &state.policy) {
+            if cache::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, error_kind(&e), now, &state.policy) {
                 let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
                 ex.status = CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
                 if let Some(r) = serve_stale(state, ex, found, now) {
@@ -56,7 +56,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
     };
     let now = SystemTime::now();
     let status = resp.status();
-    if policy::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, OriginError::Status(status.as_u16()), now, &state.policy) {
+    if cache::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, OriginError::Status(status.as_u16()), now, &state.policy) {
         drop(resp);
         ex.status = CacheStatus { fwd: Some(fwd), fwd_status: Some(status.as_u16()), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
         if let Some(r) = serve_stale(state, ex, found, now) {
@@ -68,8 +68,8 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
     let mut detail = None;
     if status == StatusCode::OK {
         let body_len = entry.body.as_ref().map_or(0, |b| b.len);
-        if policy::head_matches(stored, resp.headers(), body_len) {
-            let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
+        if cache::head_matches(stored, resp.headers(), body_len) {
+            let fresh = cache::freshen(stored, resp.headers(), request_time, now, &state.policy);
             match state.store.update_meta(primary, &entry.secondary_key, &fresh.to_bytes()) {
                 Ok(_) => detail = Some(Detail::HeadFreshened),
                 Err(e) => tracing::warn!("freshening {primary} from a HEAD failed: {e}"),
@@ -78,8 +78,8 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
                 &state.store,
                 primary,
                 entry,
-                |r| policy::head_matches(r, resp.headers(), body_len),
-                |r| policy::freshen(r, resp.headers(), request_time, now, &state.policy),
+                |r| cache::head_matches(r, resp.headers(), body_len),
+                |r| cache::freshen(r, resp.headers(), request_time, now, &state.policy),
             );
             if let Err(e) = refreshed {
                 tracing::warn!("freshening the record of {primary} from a HEAD failed: {e}");

@@ -8,10 +8,10 @@
 use super::super::exchange::Exchange;
 use super::super::state::ProxyState;
 use super::forward::upstream_failure;
-use crate::cache::{policy, to_millis};
+use crate::cache::{self, to_millis};
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
-use crate::wire::fields::client_response_fields;
+use crawlcache_policy::hop_by_hop::client_response_fields;
 use http::{Method, Response, Version};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -44,7 +44,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
             let response_time = SystemTime::now();
             let status = resp.status().as_u16();
             let primary = ex.primary();
-            for target in policy::invalidation_targets(&ex.parts.method, status, primary, resp.headers()) {
+            for target in cache::invalidation_targets(&ex.parts.method, status, primary, resp.headers()) {
                 match state.invalidations.invalidate(&target, to_millis(SystemTime::now()), || state.store.remove(&target)) {
                     Ok(n) if n > 0 => tracing::debug!("invalidated {target} ({n} variants) after {} {primary}", ex.parts.method),
                     Ok(_) => {}
@@ -74,7 +74,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                                 to_millis(request_time),
                                 to_millis(response_time),
                                 ex.primary(),
-                                policy::fields_to_store(&origin_headers, &state.policy).into_iter(),
+                                cache::fields_to_store(&origin_headers, &state.policy).into_iter(),
                                 vary_request.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
                             );
                             let len = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());

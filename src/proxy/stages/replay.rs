@@ -17,7 +17,7 @@ use crate::store::Entry;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
-use crate::wire::fields::add_via;
+use crawlcache_policy::hop_by_hop::add_via;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 use std::sync::Arc;

@@ -9,8 +9,8 @@ use super::super::lookup::Found;
 use super::super::state::ProxyState;
 use super::forward::{fetch, respond_with_upstream, upstream_failure};
 use super::Step;
-use crate::cache::policy::{self, OriginError};
 use crate::cache::StoredResponse;
+use crate::cache::{self, OriginError};
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
@@ -52,14 +52,14 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
     for n in ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"] {
         h.remove(n);
     }
-    for (n, v) in policy::conditional_headers(stored) {
+    for (n, v) in cache::conditional_headers(stored) {
         h.insert(n, v);
     }
     let result = state.upstream.send(req).await;
     let now = SystemTime::now();
     match result {
         Err(e) => {
-            if policy::may_serve_stale_on_error(&ex.request_cc, stored, error_kind(&e), now, &state.policy) {
+            if cache::may_serve_stale_on_error(&ex.request_cc, stored, error_kind(&e), now, &state.policy) {
                 let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
                 ex.status = CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
                 if let Some(r) = serve_stale(state, ex, &found, now) {
@@ -73,11 +73,11 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
             r
         }
         Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED => {
-            if !policy::not_modified_matches(stored, resp.headers()) {
+            if !cache::not_modified_matches(stored, resp.headers()) {
                 drop(resp);
                 return fetch(state, ex, lead, fwd, Some(&found.entry)).await;
             }
-            let fresh = policy::freshen(stored, resp.headers(), request_time, now, &state.policy);
+            let fresh = cache::freshen(stored, resp.headers(), request_time, now, &state.policy);
             let meta = fresh.to_bytes();
             match state.store.update_meta(ex.primary(), &found.entry.secondary_key, &meta) {
                 Err(e) => tracing::warn!("freshening {} failed: {e}", ex.primary()),
@@ -94,8 +94,8 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 &state.store,
                 ex.primary(),
                 &found.entry,
-                |r| policy::not_modified_matches(r, resp.headers()),
-                |r| policy::freshen(r, resp.headers(), request_time, now, &state.policy),
+                |r| cache::not_modified_matches(r, resp.headers()),
+                |r| cache::freshen(r, resp.headers(), request_time, now, &state.policy),
             );
             if let Err(e) = refreshed {
                 tracing::warn!("freshening the record of {} failed: {e}", ex.primary());
@@ -106,7 +106,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
             if let Some(l) = lead {
                 l.finish(Outcome::Stored);
             }
-            let age = policy::current_age(&fresh.stored, now).as_secs();
+            let age = cache::current_age(&fresh.stored, now).as_secs();
             let ttl = lifetime(state, ex.primary(), &fresh.stored).as_secs() as i64 - age as i64;
             ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(fwd) };
             match super::serve::stored(state, ex, &found, &fresh.stored, Some(&fresh.headers), age) {
@@ -116,7 +116,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
         }
         Ok(resp) => {
             let status = resp.status().as_u16();
-            if policy::may_serve_stale_on_error(&ex.request_cc, stored, OriginError::Status(status), now, &state.policy) {
+            if cache::may_serve_stale_on_error(&ex.request_cc, stored, OriginError::Status(status), now, &state.policy) {
                 drop(resp);
                 ex.status = CacheStatus { fwd: Some(fwd), fwd_status: Some(status), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
                 if let Some(r) = serve_stale(state, ex, &found, now) {
@@ -149,7 +149,7 @@ pub(super) fn error_kind(e: &UpstreamError) -> OriginError {
 /// stored GET's header fields without the body (RFC 9110 section 9.3.2).
 pub(super) fn serve_stale(state: &ProxyState, ex: &mut Exchange, found: &Found, now: SystemTime) -> Option<Response<ProxyBody>> {
     let stored: &StoredResponse = &found.decoded.stored;
-    let age = policy::current_age(stored, now).as_secs();
+    let age = cache::current_age(stored, now).as_secs();
     ex.status.hit = true;
     ex.status.served_stale = true;
     ex.status.ttl = Some(lifetime(state, ex.primary(), stored).as_secs() as i64 - age as i64);

@@ -6,10 +6,10 @@ use super::super::exchange::Exchange;
 use super::super::lookup::{Found, HotVariant, HOT_BODY_MAX};
 use super::super::state::ProxyState;
 use super::Step;
-use crate::cache::{policy, StoredResponse};
+use crate::cache::{self, StoredResponse};
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
-use crate::wire::fields::add_via;
+use crawlcache_policy::hop_by_hop::add_via;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 
@@ -30,7 +30,7 @@ pub fn stored(state: &ProxyState, ex: &mut Exchange, found: &Found, stored: &Sto
         state.store.touch(primary, &entry.secondary_key);
     }
 
-    if (200..300).contains(&stored.status) && policy::client_not_modified(&ex.parts.headers, stored) {
+    if (200..300).contains(&stored.status) && cache::client_not_modified(&ex.parts.headers, stored) {
         return Step::Done(not_modified_response(&headers));
     }
     let Ok(body) = stored_body(state, ex.is_head(), primary, entry, found.hot.as_deref(), stored.status, &mut headers) else {

@@ -28,7 +28,7 @@ const MAX_HEAD: usize = 64 * 1024;
 /// client, in bytes; the rest is dropped.
 const MAX_REFUSAL_BODY: usize = 1024 * 1024;
 
-pub use crate::wire::fields::is_websocket_upgrade;
+pub use crawlcache_policy::hop_by_hop::is_websocket_upgrade;
 
 /// An origin connection: TCP, or TLS over it.
 trait OriginIo: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -106,7 +106,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         let mut resp = Response::new(ProxyBody::full(bytes::Bytes::from(body)));
         *resp.status_mut() = status;
         *resp.headers_mut() = headers;
-        crate::wire::fields::client_response_fields(resp.headers_mut());
+        crawlcache_policy::hop_by_hop::client_response_fields(resp.headers_mut());
         return resp;
     }
     let Some(mut req) = ex.take_request() else {

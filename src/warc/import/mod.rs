@@ -24,7 +24,7 @@
 //!   that cannot be is reported and skipped, never stored under a key no
 //!   request can reach;
 //! - the head is kept as the proxy keeps an origin's
-//!   ([`crate::cache::policy::headers_to_store`]: hop-by-hop fields and,
+//!   ([`crate::cache::headers_to_store`]: hop-by-hop fields and,
 //!   by default, `Set-Cookie` dropped; a `Content-Length` beside a
 //!   `Transfer-Encoding` dropped, RFC 9112 section 6.3); interim 1xx heads
 //!   before the final one are skipped;

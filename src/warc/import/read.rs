@@ -329,7 +329,7 @@ pub(super) fn stored_form(opts: &Options, p: &Pending, req: Option<&Request>) ->
     let selection = Selection::of_request(&response_headers, &request_headers);
     let stored = StoredResponse {
         status: p.status,
-        headers: crate::cache::policy::headers_to_store(&response_headers, &opts.policy),
+        headers: crate::cache::headers_to_store(&response_headers, &opts.policy),
         request_time_ms: req.and_then(|r| r.date_ms).unwrap_or(p.date_ms).min(p.date_ms),
         response_time_ms: p.date_ms,
         url: primary,

@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::policy::PolicyConfig;
+use crate::cache::PolicyConfig;
 use crate::cache::StoredResponse;
 use crate::record::key_rules::KeyRule;
 use crate::store::CommittedBody;

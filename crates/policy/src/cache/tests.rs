@@ -5,8 +5,8 @@
 
 use super::cache_control::CacheControl;
 use super::key::primary_key;
-use super::policy::*;
 use super::StoredResponse;
+use super::*;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

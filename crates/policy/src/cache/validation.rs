@@ -5,7 +5,7 @@
 //! the update itself ([`freshen`], 4.3.4 with 3.2); entity-tag parsing.
 
 use super::config::PolicyConfig;
-use super::fields::{date_about, stored_date, stored_value};
+use super::field_lines::{date_about, stored_date, stored_value};
 use super::storable::headers_to_store;
 use crate::cache::{to_millis, StoredResponse};
 use http::HeaderMap;

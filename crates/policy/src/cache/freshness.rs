@@ -5,7 +5,7 @@
 //! section 4.2.4 and RFC 5861 section 4).
 
 use super::config::PolicyConfig;
-use super::fields::{stored_date, stored_expires};
+use super::field_lines::{stored_date, stored_expires};
 use super::storable::heuristically_cacheable;
 use crate::cache::cache_control::{delta_seconds, CacheControl};
 use crate::cache::{from_millis, StoredResponse};

@@ -89,11 +89,11 @@ pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec
 /// [`crate::cache::encode_head`]).
 pub fn fields_to_store<'a>(response_headers: &'a HeaderMap, cfg: &PolicyConfig) -> Vec<(&'a str, &'a [u8])> {
     let cc = CacheControl::from_response_headers(response_headers);
-    let connection = crate::fields::connection_named(response_headers);
+    let connection = crate::hop_by_hop::connection_named(response_headers);
     let mut out = Vec::with_capacity(response_headers.len());
     for (name, value) in response_headers {
         let n = name.as_str();
-        if crate::fields::is_hop_by_hop(n)
+        if crate::hop_by_hop::is_hop_by_hop(n)
             || connection.iter().any(|c| c == n)
             || (!cfg.store_set_cookie && is_set_cookie(n))
             || cc.no_cache_fields.iter().any(|f| f == n)
