@@ -314,7 +314,7 @@ fn variant_card(state: &ProxyState, v: &Variant, now: SystemTime) -> Markup {
                 dt { "body" } dd { (crate::units::format_bytes(v.body_bytes)) " (" (thousands(v.body_bytes)) " bytes)" }
                 dt { "SHA-256" } dd.url { (v.body_sha256.clone().unwrap_or_else(|| "–".into())) }
             }
-            details {
+            details open {
                 summary { "stored fields (" (s.headers.len()) ")" }
                 table.fieldlist { tbody { @for (n, val) in &s.headers { tr { th { (n) } td.url { (String::from_utf8_lossy(val)) } } } } }
             }

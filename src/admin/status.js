@@ -107,11 +107,17 @@
     if (disk) stackedBar(disk, [["used", Math.min(1, s.store_used_ratio || 0)]]);
   }
 
+  // Points across the width: the history so far (at least 12, at most
+  // the 90 of 15 minutes), so a young proxy's charts are not blank space.
+  function span(count) {
+    return Math.max(12, Math.min(90, count));
+  }
+
   // Columns over time in a 300-wide view box, newest on the right; each
   // point gives its stacked parts.
   function columns(svg, points, height, partsOf) {
     clear(svg);
-    var n = 90;
+    var n = span(points.length);
     var w = 300 / n;
     var max = 0;
     var stacks = points.map(function (p) {
@@ -150,7 +156,7 @@
       });
       rps.appendChild(svgEl("line", { x1: 0, y1: 99.5, x2: 300, y2: 99.5, "class": "base" }));
       if (values.length > 0) {
-        var w = 300 / 90, offset = 90 - values.length;
+        var n = span(values.length), w = 300 / n, offset = n - values.length;
         var d = "M" + (offset * w) + ",100";
         values.forEach(function (r, i) {
           var y = max > 0 ? 100 - (r / max) * 96 : 100;
@@ -162,7 +168,7 @@
       rps.setAttribute("data-rendered", String(polls));
       rps.setAttribute("data-points", String(values.length));
       var axis = document.getElementById("axis-rps");
-      if (axis) axis.textContent = secs + " s per point \u00b7 peak " + max.toFixed(1) + "/s";
+      if (axis) axis.textContent = secs + " s per point \u00b7 last " + duration(span(values.length) * secs) + " \u00b7 peak " + max.toFixed(1) + "/s";
     }
     var outcomes = document.getElementById("chart-outcomes");
     if (outcomes) {

@@ -106,7 +106,10 @@ pub fn answer(content_type: &'static str, body: Vec<u8>) -> Response<ProxyBody> 
     h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("content-security-policy", HeaderValue::from_static(CSP));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: with no referrer a browser sends
+    // `Origin: null` on the cache browser's purge form, which the admin
+    // rules refuse as a foreign page; other sites still get no referrer.
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     resp
 }
 
@@ -413,12 +416,12 @@ pub fn page(v: &Value) -> String {
                 noscript { p { "The charts need JavaScript; the figures above and below are as of loading." } }
             }
             section.card.chart-card {
-                h2 { "Requests per second " span.sub { "15 min" } }
+                h2 { "Requests per second " span.sub { "up to 15 min" } }
                 svg.chart #chart-rps viewBox="0 0 300 100" preserveAspectRatio="none" role="img" aria-label="requests per second over 15 minutes" {}
                 p.axis #axis-rps {}
             }
             section.card.chart-card {
-                h2 { "Outcomes over time " span.sub { "15 min" } }
+                h2 { "Outcomes over time " span.sub { "up to 15 min" } }
                 svg.chart #chart-outcomes viewBox="0 0 300 100" preserveAspectRatio="none" role="img" aria-label="outcome shares over 15 minutes" {}
                 p.axis { "10 s per bar · " span.key.hit { "hit" } " " span.key.reval { "revalidated" } " " span.key.stale { "stale" } " " span.key.miss { "miss" } " " span.key.other { "other" } }
             }
