@@ -422,6 +422,11 @@ fn with_an_admin_token_a_browser_is_asked_for_it() {
     assert!(v["totals"]["requests"].is_u64() && v["windows"].is_object(), "{v}");
     let wrong = format!("Basic {}", data_encoding::BASE64.encode(b"anyone:guess"));
     assert_eq!(send_request(proxy.addr(), "GET", "/status", &[("Authorization", &wrong)], b"").status, 401);
+    // The cache browser asks for it the same way.
+    assert_eq!(send_request(proxy.addr(), "GET", "/cache/browse", &[], b"").status, 401);
+    let r = send_request(proxy.addr(), "GET", "/cache/browse?host=a.test", &[("Authorization", &basic)], b"");
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert!(r.text().contains("nothing on this page"), "{}", r.text());
     // Other admin endpoints keep answering 403 without the token.
     assert_eq!(send_request(proxy.addr(), "GET", "/metrics", &[], b"").status, 403);
     for asset in ["/status.js", "/status.css"] {

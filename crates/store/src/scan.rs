@@ -57,7 +57,7 @@ impl Iterator for Scan {
     }
 }
 
-/// Where a [`Store::page`] starts: after the entry with this primary and
+/// Where a [`crate::Store::page`] starts: after the entry with this primary and
 /// secondary key (both as the entry has them), in index order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageCursor {
@@ -67,7 +67,7 @@ pub struct PageCursor {
     pub secondary_key: Vec<u8>,
 }
 
-/// One page of entries from [`Store::page`].
+/// One page of entries from [`crate::Store::page`].
 #[derive(Debug, Default)]
 pub struct Page {
     /// The entries kept, in index order (at most the page's `limit`).
