@@ -126,7 +126,14 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let store = state.store.clone();
     let spec = ListSpec { filter: filter.clone(), policy: state.policy.clone(), rules: state.config.cache.rules.clone(), now: SystemTime::now() };
     let listed = tokio::task::spawn_blocking(move || {
-        let page = store.page(after.as_ref(), PAGE_ROWS, SCAN_BUDGET, |k| spec.filter.matches(k)).map_err(|e| e.to_string())?;
+        // The host filter parsed once, not once per key read.
+        let host = spec.filter.host.as_deref().map(super::host_filter::HostFilter::parse).transpose()?;
+        let prefix = spec.filter.prefix.clone();
+        let keep = |k: &str| {
+            let url = super::inspect::key_url(k);
+            prefix.as_deref().is_none_or(|p| url.starts_with(p)) && host.as_ref().is_none_or(|h| h.matches_url(url))
+        };
+        let page = store.page(after.as_ref(), PAGE_ROWS, SCAN_BUDGET, keep).map_err(|e| e.to_string())?;
         let listing = Listing::new(&store, spec);
         let mut rows = Vec::new();
         for e in page.entries {
