@@ -45,6 +45,7 @@ pub mod import;
 pub mod inspect;
 pub mod lookup;
 pub mod maintain;
+pub mod origin_figures;
 pub mod respond;
 pub mod stats;
 pub mod status;

@@ -1,5 +1,6 @@
 //! `GET /metrics` (Prometheus text) and `GET /stats` (JSON).
 
+use super::origin_figures::ORIGIN_SERIES;
 use super::status;
 use crate::proxy::ProxyState;
 
@@ -7,29 +8,6 @@ use crate::proxy::ProxyState;
 /// (the oldest snapshots), so a crawl over a million origins does not make
 /// a million series.
 pub const ROBOTS_AGE_SERIES: usize = 50;
-
-/// How many origins `/metrics` exports series for, and `/stats` and the
-/// status page list (those with the most requests): labels bounded in
-/// number however many origins a crawl reaches.
-pub const ORIGIN_SERIES: usize = 20;
-
-/// The [`ORIGIN_SERIES`] origins with the most requests and their figures
-/// ([`crate::metrics::origins`]), also in `/stats` as `"origins"` and on
-/// the status page; each with `hit_ratio` (0 to 1) beside the counts.
-pub fn origins_json(state: &ProxyState) -> serde_json::Value {
-    let o = &state.metrics.origins;
-    let top: Vec<serde_json::Value> = o
-        .top(ORIGIN_SERIES)
-        .into_iter()
-        .map(|(origin, f)| {
-            let mut v = serde_json::to_value(&f).unwrap_or_default();
-            v["origin"] = origin.into();
-            v["hit_ratio"] = f.hit_ratio().into();
-            v
-        })
-        .collect();
-    serde_json::json!({ "estimate": o.is_estimate(), "others": o.others(), "top": top })
-}
 
 /// The per-origin series of `/metrics`: requests, requests served from the
 /// store, bytes from the store and errors of the [`ORIGIN_SERIES`] origins
@@ -170,7 +148,7 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
         "connections": status::connections_json(state),
         "recent": status::windows_json(state),
-        "origins": origins_json(state),
+        "origins": super::origin_figures::origins_json(state),
         "audit": { "mode": state.config.audit.mode, "keep": crate::units::format_duration(state.config.audit.keep), "bytes": crate::audit::disk_bytes(state.audit.dir()) },
     })
 }

@@ -16,7 +16,7 @@
 //! - disk use against `cache.max_size`, the store's other totals and the
 //!   audit log's bytes
 //!   ([`store_figures`], the one place that reads [`StoreStats`]);
-//! - the origins with the most requests ([`super::stats::origins_json`],
+//! - the origins with the most requests ([`super::origin_figures::origins_json`],
 //!   the same figures as `/stats` and `/metrics`): requests, hit ratio,
 //!   bytes saved, last error, robots.txt state ([`robots_state`]) and
 //!   Crawl-delay, each origin linking to its entries in the cache browser
@@ -262,7 +262,7 @@ pub fn status_json(state: &ProxyState, now: SystemTime) -> Value {
     let used_ratio = if store.max_bytes == 0 { 0.0 } else { store.used_bytes as f64 / store.max_bytes as f64 };
     let samples = state.metrics.history.samples();
     let buckets = crate::metrics::history::buckets_of(&samples, BUCKET_SECONDS, 900);
-    let mut origins = super::stats::origins_json(state);
+    let mut origins = super::origin_figures::origins_json(state);
     if let Some(top) = origins["top"].as_array_mut() {
         for o in top {
             let robots = robots_state(state, o["origin"].as_str().unwrap_or(""), now);

@@ -78,50 +78,39 @@ pub struct Page {
     pub examined: usize,
 }
 
-impl crate::Store {
-    /// A page of the entries whose primary key `keep` accepts: at most
-    /// `limit` entries, after `after` (from the start with `None`), by a
-    /// key-range scan of the index that looks at no more than `budget` rows
-    /// (at least one). Only the keys are read until `keep` accepts one, so
-    /// a page over a store of ten million entries costs `budget` key reads
-    /// at most, whatever the filter; the next page goes on from
-    /// [`Page::next`], also when the budget ended this one before `limit`
-    /// entries were found. Entries inserted or removed meanwhile may or may
-    /// not appear. Errors: `Index` when sled cannot be read, `Io` when a
-    /// pack cannot.
-    pub fn page(&self, after: Option<&PageCursor>, limit: usize, budget: usize, mut keep: impl FnMut(&str) -> bool) -> Result<Page, StoreError> {
-        self.inner.index.spill()?;
-        let end = &crate::rows::ENTRIES_END[..];
-        let start = after.map(|c| crate::rows::entry_key(&c.primary_key, &c.secondary_key));
-        let rows = match &start {
-            None => self.inner.index.entry_rows(),
-            Some(k) => self.inner.index.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))),
-        };
-        let mut page = Page::default();
-        let mut last: Option<Vec<u8>> = None;
-        for row in rows {
-            let (k, v) = row.map_err(sled_err)?;
-            page.examined += 1;
-            let kept = index::primary_key_bytes(&k).and_then(|pk| std::str::from_utf8(pk).ok()).is_some_and(&mut keep);
-            if kept {
-                if let Some(mut e) = self.inner.read_entry(&k, &v)? {
-                    self.inner.overlay_pending(std::slice::from_mut(&mut e));
-                    page.entries.push(e);
-                }
-            }
-            last = Some(k.to_vec());
-            if page.entries.len() >= limit || page.examined >= budget.max(1) {
-                break;
+/// [`crate::Store::page`] over `inner`.
+pub(crate) fn page(inner: &Inner, after: Option<&PageCursor>, limit: usize, budget: usize, mut keep: impl FnMut(&str) -> bool) -> Result<Page, StoreError> {
+    inner.index.spill()?;
+    let end = &crate::rows::ENTRIES_END[..];
+    let start = after.map(|c| crate::rows::entry_key(&c.primary_key, &c.secondary_key));
+    let rows = match &start {
+        None => inner.index.entry_rows(),
+        Some(k) => inner.index.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))),
+    };
+    let mut page = Page::default();
+    let mut last: Option<Vec<u8>> = None;
+    for row in rows {
+        let (k, v) = row.map_err(sled_err)?;
+        page.examined += 1;
+        let kept = index::primary_key_bytes(&k).and_then(|pk| std::str::from_utf8(pk).ok()).is_some_and(&mut keep);
+        if kept {
+            if let Some(mut e) = inner.read_entry(&k, &v)? {
+                inner.overlay_pending(std::slice::from_mut(&mut e));
+                page.entries.push(e);
             }
         }
-        let more = match &last {
-            Some(k) => self.inner.index.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))).next().is_some(),
-            None => false,
-        };
-        page.next =
-            last.filter(|_| more).and_then(|k| crate::rows::split_entry_key(&k)).map(|(primary_key, secondary_key)| PageCursor { primary_key, secondary_key });
-        Ok(page)
+        last = Some(k.to_vec());
+        if page.entries.len() >= limit || page.examined >= budget.max(1) {
+            break;
+        }
     }
+    let more = match &last {
+        Some(k) => inner.index.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))).next().is_some(),
+        None => false,
+    };
+    page.next =
+        last.filter(|_| more).and_then(|k| crate::rows::split_entry_key(&k)).map(|(primary_key, secondary_key)| PageCursor { primary_key, secondary_key });
+    Ok(page)
 }
 
 #[cfg(test)]
