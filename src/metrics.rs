@@ -2,20 +2,27 @@
 //! endpoints (Prometheus text on `/metrics`, JSON on `/stats`).
 //!
 //! The per-request classes (hits, stale, revalidated, misses, pass-through,
-//! refused) are counted from the request's typed [`CacheStatus`] once the
-//! response is decided ([`Metrics::record`]); each request counts in
-//! exactly one class.
+//! refused, errors) are counted from the request's typed [`CacheStatus`]
+//! and its response status once the response is decided
+//! ([`CacheStatus::outcome_for`], [`Metrics::record`]); each request counts
+//! in exactly one class. Refused and errors are apart: a refusal is the
+//! proxy declining by policy (robots.txt, `only-if-cached` or offline with
+//! nothing stored, overload, a request it does not forward), an error is
+//! something failing (an origin unreachable or timing out, TLS, the store,
+//! an internal error).
 
 //!
 //! The status page's figures live beside them: [`history`] (the counters
-//! sampled once a second), [`origins`] (requests per origin, sampled under
+//! sampled once a second), [`origins`] (figures per origin, sampled under
 //! load) and [`recent`] (the last errors).
 
 pub mod history;
 pub mod origins;
 pub mod recent;
 
-use crate::wire::cache_status::{CacheStatus, Outcome};
+#[cfg(doc)]
+use crate::wire::cache_status::CacheStatus;
+use crate::wire::cache_status::Outcome;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Slots of one [`Counter`]: each thread adds to one of them (picked once
@@ -71,8 +78,12 @@ pub struct Metrics {
     pub misses: Counter,
     /// Requests with other methods passed through.
     pub passthrough: Counter,
-    /// Answered by crawlcache itself with an error or a refusal.
+    /// Declined by policy and answered by crawlcache itself
+    /// ([`Outcome::Refused`]).
     pub refused: Counter,
+    /// Answered by crawlcache itself because something failed
+    /// ([`Outcome::Error`]).
+    pub errors: Counter,
     /// Conditional requests sent to origins to validate a stored response.
     pub validation_requests: Counter,
     /// Responses written to the store.
@@ -98,7 +109,7 @@ pub struct Metrics {
     pub admin_refused: Counter,
     /// The counters sampled once a second ([`Metrics::sample`]).
     pub history: history::History,
-    /// Requests per origin ([`origins`]).
+    /// Figures per origin ([`origins`]).
     pub origins: origins::OriginCounts,
     /// robots dispositions (`crawlcache_robots_disposition_total{disposition}`).
     pub robots_fetched: Counter,
@@ -129,16 +140,18 @@ impl Metrics {
         c.add(n);
     }
 
-    /// Counts one proxied request in its class, read from its `Cache-Status`.
-    pub fn record(&self, status: &CacheStatus) {
+    /// Counts one proxied request in its class ([`CacheStatus::outcome_for`]
+    /// of its `Cache-Status` and response status).
+    pub fn record(&self, outcome: Outcome) {
         Metrics::inc(&self.requests);
-        Metrics::inc(match status.outcome() {
+        Metrics::inc(match outcome {
             Outcome::Hit => &self.hits,
             Outcome::Stale => &self.stale_served,
             Outcome::Revalidated => &self.revalidated,
             Outcome::Miss => &self.misses,
             Outcome::Pass => &self.passthrough,
             Outcome::Refused => &self.refused,
+            Outcome::Error => &self.errors,
         });
     }
 
@@ -152,7 +165,16 @@ impl Metrics {
             ("crawlcache_revalidated_total", "Requests answered from the store after the origin said 304.", g(&self.revalidated)),
             ("crawlcache_misses_total", "Requests answered with the origin's full response.", g(&self.misses)),
             ("crawlcache_passthrough_total", "Requests with other methods passed through.", g(&self.passthrough)),
-            ("crawlcache_refused_total", "Requests answered by crawlcache with an error or a refusal.", g(&self.refused)),
+            (
+                "crawlcache_refused_total",
+                "Requests crawlcache declined by policy and answered itself: robots.txt, only-if-cached or offline with nothing stored (504), overload (503), a request it does not forward (4xx, 508). Since issue 46 its own errors count apart, in crawlcache_errors_total.",
+                g(&self.refused),
+            ),
+            (
+                "crawlcache_errors_total",
+                "Requests crawlcache answered with an error because something failed: an origin unreachable, timing out or failing TLS (502, 504), the store, an internal error. Counted in crawlcache_refused_total before issue 46.",
+                g(&self.errors),
+            ),
             ("crawlcache_validation_requests_total", "Conditional requests sent to origins to validate a stored response.", g(&self.validation_requests)),
             ("crawlcache_stored_total", "Responses written to the store.", g(&self.stored)),
             ("crawlcache_store_errors_total", "Stores abandoned because of an I/O error.", g(&self.store_errors)),
@@ -187,20 +209,27 @@ impl Metrics {
 impl Metrics {
     /// What the end of a proxied response adds (the audit line's figures):
     /// its body bytes to `bytes_from_origin` when they came from the
-    /// origin (`outcome` `miss` or `pass`), a count for its origin, and a
-    /// recent error when `status` is 5xx.
+    /// origin (`outcome` `miss` or `pass`), its origin's figures, and a
+    /// recent error when it was one: crawlcache's own error (`outcome`
+    /// `error`) or an origin's 5xx, never a refusal (an `only-if-cached`
+    /// or offline 504, an overload 503).
     pub fn request_done(&self, record: &crate::audit::AuditRecord, status: u16, outcome: &str) {
         if matches!(outcome, "miss" | "pass") {
             Metrics::add(&self.bytes_from_origin, record.bytes);
         }
-        self.origins.count(&record.url);
-        if status >= 500 {
-            recent::RECENT.push(
-                std::time::SystemTime::now(),
-                "response",
-                status.to_string(),
-                format!("{} {} ({})", record.method, record.url, record.cache_status),
-            );
+        let from_store = matches!(outcome, "hit" | "stale" | "revalidated");
+        let error = outcome == "error" || (status >= 500 && outcome != "refused");
+        // The clock is read for errors only.
+        let at = error.then(std::time::SystemTime::now);
+        self.origins.count(&origins::Counted {
+            url: &record.url,
+            from_store,
+            bytes_from_cache: if from_store { record.bytes } else { 0 },
+            error_status: error.then_some(status),
+            at_ms: at.map_or(0, history::unix_ms),
+        });
+        if let Some(now) = at {
+            recent::RECENT.push(now, "response", status.to_string(), format!("{} {} ({})", record.method, record.url, record.cache_status));
         }
     }
 
@@ -251,6 +280,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::cache_status::CacheStatus;
 
     /// Counts added from many threads (more threads than slots, so some
     /// share one) all show in the value, and the classes of `record` add up.
@@ -263,7 +293,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
                         Metrics::add(&m.bytes_from_cache, i as u64 + 1);
-                        m.record(&CacheStatus::hit(60));
+                        m.record(CacheStatus::hit(60).outcome_for(200));
                     }
                 })
             })

@@ -26,7 +26,8 @@ What it does:
   and the class of the response into ``response.meta["crawlcache_outcome"]``,
   and counts each response in one of the stats ``crawlcache/hit``,
   ``crawlcache/stale``, ``crawlcache/revalidated``, ``crawlcache/miss``,
-  ``crawlcache/pass`` or ``crawlcache/refused``.
+  ``crawlcache/pass``, ``crawlcache/refused`` or ``crawlcache/error`` (the
+  proxy's own error, such as a 502 for an origin it cannot reach).
 - Turns the proxy's robots.txt refusal (``robots.mode = "enforce"``) into
   :class:`scrapy.exceptions.IgnoreRequest` whose message names the rule and
   its line, counted in ``crawlcache/robots_disallowed``.
@@ -75,7 +76,7 @@ logger = logging.getLogger(__name__)
 PRIORITY = 740
 
 #: The stats this middleware counts, each under ``crawlcache/``.
-OUTCOMES = ("hit", "stale", "revalidated", "miss", "pass", "refused")
+OUTCOMES = ("hit", "stale", "revalidated", "miss", "pass", "refused", "error")
 
 
 class CrawlcacheMiddleware:
@@ -152,7 +153,7 @@ class CrawlcacheMiddleware:
         request.meta["crawlcache_robots_status"] = robots
         if cache is None:
             return response
-        outcome = cache.outcome
+        outcome = cache.outcome_for(response.status)
         request.meta["crawlcache_outcome"] = outcome
         self.stats.inc_value(f"crawlcache/{outcome}")
         if cache.detail == "robots" and outcome == "refused":

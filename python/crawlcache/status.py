@@ -15,7 +15,8 @@
 
 These functions parse both into small records, and classify a response the
 way the proxy's own metrics do (one class per response: ``hit``,
-``stale``, ``revalidated``, ``miss``, ``pass`` or ``refused``).
+``stale``, ``revalidated``, ``miss``, ``pass``, ``refused`` or, with the
+response's status, ``error``: :meth:`CacheStatus.outcome_for`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ CACHE_NAME = "crawlcache"
 
 #: ``detail`` values of a response served stale (RFC 5861, RFC 9111 4.2.4).
 STALE_DETAILS = frozenset({"stale-while-revalidate", "stale-if-error", "disconnected"})
+
+#: ``detail`` values of the proxy's own answer when something failed
+#: (``CacheStatus::outcome_for`` in the proxy).
+FAILURE_DETAILS = frozenset({"upstream-error", "tls", "store-error"})
+
+#: ``detail`` values of the proxy's own answer that declines by policy.
+REFUSAL_DETAILS = frozenset({"only-if-cached", "offline", "robots", "loop"})
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,22 @@ class CacheStatus:
         if self.fwd == "stale" and self.detail in STALE_DETAILS:
             return "stale"
         return "refused"
+
+    def outcome_for(self, status: int) -> str:
+        """:attr:`outcome` of a response with HTTP ``status``, with the
+        proxy's own answers split as its metrics split them: ``refused``
+        (declined by policy: robots.txt, ``only-if-cached`` or offline with
+        nothing stored, overload) and ``error`` (something failed: an origin
+        unreachable or timing out, TLS, the store, an internal error; any
+        other 5xx of the proxy's own but 503)."""
+        outcome = self.outcome
+        if outcome != "refused":
+            return outcome
+        if self.detail in FAILURE_DETAILS:
+            return "error"
+        if self.detail in REFUSAL_DETAILS:
+            return "refused"
+        return "error" if status >= 500 and status != 503 else "refused"
 
     @property
     def offline(self) -> bool:

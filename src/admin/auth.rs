@@ -12,7 +12,10 @@
 //!    `Sec-Fetch-Site` is `same-site` or `cross-site`), unless it carries the
 //!    token as `Authorization: Bearer` (which a browser never adds by
 //!    itself) or it is a top-level navigation to the status page. A page on
-//!    another port of `localhost` is a foreign page. Requests without those
+//!    another port of `localhost` is a foreign page. The cache browser
+//!    (`/cache/browse`, `/cache/entry`) opens from the status page's links
+//!    (same-origin) or a typed URL (`Sec-Fetch-Site: none`), not from
+//!    another site's link, and its purge button is a same-origin `POST`. Requests without those
 //!    fields (curl, the CLI, scripts) are not browser requests and pass.
 //!
 //! State changes (purge, prune, import, compact, robots refresh, repair) are
@@ -262,6 +265,25 @@ mod tests {
         assert_eq!(judge(&s, http::Method::GET, "/", &link), Ok(()));
         assert!(matches!(judge(&s, http::Method::GET, "/cache/cat", &link), Err(Refusal::ForeignPage(_))));
         assert!(matches!(judge(&s, http::Method::POST, "/", &link), Err(Refusal::ForeignPage(_))));
+    }
+
+    /// Issue 46: the cache browser opens from the status page's links
+    /// (same-origin navigation) and from a typed URL, never from another
+    /// site's link or request; its purge is a POST from its own page.
+    #[test]
+    fn the_cache_browser_opens_from_the_status_page_or_a_typed_url_only_c54() {
+        let s = server("", &[]);
+        let host = ("host", "127.0.0.1:3128");
+        let nav = |site: &'static str| [host, ("sec-fetch-site", site), ("sec-fetch-mode", "navigate")];
+        for path in ["/cache/browse", "/cache/entry"] {
+            assert_eq!(judge(&s, http::Method::GET, path, &nav("same-origin")), Ok(()), "{path} from the status page");
+            assert_eq!(judge(&s, http::Method::GET, path, &nav("none")), Ok(()), "{path} typed");
+            assert!(matches!(judge(&s, http::Method::GET, path, &nav("cross-site")), Err(Refusal::ForeignPage(_))), "{path} from another site");
+        }
+        let from_page = [host, ("origin", "http://127.0.0.1:3128"), ("sec-fetch-site", "same-origin"), ("sec-fetch-mode", "navigate")];
+        assert_eq!(judge(&s, http::Method::POST, "/cache/purge", &from_page), Ok(()));
+        let forged = [host, ("origin", "http://attacker.example"), ("sec-fetch-site", "cross-site"), ("sec-fetch-mode", "navigate")];
+        assert!(matches!(judge(&s, http::Method::POST, "/cache/purge", &forged), Err(Refusal::ForeignPage(_))));
     }
 
     #[test]

@@ -254,7 +254,7 @@ pub fn not_found() -> Response<ProxyBody> {
     text(
         StatusCode::NOT_FOUND,
         "crawlcache: this is a forward proxy; send absolute-form requests (GET http://host/path).\n\
-         Admin endpoints: GET / (the status page), GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
+         Admin endpoints: GET / (the status page), GET /cache/browse (the cache browser), GET /metrics, GET /stats, GET /cache/show?url=URL, GET /cache/ls[?host=H&prefix=URL&json=1],\n\
          GET /cache/cat?url=URL[&decode=1], POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION (GET: what it would remove),\n\
          POST /cache/prune[?unused_for=DURATION&records=1], GET /cache/verify, POST /cache/verify?repair=1, POST /cache/compact,\n\
          GET /cache/export[?host=H&prefix=URL&revisits=1], POST /cache/import/upload?name=NAME, POST /cache/import?uploads=ID,...,\n\

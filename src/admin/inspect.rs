@@ -242,7 +242,7 @@ impl Listing {
 
     /// The row for `e`, or `None` when it is listed elsewhere (a GET record
     /// whose URL the cache holds) or filtered out.
-    fn row(&self, e: Entry) -> Result<Option<LsRow>, String> {
+    pub fn row(&self, e: Entry) -> Result<Option<LsRow>, String> {
         if !self.spec.filter.matches(&e.primary_key) {
             return Ok(None);
         }

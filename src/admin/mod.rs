@@ -4,6 +4,9 @@
 //!
 //! - `GET /` and `GET /status`: the status page ([`status`]), which polls
 //!   `GET /status.json`.
+//! - `GET /cache/browse[?q=TEXT&by=host|prefix|url][&after=CURSOR]` and
+//!   `GET /cache/entry?url=URL`: the cache browser ([`browse`]), HTML
+//!   pages linked from the status page.
 //! - `GET /metrics`: Prometheus text.
 //! - `GET /stats`: JSON counters and store figures.
 //! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
@@ -35,12 +38,14 @@
 //!   every known origin without `origin`).
 
 pub mod auth;
+pub mod browse;
 pub mod endpoints;
 pub mod host_filter;
 pub mod import;
 pub mod inspect;
 pub mod lookup;
 pub mod maintain;
+pub mod origin_figures;
 pub mod respond;
 pub mod stats;
 pub mod status;
@@ -95,7 +100,8 @@ where
     if let Err(why) = auth::check(&state.config.server, &judged) {
         Metrics::inc(&state.metrics.admin_refused);
         tracing::warn!("admin: refused {} {} from {peer}: {why}", req.method(), req.uri().path());
-        if status::is_status_path(req.uri().path()) && why == auth::Refusal::NoToken {
+        let page = status::is_status_path(req.uri().path()) || browse::is_browser_path(req.uri().path());
+        if page && why == auth::Refusal::NoToken {
             return status::unauthorized(&why.to_string());
         }
         return respond::text(StatusCode::FORBIDDEN, format!("crawlcache: {why}\n"));
@@ -106,6 +112,8 @@ where
     let q = query.as_str();
     match (method, path.as_str()) {
         (Method::GET, p) if status::is_status_path(p) => status::respond(state, p).unwrap_or_else(|| respond::text(StatusCode::NOT_FOUND, String::new())),
+        (Method::GET, "/cache/browse") => browse::browse(state, q).await,
+        (Method::GET, "/cache/entry") => browse::entry(state, q).await,
         (Method::GET, "/metrics") => endpoints::metrics(state),
         (Method::GET, "/stats") => respond::json(StatusCode::OK, &stats::stats_json(state)),
         (Method::GET, "/cache/show") => endpoints::show(state, q),

@@ -1,5 +1,6 @@
 //! `GET /metrics` (Prometheus text) and `GET /stats` (JSON).
 
+use super::origin_figures::ORIGIN_SERIES;
 use super::status;
 use crate::proxy::ProxyState;
 
@@ -7,6 +8,29 @@ use crate::proxy::ProxyState;
 /// (the oldest snapshots), so a crawl over a million origins does not make
 /// a million series.
 pub const ROBOTS_AGE_SERIES: usize = 50;
+
+/// The per-origin series of `/metrics`: requests, requests served from the
+/// store, bytes from the store and errors of the [`ORIGIN_SERIES`] origins
+/// with the most requests.
+fn origin_series(out: &mut String, state: &ProxyState) {
+    use std::fmt::Write;
+    let top = state.metrics.origins.top(ORIGIN_SERIES);
+    let families: [(&str, &str, fn(&crate::metrics::origins::OriginFigures) -> u64); 4] = [
+        ("crawlcache_origin_requests_total", "Requests per origin", |f| f.requests),
+        ("crawlcache_origin_from_store_total", "Requests per origin served from the store (hits, stale, revalidated)", |f| f.from_store),
+        ("crawlcache_origin_from_cache_bytes_total", "Body bytes per origin sent from the store (bytes saved)", |f| f.bytes_from_cache),
+        ("crawlcache_origin_errors_total", "Errors per origin (crawlcache's own, and origins' 5xx)", |f| f.errors),
+    ];
+    for (name, help, get) in families {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}, for the {ORIGIN_SERIES} origins with the most requests (estimates above 1000 requests a second).\n# TYPE {name} counter"
+        );
+        for (origin, f) in &top {
+            let _ = writeln!(out, "{name}{{origin=\"{}\"}} {}", prom_escape(origin), get(f));
+        }
+    }
+}
 
 /// `/metrics` in Prometheus text format.
 pub fn prometheus(state: &ProxyState) -> String {
@@ -97,6 +121,7 @@ pub fn prometheus(state: &ProxyState) -> String {
         "# HELP crawlcache_evictions_total Entries evicted by the size budget.\n# TYPE crawlcache_evictions_total counter\ncrawlcache_evictions_total {}",
         s.evictions
     );
+    origin_series(&mut out, state);
     if let Some(f) = &state.fleet {
         out.push_str(&f.prometheus());
     }
@@ -123,6 +148,7 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
         "connections": status::connections_json(state),
         "recent": status::windows_json(state),
+        "origins": super::origin_figures::origins_json(state),
         "audit": { "mode": state.config.audit.mode, "keep": crate::units::format_duration(state.config.audit.keep), "bytes": crate::audit::disk_bytes(state.audit.dir()) },
     })
 }

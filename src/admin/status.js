@@ -18,12 +18,14 @@
     }
     return out;
   }
+  // As crate::units::format_bytes (the server's figures).
   function bytes(n) {
-    var units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    var units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     n = Math.max(0, Math.floor(n));
     if (n < 1024) return n + " B";
     var x = n / 1024, u = 0;
     while (x >= 1024 && u + 1 < units.length) { x /= 1024; u++; }
+    if (x >= 1023.95 && u + 1 < units.length) { x /= 1024; u++; }
     return x.toFixed(1) + " " + units[u];
   }
   function format(kind, v) {
@@ -105,11 +107,17 @@
     if (disk) stackedBar(disk, [["used", Math.min(1, s.store_used_ratio || 0)]]);
   }
 
+  // Points across the width: the history so far (at least 12, at most
+  // the 90 of 15 minutes), so a young proxy's charts are not blank space.
+  function span(count) {
+    return Math.max(12, Math.min(90, count));
+  }
+
   // Columns over time in a 300-wide view box, newest on the right; each
   // point gives its stacked parts.
   function columns(svg, points, height, partsOf) {
     clear(svg);
-    var n = 90;
+    var n = span(points.length);
     var w = 300 / n;
     var max = 0;
     var stacks = points.map(function (p) {
@@ -148,7 +156,7 @@
       });
       rps.appendChild(svgEl("line", { x1: 0, y1: 99.5, x2: 300, y2: 99.5, "class": "base" }));
       if (values.length > 0) {
-        var w = 300 / 90, offset = 90 - values.length;
+        var n = span(values.length), w = 300 / n, offset = n - values.length;
         var d = "M" + (offset * w) + ",100";
         values.forEach(function (r, i) {
           var y = max > 0 ? 100 - (r / max) * 96 : 100;
@@ -160,7 +168,7 @@
       rps.setAttribute("data-rendered", String(polls));
       rps.setAttribute("data-points", String(values.length));
       var axis = document.getElementById("axis-rps");
-      if (axis) axis.textContent = secs + " s per point \u00b7 peak " + max.toFixed(1) + "/s";
+      if (axis) axis.textContent = secs + " s per point \u00b7 last " + duration(span(values.length) * secs) + " \u00b7 peak " + max.toFixed(1) + "/s";
     }
     var outcomes = document.getElementById("chart-outcomes");
     if (outcomes) {
@@ -193,26 +201,40 @@
     }
     if (top.length === 0) {
       var tr0 = el("tr");
-      tr0.appendChild(el("td", { colspan: "5", "class": "none" }, "no requests yet"));
+      tr0.appendChild(el("td", { colspan: "7", "class": "none" }, "no requests yet"));
       body.appendChild(tr0);
       return;
     }
+    // The same cells as the server renders (src/admin/status.rs origin_row).
     top.forEach(function (o) {
       var r = o.robots || {};
       var tr = el("tr");
-      tr.appendChild(el("td", { "class": "origin" }, o.origin));
-      var num = el("td", { "class": "num" });
-      num.appendChild(el("span", { "class": "v", "data-value": String(o.requests) }, thousands(o.requests)));
-      tr.appendChild(num);
-      var st = el("td");
+      var origin = el("td", { "class": "origin", "data-label": "origin" });
+      var host = String(o.origin).replace(/^[a-z]+:\/\//, "");
+      origin.appendChild(el("a", { href: "/cache/browse?host=" + encodeURIComponent(host) }, o.origin));
+      tr.appendChild(origin);
+      function num(label, v, kind) {
+        var td = el("td", { "class": "num", "data-label": label });
+        td.appendChild(el("span", { "class": "v", "data-value": typeof v === "number" ? String(v) : "" }, format(kind, v)));
+        tr.appendChild(td);
+      }
+      num("requests", o.requests, "int");
+      num("hit ratio", o.hit_ratio, "pct");
+      num("bytes saved", o.bytes_from_cache, "bytes");
+      var st = el("td", { "class": "robots", "data-label": "robots.txt" });
       st.appendChild(el("span", { "class": "state s-" + r.state }, r.state));
+      if (typeof r.age_seconds === "number") {
+        st.appendChild(document.createTextNode(" "));
+        st.appendChild(el("span", { "class": "note" }, duration(r.age_seconds)));
+      }
       if (typeof r.back_off_until_ms === "number") {
         st.appendChild(document.createTextNode(" "));
         st.appendChild(el("span", { "class": "note" }, "retry scheduled"));
       }
       tr.appendChild(st);
-      tr.appendChild(el("td", { "class": "num" }, typeof r.age_seconds === "number" ? duration(r.age_seconds) : "\u2013"));
-      tr.appendChild(el("td", { "class": "num" }, typeof r.crawl_delay === "number" ? r.crawl_delay + " s" : "\u2013"));
+      tr.appendChild(el("td", { "class": "num", "data-label": "Crawl-delay" }, typeof r.crawl_delay === "number" ? r.crawl_delay + " s" : "\u2013"));
+      var e = o.last_error;
+      tr.appendChild(el("td", { "class": "err", "data-label": "last error" }, e ? e.status + " at " + new Date(e.at_ms).toISOString() : "\u2013"));
       body.appendChild(tr);
     });
   }

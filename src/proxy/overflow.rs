@@ -71,7 +71,7 @@ async fn serve_one(state: Arc<ProxyState>, stream: tokio::net::TcpStream, peer: 
             }
             Metrics::inc(&st.metrics.overload_refused);
             let status = CacheStatus::default();
-            st.metrics.record(&status);
+            st.metrics.record(status.outcome_for(503));
             Ok(unavailable(st.overload.max_connections, &status))
         }
     });

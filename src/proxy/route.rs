@@ -569,7 +569,8 @@ fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<Proxy
     }
     // Built once: the response field and the audit line carry the same value.
     let cache_status = ex.status.apply(response.headers_mut());
-    state.metrics.record(&ex.status);
+    let outcome = ex.status.outcome_for(response.status().as_u16());
+    state.metrics.record(outcome);
     if !matches!(ex.target, Target::Absolute { .. }) {
         return response;
     }
@@ -590,7 +591,7 @@ fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<Proxy
     let access = AccessLine {
         level: AccessLine::level_if_enabled(state.config.server.access_log.level()),
         status: response.status().as_u16(),
-        outcome: ex.status.outcome().as_str(),
+        outcome: outcome.as_str(),
         robots,
     };
     let (parts, body) = response.into_parts();

@@ -49,7 +49,8 @@ pub struct AccessLine {
     pub level: Option<tracing::Level>,
     /// Response status code.
     pub status: u16,
-    /// `hit`, `stale`, `revalidated`, `miss`, `pass` or `refused`.
+    /// `hit`, `stale`, `revalidated`, `miss`, `pass`, `refused` or `error`
+    /// ([`crate::wire::cache_status::CacheStatus::outcome_for`]).
     pub outcome: &'static str,
     /// `allowed`, `disallowed`, or `-` when robots handling is off.
     pub robots: &'static str,

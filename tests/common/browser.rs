@@ -262,7 +262,13 @@ impl Chromium {
     /// Saves a PNG of the whole page (the window made as tall as the
     /// content) at `width` CSS pixels to `path`.
     pub fn screenshot(&mut self, page: &Page, width: u32, mobile: bool, path: &Path) {
-        let height = self.eval(page, "Math.ceil(document.documentElement.scrollHeight)").as_u64().unwrap_or(800).clamp(200, 8000) as u32;
+        self.screenshot_at_most(page, width, mobile, 8000, path);
+    }
+
+    /// [`Chromium::screenshot`] of the page's top `max_height` CSS pixels
+    /// at most (a small PNG for the documentation).
+    pub fn screenshot_at_most(&mut self, page: &Page, width: u32, mobile: bool, max_height: u32, path: &Path) {
+        let height = self.eval(page, "Math.ceil(document.documentElement.scrollHeight)").as_u64().unwrap_or(800).clamp(200, max_height.max(200) as u64) as u32;
         self.set_size(page, width, height, mobile);
         let shot = self.call(Some(&page.session), "Page.captureScreenshot", json!({ "format": "png" }));
         let data = shot["data"].as_str().expect("screenshot data");

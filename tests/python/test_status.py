@@ -31,6 +31,25 @@ def test_cache_status_outcomes(field: str, outcome: str) -> None:
     assert status is not None and status.outcome == outcome, status
 
 
+@pytest.mark.parametrize(
+    "field, status, outcome",
+    [
+        # Issue 46: the proxy's own errors apart from its refusals.
+        ("crawlcache; fwd=uri-miss; detail=upstream-error", 502, "error"),
+        ("crawlcache; fwd=uri-miss; detail=upstream-error", 504, "error"),
+        ("crawlcache; fwd=miss; detail=only-if-cached", 504, "refused"),
+        ("crawlcache; fwd=miss; detail=offline", 504, "refused"),
+        ("crawlcache; fwd=bypass; detail=robots", 403, "refused"),
+        ("crawlcache", 503, "refused"),
+        ("crawlcache", 500, "error"),
+        ("crawlcache; fwd=uri-miss; fwd-status=500", 500, "miss"),
+    ],
+)
+def test_cache_status_outcome_for_tells_errors_from_refusals(field: str, status: int, outcome: str) -> None:
+    cache = parse_cache_status(field)
+    assert cache is not None and cache.outcome_for(status) == outcome, cache
+
+
 def test_cache_status_fields_quoted_or_not() -> None:
     quoted = parse_cache_status('crawlcache; fwd=uri-miss; fwd-status=200; key="http://a/?x=1;y"; stored')
     assert quoted is not None and quoted.key == "http://a/?x=1;y" and quoted.stored and quoted.fwd_status == 200

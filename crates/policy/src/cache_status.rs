@@ -198,8 +198,17 @@ pub enum Outcome {
     Miss,
     /// A method the cache does not serve, passed through.
     Pass,
-    /// Answered by crawlcache itself with an error or a refusal.
+    /// Declined by crawlcache by policy and answered by itself: robots.txt
+    /// disallowed, `only-if-cached` or offline with nothing stored (504),
+    /// overload (503), a request it does not forward (4xx, 508 loop).
+    /// [`CacheStatus::outcome`] also puts errors here; see
+    /// [`CacheStatus::outcome_for`].
     Refused,
+    /// Answered by crawlcache itself because something failed: the origin
+    /// could not be reached, timed out or failed TLS (502, 504), the store
+    /// failed, an internal error (a 5xx of its own other than 503 and a
+    /// refusal's 504). Only [`CacheStatus::outcome_for`] tells it apart.
+    Error,
 }
 
 impl Outcome {
@@ -212,6 +221,7 @@ impl Outcome {
             Outcome::Miss => "miss",
             Outcome::Pass => "pass",
             Outcome::Refused => "refused",
+            Outcome::Error => "error",
         }
     }
 }
@@ -279,6 +289,30 @@ impl CacheStatus {
             (Some(Fwd::Stale | Fwd::Request), Some(304)) => Outcome::Revalidated,
             (Some(_), Some(_)) => Outcome::Miss,
             _ => Outcome::Refused,
+        }
+    }
+
+    /// The class of a request answered with `response_status`: as
+    /// [`CacheStatus::outcome`], with the answers crawlcache made itself
+    /// split into [`Outcome::Refused`] (declined by policy) and
+    /// [`Outcome::Error`] (something failed). A failure is an origin or
+    /// certificate error (`detail=upstream-error`, `detail=tls`), a store
+    /// error, or any other 5xx of crawlcache's own except 503 (overload)
+    /// and the 504 of `only-if-cached` or an offline miss.
+    pub fn outcome_for(&self, response_status: u16) -> Outcome {
+        let outcome = self.outcome();
+        if outcome != Outcome::Refused {
+            return outcome;
+        }
+        let failed = match self.detail {
+            Some(Detail::UpstreamError | Detail::Tls | Detail::StoreError) => true,
+            Some(Detail::OnlyIfCached | Detail::Offline | Detail::Robots | Detail::Loop) => false,
+            _ => response_status >= 500 && response_status != 503,
+        };
+        if failed {
+            Outcome::Error
+        } else {
+            Outcome::Refused
         }
     }
 
@@ -388,6 +422,25 @@ fn push_sf_string(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 46: an origin that cannot be reached (502) or times out (504)
+    /// is an error; `only-if-cached` or an offline miss (504), robots.txt
+    /// (403) and overload (503) are refusals; the proxy's own 500 is an
+    /// error; a forwarded origin 5xx stays a miss.
+    #[test]
+    fn errors_are_told_apart_from_refusals() {
+        let upstream = CacheStatus::forward(Fwd::UriMiss).with_detail(Detail::UpstreamError);
+        assert_eq!((upstream.outcome(), upstream.outcome_for(502), upstream.outcome_for(504)), (Outcome::Refused, Outcome::Error, Outcome::Error));
+        assert_eq!(CacheStatus::forward(Fwd::Miss).with_detail(Detail::OnlyIfCached).outcome_for(504), Outcome::Refused);
+        assert_eq!(CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline).outcome_for(504), Outcome::Refused);
+        assert_eq!(CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Robots).outcome_for(403), Outcome::Refused);
+        assert_eq!(CacheStatus::default().outcome_for(503), Outcome::Refused);
+        assert_eq!(CacheStatus::default().outcome_for(500), Outcome::Error);
+        assert_eq!(CacheStatus::default().outcome_for(400), Outcome::Refused);
+        let origin_500 = CacheStatus { fwd: Some(Fwd::UriMiss), fwd_status: Some(500), ..CacheStatus::default() };
+        assert_eq!(origin_500.outcome_for(500), Outcome::Miss);
+        assert_eq!(Outcome::Error.as_str(), "error");
+    }
 
     #[test]
     fn serializes_the_spec_examples() {

@@ -112,7 +112,7 @@ mod writer;
 pub use budget::TOUCH_BATCH;
 pub use error::StoreError;
 pub use maintenance::COMMIT_INTERVAL;
-pub use scan::Scan;
+pub use scan::{Page, PageCursor, Scan};
 pub use stamp::clock_micros;
 pub use store::Store;
 pub use types::{BodyData, BodyReader, CommittedBody, Compaction, Entry, LookupVersion, Removal, StoreOptions, StoreStats};

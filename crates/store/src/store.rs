@@ -18,7 +18,7 @@ use crate::inner::{Inner, RECENT_PACKED};
 use crate::maintenance::{self, Closer};
 use crate::open::open_index;
 use crate::packs::{self, Packs, RecBody, Record};
-use crate::scan::Scan;
+use crate::scan::{Page, PageCursor, Scan};
 use crate::types::*;
 use crate::verify::VerifyReport;
 use crate::write::Plan;
@@ -510,6 +510,20 @@ impl Store {
     pub fn scan(&self, prefix: &str) -> Scan {
         let spilled = self.inner.index.spill().err();
         Scan::new(self.inner.index.entry_rows(), prefix, Arc::clone(&self.inner), spilled)
+    }
+
+    /// A page of the entries whose primary key `keep` accepts: at most
+    /// `limit` entries, after `after` (from the start with `None`), by a
+    /// key-range scan of the index that looks at no more than `budget` rows
+    /// (at least one). Only the keys are read until `keep` accepts one, so
+    /// a page over a store of ten million entries costs `budget` key reads
+    /// at most, whatever the filter; the next page goes on from
+    /// [`Page::next`], also when the budget ended this one before `limit`
+    /// entries were found. Entries inserted or removed meanwhile may or may
+    /// not appear. Errors: `Index` when sled cannot be read, `Io` when a
+    /// pack cannot.
+    pub fn page(&self, after: Option<&PageCursor>, limit: usize, budget: usize, keep: impl FnMut(&str) -> bool) -> Result<Page, StoreError> {
+        crate::scan::page(&self.inner, after, limit, budget, keep)
     }
 
     /// Current counters (kept in the index, not computed by a scan).
