@@ -198,6 +198,11 @@ pub async fn run(
             return Err(format!("cannot start a serving thread: {e}"));
         }
     }
+    // logrotate renames the access log's file and sends SIGHUP.
+    let reopen = match state.access_log.clone().filter(|a| a.is_file()) {
+        Some(log) => Some(tokio::spawn(crate::access::reopen_on_sighup(log).map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?)),
+        None => None,
+    };
     ready(local_addr);
     // The status page's history: the counters sampled once a second.
     let sampler = {
@@ -229,6 +234,12 @@ pub async fn run(
     }
     if let Err(e) = state.audit.flush() {
         tracing::warn!("cannot write the audit log in {}: {e}", state.audit.dir().display());
+    }
+    if let Some(task) = reopen {
+        task.abort();
+    }
+    if let Some(Err(e)) = state.access_log.as_ref().map(|a| a.flush()) {
+        tracing::warn!("cannot write the access log: {e}");
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
     let _ = std::fs::remove_file(&addr_file);

@@ -1,0 +1,256 @@
+//! The access log: one line per proxied request, written when its response
+//! body has ended, as JSON or in Squid's native format ([`format`]), to
+//! standard output or to a file that `SIGHUP` reopens (`server.access_log`,
+//! `server.access_log_format`).
+//!
+//! The serving threads never write: a line is formatted on the thread that
+//! finished the response and appended to a buffer in memory (one short
+//! lock); a thread of its own writes the buffer out every
+//! [`FLUSH_INTERVAL`]. When the destination does not keep up (a full pipe,
+//! a stalled disk), lines beyond [`MAX_PENDING`] bytes are dropped rather
+//! than hold requests, and a warning says how many.
+//!
+//! The old form of `server.access_log` (a level: `"info"`, ...) is not
+//! handled here: it is a tracing event ([`crate::wire::body::AccessLine`]).
+
+pub mod format;
+
+use crate::config::{AccessLogFormat, AccessLogTarget, ServerConfig};
+use crate::locks::lock;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often buffered lines are written out.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The most bytes of lines waiting to be written; further lines are
+/// dropped (and counted) until the writer catches up.
+pub const MAX_PENDING: usize = 4 * 1024 * 1024;
+
+/// Where lines go.
+enum Sink {
+    Stdout,
+    File { path: PathBuf, file: File },
+}
+
+impl Sink {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut out = io::stdout().lock();
+                out.write_all(bytes)?;
+                out.flush()
+            }
+            Sink::File { file, .. } => file.write_all(bytes),
+        }
+    }
+}
+
+/// Opens `path` for appending, creating it if missing.
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// What the serving threads and the writer share.
+struct Shared {
+    format: AccessLogFormat,
+    /// Lines formatted and not yet written.
+    pending: Mutex<Vec<u8>>,
+    /// The destination, held while writing or reopening.
+    sink: Mutex<Sink>,
+    /// Lines dropped since the last warning.
+    dropped: AtomicU64,
+}
+
+impl Shared {
+    /// Writes the pending lines out (swapping buffers, so the serving
+    /// threads wait only for the swap). Errors: the destination's.
+    fn write_out(&self, sink: &mut Sink, spare: &mut Vec<u8>) -> io::Result<()> {
+        spare.clear();
+        std::mem::swap(&mut *lock(&self.pending), spare);
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!("access log: {dropped} lines dropped, the destination did not keep up");
+        }
+        if spare.is_empty() {
+            return Ok(());
+        }
+        sink.write_all(spare)
+    }
+}
+
+/// The access-log writer. Cheap to share; lines still buffered are written
+/// by [`AccessLog::flush`] (the proxy calls it at shutdown).
+pub struct AccessLog {
+    shared: Arc<Shared>,
+}
+
+impl AccessLog {
+    /// The writer `server` asks for: `None` when `access_log` is `off` or
+    /// the old level form (which is logged through tracing; a warning
+    /// saying so is logged once, here). Starts the writing thread.
+    /// Errors: the file cannot be opened (the message names it and the key).
+    pub fn open(server: &ServerConfig) -> Result<Option<AccessLog>, String> {
+        let sink = match &server.access_log {
+            AccessLogTarget::Off => return Ok(None),
+            AccessLogTarget::Level(level) => {
+                tracing::warn!(
+                    "server.access_log = \"{}\" is the old form (a line in the process log at that level, when `log` shows it); \
+                     write server.access_log = \"stdout\" or a file path, with server.access_log_format = \"json\" or \"squid\"",
+                    level.as_str().to_ascii_lowercase()
+                );
+                return Ok(None);
+            }
+            AccessLogTarget::Stdout => Sink::Stdout,
+            AccessLogTarget::File(path) => {
+                let file = open_append(path).map_err(|e| format!("cannot open the access log {} (server.access_log): {e}", path.display()))?;
+                Sink::File { path: path.clone(), file }
+            }
+        };
+        AccessLog::start(sink, server.access_log_format).map(Some).map_err(|e| format!("cannot start the access log writer: {e}"))
+    }
+
+    fn start(sink: Sink, format: AccessLogFormat) -> io::Result<AccessLog> {
+        let shared = Arc::new(Shared { format, pending: Mutex::new(Vec::with_capacity(64 * 1024)), sink: Mutex::new(sink), dropped: AtomicU64::new(0) });
+        let weak = Arc::downgrade(&shared);
+        std::thread::Builder::new().name("crawlcache-access".into()).spawn(move || {
+            let mut spare = Vec::with_capacity(64 * 1024);
+            loop {
+                std::thread::sleep(FLUSH_INTERVAL);
+                let Some(shared) = weak.upgrade() else { return };
+                let mut sink = lock(&shared.sink);
+                if let Err(e) = shared.write_out(&mut sink, &mut spare) {
+                    warn_write(&sink, &e);
+                }
+            }
+        })?;
+        Ok(AccessLog { shared })
+    }
+
+    /// Whether the destination is a file (which `SIGHUP` reopens).
+    pub fn is_file(&self) -> bool {
+        matches!(*lock(&self.shared.sink), Sink::File { .. })
+    }
+
+    /// Formats `entry` and queues it for writing; drops it (counted, and
+    /// warned about by the writer) when [`MAX_PENDING`] bytes already wait.
+    pub fn write(&self, entry: &format::Entry<'_>) {
+        thread_local! {
+            static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let _ = LINE.try_with(|line| {
+            let Ok(mut line) = line.try_borrow_mut() else { return };
+            line.clear();
+            match self.shared.format {
+                AccessLogFormat::Json => format::json(entry, &mut line),
+                AccessLogFormat::Squid => format::squid(entry, &mut line),
+            }
+            let mut pending = lock(&self.shared.pending);
+            if pending.len() + line.len() > MAX_PENDING {
+                drop(pending);
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            pending.extend_from_slice(&line);
+        });
+    }
+
+    /// Writes out every line queued so far. Errors: the destination's.
+    pub fn flush(&self) -> io::Result<()> {
+        let mut sink = lock(&self.shared.sink);
+        self.shared.write_out(&mut sink, &mut Vec::new())
+    }
+
+    /// Writes out the lines queued so far to the file as it was, then opens
+    /// the file's path again (after logrotate renamed it: a new file). On
+    /// failure the old file is kept and a warning names the path. Nothing
+    /// for standard output.
+    pub fn reopen(&self) {
+        let mut sink = lock(&self.shared.sink);
+        if let Err(e) = self.shared.write_out(&mut sink, &mut Vec::new()) {
+            warn_write(&sink, &e);
+        }
+        if let Sink::File { path, file } = &mut *sink {
+            match open_append(path) {
+                Ok(f) => {
+                    *file = f;
+                    tracing::info!("access log {} reopened (SIGHUP)", path.display());
+                }
+                Err(e) => tracing::warn!("cannot reopen the access log {} on SIGHUP, still writing to the file it was: {e}", path.display()),
+            }
+        }
+    }
+}
+
+/// Warns that lines could not be written to `sink`; the proxy carries on.
+fn warn_write(sink: &Sink, e: &io::Error) {
+    match sink {
+        Sink::Stdout => tracing::warn!("cannot write the access log to standard output: {e}"),
+        Sink::File { path, .. } => tracing::warn!("cannot write the access log {}: {e}", path.display()),
+    }
+}
+
+/// Reopens `log`'s file on every `SIGHUP` until the task is dropped or
+/// aborted. The handler is installed when this is called, not when the
+/// future is first polled, so a `SIGHUP` right after start cannot kill the
+/// process. Errors: the handler cannot be installed.
+#[cfg(unix)]
+pub fn reopen_on_sighup(log: Arc<AccessLog>) -> io::Result<impl std::future::Future<Output = ()>> {
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    Ok(async move {
+        while hup.recv().await.is_some() {
+            log.reopen();
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::cache_status::Outcome;
+
+    fn entry(url: &str) -> format::Entry<'_> {
+        format::Entry {
+            time: std::time::SystemTime::now(),
+            client: "127.0.0.1:1".parse().unwrap(),
+            method: "GET",
+            url,
+            key: None,
+            status: 200,
+            outcome: Outcome::Miss,
+            squid_code: "TCP_MISS",
+            bytes: 1,
+            elapsed: Duration::from_millis(1),
+            user_agent: None,
+            robots: "-",
+            client_version: http::Version::HTTP_11,
+            upstream_version: Some(http::Version::HTTP_11),
+            peer: None,
+            content_type: None,
+        }
+    }
+
+    /// After the file is renamed (as logrotate does), `reopen` writes what
+    /// was queued to the renamed file and later lines to a new file at the
+    /// configured path.
+    #[test]
+    fn reopen_starts_a_new_file_at_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let log = AccessLog::start(Sink::File { path: path.clone(), file: open_append(&path).unwrap() }, AccessLogFormat::Json).unwrap();
+        log.write(&entry("http://a.test/1"));
+        let rotated = dir.path().join("access.log.1");
+        std::fs::rename(&path, &rotated).unwrap();
+        log.reopen();
+        log.write(&entry("http://a.test/2"));
+        log.flush().unwrap();
+        let old = std::fs::read_to_string(&rotated).unwrap();
+        let new = std::fs::read_to_string(&path).unwrap();
+        assert!(old.contains("http://a.test/1") && !old.contains("http://a.test/2"), "{old}");
+        assert!(new.contains("http://a.test/2") && !new.contains("http://a.test/1"), "{new}");
+    }
+}
