@@ -100,6 +100,7 @@ impl crate::audit::HasAuditLog for ProxyState {
     }
 
     fn request_ended(&self, record: &crate::audit::AuditRecord, access: &crate::wire::body::AccessLine, elapsed: std::time::Duration) {
+        self.metrics.latency.observe(access.outcome, elapsed);
         if let (Some(log), Some(f)) = (&self.access_log, &access.fields) {
             log.write(&crate::access::format::Entry {
                 time: std::time::SystemTime::now(),
