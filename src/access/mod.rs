@@ -24,6 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The tracing target of this module's own messages: not the module path,
+/// `crawlcache::access`, which is the target of the old form's access lines
+/// (and a filter on it would match these too).
+const LOG_TARGET: &str = "crawlcache";
+
 /// How often buffered lines are written out.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -74,7 +79,7 @@ impl Shared {
         std::mem::swap(&mut *lock(&self.pending), spare);
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
-            tracing::warn!("access log: {dropped} lines dropped, the destination did not keep up");
+            tracing::warn!(target: LOG_TARGET, "access log: {dropped} lines dropped, the destination did not keep up");
         }
         if spare.is_empty() {
             return Ok(());
@@ -99,6 +104,7 @@ impl AccessLog {
             AccessLogTarget::Off => return Ok(None),
             AccessLogTarget::Level(level) => {
                 tracing::warn!(
+                    target: LOG_TARGET,
                     "server.access_log = \"{}\" is the old form (a line in the process log at that level, when `log` shows it); \
                      write server.access_log = \"stdout\" or a file path, with server.access_log_format = \"json\" or \"squid\"",
                     level.as_str().to_ascii_lowercase()
@@ -178,9 +184,11 @@ impl AccessLog {
             match open_append(path) {
                 Ok(f) => {
                     *file = f;
-                    tracing::info!("access log {} reopened (SIGHUP)", path.display());
+                    tracing::info!(target: LOG_TARGET, "access log {} reopened (SIGHUP)", path.display());
                 }
-                Err(e) => tracing::warn!("cannot reopen the access log {} on SIGHUP, still writing to the file it was: {e}", path.display()),
+                Err(e) => {
+                    tracing::warn!(target: LOG_TARGET, "cannot reopen the access log {} on SIGHUP, still writing to the file it was: {e}", path.display())
+                }
             }
         }
     }
@@ -189,8 +197,8 @@ impl AccessLog {
 /// Warns that lines could not be written to `sink`; the proxy carries on.
 fn warn_write(sink: &Sink, e: &io::Error) {
     match sink {
-        Sink::Stdout => tracing::warn!("cannot write the access log to standard output: {e}"),
-        Sink::File { path, .. } => tracing::warn!("cannot write the access log {}: {e}", path.display()),
+        Sink::Stdout => tracing::warn!(target: LOG_TARGET, "cannot write the access log to standard output: {e}"),
+        Sink::File { path, .. } => tracing::warn!(target: LOG_TARGET, "cannot write the access log {}: {e}", path.display()),
     }
 }
 
