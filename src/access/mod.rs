@@ -20,7 +20,7 @@ use crate::locks::lock;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -69,6 +69,9 @@ struct Shared {
     sink: Mutex<Sink>,
     /// Lines dropped since the last warning.
     dropped: AtomicU64,
+    /// The last write failed: the next failure is not warned about again
+    /// (the writer retries ten times a second), the next success is.
+    failing: AtomicBool,
 }
 
 impl Shared {
@@ -84,7 +87,25 @@ impl Shared {
         if spare.is_empty() {
             return Ok(());
         }
-        sink.write_all(spare)
+        let written = sink.write_all(spare);
+        if written.is_ok() && self.failing.swap(false, Ordering::Relaxed) {
+            tracing::warn!(target: LOG_TARGET, "the access log is written again");
+        }
+        written
+    }
+
+    /// Warns that lines could not be written to `sink`, once per run of
+    /// failures; the proxy carries on (those lines are lost).
+    fn warn_write(&self, sink: &Sink, e: &io::Error) {
+        if self.failing.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        match sink {
+            Sink::Stdout => tracing::warn!(target: LOG_TARGET, "cannot write the access log to standard output, lines are lost until it works again: {e}"),
+            Sink::File { path, .. } => {
+                tracing::warn!(target: LOG_TARGET, "cannot write the access log {}, lines are lost until it works again: {e}", path.display())
+            }
+        }
     }
 }
 
@@ -121,7 +142,13 @@ impl AccessLog {
     }
 
     fn start(sink: Sink, format: AccessLogFormat) -> io::Result<AccessLog> {
-        let shared = Arc::new(Shared { format, pending: Mutex::new(Vec::with_capacity(64 * 1024)), sink: Mutex::new(sink), dropped: AtomicU64::new(0) });
+        let shared = Arc::new(Shared {
+            format,
+            pending: Mutex::new(Vec::with_capacity(64 * 1024)),
+            sink: Mutex::new(sink),
+            dropped: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+        });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new().name("crawlcache-access".into()).spawn(move || {
             let mut spare = Vec::with_capacity(64 * 1024);
@@ -130,7 +157,7 @@ impl AccessLog {
                 let Some(shared) = weak.upgrade() else { return };
                 let mut sink = lock(&shared.sink);
                 if let Err(e) = shared.write_out(&mut sink, &mut spare) {
-                    warn_write(&sink, &e);
+                    shared.warn_write(&sink, &e);
                 }
             }
         })?;
@@ -178,7 +205,7 @@ impl AccessLog {
     pub fn reopen(&self) {
         let mut sink = lock(&self.shared.sink);
         if let Err(e) = self.shared.write_out(&mut sink, &mut Vec::new()) {
-            warn_write(&sink, &e);
+            self.shared.warn_write(&sink, &e);
         }
         if let Sink::File { path, file } = &mut *sink {
             match open_append(path) {
@@ -191,14 +218,6 @@ impl AccessLog {
                 }
             }
         }
-    }
-}
-
-/// Warns that lines could not be written to `sink`; the proxy carries on.
-fn warn_write(sink: &Sink, e: &io::Error) {
-    match sink {
-        Sink::Stdout => tracing::warn!(target: LOG_TARGET, "cannot write the access log to standard output: {e}"),
-        Sink::File { path, .. } => tracing::warn!(target: LOG_TARGET, "cannot write the access log {}: {e}", path.display()),
     }
 }
 
@@ -240,6 +259,24 @@ mod tests {
             peer: None,
             content_type: None,
         }
+    }
+
+    /// A destination that refuses writes (a full disk: /dev/full) loses
+    /// lines without stopping anything: `write` still queues, the writer
+    /// reports the error, and it is warned about once per run of failures.
+    #[test]
+    fn a_failing_destination_reports_and_keeps_accepting_lines() {
+        let full = Path::new("/dev/full");
+        let Ok(file) = open_append(full) else { return };
+        let log = AccessLog::start(Sink::File { path: full.to_path_buf(), file }, AccessLogFormat::Squid).unwrap();
+        log.write(&entry("http://a.test/1"));
+        let e = log.flush().unwrap_err();
+        let sink = lock(&log.shared.sink);
+        log.shared.warn_write(&sink, &e);
+        assert!(log.shared.failing.load(Ordering::Relaxed));
+        drop(sink);
+        log.write(&entry("http://a.test/2"));
+        assert!(log.flush().is_err());
     }
 
     /// After the file is renamed (as logrotate does), `reopen` writes what

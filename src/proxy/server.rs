@@ -238,8 +238,13 @@ pub async fn run(
     if let Some(task) = reopen {
         task.abort();
     }
-    if let Some(Err(e)) = state.access_log.as_ref().map(|a| a.flush()) {
-        tracing::warn!("cannot write the access log: {e}");
+    if let Some(log) = state.access_log.clone() {
+        // Bounded: standard output may be a pipe nobody reads any more.
+        match tokio::time::timeout(grace, tokio::task::spawn_blocking(move || log.flush())).await {
+            Ok(Ok(Err(e))) => tracing::warn!("cannot write the access log: {e}"),
+            Err(_) => tracing::warn!("the access log could not be written within {} s; its last lines are lost", grace.as_secs_f64()),
+            Ok(_) => {}
+        }
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
     let _ = std::fs::remove_file(&addr_file);
