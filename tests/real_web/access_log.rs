@@ -170,14 +170,54 @@ fn latency_histograms_count_each_outcome() {
         let sum: f64 = m.lines().find_map(|l| l.strip_prefix(&format!("{name}_sum{{outcome=\"{outcome}\"}} "))).unwrap().parse().unwrap();
         assert!(sum >= 0.0 && (n > 0 || sum == 0.0), "{sum}");
     }
-    // Every sample line: a name, optional labels, one float value.
-    for line in m.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
-        let (_, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
-        assert!(value.parse::<f64>().is_ok(), "value of {line}");
-    }
+    check_exposition(&m);
     let stats: serde_json::Value = serde_json::from_str(&proxy.admin("/stats").text()).unwrap();
     assert_eq!(stats["request_duration_seconds"]["hit"]["count"], hits);
 
     assert_eq!(proxy.stderr().matches("is the old form").count(), 1, "{}", proxy.stderr_tail(20));
     assert!(proxy.log_shows(&format!("GET {} 200 hit ", origin.url("/0")), Duration::from_secs(5)), "{}", proxy.stderr_tail(20));
+}
+
+/// Checks `text` against the Prometheus text format: each sample line is
+/// a metric name, optional `{name="value",...}` labels and a float; each
+/// family is declared by one `# TYPE` line before its samples; samples of
+/// a histogram are its `_bucket` (with `le`), `_sum` and `_count`.
+fn check_exposition(text: &str) {
+    let is_name =
+        |s: &str| !s.is_empty() && !s.starts_with(|c: char| c.is_ascii_digit()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+    let mut types: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or_else(|| panic!("{line}"));
+            assert!(is_name(name) && ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind), "{line}");
+            assert!(types.insert(name.to_string(), kind.to_string()).is_none(), "family declared twice: {line}");
+            continue;
+        }
+        if line.starts_with('#') {
+            assert!(line.starts_with("# HELP "), "{line}");
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        assert!(value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value), "value of {line}");
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').unwrap_or_else(|| panic!("labels of {line}"))),
+            None => (series, ""),
+        };
+        assert!(is_name(name), "{line}");
+        let mut label_names = Vec::new();
+        let mut rest = labels;
+        while !rest.is_empty() {
+            let (label, after) = rest.split_once("=\"").unwrap_or_else(|| panic!("label in {line}"));
+            assert!(is_name(label), "{line}");
+            let end = after.find('"').unwrap_or_else(|| panic!("label value in {line}"));
+            label_names.push(label);
+            rest = after[end + 1..].strip_prefix(',').unwrap_or(&after[end + 1..]);
+        }
+        let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).filter(|f| types.get(*f).is_some_and(|k| k == "histogram"));
+        match family {
+            Some(_) if name.ends_with("_bucket") => assert!(label_names.contains(&"le"), "{line}"),
+            Some(_) => {}
+            None => assert!(types.contains_key(name), "sample before (or without) its # TYPE: {line}"),
+        }
+    }
 }
