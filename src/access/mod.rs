@@ -198,6 +198,17 @@ impl AccessLog {
         self.shared.write_out(&mut sink, &mut Vec::new())
     }
 
+    /// [`AccessLog::flush`] on a blocking thread, given up (with a warning)
+    /// after `limit`: standard output may be a pipe nobody reads any more,
+    /// and the proxy must still stop. Errors are warned about.
+    pub async fn flush_within(self: Arc<Self>, limit: Duration) {
+        match tokio::time::timeout(limit, tokio::task::spawn_blocking(move || self.flush())).await {
+            Ok(Ok(Err(e))) => tracing::warn!(target: LOG_TARGET, "cannot write the access log: {e}"),
+            Err(_) => tracing::warn!(target: LOG_TARGET, "the access log could not be written within {} s; its last lines are lost", limit.as_secs_f64()),
+            Ok(_) => {}
+        }
+    }
+
     /// Writes out the lines queued so far to the file as it was, then opens
     /// the file's path again (after logrotate renamed it: a new file). On
     /// failure the old file is kept and a warning names the path. Nothing
@@ -221,18 +232,24 @@ impl AccessLog {
     }
 }
 
-/// Reopens `log`'s file on every `SIGHUP` until the task is dropped or
-/// aborted. The handler is installed when this is called, not when the
-/// future is first polled, so a `SIGHUP` right after start cannot kill the
-/// process. Errors: the handler cannot be installed.
-#[cfg(unix)]
-pub fn reopen_on_sighup(log: Arc<AccessLog>) -> io::Result<impl std::future::Future<Output = ()>> {
+/// Spawns the task that reopens `log`'s file on every `SIGHUP` (logrotate
+/// renamed it) until `closing` turns true, when `log` writes to a file;
+/// otherwise nothing, and `SIGHUP` keeps its default action. The handler
+/// is installed before this returns, so a `SIGHUP` right after start
+/// cannot kill the process. Call it inside a tokio runtime. Errors: the
+/// handler cannot be installed.
+pub fn spawn_reopener(log: Option<&Arc<AccessLog>>, mut closing: tokio::sync::watch::Receiver<bool>) -> io::Result<()> {
+    let Some(log) = log.filter(|l| l.is_file()).cloned() else { return Ok(()) };
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    Ok(async move {
-        while hup.recv().await.is_some() {
-            log.reopen();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = hup.recv() => log.reopen(),
+                _ = closing.wait_for(|c| *c) => break,
+            }
         }
-    })
+    });
+    Ok(())
 }
 
 #[cfg(test)]

@@ -199,10 +199,7 @@ pub async fn run(
         }
     }
     // logrotate renames the access log's file and sends SIGHUP.
-    let reopen = match state.access_log.clone().filter(|a| a.is_file()) {
-        Some(log) => Some(tokio::spawn(crate::access::reopen_on_sighup(log).map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?)),
-        None => None,
-    };
+    crate::access::spawn_reopener(state.access_log.as_ref(), state.closing.subscribe()).map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?;
     ready(local_addr);
     // The status page's history: the counters sampled once a second.
     let sampler = {
@@ -235,16 +232,8 @@ pub async fn run(
     if let Err(e) = state.audit.flush() {
         tracing::warn!("cannot write the audit log in {}: {e}", state.audit.dir().display());
     }
-    if let Some(task) = reopen {
-        task.abort();
-    }
     if let Some(log) = state.access_log.clone() {
-        // Bounded: standard output may be a pipe nobody reads any more.
-        match tokio::time::timeout(grace, tokio::task::spawn_blocking(move || log.flush())).await {
-            Ok(Ok(Err(e))) => tracing::warn!("cannot write the access log: {e}"),
-            Err(_) => tracing::warn!("the access log could not be written within {} s; its last lines are lost", grace.as_secs_f64()),
-            Ok(_) => {}
-        }
+        log.flush_within(grace).await;
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
     let _ = std::fs::remove_file(&addr_file);
