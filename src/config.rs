@@ -86,8 +86,10 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Never contact origins.
     pub offline: bool,
-    /// Level of the access log (one line per proxied request).
-    pub access_log: AccessLogLevel,
+    /// Where the access log (one line per proxied request) goes.
+    pub access_log: AccessLogTarget,
+    /// How access-log lines are written.
+    pub access_log_format: AccessLogFormat,
     /// Log line format: `text` or `json`.
     pub log_format: LogFormat,
     /// Bearer token for the admin endpoints; empty for none. When set,
@@ -132,30 +134,59 @@ fn de_listen<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     .map_err(serde::de::Error::custom)
 }
 
-/// `server.access_log`: the level the access log is written at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessLogLevel {
-    /// No access log.
+/// `server.access_log`: where the access log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// No access log (`"off"`).
     Off,
-    /// At `info`.
-    Info,
-    /// At `debug`.
-    Debug,
-    /// At `trace`.
-    Trace,
+    /// Standard output (`"stdout"`; the journal under systemd).
+    Stdout,
+    /// A file, appended to and reopened on `SIGHUP` (any other value).
+    File(PathBuf),
+    /// The old form (`"info"`, `"debug"`, `"trace"`): a line at that level
+    /// in the process log, with the tracing target `crawlcache::access`,
+    /// shown when `server.log` lets it through. Kept as a warned alias.
+    Level(tracing::Level),
 }
 
-impl AccessLogLevel {
-    /// The tracing level, `None` for `off`.
-    pub fn level(self) -> Option<tracing::Level> {
+impl AccessLogTarget {
+    /// Reads a value: `off`, `stdout`, an old level name, or a file path.
+    /// Errors: an empty value.
+    pub fn parse(s: &str) -> Result<AccessLogTarget, String> {
+        Ok(match s {
+            "" => return Err("server.access_log is empty: write \"off\", \"stdout\" or a file path".to_string()),
+            "off" => AccessLogTarget::Off,
+            "stdout" => AccessLogTarget::Stdout,
+            "info" => AccessLogTarget::Level(tracing::Level::INFO),
+            "debug" => AccessLogTarget::Level(tracing::Level::DEBUG),
+            "trace" => AccessLogTarget::Level(tracing::Level::TRACE),
+            path => AccessLogTarget::File(PathBuf::from(path)),
+        })
+    }
+
+    /// The tracing level of the old form, `None` for the others.
+    pub fn level(&self) -> Option<tracing::Level> {
         match self {
-            AccessLogLevel::Off => None,
-            AccessLogLevel::Info => Some(tracing::Level::INFO),
-            AccessLogLevel::Debug => Some(tracing::Level::DEBUG),
-            AccessLogLevel::Trace => Some(tracing::Level::TRACE),
+            AccessLogTarget::Level(l) => Some(*l),
+            _ => None,
         }
     }
+}
+
+impl<'de> Deserialize<'de> for AccessLogTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        AccessLogTarget::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `server.access_log_format`: how access-log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogFormat {
+    /// One JSON object per line, a key per field.
+    Json,
+    /// Squid's native `access.log` format, for tools that read it.
+    Squid,
 }
 
 /// `server.log_format`: how log lines are written to stderr.
@@ -594,6 +625,26 @@ mod tests {
         assert_eq!(c.server.listen, loopback(3130));
         let c = Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = \":3131\"\n"))).unwrap();
         assert_eq!(c.server.listen, loopback(3131));
+    }
+
+    /// `server.access_log` is off by default; "stdout" and a path name
+    /// destinations; the old level values still parse (as the old form,
+    /// which the proxy warns about at start), so configurations written
+    /// for earlier releases keep starting.
+    #[test]
+    fn access_log_destinations_and_the_old_level_form() {
+        let c = Config::defaults().unwrap();
+        assert_eq!((c.server.access_log.clone(), c.server.access_log_format), (AccessLogTarget::Off, AccessLogFormat::Json));
+        let read = |v: &str| Config::from_sources(Some((Path::new("a.toml"), &format!("[server]\naccess_log = \"{v}\"\n")))).map(|c| c.server.access_log);
+        assert_eq!(read("stdout").unwrap(), AccessLogTarget::Stdout);
+        assert_eq!(read("/var/log/crawlcache/access.log").unwrap(), AccessLogTarget::File("/var/log/crawlcache/access.log".into()));
+        assert_eq!(read("info").unwrap(), AccessLogTarget::Level(tracing::Level::INFO));
+        assert_eq!(read("debug").unwrap().level(), Some(tracing::Level::DEBUG));
+        assert_eq!(read("trace").unwrap().level(), Some(tracing::Level::TRACE));
+        assert!(read("").unwrap_err().0.contains("server.access_log"));
+        let c = Config::from_sources(Some((Path::new("a.toml"), "[server]\naccess_log_format = \"squid\"\n"))).unwrap();
+        assert_eq!(c.server.access_log_format, AccessLogFormat::Squid);
+        assert!(Config::from_sources(Some((Path::new("a.toml"), "[server]\naccess_log_format = \"clf\"\n"))).is_err());
     }
 
     #[test]

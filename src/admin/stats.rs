@@ -44,6 +44,7 @@ pub fn prometheus(state: &ProxyState) -> String {
     for (name, help, value) in state.metrics.counters() {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
     }
+    state.metrics.latency.write_prometheus(&mut out);
     let s = state.store.stats();
     let gauges = [
         ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
@@ -145,6 +146,7 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "data_dir": state.config.server.data_dir.display().to_string(),
         "store": state.store.stats(),
         "proxy": counters,
+        "request_duration_seconds": state.metrics.latency.json(),
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
         "connections": status::connections_json(state),
         "recent": status::windows_json(state),

@@ -254,6 +254,12 @@ pub trait HasAuditLog: Send + Sync {
     /// `miss`, ... as the access log names it). Nothing by default; the
     /// proxy counts what the status page shows.
     fn request_done(&self, _record: &AuditRecord, _status: u16, _outcome: &'static str) {}
+
+    /// Called once a response has ended, after [`HasAuditLog::request_done`],
+    /// with its audit line, its access-log line and the time since the
+    /// request arrived. Nothing by default; the proxy times the request
+    /// and writes the access log.
+    fn request_ended(&self, _record: &AuditRecord, _access: &crate::wire::body::AccessLine, _elapsed: Duration) {}
 }
 
 impl HasAuditLog for AuditLog {

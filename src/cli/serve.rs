@@ -22,7 +22,8 @@ pub struct ServeArgs {
     pub offline: bool,
     /// Once the proxy accepts connections, print its address as one line
     /// `http://IP:PORT` on standard output (the port the system chose with
-    /// `--listen 127.0.0.1:0`); nothing else is printed there.
+    /// `--listen 127.0.0.1:0`); nothing else is printed there, unless
+    /// `server.access_log = "stdout"`, whose lines follow it.
     #[arg(long)]
     pub print_address: bool,
     /// Stop, as on SIGTERM, when standard input reaches its end: a program

@@ -106,6 +106,10 @@ pub struct Exchange {
     /// Whether the fleet tier filled the local store for this request: its
     /// hit says `detail=fleet`.
     pub from_fleet: bool,
+    /// The HTTP version of the upstream response this request got, when it
+    /// sent one itself (the origin's, or the parent proxy's): for the
+    /// access log.
+    pub upstream_version: Option<http::Version>,
 }
 
 impl Exchange {
@@ -144,6 +148,7 @@ impl Exchange {
             exact_url: None,
             fleet_checked: false,
             from_fleet: false,
+            upstream_version: None,
         }
     }
 
@@ -261,6 +266,7 @@ impl Exchange {
             exact_url: self.exact_url.clone(),
             fleet_checked: false,
             from_fleet: false,
+            upstream_version: None,
         }
     }
 }

@@ -61,7 +61,7 @@ use super::stages::forward::{Collapse, MAX_COLLAPSED_LOOKUPS};
 use super::stages::{self, Step};
 use super::state::ProxyState;
 use crate::cache::{Decision, PolicyConfig, Reuse};
-use crate::wire::body::{AccessLine, AuditGuard, ProxyBody};
+use crate::wire::body::{AccessFields, AccessLine, AuditGuard, ProxyBody};
 use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::interim::InterimSender;
@@ -561,6 +561,27 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
     lookup
 }
 
+/// The access log's fields of `ex` answered with `response`.
+fn access_fields(state: &ProxyState, ex: &Exchange, response: &Response<ProxyBody>, status: u16) -> Box<AccessFields> {
+    let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    let peer = ex.upstream_version.map(|_| {
+        let target = ex.upstream_target();
+        match state.upstream.parent_name(target) {
+            Some(parent) => ("FIRSTUP_PARENT", parent.to_string()),
+            None => ("HIER_DIRECT", target.host().unwrap_or("-").to_string()),
+        }
+    });
+    Box::new(AccessFields {
+        client: ex.peer,
+        user_agent: ex.parts.headers.get(http::header::USER_AGENT).map(text),
+        client_version: ex.parts.version,
+        upstream_version: ex.upstream_version,
+        squid_code: crate::access::format::squid_code(&ex.status, status),
+        peer,
+        content_type: response.headers().get(http::header::CONTENT_TYPE).map(|v| crate::access::format::media_type(&text(v)).to_string()),
+    })
+}
+
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
 /// counts it, and attaches the audit line, written when the body is done.
 fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
@@ -588,11 +609,13 @@ fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<Proxy
     if ex.exact_url.is_some() {
         record.key = Some(ex.primary().to_string());
     }
+    let status = response.status().as_u16();
     let access = AccessLine {
         level: AccessLine::level_if_enabled(state.config.server.access_log.level()),
-        status: response.status().as_u16(),
-        outcome: outcome.as_str(),
+        status,
+        outcome,
         robots,
+        fields: state.access_log.is_some().then(|| access_fields(&state, &ex, &response, status)),
     };
     let (parts, body) = response.into_parts();
     // The request's own reference to the state keeps the log until the line

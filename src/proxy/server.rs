@@ -198,6 +198,8 @@ pub async fn run(
             return Err(format!("cannot start a serving thread: {e}"));
         }
     }
+    // logrotate renames the access log's file and sends SIGHUP.
+    crate::access::spawn_reopener(state.access_log.as_ref(), state.closing.subscribe()).map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?;
     ready(local_addr);
     // The status page's history: the counters sampled once a second.
     let sampler = {
@@ -229,6 +231,9 @@ pub async fn run(
     }
     if let Err(e) = state.audit.flush() {
         tracing::warn!("cannot write the audit log in {}: {e}", state.audit.dir().display());
+    }
+    if let Some(log) = state.access_log.clone() {
+        log.flush_within(grace).await;
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
     let _ = std::fs::remove_file(&addr_file);

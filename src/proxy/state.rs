@@ -63,6 +63,8 @@ pub struct ProxyState {
     pub pacer: Arc<crate::robots::politeness::Pacer>,
     /// The audit trail.
     pub audit: Arc<crate::audit::AuditLog>,
+    /// The access log, when `server.access_log` names a destination.
+    pub access_log: Option<Arc<crate::access::AccessLog>>,
     /// Decoded stored response heads, so hits skip parsing.
     pub meta_cache: meta_cache::MetaCache,
     /// Small stored bodies held in memory for hits (`cache.body_memory`).
@@ -95,6 +97,30 @@ impl crate::audit::HasAuditLog for ProxyState {
 
     fn request_done(&self, record: &crate::audit::AuditRecord, status: u16, outcome: &'static str) {
         self.metrics.request_done(record, status, outcome);
+    }
+
+    fn request_ended(&self, record: &crate::audit::AuditRecord, access: &crate::wire::body::AccessLine, elapsed: std::time::Duration) {
+        self.metrics.latency.observe(access.outcome, elapsed);
+        if let (Some(log), Some(f)) = (&self.access_log, &access.fields) {
+            log.write(&crate::access::format::Entry {
+                time: std::time::SystemTime::now(),
+                client: f.client,
+                method: &record.method,
+                url: &record.url,
+                key: record.key.as_deref(),
+                status: access.status,
+                outcome: access.outcome,
+                squid_code: f.squid_code,
+                bytes: record.bytes,
+                elapsed,
+                user_agent: f.user_agent.as_deref(),
+                robots: access.robots,
+                client_version: f.client_version,
+                upstream_version: f.upstream_version,
+                peer: f.peer.as_ref().map(|(h, p)| (*h, p.as_str())),
+                content_type: f.content_type.as_deref(),
+            });
+        }
     }
 }
 
@@ -146,6 +172,7 @@ impl ProxyState {
             crate::audit::AuditLog::open_with(&audit_dir, config.audit.mode, config.audit.keep)
                 .map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
         );
+        let access_log = crate::access::AccessLog::open(&config.server)?.map(Arc::new);
         let config_max_connections = config.server.max_connections;
         Ok(ProxyState {
             closing: tokio::sync::watch::channel(false).0,
@@ -156,6 +183,7 @@ impl ProxyState {
             robots,
             pacer,
             audit,
+            access_log,
             policy: config.policy(),
             offline: config.server.offline,
             config,

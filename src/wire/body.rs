@@ -40,20 +40,45 @@ pub enum ProxyBody {
 }
 
 /// The access-log line of one request (method, URL, status, outcome,
-/// bytes, duration, robots verdict), logged at `level` with the tracing
-/// target `crawlcache::access` when the response body is done. Method and
-/// URL are those of the request's audit record.
+/// bytes, duration, robots verdict), written when the response body is
+/// done: to the access log ([`crate::access`]) with `fields`, and, in the
+/// old form of `server.access_log`, at `level` with the tracing target
+/// `crawlcache::access`. Method and URL are those of the request's audit
+/// record.
 #[derive(Debug, Clone)]
 pub struct AccessLine {
-    /// The level to log at; `None` for no access log.
+    /// The level to log at in the old form; `None` for none.
     pub level: Option<tracing::Level>,
     /// Response status code.
     pub status: u16,
-    /// `hit`, `stale`, `revalidated`, `miss`, `pass`, `refused` or `error`
+    /// The request's class: `hit`, `stale`, `revalidated`, `miss`, `pass`,
+    /// `refused` or `error` in logs
     /// ([`crate::wire::cache_status::CacheStatus::outcome_for`]).
-    pub outcome: &'static str,
+    pub outcome: crate::wire::cache_status::Outcome,
     /// `allowed`, `disallowed`, or `-` when robots handling is off.
     pub robots: &'static str,
+    /// The rest of the access log's fields, gathered only when an access
+    /// log is written.
+    pub fields: Option<Box<AccessFields>>,
+}
+
+/// The fields of an access-log line that the audit record does not hold.
+#[derive(Debug, Clone)]
+pub struct AccessFields {
+    /// The client's address and port.
+    pub client: std::net::SocketAddr,
+    /// The request's `User-Agent`.
+    pub user_agent: Option<String>,
+    /// The HTTP version the client spoke.
+    pub client_version: http::Version,
+    /// The HTTP version of the upstream response, if one was received.
+    pub upstream_version: Option<http::Version>,
+    /// Squid's result code ([`crate::access::format::squid_code`]).
+    pub squid_code: &'static str,
+    /// Squid's hierarchy code and the peer contacted, when one was.
+    pub peer: Option<(&'static str, String)>,
+    /// The response's media type.
+    pub content_type: Option<String>,
 }
 
 impl AccessLine {
@@ -78,7 +103,7 @@ impl AccessLine {
                     target: "crawlcache::access",
                     $lvl,
                     "{} {} {} {} {}B {}ms robots={}",
-                    method, url, self.status, self.outcome, bytes, ms, self.robots
+                    method, url, self.status, self.outcome.as_str(), bytes, ms, self.robots
                 )
             };
         }
@@ -121,9 +146,11 @@ impl Drop for AuditGuard {
     fn drop(&mut self) {
         if let Some(mut r) = self.record.take() {
             r.bytes = self.bytes;
-            r.ms = self.started.elapsed().as_millis() as u64;
+            let elapsed = self.started.elapsed();
+            r.ms = elapsed.as_millis() as u64;
             self.access.log(&r.method, &r.url, r.bytes, r.ms);
-            self.log.request_done(&r, self.access.status, self.access.outcome);
+            self.log.request_done(&r, self.access.status, self.access.outcome.as_str());
+            self.log.request_ended(&r, &self.access, elapsed);
             let log = self.log.audit_log();
             if let Err(e) = log.append(&r) {
                 tracing::warn!("cannot write the audit log in {}: {e}", log.dir().display());

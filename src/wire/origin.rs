@@ -192,6 +192,12 @@ impl Upstream {
         self.parent.as_deref().filter(|p| p.routes(uri))
     }
 
+    /// `host:port` of the parent proxy a request to `uri` goes through,
+    /// `None` when it goes to the origin directly (for the access log).
+    pub fn parent_name(&self, uri: &Uri) -> Option<&str> {
+        self.parent_for(uri).map(ParentProxy::name)
+    }
+
     /// Sends `req` (absolute URI) and waits for the response head, at most the
     /// configured response timeout (for both attempts together when the
     /// request is resent, see [`Upstream`]).

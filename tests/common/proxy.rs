@@ -224,6 +224,19 @@ impl Proxy {
         }
     }
 
+    /// The proxy's standard output so far.
+    pub fn stdout(&self) -> String {
+        fs::read(self.logs.join("stdout.log")).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    }
+
+    /// Sends the running proxy the signal `name` (`HUP`, `USR1`, ... as
+    /// kill(1) spells it). Panics when `kill` fails.
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("proxy running").id().to_string();
+        let sent = Command::new("kill").args([&format!("-{name}"), &pid]).stdin(Stdio::null()).status();
+        assert!(matches!(sent, Ok(s) if s.success()), "kill -{name} {pid}: {sent:?}");
+    }
+
     /// The last `n` lines of stderr, for failure messages.
     pub fn stderr_tail(&self, n: usize) -> String {
         tail_file(&self.stderr_path(), n)

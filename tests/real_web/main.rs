@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod access_log;
 mod heads;
 mod interim;
 mod metrics;

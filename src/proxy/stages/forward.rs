@@ -119,7 +119,10 @@ pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead
     let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     match state.upstream.send(req).await {
         Err(e) => upstream_failure(state, ex, &e, fwd),
-        Ok(resp) => respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces).await,
+        Ok(resp) => {
+            ex.upstream_version = Some(resp.version());
+            respond_with_upstream(state, ex, resp, request_time, lead, fwd, replaces).await
+        }
     }
 }
 

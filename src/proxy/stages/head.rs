@@ -37,7 +37,10 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
     let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     let request_time = SystemTime::now();
     let resp = match state.upstream.send(req).await {
-        Ok(r) => r,
+        Ok(r) => {
+            ex.upstream_version = Some(r.version());
+            r
+        }
         Err(e) => {
             let now = SystemTime::now();
             if cache::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, error_kind(&e), now, &state.policy) {

@@ -38,6 +38,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
         super::options_trace::update_max_forwards(up.headers_mut());
     }
     let sent = if whole_server { state.upstream.send_server_options(up).await } else { state.upstream.send(up).await };
+    ex.upstream_version = sent.as_ref().ok().map(|r| r.version());
     match sent {
         Err(e) => upstream_failure(state, ex, &e, fwd),
         Ok(resp) => {

@@ -56,6 +56,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
         h.insert(n, v);
     }
     let result = state.upstream.send(req).await;
+    ex.upstream_version = result.as_ref().ok().map(|r| r.version());
     let now = SystemTime::now();
     match result {
         Err(e) => {

@@ -92,6 +92,8 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         }
     };
     ex.status.fwd_status = Some(status.as_u16());
+    // The handshake is read by hand, always HTTP/1.1.
+    ex.upstream_version = Some(http::Version::HTTP_11);
     if status != StatusCode::SWITCHING_PROTOCOLS {
         // The origin refused the upgrade: its answer, as an ordinary one.
         let mut body = leftover;
