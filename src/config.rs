@@ -25,11 +25,15 @@ pub const DEFAULT_CONFIG: &str = include_str!("../config/crawlcache.toml");
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[server]`: listening, logs, the admin endpoints.
     pub server: ServerConfig,
+    /// `[cache]`: the HTTP cache.
     pub cache: CacheConfig,
     /// `[store]`: how the cache is kept on disk and in memory.
     pub store: StoreConfig,
+    /// `[upstream]`: connections to origins.
     pub upstream: UpstreamConfig,
+    /// `[tls]`: HTTPS interception.
     pub tls: TlsConfig,
     /// `[record]`: what is kept for offline replay.
     pub record: crate::record::RecordConfig,
@@ -266,10 +270,13 @@ impl StoreConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
+    /// The longest wait for a connection to an origin (TCP and TLS).
     #[serde(deserialize_with = "de_duration")]
     pub connect_timeout: Duration,
+    /// The longest wait for an origin's response head once the request is sent.
     #[serde(deserialize_with = "de_duration")]
     pub response_timeout: Duration,
+    /// How long an idle connection to an origin is kept for reuse.
     #[serde(deserialize_with = "de_duration")]
     pub pool_idle_timeout: Duration,
     /// Extra CA certificates (PEM) trusted for origins; empty for none.
@@ -429,7 +436,9 @@ impl TlsConfig {
 /// means a single host).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpNet {
+    /// The network's address.
     pub addr: IpAddr,
+    /// The prefix length, in bits.
     pub prefix: u8,
 }
 

@@ -280,7 +280,7 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
 fn long_host(i: usize) -> String {
     format!(
         "{}.{}.h{i}.test",
-        "a-very-long-label-of-a-hostile-origin-name-".repeat(1) + &"x".repeat(18),
+        "a-very-long-label-of-a-hostile-origin-name-".to_string() + &"x".repeat(18),
         "another-quite-long-label-in-the-same-host-name-0123456789"
     )
 }

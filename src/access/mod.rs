@@ -1,5 +1,5 @@
 //! The access log: one line per proxied request, written when its response
-//! body has ended, as JSON or in Squid's native format ([`format`]), to
+//! body has ended, as JSON or in Squid's native format ([`mod@format`]), to
 //! standard output or to a file that `SIGHUP` reopens (`server.access_log`,
 //! `server.access_log_format`).
 //!

@@ -65,7 +65,7 @@ pub struct AdminRequest<'a> {
 
 /// Runs the three checks of this module on `req` (see the module's
 /// documentation); `Ok` when the request may be served.
-pub fn check(server: &crate::config::ServerConfig, req: &AdminRequest) -> Result<(), Refusal> {
+pub fn check(server: &crate::config::ServerConfig, req: &AdminRequest<'_>) -> Result<(), Refusal> {
     names_proxy(server, req)?;
     admitted(server, req.headers, req.peer)?;
     foreign_page(server, req)
@@ -107,7 +107,7 @@ fn bearer(headers: &http::HeaderMap) -> Option<&str> {
 /// Check 1: the target's authority (absolute-form) or else `Host` names the
 /// proxy ([`is_own_host`]). A request without either (HTTP/1.0) is not
 /// from a browser, which always sends `Host`, and passes.
-pub fn names_proxy(server: &crate::config::ServerConfig, req: &AdminRequest) -> Result<(), Refusal> {
+pub fn names_proxy(server: &crate::config::ServerConfig, req: &AdminRequest<'_>) -> Result<(), Refusal> {
     let host = match req.authority {
         Some(a) => a.to_string(),
         None => match req.headers.get(http::header::HOST) {
@@ -139,7 +139,7 @@ pub fn is_own_host(server: &crate::config::ServerConfig, name: &str, local_addr:
 /// with a valid Bearer token, or a top-level `GET`/`HEAD` navigation to the
 /// status page (a link followed from another site shows the page; its
 /// reads and changes are the page's own), passes.
-pub fn foreign_page(server: &crate::config::ServerConfig, req: &AdminRequest) -> Result<(), Refusal> {
+pub fn foreign_page(server: &crate::config::ServerConfig, req: &AdminRequest<'_>) -> Result<(), Refusal> {
     let token = server.admin_token.trim();
     if !token.is_empty() && bearer(req.headers).is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) {
         return Ok(());

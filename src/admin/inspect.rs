@@ -181,6 +181,7 @@ pub struct LsSummary {
     /// Distinct bodies among them (by SHA-256) and their bytes, each
     /// counted once: what they take in the store.
     pub distinct: u64,
+    /// See `distinct`.
     pub distinct_bytes: u64,
     /// The bodies seen, by the first 8 bytes of their SHA-256 (8 bytes of
     /// memory and a little more per distinct body).

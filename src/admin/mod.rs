@@ -64,7 +64,7 @@ pub fn endpoints() -> SelfEndpoints {
 
 /// Serves a request addressed to the proxy: checks it ([`auth::check`]:
 /// its `Host`, the token or loopback rule, and whether another page started
-/// it), then hands it to its endpoint's function in [`endpoints`] (404 with
+/// it), then hands it to its endpoint's function in [`mod@endpoints`] (404 with
 /// the list of endpoints for any other path). A refusal is answered `403`
 /// (`401` asking a browser for the token on the status page), logged and
 /// counted (`crawlcache_admin_refused_total`). Every answer carries

@@ -10,10 +10,12 @@ use http::{Response, StatusCode};
 /// the export planned (`crawlcache warc export` shows progress against it).
 pub const EXCHANGES_HEADER: &str = "crawlcache-export-exchanges";
 
+/// A `200` with `body` as plain text, never stored.
 pub fn text_ok(body: String) -> Response<ProxyBody> {
     text(StatusCode::OK, body)
 }
 
+/// A `status` answer with `body` as plain text, never stored.
 pub fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::full(body));
     *resp.status_mut() = status;
@@ -22,6 +24,7 @@ pub fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
     resp
 }
 
+/// A `status` answer with `v` as indented JSON and a final newline.
 pub fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
     let mut body = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".into());
     body.push('\n');

@@ -15,7 +15,8 @@ pub const ROBOTS_AGE_SERIES: usize = 50;
 fn origin_series(out: &mut String, state: &ProxyState) {
     use std::fmt::Write;
     let top = state.metrics.origins.top(ORIGIN_SERIES);
-    let families: [(&str, &str, fn(&crate::metrics::origins::OriginFigures) -> u64); 4] = [
+    type Family = (&'static str, &'static str, fn(&crate::metrics::origins::OriginFigures) -> u64);
+    let families: [Family; 4] = [
         ("crawlcache_origin_requests_total", "Requests per origin", |f| f.requests),
         ("crawlcache_origin_from_store_total", "Requests per origin served from the store (hits, stale, revalidated)", |f| f.from_store),
         ("crawlcache_origin_from_cache_bytes_total", "Body bytes per origin sent from the store (bytes saved)", |f| f.bytes_from_cache),
@@ -79,7 +80,7 @@ pub fn prometheus(state: &ProxyState) -> String {
     // Bounded cardinality: one series for each of the oldest snapshots
     // (those nearest expiry), plus totals over all of them.
     let mut ages = state.robots.ages(now);
-    ages.sort_by(|a, b| b.1.cmp(&a.1));
+    ages.sort_by_key(|a| std::cmp::Reverse(a.1));
     let _ = writeln!(
         out,
         "# HELP crawlcache_robots_snapshots Origins with a robots.txt snapshot.\n# TYPE crawlcache_robots_snapshots gauge\ncrawlcache_robots_snapshots {}",

@@ -671,16 +671,7 @@ mod tests {
 
     #[test]
     fn store_figures_map_the_store_totals() {
-        let s = StoreStats {
-            entries: 3,
-            bodies: 2,
-            bytes_stored: 1000,
-            bytes_referenced: 1500,
-            max_size: 4000,
-            evictions: 1,
-            pack_bytes: 77,
-            ..StoreStats::default()
-        };
+        let s = StoreStats { entries: 3, bodies: 2, bytes_stored: 1000, bytes_referenced: 1500, max_size: 4000, evictions: 1, pack_bytes: 77 };
         let f = store_figures(&s);
         assert_eq!((f.used_bytes, f.max_bytes, f.distinct_body_bytes, f.logical_body_bytes), (1000, 4000, 1000, 1500));
         assert_eq!((f.entries, f.bodies, f.pack_bytes, f.evictions), (3, 2, 77, 1));

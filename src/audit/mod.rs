@@ -3,7 +3,7 @@
 //! Lines go to `<data_dir>/audit/audit-YYYY-MM-DD.jsonl`, the date being the
 //! UTC date of the record's `time`, so files rotate daily by themselves.
 //! [`AuditLog::append`] adds each whole line to the calling thread's buffer
-//! (one of [`SHARDS`], a thread's own unless more threads append, so the
+//! (one of `SHARDS`, a thread's own unless more threads append, so the
 //! serving threads share no lock on the request path); the buffers are written, their lines merged back into
 //! the order they were appended, with a single `write` per day on a file
 //! opened for appending when one reaches [`FLUSH_BYTES`], every

@@ -9,6 +9,12 @@
 //! `{"version": 1, ...}` whose fields stay (new ones may be added), or JSON
 //! lines for `cache ls`.
 
+#![allow(
+    rustdoc::bare_urls,
+    rustdoc::broken_intra_doc_links,
+    reason = "the doc comments of the arguments are --help text, read in a terminal: URLs and [::1] stay as typed"
+)]
+
 use super::access::{admin_request, admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
@@ -522,7 +528,7 @@ const VERIFY_PROBLEMS: [(&str, &str); 6] = [
 const VERIFY_SHOWN: usize = 20;
 
 /// `cache verify` for people: when `clean`, one line; else each kind of
-/// problem found with its items (the first [`VERIFY_SHOWN`]), then the
+/// problem found with its items (the first `VERIFY_SHOWN`), then the
 /// summary line. `report` is the store's report as JSON.
 pub fn verify_text(clean: bool, repair: bool, report: &serde_json::Value) -> String {
     let checked = format!("{} entries, {} bodies checked", report["entries_checked"].as_u64().unwrap_or(0), report["bodies_checked"].as_u64().unwrap_or(0));

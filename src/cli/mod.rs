@@ -31,7 +31,7 @@
 //! the proxy runs or not. Every command's `--help` ends with examples.
 //!
 //! Lives in the library (not only in the binary) so the robots tests can
-//! call [`robots::check`] and [`robots::batch`] directly and the unit tests
+//! call [`fn@robots::check`] and [`robots::batch`] directly and the unit tests
 //! here run with `cargo test --lib`.
 
 use clap::{CommandFactory, Parser, Subcommand};

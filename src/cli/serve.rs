@@ -1,5 +1,11 @@
 //! `crawlcache serve`: run the proxy until SIGINT or SIGTERM.
 
+#![allow(
+    rustdoc::bare_urls,
+    rustdoc::broken_intra_doc_links,
+    reason = "the doc comments of the arguments are --help text, read in a terminal: URLs and [::1] stay as typed"
+)]
+
 use super::common::{load_config, Common};
 use crate::config::Config;
 use clap::Args;

@@ -32,7 +32,12 @@ pub enum Source {
     /// The built-in defaults.
     Default,
     /// A configuration file, and the line of the key when known.
-    File { path: PathBuf, line: Option<usize> },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The key's line, counted from 1.
+        line: Option<usize>,
+    },
     /// An environment variable (its name).
     Env(String),
     /// A command-line flag (its name, `--data-dir`).

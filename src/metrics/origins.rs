@@ -97,7 +97,7 @@ impl OriginFigures {
         }
     }
 
-    fn add(&mut self, c: &Counted, every: u64) {
+    fn add(&mut self, c: &Counted<'_>, every: u64) {
         self.requests += every;
         self.from_store += every * u64::from(c.from_store);
         self.bytes_from_cache += every.saturating_mul(c.bytes_from_cache);
@@ -141,7 +141,7 @@ impl OriginCounts {
     /// Counts one request (see the module docs for the sampling): a
     /// thread-local tick, and for a recorded request one entry of this
     /// thread's shard.
-    pub fn count(&self, c: &Counted) {
+    pub fn count(&self, c: &Counted<'_>) {
         let every = self.every.load(Ordering::Relaxed);
         let tick = TICK.try_with(|t| {
             let n = t.get().wrapping_add(1);

@@ -53,12 +53,12 @@ pub struct HotVariant {
     /// enough for that order.
     pub touched: std::sync::atomic::AtomicU64,
     /// The memo keeps copies of its own for this variant
-    /// ([`HotKey::make_own`]): a body kept from now on is copied too.
+    /// (`HotKey::make_own`): a body kept from now on is copied too.
     pub own: bool,
 }
 
 /// Longest body a thread's memo keeps beside the head (at most
-/// [`HOT_KEYS`] of them per thread: 4 MiB).
+/// `HOT_KEYS` of them per thread: 4 MiB).
 pub const HOT_BODY_MAX: u64 = 16 * 1024;
 
 impl HotVariant {

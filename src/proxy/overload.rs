@@ -169,7 +169,7 @@ pub fn overflow_slots(nofile: u64) -> usize {
 }
 
 /// The limits in force and the connections beyond them (see the module
-/// docs). One per proxy ([`ProxyState::overload`]).
+/// docs). One per proxy ([`crate::proxy::ProxyState::overload`]).
 pub struct Overload {
     /// The open-file limit when the proxy started (`None`: it could not be read).
     pub file_limit: Option<FileLimit>,

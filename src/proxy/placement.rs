@@ -1,5 +1,5 @@
 //! Connection placement: which serving thread serves an accepted
-//! connection ([`super::shares::Shares::pick`]), handing it over before a
+//! connection (`super::shares::Shares::pick`), handing it over before a
 //! byte is read, and serving it there.
 
 use super::shares::{OpenConnection, Shares};
@@ -10,7 +10,7 @@ use hyper::service::service_fn;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Serves `stream` on the thread [`Shares::pick`] chooses, handing it over
+/// Serves `stream` on the thread `Shares::pick` chooses, handing it over
 /// when that is not this thread (`me`).
 pub fn place(state: &Arc<ProxyState>, shares: &Arc<Shares>, me: usize, stream: tokio::net::TcpStream, peer: SocketAddr) {
     // Counted at once in the share of the thread that will serve it, so

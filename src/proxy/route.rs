@@ -179,7 +179,7 @@ pub struct RouteContext<'a> {
 }
 
 /// The route for `ex`, given what the store holds (`None`: not looked up).
-pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext) -> Route {
+pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> Route {
     let uri = &ex.parts.uri;
     match &ex.target {
         Target::Connect => return Route::Tunnel,
@@ -352,7 +352,7 @@ fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
 /// and would have answered but for the request's own directives
 /// (`no-cache`, `max-age=0`, `min-fresh`: RFC 9211 section 2.2), else
 /// `stale`.
-fn validation_fwd(ex: &Exchange, found: &Found, decision: &Decision, ctx: &RouteContext) -> Fwd {
+fn validation_fwd(ex: &Exchange, found: &Found, decision: &Decision, ctx: &RouteContext<'_>) -> Fwd {
     if decision.stale {
         return Fwd::Stale;
     }

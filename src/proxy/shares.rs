@@ -80,7 +80,7 @@ impl Shares {
 }
 
 /// One open connection in a serving thread's count ([`Shares`]) and in
-/// the proxy's ([`ProxyState::conns`], taken when it was accepted, so a
+/// the proxy's ([`crate::proxy::ProxyState::conns`], taken when it was accepted, so a
 /// burst handed to other threads counts against `server.max_connections`
 /// at once), until dropped.
 pub struct OpenConnection {

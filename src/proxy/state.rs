@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Serves requests addressed to crawlcache itself (origin-form: the admin
-/// endpoints). Given to [`run`] by the caller, so the proxy does not depend
+/// endpoints). Given to [`crate::proxy::server::run`] by the caller, so the proxy does not depend
 /// on what those endpoints are.
 pub type SelfEndpoints = Arc<
     dyn Fn(Arc<ProxyState>, Request<Incoming>, SocketAddr) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>> + Send + Sync,

@@ -84,7 +84,7 @@ pub struct Exchange {
     pub stored: StoredResponse,
 }
 
-/// What [`write`] did.
+/// What [`fn@write`] did.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     /// Exchanges written (each a request and a response record).
@@ -151,7 +151,7 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
     Ok((out, undecodable))
 }
 
-/// How [`write`] writes the file.
+/// How [`fn@write`] writes the file.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// Goes into the warcinfo's `WARC-Filename`.
@@ -294,7 +294,7 @@ fn write_revisit<W: Write>(w: &mut WarcWriter<W>, x: &Exchange, info_id: &str, e
     Ok(Ok(()))
 }
 
-/// The `WARC-Profile` of the revisits [`write`] writes (WARC/1.1 section 6.7.2).
+/// The `WARC-Profile` of the revisits [`fn@write`] writes (WARC/1.1 section 6.7.2).
 pub const REVISIT_PROFILE: &str = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
 
 /// Writes one exchange; returns where its response record is, for the

@@ -14,7 +14,7 @@
 //! the connection goes to a parent proxy for a plain `http://` origin (the
 //! connector marks it proxied), the request line's first bytes
 //! `OPTIONS * ` are rewritten on their way out to `OPTIONS http://host:port `
-//! ([`TargetRewrite`]), the one spelling no URI value writes. The
+//! (`TargetRewrite`), the one spelling no URI value writes. The
 //! connection closes after the exchange; it is never pooled.
 
 use super::body::ProxyBody;

@@ -21,19 +21,39 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 pub const FILE_CHUNK: usize = 256 * 1024;
 
 /// A response body sent by the proxy.
+#[allow(clippy::large_enum_variant, reason = "one per response, moved a few times: boxing the audit guard would allocate on every hit")]
 pub enum ProxyBody {
     /// A complete, small body (or none).
     Full(Option<Bytes>),
     /// An upstream body forwarded as it arrives.
     Upstream(hyper::body::Incoming),
     /// Chunks produced by a task (the store tee). An `Err` chunk aborts.
-    Channel { rx: mpsc::Receiver<Result<Bytes, std::io::Error>>, len: Option<u64> },
+    Channel {
+        /// The chunks, in order.
+        rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+        /// The body's length when known (`Content-Length`), in bytes.
+        len: Option<u64>,
+    },
     /// A stored body file, `remaining` bytes left to read.
-    File { file: std::fs::File, remaining: u64 },
+    File {
+        /// The open body file, positioned at the next byte to send.
+        file: std::fs::File,
+        /// Bytes left to send.
+        remaining: u64,
+    },
     /// The part of a body that arrived before the origin cut it short, then
     /// the error: the chunks, one `Pending` (so that what came before goes
     /// out first, as it would have streamed), then the error, which aborts.
-    Cut { chunks: std::collections::VecDeque<Bytes>, error: Option<std::io::Error>, paused: bool, len: Option<u64> },
+    Cut {
+        /// The chunks received, in order.
+        chunks: std::collections::VecDeque<Bytes>,
+        /// The error that cut the body, sent after the chunks.
+        error: Option<std::io::Error>,
+        /// Whether the one `Pending` before the error was returned.
+        paused: bool,
+        /// The length the origin announced, in bytes.
+        len: Option<u64>,
+    },
     /// Another body whose bytes are counted for the audit line, written when
     /// the body is done or dropped.
     Audited(Box<ProxyBody>, AuditGuard),

@@ -2,7 +2,7 @@
 //! and makes no caching or robots decision.
 //!
 //! - [`body`]: the one response body type sent to clients.
-//! - [`fields`]: the one hop-by-hop list (RFC 9110 section 7.6.1) and `Via`
+//! - `crawlcache_policy::hop_by_hop` (no longer aliased here): the one hop-by-hop list (RFC 9110 section 7.6.1) and `Via`
 //!   (section 7.6.3).
 //! - [`cache_status`]: the typed RFC 9211 `Cache-Status`, the only way one
 //!   is written.

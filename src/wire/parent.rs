@@ -4,7 +4,7 @@
 //! parent.
 //!
 //! Built on hyper-util's own proxy support: its
-//! [`Matcher`](hyper_util::client::proxy::matcher::Matcher) decides per
+//! [`hyper_util::client::proxy::matcher::Matcher`] decides per
 //! origin (curl's `NO_PROXY` rules) and encodes the credentials, and its
 //! [`Tunnel`] sends `CONNECT host:port` for `https://` origins. Plain
 //! `http://` origins get a connection to the parent marked as proxied

@@ -1,7 +1,7 @@
 //! The bucket side of the fleet tier: bodies under their SHA-256 in an
 //! S3-compatible bucket, through `object_store`'s S3 client.
 //!
-//! The S3 client sends its requests through [`HyperService`], the same
+//! The S3 client sends its requests through `HyperService`, the same
 //! hyper client and rustls (ring) configuration as the proxy's own origin
 //! connections, so no second HTTP stack is built. Credentials are
 //! `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`)

@@ -25,7 +25,7 @@ use redis::Script;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The reservation (KEYS[1] = pace key, ARGV[1] = delay in ms): returns the
+/// The reservation (`KEYS[1]` = pace key, `ARGV[1]` = delay in ms): returns the
 /// wait in ms.
 pub const RESERVE: &str = r#"
 local t = redis.call('TIME')
@@ -38,7 +38,7 @@ redis.call('SET', KEYS[1], start + delay, 'PX', start + delay - now + 60000)
 return start - now
 "#;
 
-/// The send check (KEYS[1] = sent key, ARGV[1] = delay in ms): 0 and the
+/// The send check (`KEYS[1]` = sent key, `ARGV[1]` = delay in ms): 0 and the
 /// send time recorded when the last request was sent `delay` ago or more,
 /// else the ms left to wait.
 pub const CONFIRM: &str = r#"

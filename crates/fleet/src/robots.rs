@@ -44,7 +44,7 @@ pub const POLL: Duration = Duration::from_millis(100);
 
 const MAGIC: &[u8; 4] = b"CCR1";
 
-/// Deletes KEYS[1] only when it holds ARGV[1] (a lock released by its
+/// Deletes `KEYS[1]` only when it holds `ARGV[1]` (a lock released by its
 /// holder only).
 pub const UNLOCK: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then

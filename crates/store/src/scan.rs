@@ -8,8 +8,8 @@ use crate::inner::Inner;
 use crate::types::Entry;
 
 /// The entries of the index one at a time, in index order, from
-/// [`Store::scan`]. Each item is decoded when it is reached (with a pending
-/// touch or freshening laid over it, like [`Store::lookup`]), so a scan of
+/// [`crate::Store::scan`]. Each item is decoded when it is reached (with a pending
+/// touch or freshening laid over it, like [`crate::Store::lookup`]), so a scan of
 /// any size holds one entry at a time. The scan sees the index as it is when
 /// each item is read: entries inserted or removed meanwhile may or may not
 /// appear. Undecodable rows are skipped with a warning.

@@ -46,7 +46,7 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (creating if needed) the store under `dir` with a budget of
     /// `max_size` bytes of bodies and the other [`StoreOptions`] at their
-    /// defaults. See [`Store::open_with`].
+    /// defaults. See [`crate::Store::open_with`].
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
         Self::open_with(dir, &StoreOptions::new(max_size))
     }
@@ -158,7 +158,7 @@ impl Store {
         BodyWriter::create(Arc::clone(&self.inner))
     }
 
-    /// A value that differs whenever [`Store::lookup`] of `primary_key` may
+    /// A value that differs whenever [`crate::Store::lookup`] of `primary_key` may
     /// answer differently than when the value was read, except for the
     /// entries' `last_used` stamps: it combines this store's number in the
     /// process, the index generation covering `primary_key` (moved by every
@@ -211,10 +211,10 @@ impl Store {
         Ok(out)
     }
 
-    /// The variant `(primary_key, secondary_key)`, as [`Store::lookup`]
+    /// The variant `(primary_key, secondary_key)`, as [`crate::Store::lookup`]
     /// returns it, if stored: one index row read (no scan of the key's
     /// variants), then its record.
-    /// Errors: as [`Store::lookup`].
+    /// Errors: as [`crate::Store::lookup`].
     pub fn lookup_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<Option<Entry>, StoreError> {
         let key = entry_key(primary_key, secondary_key);
         let Some(slot) = self.inner.index.get(&key)? else { return Ok(None) };
@@ -232,8 +232,8 @@ impl Store {
     /// reaches zero is deleted). Then evicts entries until the bytes stored
     /// fit the budget. Returns the number of entries evicted.
     ///
-    /// `body` is one returned by [`BodyWriter::finish`], or the body of an
-    /// entry [`Store::lookup`] returned (a body file, or a short body read
+    /// `body` is one returned by [`crate::BodyWriter::finish`], or the body of an
+    /// entry [`crate::Store::lookup`] returned (a body file, or a short body read
     /// recently).
     ///
     /// Errors: `TooLarge` when `body` is larger than the whole budget (the
@@ -245,15 +245,15 @@ impl Store {
         self.insert_locked(primary_key, secondary_key, meta, body)
     }
 
-    /// [`Store::insert`] when it is sure to be quick: `body` is a short body
-    /// held in memory ([`BodyWriter::finish`] of fewer than `inline_max`
+    /// [`crate::Store::insert`] when it is sure to be quick: `body` is a short body
+    /// held in memory ([`crate::BodyWriter::finish`] of fewer than `inline_max`
     /// bytes) or a body file already in place (as `finish` or
     /// [`BodyWriter::finish_quick`] leave it), the bytes stored leave room
     /// for it (nothing to evict), and no maintenance holds the store. The
     /// record is then appended to the pack (a write to the page cache, never
     /// synced here) and its index row kept in memory, so an async task may
     /// call it without blocking for long. `None` (nothing done, `body` still
-    /// pinned) when it is not quick: call [`Store::insert`] from a blocking
+    /// pinned) when it is not quick: call [`crate::Store::insert`] from a blocking
     /// thread instead.
     pub fn try_insert_quick(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: &CommittedBody) -> Option<Result<u64, StoreError>> {
         let inner = &self.inner;
@@ -276,7 +276,7 @@ impl Store {
         Some(self.insert_locked(primary_key, secondary_key, meta, Some(body)))
     }
 
-    /// [`Store::insert`], the maintenance lock held (read) by the caller.
+    /// [`crate::Store::insert`], the maintenance lock held (read) by the caller.
     fn insert_locked(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: Option<&CommittedBody>) -> Result<u64, StoreError> {
         let inner = &self.inner;
         if primary_key.len() >= index::MAX_PRIMARY_KEY {
@@ -328,7 +328,7 @@ impl Store {
         }
     }
 
-    /// Releases a body returned by [`BodyWriter::finish`] that will not be
+    /// Releases a body returned by [`crate::BodyWriter::finish`] that will not be
     /// inserted after all: a body file is deleted unless an entry references
     /// it; a short body's bytes are dropped.
     pub fn discard_body(&self, body: &CommittedBody) {
@@ -341,8 +341,8 @@ impl Store {
     /// no longer exists. Errors: `Index` on sled failures.
     ///
     /// Nothing waits for the disk: the new metadata is kept in memory (and
-    /// seen by [`Store::lookup`] at once) and written with the next batch of
-    /// touches, like [`Store::touch`]. A crash can lose a freshening of the
+    /// seen by [`crate::Store::lookup`] at once) and written with the next batch of
+    /// touches, like [`crate::Store::touch`]. A crash can lose a freshening of the
     /// last second; the entry is then merely staler than it was.
     pub fn update_meta(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8]) -> Result<bool, StoreError> {
         let key = entry_key(primary_key, secondary_key);
@@ -354,8 +354,8 @@ impl Store {
     }
 
     /// Marks a variant as just used (LRU order). Cheap: the new stamp is kept
-    /// in memory and written with the next batch (see [`TOUCH_BATCH`]), by
-    /// [`Store::flush`], or at close. Touching a missing variant does nothing.
+    /// in memory and written with the next batch (see [`crate::TOUCH_BATCH`]), by
+    /// [`crate::Store::flush`], or at close. Touching a missing variant does nothing.
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
         index::with_entry_key(primary_key, secondary_key, |key| self.inner.record_pending(key, None));
     }
@@ -363,9 +363,9 @@ impl Store {
     /// Opens a stored body for reading, by its SHA-256. A body file is
     /// opened as it is; a short body kept in a pack record is copied into
     /// an unnamed temporary file (the store's own readers use
-    /// [`Store::read_body`], which does not copy). A packed body is found
+    /// [`crate::Store::read_body`], which does not copy). A packed body is found
     /// when it is shared (its reference-count row names its record), or
-    /// was returned by a recent [`Store::lookup`] or [`BodyWriter::finish`]
+    /// was returned by a recent [`crate::Store::lookup`] or [`crate::BodyWriter::finish`]
     /// (the store keeps the last 65,536 such locations).
     /// Errors: `MissingBody` if the body is not found (or `sha256` is not a
     /// hash), `Io` if it cannot be read.
@@ -390,7 +390,7 @@ impl Store {
         Ok(f)
     }
 
-    /// Opens the body of `entry` (as returned by [`Store::lookup`]) for
+    /// Opens the body of `entry` (as returned by [`crate::Store::lookup`]) for
     /// reading: a body file, or the bytes of a short body from its pack
     /// record. An entry without a body reads as no bytes.
     /// Errors: `MissingBody` when the body is gone (the entry was replaced
@@ -492,7 +492,7 @@ impl Store {
         Ok(Compaction { pack_bytes_before: before, pack_bytes_after: inner.packs.bytes(), records_moved: moved })
     }
 
-    /// Every entry in the index, collected ([`Store::scan`] without the
+    /// Every entry in the index, collected ([`crate::Store::scan`] without the
     /// memory: use that for listings of any size). Undecodable or damaged
     /// records are skipped with a warning. Errors: `Index` when sled cannot
     /// be read, `Io` when a pack cannot.
@@ -550,7 +550,7 @@ impl Store {
         self.verify_with_progress(repair, &mut |_, _| {})
     }
 
-    /// [`Store::verify`], calling `progress(hashed, total)` after each body
+    /// [`crate::Store::verify`], calling `progress(hashed, total)` after each body
     /// file is hashed (for a progress bar).
     pub fn verify_with_progress(&self, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
         let inner = &self.inner;
@@ -575,7 +575,7 @@ impl Store {
 
     /// Test support: stops group commits (new records and bodies stay
     /// unsynced, the checkpoint stays where it is; index rows still reach
-    /// sled on [`Store::flush`]), so that a crash test can simulate a power
+    /// sled on [`crate::Store::flush`]), so that a crash test can simulate a power
     /// loss by damaging what was written afterwards.
     #[doc(hidden)]
     pub fn pause_commits_for_tests(&self) {

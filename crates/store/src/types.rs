@@ -5,7 +5,7 @@ use crate::stamp::CLOCK_STAMPS_FROM;
 
 /// A complete body that has been hashed (and, if it is a file, renamed into
 /// place; it is synced by the next group commit).
-/// Returned by [`BodyWriter::finish`]; handed to [`Store::insert`].
+/// Returned by [`crate::BodyWriter::finish`]; handed to [`crate::Store::insert`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedBody {
     /// Lower-case hex SHA-256 of the body bytes.
@@ -32,7 +32,7 @@ pub struct Entry {
     pub last_used: u64,
 }
 
-/// See [`Store::lookup_version`].
+/// See [`crate::Store::lookup_version`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LookupVersion {
     pub(crate) store: u64,
@@ -52,7 +52,7 @@ impl Entry {
     }
 }
 
-/// A stored body opened for reading ([`Store::read_body`]).
+/// A stored body opened for reading ([`crate::Store::read_body`]).
 #[derive(Debug)]
 pub enum BodyData {
     /// A body file, at its start; read [`CommittedBody::len`] bytes.
@@ -100,7 +100,7 @@ impl std::io::Seek for BodyReader {
     }
 }
 
-/// Counters reported by [`Store::stats`].
+/// Counters reported by [`crate::Store::stats`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StoreStats {
     /// Number of entries (variants) in the index.
@@ -125,7 +125,7 @@ pub struct StoreStats {
     pub pack_bytes: u64,
 }
 
-/// How to open a store ([`Store::open_with`]).
+/// How to open a store ([`crate::Store::open_with`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
     /// Budget for bodies, in bytes (`cache.max_size`).
@@ -157,7 +157,7 @@ impl StoreOptions {
     }
 }
 
-/// What removing entries did ([`Store::remove_variant_freeing`]).
+/// What removing entries did ([`crate::Store::remove_variant_freeing`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Removal {
     /// Entries removed.
@@ -167,7 +167,7 @@ pub struct Removal {
     pub freed: u64,
 }
 
-/// What [`Store::compact`] did.
+/// What [`crate::Store::compact`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Compaction {
     /// Bytes of pack segments before.

@@ -19,7 +19,7 @@ use crate::inner::Inner;
 use crate::types::CommittedBody;
 
 /// A body being written: bytes go into a SHA-256 and, while the body is at
-/// most [`SPILL_AT`] bytes (or shorter than the store's `inline_max`), into
+/// most `SPILL_AT` bytes (or shorter than the store's `inline_max`), into
 /// memory; beyond that into a temporary file under `tmp/` (nothing is then
 /// held in memory beyond a 64 KiB buffer). Dropping a writer that was not
 /// finished, or any write error, removes the temporary file.
@@ -99,7 +99,7 @@ impl BodyWriter {
 
     /// Makes room in memory at once for a body announced `len` bytes long
     /// that will be held there whole (shorter than `inline_max`, or at most
-    /// [`SPILL_AT`] bytes), so that it is not copied again as it grows.
+    /// `SPILL_AT` bytes), so that it is not copied again as it grows.
     /// Nothing for a longer one, or once the body went to a file.
     pub fn expect_len(&mut self, len: u64) {
         let held = len < self.inner.inline_max || len <= SPILL_AT;
@@ -218,7 +218,7 @@ impl BodyWriter {
     }
 
     /// [`BodyWriter::finish`] without waiting for anything but page-cache
-    /// writes: for a body held in memory (at most [`SPILL_AT`] bytes) while
+    /// writes: for a body held in memory (at most `SPILL_AT` bytes) while
     /// no maintenance holds the store. A short body only hashes; a longer
     /// one is written to its content address in one write and a rename, or
     /// found there already (never synced here: see `finish`), as nginx

@@ -2,6 +2,12 @@
 //! ([`check`](mod@check)); `show` and `refresh` work on the snapshots in the
 //! data directory ([`snapshots`]).
 
+#![allow(
+    rustdoc::bare_urls,
+    rustdoc::broken_intra_doc_links,
+    reason = "the doc comments of the arguments are --help text, read in a terminal: URLs and [::1] stay as typed"
+)]
+
 pub mod check;
 pub mod snapshots;
 

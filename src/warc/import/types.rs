@@ -10,7 +10,7 @@ use crate::store::CommittedBody;
 use crate::warc::http::Field;
 use crate::warc::reader::Offset;
 
-/// The index tree (beside the store's own, [`Store::extra_tree`]) mapping
+/// The index tree (beside the store's own, [`crawlcache_store::Store::extra_tree`]) mapping
 /// the payload digests of imported responses to the entry holding the
 /// payload, so that a later import's revisits find it: key the digest
 /// ([`PayloadDigest`]), value the body's SHA-256 (32 bytes), its length (8
@@ -55,7 +55,7 @@ pub struct Summary {
     /// method and variant), `conversion`, `continuation`, a `response`,
     /// `resource` or `revisit` whose target is not http(s) (`dns:`,
     /// `urn:`), a `revisit` whose original is found nowhere, and unknown
-    /// types (at most [`MAX_TYPES`] names, the rest under `other`).
+    /// types (at most `MAX_TYPES` names, the rest under `other`).
     #[serde(default)]
     pub skipped_by_type: std::collections::BTreeMap<String, u64>,
     /// Revisit records stored with the payload they refer to (counted in
