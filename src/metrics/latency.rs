@@ -10,8 +10,8 @@
 //! counts Prometheus expects are summed when the exposition is written, so
 //! they are monotone and `_count` always equals the `+Inf` bucket.
 
-use super::Counter;
-use crate::wire::cache_status::Outcome;
+use super::counter::Counter;
+use crawlcache_policy::cache_status::Outcome;
 use std::time::Duration;
 
 /// Upper bounds of the buckets, in seconds: from half a millisecond (a hit

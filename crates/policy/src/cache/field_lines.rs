@@ -2,7 +2,7 @@
 //! section 5.3, 5.6.7), shared by the sections of the policy.
 
 use super::dates::{parse_http_date, parse_http_date_strict};
-use crate::cache::{from_millis, StoredResponse};
+use super::stored::{from_millis, StoredResponse};
 use std::time::SystemTime;
 
 /// The value of the only line named `name`; `None` when absent or repeated.

@@ -4,11 +4,11 @@
 //! serving stale when the origin fails ([`may_serve_stale_on_error`],
 //! section 4.2.4 and RFC 5861 section 4).
 
+use super::cache_control::{delta_seconds, CacheControl};
 use super::config::PolicyConfig;
 use super::field_lines::{stored_date, stored_expires};
 use super::storable::heuristically_cacheable;
-use crate::cache::cache_control::{delta_seconds, CacheControl};
-use crate::cache::{from_millis, StoredResponse};
+use super::stored::{from_millis, StoredResponse};
 use std::time::{Duration, SystemTime};
 
 /// RFC 9111 section 4.2.1 / 4.2.2: the freshness lifetime of a stored

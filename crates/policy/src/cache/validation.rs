@@ -7,7 +7,7 @@
 use super::config::PolicyConfig;
 use super::field_lines::{date_about, stored_date, stored_value};
 use super::storable::headers_to_store;
-use crate::cache::{to_millis, StoredResponse};
+use super::stored::{to_millis, StoredResponse};
 use http::HeaderMap;
 use std::time::SystemTime;
 
