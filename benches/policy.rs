@@ -3,10 +3,10 @@
 
 #![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
-use crawlcache::cache::cache_control::CacheControl;
-use crawlcache::cache::key::{primary_key, secondary_key};
-use crawlcache::cache::*;
-use crawlcache::cache::{to_millis, StoredResponse};
+use crawlcache_policy::cache::cache_control::CacheControl;
+use crawlcache_policy::cache::key::{primary_key, secondary_key};
+use crawlcache_policy::cache::*;
+use crawlcache_policy::cache::{to_millis, StoredResponse};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::time::{Duration, UNIX_EPOCH};

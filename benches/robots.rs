@@ -13,7 +13,7 @@
 
 #![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
-use crawlcache::robots::RobotsTxt;
+use crawlcache_robots::RobotsTxt;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 

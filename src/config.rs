@@ -10,7 +10,7 @@
 //! by design); an unknown key or a value of the wrong shape is an error that
 //! names the key, the file and its line, or the variable.
 
-use crate::units::{de_duration, de_size};
+use crawlcache_base::units::{de_duration, de_size};
 use serde::{Deserialize, Deserializer};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -38,10 +38,10 @@ pub struct Config {
     /// `[record]`: what is kept for offline replay.
     pub record: crate::record::RecordConfig,
     /// `[robots]`: robots.txt snapshots, enforcement, politeness.
-    pub robots: crate::robots::settings::RobotsConfig,
+    pub robots: crawlcache_robots::settings::RobotsConfig,
     /// `[fleet]`: what a fleet of nodes shares through Redis and a bucket
     /// (empty `redis_url`: single node).
-    pub fleet: crate::fleet::config::FleetConfig,
+    pub fleet: crawlcache_fleet::config::FleetConfig,
     /// `[audit]`: which requests get an audit line, and how long the
     /// files are kept.
     pub audit: AuditConfig,
@@ -236,9 +236,9 @@ pub struct CacheConfig {
     #[serde(deserialize_with = "de_duration")]
     pub max_stale_on_error: Duration,
     /// `[[cache.key_rules]]`: cache-key rewriting (SPEC section 6).
-    pub key_rules: Vec<crate::record::key_rules::KeyRule>,
+    pub key_rules: Vec<crawlcache_policy::key_rules::KeyRule>,
     /// `[[cache.rules]]`: per-URL policy rules (SPEC section 6).
-    pub rules: Vec<crate::record::policy_rules::PolicyRule>,
+    pub rules: Vec<crawlcache_policy::policy_rules::PolicyRule>,
 }
 
 /// `[store]`: how the cache is kept on disk and in memory (issue 13).
@@ -524,8 +524,8 @@ impl Config {
 
     /// How to open the store: the budget of `cache.max_size`, the inline
     /// threshold and index cache of `[store]`.
-    pub fn store_options(&self) -> crate::store::StoreOptions {
-        crate::store::StoreOptions {
+    pub fn store_options(&self) -> crawlcache_store::StoreOptions {
+        crawlcache_store::StoreOptions {
             max_size: self.cache.max_size,
             inline_max: self.store.inline_max_bytes,
             index_cache: self.store.memory_budget().index_cache(),
@@ -535,8 +535,8 @@ impl Config {
     }
 
     /// The cache policy tunables.
-    pub fn policy(&self) -> crate::cache::PolicyConfig {
-        crate::cache::PolicyConfig {
+    pub fn policy(&self) -> crawlcache_policy::cache::PolicyConfig {
+        crawlcache_policy::cache::PolicyConfig {
             shared: self.cache.shared,
             heuristic_fraction: self.cache.heuristic_fraction,
             heuristic_max: self.cache.heuristic_max,
@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn fleet_mode_is_off_by_default_and_its_keys_are_read() {
-        use crate::fleet::config::RedisUrl;
+        use crawlcache_fleet::config::RedisUrl;
         let c = Config::defaults().unwrap();
         assert_eq!(c.fleet.redis_url, RedisUrl::None, "single node unless redis_url is set");
         assert!(!c.fleet.has_bucket());
@@ -607,13 +607,13 @@ mod tests {
     #[test]
     fn robots_section_defaults_and_host_overrides() {
         let c = Config::defaults().unwrap();
-        assert_eq!(c.robots, crate::robots::settings::RobotsConfig::default());
+        assert_eq!(c.robots, crawlcache_robots::settings::RobotsConfig::default());
         let c = Config::from_sources(Some((
             Path::new("r.toml"),
             "[robots]\nmode = \"enforce\"\nfresh = \"2s\"\nstale_usable = \"4s\"\nhard_max = \"6s\"\n[robots.hosts.\"a.example\"]\nfresh = \"1s\"\n",
         )))
         .unwrap();
-        assert_eq!(c.robots.mode, crate::robots::settings::RobotsMode::Enforce);
+        assert_eq!(c.robots.mode, crawlcache_robots::settings::RobotsMode::Enforce);
         assert_eq!(c.robots.windows_for("a.example").fresh, Duration::from_secs(1));
         assert_eq!(c.robots.windows_for("b.example").fresh, Duration::from_secs(2));
         let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfreshness = \"1h\"\n"))).unwrap_err();

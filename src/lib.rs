@@ -9,19 +9,14 @@
 //! [`units`] and [`fsutil`] are leaves every other module may use.
 //!
 //! The layers below live in crates of their own (`crates/`), so that a
-//! lower one cannot import a higher one: `crawlcache-base` (leaves, some
-//! re-exported here: [`units`], [`fsutil`]), `crawlcache-policy` (the
-//! RFC 9111 decisions: [`cache`], [`store_key`]), `crawlcache-store`
-//! (the body store, [`store`]) and `crawlcache-robots` (the RFC 9309
-//! engine, re-exported in [`robots`] beside the fetcher over the proxy's
-//! upstream client).
-
-pub use crawlcache_base::byte_lru;
-pub(crate) use crawlcache_base::locks;
-pub use crawlcache_base::{fsutil, units};
-pub use crawlcache_fleet as fleet;
-pub use crawlcache_policy::{cache, store_key};
-pub use crawlcache_store as store;
+//! lower one cannot import a higher one: `crawlcache-base` (leaves: units,
+//! file-system helpers, locks, URLs), `crawlcache-policy` (the RFC 9111
+//! decisions, cache keys and store keys), `crawlcache-store` (the body
+//! store), `crawlcache-robots` (the RFC 9309 engine; [`robots`] holds the
+//! fetcher over the proxy's upstream client) and `crawlcache-fleet`. None
+//! of their items is re-exported here: every path names the crate an item
+//! lives in (`crawlcache_store::Store`, `crawlcache_policy::cache::decide`),
+//! in this crate, its tests and its benchmarks (tests/architecture.rs).
 
 pub mod access;
 pub mod admin;

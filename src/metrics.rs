@@ -16,52 +16,18 @@
 //! sampled once a second), [`origins`] (figures per origin, sampled under
 //! load) and [`recent`] (the last errors).
 
+pub mod counter;
 pub mod history;
 pub mod latency;
 pub mod origins;
 pub mod recent;
 
 #[cfg(doc)]
-use crate::wire::cache_status::CacheStatus;
-use crate::wire::cache_status::Outcome;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crawlcache_policy::cache_status::CacheStatus;
+use crawlcache_policy::cache_status::Outcome;
+use std::sync::atomic::Ordering;
 
-/// Slots of one [`Counter`]: each thread adds to one of them (picked once
-/// per thread, in turn), so the serving threads do not pass a counter's
-/// cache line between their cores on every request, as one shared atomic
-/// would make them do (several counters move on every hit).
-const SLOTS: usize = 8;
-
-/// A monotonic counter split into per-thread slots; its value is their sum.
-#[derive(Debug, Default)]
-pub struct Counter {
-    slots: [Slot; SLOTS],
-}
-
-/// One slot, alone on its cache line.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-struct Slot(AtomicU64);
-
-pub(crate) use crawlcache_base::shard::thread_ordinal;
-
-/// The slot of the calling thread.
-fn slot_index() -> usize {
-    thread_ordinal() % SLOTS
-}
-
-impl Counter {
-    /// Adds `n` (in the calling thread's slot).
-    pub fn add(&self, n: u64) {
-        self.slots[slot_index()].0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// The counter's value: the sum of the slots (each read once; counts
-    /// added meanwhile may or may not be in it).
-    pub fn get(&self) -> u64 {
-        self.slots.iter().map(|s| s.0.load(Ordering::Relaxed)).fold(0u64, u64::wrapping_add)
-    }
-}
+pub use counter::Counter;
 
 /// Counters of the proxy. All are monotonic since start.
 #[derive(Debug, Default)]
@@ -263,8 +229,8 @@ impl Metrics {
     }
 
     /// Counts a robots disposition.
-    pub fn robots_disposition(&self, d: crate::robots::snapshot::Disposition) {
-        use crate::robots::snapshot::Disposition;
+    pub fn robots_disposition(&self, d: crawlcache_robots::snapshot::Disposition) {
+        use crawlcache_robots::snapshot::Disposition;
         Metrics::inc(match d {
             Disposition::Fetched => &self.robots_fetched,
             Disposition::Cached => &self.robots_cached,
@@ -284,7 +250,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::cache_status::CacheStatus;
+    use crawlcache_policy::cache_status::CacheStatus;
 
     /// Counts added from many threads (more threads than slots, so some
     /// share one) all show in the value, and the classes of `record` add up.

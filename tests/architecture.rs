@@ -559,3 +559,26 @@ fn the_dependency_check_tells_test_use_from_code_use() {
     assert!(names_crate("extern crate delta;", "delta"));
     assert!(names_crate("pub use epsilon as e;", "epsilon"));
 }
+
+/// Every path names the crate its item lives in (issue 42): no `pub use`
+/// (or `pub(crate) use`) in the root crate re-exports another crate's
+/// items, `lib.rs` included, so `crate::store::Store` cannot stand for
+/// `crawlcache_store::Store`. A crate is another's when its name is a
+/// dependency of the root's manifest.
+#[test]
+fn no_module_of_the_root_re_exports_another_crates_items() {
+    let deps: BTreeSet<String> = normal_dependencies(&root().join("Cargo.toml")).into_iter().map(|(name, _, _)| name).collect();
+    let re = regex::Regex::new(r"(?m)^\s*pub(?:\([a-z]+\))?\s+use\s+:{0,2}([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("src")) {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        for c in re.captures_iter(&text) {
+            let first = &c[1];
+            if deps.contains(first) || first.starts_with("crawlcache_") {
+                let line = text[..c.get(0).map_or(0, |m| m.start())].lines().count() + 1;
+                found.push(format!("{}:{line}: pub use {first}::...", file.strip_prefix(root()).unwrap_or(&file).display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "re-exports of other crates' items (name the crate at the call sites instead):\n{}", found.join("\n"));
+}

@@ -2,9 +2,9 @@
 //! (Cache-Control soups with junk; valid and invalid Expires, Date,
 //! Last-Modified, Age) and any clock, the RFC 9111 invariants hold.
 
-use crawlcache::cache::cache_control::CacheControl;
-use crawlcache::cache::*;
-use crawlcache::cache::{from_millis, to_millis, StoredResponse};
+use crawlcache_policy::cache::cache_control::CacheControl;
+use crawlcache_policy::cache::*;
+use crawlcache_policy::cache::{from_millis, to_millis, StoredResponse};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use proptest::prelude::*;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -234,7 +234,7 @@ proptest! {
     fn storable_never_panics(r in response(), req in request(), cfg in config()) {
         let resp = header_map(&r.fields);
         let result = storable(&Method::GET, &CacheControl::from_headers(&req), &req, r.status, &resp, &cfg);
-        if crawlcache::cache::key::secondary_key(&resp, &req).is_none() {
+        if crawlcache_policy::cache::key::secondary_key(&resp, &req).is_none() {
             prop_assert!(result.is_err());
         }
         prop_assert!(storable(&Method::HEAD, &CacheControl::from_headers(&req), &req, r.status, &resp, &cfg).is_err());
@@ -264,7 +264,7 @@ proptest! {
             Some(m) if m.bytes().all(|b| b.is_ascii_digit()) => m.parse::<u128>().map_or(0, |n| n.min(2_147_483_648) as u64),
             _ => 0,
         };
-        prop_assert_eq!(crawlcache::cache::age_value(&fields), expected);
+        prop_assert_eq!(crawlcache_policy::cache::age_value(&fields), expected);
         let with = StoredResponse { status: 200, headers: fields, request_time_ms: to_millis(at(0)), response_time_ms: to_millis(at(0)), url: String::new(), vary_request: vec![] };
         let single = StoredResponse { headers: if expected == 0 { vec![] } else { vec![("age".to_string(), expected.to_string().into_bytes())] }, ..with.clone() };
         prop_assert_eq!(current_age(&with, at(now)), current_age(&single, at(now)));

@@ -6,7 +6,7 @@
 mod corpus;
 
 use crawlcache::cli::robots::{self as cli, BatchSummary, CheckArgs};
-use crawlcache::robots::{LineTag, RobotsTxt, Verdict};
+use crawlcache_robots::{LineTag, RobotsTxt, Verdict};
 
 /// Asserts every (agent, url, allowed) triple and reports all failures at once.
 fn expect(robots: &[u8], cases: &[(&str, &str, bool)]) {

@@ -10,7 +10,7 @@
 #[path = "common/corpus.rs"]
 mod corpus;
 
-use crawlcache::robots::RobotsTxt;
+use crawlcache_robots::RobotsTxt;
 use std::collections::HashMap;
 
 const EXPECTED_CHECKS: usize = 108_584;

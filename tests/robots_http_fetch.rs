@@ -2,12 +2,12 @@
 //! origin whose responses the test scripts; and the registry on top of it
 //! in real time with short windows (issue 5, "It must show" 2 and 3).
 
-use crawlcache::robots::enforce::{Action, RobotsCheck};
-use crawlcache::robots::fetch::{FetchError, RedirectPolicy, RobotsFetch};
 use crawlcache::robots::http_fetch::UpstreamRobotsFetch;
-use crawlcache::robots::registry::RobotsRegistry;
-use crawlcache::robots::settings::{RobotsConfig, RobotsMode};
-use crawlcache::robots::snapshot::{Disposition, Origin, RobotsStatus, Validators, MAX_ROBOTS_BYTES};
+use crawlcache_robots::enforce::{Action, RobotsCheck};
+use crawlcache_robots::fetch::{FetchError, RedirectPolicy, RobotsFetch};
+use crawlcache_robots::registry::RobotsRegistry;
+use crawlcache_robots::settings::{RobotsConfig, RobotsMode};
+use crawlcache_robots::snapshot::{Disposition, Origin, RobotsStatus, Validators, MAX_ROBOTS_BYTES};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -310,7 +310,7 @@ async fn compressed_robots_txt_is_decoded_before_parsing_c40() {
         let (rules, d) = reg.rules_for(&o, now).await;
         let s = &rules.snapshot;
         assert_eq!((s.status, s.body.as_slice()), (RobotsStatus::Fetched, text), "case {i} ({listed}): {}", s.last_outcome);
-        assert_eq!(s.sha256, crawlcache::robots::snapshot::sha256_hex(text), "case {i}: SHA-256 of the decoded text");
+        assert_eq!(s.sha256, crawlcache_robots::snapshot::sha256_hex(text), "case {i}: SHA-256 of the decoded text");
         assert_eq!(s.content_encoding.as_deref(), Some(listed), "case {i}");
         let check = RobotsCheck::new(&rules, d, &reg.windows(&o), now, "examplebot", &format!("http://127.0.0.1:{port}/private/x"));
         assert_eq!((check.verdict.rule.as_deref(), check.verdict.line), (Some("Disallow: /private/"), Some(2)), "case {i}");
@@ -373,7 +373,7 @@ async fn a_gzip_bomb_is_cut_at_500_kib_of_decoded_text_c40() {
     let reg = registry(RobotsConfig::default(), Duration::from_secs(5));
     let (rules, _) = reg.rules_for(&Origin::new("http", "127.0.0.1", port), SystemTime::now()).await;
     assert_eq!((rules.snapshot.status, rules.snapshot.body.len(), rules.snapshot.truncated), (RobotsStatus::Fetched, MAX_ROBOTS_BYTES, true));
-    assert!(!rules.verdict(crawlcache::robots::snapshot::State::Fresh, "x", "/private/a").allowed);
+    assert!(!rules.verdict(crawlcache_robots::snapshot::State::Fresh, "x", "/private/a").allowed);
 }
 
 /// C43: each fetch is sent under the identity it is given, else under the
@@ -398,7 +398,7 @@ async fn robots_fetches_are_sent_under_the_crawlers_identity_c43() {
     assert!(o2.requests_for("/robots.txt")[0].to_ascii_lowercase().contains("\r\nuser-agent: examplebot\r\n"));
     assert_eq!(rules.snapshot.fetched_as.as_deref(), Some("examplebot"));
     assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
-    let shown = crawlcache::robots::registry::describe(&rules.snapshot, &reg.windows(&rules.snapshot.origin), SystemTime::now());
+    let shown = crawlcache_robots::registry::describe(&rules.snapshot, &reg.windows(&rules.snapshot.origin), SystemTime::now());
     assert!(shown.contains("fetched as:    examplebot"), "{shown}");
     assert!(shown.contains("robots.txt answered 403 to examplebot: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity"), "{shown}");
 }

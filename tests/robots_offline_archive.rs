@@ -75,7 +75,7 @@ fn offline_enforce_judges_by_the_newest_robots_txt_capture_of_an_imported_warc()
     assert_eq!(r.status, 403, "the archived robots.txt disallows /private/: {}", r.describe());
     assert!(r.text().contains("rule `Disallow: /private/` (line 2)") && r.text().contains(&format!("{a}/robots.txt")), "{}", r.text());
     let rs = r.header("robots-status").unwrap_or("").to_string();
-    let sha = crawlcache::robots::snapshot::sha256_hex(RULES.as_bytes());
+    let sha = crawlcache_robots::snapshot::sha256_hex(RULES.as_bytes());
     assert!(rs.starts_with("disallowed; rule=\"Disallow: /private/\"; line=2") && rs.contains(&sha) && rs.ends_with("disposition=offline"), "{rs}");
 
     let r = proxy.get(&format!("{a}/public"), &ua);

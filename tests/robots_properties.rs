@@ -3,7 +3,7 @@
 //! longest-match decision against a brute-force one (§2.2.2), and parse/check
 //! on arbitrary bytes.
 
-use crawlcache::robots::RobotsTxt;
+use crawlcache_robots::RobotsTxt;
 use proptest::prelude::*;
 
 /// Reference: does `pattern` match a prefix of `path` (the whole of it when

@@ -379,7 +379,7 @@ fn snapshots_survive_a_restart() {
 }
 
 fn sha256_hex(b: &[u8]) -> String {
-    crawlcache::robots::snapshot::sha256_hex(b)
+    crawlcache_robots::snapshot::sha256_hex(b)
 }
 
 // ---- issue 10: C40 compressed robots.txt, C43 fetch identity, C44

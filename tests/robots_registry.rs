@@ -2,11 +2,11 @@
 //! injected clock (issue 5, "It must show" 1–3 at the registry level):
 //! windows, outcome mapping, back-off, redirects, collapse, persistence.
 
-use crawlcache::robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RedirectPolicy, RobotsFetch};
-use crawlcache::robots::identity::FALLBACK_USER_AGENT;
-use crawlcache::robots::registry::{load_snapshot, RobotsRegistry};
-use crawlcache::robots::settings::{HostOverride, RobotsConfig};
-use crawlcache::robots::snapshot::{
+use crawlcache_robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RedirectPolicy, RobotsFetch};
+use crawlcache_robots::identity::FALLBACK_USER_AGENT;
+use crawlcache_robots::registry::{load_snapshot, RobotsRegistry};
+use crawlcache_robots::settings::{HostOverride, RobotsConfig};
+use crawlcache_robots::snapshot::{
     Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_LIMIT, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
 };
 use std::collections::{HashMap, VecDeque};

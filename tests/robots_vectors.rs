@@ -1,9 +1,9 @@
 //! Google's own assertions (robots_test.cc and reporting_robots_test.cc at
 //! commit 22b355ff) and probe cases answered by Google's library, replayed
-//! against `crawlcache::robots`. Every record is checked; a failure lists
+//! against `crawlcache_robots`. Every record is checked; a failure lists
 //! each mismatching record.
 
-use crawlcache::robots::{escape_pattern, is_valid_product_token, path_params_query, LineReport, LineTag, RobotsTxt};
+use crawlcache_robots::{escape_pattern, is_valid_product_token, path_params_query, LineReport, LineTag, RobotsTxt};
 use serde_json::{json, Value};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots");

@@ -313,9 +313,9 @@ fn the_cache_browser_searches_pages_and_purges_with_hostile_text_shown_as_text()
     let evil = "http://evil.test/<script>alert(1)</script>\"'/?q=<b>bold</b>";
     let long_url = format!("http://{}/{}", long_host(0), "segment-".repeat(30));
     {
-        let store = crawlcache::store::Store::open(&data, 1 << 30).unwrap();
+        let store = crawlcache_store::Store::open(&data, 1 << 30).unwrap();
         let head = |url: &str| {
-            crawlcache::cache::StoredResponse {
+            crawlcache_policy::cache::StoredResponse {
                 status: 200,
                 headers: vec![("x-evil".into(), b"<script>alert(2)</script>".to_vec())],
                 request_time_ms: 0,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Barrier};
 #[path = "common/tmpfs.rs"]
 mod tmpfs;
 
-use crawlcache::store::{CommittedBody, Store, StoreError};
+use crawlcache_store::{CommittedBody, Store, StoreError};
 use sha2::{Digest, Sha256};
 
 fn sha256_hex(bytes: &[u8]) -> String {

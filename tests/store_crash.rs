@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crawlcache::store::Store;
+use crawlcache_store::Store;
 use sha2::{Digest, Sha256};
 
 const CHILD_MODE: &str = "CRAWLCACHE_STORE_TEST_CHILD";
@@ -87,7 +87,7 @@ fn child_process() {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let store = loop {
         match Store::open(&dir, budget) {
-            Err(crawlcache::store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(crawlcache_store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             other => break other.unwrap(),
         }
     };
@@ -382,8 +382,8 @@ fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
             assert_eq!(bytes.len() as u64, body.len);
             // Read the way the proxy serves it, too.
             let served = match store.read_body(&e).unwrap() {
-                crawlcache::store::BodyData::Bytes(b) => b,
-                crawlcache::store::BodyData::File(mut f) => {
+                crawlcache_store::BodyData::Bytes(b) => b,
+                crawlcache_store::BodyData::File(mut f) => {
                     let mut b = Vec::new();
                     std::io::Read::read_to_end(&mut f, &mut b).unwrap();
                     b

@@ -14,8 +14,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use crawlcache::cache::StoredResponse;
-use crawlcache::store::Store;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_store::Store;
 use sha2::{Digest, Sha256};
 
 /// One line of the fixture's manifest.

@@ -10,7 +10,7 @@
 //! - the peer is the origin's host (or the parent proxy's `host:port`),
 //!   not its IP address, as Squid writes with `log_fqdn`-like settings.
 
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd, Outcome};
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd, Outcome};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 

@@ -16,7 +16,7 @@
 pub mod format;
 
 use crate::config::{AccessLogFormat, AccessLogTarget, ServerConfig};
-use crate::locks::lock;
+use crawlcache_base::locks::lock;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -255,7 +255,7 @@ pub fn spawn_reopener(log: Option<&Arc<AccessLog>>, mut closing: tokio::sync::wa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::cache_status::Outcome;
+    use crawlcache_policy::cache_status::Outcome;
 
     fn entry(url: &str) -> format::Entry<'_> {
         format::Entry {

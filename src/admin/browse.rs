@@ -3,7 +3,7 @@
 //! (what is stored for a URL and why), linked from the status page.
 //!
 //! A listing never loads the index: each page is one key-range scan
-//! ([`crate::store::Store::page`]) that starts after the last entry of the
+//! ([`crawlcache_store::Store::page`]) that starts after the last entry of the
 //! previous page (the `after` cursor in the "next page" link) and reads at
 //! most [`SCAN_BUDGET`] index keys, decoding only the entries the filter
 //! keeps, so it holds at ten million entries; a sparse filter may give a
@@ -22,8 +22,8 @@ use super::inspect::{KeyFilter, ListSpec, Listing};
 use super::respond::{query_param, text};
 use super::status::{answer, duration, frame, query_escape, thousands};
 use crate::proxy::ProxyState;
-use crate::store::PageCursor;
 use crate::wire::body::ProxyBody;
+use crawlcache_store::PageCursor;
 use http::{Response, StatusCode};
 use maud::{html, Markup};
 use std::time::SystemTime;
@@ -166,7 +166,7 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
                             tr {
                                 td.url data-label="URL" { a href=(format!("/cache/entry?url={}", query_escape(&r.url))) { (r.url) } }
                                 td.num data-label="status" { (r.status.map_or_else(|| "–".to_string(), |s| s.to_string())) }
-                                td.num data-label="body" { (crate::units::format_bytes(r.bytes)) }
+                                td.num data-label="body" { (crawlcache_base::units::format_bytes(r.bytes)) }
                                 td.num data-label="freshness left" { (r.ttl.map_or_else(|| "–".to_string(), ttl_text)) }
                                 td data-label="stored" { (r.stored.clone().unwrap_or_default()) }
                                 td data-label="in" { (r.place()) }
@@ -215,7 +215,7 @@ fn ttl_text(ttl: i64) -> String {
 /// One stored variant as the entry page shows it.
 struct Variant {
     key: String,
-    stored: Option<crate::cache::StoredResponse>,
+    stored: Option<crawlcache_policy::cache::StoredResponse>,
     body_bytes: u64,
     body_sha256: Option<String>,
     last_used: Option<SystemTime>,
@@ -239,11 +239,11 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
         for m in [None, Some(http::Method::GET), Some(http::Method::HEAD)] {
             let primary = match &m {
                 None => k.clone(),
-                Some(m) => crate::store_key::RecordKey::new(m, &k, None).primary(),
+                Some(m) => crawlcache_policy::store_key::RecordKey::new(m, &k, None).primary(),
             };
             for e in store.lookup(&primary)? {
                 out.push(Variant {
-                    stored: crate::cache::StoredResponse::from_bytes(&e.meta),
+                    stored: crawlcache_policy::cache::StoredResponse::from_bytes(&e.meta),
                     body_bytes: e.body.as_ref().map_or(0, |b| b.len),
                     body_sha256: e.body.as_ref().map(|b| b.sha256.clone()),
                     last_used: e.last_used_at(),
@@ -251,7 +251,7 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
                 });
             }
         }
-        Ok::<_, crate::store::StoreError>(out)
+        Ok::<_, crawlcache_store::StoreError>(out)
     })
     .await;
     let variants = match found {
@@ -297,28 +297,28 @@ fn variant_card(state: &ProxyState, v: &Variant, now: SystemTime) -> Markup {
     let Some(s) = &v.stored else {
         return html! { div.variant { p.none { "a variant under " (v.key) " whose stored head cannot be read" } } };
     };
-    let lifetime = crate::record::policy_rules::freshness_lifetime(&state.config.cache.rules, &v.key, s, &state.policy);
-    let age = crate::cache::current_age(s, now);
+    let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(&state.config.cache.rules, &v.key, s, &state.policy);
+    let age = crawlcache_policy::cache::current_age(s, now);
     let left = lifetime.as_secs() as i64 - age.as_secs() as i64;
     let field = |name: &str| {
         s.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(", ")
     };
     let validators = [("ETag", field("etag")), ("Last-Modified", field("last-modified"))];
-    let at = |ms: u64| crate::audit::format_rfc3339(crate::cache::from_millis(ms));
+    let at = |ms: u64| crawlcache_base::time::format_rfc3339(crawlcache_policy::cache::from_millis(ms));
     html! {
         div.variant {
-            h3 { (if crate::store_key::StoreKey::is_record(&v.key) { "record " } else { "cache " }) span.url { (v.key) } }
+            h3 { (if crawlcache_policy::store_key::StoreKey::is_record(&v.key) { "record " } else { "cache " }) span.url { (v.key) } }
             dl.fields {
                 dt { "status" } dd { (s.status) }
                 dt { "freshness" } dd { (ttl_text(left)) " (lifetime " (duration(lifetime.as_secs())) ", age " (duration(age.as_secs())) ")" }
                 dt { "received" } dd { (at(s.response_time_ms)) }
-                dt { "last used" } dd { (v.last_used.map(crate::audit::format_rfc3339).unwrap_or_else(|| "–".into())) }
+                dt { "last used" } dd { (v.last_used.map(crawlcache_base::time::format_rfc3339).unwrap_or_else(|| "–".into())) }
                 @for (name, value) in &validators { dt { (name) } dd.url { @if value.is_empty() { "–" } @else { (value) } } }
                 dt { "variant" } dd.url {
                     @if s.vary_request.is_empty() { "– (no Vary)" }
                     @for (n, val) in &s.vary_request { (n) ": " (String::from_utf8_lossy(val)) br; }
                 }
-                dt { "body" } dd { (crate::units::format_bytes(v.body_bytes)) " (" (thousands(v.body_bytes)) " bytes)" }
+                dt { "body" } dd { (crawlcache_base::units::format_bytes(v.body_bytes)) " (" (thousands(v.body_bytes)) " bytes)" }
                 dt { "SHA-256" } dd.url { (v.body_sha256.clone().unwrap_or_else(|| "–".into())) }
             }
             details open {
@@ -333,7 +333,7 @@ fn variant_card(state: &ProxyState, v: &Variant, now: SystemTime) -> Markup {
 /// fetched from here).
 fn robots_verdict(state: &ProxyState, url: &str, now: SystemTime) -> Markup {
     let r = super::status::robots_state(state, url, now);
-    let origin = crate::robots::snapshot::Origin::from_url(url);
+    let origin = crawlcache_robots::snapshot::Origin::from_url(url);
     let rules = origin.as_ref().and_then(|o| state.robots.current(o));
     let agent = state.config.robots.agent.trim();
     let agent = if agent.is_empty() { "*" } else { agent };

@@ -12,7 +12,7 @@ use http::{Response, StatusCode};
 /// `rules`, and the exact URL when that differs), `host`, `prefix`,
 /// `older_than` (a duration). Errors: a bad URL or duration, or nothing
 /// selected.
-pub fn purge_selection(query: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<maintain::PurgeSelection, String> {
+pub fn purge_selection(query: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<maintain::PurgeSelection, String> {
     let mut selection = maintain::PurgeSelection {
         filter: inspect::KeyFilter { host: query_param(query, "host"), prefix: query_param(query, "prefix") },
         ..Default::default()
@@ -21,7 +21,7 @@ pub fn purge_selection(query: &str, rules: &[crate::record::key_rules::KeyRule])
         selection.urls = url_keys(&url, rules).map_err(|e| e.to_string())?;
     }
     if let Some(d) = query_param(query, "older_than") {
-        selection.older_than = Some(crate::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?);
+        selection.older_than = Some(crawlcache_base::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?);
     }
     selection.validate()?;
     Ok(selection)
@@ -165,7 +165,7 @@ pub async fn purge_preview(state: &ProxyState, query: &str) -> Response<ProxyBod
 /// `POST /cache/prune[?unused_for=DURATION][&records=1]` ([`maintain::prune`]).
 pub async fn prune(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let unused_for = query_param(query, "unused_for").unwrap_or_else(|| maintain::DEFAULT_UNUSED_FOR.into());
-    let unused_for = match crate::units::parse_duration(&unused_for) {
+    let unused_for = match crawlcache_base::units::parse_duration(&unused_for) {
         Ok(d) => d,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("crawlcache: unused_for: {e}\n")),
     };
@@ -220,9 +220,9 @@ pub async fn verify(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 
 /// `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot in force.
 pub fn robots_show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
-    match query_param(query, "origin").and_then(|o| crate::robots::snapshot::Origin::from_url(&o)) {
+    match query_param(query, "origin").and_then(|o| crawlcache_robots::snapshot::Origin::from_url(&o)) {
         Some(origin) => match state.robots.current(&origin) {
-            Some(rules) => text_ok(crate::robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now())),
+            Some(rules) => text_ok(crawlcache_robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now())),
             None => text(StatusCode::NOT_FOUND, format!("crawlcache: no robots.txt snapshot for {origin} yet\n")),
         },
         None => text(StatusCode::BAD_REQUEST, "crawlcache: /robots/show needs ?origin=http://host[:port]\n".into()),
@@ -233,8 +233,8 @@ pub fn robots_show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 /// one origin or of every known one.
 pub async fn robots_refresh(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let now = std::time::SystemTime::now();
-    let origins: Vec<crate::robots::snapshot::Origin> = match query_param(query, "origin") {
-        Some(o) => match crate::robots::snapshot::Origin::from_url(&o) {
+    let origins: Vec<crawlcache_robots::snapshot::Origin> = match query_param(query, "origin") {
+        Some(o) => match crawlcache_robots::snapshot::Origin::from_url(&o) {
             Some(origin) => vec![origin],
             None => return text(StatusCode::BAD_REQUEST, format!("crawlcache: '{o}' is not an origin (http://host[:port])\n")),
         },
@@ -243,7 +243,7 @@ pub async fn robots_refresh(state: &ProxyState, query: &str) -> Response<ProxyBo
     let mut out = String::new();
     for origin in origins {
         let rules = state.robots.refresh(&origin, now).await;
-        out.push_str(&crate::robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now()));
+        out.push_str(&crawlcache_robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now()));
         out.push('\n');
     }
     text_ok(out)

@@ -163,7 +163,7 @@ pub fn run(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 /// The import itself, writing [`ImportLine`]s to `out` as it goes. A
 /// write error (the client went away) is returned at the end of the file
 /// being read; what was imported stays.
-fn run_blocking(store: &crate::store::Store, opts: crate::warc::import::Options, files: &[(PathBuf, String)], out: &mut dyn Write) -> std::io::Result<()> {
+fn run_blocking(store: &crawlcache_store::Store, opts: crate::warc::import::Options, files: &[(PathBuf, String)], out: &mut dyn Write) -> std::io::Result<()> {
     let sink = std::cell::RefCell::new(Sink { out, failed: None });
     let mut import = crate::warc::import::Import::new(store, opts);
     for (path, name) in files {

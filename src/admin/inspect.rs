@@ -9,11 +9,11 @@
 //! record with no cache entry for its URL is a row of its own, and so is
 //! every record of another method (`HEAD`, a form's `POST`).
 
-use crate::cache::{self, PolicyConfig};
-use crate::cache::{from_millis, StoredResponse};
-use crate::record::policy_rules::PolicyRule;
-use crate::store::{Entry, Scan, Store};
-use crate::store_key::{RecordKey, Selection, StoreKey};
+use crawlcache_policy::cache::{self, PolicyConfig};
+use crawlcache_policy::cache::{from_millis, StoredResponse};
+use crawlcache_policy::policy_rules::PolicyRule;
+use crawlcache_policy::store_key::{RecordKey, Selection, StoreKey};
+use crawlcache_store::{Entry, Scan, Store};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::time::SystemTime;
@@ -273,7 +273,7 @@ impl Listing {
             Some(_) => (false, true),
         };
         let ttl = stored.as_ref().map(|s| {
-            let lifetime = crate::record::policy_rules::freshness_lifetime(&self.spec.rules, &url, s, &self.spec.policy);
+            let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(&self.spec.rules, &url, s, &self.spec.policy);
             let age = cache::current_age(s, self.spec.now);
             let left = lifetime.as_millis() as i128 - age.as_millis() as i128;
             left.div_euclid(1000).clamp(i64::MIN as i128, i64::MAX as i128) as i64
@@ -281,7 +281,7 @@ impl Listing {
         Ok(Some(LsRow {
             status: stored.as_ref().map(|s| s.status),
             bytes: e.body.as_ref().map_or(0, |b| b.len),
-            stored: stored.as_ref().map(|s| crate::audit::format_rfc3339(from_millis(s.response_time_ms))),
+            stored: stored.as_ref().map(|s| crawlcache_base::time::format_rfc3339(from_millis(s.response_time_ms))),
             ttl,
             cache,
             record,
@@ -290,7 +290,7 @@ impl Listing {
             secondary_key: String::from_utf8_lossy(&e.secondary_key).into_owned(),
             variant: stored.as_ref().map(|s| variant_of(s, &e.secondary_key)).unwrap_or_default(),
             body_sha256: e.body.as_ref().map(|b| b.sha256.clone()),
-            last_used: e.last_used_at().map(crate::audit::format_rfc3339),
+            last_used: e.last_used_at().map(crawlcache_base::time::format_rfc3339),
             key: e.primary_key,
             url,
         }))
@@ -310,12 +310,12 @@ fn record_secondary_key(record: &Entry) -> Vec<u8> {
 /// request fields kept with it; empty without `Vary`.
 fn variant_of(stored: &StoredResponse, secondary_key: &[u8]) -> String {
     let headers = stored.header_map();
-    if crate::cache::key::vary_names(&headers).is_some_and(|n| n.is_empty()) {
+    if crawlcache_policy::cache::key::vary_names(&headers).is_some_and(|n| n.is_empty()) {
         return String::new();
     }
     match Selection::of_entry(secondary_key, stored, &headers) {
         Selection::Unknown => "Vary: * (recorded before variants were kept)".to_string(),
-        _ => crate::store_key::describe_variant(&headers, &crate::store_key::fields_map(&stored.vary_request)),
+        _ => crawlcache_policy::store_key::describe_variant(&headers, &crawlcache_policy::store_key::fields_map(&stored.vary_request)),
     }
 }
 
@@ -360,7 +360,7 @@ impl Picked {
 
     /// The `Content-Encoding` codings of the stored response, as listed.
     pub fn codings(&self) -> Vec<String> {
-        crate::robots::decode::parse_content_encoding(
+        crawlcache_robots::decode::parse_content_encoding(
             self.stored.headers.iter().filter(|(n, _)| n == "content-encoding").filter_map(|(_, v)| std::str::from_utf8(v).ok()),
         )
     }
@@ -377,7 +377,7 @@ impl Picked {
         if !decode {
             return Ok(raw);
         }
-        crate::robots::decode::reader(&self.codings(), raw).map_err(|e| format!("{}: {e}", self.key))
+        crawlcache_robots::decode::reader(&self.codings(), raw).map_err(|e| format!("{}: {e}", self.key))
     }
 }
 
@@ -387,7 +387,7 @@ impl Picked {
 /// a scan of the record keys, read key by key); `None` when none is
 /// stored. Errors: `url` is not an absolute http(s) URL, or the index
 /// cannot be read.
-pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::KeyRule]) -> Result<Option<Picked>, super::lookup::LookupError> {
+pub fn pick(store: &Store, url: &str, key_rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<Option<Picked>, super::lookup::LookupError> {
     let key = super::lookup::cache_key(url, key_rules)?;
     let record_key = RecordKey::get(&key).primary();
     for k in [key.clone(), record_key] {
@@ -412,7 +412,7 @@ pub fn pick(store: &Store, url: &str, key_rules: &[crate::record::key_rules::Key
 /// stored under) whose head decodes.
 fn newest(entries: impl IntoIterator<Item = (String, Entry)>) -> Option<Picked> {
     let decoded = entries.into_iter().filter_map(|(key, entry)| Some(Picked { stored: StoredResponse::from_bytes(&entry.meta)?, key, entry }));
-    crate::cache::variant::select(decoded, |_| true, |p| &p.stored)
+    crawlcache_policy::cache::variant::select(decoded, |_| true, |p| &p.stored)
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! normalised, then rewritten by `cache.key_rules`; and the stored
 //! variants and records of one URL as JSON.
 
-use crate::cache::{key, StoredResponse};
-use crate::store::{Entry, Store, StoreError};
+use crawlcache_policy::cache::{key, StoredResponse};
+use crawlcache_store::{Entry, Store, StoreError};
 
 /// Why a URL's stored responses could not be looked up.
 #[derive(Debug, thiserror::Error)]
@@ -43,14 +43,14 @@ fn normalise(url: &str) -> Result<String, LookupError> {
 /// The stored variants of `url` as JSON (for `cache show`).
 /// `key` is the cache key under `rules` (`cache.key_rules`); `records` the
 /// recorded responses for it (SPEC section 6).
-pub fn show_json(store: &Store, url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<serde_json::Value, LookupError> {
+pub fn show_json(store: &Store, url: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<serde_json::Value, LookupError> {
     let exact = normalise(url)?;
-    let primary = crate::record::key_rules::apply(rules, &exact);
+    let primary = crawlcache_policy::key_rules::apply(rules, &exact);
     let entries = store.lookup(&primary)?;
     let variants: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
     let mut records = Vec::new();
     for m in [http::Method::GET, http::Method::HEAD] {
-        let key = crate::store_key::RecordKey::new(&m, &primary, None).primary();
+        let key = crawlcache_policy::store_key::RecordKey::new(&m, &primary, None).primary();
         for e in store.lookup(&key)? {
             let mut j = entry_json(&e);
             j["key"] = serde_json::Value::String(key.clone());
@@ -81,15 +81,15 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 /// The cache key of `url`: normalised ([`key::primary_key`]), then
 /// rewritten by the first of `rules` (`cache.key_rules`) that matches.
 /// Errors: `url` is not an absolute http:// or https:// URL.
-pub fn cache_key(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<String, LookupError> {
-    Ok(crate::record::key_rules::apply(rules, &normalise(url)?))
+pub fn cache_key(url: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<String, LookupError> {
+    Ok(crawlcache_policy::key_rules::apply(rules, &normalise(url)?))
 }
 
 /// The keys a purge of `url` removes: its cache key under `rules`, and the
 /// exact (normalised) URL when the rules rewrote it (entries stored before
 /// the rule was added). Errors: `url` is not an absolute http(s) URL.
-pub fn url_keys(url: &str, rules: &[crate::record::key_rules::KeyRule]) -> Result<Vec<String>, LookupError> {
+pub fn url_keys(url: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<Vec<String>, LookupError> {
     let exact = normalise(url)?;
-    let key = crate::record::key_rules::apply(rules, &exact);
+    let key = crawlcache_policy::key_rules::apply(rules, &exact);
     Ok(if key == exact { vec![key] } else { vec![key, exact] })
 }

@@ -8,10 +8,10 @@
 //! Bodies no longer referenced are deleted by the store in the background.
 
 use super::inspect::{key_url, KeyFilter};
-use crate::cache::{self, PolicyConfig};
-use crate::cache::{from_millis, StoredResponse};
-use crate::record::policy_rules::PolicyRule;
-use crate::store::{Entry, Store};
+use crawlcache_policy::cache::{self, PolicyConfig};
+use crawlcache_policy::cache::{from_millis, StoredResponse};
+use crawlcache_policy::policy_rules::PolicyRule;
+use crawlcache_store::{Entry, Store};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
@@ -130,12 +130,12 @@ impl PruneSpec {
     /// `unused_for` ago. An entry whose head cannot be read is left to
     /// `cache verify`.
     pub fn prunes(&self, e: &Entry, now: SystemTime) -> bool {
-        if crate::store_key::StoreKey::is_record(&e.primary_key) && !self.records {
+        if crawlcache_policy::store_key::StoreKey::is_record(&e.primary_key) && !self.records {
             return false;
         }
         let Some(stored) = StoredResponse::from_bytes(&e.meta) else { return false };
         let url = key_url(&e.primary_key);
-        let lifetime = crate::record::policy_rules::freshness_lifetime(&self.rules, url, &stored, &self.policy);
+        let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(&self.rules, url, &stored, &self.policy);
         if lifetime > cache::current_age(&stored, now) {
             return false;
         }
@@ -172,18 +172,24 @@ fn remove_where(store: &Store, mut select: impl FnMut(&Entry) -> bool) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store_key::RecordKey;
+    use crawlcache_policy::store_key::RecordKey;
 
     fn entry(key: &str, cache_control: &str, received: SystemTime, last_used: Option<SystemTime>) -> Entry {
         let head = StoredResponse {
             status: 200,
             headers: vec![("cache-control".into(), cache_control.as_bytes().to_vec())],
-            request_time_ms: crate::cache::to_millis(received),
-            response_time_ms: crate::cache::to_millis(received),
+            request_time_ms: crawlcache_policy::cache::to_millis(received),
+            response_time_ms: crawlcache_policy::cache::to_millis(received),
             url: key_url(key).into(),
             vary_request: vec![],
         };
-        Entry { primary_key: key.into(), secondary_key: vec![], meta: head.to_bytes(), body: None, last_used: last_used.map_or(7, crate::store::clock_micros) }
+        Entry {
+            primary_key: key.into(),
+            secondary_key: vec![],
+            meta: head.to_bytes(),
+            body: None,
+            last_used: last_used.map_or(7, crawlcache_store::clock_micros),
+        }
     }
 
     #[test]

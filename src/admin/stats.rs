@@ -152,6 +152,6 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "connections": status::connections_json(state),
         "recent": status::windows_json(state),
         "origins": super::origin_figures::origins_json(state),
-        "audit": { "mode": state.config.audit.mode, "keep": crate::units::format_duration(state.config.audit.keep), "bytes": crate::audit::disk_bytes(state.audit.dir()) },
+        "audit": { "mode": state.config.audit.mode, "keep": crawlcache_base::units::format_duration(state.config.audit.keep), "bytes": crate::audit::disk_bytes(state.audit.dir()) },
     })
 }

@@ -22,7 +22,7 @@
 //!   Crawl-delay, each origin linking to its entries in the cache browser
 //!   ([`super::browse`]);
 //! - the last errors ([`crate::metrics::recent`]; refusals are not
-//!   errors: [`crate::wire::cache_status::CacheStatus::outcome_for`]), client connections
+//!   errors: [`crawlcache_policy::cache_status::CacheStatus::outcome_for`]), client connections
 //!   against `server.max_connections`, and fleet health per engine.
 //!
 //! Rendered with maud: every value is escaped by the template (URLs,
@@ -32,9 +32,9 @@
 //! scripts and tests.
 
 use crate::proxy::ProxyState;
-use crate::robots::snapshot::{Origin, RobotsStatus, State};
-use crate::store::StoreStats;
 use crate::wire::body::ProxyBody;
+use crawlcache_robots::snapshot::{Origin, RobotsStatus, State};
+use crawlcache_store::StoreStats;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 use maud::{html, Markup, DOCTYPE};
@@ -183,7 +183,7 @@ pub struct RobotsState {
 /// (`stale` for both stale windows).
 pub fn robots_state(state: &ProxyState, origin: &str, now: SystemTime) -> RobotsState {
     let mut out = RobotsState { state: "unknown", status: None, age_seconds: None, back_off_until_ms: None, failures: 0, crawl_delay: None, refreshing: false };
-    if state.config.robots.mode == crate::robots::settings::RobotsMode::Off {
+    if state.config.robots.mode == crawlcache_robots::settings::RobotsMode::Off {
         out.state = "off";
         return out;
     }
@@ -300,7 +300,7 @@ fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
 pub enum Format {
     /// A count with thousands separators: `12,345`.
     Int,
-    /// Bytes in binary units ([`crate::units::format_bytes`]): `512 B`,
+    /// Bytes in binary units ([`crawlcache_base::units::format_bytes`]): `512 B`,
     /// `1.5 KiB`, `12.3 MiB`.
     Bytes,
     /// A share as a percentage with one decimal: `85.2 %`.
@@ -324,7 +324,7 @@ impl Format {
         let Some(x) = v.as_f64() else { return "–".into() };
         match self {
             Format::Int => thousands(x.round() as u64),
-            Format::Bytes => crate::units::format_bytes(x.max(0.0) as u64),
+            Format::Bytes => crawlcache_base::units::format_bytes(x.max(0.0) as u64),
             Format::Percent => format!("{:.1} %", x * 100.0),
             Format::Rate => format!("{x:.1}/s"),
         }
@@ -543,7 +543,9 @@ fn origin_row(o: &Value) -> Markup {
     let age = r["age_seconds"].as_u64().map(duration);
     let delay = r["crawl_delay"].as_f64().map(|d| format!("{d} s")).unwrap_or_else(|| "–".into());
     let last_error = match (o["last_error"]["status"].as_u64(), o["last_error"]["at_ms"].as_u64()) {
-        (Some(status), Some(ms)) => format!("{status} at {}", crate::audit::format_rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms))),
+        (Some(status), Some(ms)) => {
+            format!("{status} at {}", crawlcache_base::time::format_rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)))
+        }
         _ => "–".into(),
     };
     html! {
@@ -593,7 +595,7 @@ fn error_items(v: &Value) -> Markup {
         @if items.is_empty() { li.none { "none" } }
         @for e in &items {
             li {
-                time { (e["at_ms"].as_u64().map(|ms| crate::audit::format_rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms))).unwrap_or_default()) }
+                time { (e["at_ms"].as_u64().map(|ms| crawlcache_base::time::format_rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms))).unwrap_or_default()) }
                 " " span.what { (e["what"].as_str().unwrap_or("")) }
                 " " span.msg { (e["message"].as_str().unwrap_or("")) }
             }

@@ -20,7 +20,7 @@
 //! the last `keep` days; [`skips`] reads both forms, [`disk_bytes`] counts
 //! what the directory holds.
 
-use crate::locks::lock;
+use crawlcache_base::locks::lock;
 
 mod retention;
 
@@ -112,21 +112,21 @@ impl AuditRecord {
     /// strings move into the record, as the proxy's check ends with the
     /// request). The cache status, upstream status, bytes and milliseconds
     /// start empty; set them when the response is done.
-    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<crate::robots::enforce::RobotsCheck>) -> AuditRecord {
+    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<crawlcache_robots::enforce::RobotsCheck>) -> AuditRecord {
         AuditRecord::with_cache_status(at, method, url, robots, Arc::from(""))
     }
 
     /// [`AuditRecord::new`] with the `Cache-Status` value already known
-    /// (the proxy's, from [`crate::wire::cache_status::CacheStatus::apply`]).
+    /// (the proxy's, from [`crawlcache_policy::cache_status::CacheStatus::apply`]).
     pub fn with_cache_status(
         at: SystemTime,
         method: &str,
         url: &str,
-        robots: Option<crate::robots::enforce::RobotsCheck>,
+        robots: Option<crawlcache_robots::enforce::RobotsCheck>,
         cache_status: Arc<str>,
     ) -> AuditRecord {
         let mut record = AuditRecord {
-            time: format_rfc3339(at),
+            time: crawlcache_base::time::format_rfc3339(at),
             method: static_method(method),
             url: url.to_string(),
             agent: None,
@@ -158,8 +158,8 @@ impl AuditRecord {
 
     /// Fills the cache fields from the request's outcome: `cache_status`
     /// (its `Cache-Status` value) and `upstream_status` (`fwd-status`).
-    pub fn set_outcome(&mut self, status: &crate::wire::cache_status::CacheStatus) {
-        self.cache_status = status.to_field_value(crate::wire::cache_status::CACHE_NAME).into();
+    pub fn set_outcome(&mut self, status: &crawlcache_policy::cache_status::CacheStatus) {
+        self.cache_status = status.to_field_value(crawlcache_policy::cache_status::CACHE_NAME).into();
         self.upstream_status = status.fwd_status;
     }
 
@@ -223,7 +223,7 @@ impl AuditRecord {
 
     /// The record's time, parsed back (`None` if malformed).
     pub fn at(&self) -> Option<SystemTime> {
-        parse_rfc3339(&self.time)
+        crawlcache_base::time::parse_rfc3339(&self.time)
     }
 }
 
@@ -234,7 +234,7 @@ pub fn audit_dir(data_dir: &Path) -> PathBuf {
 
 /// The file for the UTC day of `at`: `audit-YYYY-MM-DD.jsonl`.
 pub fn file_name(at: SystemTime) -> String {
-    format!("audit-{}.jsonl", &format_rfc3339(at)[..10])
+    format!("audit-{}.jsonl", &crawlcache_base::time::format_rfc3339(at)[..10])
 }
 
 /// A thread's buffered lines are written (with every other thread's) once
@@ -242,31 +242,6 @@ pub fn file_name(at: SystemTime) -> String {
 pub const FLUSH_BYTES: usize = 64 * 1024;
 /// Buffered lines are written at least this often.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
-
-/// What holds an [`AuditLog`] (the proxy's state; the log itself), so that
-/// a response can keep its owner alive until its audit line is written.
-pub trait HasAuditLog: Send + Sync {
-    /// The audit log.
-    fn audit_log(&self) -> &AuditLog;
-
-    /// Called once a response has ended, with its audit line (before it
-    /// is written), the status sent and the request's class (`hit`,
-    /// `miss`, ... as the access log names it). Nothing by default; the
-    /// proxy counts what the status page shows.
-    fn request_done(&self, _record: &AuditRecord, _status: u16, _outcome: &'static str) {}
-
-    /// Called once a response has ended, after [`HasAuditLog::request_done`],
-    /// with its audit line, its access-log line and the time since the
-    /// request arrived. Nothing by default; the proxy times the request
-    /// and writes the access log.
-    fn request_ended(&self, _record: &AuditRecord, _access: &crate::wire::body::AccessLine, _elapsed: Duration) {}
-}
-
-impl HasAuditLog for AuditLog {
-    fn audit_log(&self) -> &AuditLog {
-        self
-    }
-}
 
 /// Shards of the line buffer: each thread appends to one of them, assigned
 /// in turn at its first append (threads share one only beyond this many), so
@@ -433,7 +408,7 @@ impl AuditLog {
     }
 
     fn open_as(dir: &Path, mode: AuditMode, keep: Option<Duration>) -> io::Result<AuditLog> {
-        crate::fsutil::create_private_dir(dir)?;
+        crawlcache_base::fsutil::create_private_dir(dir)?;
         let shared = Arc::new_cyclic(|writer: &std::sync::Weak<Shared>| Shared {
             dir: dir.to_path_buf(),
             mode,
@@ -462,7 +437,7 @@ impl AuditLog {
             }
         })?;
         let mut today = [0u8; 10];
-        today.copy_from_slice(&format_rfc3339(SystemTime::now()).as_bytes()[..10]);
+        today.copy_from_slice(&crawlcache_base::time::format_rfc3339(SystemTime::now()).as_bytes()[..10]);
         if let Some(keeper) = &shared.keeper {
             keeper.start(today);
         }
@@ -508,7 +483,7 @@ impl AuditLog {
         let mut day = [0u8; 10];
         match record.time.get(..10).filter(|d| crawlcache_base::time::is_date(d)) {
             Some(d) => day.copy_from_slice(d.as_bytes()),
-            None => day.copy_from_slice(&format_rfc3339(SystemTime::now()).as_bytes()[..10]),
+            None => day.copy_from_slice(&crawlcache_base::time::format_rfc3339(SystemTime::now()).as_bytes()[..10]),
         }
         let due = {
             let mut lines = lock(&self.shared.shards[shard_index()].0);
@@ -544,7 +519,7 @@ impl Drop for AuditLog {
 /// malformed lines are skipped. A missing
 /// directory gives an empty list. Errors: a file cannot be read.
 pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
-    let first_day = format_rfc3339(since)[..10].to_string();
+    let first_day = crawlcache_base::time::format_rfc3339(since)[..10].to_string();
     // The day files, plain, compressed, or being compressed (a day's file
     // moved aside by retention before its lines reach the `.gz`).
     let list = || -> io::Result<Vec<PathBuf>> {
@@ -660,20 +635,18 @@ fn json_opt_u64(out: &mut Vec<u8>, n: Option<u64>) {
     }
 }
 
-pub use crawlcache_base::time::{format_rfc3339, parse_rfc3339};
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Read;
 
     fn at(s: &str) -> SystemTime {
-        parse_rfc3339(s).expect("valid time")
+        crawlcache_base::time::parse_rfc3339(s).expect("valid time")
     }
 
     fn rec(time: SystemTime, url: &str, allowed: bool) -> AuditRecord {
         AuditRecord {
-            time: format_rfc3339(time),
+            time: crawlcache_base::time::format_rfc3339(time),
             method: "GET".into(),
             url: url.into(),
             agent: Some("ExampleBot".into()),
@@ -763,9 +736,9 @@ mod tests {
 
     #[test]
     fn record_from_a_robots_check_carries_the_rules_sha256_and_verdict() {
-        use crate::robots::enforce::RobotsCheck;
-        use crate::robots::registry::Rules;
-        use crate::robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RobotsStatus, Snapshot, Windows};
+        use crawlcache_robots::enforce::RobotsCheck;
+        use crawlcache_robots::registry::Rules;
+        use crawlcache_robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RobotsStatus, Snapshot, Windows};
         let t = at("2026-11-30T12:00:00Z");
         let body = b"User-agent: *\nDisallow: /private\n";
         let s = Snapshot::new(Origin::new("http", "a.test", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, t);
@@ -894,8 +867,8 @@ mod tests {
     #[test]
     fn a_week_with_keep_3d_leaves_three_days_past_ones_compressed_and_skips_reads_them() {
         let dir = tempfile::tempdir().unwrap();
-        let today = format_rfc3339(SystemTime::now())[..10].to_string();
-        let midnight = parse_rfc3339(&format!("{today}T00:00:00Z")).unwrap();
+        let today = crawlcache_base::time::format_rfc3339(SystemTime::now())[..10].to_string();
+        let midnight = crawlcache_base::time::parse_rfc3339(&format!("{today}T00:00:00Z")).unwrap();
         let day = |back: u64| midnight - Duration::from_secs(86_400 * back);
         let log = AuditLog::open_with(dir.path(), AuditMode::All, Duration::from_secs(3 * 86_400)).unwrap();
         for back in (0..7).rev() {
@@ -905,7 +878,7 @@ mod tests {
             }
             log.flush().unwrap();
         }
-        let name = |back: u64| format!("audit-{}.jsonl", &format_rfc3339(day(back))[..10]);
+        let name = |back: u64| format!("audit-{}.jsonl", &crawlcache_base::time::format_rfc3339(day(back))[..10]);
         let expected = vec![format!("{}.gz", name(2)), format!("{}.gz", name(1)), name(0)];
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while files(dir.path()) != expected {

@@ -3,7 +3,7 @@
 //! day's rollover, on a background thread ([`Keeper`]); and the bytes the
 //! directory holds ([`disk_bytes`]).
 
-use crate::locks::lock;
+use crawlcache_base::locks::lock;
 use crawlcache_base::time::{format_rfc3339, parse_rfc3339};
 use std::fs::File;
 use std::io;

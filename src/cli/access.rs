@@ -3,7 +3,7 @@
 //! locks the index to one process).
 
 use crate::config::Config;
-use crate::store::Store;
+use crawlcache_store::Store;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 

@@ -35,7 +35,7 @@ pub fn run(command: AuditCommand) -> Result<ExitCode, String> {
 fn skips(common: Common, since: &str) -> Result<ExitCode, String> {
     let cfg = load_config(&common)?;
     super::common::check_data_dir(&cfg.server.data_dir)?;
-    let d = crate::units::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
+    let d = crawlcache_base::units::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
     let dir = crate::audit::audit_dir(&cfg.server.data_dir);
     let from = std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH);
     let records = crate::audit::skips(&dir, from).map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;
@@ -43,6 +43,6 @@ fn skips(common: Common, since: &str) -> Result<ExitCode, String> {
     for r in &records {
         let _ = writeln!(out, "{}", serde_json::to_string(r).unwrap_or_default());
     }
-    eprintln!("{} disallowed request(s) since {}", records.len(), crate::audit::format_rfc3339(from));
+    eprintln!("{} disallowed request(s) since {}", records.len(), crawlcache_base::time::format_rfc3339(from));
     Ok(ExitCode::SUCCESS)
 }

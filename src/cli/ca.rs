@@ -352,7 +352,7 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
         eprintln!("crawlcache: create one with `crawlcache serve{flags}` (its first start creates it) or `crawlcache ca init{flags}`");
         return Ok(ExitCode::from(1));
     }
-    crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    crawlcache_base::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
     let ca = CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
     let cert_path = std::fs::canonicalize(ca.cert_path()).unwrap_or_else(|_| absolute(ca.cert_path()));
     if !existed {

@@ -20,15 +20,15 @@ use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
 use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
 use crate::admin::maintain::{self, PruneSpec, PurgeSelection, Removed};
-use crate::units::{format_age, format_bytes};
 use clap::Subcommand;
+use crawlcache_base::units::{format_age, format_bytes};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-/// Parses a `--older-than` / `--unused-for` value ([`crate::units::parse_duration`]).
+/// Parses a `--older-than` / `--unused-for` value ([`crawlcache_base::units::parse_duration`]).
 fn duration_arg(s: &str) -> Result<Duration, String> {
-    crate::units::parse_duration(s)
+    crawlcache_base::units::parse_duration(s)
 }
 
 /// Checks a `--host` value ([`crate::admin::host_filter::HostFilter::parse`])
@@ -209,7 +209,7 @@ pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
 /// much it gave back.
 fn compact(common: &Common, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
-    let c: crate::store::Compaction = match open_store(&cfg)? {
+    let c: crawlcache_store::Compaction = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
             let c = s.compact().map_err(|e| e.to_string())?;
             s.flush().map_err(|e| e.to_string())?;
@@ -269,7 +269,7 @@ fn stats(common: &Common, json: bool) -> Result<ExitCode, String> {
 /// The `cache stats --json` object, version 1: `data_dir`,
 /// `proxy_running`, `listen` (null when stopped), `store` (entries,
 /// bodies, bytes_stored, bytes_referenced, max_size, evictions,
-/// pack_bytes: [`crate::store::StoreStats`]) and `requests` (the running
+/// pack_bytes: [`crawlcache_store::StoreStats`]) and `requests` (the running
 /// proxy's counters by name, as in `/stats`; null when stopped).
 pub fn stats_object(data_dir: &std::path::Path, store: serde_json::Value, running: Option<(&str, serde_json::Value)>) -> serde_json::Value {
     let (listen, requests) = match running {
@@ -433,7 +433,7 @@ fn selection_words(url: Option<&str>, filter: &KeyFilter, older_than: Option<Dur
         words.push(filter.describe());
     }
     if let Some(d) = older_than {
-        words.push(format!("--older-than {}", crate::units::format_duration(d)));
+        words.push(format!("--older-than {}", crawlcache_base::units::format_duration(d)));
     }
     words.join(" ")
 }

@@ -56,7 +56,7 @@ pub fn load_layered(common: &Common) -> Result<Layered, String> {
 /// it is a file. Errors: a message naming the file in the way (instead of
 /// the system's "File exists" or "Not a directory" later).
 pub fn check_data_dir(dir: &std::path::Path) -> Result<(), String> {
-    match crate::fsutil::blocking_non_directory(dir) {
+    match crawlcache_base::fsutil::blocking_non_directory(dir) {
         Some(f) if f == dir => Err(format!("the data directory {} is a file, not a directory (--data-dir or server.data_dir)", dir.display())),
         Some(f) => {
             Err(format!("the data directory {} cannot exist: {} is a file, not a directory (--data-dir or server.data_dir)", dir.display(), f.display()))

@@ -176,7 +176,7 @@ pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
     let access = if dir.exists() {
         open_store(&cfg)?
     } else {
-        match crate::store::Store::open_with(dir, &cfg.store_options()) {
+        match crawlcache_store::Store::open_with(dir, &cfg.store_options()) {
             Ok(s) => StoreAccess::Direct(s),
             Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display())),
         }
@@ -196,7 +196,12 @@ pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
 
 /// [`import`] into the store opened here: (what it did, files unreadable,
 /// problems reported).
-fn import_direct(cfg: &crate::config::Config, store: &crate::store::Store, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64, u64), String> {
+fn import_direct(
+    cfg: &crate::config::Config,
+    store: &crawlcache_store::Store,
+    files: &[PathBuf],
+    sizes: &[u64],
+) -> Result<(import::Summary, u64, u64), String> {
     let opts = import::Options { key_rules: cfg.cache.key_rules.clone(), policy: cfg.policy() };
     let progress = Progress::new("import", Some(sizes.iter().sum()), Unit::Bytes);
     let mut run = import::Import::new(store, opts);

@@ -130,7 +130,7 @@ impl History {
 
     /// Adds `sample`, dropping the oldest when the ring is full.
     pub fn push(&self, sample: Sample) {
-        let mut r = crate::locks::lock(&self.ring);
+        let mut r = crawlcache_base::locks::lock(&self.ring);
         let cap = r.samples.len();
         let at = r.next;
         r.samples[at] = sample;
@@ -140,7 +140,7 @@ impl History {
 
     /// The samples kept, oldest first.
     pub fn samples(&self) -> Vec<Sample> {
-        let r = crate::locks::lock(&self.ring);
+        let r = crawlcache_base::locks::lock(&self.ring);
         let cap = r.samples.len();
         let first = (r.next + cap - r.len) % cap;
         (0..r.len).map(|i| r.samples[(first + i) % cap]).collect()
@@ -148,7 +148,7 @@ impl History {
 
     /// The newest sample, if any.
     pub fn latest(&self) -> Option<Sample> {
-        let r = crate::locks::lock(&self.ring);
+        let r = crawlcache_base::locks::lock(&self.ring);
         let cap = r.samples.len();
         (r.len > 0).then(|| r.samples[(r.next + cap - 1) % cap])
     }

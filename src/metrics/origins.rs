@@ -153,7 +153,7 @@ impl OriginCounts {
         }
         let Some(origin) = origin_of(c.url) else { return };
         let shard = &self.shards[crawlcache_base::shard::thread_ordinal() % SHARDS];
-        let mut m = crate::locks::lock(&shard.0);
+        let mut m = crawlcache_base::locks::lock(&shard.0);
         if let Some(f) = m.get_mut(origin) {
             f.add(c, every);
         } else if m.len() < ORIGINS_PER_SHARD {
@@ -189,7 +189,7 @@ impl OriginCounts {
     pub fn top(&self, n: usize) -> Vec<(String, OriginFigures)> {
         let mut all: HashMap<String, OriginFigures> = HashMap::new();
         for s in &self.shards {
-            for (k, v) in crate::locks::lock(&s.0).iter() {
+            for (k, v) in crawlcache_base::locks::lock(&s.0).iter() {
                 all.entry(k.to_string()).or_default().absorb(v);
             }
         }

@@ -66,7 +66,7 @@ impl RecentErrors {
             message.push('…');
         }
         self.total.fetch_add(1, Ordering::Relaxed);
-        let mut r = crate::locks::lock(&self.ring);
+        let mut r = crawlcache_base::locks::lock(&self.ring);
         if r.len() == RECENT_ERRORS {
             r.pop_front();
         }
@@ -75,7 +75,7 @@ impl RecentErrors {
 
     /// The errors kept, newest first.
     pub fn newest_first(&self) -> Vec<RecentError> {
-        crate::locks::lock(&self.ring).iter().rev().cloned().collect()
+        crawlcache_base::locks::lock(&self.ring).iter().rev().cloned().collect()
     }
 
     /// Errors seen since start (kept or not).

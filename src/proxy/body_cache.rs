@@ -8,8 +8,8 @@
 //! (the index lookup that comes first decides what is served; this only
 //! replaces the file read).
 
-use crate::byte_lru::ByteLru;
 use bytes::Bytes;
+use crawlcache_base::byte_lru::ByteLru;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -55,7 +55,7 @@ impl BodyCache {
     /// (a fifth of the CPU of a 4 MiB hit); bodies are named by their
     /// content, so any live map of that name holds the right bytes.
     pub fn live_map(&self, sha256: &str) -> Option<Bytes> {
-        let map = crate::locks::lock(&self.live_maps).get(sha256)?.upgrade()?;
+        let map = crawlcache_base::locks::lock(&self.live_maps).get(sha256)?.upgrade()?;
         Some(Bytes::from_owner(SharedMap(map)))
     }
 
@@ -64,7 +64,7 @@ impl BodyCache {
     /// as some response uses it.
     pub fn share_map(&self, sha256: &str, map: memmap2::Mmap) -> Bytes {
         let map = Arc::new(map);
-        let mut live = crate::locks::lock(&self.live_maps);
+        let mut live = crawlcache_base::locks::lock(&self.live_maps);
         if live.len() >= 64 {
             live.retain(|_, m| m.strong_count() > 0);
         }
@@ -83,7 +83,7 @@ impl BodyCache {
         if self.max_bytes == 0 {
             return None;
         }
-        crate::locks::lock(&self.inner).get(sha256).cloned()
+        crawlcache_base::locks::lock(&self.inner).get(sha256).cloned()
     }
 
     /// Keeps `body` under `sha256`, evicting the least recently used bodies
@@ -94,12 +94,12 @@ impl BodyCache {
         if !self.admits(len) {
             return;
         }
-        crate::locks::lock(&self.inner).put(sha256.to_owned(), body);
+        crawlcache_base::locks::lock(&self.inner).put(sha256.to_owned(), body);
     }
 
     /// Bytes of bodies held.
     pub fn bytes(&self) -> u64 {
-        crate::locks::lock(&self.inner).bytes() as u64
+        crawlcache_base::locks::lock(&self.inner).bytes() as u64
     }
 }
 

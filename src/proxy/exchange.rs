@@ -8,9 +8,9 @@
 //! metrics are made from.
 
 use super::robots_gate::RobotsGate;
-use crate::cache::cache_control::CacheControl;
-use crate::cache::key;
-use crate::wire::cache_status::CacheStatus;
+use crawlcache_policy::cache::cache_control::CacheControl;
+use crawlcache_policy::cache::key;
+use crawlcache_policy::cache_status::CacheStatus;
 use http::request::Parts;
 use http::{Method, Request, Uri};
 use hyper::body::Incoming;
@@ -93,9 +93,9 @@ pub struct Exchange {
     /// How many times the cache was looked up for this request (a follower
     /// of a collapsed fetch looks again).
     pub lookups: u32,
-    /// The store's [`crate::store::LookupVersion`] of the primary key, read
+    /// The store's [`crawlcache_store::LookupVersion`] of the primary key, read
     /// before the last lookup: unchanged since, that lookup still holds.
-    pub looked_up: Option<crate::store::LookupVersion>,
+    pub looked_up: Option<crawlcache_store::LookupVersion>,
     /// The outcome so far; written by the stages.
     pub status: CacheStatus,
     /// The URL as requested (normalised), when `cache.key_rules` made the
@@ -155,13 +155,13 @@ impl Exchange {
     /// Rewrites the primary key by the first of `rules` matching the
     /// target (SPEC section 6); the upstream target stays the URL as
     /// requested.
-    pub fn apply_key_rules(&mut self, rules: &[crate::record::key_rules::KeyRule]) {
+    pub fn apply_key_rules(&mut self, rules: &[crawlcache_policy::key_rules::KeyRule]) {
         if rules.is_empty() {
             // Nothing to rewrite (the default): no copy of the key to compare.
             return;
         }
         if let Target::Absolute { primary } = &mut self.target {
-            let key = crate::record::key_rules::apply(rules, primary);
+            let key = crawlcache_policy::key_rules::apply(rules, primary);
             if key != *primary {
                 self.exact_url = Some(std::mem::replace(primary, key));
             }

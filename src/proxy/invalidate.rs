@@ -44,7 +44,7 @@ impl Invalidations {
     /// then runs `remove` (the store removal) while no publish can run, and
     /// returns what `remove` returned.
     pub fn invalidate<R>(&self, primary: &str, now_ms: u64, remove: impl FnOnce() -> R) -> R {
-        let _exclusive = crate::locks::write(&self.gate);
+        let _exclusive = crawlcache_base::locks::write(&self.gate);
         self.record(primary, now_ms);
         remove()
     }
@@ -53,7 +53,7 @@ impl Invalidations {
     /// sent at `request_time_ms`) unless `primary` was invalidated at or
     /// after that time; `None` when it was (nothing inserted).
     pub fn publish<R>(&self, primary: &str, request_time_ms: u64, insert: impl FnOnce() -> R) -> Option<R> {
-        let _shared = crate::locks::read(&self.gate);
+        let _shared = crawlcache_base::locks::read(&self.gate);
         if self.since(primary, request_time_ms) {
             return None;
         }
@@ -61,7 +61,7 @@ impl Invalidations {
     }
 
     fn record(&self, primary: &str, now_ms: u64) {
-        let mut r = crate::locks::lock(&self.inner);
+        let mut r = crawlcache_base::locks::lock(&self.inner);
         if r.at_ms.len() >= MAX_KEYS && !r.at_ms.contains_key(primary) {
             let newest = r.at_ms.values().copied().max().unwrap_or(0);
             r.floor_ms = r.floor_ms.max(newest);
@@ -73,7 +73,7 @@ impl Invalidations {
 
     /// True when `primary` was invalidated at or after `request_time_ms`.
     fn since(&self, primary: &str, request_time_ms: u64) -> bool {
-        let r = crate::locks::lock(&self.inner);
+        let r = crawlcache_base::locks::lock(&self.inner);
         request_time_ms <= r.floor_ms || r.at_ms.get(primary).is_some_and(|&at| at >= request_time_ms)
     }
 }

@@ -1,11 +1,11 @@
 //! Looking a request up in the store: the variants of its URL, the one it
-//! selects (RFC 9111 section 4.1, [`crate::cache::variant`]), and each
+//! selects (RFC 9111 section 4.1, [`crawlcache_policy::cache::variant`]), and each
 //! serving thread's memo of recent lookups, which answers a hit without the
 //! index while the store's version of the key has not moved.
 
 use super::meta_cache::Decoded;
 use super::state::ProxyState;
-use crate::store::{Entry, StoreError};
+use crawlcache_store::{Entry, StoreError};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -25,8 +25,8 @@ pub struct Lookup {
     /// were (for the 504).
     pub missed_variant: Option<String>,
     /// The store's version of the key read before the lookup
-    /// ([`crate::store::Store::lookup_version`]); `None` if the lookup failed.
-    pub version: Option<crate::store::LookupVersion>,
+    /// ([`crawlcache_store::Store::lookup_version`]); `None` if the lookup failed.
+    pub version: Option<crawlcache_store::LookupVersion>,
 }
 
 /// A stored variant and its decoded head.
@@ -113,18 +113,18 @@ pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http
 /// request's (RFC 9111 section 4.1), the most recently received when
 /// several do.
 fn best_variant(variants: &[HotEntry], request_headers: &http::HeaderMap) -> Option<Found> {
-    let best = crate::cache::variant::select(
+    let best = crawlcache_policy::cache::variant::select(
         variants,
-        |(entry, decoded, _)| crate::cache::variant::matches(&entry.secondary_key, &decoded.headers, request_headers),
+        |(entry, decoded, _)| crawlcache_policy::cache::variant::matches(&entry.secondary_key, &decoded.headers, request_headers),
         |(_, decoded, _)| &decoded.stored,
     );
     best.map(|(entry, decoded, hot)| Found { entry: entry.clone(), decoded: decoded.clone(), hot: Some(hot.clone()) })
 }
 
 /// The decoded variants of one primary key, as a lookup found them, and
-/// the store's [`crate::store::LookupVersion`] read before that lookup.
+/// the store's [`crawlcache_store::LookupVersion`] read before that lookup.
 struct HotKey {
-    version: crate::store::LookupVersion,
+    version: crawlcache_store::LookupVersion,
     variants: Vec<HotEntry>,
     /// The heads and bodies are this thread's own copies
     /// ([`HotKey::make_own`]).
@@ -200,7 +200,7 @@ type HotEntry = (Arc<Entry>, Arc<Decoded>, Arc<HotVariant>);
 const HOT_KEYS: usize = 256;
 
 /// A serving thread's memo of recent lookups (primary key -> decoded
-/// variants), used while the store's [`crate::store::Store::lookup_version`]
+/// variants), used while the store's [`crawlcache_store::Store::lookup_version`]
 /// of the key is unchanged: a repeated hit skips the store's lookup (its
 /// locks, its copies of the entry) and the decoded-head cache. Holds the
 /// heads and, once served, bodies of at most [`HOT_BODY_MAX`] bytes
@@ -237,8 +237,8 @@ mod tests {
 
     /// A memo key of one variant with a `body_len`-byte body, its head
     /// decoded by `cache` (shared, as a lookup leaves it).
-    fn hot_key(cache: &crate::proxy::meta_cache::MetaCache, version: crate::store::LookupVersion, url: &str, body_len: u64) -> HotKey {
-        let stored = crate::cache::StoredResponse {
+    fn hot_key(cache: &crate::proxy::meta_cache::MetaCache, version: crawlcache_store::LookupVersion, url: &str, body_len: u64) -> HotKey {
+        let stored = crawlcache_policy::cache::StoredResponse {
             status: 200,
             headers: vec![("content-type".into(), b"text/plain".to_vec()), ("etag".into(), b"\"v1\"".to_vec())],
             request_time_ms: 1,
@@ -252,7 +252,7 @@ mod tests {
             primary_key: url.into(),
             secondary_key: Vec::new(),
             meta,
-            body: Some(crate::store::CommittedBody { sha256: "00".repeat(32), len: body_len }),
+            body: Some(crawlcache_store::CommittedBody { sha256: "00".repeat(32), len: body_len }),
             last_used: 1,
         };
         HotKey { version, variants: vec![(Arc::new(entry), decoded, Arc::new(HotVariant::default()))], own: false, own_refused: false, own_bytes: 0 }
@@ -262,7 +262,7 @@ mod tests {
     fn a_thread_copies_hot_heads_only_within_its_budget() {
         let cache = crate::proxy::meta_cache::MetaCache::new(1 << 20);
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::Store::open(dir.path(), 1 << 20).unwrap();
+        let store = crawlcache_store::Store::open(dir.path(), 1 << 20).unwrap();
         let v = store.lookup_version("http://e/a");
         let mut first = hot_key(&cache, v, "http://e/a", 10_000);
         let shared = Arc::clone(&first.variants[0].1);

@@ -6,9 +6,9 @@
 //! comparing the bytes), so it can never serve a head other than the one
 //! stored: there is nothing to invalidate when entries change.
 
-use crate::byte_lru::ByteLru;
-use crate::cache::StoredResponse;
-use crate::cache::{Freshness, PolicyConfig};
+use crawlcache_base::byte_lru::ByteLru;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::cache::{Freshness, PolicyConfig};
 use http::HeaderMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -104,7 +104,7 @@ impl MetaCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<u64, Arc<Decoded>>> {
-        crate::locks::lock(&self.inner)
+        crawlcache_base::locks::lock(&self.inner)
     }
 
     /// Estimated bytes held now.

@@ -5,7 +5,7 @@
 use super::overload::{refuse_now, unavailable, Closed, EVICTION_WAIT, OVERFLOW_HEAD_TIMEOUT, OVERFLOW_SERVE_TIMEOUT};
 use super::state::ProxyState;
 use crate::metrics::Metrics;
-use crate::wire::cache_status::CacheStatus;
+use crawlcache_policy::cache_status::CacheStatus;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -32,7 +32,7 @@
 //! slot is busy serving a request, the new connection gets the 503 at once.
 
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::CacheStatus;
+use crawlcache_policy::cache_status::CacheStatus;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 use std::collections::VecDeque;
@@ -214,7 +214,7 @@ impl Overload {
     /// it up; the receiver resolves once its socket is closed); `None` when
     /// every slot is serving a request.
     pub(super) fn enter(self: &Arc<Self>) -> Option<(OverflowSlot, Option<tokio::sync::oneshot::Receiver<()>>)> {
-        let mut waiting = crate::locks::lock(&self.waiting);
+        let mut waiting = crawlcache_base::locks::lock(&self.waiting);
         let mut closing = None;
         if self.overflow.load(Ordering::Relaxed) >= self.overflow_slots {
             let (_, evict) = waiting.pop_front()?;
@@ -232,7 +232,7 @@ impl Overload {
 
     /// Logs, at most every [`WARNING_INTERVAL`], that the limit is reached.
     pub(super) fn warn(&self, open: usize) {
-        let mut last = crate::locks::lock(&self.last_warning);
+        let mut last = crawlcache_base::locks::lock(&self.last_warning);
         if last.is_some_and(|t| t.elapsed() < WARNING_INTERVAL) {
             return;
         }
@@ -264,7 +264,7 @@ pub(super) struct OverflowSlot {
 impl OverflowSlot {
     /// No longer waiting for a first byte: the slot cannot be taken over.
     pub(super) fn started(&self) {
-        crate::locks::lock(&self.overload.waiting).retain(|(id, _)| *id != self.id);
+        crawlcache_base::locks::lock(&self.overload.waiting).retain(|(id, _)| *id != self.id);
     }
 }
 

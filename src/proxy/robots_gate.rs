@@ -1,8 +1,8 @@
 //! The robots outcome of one request (SPEC section 4), as the robots
 //! stage ([`super::stages::robots::gate`]) leaves it in the exchange.
 
-use crate::robots::enforce::RobotsCheck;
-use crate::robots::snapshot::{ClientAnswer, Origin};
+use crawlcache_robots::enforce::RobotsCheck;
+use crawlcache_robots::snapshot::{ClientAnswer, Origin};
 use std::time::Duration;
 
 /// Spacing for requests that reach an origin (Crawl-delay, SPEC section 4).

@@ -60,11 +60,11 @@ use super::robots_gate::RobotsAction;
 use super::stages::forward::{Collapse, MAX_COLLAPSED_LOOKUPS};
 use super::stages::{self, Step};
 use super::state::ProxyState;
-use crate::cache::{Decision, PolicyConfig, Reuse};
 use crate::wire::body::{AccessFields, AccessLine, AuditGuard, ProxyBody};
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::interim::InterimSender;
+use crawlcache_policy::cache::{Decision, PolicyConfig, Reuse};
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use std::convert::Infallible;
@@ -175,7 +175,7 @@ pub struct RouteContext<'a> {
     /// The time to decide at.
     pub now: SystemTime,
     /// Per-URL policy rules (`[[cache.rules]]`).
-    pub rules: &'a [crate::record::policy_rules::PolicyRule],
+    pub rules: &'a [crawlcache_policy::policy_rules::PolicyRule],
 }
 
 /// The route for `ex`, given what the store holds (`None`: not looked up).
@@ -262,7 +262,7 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
         let decision =
-            crate::record::policy_rules::reuse_decision(ex.primary(), &ex.request_cc, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
+            crawlcache_policy::policy_rules::reuse_decision(ex.primary(), &ex.request_cc, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
         if ctx.offline {
             return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
         }
@@ -332,9 +332,9 @@ fn hop_duty(ex: &Exchange) -> Option<Route> {
 /// The record keys an offline GET or HEAD is answered from, in order: a
 /// HEAD's own record, then the GET's.
 fn record_keys(ex: &Exchange) -> Vec<String> {
-    let get = crate::record::RecordKey::get(ex.primary()).primary();
+    let get = crawlcache_policy::store_key::RecordKey::get(ex.primary()).primary();
     if ex.is_head() {
-        vec![crate::record::RecordKey::new(&http::Method::HEAD, ex.primary(), None).primary(), get]
+        vec![crawlcache_policy::store_key::RecordKey::new(&http::Method::HEAD, ex.primary(), None).primary(), get]
     } else {
         vec![get]
     }
@@ -356,8 +356,8 @@ fn validation_fwd(ex: &Exchange, found: &Found, decision: &Decision, ctx: &Route
     if decision.stale {
         return Fwd::Stale;
     }
-    let plain = crate::cache::cache_control::CacheControl::default();
-    let without = crate::record::policy_rules::reuse_decision(ex.primary(), &plain, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
+    let plain = crawlcache_policy::cache::cache_control::CacheControl::default();
+    let without = crawlcache_policy::policy_rules::reuse_decision(ex.primary(), &plain, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
     if without.reuse == Reuse::Serve {
         Fwd::Request
     } else {
@@ -586,7 +586,7 @@ fn access_fields(state: &ProxyState, ex: &Exchange, response: &Response<ProxyBod
 /// counts it, and attaches the audit line, written when the body is done.
 fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
     if ex.is_cacheable_method() && matches!(ex.target, Target::Absolute { .. }) && ex.status.key.is_none() {
-        ex.status.rule = crate::record::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
+        ex.status.rule = crawlcache_policy::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
     }
     // Built once: the response field and the audit line carry the same value.
     let cache_status = ex.status.apply(response.headers_mut());

@@ -5,13 +5,13 @@
 use super::shares::Shares;
 use super::shutdown::Tasks;
 use super::{body_cache, invalidate, meta_cache, overload};
-use crate::cache::PolicyConfig;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::store::Store;
 use crate::wire::body::ProxyBody;
 use crate::wire::origin as upstream;
 use crawlcache_base::collapse;
+use crawlcache_policy::cache::PolicyConfig;
+use crawlcache_store::Store;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use std::net::SocketAddr;
@@ -29,7 +29,7 @@ pub type SelfEndpoints = Arc<
 pub fn no_endpoints() -> SelfEndpoints {
     Arc::new(|_, _, _| {
         Box::pin(async {
-            let status = crate::wire::cache_status::CacheStatus::default();
+            let status = crawlcache_policy::cache_status::CacheStatus::default();
             crate::wire::error::error_response(http::StatusCode::NOT_FOUND, "crawlcache: no endpoints here", &status)
         })
     })
@@ -58,9 +58,9 @@ pub struct ProxyState {
     /// The local certificate authority used to intercept CONNECT tunnels.
     pub ca: crate::tls::CertificateAuthority,
     /// robots.txt snapshots per origin.
-    pub robots: crate::robots::registry::RobotsRegistry,
+    pub robots: crawlcache_robots::registry::RobotsRegistry,
     /// Crawl-delay pacing per origin.
-    pub pacer: Arc<crate::robots::politeness::Pacer>,
+    pub pacer: Arc<crawlcache_robots::politeness::Pacer>,
     /// The audit trail.
     pub audit: Arc<crate::audit::AuditLog>,
     /// The access log, when `server.access_log` names a destination.
@@ -84,13 +84,13 @@ pub struct ProxyState {
     pub endpoints: SelfEndpoints,
     /// Fleet mode (`[fleet]`): what this node shares with the others;
     /// `None` on a single node.
-    pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    pub fleet: Option<Arc<crawlcache_fleet::Fleet>>,
     /// `server.max_connections` resolved, the open-file limit, and the
     /// connections beyond the limit ([`overload`]).
     pub overload: Arc<overload::Overload>,
 }
 
-impl crate::audit::HasAuditLog for ProxyState {
+impl crate::wire::body::HasAuditLog for ProxyState {
     fn audit_log(&self) -> &crate::audit::AuditLog {
         &self.audit
     }
@@ -128,7 +128,7 @@ impl ProxyState {
     /// Opens the store in `config.server.data_dir` and builds the state.
     pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
         let dir = &config.server.data_dir;
-        crate::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+        crawlcache_base::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
         let store = Store::open_with(dir, &config.store_options()).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
         Self::build(config, store, local_addr)
     }
@@ -138,14 +138,14 @@ impl ProxyState {
         let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
         let upstream = origin_client(&config)?;
         let robots = robots_registry(&config, &store, upstream.clone())?;
-        let pacer = Arc::new(crate::robots::politeness::Pacer::new());
+        let pacer = Arc::new(crawlcache_robots::politeness::Pacer::new());
         // Fleet mode: robots.txt snapshots shared through Redis.
-        let fleet = crate::fleet::Fleet::start(crate::fleet::NodeSettings {
+        let fleet = crawlcache_fleet::Fleet::start(crawlcache_fleet::NodeSettings {
             config: &config.fleet,
             store: &store,
             max_object_size: config.cache.max_object_size,
             fetch_time: config.upstream.connect_timeout + config.upstream.response_timeout,
-            robots_identity: crate::fleet::keys::identity_id(&config.robots.user_agent, &config.robots.agent),
+            robots_identity: crawlcache_fleet::keys::identity_id(&config.robots.user_agent, &config.robots.agent),
             bucket_connector: &|| {
                 let tls = crate::tls::upstream_client_config(None).map_err(|e| format!("fleet bucket TLS: {e}"))?;
                 Ok(crate::tls::upstream_connector(tls, config.fleet.timeout))
@@ -153,13 +153,13 @@ impl ProxyState {
         })
         .map_err(|e| e.to_string())?;
         if let Some(f) = &fleet {
-            robots.set_shared(Arc::new(crate::fleet::robots::FleetRobots { fleet: f.clone(), started: std::time::SystemTime::now() }));
+            robots.set_shared(Arc::new(crawlcache_fleet::robots::FleetRobots { fleet: f.clone(), started: std::time::SystemTime::now() }));
         }
         if config.robots.honor_crawl_delay {
             // A robots.txt fetch counts as a request to its origin (for the
             // fleet as a whole in fleet mode).
             let (p, min, f) = (pacer.clone(), config.robots.min_delay, fleet.clone());
-            robots.set_fetch_hook(Arc::new(move |o: &crate::robots::snapshot::Origin| {
+            robots.set_fetch_hook(Arc::new(move |o: &crawlcache_robots::snapshot::Origin| {
                 p.reserve(&o.key(), min, std::time::SystemTime::now());
                 if let Some(f) = f.clone() {
                     let key = o.key();
@@ -230,7 +230,7 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
 }
 
 /// The robots.txt registry over the store's index, fetching through `upstream`.
-pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstream) -> Result<crate::robots::registry::RobotsRegistry, String> {
+pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstream) -> Result<crawlcache_robots::registry::RobotsRegistry, String> {
     let tree = store.extra_tree("robots").map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
     let fetch = crate::robots::http_fetch::UpstreamRobotsFetch::new(
         upstream,
@@ -238,5 +238,5 @@ pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstr
         config.upstream.response_timeout,
         config.robots.max_size as usize,
     );
-    Ok(crate::robots::registry::RobotsRegistry::new(tree, Arc::new(fetch), config.robots.clone()))
+    Ok(crawlcache_robots::registry::RobotsRegistry::new(tree, Arc::new(fetch), config.robots.clone()))
 }

@@ -30,10 +30,10 @@
 use super::route::handle_in_tunnel;
 use super::state::ProxyState;
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::interim::InterimIo;
 use crate::wire::sendfile::SendfileIo;
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -173,7 +173,7 @@ pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
         }
     }
     let method = http::Method::from_bytes(parsed.method.unwrap_or("").as_bytes()).unwrap_or(http::Method::GET);
-    if super::stages::upgrade::is_websocket_upgrade(&method, &headers) {
+    if crawlcache_policy::hop_by_hop::is_websocket_upgrade(&method, &headers) {
         TunnelContent::WebSocket
     } else {
         TunnelContent::Http

@@ -5,14 +5,14 @@
 //!
 //! **Records are ordinary store entries under their own key namespace.**
 //! The HTTP cache stores responses under the primary key, the target URI
-//! (`http://example.com/a?b`, see [`crate::cache::key`]), with the
+//! (`http://example.com/a?b`, see [`crawlcache_policy::cache::key`]), with the
 //! secondary key built from `Vary`. A record is stored under its
 //! [`RecordKey`] (`record:GET http://example.com/a?b`; a POST's key names
 //! the SHA-256 of its body) with, as secondary key, its [`Selection`]: the
 //! same RFC 9111 section 4.1 secondary key the cache would use, so every
 //! `Vary` variant of a URL is recorded beside the others
 //! ([`crate::store_key`] has the format, before and after). As metadata it
-//! holds the encoded [`crate::cache::StoredResponse`] (the same encoding as
+//! holds the encoded [`crawlcache_policy::cache::StoredResponse`] (the same encoding as
 //! cache entries). Its body is an ordinary content-addressed body: the same
 //! SHA-256 files, reference counts, size budget and LRU order as the cache,
 //! so eviction, `cache verify` and `cache stats` cover records with no
@@ -26,7 +26,7 @@
 //! chain replays hop by hop), 4xx, 5xx, `private`, `no-cache`, answers to
 //! HEAD; `no-store` (request or response) only with `record.no_store`.
 //! The header fields kept are those the cache keeps
-//! ([`crate::cache::headers_to_store`]): `Set-Cookie` only when
+//! ([`crawlcache_policy::cache::headers_to_store`]): `Set-Cookie` only when
 //! `cache.store_set_cookie` allows it. Incomplete bodies are never kept
 //! (the tee publishes only a complete body).
 //!
@@ -54,13 +54,11 @@
 //! fields that selected none of them: never another variant. Online,
 //! nothing changes: RFC 9111 alone decides what is served from the cache.
 
-pub use crawlcache_policy::{key_rules, policy_rules};
-
-use crate::cache::cache_control::CacheControl;
-use crate::store::Store;
-pub use crate::store_key::{RecordKey, Selection};
 use bytes::Bytes;
 use crawlcache_base::collapse::{self, Lead, Outcome};
+use crawlcache_policy::cache::cache_control::CacheControl;
+use crawlcache_policy::store_key::RecordKey;
+use crawlcache_store::Store;
 use http::Method;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -163,9 +161,9 @@ fn copy_entry(store: &Store, primary: &str, secondary_key: &[u8], record_key: &R
 pub fn freshen_record(
     store: &Store,
     primary: &str,
-    cached: &crate::store::Entry,
-    selects: impl Fn(&crate::cache::StoredResponse) -> bool,
-    freshen: impl Fn(&crate::cache::StoredResponse) -> crate::cache::StoredResponse,
+    cached: &crawlcache_store::Entry,
+    selects: impl Fn(&crawlcache_policy::cache::StoredResponse) -> bool,
+    freshen: impl Fn(&crawlcache_policy::cache::StoredResponse) -> crawlcache_policy::cache::StoredResponse,
 ) -> Result<bool, String> {
     let key = RecordKey::get(primary).primary();
     // One index row read: most cached responses have no record.
@@ -173,7 +171,7 @@ pub fn freshen_record(
     if record.body != cached.body {
         return Ok(false);
     }
-    let Some(stored) = crate::cache::StoredResponse::from_bytes(&record.meta) else { return Ok(false) };
+    let Some(stored) = crawlcache_policy::cache::StoredResponse::from_bytes(&record.meta) else { return Ok(false) };
     if !selects(&stored) {
         return Ok(false);
     }

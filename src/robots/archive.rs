@@ -2,7 +2,7 @@
 //! sections 4 and 6).
 //!
 //! `crawlcache import` keeps every `response` record of a WARC file as a
-//! record in the store ([`crate::store_key::RecordKey`], the newest capture
+//! record in the store ([`crawlcache_policy::store_key::RecordKey`], the newest capture
 //! per URL and variant), robots.txt captures included. Offline, an origin
 //! that has no robots.txt snapshot of its own (it was never fetched
 //! online) is judged by the newest robots.txt capture of that origin in
@@ -23,16 +23,16 @@
 //! store's [`LookupVersion`] of every record read, and made again when one
 //! of those records changes (an import into the running proxy).
 
-use super::decode::{decode, parse_content_encoding};
-use super::fetch::{apply_fetch, fetch_robots, FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
-use super::registry::Rules;
-use super::settings::RobotsConfig;
-use super::snapshot::{Origin, Validators};
-use crate::cache::StoredResponse;
-use crate::locks::lock;
-use crate::record::key_rules::KeyRule;
-use crate::store::{BodyData, LookupVersion, Store};
-use crate::store_key::RecordKey;
+use crawlcache_base::locks::lock;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::key_rules::KeyRule;
+use crawlcache_policy::store_key::RecordKey;
+use crawlcache_robots::decode::{decode, parse_content_encoding};
+use crawlcache_robots::fetch::{apply_fetch, fetch_robots, FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
+use crawlcache_robots::registry::Rules;
+use crawlcache_robots::settings::RobotsConfig;
+use crawlcache_robots::snapshot::{Origin, Validators};
+use crawlcache_store::{BodyData, LookupVersion, Store};
 use http::header::{CONTENT_ENCODING, ETAG, LAST_MODIFIED, LOCATION, RETRY_AFTER};
 use std::collections::HashMap;
 use std::io::Read;
@@ -74,7 +74,7 @@ pub async fn rules(store: &Store, key_rules: &[KeyRule], config: &RobotsConfig, 
         max_bytes: usize::try_from(config.max_size).unwrap_or(usize::MAX),
         read: Mutex::default(),
     };
-    let captured_at = fetcher.capture(&origin.robots_url()).map(|(_, stored)| crate::cache::from_millis(stored.response_time_ms));
+    let captured_at = fetcher.capture(&origin.robots_url()).map(|(_, stored)| crawlcache_policy::cache::from_millis(stored.response_time_ms));
     let rules = match captured_at {
         None => None,
         Some(at) => {
@@ -107,10 +107,10 @@ pub struct ArchiveFetch {
 impl ArchiveFetch {
     /// The newest capture of a GET of `url`, with its head; `None` when
     /// there is none (or `url` is not an `http`/`https` URL).
-    fn capture(&self, url: &str) -> Option<(crate::store::Entry, StoredResponse)> {
+    fn capture(&self, url: &str) -> Option<(crawlcache_store::Entry, StoredResponse)> {
         let uri: http::Uri = url.parse().ok()?;
-        let key = crate::cache::key::primary_key(&uri)?;
-        let primary = RecordKey::get(&crate::record::key_rules::apply(&self.key_rules, &key)).primary();
+        let key = crawlcache_policy::cache::key::primary_key(&uri)?;
+        let primary = RecordKey::get(&crawlcache_policy::key_rules::apply(&self.key_rules, &key)).primary();
         let version = self.store.lookup_version(&primary);
         lock(&self.read).push((primary.clone(), version));
         let entries = match self.store.lookup(&primary) {
@@ -123,7 +123,7 @@ impl ArchiveFetch {
         // The newest capture whatever its variant (RFC 9111 section 4.1's
         // order, kept in one place).
         let captures = entries.into_iter().filter_map(|e| StoredResponse::from_bytes(&e.meta).map(|s| (e, s)));
-        crate::cache::variant::select(captures, |_| true, |(_, s)| s)
+        crawlcache_policy::cache::variant::select(captures, |_| true, |(_, s)| s)
     }
 
     /// The response the archive holds for `url`, as the network fetcher

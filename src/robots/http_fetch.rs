@@ -12,11 +12,11 @@
 //! text needs. A body that does not decode is
 //! [`FetchError::Undecodable`]. Bodies of other statuses are not read.
 
-use super::decode::{decode, parse_content_encoding, ACCEPT_ENCODING};
-use super::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
-use super::snapshot::Validators;
 use crate::wire::body::ProxyBody;
 use crate::wire::origin::{Upstream, UpstreamErrorKind};
+use crawlcache_robots::decode::{decode, parse_content_encoding, ACCEPT_ENCODING};
+use crawlcache_robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
+use crawlcache_robots::snapshot::Validators;
 use http::header::{
     ACCEPT, ACCEPT_ENCODING as ACCEPT_ENCODING_FIELD, CONTENT_ENCODING, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER,
     USER_AGENT,

@@ -520,10 +520,10 @@ fn ensure_ca_dir(ca_dir: &Path) -> Result<(), TlsError> {
     fs::create_dir_all(ca_dir).map_err(|err| TlsError::io("create directory", ca_dir, err))
 }
 
-/// Creates a new private directory (0700; see [`crate::fsutil::create_private_dir`]).
+/// Creates a new private directory (0700; see [`crawlcache_base::fsutil::create_private_dir`]).
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
-    crate::fsutil::create_private_dir(dir).map_err(|err| TlsError::io("create directory", dir, err))
+    crawlcache_base::fsutil::create_private_dir(dir).map_err(|err| TlsError::io("create directory", dir, err))
 }
 
 /// Makes the key file readable by its owner only (0600) if it is not already.

@@ -48,9 +48,9 @@ use sha2::{Digest, Sha256};
 use super::http::{request_block, response_head};
 use super::writer::WarcWriter;
 use super::{new_record_id, sha1_label, sha1_label_of, warc_date, REQUEST_BODY_SHA256};
-use crate::cache::StoredResponse;
-use crate::store::{Entry, Store, StoreError};
-use crate::store_key::{Selection, StoreKey};
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::store_key::{Selection, StoreKey};
+use crawlcache_store::{Entry, Store, StoreError};
 
 /// Which entries to export: the `cache ls` filters (`host`, `prefix`).
 pub type Filter = crate::admin::inspect::KeyFilter;
@@ -379,9 +379,9 @@ mod tests {
     #[test]
     fn store_keys_split_into_method_url_and_body_hash() {
         assert_eq!(exchange_of("http://a/x"), ("GET".into(), "http://a/x".into(), None));
-        let head = crate::store_key::RecordKey::new(&http::Method::HEAD, "http://a/x", None).primary();
+        let head = crawlcache_policy::store_key::RecordKey::new(&http::Method::HEAD, "http://a/x", None).primary();
         assert_eq!(exchange_of(&head), ("HEAD".into(), "http://a/x".into(), None));
-        let post = crate::store_key::RecordKey::new(&http::Method::POST, "http://a/f", Some("ab")).primary();
+        let post = crawlcache_policy::store_key::RecordKey::new(&http::Method::POST, "http://a/f", Some("ab")).primary();
         assert_eq!(exchange_of(&post), ("POST".into(), "http://a/f".into(), Some("ab".into())));
     }
 }

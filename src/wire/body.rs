@@ -73,8 +73,8 @@ pub struct AccessLine {
     pub status: u16,
     /// The request's class: `hit`, `stale`, `revalidated`, `miss`, `pass`,
     /// `refused` or `error` in logs
-    /// ([`crate::wire::cache_status::CacheStatus::outcome_for`]).
-    pub outcome: crate::wire::cache_status::Outcome,
+    /// ([`crawlcache_policy::cache_status::CacheStatus::outcome_for`]).
+    pub outcome: crawlcache_policy::cache_status::Outcome,
     /// `allowed`, `disallowed`, or `-` when robots handling is off.
     pub robots: &'static str,
     /// The rest of the access log's fields, gathered only when an access
@@ -137,11 +137,36 @@ impl AccessLine {
     }
 }
 
+/// What holds an [`crate::audit::AuditLog`] (the proxy's state; the log itself), so that
+/// a response can keep its owner alive until its audit line is written.
+pub trait HasAuditLog: Send + Sync {
+    /// The audit log.
+    fn audit_log(&self) -> &crate::audit::AuditLog;
+
+    /// Called once a response has ended, with its audit line (before it
+    /// is written), the status sent and the request's class (`hit`,
+    /// `miss`, ... as the access log names it). Nothing by default; the
+    /// proxy counts what the status page shows.
+    fn request_done(&self, _record: &crate::audit::AuditRecord, _status: u16, _outcome: &'static str) {}
+
+    /// Called once a response has ended, after [`HasAuditLog::request_done`],
+    /// with its audit line, its access-log line and the time since the
+    /// request arrived. Nothing by default; the proxy times the request
+    /// and writes the access log.
+    fn request_ended(&self, _record: &crate::audit::AuditRecord, _access: &AccessLine, _elapsed: std::time::Duration) {}
+}
+
+impl HasAuditLog for crate::audit::AuditLog {
+    fn audit_log(&self) -> &crate::audit::AuditLog {
+        self
+    }
+}
+
 /// Writes a request's audit line and access-log line once its response
 /// body is finished (or abandoned), with the bytes actually sent and the
 /// elapsed milliseconds.
 pub struct AuditGuard {
-    log: std::sync::Arc<dyn crate::audit::HasAuditLog>,
+    log: std::sync::Arc<dyn HasAuditLog>,
     record: Option<crate::audit::AuditRecord>,
     access: AccessLine,
     started: std::time::Instant,
@@ -152,12 +177,7 @@ impl AuditGuard {
     /// A guard that will append `record` to the audit log of `log` and log
     /// `access`. `log` is whatever owns the log (the proxy's state, whose
     /// reference the request holds already: no count is taken for it).
-    pub fn new(
-        log: std::sync::Arc<dyn crate::audit::HasAuditLog>,
-        record: crate::audit::AuditRecord,
-        access: AccessLine,
-        started: std::time::Instant,
-    ) -> AuditGuard {
+    pub fn new(log: std::sync::Arc<dyn HasAuditLog>, record: crate::audit::AuditRecord, access: AccessLine, started: std::time::Instant) -> AuditGuard {
         AuditGuard { log, record: Some(record), access, started, bytes: 0 }
     }
 }

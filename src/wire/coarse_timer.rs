@@ -63,7 +63,7 @@ struct Shard {
 
 impl Shard {
     fn lock(&self) -> MutexGuard<'_, Slab> {
-        crate::locks::lock(&self.slab)
+        crawlcache_base::locks::lock(&self.slab)
     }
 }
 
@@ -73,7 +73,7 @@ static SHARDS: Mutex<Vec<Weak<Shard>>> = Mutex::new(Vec::new());
 thread_local! {
     static SHARD: Arc<Shard> = {
         let shard = Arc::new(Shard::default());
-        let mut all = crate::locks::lock(&SHARDS);
+        let mut all = crawlcache_base::locks::lock(&SHARDS);
         all.retain(|s| s.strong_count() > 0);
         all.push(Arc::downgrade(&shard));
         shard
@@ -99,7 +99,7 @@ fn start_ticker() {
 /// Wakes (and frees the slots of) every sleep whose deadline is at or
 /// before `now`, on every thread.
 fn wake_expired(now: Instant) {
-    let shards: Vec<Arc<Shard>> = crate::locks::lock(&SHARDS).iter().filter_map(Weak::upgrade).collect();
+    let shards: Vec<Arc<Shard>> = crawlcache_base::locks::lock(&SHARDS).iter().filter_map(Weak::upgrade).collect();
     for shard in shards {
         let mut due = Vec::new();
         {

@@ -2,7 +2,7 @@
 //! in offline mode says the URL was never stored; a 403 names the rule).
 
 use super::body::ProxyBody;
-use super::cache_status::CacheStatus;
+use crawlcache_policy::cache_status::CacheStatus;
 use crawlcache_policy::hop_by_hop::add_via;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};

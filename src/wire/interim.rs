@@ -54,7 +54,7 @@ impl InterimSender {
             bytes.extend_from_slice(b"\r\n");
         }
         bytes.extend_from_slice(b"\r\n");
-        let mut q = crate::locks::lock(&self.0);
+        let mut q = crawlcache_base::locks::lock(&self.0);
         if q.len() + bytes.len() <= MAX_PENDING_BYTES {
             q.extend_from_slice(&bytes);
         }
@@ -65,7 +65,7 @@ impl InterimSender {
     /// path: a question about the whole server (RFC 9112 section 3.2.4).
     /// Asked once per such request, in order (see [`RequestLines`]).
     pub fn take_whole_server(&self, target: &str) -> bool {
-        crate::locks::lock(&self.1).take_whole_server(target)
+        crawlcache_base::locks::lock(&self.1).take_whole_server(target)
     }
 
     /// Registers this sender on an upstream request, so interim responses
@@ -101,7 +101,7 @@ impl<T> InterimIo<T> {
     /// The connection inside, when no interim response waits to be
     /// written on it; else `Err(self)`, unchanged.
     pub fn into_inner(self) -> Result<T, InterimIo<T>> {
-        let idle = crate::locks::lock(&self.pending.0).is_empty();
+        let idle = crawlcache_base::locks::lock(&self.pending.0).is_empty();
         if idle {
             Ok(self.inner)
         } else {
@@ -115,7 +115,7 @@ impl<T: Write + Unpin> InterimIo<T> {
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         loop {
             let chunk = {
-                let q = crate::locks::lock(&self.pending.0);
+                let q = crawlcache_base::locks::lock(&self.pending.0);
                 if q.is_empty() {
                     return Poll::Ready(Ok(()));
                 }
@@ -124,7 +124,7 @@ impl<T: Write + Unpin> InterimIo<T> {
             match Pin::new(&mut self.inner).poll_write(cx, &chunk) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
-                    let mut q = crate::locks::lock(&self.pending.0);
+                    let mut q = crawlcache_base::locks::lock(&self.pending.0);
                     let n = n.min(q.len());
                     q.drain(..n);
                 }
@@ -147,7 +147,7 @@ impl<T: Read + Unpin> Read for InterimIo<T> {
             other => return other,
         }
         let filled = inner_buf.filled();
-        crate::locks::lock(&this.pending.1).feed(filled);
+        crawlcache_base::locks::lock(&this.pending.1).feed(filled);
         let n = filled.len();
         // SAFETY: the read filled (initialised) exactly `n` bytes at the
         // start of the cursor's unfilled part.

@@ -35,6 +35,3 @@ pub mod origin;
 pub mod parent;
 pub mod request_line;
 pub mod sendfile;
-
-pub use crawlcache_base::url;
-pub use crawlcache_policy::{cache_status, upstream_fields};

@@ -4,8 +4,8 @@
 
 use super::body::ProxyBody;
 use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
-pub use super::upstream_fields::{host_field, upstream_fields};
-use crate::locks::lock;
+use crawlcache_base::locks::lock;
+use crawlcache_policy::upstream_fields::upstream_fields;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;

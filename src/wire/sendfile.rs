@@ -35,7 +35,7 @@ pub static SENT_BYTES: AtomicU64 = AtomicU64::new(0);
 static MAPS: Mutex<BTreeMap<usize, (usize, i32)>> = Mutex::new(BTreeMap::new());
 
 fn maps() -> std::sync::MutexGuard<'static, BTreeMap<usize, (usize, i32)>> {
-    crate::locks::lock(&MAPS)
+    crawlcache_base::locks::lock(&MAPS)
 }
 
 /// A read-only map of a whole body file, registered for [`SendfileIo`]

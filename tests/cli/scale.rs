@@ -50,7 +50,7 @@ fn listed(label: &str, per_host: usize) -> Watched {
         let i: usize = f[0].strip_prefix("http://a.test/page/").and_then(|i| i.parse().ok()).unwrap_or_else(|| panic!("{line}"));
         assert_eq!(f[0], bulk_url("a.test", i));
         assert!(!std::mem::replace(&mut seen[i], true), "listed twice: {line}");
-        assert_eq!((f[1], f[2]), ("200", crawlcache::units::format_bytes(BULK_BODY.len() as u64).as_str()), "{line}");
+        assert_eq!((f[1], f[2]), ("200", crawlcache_base::units::format_bytes(BULK_BODY.len() as u64).as_str()), "{line}");
         assert!(f[4] == "fresh 1h" || f[4].starts_with("fresh 5"), "fresh for about an hour: {line}");
         let expected = if i.is_multiple_of(10) { "cache+record" } else { "cache" };
         assert_eq!(f[5], expected, "{line}");

@@ -6,8 +6,8 @@
 //! Uses only std and the crawlcache library, so a bench may include this
 //! file alone with `#[path]`.
 
-use crawlcache::cache::StoredResponse;
-use crawlcache::store::Store;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_store::Store;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -40,7 +40,7 @@ pub fn fill_store(data_dir: &Path, hosts: &[&str], per_host: usize) -> Filled {
     let mut w = store.begin_body().expect("begin a body");
     w.write(BULK_BODY).expect("write the body");
     let body = w.finish().expect("finish the body");
-    let now = crawlcache::cache::to_millis(SystemTime::now());
+    let now = crawlcache_policy::cache::to_millis(SystemTime::now());
     let date = httpdate::fmt_http_date(SystemTime::now()).into_bytes();
     let mut filled = Filled { cached: 0, recorded: 0 };
     for (h, host) in hosts.iter().enumerate() {

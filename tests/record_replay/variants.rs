@@ -9,9 +9,9 @@
 
 use super::common::*;
 use super::ALL;
-use crawlcache::cache::StoredResponse;
-use crawlcache::store::Store;
-use crawlcache::store_key::RecordKey;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::store_key::RecordKey;
+use crawlcache_store::Store;
 use std::time::Duration;
 
 const HTML: &[u8] = b"<html><body>the page as HTML</body></html>";
@@ -154,7 +154,7 @@ fn legacy_record(store: &Store, url: &str, headers: &[(&str, &str)], vary_reques
     let mut w = store.begin_body().unwrap();
     w.write(body).unwrap();
     let committed = w.finish().unwrap();
-    let now = crawlcache::cache::to_millis(std::time::SystemTime::now());
+    let now = crawlcache_policy::cache::to_millis(std::time::SystemTime::now());
     let stored = StoredResponse {
         status: 200,
         headers: headers.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect(),

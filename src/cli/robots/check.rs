@@ -1,7 +1,7 @@
 //! `crawlcache robots check` and `crawlcache robots batch`: the command-line
 //! faces of the robots engine, over files and stdin (no data directory).
 
-use crate::robots::{is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict};
+use crawlcache_robots::{is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;

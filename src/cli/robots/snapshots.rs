@@ -9,9 +9,9 @@
 use crate::cli::access::{admin_request, encode, open_store, StoreAccess};
 use crate::cli::common::{load_config, Common};
 use crate::config::Config;
-use crate::robots::registry::{self, RobotsRegistry};
-use crate::robots::snapshot::Origin;
-use crate::store::Store;
+use crawlcache_robots::registry::{self, RobotsRegistry};
+use crawlcache_robots::snapshot::Origin;
+use crawlcache_store::Store;
 use std::process::ExitCode;
 use std::time::SystemTime;
 

@@ -6,18 +6,18 @@ use super::super::exchange::Exchange;
 use super::super::state::ProxyState;
 use super::tee::{self, TeeJob};
 use super::Step;
-use crate::cache::{self, NotStorable};
-use crate::cache::{key, to_millis};
-use crate::fleet::tier::{BeforeOrigin, FleetRequest};
-use crate::fleet::Fleet;
 use crate::metrics::Metrics;
-use crate::store::Entry;
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::origin::UpstreamError;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};
+use crawlcache_fleet::tier::{BeforeOrigin, FleetRequest};
+use crawlcache_fleet::Fleet;
+use crawlcache_policy::cache::{self, NotStorable};
+use crawlcache_policy::cache::{key, to_millis};
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use crawlcache_policy::hop_by_hop::client_response_fields;
+use crawlcache_store::Entry;
 use http::{Method, Response, Version};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -102,12 +102,12 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
 /// asked with the request's URL, header fields and reuse decision.
 async fn fleet_tier(state: &ProxyState, fleet: &Arc<Fleet>, ex: &Exchange, lead: Option<Lead>) -> BeforeOrigin {
     let (primary, request_cc) = (ex.primary(), &ex.request_cc);
-    let decide = |stored: &crate::cache::StoredResponse| {
-        let fresh = crate::cache::Freshness::of(stored, &state.policy);
-        crate::record::policy_rules::reuse_decision(primary, request_cc, &fresh, SystemTime::now(), &state.policy, &state.config.cache.rules).reuse
+    let decide = |stored: &crawlcache_policy::cache::StoredResponse| {
+        let fresh = crawlcache_policy::cache::Freshness::of(stored, &state.policy);
+        crawlcache_policy::policy_rules::reuse_decision(primary, request_cc, &fresh, SystemTime::now(), &state.policy, &state.config.cache.rules).reuse
     };
     let req = FleetRequest { primary, headers: &ex.parts.headers, decide: &decide };
-    crate::fleet::tier::before_origin(fleet, &req, lead).await
+    crawlcache_fleet::tier::before_origin(fleet, &req, lead).await
 }
 
 /// Forwards the request and streams the response back, storing it when it
@@ -161,7 +161,7 @@ fn why_not_stored(
     } else {
         None
     };
-    let rule = crate::record::policy_rules::find(&state.config.cache.rules, primary);
+    let rule = crawlcache_policy::policy_rules::find(&state.config.cache.rules, primary);
     let never_store = rule.is_some_and(|r| r.never_store);
     if let Some(rule) = rule {
         if rule.never_store || rule.skip_status.contains(&status) {
@@ -188,7 +188,7 @@ async fn tee_response(
     job: TeeJob,
     rparts: http::response::Parts,
     body: Incoming,
-    writer: crate::store::BodyWriter,
+    writer: crawlcache_store::BodyWriter,
     content_length: Option<u64>,
 ) -> Response<ProxyBody> {
     if content_length.is_some_and(|l| l <= tee::BUFFER_MAX) {
@@ -282,14 +282,14 @@ pub async fn respond_with_upstream(
         // request: not a response to replay for the URL.
         .then_some(())
         .filter(|_| status != 304 && status != 206 && !never_store)
-        .map(|_| crate::record::RecordKey::new(&ex.parts.method, &primary, None));
+        .map(|_| crawlcache_policy::store_key::RecordKey::new(&ex.parts.method, &primary, None));
     let request_time_ms = to_millis(request_time);
     // The head to store, encoded from the origin's field lines before they
     // are changed for the client, when anything will be stored.
     let meta = if (writer.is_some() && secondary.is_some()) || record_key.is_some() {
         let fields = cache::fields_to_store(&rparts.headers, &state.policy);
         let vary_request = key::nominated_fields(&rparts.headers, &ex.parts.headers);
-        crate::cache::encode_head(
+        crawlcache_policy::cache::encode_head(
             status,
             request_time_ms,
             to_millis(response_time),
@@ -321,7 +321,7 @@ pub async fn respond_with_upstream(
             match record_key {
                 Some(rk) => {
                     // The variant this request selects (RFC 9111 section 4.1).
-                    let selection = crate::record::Selection::of_request(&rparts.headers, &ex.parts.headers);
+                    let selection = crawlcache_policy::store_key::Selection::of_request(&rparts.headers, &ex.parts.headers);
                     record_only(state, ex.is_head(), (rk, selection), meta, request_time_ms, rparts, body, content_length)
                 }
                 None => Response::from_parts(rparts, ProxyBody::Upstream(body)),
@@ -333,14 +333,14 @@ pub async fn respond_with_upstream(
 /// A response that is recorded but not stored in the cache: its body is
 /// teed into the store under the record key and the variant's selection
 /// only (SPEC section 6); the answer to a HEAD is indexed without a body.
-/// `meta`: the stored head ([`crate::cache::encode_head`]);
+/// `meta`: the stored head ([`crawlcache_policy::cache::encode_head`]);
 /// `request_time_ms`: when the request was sent (milliseconds since the
 /// Unix epoch).
 #[allow(clippy::too_many_arguments)]
 pub fn record_only(
     state: &Arc<ProxyState>,
     head: bool,
-    (record_key, selection): (crate::record::RecordKey, crate::record::Selection),
+    (record_key, selection): (crawlcache_policy::store_key::RecordKey, crawlcache_policy::store_key::Selection),
     meta: Vec<u8>,
     request_time_ms: u64,
     rparts: http::response::Parts,

@@ -29,8 +29,8 @@
 
 use super::super::exchange::Exchange;
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use http::header::{HeaderValue, ALLOW as ALLOW_FIELD, CONTENT_LENGTH, MAX_FORWARDS};
 use http::{HeaderMap, Response, StatusCode};
 

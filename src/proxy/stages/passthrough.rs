@@ -8,9 +8,9 @@
 use super::super::exchange::Exchange;
 use super::super::state::ProxyState;
 use super::forward::upstream_failure;
-use crate::cache::{self, to_millis};
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
+use crawlcache_policy::cache::{self, to_millis};
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use crawlcache_policy::hop_by_hop::client_response_fields;
 use http::{Method, Response, Version};
 use std::sync::Arc;
@@ -66,11 +66,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                     // origin that answers before reading it is not recorded.
                     match tokio::time::timeout(std::time::Duration::from_secs(5), rx).await {
                         Ok(Ok(hash)) => {
-                            let key = crate::record::RecordKey::new(&ex.parts.method, ex.primary(), Some(&hash));
+                            let key = crawlcache_policy::store_key::RecordKey::new(&ex.parts.method, ex.primary(), Some(&hash));
                             // The variant this request selects (RFC 9111 section 4.1).
-                            let selection = crate::record::Selection::of_request(&origin_headers, &ex.parts.headers);
-                            let vary_request = crate::cache::key::nominated_fields(&origin_headers, &ex.parts.headers);
-                            let meta = crate::cache::encode_head(
+                            let selection = crawlcache_policy::store_key::Selection::of_request(&origin_headers, &ex.parts.headers);
+                            let vary_request = crawlcache_policy::cache::key::nominated_fields(&origin_headers, &ex.parts.headers);
+                            let meta = crawlcache_policy::cache::encode_head(
                                 status,
                                 to_millis(request_time),
                                 to_millis(response_time),

@@ -15,8 +15,8 @@
 //! Misses and revalidations still forward the client's `Range` to the
 //! origin; its `206` is passed through and never stored.
 
-use crate::cache::StoredResponse;
 use crate::wire::body::ProxyBody;
+use crawlcache_policy::cache::StoredResponse;
 use http::header::{HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::{Method, Response, StatusCode};

@@ -11,13 +11,13 @@ use super::super::exchange::Exchange;
 use super::super::lookup::Found;
 use super::super::meta_cache::Decoded;
 use super::super::state::ProxyState;
-use crate::cache::to_millis;
-use crate::record::{RecordKey, Selection};
-use crate::store::Entry;
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
+use crawlcache_policy::cache::to_millis;
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use crawlcache_policy::hop_by_hop::add_via;
+use crawlcache_policy::store_key::{RecordKey, Selection};
+use crawlcache_store::Entry;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 use std::sync::Arc;
@@ -51,11 +51,11 @@ pub fn find(state: &ProxyState, key: &str, request_headers: &http::HeaderMap) ->
         let selection = Selection::of_entry(&entry.secondary_key, &decoded.stored, &decoded.headers);
         let admitted = selection.admits(&decoded.headers, request_headers);
         if !admitted && missed.is_none() {
-            missed = Some(crate::store_key::describe_variant(&decoded.headers, request_headers));
+            missed = Some(crawlcache_policy::store_key::describe_variant(&decoded.headers, request_headers));
         }
         admitted
     };
-    let best = crate::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored).map(|(decoded, entry)| Found {
+    let best = crawlcache_policy::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored).map(|(decoded, entry)| Found {
         entry: Arc::new(entry),
         decoded,
         hot: None,

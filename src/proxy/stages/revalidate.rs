@@ -9,14 +9,14 @@ use super::super::lookup::Found;
 use super::super::state::ProxyState;
 use super::forward::{fetch, respond_with_upstream, upstream_failure};
 use super::Step;
-use crate::cache::StoredResponse;
-use crate::cache::{self, OriginError};
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
 use crate::wire::origin::UpstreamError;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::cache::{self, OriginError};
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use http::{Method, Response, StatusCode};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -85,7 +85,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 // Fleet mode: the freshened head goes to the fleet tier too.
                 Ok(true) => {
                     if let Some(f) = &state.fleet {
-                        crate::fleet::tier::publish_later(f, ex.primary(), &found.entry.secondary_key);
+                        crawlcache_fleet::tier::publish_later(f, ex.primary(), &found.entry.secondary_key);
                     }
                 }
                 Ok(false) => {}
@@ -133,7 +133,7 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
 /// The freshness lifetime of `stored` under `primary`, bounded by the
 /// matching `[[cache.rules]]` (as the reuse decision bounds it).
 fn lifetime(state: &ProxyState, primary: &str, stored: &StoredResponse) -> std::time::Duration {
-    crate::record::policy_rules::freshness_lifetime(&state.config.cache.rules, primary, stored, &state.policy)
+    crawlcache_policy::policy_rules::freshness_lifetime(&state.config.cache.rules, primary, stored, &state.policy)
 }
 
 /// What an upstream failure counts as for the stale-serving rules.

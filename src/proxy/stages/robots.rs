@@ -7,14 +7,14 @@
 use super::super::exchange::Exchange;
 use super::super::robots_gate::{Pace, RobotsAction, RobotsGate};
 use super::super::state::ProxyState;
-use crate::robots::enforce::{self, Action, RobotsCheck};
-use crate::robots::politeness;
-use crate::robots::settings::RobotsMode;
-use crate::robots::snapshot::{ClientAnswer, Disposition, Origin, RobotsStatus};
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use crawlcache_policy::hop_by_hop::add_via;
+use crawlcache_robots::enforce::{self, Action, RobotsCheck};
+use crawlcache_robots::politeness;
+use crawlcache_robots::settings::RobotsMode;
+use crawlcache_robots::snapshot::{ClientAnswer, Disposition, Origin, RobotsStatus};
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 use std::time::SystemTime;
@@ -98,7 +98,7 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
 /// Rules a serving thread found fresh for an origin and a client
 /// `User-Agent`, kept so the next requests of that client to that origin
 /// skip the registry (its lock, the origin's parse and key): while the
-/// registry's [`crate::robots::registry::RobotsRegistry::version`] is
+/// registry's [`crawlcache_robots::registry::RobotsRegistry::version`] is
 /// unchanged and the snapshot is inside its fresh window, the registry
 /// would return the same rules as `cached` without starting a refresh
 /// (RFC 9309 section 2.4: fresh rules are used as they are).
@@ -109,8 +109,8 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
 /// where the registry's rules are shared by all threads.
 struct FreshRules {
     origin: std::sync::Arc<Origin>,
-    rules: std::sync::Arc<crate::robots::registry::Rules>,
-    windows: crate::robots::snapshot::Windows,
+    rules: std::sync::Arc<crawlcache_robots::registry::Rules>,
+    windows: crawlcache_robots::snapshot::Windows,
     /// The product token checked for this client, and the rules' names.
     names: enforce::CheckNames,
     /// How the rules were obtained (`cached` for those kept in the memo).
@@ -282,7 +282,7 @@ pub async fn pace(state: &ProxyState, ex: &Exchange) {
                 tokio::time::sleep(wait).await;
             }
             // A late wake-up must not shorten the gap after the last send
-            // (closed loop, see crate::fleet::pace); bounded retries.
+            // (closed loop, see crawlcache_fleet::pace); bounded retries.
             for _ in 0..20 {
                 match f.confirm_send(&p.origin_key, p.delay).await {
                     Some(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,

@@ -6,9 +6,9 @@ use super::super::exchange::Exchange;
 use super::super::lookup::{Found, HotVariant, HOT_BODY_MAX};
 use super::super::state::ProxyState;
 use super::Step;
-use crate::cache::{self, StoredResponse};
 use crate::metrics::Metrics;
 use crate::wire::body::ProxyBody;
+use crawlcache_policy::cache::{self, StoredResponse};
 use crawlcache_policy::hop_by_hop::add_via;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
@@ -58,7 +58,7 @@ pub fn stored_body(
     state: &ProxyState,
     is_head: bool,
     key: &str,
-    entry: &crate::store::Entry,
+    entry: &crawlcache_store::Entry,
     hot: Option<&HotVariant>,
     status: u16,
     headers: &mut HeaderMap,
@@ -92,7 +92,7 @@ pub fn stored_body(
                 }
             }
             match state.store.read_body(entry) {
-                Ok(crate::store::BodyData::File(file)) => {
+                Ok(crawlcache_store::BodyData::File(file)) => {
                     Metrics::add(&state.metrics.bytes_from_cache, b.len);
                     if state.body_cache.admits(b.len) {
                         if let Some(bytes) = read_whole(file, b.len) {
@@ -119,7 +119,7 @@ pub fn stored_body(
                     }
                 }
                 // A short body, from its pack record (checked against its CRC).
-                Ok(crate::store::BodyData::Bytes(bytes)) => {
+                Ok(crawlcache_store::BodyData::Bytes(bytes)) => {
                     Metrics::add(&state.metrics.bytes_from_cache, b.len);
                     let bytes = bytes::Bytes::from(bytes);
                     state.body_cache.insert(&b.sha256, bytes.clone());

@@ -4,10 +4,10 @@
 
 use super::super::state::ProxyState;
 use crate::metrics::Metrics;
-use crate::store::BodyWriter;
 use crate::wire::body::ProxyBody;
 use bytes::Bytes;
 use crawlcache_base::collapse::{Lead, Outcome};
+use crawlcache_store::BodyWriter;
 use hyper::body::Incoming;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -20,7 +20,7 @@ pub struct TeeJob {
     pub primary: String,
     /// The secondary key (RFC 9111 section 4.1).
     pub secondary_key: Vec<u8>,
-    /// The response head to store ([`crate::cache::encode_head`]).
+    /// The response head to store ([`crawlcache_policy::cache::encode_head`]).
     pub meta: Vec<u8>,
     /// When the request was sent (`request_time`, RFC 9111 section 4.2.3),
     /// in milliseconds since the Unix epoch: an invalidation after it wins
@@ -223,7 +223,7 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
             Metrics::inc(&state.metrics.stored);
             // Fleet mode: shared with the fleet tier in the background.
             if let Some(f) = &state.fleet {
-                crate::fleet::tier::publish_later(f, &job.primary, &job.secondary_key);
+                crawlcache_fleet::tier::publish_later(f, &job.primary, &job.secondary_key);
             }
             Outcome::Stored
         }
@@ -243,9 +243,9 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
 async fn insert_blocking(
     state: &Arc<ProxyState>,
     job: &TeeJob,
-    body: Result<crate::store::CommittedBody, BodyWriter>,
+    body: Result<crawlcache_store::CommittedBody, BodyWriter>,
     meta: Vec<u8>,
-) -> Result<u64, Option<crate::store::StoreError>> {
+) -> Result<u64, Option<crawlcache_store::StoreError>> {
     let (st, sent_ms) = (state.clone(), job.request_time_ms);
     let (primary, sk) = (job.primary.clone(), job.secondary_key.clone());
     let joined = tokio::task::spawn_blocking(move || {

@@ -15,8 +15,8 @@
 use super::super::exchange::Exchange;
 use super::super::state::ProxyState;
 use crate::wire::body::ProxyBody;
-use crate::wire::cache_status::{CacheStatus, Detail, Fwd};
 use crate::wire::error::error_response;
+use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use http::{HeaderMap, Response, StatusCode};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -27,8 +27,6 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Largest body of a refused upgrade (a non-101 answer) relayed to the
 /// client, in bytes; the rest is dropped.
 const MAX_REFUSAL_BODY: usize = 1024 * 1024;
-
-pub use crawlcache_policy::hop_by_hop::is_websocket_upgrade;
 
 /// An origin connection: TCP, or TLS over it.
 trait OriginIo: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -161,7 +159,7 @@ async fn tls_to_origin(state: &ProxyState, host: &str, tcp: tokio::net::TcpStrea
 fn request_head(uri: &http::Uri, headers: &HeaderMap) -> Vec<u8> {
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let mut head = format!("GET {path} HTTP/1.1\r\n").into_bytes();
-    if let Some(host) = crate::wire::origin::host_field(uri) {
+    if let Some(host) = crawlcache_policy::upstream_fields::host_field(uri) {
         head.extend_from_slice(b"Host: ");
         head.extend_from_slice(host.as_bytes());
         head.extend_from_slice(b"\r\n");

@@ -3,7 +3,7 @@
 //! archive says was served.
 //!
 //! Each `response` record with an `http://` or `https://` target becomes a
-//! record ([`crate::store_key::RecordKey`]: the method, the URL and, for
+//! record ([`crawlcache_policy::store_key::RecordKey`]: the method, the URL and, for
 //! methods other than GET and HEAD, the SHA-256 of the request body), under
 //! the variant its request selects, exactly as if the proxy had recorded it:
 //! - the method, the request fields `Vary` nominates and, for a POST, the
@@ -24,7 +24,7 @@
 //!   that cannot be is reported and skipped, never stored under a key no
 //!   request can reach;
 //! - the head is kept as the proxy keeps an origin's
-//!   ([`crate::cache::headers_to_store`]: hop-by-hop fields and,
+//!   ([`crawlcache_policy::cache::headers_to_store`]: hop-by-hop fields and,
 //!   by default, `Set-Cookie` dropped; a `Content-Length` beside a
 //!   `Transfer-Encoding` dropped, RFC 9112 section 6.3); interim 1xx heads
 //!   before the final one are skipped;
@@ -93,9 +93,9 @@ use sha2::{Digest, Sha256};
 
 use super::http::{self as wh, Field};
 use super::reader::{RecordHead, WarcReader};
-use crate::cache::StoredResponse;
-use crate::store::{CommittedBody, Store, StoreError};
-use crate::store_key::RecordKey;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::store_key::RecordKey;
+use crawlcache_store::{CommittedBody, Store, StoreError};
 
 mod matcher;
 mod read;
@@ -381,12 +381,12 @@ impl<'s> Import<'s> {
             }
         }
         let exact = exact?;
-        let primary = crate::record::key_rules::apply(&self.opts.key_rules, &exact);
+        let primary = crawlcache_policy::key_rules::apply(&self.opts.key_rules, &exact);
         let method = req.map(|r| r.method.as_str()).unwrap_or("GET");
         let method = http::Method::from_bytes(method.as_bytes()).ok()?;
         let key = RecordKey::new(&method, &primary, None).primary();
         let entries = self.store.lookup(&key).ok()?;
-        let mut candidates: Vec<(crate::store::Entry, StoredResponse)> =
+        let mut candidates: Vec<(crawlcache_store::Entry, StoredResponse)> =
             entries.into_iter().filter_map(|e| StoredResponse::from_bytes(&e.meta).map(|s| (e, s))).collect();
         if let Some(date) = r.date_ms {
             candidates.retain(|(_, s)| s.response_time_ms / 1000 == date / 1000);
@@ -428,7 +428,7 @@ impl<'s> Import<'s> {
 
     /// The digest of a stored entry's body in the algorithm of `like`
     /// (`None`: an algorithm not computed here, or the body unreadable).
-    fn body_digest(&self, e: &crate::store::Entry, like: &PayloadDigest) -> Option<PayloadDigest> {
+    fn body_digest(&self, e: &crawlcache_store::Entry, like: &PayloadDigest) -> Option<PayloadDigest> {
         let mut r = self.store.read_body(e).ok()?.into_reader();
         let (mut s1, mut s256) = (sha1_smol::Sha1::new(), Sha256::new());
         let mut buf = vec![0u8; 64 * 1024];
@@ -490,7 +490,7 @@ impl<'s> Import<'s> {
         // Several captures: the newest is kept; the same one again is not
         // stored twice.
         if let Ok(Some(existing)) = self.store.lookup_variant(&primary, &secondary_key) {
-            let older = StoredResponse::from_bytes(&existing.meta).is_some_and(|s| crate::cache::variant::newer(&s, &stored));
+            let older = StoredResponse::from_bytes(&existing.meta).is_some_and(|s| crawlcache_policy::cache::variant::newer(&s, &stored));
             let same = existing.meta == meta && existing.body == body;
             if older || same {
                 if let (None, Some(b)) = (&payload, &body) {

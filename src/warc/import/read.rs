@@ -7,12 +7,12 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::{key, StoredResponse};
-use crate::store::Store;
-use crate::store_key::{RecordKey, Selection};
 use crate::warc::http::{self as wh, ChunkedDecoder, Field};
 use crate::warc::reader::{RecordHead, WarcReader};
 use crate::warc::{parse_warc_date, strip_angle_brackets, REQUEST_BODY_SHA256};
+use crawlcache_policy::cache::{key, StoredResponse};
+use crawlcache_policy::store_key::{RecordKey, Selection};
+use crawlcache_store::Store;
 
 use super::types::*;
 
@@ -296,7 +296,7 @@ pub(super) fn read_revisit<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: 
 }
 
 /// Writes into a body writer (a store error becomes an I/O error naming it).
-pub(super) struct BodySink<'a>(&'a mut crate::store::BodyWriter);
+pub(super) struct BodySink<'a>(&'a mut crawlcache_store::BodyWriter);
 
 impl io::Write for BodySink<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -318,7 +318,7 @@ pub(super) fn stored_form(opts: &Options, p: &Pending, req: Option<&Request>) ->
     }
     let line = req.map(Request::line);
     let (exact, normalised) = client_form(&p.uri, line.as_ref())?;
-    let primary = crate::record::key_rules::apply(&opts.key_rules, &exact);
+    let primary = crawlcache_policy::key_rules::apply(&opts.key_rules, &exact);
     let body_hash = match method {
         http::Method::GET | http::Method::HEAD => None,
         _ => Some(p.body_sha256.clone().or_else(|| req.and_then(|r| r.body_sha256.clone())).unwrap_or_else(|| hex::encode(Sha256::digest(b"")))),
@@ -329,7 +329,7 @@ pub(super) fn stored_form(opts: &Options, p: &Pending, req: Option<&Request>) ->
     let selection = Selection::of_request(&response_headers, &request_headers);
     let stored = StoredResponse {
         status: p.status,
-        headers: crate::cache::headers_to_store(&response_headers, &opts.policy),
+        headers: crawlcache_policy::cache::headers_to_store(&response_headers, &opts.policy),
         request_time_ms: req.and_then(|r| r.date_ms).unwrap_or(p.date_ms).min(p.date_ms),
         response_time_ms: p.date_ms,
         url: primary,

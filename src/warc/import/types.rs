@@ -3,12 +3,12 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::PolicyConfig;
-use crate::cache::StoredResponse;
-use crate::record::key_rules::KeyRule;
-use crate::store::CommittedBody;
 use crate::warc::http::Field;
 use crate::warc::reader::Offset;
+use crawlcache_policy::cache::PolicyConfig;
+use crawlcache_policy::cache::StoredResponse;
+use crawlcache_policy::key_rules::KeyRule;
+use crawlcache_store::CommittedBody;
 
 /// The index tree (beside the store's own, [`crawlcache_store::Store::extra_tree`]) mapping
 /// the payload digests of imported responses to the entry holding the
