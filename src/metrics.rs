@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn a_counter_sums_what_every_thread_added() {
         let m = std::sync::Arc::new(Metrics::default());
-        let threads: Vec<_> = (0..SLOTS + 3)
+        let threads: Vec<_> = (0..counter::SLOTS + 3)
             .map(|i| {
                 let m = m.clone();
                 std::thread::spawn(move || {
@@ -271,7 +271,7 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        let n = (SLOTS + 3) as u64;
+        let n = (counter::SLOTS + 3) as u64;
         assert_eq!(m.bytes_from_cache.get(), 1000 * n * (n + 1) / 2);
         assert_eq!(m.requests.get(), 1000 * n);
         assert_eq!(m.hits.get(), m.requests.get());

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// per thread, in turn), so the serving threads do not pass a counter's
 /// cache line between their cores on every request, as one shared atomic
 /// would make them do (several counters move on every hit).
-const SLOTS: usize = 8;
+pub(crate) const SLOTS: usize = 8;
 
 /// A monotonic counter split into per-thread slots; its value is their sum.
 #[derive(Debug, Default)]

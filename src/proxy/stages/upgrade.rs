@@ -224,6 +224,7 @@ mod tests {
 
     #[test]
     fn a_websocket_upgrade_needs_get_upgrade_and_connection() {
+        use crawlcache_policy::hop_by_hop::is_websocket_upgrade;
         let ws = headers(&[("upgrade", "WebSocket"), ("connection", "keep-alive, Upgrade")]);
         assert!(is_websocket_upgrade(&http::Method::GET, &ws));
         assert!(!is_websocket_upgrade(&http::Method::POST, &ws));
