@@ -56,8 +56,42 @@ pub struct AuditConfig {
     /// The files of the last this many UTC days are kept, today included
     /// (whole days; `0d` keeps every file); older ones are deleted at start
     /// and at each day's rollover, and past days are gzip-compressed.
-    #[serde(deserialize_with = "de_duration")]
+    /// Written as days: `"30d"`, `"1w"`, or a bare number of days (`30`);
+    /// anything not a whole number of days (`"12h"`, `"30s"`) is refused,
+    /// since it would delete the past days ([`de_keep_days`]).
+    #[serde(deserialize_with = "de_keep_days")]
     pub keep: Duration,
+}
+
+/// Deserializes `audit.keep`: a bare integer is a number of days (the unit
+/// the README gives: "30 by default"), a string a duration that must be a
+/// whole number of days. Errors: a negative number, or a duration that is
+/// not whole days, with the forms that are accepted: read as seconds, `30`
+/// would have kept one day and deleted every past file.
+pub fn de_keep_days<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum DaysOrText {
+        Days(i64),
+        Text(String),
+    }
+    const DAY: u64 = 86_400;
+    let keep = match DaysOrText::deserialize(d)? {
+        DaysOrText::Days(n) if n >= 0 => Duration::from_secs(n as u64 * DAY),
+        DaysOrText::Days(n) => {
+            return Err(serde::de::Error::custom(format!("{n} is negative (days of audit files to keep: 30, \"30d\", \"1w\"; 0 keeps every file)")))
+        }
+        DaysOrText::Text(t) => {
+            let parsed = crawlcache_base::units::parse_duration(&t).map_err(serde::de::Error::custom)?;
+            if parsed.as_secs() % DAY != 0 || parsed.subsec_nanos() != 0 {
+                return Err(serde::de::Error::custom(format!(
+                    "'{t}' is not a whole number of days (audit files are kept by UTC day: write 30, \"30d\" or \"1w\"; 0 keeps every file)"
+                )));
+            }
+            parsed
+        }
+    };
+    Ok(keep)
 }
 
 /// `[server]`: where the proxy listens and keeps its data.
@@ -551,6 +585,26 @@ impl Config {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    /// `audit.keep` in days: a bare number is days, whole-day durations
+    /// are read as such, anything else is refused (never seconds).
+    #[test]
+    fn audit_keep_is_read_in_days() {
+        #[derive(Deserialize)]
+        struct K {
+            #[serde(deserialize_with = "de_keep_days")]
+            keep: Duration,
+        }
+        let days = |text: &str| toml::from_str::<K>(text).map(|k| k.keep.as_secs() / 86_400).map_err(|e| e.to_string());
+        assert_eq!(days("keep = 30"), Ok(30));
+        assert_eq!(days("keep = \"30d\""), Ok(30));
+        assert_eq!(days("keep = \"1w\""), Ok(7));
+        assert_eq!(days("keep = 0"), Ok(0));
+        for bad in ["keep = \"12h\"", "keep = \"30s\"", "keep = \"36h\"", "keep = -1"] {
+            assert!(days(bad).is_err(), "{bad} must be refused");
+        }
+        assert_eq!(Config::defaults().unwrap().audit.keep, Duration::from_secs(30 * 86_400));
+    }
 
     #[test]
     fn embedded_defaults_parse_and_match_documented_values() {

@@ -192,3 +192,29 @@ fn a_data_directory_under_a_file_is_named_as_such() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(stderr(&out).contains(&format!("the data directory {} is a file, not a directory", path_str(&file))), "{}", describe(&out));
 }
+
+/// `audit.keep` counts UTC days: a bare number is days (the README's "30
+/// by default"), and a value that is not whole days is refused by `config
+/// check` and by `serve` alike, never read as seconds (which kept one day
+/// and deleted every past audit file).
+#[test]
+fn audit_keep_is_whole_days_and_a_bare_number_means_days() {
+    let dir = TestDir::new("cli-audit-keep");
+    let file = dir.join("keep.toml");
+    for (value, line_ok) in [("30", true), ("\"30d\"", true), ("\"1w\"", true), ("0", true), ("\"12h\"", false), ("\"30s\"", false), ("-1", false)] {
+        std::fs::write(&file, format!("[audit]\nkeep = {value}\n")).unwrap();
+        let out = crawlcache_cmd(&["config", "check", path_str(&file)], CMD_LIMIT);
+        if line_ok {
+            assert!(out.status.success(), "keep = {value}: {}", describe(&out));
+        } else {
+            assert_eq!(out.status.code(), Some(2), "keep = {value}: {}", describe(&out));
+            assert!(stderr(&out).contains(&format!("{}:2: bad value for key `audit.keep`", path_str(&file))), "keep = {value}: {}", describe(&out));
+        }
+    }
+    // From the environment too (src/config.rs tests that a bare 30 is read
+    // as thirty days).
+    std::fs::write(&file, "[audit]\nkeep = 30\n").unwrap();
+    let out = with_env(&["config", "show", "--config", path_str(&file)], &[("CRAWLCACHE_AUDIT__KEEP", "12h")]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("audit.keep"), "{}", describe(&out));
+}
