@@ -137,12 +137,12 @@ impl Metrics {
             ("crawlcache_passthrough_total", "Requests with other methods passed through.", g(&self.passthrough)),
             (
                 "crawlcache_refused_total",
-                "Requests crawlcache declined by policy and answered itself: robots.txt, only-if-cached or offline with nothing stored (504), overload (503), a request it does not forward (4xx, 508). Since issue 46 its own errors count apart, in crawlcache_errors_total.",
+                "Requests crawlcache declined by policy and answered itself: robots.txt, only-if-cached or offline with nothing stored (504), overload (503), a request it does not forward (4xx, 508). Its own errors count apart, in crawlcache_errors_total.",
                 g(&self.refused),
             ),
             (
                 "crawlcache_errors_total",
-                "Requests crawlcache answered with an error because something failed: an origin unreachable, timing out or failing TLS (502, 504), the store, an internal error. Counted in crawlcache_refused_total before issue 46.",
+                "Requests crawlcache answered with an error because something failed: an origin unreachable, timing out or failing TLS (502, 504), the store, an internal error (earlier releases counted these in crawlcache_refused_total).",
                 g(&self.errors),
             ),
             ("crawlcache_validation_requests_total", "Conditional requests sent to origins to validate a stored response.", g(&self.validation_requests)),
