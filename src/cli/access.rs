@@ -44,9 +44,16 @@ pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
             // address it recorded in the data directory.
             let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE)).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok());
             let admin = recorded.map(|addr| Admin { addr, token: cfg.server.admin_token.trim().to_string() });
+            let cannot = || format!("cannot open the cache in {}: {e}", dir.display());
             match admin {
-                Some(a) if admin_request(&a, "GET", "/stats").is_ok() => Ok(StoreAccess::Daemon(a)),
-                _ => Err(format!("cannot open the cache in {}: {e}", dir.display())),
+                Some(a) => match admin_request(&a, "GET", "/stats") {
+                    Ok(_) => Ok(StoreAccess::Daemon(a)),
+                    // The proxy runs but wants a token this command lacks:
+                    // say that, not that the index is locked.
+                    Err(why) if why.starts_with(REFUSED) => Err(why),
+                    Err(_) => Err(cannot()),
+                },
+                None => Err(cannot()),
             }
         }
     }
@@ -76,7 +83,30 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
+    if let Some(why) = refusal(admin, status, body) {
+        return Err(why);
+    }
     Ok((status, body.to_string()))
+}
+
+/// How [`refusal`]'s messages begin.
+const REFUSED: &str = "the proxy at";
+
+/// The message for an admin request the proxy refused (`401` or `403`:
+/// a token is needed or does not match, or the request does not address
+/// the proxy: docs/CASES.md C54), naming what to set; `None` for any other
+/// status.
+fn refusal(admin: &Admin, status: u16, body: &str) -> Option<String> {
+    if status != 401 && status != 403 {
+        return None;
+    }
+    let said = body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").chars().take(200).collect::<String>();
+    let hint = if admin.token.is_empty() {
+        "if the proxy has an admin token, give this command the same one: server.admin_token in its configuration, or CRAWLCACHE_SERVER__ADMIN_TOKEN"
+    } else {
+        "check that server.admin_token (or CRAWLCACHE_SERVER__ADMIN_TOKEN) is the proxy's"
+    };
+    Some(format!("{REFUSED} {} refused the admin request ({status}{}{said}); {hint}", admin.addr, if said.is_empty() { "" } else { ": " }))
 }
 
 /// Why [`admin_upload`] did not get an answer: the local file could not

@@ -310,12 +310,13 @@ pub fn stats_text(v: &serde_json::Value) -> String {
         let (requests, hits) = (n(r, "requests"), n(r, "hits"));
         let ratio = if requests > 0 { format!(" ({:.1}%)", hits as f64 * 100.0 / requests as f64) } else { String::new() };
         out.push_str(&format!(
-            "requests  {requests}: {hits} hits{ratio}, {} revalidated, {} stale served, {} misses, {} passed through, {} refused\n",
+            "requests  {requests}: {hits} hits{ratio}, {} revalidated, {} stale served, {} misses, {} passed through, {} refused, {} errors\n",
             n(r, "revalidated"),
             n(r, "stale_served"),
             n(r, "misses"),
             n(r, "passthrough"),
-            n(r, "refused")
+            n(r, "refused"),
+            n(r, "errors")
         ));
         out.push_str(&format!(
             "sent      {} from the store, {} from origins\n",

@@ -227,3 +227,41 @@ fn ls_cat_purge_prune_on_a_stopped_store() {
 fn ls_cat_purge_prune_through_a_running_proxy() {
     inspect_and_maintain(Mode::Running);
 }
+
+/// `cache stats` for people counts every class of a running proxy's
+/// requests, errors included, so its parts add up to its total; and a
+/// command without the proxy's admin token is told what to set, not
+/// handed a JSON parse error.
+#[test]
+fn stats_count_errors_and_a_missing_token_is_named() {
+    let dir = TestDir::new("inspect-stats-errors");
+    let data = dir.subdir("data");
+    let cfg = dir.join("crawlcache.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let origin = Origin::start(site);
+    let proxy = Proxy::start_on([127, 0, 0, 1].into(), &data, CONFIG, &[("Authorization", "Bearer s3cret")]);
+    assert_eq!(proxy.get(&origin.url("/a"), &[]).status, 200);
+    assert_eq!(proxy.get(&origin.url("/a"), &[]).status, 200);
+    // An origin that is not listening: the proxy's own 502, an error.
+    let gone = format!("http://127.0.0.1:{}/x", free_port());
+    assert_eq!(proxy.get(&gone, &[]).status, 502);
+    // Nothing stored and only-if-cached: a refusal.
+    assert_eq!(proxy.get(&origin.url("/never"), &[("Cache-Control", "only-if-cached")]).status, 504);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = ok(cache(&cfg, &data, &["stats"]), "cache stats");
+    let line = text(&out).lines().find(|l| l.starts_with("requests")).unwrap_or_default().to_string();
+    assert!(line.contains("1 refused, 1 errors"), "errors apart from refusals: {line}");
+    let total: u64 = line.split_once(':').and_then(|(h, _)| h.trim_start_matches("requests").trim().parse().ok()).unwrap_or(0);
+    let parts: u64 = line.split_once(':').map(|(_, rest)| rest.split(',').filter_map(|p| p.split_whitespace().next()?.parse::<u64>().ok()).sum()).unwrap_or(0);
+    assert_eq!((total, parts), (4, 4), "the parts add up to the total: {line}");
+
+    // The same command with a configuration that lacks the token.
+    let bare = dir.join("bare.toml");
+    std::fs::write(&bare, "[record]\nmode = \"all\"\n").unwrap();
+    let out = cache(&bare, &data, &["stats"]);
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    let e = err(&out);
+    assert!(e.contains("refused the admin request (401") || e.contains("refused the admin request (403"), "{e}");
+    assert!(e.contains("server.admin_token"), "{e}");
+    drop(proxy);
+}
