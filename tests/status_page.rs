@@ -391,7 +391,14 @@ fn the_cache_browser_searches_pages_and_purges_with_hostile_text_shown_as_text()
     browser.screenshot_at_most(&entry, 390, true, 2000, &shots.join("cache-entry-390.png"));
     // Purge from the page: a POST the admin rules let through from it.
     browser.eval(&entry, "document.querySelector('form.purge button').click(), true");
-    browser.wait_for(&entry, "document.body.innerText.includes('\"entries\"')", Duration::from_secs(15), "the purge answers");
+    // The browser is sent back to the entry page, which says what went.
+    browser.wait_for(
+        &entry,
+        "document.body.innerText.includes('Purged: ') && location.pathname == '/cache/entry'",
+        Duration::from_secs(15),
+        "the purge answers",
+    );
+    assert!(browser.eval(&entry, "document.body.innerText").as_str().unwrap_or("").contains("Nothing is stored for this URL"), "after the purge");
     let shown: Value = serde_json::from_slice(&proxy.admin(&format!("/cache/show?url={}", urlencode(&hostile))).body).unwrap();
     assert_eq!(shown["variants"], Value::Array(vec![]), "purged: {shown}");
     drop(browser);

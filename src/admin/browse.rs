@@ -261,6 +261,8 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     };
     let now = SystemTime::now();
     let audit = audit_lines(state, &url, now);
+    // Set by the purge button's redirect (endpoints::purge, `then=entry`).
+    let purged = query_param(query, "purged").and_then(|n| n.parse::<u64>().ok());
     let body = html! {
         main.browser {
             section.card.wide {
@@ -273,9 +275,10 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
                     dt { "cache key" } dd.url { (key) }
                     dt { "variants" } dd { (variants.len()) }
                 }
+                @if let Some(n) = purged { p.notice { "Purged: " (n) " entries removed." } }
                 @if variants.is_empty() { p.none { "Nothing is stored for this URL (neither in the cache nor in the record)." } }
                 @for v in &variants { (variant_card(state, v, now)) }
-                form.purge method="post" action=(format!("/cache/purge?url={}", query_escape(&url))) {
+                form.purge method="post" action=(format!("/cache/purge?url={}&then=entry", query_escape(&url))) {
                     button type="submit" { "purge this URL" }
                     span.note { " removes its variants from the cache and the record (POST /cache/purge)" }
                 }

@@ -138,7 +138,10 @@ pub fn cat(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 }
 
 /// `POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`: the
-/// counts removed, as JSON ([`maintain::purge`]).
+/// counts removed, as JSON ([`maintain::purge`]). With `then=entry` and a
+/// `url` (the cache browser's purge button), a `303 See Other` back to
+/// that URL's entry page, which says what was purged, instead of JSON a
+/// person would be left looking at.
 pub async fn purge(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let selection = match purge_selection(query, &state.config.cache.key_rules) {
         Ok(s) => s,
@@ -146,7 +149,20 @@ pub async fn purge(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     };
     let store = state.store.clone();
     let now = std::time::SystemTime::now();
-    removal_answer(tokio::task::spawn_blocking(move || maintain::purge(&store, &selection, now)).await)
+    let done = tokio::task::spawn_blocking(move || maintain::purge(&store, &selection, now)).await;
+    match (&done, query_param(query, "then").as_deref(), query_param(query, "url")) {
+        (Ok(Ok(removed)), Some("entry"), Some(url)) => {
+            let to = format!("/cache/entry?url={}&purged={}", super::status::query_escape(&url), removed.entries);
+            let mut resp = Response::new(ProxyBody::empty());
+            *resp.status_mut() = StatusCode::SEE_OTHER;
+            if let Ok(v) = HeaderValue::from_str(&to) {
+                resp.headers_mut().insert(http::header::LOCATION, v);
+            }
+            resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        _ => removal_answer(done),
+    }
 }
 
 /// `GET /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`: what
