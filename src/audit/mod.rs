@@ -513,12 +513,26 @@ impl Drop for AuditLog {
     }
 }
 
+/// What [`skips`] read: the disallowed requests, and the day files it could
+/// not read through (path and error), whose lines before the damage are in
+/// `records`.
+#[derive(Debug, Default)]
+pub struct Skips {
+    /// The disallowed requests, oldest first.
+    pub records: Vec<AuditRecord>,
+    /// Files not read through, with the reason.
+    pub damaged: Vec<(PathBuf, String)>,
+}
+
 /// The disallowed requests recorded in `dir` at or after `since`, oldest
 /// first (for `crawlcache audit skips [--since DURATION]`), from plain and
 /// gzip-compressed day files. Files of days before `since` are not read;
 /// malformed lines are skipped. A missing
-/// directory gives an empty list. Errors: a file cannot be read.
-pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
+/// directory gives an empty list. A file that cannot be read through (a
+/// truncated or damaged `.gz`) gives what was read before the damage and
+/// its path and error in [`Skips::damaged`]; the other days are still read.
+/// Errors: the directory cannot be listed.
+pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Skips> {
     let first_day = crawlcache_base::time::format_rfc3339(since)[..10].to_string();
     // The day files, plain, compressed, or being compressed (a day's file
     // moved aside by retention before its lines reach the `.gz`).
@@ -545,6 +559,7 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
     let mut attempt = 0;
     loop {
         let mut out = Vec::new();
+        let mut damaged = Vec::new();
         let mut vanished = false;
         for path in &files {
             let f = match File::open(path) {
@@ -553,14 +568,23 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
                     vanished = true;
                     break;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    damaged.push((path.clone(), e.to_string()));
+                    continue;
+                }
             };
             let reader: Box<dyn BufRead> = match path.extension().is_some_and(|e| e == "gz") {
                 true => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f))),
                 false => Box::new(BufReader::new(f)),
             };
             for line in reader.split(b'\n') {
-                let line = line?;
+                let line = match line {
+                    Ok(l) => l,
+                    Err(e) => {
+                        damaged.push((path.clone(), e.to_string()));
+                        break;
+                    }
+                };
                 let Ok(rec) = serde_json::from_slice::<AuditRecord>(&line) else { continue };
                 if rec.is_disallowed() && rec.at().is_some_and(|t| t >= since) {
                     out.push(rec);
@@ -570,7 +594,7 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Vec<AuditRecord>> {
         let now = list()?;
         if (!vanished && now == files) || attempt == 4 {
             out.sort_by_key(AuditRecord::at);
-            return Ok(out);
+            return Ok(Skips { records: out, damaged });
         }
         files = now;
         attempt += 1;
@@ -701,6 +725,32 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_compressed_day_is_named_and_the_other_days_still_read() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path()).unwrap();
+        let d1 = at("2026-11-29T12:00:00.000Z");
+        let d2 = at("2026-11-30T12:00:00.000Z");
+        for i in 0..200 {
+            log.append(&rec(d1 + Duration::from_millis(i), &format!("http://a/private/old{i}"), false)).unwrap();
+        }
+        log.append(&rec(d2, "http://a/private/new", false)).unwrap();
+        log.flush().unwrap();
+        // The first day compressed, then cut short.
+        let plain = std::fs::read(dir.path().join("audit-2026-11-29.jsonl")).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&plain).unwrap();
+        let gz = gz.finish().unwrap();
+        std::fs::write(dir.path().join("audit-2026-11-29.jsonl.gz"), &gz[..gz.len() / 2]).unwrap();
+        std::fs::remove_file(dir.path().join("audit-2026-11-29.jsonl")).unwrap();
+        let read = skips(dir.path(), d1 - Duration::from_secs(3600)).unwrap();
+        assert_eq!(read.damaged.len(), 1, "{:?}", read.damaged);
+        assert!(read.damaged[0].0.ends_with("audit-2026-11-29.jsonl.gz"));
+        assert!(read.records.iter().any(|r| r.url == "http://a/private/new"), "the undamaged day is read");
+        assert!(read.records.len() < 201, "the damaged day gives only what came before the damage");
+    }
+
+    #[test]
     fn lines_are_json_rotate_by_day_and_skips_lists_disallowed_since() {
         let dir = tempfile::tempdir().unwrap();
         let log = AuditLog::open(dir.path()).unwrap();
@@ -722,11 +772,11 @@ mod tests {
                 assert!(v.get(k).is_some(), "{k} missing in {l}");
             }
         }
-        let all = skips(dir.path(), d1 - Duration::from_secs(3600)).unwrap();
+        let all = skips(dir.path(), d1 - Duration::from_secs(3600)).unwrap().records;
         assert_eq!(all.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/1", "http://a/private/2"]);
-        let later = skips(dir.path(), d2).unwrap();
+        let later = skips(dir.path(), d2).unwrap().records;
         assert_eq!(later.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/2"]);
-        assert!(skips(&dir.path().join("none"), d1).unwrap().is_empty());
+        assert!(skips(&dir.path().join("none"), d1).unwrap().records.is_empty());
         // Lines written before `robots_fetched_as` and `robots_warning`
         // existed still read.
         let old = r#"{"time":"2026-11-30T00:00:02.000Z","method":"GET","url":"http://a/old","agent":"B","robots_sha256":null,"disposition":"cached","verdict":"disallowed","rule":"Disallow: /","line":2,"cache_status":"x","upstream_status":null,"bytes":0,"ms":0}"#;
@@ -782,7 +832,7 @@ mod tests {
         assert!(text.lines().all(|l| serde_json::from_str::<AuditRecord>(l).is_ok()));
         // A torn or foreign line in a file is skipped by the reader.
         std::fs::write(dir.path().join("audit-2026-11-30.jsonl"), format!("{text}{{not json\n")).unwrap();
-        assert_eq!(skips(dir.path(), t).unwrap().len(), 1600);
+        assert_eq!(skips(dir.path(), t).unwrap().records.len(), 1600);
     }
 
     /// Two threads taking turns, each on a buffer of its own, leave their
@@ -890,7 +940,7 @@ mod tests {
         assert_eq!(text.lines().count(), 50, "a compressed day holds its lines");
         // `audit skips --since 2d`: from two days back, compressed or not.
         let since = SystemTime::now() - Duration::from_secs(2 * 86_400);
-        let got: Vec<String> = skips(dir.path(), since).unwrap().into_iter().map(|r| r.url).collect();
+        let got: Vec<String> = skips(dir.path(), since).unwrap().records.into_iter().map(|r| r.url).collect();
         let wanted: Vec<String> = (0..3u64)
             .rev()
             .flat_map(|back| (0..50u64).step_by(10).map(move |i| (day(back) + Duration::from_secs(3600 + i), format!("http://a/{back}/{i}"))))

@@ -218,3 +218,14 @@ fn audit_keep_is_whole_days_and_a_bare_number_means_days() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(stderr(&out).contains("audit.keep"), "{}", describe(&out));
 }
+
+/// `audit skips` on a data directory that holds nothing says so (exit 2),
+/// as `cache stats` does, rather than "0 disallowed requests".
+#[test]
+fn audit_skips_on_a_wrong_data_directory_is_an_error() {
+    let dir = TestDir::new("cli-audit-wrong-dir");
+    let missing = dir.join("no-such-data");
+    let out = crawlcache_cmd(&["audit", "skips", "--data-dir", path_str(&missing)], CMD_LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("no audit log at") && stderr(&out).contains("wrong --data-dir"), "{}", describe(&out));
+}
