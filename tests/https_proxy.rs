@@ -316,7 +316,7 @@ fn bypass_hosts_are_tunnelled_untouched_and_not_stored() {
     let r = curl(proxy.addr(), &crawlcache_ca, &url);
     assert_eq!(r.exit, Some(60), "curl trusting only crawlcache's CA must reject the origin's certificate: {}", r.describe());
 
-    let show = crawlcache_cmd(&["cache", "show", "--data-dir", &path_str(proxy.data_dir()), &url], CMD_LIMIT);
+    let show = crawlcache_cmd(&["cache", "show", "--json", "--data-dir", &path_str(proxy.data_dir()), &url], CMD_LIMIT);
     let out = String::from_utf8_lossy(&show.stdout);
     assert_eq!(show.status.code(), Some(1), "cache show exits 1 when nothing is stored: {out}");
     assert!(out.contains("\"variants\": []"), "no variants for {url}: {out}");

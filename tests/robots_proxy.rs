@@ -97,7 +97,10 @@ fn enforce_blocks_disallowed_urls_before_the_origin() {
     let skips = crawlcache_cmd(&["audit", "skips", "--data-dir", &proxy.data_dir().display().to_string()], Duration::from_secs(20));
     let out = String::from_utf8_lossy(&skips.stdout);
     assert_eq!(out.lines().count(), 1, "audit skips lists exactly the disallowed request: {out}");
-    assert!(out.contains("/private/x"));
+    assert!(out.contains("/private/x") && out.contains("  rule \"") && !out.starts_with('{'), "a line for people: {out}");
+    let json = crawlcache_cmd(&["audit", "skips", "--json", "--data-dir", &proxy.data_dir().display().to_string()], Duration::from_secs(20));
+    let line: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&json.stdout)));
+    assert!(line["url"].as_str().is_some_and(|u| u.ends_with("/private/x")), "{line}");
 }
 
 /// Item 4: annotate mode fetches a disallowed URL, and both the header and

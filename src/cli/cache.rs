@@ -57,9 +57,10 @@ pub enum CacheCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The stored variants of a URL (JSON: fields, freshness, body).
+    /// The stored variants of a URL and its records: status, fields, body
+    /// size and SHA-256 (--json: one object, for tools).
     #[command(
-        after_help = "Examples:\n  crawlcache cache show https://example.com/\n  crawlcache cache show https://example.com/feed.xml | jq '.variants[0].headers'"
+        after_help = "Examples:\n  crawlcache cache show https://example.com/\n  crawlcache cache show https://example.com/feed.xml --json | jq '.variants[0].headers'"
     )]
     Show {
         /// Where the configuration and the data directory are, and how to reach a running proxy.
@@ -67,6 +68,11 @@ pub enum CacheCommand {
         common: Common,
         /// The URL whose stored responses to show.
         url: String,
+        /// One JSON object: {"version": 1, "url", "key", "variants": [...],
+        /// "records": [...]}, each with status, headers, vary_request,
+        /// request_time_ms, response_time_ms, body_sha256, body_bytes.
+        #[arg(long)]
+        json: bool,
     },
     /// List the stored responses, one line each as they are read (not
     /// sorted): `URL STATUS SIZE STORED FRESHNESS IN`, tab-separated, where
@@ -193,7 +199,7 @@ pub enum CacheCommand {
 pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
     match command {
         CacheCommand::Stats { common, json } => stats(&common, json),
-        CacheCommand::Show { common, url } => show(&common, &url),
+        CacheCommand::Show { common, url, json } => show(&common, &url, json),
         CacheCommand::Purge { common, url, host, prefix, older_than, dry_run, json } => {
             purge(&common, url.as_deref(), KeyFilter { host, prefix }, older_than, Output { dry_run, json })
         }
@@ -328,8 +334,9 @@ pub fn stats_text(v: &serde_json::Value) -> String {
     out
 }
 
-/// Prints the stored variants of `url` as pretty JSON; exit 1 when none.
-fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
+/// Prints the stored variants of `url` for people, or as pretty JSON with
+/// `json`; exit 1 when none.
+fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
         StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules).map_err(|e| e.to_string())?,
@@ -341,9 +348,49 @@ fn show(common: &Common, url: &str) -> Result<ExitCode, String> {
             serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?
         }
     };
+    let mut v = v;
     let empty = v["variants"].as_array().map(|a| a.is_empty()).unwrap_or(true);
-    outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    if json {
+        v["version"] = serde_json::Value::from(1);
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        out!("{}", show_text(&v));
+    }
     Ok(if empty { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `cache show` for people: the URL and key, then per stored variant and
+/// record its status, when it was received, body size and SHA-256, the
+/// request fields that selected it and its stored fields. `v` is what
+/// `show_json` gives.
+fn show_text(v: &serde_json::Value) -> String {
+    let s = |x: &serde_json::Value| x.as_str().unwrap_or("-").to_string();
+    let mut out = format!("url       {}\nkey       {}\n", s(&v["url"]), s(&v["key"]));
+    let pairs = |x: &serde_json::Value| -> Vec<(String, String)> { x.as_array().map(|a| a.iter().map(|p| (s(&p[0]), s(&p[1]))).collect()).unwrap_or_default() };
+    for (what, list) in [("variant", &v["variants"]), ("record", &v["records"])] {
+        for (i, e) in list.as_array().into_iter().flatten().enumerate() {
+            let received = e["response_time_ms"]
+                .as_u64()
+                .map(|ms| crawlcache_base::time::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms)))
+                .unwrap_or_else(|| "-".into());
+            let body = match (e["body_bytes"].as_u64(), e["body_sha256"].as_str()) {
+                (Some(n), Some(h)) => format!("{} sha256 {h}", format_bytes(n)),
+                _ => "none".to_string(),
+            };
+            out.push_str(&format!("\n{what} {}{}\n", i + 1, e["key"].as_str().map(|k| format!("  ({k})")).unwrap_or_default()));
+            out.push_str(&format!("  status    {}\n  received  {received}\n  body      {body}\n", e["status"].as_u64().map_or("-".into(), |n| n.to_string())));
+            for (n, val) in pairs(&e["vary_request"]) {
+                out.push_str(&format!("  selected by  {n}: {val}\n"));
+            }
+            for (n, val) in pairs(&e["headers"]) {
+                out.push_str(&format!("  {n}: {val}\n"));
+            }
+        }
+    }
+    let n = v["variants"].as_array().map_or(0, Vec::len);
+    let r = v["records"].as_array().map_or(0, Vec::len);
+    out.push_str(&format!("\ncache show: {n} variant(s), {r} record(s)\n"));
+    out
 }
 
 /// How a purge reports: `dry_run` removes nothing and says what would

@@ -157,6 +157,7 @@ fn a_port_alone_listens_on_loopback() {
 fn durations_take_several_units_and_weeks() {
     let dir = TestDir::new("cli-durations");
     let data_dir = dir.join("data");
+    std::fs::create_dir_all(data_dir.join("audit")).unwrap();
     let data = path_str(&data_dir);
     for since in ["1h30m", "1w", "2d 12h", "90min"] {
         let out = crawlcache_cmd(&["audit", "skips", "--since", since, "--data-dir", data], CMD_LIMIT);

@@ -254,6 +254,11 @@ fn stats_count_errors_and_a_missing_token_is_named() {
     let total: u64 = line.split_once(':').and_then(|(h, _)| h.trim_start_matches("requests").trim().parse().ok()).unwrap_or(0);
     let parts: u64 = line.split_once(':').map(|(_, rest)| rest.split(',').filter_map(|p| p.split_whitespace().next()?.parse::<u64>().ok()).sum()).unwrap_or(0);
     assert_eq!((total, parts), (4, 4), "the parts add up to the total: {line}");
+    // `cache show` for people by default, JSON (versioned) with --json.
+    let shown = text(&ok(cache(&cfg, &data, &["show", &origin.url("/a")]), "cache show"));
+    assert!(shown.contains("variant 1\n  status    200\n") && shown.ends_with("cache show: 1 variant(s), 1 record(s)\n"), "{shown}");
+    let shown: serde_json::Value = serde_json::from_str(&text(&ok(cache(&cfg, &data, &["show", "--json", &origin.url("/a")]), "cache show --json"))).unwrap();
+    assert_eq!((shown["version"].as_u64(), shown["variants"].as_array().map(Vec::len)), (Some(1), Some(1)), "{shown}");
 
     // The same command with a configuration that lacks the token.
     let bare = dir.join("bare.toml");

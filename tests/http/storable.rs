@@ -11,7 +11,7 @@ fn request_no_store_stores_nothing_c06() {
     proxy.get(&url, &[("Cache-Control", "no-store")]);
     proxy.get(&url, &[("Cache-Control", "no-store")]);
     assert_eq!(origin.request_count(), 2, "both no-store requests reach the origin");
-    let show = crawlcache_cmd(&["cache", "show", "--data-dir", &proxy.data_dir().display().to_string(), &url], Duration::from_secs(20));
+    let show = crawlcache_cmd(&["cache", "show", "--json", "--data-dir", &proxy.data_dir().display().to_string(), &url], Duration::from_secs(20));
     let out = String::from_utf8_lossy(&show.stdout);
     assert!(out.contains("\"variants\": []"), "nothing is stored for the URL: {out}");
     let third = proxy.get(&url, &[]);

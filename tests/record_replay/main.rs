@@ -252,7 +252,7 @@ fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
     let cfg = dir.join("rule.toml");
     std::fs::write(&cfg, UTM_RULE).unwrap();
     let out = crawlcache_cmd(
-        &["cache", "show", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), &origin.url("/news?gclid=1&id=1")],
+        &["cache", "show", "--json", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), &origin.url("/news?gclid=1&id=1")],
         Duration::from_secs(30),
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -355,7 +355,7 @@ fn a_304_refreshes_the_record_copy_too() {
     let cfg = dir.join("all.toml");
     std::fs::write(&cfg, ALL).unwrap();
     let (cfg_s, data_s) = (cfg.to_str().unwrap(), data.to_str().unwrap());
-    let out = crawlcache_cmd(&["cache", "show", "--config", cfg_s, "--data-dir", data_s, &url], Duration::from_secs(30));
+    let out = crawlcache_cmd(&["cache", "show", "--json", "--config", cfg_s, "--data-dir", data_s, &url], Duration::from_secs(30));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let version =
         |e: &serde_json::Value| e["headers"].as_array().and_then(|h| h.iter().find(|f| f[0] == "x-version")).map(|f| f[1].as_str().unwrap_or("").to_string());
