@@ -149,7 +149,7 @@ pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> Stri
     let _ = writeln!(s, "origin:        {}", snapshot.origin);
     let _ = writeln!(s, "robots url:    {}", snapshot.origin.robots_url());
     let _ = writeln!(s, "state:         {state}");
-    let _ = writeln!(s, "age:           {}s", snapshot.age(now).as_secs());
+    let _ = writeln!(s, "age:           {}", crawlcache_base::units::format_age(snapshot.age(now)));
     let _ = writeln!(s, "status:        {}", snapshot.status.as_str());
     if let Some(code) = snapshot.http_status {
         let _ = writeln!(s, "http status:   {code}");
