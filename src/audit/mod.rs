@@ -428,16 +428,28 @@ impl AuditLog {
             shards: (0..SHARDS).map(|_| Shard(Mutex::new(Lines::default()))).collect(),
             out: Mutex::new(Out { file: None, spare: Vec::new() }),
         });
+        let today = utc_day(SystemTime::now());
         let weak = Arc::downgrade(&shared);
+        let mut seen_day = today;
+        let mut ticks = 0u32;
         std::thread::Builder::new().name("crawlcache-audit".into()).spawn(move || loop {
             std::thread::sleep(FLUSH_INTERVAL);
             let Some(shared) = weak.upgrade() else { return };
             if let Err(e) = shared.write_out() {
                 tracing::warn!("cannot write the audit log in {}: {e}", shared.dir.display());
             }
+            // The day's rollover prunes and compresses even when no line is
+            // written that day (mode "disallowed" on a quiet crawl): the
+            // clock is read once a second.
+            ticks = ticks.wrapping_add(1);
+            if let (Some(keeper), 0) = (&shared.keeper, ticks % 10) {
+                let day = utc_day(SystemTime::now());
+                if day > seen_day {
+                    seen_day = day;
+                    keeper.start(day);
+                }
+            }
         })?;
-        let mut today = [0u8; 10];
-        today.copy_from_slice(&crawlcache_base::time::format_rfc3339(SystemTime::now()).as_bytes()[..10]);
         if let Some(keeper) = &shared.keeper {
             keeper.start(today);
         }
@@ -511,6 +523,13 @@ impl Drop for AuditLog {
             tracing::warn!("cannot write the audit log in {}: {e}", self.shared.dir.display());
         }
     }
+}
+
+/// The UTC day of `at`, `YYYY-MM-DD` as bytes (the audit files' names).
+fn utc_day(at: SystemTime) -> [u8; 10] {
+    let mut day = [0u8; 10];
+    day.copy_from_slice(&crawlcache_base::time::format_rfc3339(at).as_bytes()[..10]);
+    day
 }
 
 /// What [`skips`] read: the disallowed requests, and the day files it could
