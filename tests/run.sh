@@ -139,10 +139,12 @@ cargo test --workspace --no-fail-fast "$@" || status=$?
 # They add a metadata-only build of the dependencies (docs/testing.md
 # gives the time on a fresh clone).
 if (($# == 0)); then
+    habits_started=$SECONDS
     echo "tests/run.sh: cargo clippy --workspace --all-targets -- -D warnings"
     cargo clippy --workspace --all-targets --quiet -- -D warnings || { echo "tests/run.sh: clippy found warnings (denied)" >&2; status=1; }
     echo "tests/run.sh: cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)"
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet || { echo "tests/run.sh: cargo doc found warnings (denied)" >&2; status=1; }
+    echo "tests/run.sh: clippy and cargo doc took $((SECONDS - habits_started)) s"
 fi
 
 # The Python side (tests/python/run.sh): the wheel, the .deb and the
