@@ -1,12 +1,12 @@
 //! crawlcache: a local caching forward proxy for web crawlers.
 //!
 //! A request flows down the modules once: [`proxy`] asks [`robots`] for the
-//! verdict, asks [`cache`] for the decision, asks [`store`] for the bytes, and
+//! verdict, asks `crawlcache_policy::cache` for the decision, asks `crawlcache_store` for the bytes, and
 //! only the upstream client (used by the proxy and by the robots fetcher)
 //! talks to origins.
 //!
 //! [`cli`] is the command line (`main.rs` only parses and dispatches);
-//! [`units`] and [`fsutil`] are leaves every other module may use.
+//! `crawlcache_base::units` and `crawlcache_base::fsutil` are leaves every module may use.
 //!
 //! The layers below live in crates of their own (`crates/`), so that a
 //! lower one cannot import a higher one: `crawlcache-base` (leaves: units,

@@ -8,10 +8,10 @@
 //! (`http://example.com/a?b`, see [`crawlcache_policy::cache::key`]), with the
 //! secondary key built from `Vary`. A record is stored under its
 //! [`RecordKey`] (`record:GET http://example.com/a?b`; a POST's key names
-//! the SHA-256 of its body) with, as secondary key, its [`Selection`]: the
+//! the SHA-256 of its body) with, as secondary key, its [`crawlcache_policy::store_key::Selection`]: the
 //! same RFC 9111 section 4.1 secondary key the cache would use, so every
 //! `Vary` variant of a URL is recorded beside the others
-//! ([`crate::store_key`] has the format, before and after). As metadata it
+//! ([`crawlcache_policy::store_key`] has the format, before and after). As metadata it
 //! holds the encoded [`crawlcache_policy::cache::StoredResponse`] (the same encoding as
 //! cache entries). Its body is an ordinary content-addressed body: the same
 //! SHA-256 files, reference counts, size budget and LRU order as the cache,
@@ -46,7 +46,7 @@
 //!
 //! **Replay** ([`crate::proxy::route`]): offline, a request is answered
 //! from the HTTP cache when it holds a matching variant, else from the
-//! latest recorded variant its own fields select ([`Selection::admits`];
+//! latest recorded variant its own fields select ([`crawlcache_policy::store_key::Selection::admits`];
 //! for HEAD: the HEAD record, else the GET one), with `Cache-Status:
 //! crawlcache; hit; key=...; detail=offline`, the `key` parameter of RFC
 //! 9211 naming the record key (it came from the record), else 504 naming the URL, the
@@ -120,7 +120,7 @@ impl RecordConfig {
 /// `secondary_key`: when the tee reports the entry published, its body and
 /// head are indexed under `record_key` too, with the same secondary key
 /// (a response the cache stores has a `Vary` naming fields or none, so its
-/// [`Selection`] is its cache secondary key), then `lead` (the request's
+/// [`crawlcache_policy::store_key::Selection`] is its cache secondary key), then `lead` (the request's
 /// own collapse lead, if any) is released with the same outcome.
 pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_key: Vec<u8>, record_key: RecordKey) -> Lead {
     let key = primary.clone();

@@ -3,8 +3,8 @@
 //!
 //! One `GET` per call, never following redirects (the caller does, RFC 9309
 //! §2.3.1.2), conditional when validators are given (RFC 9110 §13.1.1,
-//! §13.1.3), sent as the caller's `User-Agent` ([`super::identity`]) and
-//! with `Accept-Encoding: gzip, deflate, br` (only what [`super::decode`]
+//! §13.1.3), sent as the caller's `User-Agent` ([`crawlcache_robots::identity`]) and
+//! with `Accept-Encoding: gzip, deflate, br` (only what [`crawlcache_robots::decode`]
 //! undoes). A 2xx body is read within the body timeout and its content
 //! codings undone, keeping at most `max_bytes` of decoded text (RFC 9309
 //! §2.5; a decompression bomb stops there). Coded bytes are read up to

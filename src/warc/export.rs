@@ -3,7 +3,7 @@
 //! by `WARC-Concurrent-To`.
 //!
 //! **Which exchanges** ([`plan`]): every record (SPEC section 6, see
-//! [`crate::store_key`]) and every HTTP-cache entry, grouped by (URL,
+//! [`crawlcache_policy::store_key`]) and every HTTP-cache entry, grouped by (URL,
 //! method, request-body hash, variant). A group with a record is written
 //! once, from the record (with `record.mode = "all"` the record holds the
 //! final response the client got, and it shares the cache entry's body); a

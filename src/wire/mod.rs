@@ -1,16 +1,13 @@
 //! The plumbing floor under the proxy: it carries bytes and writes fields,
-//! and makes no caching or robots decision.
+//! and makes no caching or robots decision. The field rules it applies are
+//! `crawlcache_policy`'s, named there: `hop_by_hop` (RFC 9110 section
+//! 7.6.1, `Via`), `cache_status` (RFC 9211) and `upstream_fields` (the
+//! fields of a request sent to an origin).
 //!
 //! - [`body`]: the one response body type sent to clients.
-//! - `crawlcache_policy::hop_by_hop` (no longer aliased here): the one hop-by-hop list (RFC 9110 section 7.6.1) and `Via`
-//!   (section 7.6.3).
-//! - [`cache_status`]: the typed RFC 9211 `Cache-Status`, the only way one
-//!   is written.
 //! - [`error`]: plain-text error responses that name their cause.
 //! - [`origin`]: the one client for origins, used by the proxy and by the
 //!   robots.txt fetcher.
-//! - [`upstream_fields`]: the fields of a request sent to an origin (`Host`
-//!   from the target, framing from what is sent), pure.
 //! - [`interim`]: 1xx interim responses relayed to the client.
 //! - [`sendfile`]: large stored bodies sent with `sendfile(2)` on plain
 //!   client connections.
