@@ -76,15 +76,33 @@
 //! touches are bounded ([`TOUCH_BATCH`]); nothing else grows with the number
 //! of entries.
 //!
-//! Files: this one holds the types and the public API; `packs.rs` the pack
-//! segments; `blobs.rs` the body files and their pins; `index.rs` the sled
-//! rows; `budget.rs` touches, eviction and compaction; `maintenance.rs` the
-//! group commit, crash recovery, the background thread and the close;
-//! `verify.rs` the invariant check; `format.rs` and `migrate.rs` the format
-//! number and the migration of older stores (`legacy.rs` reads them).
+//! Files (tests/architecture.rs keeps each one under 800 lines):
+//! - the handle and what it hands out: `store.rs` ([`Store`] and its public
+//!   operations), `types.rs` (entries, bodies, counters, options), `error.rs`,
+//!   `scan.rs` (iterating entries), `inner.rs` (the state every handle and
+//!   writer share), `open.rs` (opening sled);
+//! - a body on its way in: `body_writer.rs` ([`BodyWriter`]: hashed as it
+//!   arrives, spilled to a file when long), `body_plan.rs` (how a new
+//!   record carries its body: its own, a reference, or shared);
+//! - where bytes live: `packs.rs` (pack segments and their records),
+//!   `hints.rs` (which short bodies a segment holds), `blobs.rs` (body
+//!   files and their pins), `record_cache.rs` (records read recently),
+//!   `hash.rs` (SHA-256 names), `fsops.rs` (file operations that name their
+//!   path in errors);
+//! - the index: `index.rs` (sled's tree and how a body is kept), `rows.rs`
+//!   (every row's encoding), `apply.rs` (changes as `Op`s applied under
+//!   the index lock), `presence.rs` (the Bloom filter of primary keys),
+//!   `stamp.rs` (the store's hybrid clock);
+//! - work no caller waits for: `budget.rs` (touches, eviction, compaction),
+//!   `maintenance.rs` (group commit, crash recovery, the background thread,
+//!   the close), `verify.rs` (the invariant check);
+//! - formats: `format.rs` (the format number), `migrate.rs` (migration of
+//!   older stores) and `legacy.rs` (reading them).
 
 mod apply;
 mod blobs;
+mod body_plan;
+mod body_writer;
 mod budget;
 mod error;
 pub mod format;
@@ -106,9 +124,8 @@ mod stamp;
 mod store;
 mod types;
 mod verify;
-mod write;
-mod writer;
 
+pub use body_writer::BodyWriter;
 pub use budget::TOUCH_BATCH;
 pub use error::StoreError;
 pub use maintenance::COMMIT_INTERVAL;
@@ -117,7 +134,6 @@ pub use stamp::clock_micros;
 pub use store::Store;
 pub use types::{BodyData, BodyReader, CommittedBody, Compaction, Entry, LookupVersion, Removal, StoreOptions, StoreStats};
 pub use verify::VerifyReport;
-pub use writer::BodyWriter;
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,8 @@ use crawlcache_base::locks::lock;
 
 use crate::apply::Op;
 use crate::blobs::Blobs;
+use crate::body_plan::Plan;
+use crate::body_writer::BodyWriter;
 use crate::error::StoreError;
 use crate::fsops::io_err;
 use crate::index::{entry_key, parse_hash, primary_prefix, sled_err, Index, Place, SlotBody};
@@ -21,8 +23,6 @@ use crate::packs::{self, Packs, RecBody, Record};
 use crate::scan::{Page, PageCursor, Scan};
 use crate::types::*;
 use crate::verify::VerifyReport;
-use crate::write::Plan;
-use crate::writer::BodyWriter;
 use crate::{format, hints, index, legacy, migrate, presence, record_cache, verify};
 
 /// Handle to an open store. Cheap to clone; all clones share one index.
