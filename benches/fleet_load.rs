@@ -30,15 +30,26 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { proxy: String::new(), url: String::new(), connections: 32, duration: None, count: None };
+    let mut a = Args {
+        proxy: String::new(),
+        url: String::new(),
+        connections: 32,
+        duration: None,
+        count: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut v = || it.next().ok_or_else(|| format!("{k} needs a value"));
         match k.as_str() {
             "--proxy" => a.proxy = v()?,
             "--url" => a.url = v()?,
-            "--connections" => a.connections = v()?.parse().map_err(|e| format!("--connections: {e}"))?,
-            "--duration" => a.duration = Some(Duration::from_secs(v()?.parse().map_err(|e| format!("--duration: {e}"))?)),
+            "--connections" => {
+                a.connections = v()?.parse().map_err(|e| format!("--connections: {e}"))?
+            }
+            "--duration" => {
+                a.duration =
+                    Some(Duration::from_secs(v()?.parse().map_err(|e| format!("--duration: {e}"))?))
+            }
             "--count" => a.count = Some(v()?.parse().map_err(|e| format!("--count: {e}"))?),
             "--bench" => {}
             other => return Err(format!("unknown argument {other}")),
@@ -59,7 +70,11 @@ struct Counters {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-async fn connection(args: Arc<Args>, c: Arc<Counters>, deadline: Option<Instant>) -> Result<(), BoxError> {
+async fn connection(
+    args: Arc<Args>,
+    c: Arc<Counters>,
+    deadline: Option<Instant>,
+) -> Result<(), BoxError> {
     let stream = TcpStream::connect(&args.proxy).await?;
     stream.set_nodelay(true)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -79,7 +94,8 @@ async fn connection(args: Arc<Args>, c: Arc<Counters>, deadline: Option<Instant>
         };
         let uri: http::Uri = url.parse()?;
         let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-        let req = http::Request::get(uri).header(http::header::HOST, host).body(Empty::<Bytes>::new())?;
+        let req =
+            http::Request::get(uri).header(http::header::HOST, host).body(Empty::<Bytes>::new())?;
         sender.ready().await?;
         let resp = sender.send_request(req).await?;
         let ok = resp.status() == 200;
@@ -99,12 +115,15 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let counters = Arc::new(Counters::default());
     let start = Instant::now();
     let deadline = args.duration.map(|d| start + d);
     rt.block_on(async {
-        let tasks: Vec<_> = (0..args.connections).map(|_| tokio::spawn(connection(args.clone(), counters.clone(), deadline))).collect();
+        let tasks: Vec<_> = (0..args.connections)
+            .map(|_| tokio::spawn(connection(args.clone(), counters.clone(), deadline)))
+            .collect();
         for t in tasks {
             if let Ok(Err(e)) = t.await {
                 eprintln!("fleet_load: a connection failed: {e}");
@@ -114,5 +133,9 @@ fn main() {
     });
     let secs = start.elapsed().as_secs_f64();
     let n = counters.requests.load(Ordering::Relaxed);
-    println!("requests={n} errors={} seconds={secs:.2} req_per_s={:.0}", counters.errors.load(Ordering::Relaxed), n as f64 / secs);
+    println!(
+        "requests={n} errors={} seconds={secs:.2} req_per_s={:.0}",
+        counters.errors.load(Ordering::Relaxed),
+        n as f64 / secs
+    );
 }

@@ -66,7 +66,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         Some(b'm') => (&s[..s.len() - 1], 60),
         _ => (s, 1),
     };
-    n.parse::<u64>().map(|n| Duration::from_secs(n * mult)).map_err(|_| format!("bad duration {s:?}"))
+    n.parse::<u64>()
+        .map(|n| Duration::from_secs(n * mult))
+        .map_err(|_| format!("bad duration {s:?}"))
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -99,7 +101,12 @@ fn parse_args() -> Result<Args, String> {
     if !matches!(url.scheme_str(), Some("https") | Some("http")) {
         return Err(format!("--url {url_s}: only http and https URLs"));
     }
-    let host = url.host().ok_or("--url has no host")?.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let host = url
+        .host()
+        .ok_or("--url has no host")?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     let port = url.port_u16().unwrap_or(if url.scheme_str() == Some("https") { 443 } else { 80 });
     let mode = match mode.as_deref().unwrap_or("keepalive") {
         "keepalive" => Mode::KeepAlive,
@@ -108,9 +115,20 @@ fn parse_args() -> Result<Args, String> {
         other => return Err(format!("--mode {other}: keepalive, tunnels or hosts")),
     };
     let hosts = hosts.as_deref().unwrap_or("1000").parse().map_err(|_| "bad --hosts")?;
-    let connections = connections.as_deref().unwrap_or("32").parse().map_err(|_| "bad --connections")?;
+    let connections =
+        connections.as_deref().unwrap_or("32").parse().map_err(|_| "bad --connections")?;
     let duration = parse_duration(duration.as_deref().unwrap_or("10s"))?;
-    Ok(Args { url, host, port, proxy: proxy.filter(|p| !p.is_empty()), ca: ca.unwrap_or_default(), connections, duration, mode, hosts })
+    Ok(Args {
+        url,
+        host,
+        port,
+        proxy: proxy.filter(|p| !p.is_empty()),
+        ca: ca.unwrap_or_default(),
+        connections,
+        duration,
+        mode,
+        hosts,
+    })
 }
 
 /// A client configuration for plain-HTTP runs, never used to connect.
@@ -132,18 +150,24 @@ fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     if roots.is_empty() {
         return Err(format!("{ca_path}: no CERTIFICATE in it"));
     }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
 
 /// Opens one connection (through the proxy's CONNECT when there is one) and
 /// returns a hyper HTTP/1.1 sender over TLS.
-async fn connect(args: &Args, tls: &TlsConnector, sni: Option<&str>) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, BoxError> {
+async fn connect(
+    args: &Args,
+    tls: &TlsConnector,
+    sni: Option<&str>,
+) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, BoxError> {
     let authority = format!("{}:{}", args.host, args.port);
     if args.url.scheme_str() == Some("http") {
         // In clear: to the proxy (absolute-form requests) or the origin.
@@ -160,7 +184,10 @@ async fn connect(args: &Args, tls: &TlsConnector, sni: Option<&str>) -> Result<h
         Some(proxy) => {
             let mut tcp = TcpStream::connect(proxy).await?;
             tcp.set_nodelay(true)?;
-            tcp.write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes()).await?;
+            tcp.write_all(
+                format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+            )
+            .await?;
             // Read the response head byte by byte: nothing after it may be
             // consumed (the TLS server hello follows only after our hello).
             let mut head = Vec::with_capacity(256);
@@ -189,13 +216,19 @@ async fn connect(args: &Args, tls: &TlsConnector, sni: Option<&str>) -> Result<h
     Ok(sender)
 }
 
-async fn one_request(sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>, args: &Args, host_header: &str) -> Result<u64, BoxError> {
+async fn one_request(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    args: &Args,
+    host_header: &str,
+) -> Result<u64, BoxError> {
     sender.ready().await?;
     let path = match (&args.proxy, args.url.scheme_str()) {
         (Some(_), Some("http")) => args.url.to_string(),
         _ => args.url.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string(),
     };
-    let req = http::Request::get(path).header(http::header::HOST, host_header).body(Empty::<Bytes>::new())?;
+    let req = http::Request::get(path)
+        .header(http::header::HOST, host_header)
+        .body(Empty::<Bytes>::new())?;
     let resp = sender.send_request(req).await?;
     let status = resp.status();
     let mut body = resp.into_body();
@@ -213,11 +246,20 @@ async fn one_request(sender: &mut hyper::client::conn::http1::SendRequest<Empty<
 
 /// `--mode hosts`: takes the next host number from `next` until `--hosts`
 /// are done; each a new tunnel with its own server name and one request.
-async fn host_worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, next: Arc<AtomicU64>) {
+async fn host_worker(
+    args: Arc<Args>,
+    tls: TlsConnector,
+    counters: Arc<Counters>,
+    next: Arc<AtomicU64>,
+) {
     let host_header = format!("{}:{}", args.host, args.port);
     // `hI.hosts.HOST`: an origin whose certificate names `*.hosts.HOST`
     // also verifies for a peer that sends the client's name on upstream.
-    let suffix = if args.host.parse::<std::net::IpAddr>().is_ok() { "hosts.test".to_string() } else { format!("hosts.{}", args.host) };
+    let suffix = if args.host.parse::<std::net::IpAddr>().is_ok() {
+        "hosts.test".to_string()
+    } else {
+        format!("hosts.{}", args.host)
+    };
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= args.hosts {
@@ -246,7 +288,8 @@ async fn host_worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>
 }
 
 async fn worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, deadline: Instant) {
-    let host_header = if args.port == 443 { args.host.clone() } else { format!("{}:{}", args.host, args.port) };
+    let host_header =
+        if args.port == 443 { args.host.clone() } else { format!("{}:{}", args.host, args.port) };
     let per_request = Duration::from_secs(30);
     let mut reported = false;
     while Instant::now() < deadline {
@@ -267,7 +310,9 @@ async fn worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, dea
             }
         };
         while Instant::now() < deadline {
-            match tokio::time::timeout(per_request, one_request(&mut sender, &args, &host_header)).await {
+            match tokio::time::timeout(per_request, one_request(&mut sender, &args, &host_header))
+                .await
+            {
                 Ok(Ok(n)) => {
                     if Instant::now() <= deadline {
                         counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -301,21 +346,35 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let tls = match if args.url.scheme_str() == Some("http") { Ok(Arc::new(plain_placeholder())) } else { tls_config(&args.ca) } {
+    let tls = match if args.url.scheme_str() == Some("http") {
+        Ok(Arc::new(plain_placeholder()))
+    } else {
+        tls_config(&args.ca)
+    } {
         Ok(c) => TlsConnector::from(c),
         Err(e) => {
             eprintln!("https_load: {e}");
             std::process::exit(2);
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let counters = Arc::new(Counters::default());
     let start = Instant::now();
     let deadline = start + args.duration;
     if args.mode == Mode::Hosts {
         let next = Arc::new(AtomicU64::new(0));
         rt.block_on(async {
-            let tasks: Vec<_> = (0..args.connections).map(|_| tokio::spawn(host_worker(args.clone(), tls.clone(), counters.clone(), next.clone()))).collect();
+            let tasks: Vec<_> = (0..args.connections)
+                .map(|_| {
+                    tokio::spawn(host_worker(
+                        args.clone(),
+                        tls.clone(),
+                        counters.clone(),
+                        next.clone(),
+                    ))
+                })
+                .collect();
             for t in tasks {
                 let _ = t.await;
             }
@@ -331,7 +390,9 @@ fn main() {
         return;
     }
     rt.block_on(async {
-        let tasks: Vec<_> = (0..args.connections).map(|_| tokio::spawn(worker(args.clone(), tls.clone(), counters.clone(), deadline))).collect();
+        let tasks: Vec<_> = (0..args.connections)
+            .map(|_| tokio::spawn(worker(args.clone(), tls.clone(), counters.clone(), deadline)))
+            .collect();
         for t in tasks {
             let _ = t.await;
         }
@@ -340,5 +401,9 @@ fn main() {
     let requests = counters.requests.load(Ordering::Relaxed);
     let errors = counters.errors.load(Ordering::Relaxed);
     let bytes = counters.bytes.load(Ordering::Relaxed);
-    println!("requests={requests} errors={errors} req_per_s={:.2} bytes={bytes} secs={:.2}", requests as f64 / secs, start.elapsed().as_secs_f64());
+    println!(
+        "requests={requests} errors={errors} req_per_s={:.2} bytes={bytes} secs={:.2}",
+        requests as f64 / secs,
+        start.elapsed().as_secs_f64()
+    );
 }

@@ -14,7 +14,10 @@ use std::time::{Duration, UNIX_EPOCH};
 fn hm(fields: &[(&str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
     for (n, v) in fields {
-        map.append(HeaderName::from_bytes(n.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        map.append(
+            HeaderName::from_bytes(n.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
     }
     map
 }
@@ -28,7 +31,10 @@ fn decision(c: &mut Criterion) {
         ("content-type", "text/html; charset=utf-8"),
         ("content-length", "48213"),
         ("connection", "keep-alive"),
-        ("cache-control", "public, max-age=600, s-maxage=300, stale-while-revalidate=60, stale-if-error=86400"),
+        (
+            "cache-control",
+            "public, max-age=600, s-maxage=300, stale-while-revalidate=60, stale-if-error=86400",
+        ),
         ("etag", "\"5f3c1a2b-bc55\""),
         ("last-modified", &lm),
         ("vary", "Accept-Encoding"),
@@ -44,7 +50,8 @@ fn decision(c: &mut Criterion) {
         ("accept-encoding", "gzip, br"),
         ("cache-control", "max-stale=30"),
     ]);
-    let uri: http::Uri = "HTTP://Example.com:80/articles/2023/11/some-page?ref=feed".parse().unwrap();
+    let uri: http::Uri =
+        "HTTP://Example.com:80/articles/2023/11/some-page?ref=feed".parse().unwrap();
     let cfg = PolicyConfig::default();
     let now = t + Duration::from_secs(120);
 
@@ -52,7 +59,15 @@ fn decision(c: &mut Criterion) {
         b.iter(|| {
             let key = primary_key(black_box(&uri));
             let variant = secondary_key(black_box(&response), black_box(&request));
-            let ok = storable(&Method::GET, &CacheControl::from_headers(black_box(&request)), black_box(&request), 200, black_box(&response), &cfg).is_ok();
+            let ok = storable(
+                &Method::GET,
+                &CacheControl::from_headers(black_box(&request)),
+                black_box(&request),
+                200,
+                black_box(&response),
+                &cfg,
+            )
+            .is_ok();
             let stored = StoredResponse {
                 status: 200,
                 headers: headers_to_store(black_box(&response), &cfg),
@@ -77,9 +92,18 @@ fn decision(c: &mut Criterion) {
         vary_request: vec![],
     };
     c.bench_function("policy decide (hit path: decide on a stored response)", |b| {
-        b.iter(|| black_box(decide(&CacheControl::from_headers(black_box(&request)), black_box(&stored), now, &cfg)))
+        b.iter(|| {
+            black_box(decide(
+                &CacheControl::from_headers(black_box(&request)),
+                black_box(&stored),
+                now,
+                &cfg,
+            ))
+        })
     });
-    c.bench_function("cache_control parse", |b| b.iter(|| black_box(CacheControl::from_response_headers(black_box(&response)))));
+    c.bench_function("cache_control parse", |b| {
+        b.iter(|| black_box(CacheControl::from_response_headers(black_box(&response))))
+    });
 }
 
 criterion_group!(benches, decision);

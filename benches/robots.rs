@@ -28,7 +28,8 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 fn urls() -> Vec<String> {
-    let text = String::from_utf8(read("urls-10k.txt")).unwrap_or_else(|e| panic!("urls-10k.txt: {e}"));
+    let text =
+        String::from_utf8(read("urls-10k.txt")).unwrap_or_else(|e| panic!("urls-10k.txt: {e}"));
     text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
@@ -37,7 +38,9 @@ fn parse(c: &mut Criterion) {
     for file in FILES {
         let body = read(file);
         g.throughput(Throughput::Bytes(body.len() as u64));
-        g.bench_with_input(BenchmarkId::new("crawlcache", file), &body, |b, body| b.iter(|| RobotsTxt::parse(black_box(body))));
+        g.bench_with_input(BenchmarkId::new("crawlcache", file), &body, |b, body| {
+            b.iter(|| RobotsTxt::parse(black_box(body)))
+        });
         g.bench_with_input(BenchmarkId::new("texting_robots", file), &body, |b, body| {
             b.iter(|| texting_robots::Robot::new(black_box(AGENTS[0]), black_box(body)).ok())
         });
@@ -54,10 +57,15 @@ fn check(c: &mut Criterion) {
         let body = read(file);
         let ours = RobotsTxt::parse(&body);
         for agent in AGENTS {
-            let theirs = texting_robots::Robot::new(agent, &body).unwrap_or_else(|e| panic!("texting_robots cannot parse {file}: {e}"));
+            let theirs = texting_robots::Robot::new(agent, &body)
+                .unwrap_or_else(|e| panic!("texting_robots cannot parse {file}: {e}"));
             // Both must agree here, or the comparison would be meaningless.
-            let disagree = urls.iter().filter(|u| ours.is_allowed(agent, u) != theirs.allowed(u)).count();
-            eprintln!("{file} {agent}: crawlcache and texting_robots disagree on {disagree} of {} URLs", urls.len());
+            let disagree =
+                urls.iter().filter(|u| ours.is_allowed(agent, u) != theirs.allowed(u)).count();
+            eprintln!(
+                "{file} {agent}: crawlcache and texting_robots disagree on {disagree} of {} URLs",
+                urls.len()
+            );
 
             let id = format!("{file}/{agent}");
             g.bench_with_input(BenchmarkId::new("crawlcache_check", &id), &urls, |b, urls| {

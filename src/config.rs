@@ -192,7 +192,10 @@ impl AccessLogTarget {
     /// Errors: an empty value.
     pub fn parse(s: &str) -> Result<AccessLogTarget, String> {
         Ok(match s {
-            "" => return Err("server.access_log is empty: write \"off\", \"stdout\" or a file path".to_string()),
+            "" => {
+                return Err("server.access_log is empty: write \"off\", \"stdout\" or a file path"
+                    .to_string())
+            }
             "off" => AccessLogTarget::Off,
             "stdout" => AccessLogTarget::Stdout,
             "info" => AccessLogTarget::Level(tracing::Level::INFO),
@@ -348,7 +351,11 @@ impl ParentProxyUrl {
         let uri: http::Uri = s.parse().map_err(|e| format!("not a URL ({e}); {expected}"))?;
         match uri.scheme_str() {
             Some("http") => {}
-            Some(other) => return Err(format!("scheme `{other}` is not supported for a parent proxy; {expected}")),
+            Some(other) => {
+                return Err(format!(
+                    "scheme `{other}` is not supported for a parent proxy; {expected}"
+                ))
+            }
             None => return Err(format!("no scheme; {expected}")),
         }
         let authority = uri.authority().ok_or_else(|| format!("no host; {expected}"))?;
@@ -414,7 +421,9 @@ impl NoProxyEntry {
             return IpNet::parse(t).map(NoProxyEntry::Net);
         }
         let name = t.strip_prefix('.').unwrap_or(t).trim_end_matches('.').to_ascii_lowercase();
-        let label_ok = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        let label_ok = |l: &str| {
+            !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
         if name.is_empty() || !name.split('.').all(label_ok) {
             return Err(format!(
                 "'{s}' is not a host name, IP address or network (expected e.g. \"example.org\", \".example.org\", \"10.0.0.0/8\" or \"192.0.2.7\")"
@@ -483,10 +492,18 @@ impl IpNet {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
         };
-        let addr: IpAddr = a.trim().parse().map_err(|_| format!("'{s}' is not an IP network (expected e.g. 10.0.0.0/8)"))?;
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not an IP network (expected e.g. 10.0.0.0/8)"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
-            Some(p) => p.trim().parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("'{s}': prefix must be 0..={max}"))?,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("'{s}': prefix must be 0..={max}"))?,
             None => max,
         };
         Ok(IpNet { addr, prefix })
@@ -505,7 +522,8 @@ impl IpNet {
                 (u32::from(n) & mask) == (u32::from(a) & mask)
             }
             (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - self.prefix as u32) };
+                let mask =
+                    if self.prefix == 0 { 0 } else { u128::MAX << (128 - self.prefix as u32) };
                 (u128::from(n) & mask) == (u128::from(a) & mask)
             }
             _ => false,
@@ -539,7 +557,10 @@ impl Config {
 
     fn validate(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
-            return Err(format!("bad value for key `cache.heuristic_fraction`: {} (must be between 0 and 1)", self.cache.heuristic_fraction));
+            return Err(format!(
+                "bad value for key `cache.heuristic_fraction`: {} (must be between 0 and 1)",
+                self.cache.heuristic_fraction
+            ));
         }
         if self.cache.max_size == 0 {
             return Err("bad value for key `cache.max_size`: must be more than 0".into());
@@ -548,7 +569,10 @@ impl Config {
             return Err(format!("bad value for key `store.inline_max_bytes`: {} (at most 1MiB: longer bodies belong in files)", self.store.inline_max_bytes));
         }
         if self.store.memory_ceiling < 32 << 20 {
-            return Err(format!("bad value for key `store.memory_ceiling`: {} (at least 32MiB)", self.store.memory_ceiling));
+            return Err(format!(
+                "bad value for key `store.memory_ceiling`: {} (at least 32MiB)",
+                self.store.memory_ceiling
+            ));
         }
         self.robots.validate()?;
         self.record.validate()?;
@@ -595,7 +619,9 @@ mod tests {
             #[serde(deserialize_with = "de_keep_days")]
             keep: Duration,
         }
-        let days = |text: &str| toml::from_str::<K>(text).map(|k| k.keep.as_secs() / 86_400).map_err(|e| e.to_string());
+        let days = |text: &str| {
+            toml::from_str::<K>(text).map(|k| k.keep.as_secs() / 86_400).map_err(|e| e.to_string())
+        };
         assert_eq!(days("keep = 30"), Ok(30));
         assert_eq!(days("keep = \"30d\""), Ok(30));
         assert_eq!(days("keep = \"1w\""), Ok(7));
@@ -629,20 +655,24 @@ mod tests {
         assert_eq!(c.fleet.redis_url, RedisUrl::Single("redis://127.0.0.1:6379/0".into()));
         assert!(c.fleet.has_bucket());
         assert_eq!((c.fleet.s3_region.as_str(), c.fleet.node_name().as_str()), ("eu-west-1", "n1"));
-        let e = Config::from_sources(Some((Path::new("f.toml"), "[fleet]\ns3_bucket = \"b\"\n"))).unwrap_err();
+        let e = Config::from_sources(Some((Path::new("f.toml"), "[fleet]\ns3_bucket = \"b\"\n")))
+            .unwrap_err();
         assert!(e.0.contains("f.toml") && e.0.contains("fleet.redis_url"), "{e}");
     }
 
     #[test]
     fn user_file_overrides_only_its_keys() {
-        let c = Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmax_size = \"1MiB\"\n"))).unwrap();
+        let c =
+            Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmax_size = \"1MiB\"\n")))
+                .unwrap();
         assert_eq!(c.cache.max_size, 1024 * 1024);
         assert_eq!(c.server.listen.port(), 3128);
     }
 
     #[test]
     fn unknown_key_names_key_and_file() {
-        let e = Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmaxsize = 5\n"))).unwrap_err();
+        let e = Config::from_sources(Some((Path::new("my.toml"), "[cache]\nmaxsize = 5\n")))
+            .unwrap_err();
         assert!(e.0.contains("my.toml") && e.0.contains("`cache.maxsize`"), "{e}");
         let e = Config::from_sources(Some((Path::new("my.toml"), "[nope]\na = 1\n"))).unwrap_err();
         assert!(e.0.contains("`nope`"), "{e}");
@@ -650,11 +680,18 @@ mod tests {
 
     #[test]
     fn bad_value_names_key_and_file() {
-        let e = Config::from_sources(Some((Path::new("x.toml"), "[cache]\nmax_size = \"lots\"\n"))).unwrap_err();
+        let e = Config::from_sources(Some((Path::new("x.toml"), "[cache]\nmax_size = \"lots\"\n")))
+            .unwrap_err();
         assert!(e.0.contains("x.toml") && e.0.contains("max_size"), "{e}");
-        let e = Config::from_sources(Some((Path::new("x.toml"), "[upstream]\nconnect_timeout = \"5 parsecs\"\n"))).unwrap_err();
+        let e = Config::from_sources(Some((
+            Path::new("x.toml"),
+            "[upstream]\nconnect_timeout = \"5 parsecs\"\n",
+        )))
+        .unwrap_err();
         assert!(e.0.contains("x.toml") && e.0.contains("connect_timeout"), "{e}");
-        let e = Config::from_sources(Some((Path::new("x.toml"), "[server]\nlisten = \"nowhere\"\n"))).unwrap_err();
+        let e =
+            Config::from_sources(Some((Path::new("x.toml"), "[server]\nlisten = \"nowhere\"\n")))
+                .unwrap_err();
         assert!(e.0.contains("x.toml") && e.0.contains("listen"), "{e}");
     }
 
@@ -670,9 +707,11 @@ mod tests {
         assert_eq!(c.robots.mode, crawlcache_robots::settings::RobotsMode::Enforce);
         assert_eq!(c.robots.windows_for("a.example").fresh, Duration::from_secs(1));
         assert_eq!(c.robots.windows_for("b.example").fresh, Duration::from_secs(2));
-        let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfreshness = \"1h\"\n"))).unwrap_err();
+        let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfreshness = \"1h\"\n")))
+            .unwrap_err();
         assert!(e.0.contains("`robots.freshness`"), "{e}");
-        let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfresh = \"5d\"\n"))).unwrap_err();
+        let e = Config::from_sources(Some((Path::new("r.toml"), "[robots]\nfresh = \"5d\"\n")))
+            .unwrap_err();
         assert!(e.0.contains("r.toml") && e.0.contains("fresh"), "{e}");
     }
 
@@ -683,10 +722,16 @@ mod tests {
         assert_eq!(parse_listen(":3130"), Ok(loopback(3130)));
         assert_eq!(parse_listen("0.0.0.0:3130").unwrap().to_string(), "0.0.0.0:3130");
         assert_eq!(parse_listen("[::1]:3130").unwrap().to_string(), "[::1]:3130");
-        assert!(parse_listen("70000").is_err() && parse_listen(":").is_err() && parse_listen("host:1").is_err());
-        let c = Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = 3130\n"))).unwrap();
+        assert!(
+            parse_listen("70000").is_err()
+                && parse_listen(":").is_err()
+                && parse_listen("host:1").is_err()
+        );
+        let c =
+            Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = 3130\n"))).unwrap();
         assert_eq!(c.server.listen, loopback(3130));
-        let c = Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = \":3131\"\n"))).unwrap();
+        let c = Config::from_sources(Some((Path::new("l.toml"), "[server]\nlisten = \":3131\"\n")))
+            .unwrap();
         assert_eq!(c.server.listen, loopback(3131));
     }
 
@@ -697,22 +742,45 @@ mod tests {
     #[test]
     fn access_log_destinations_and_the_old_level_form() {
         let c = Config::defaults().unwrap();
-        assert_eq!((c.server.access_log.clone(), c.server.access_log_format), (AccessLogTarget::Off, AccessLogFormat::Json));
-        let read = |v: &str| Config::from_sources(Some((Path::new("a.toml"), &format!("[server]\naccess_log = \"{v}\"\n")))).map(|c| c.server.access_log);
+        assert_eq!(
+            (c.server.access_log.clone(), c.server.access_log_format),
+            (AccessLogTarget::Off, AccessLogFormat::Json)
+        );
+        let read = |v: &str| {
+            Config::from_sources(Some((
+                Path::new("a.toml"),
+                &format!("[server]\naccess_log = \"{v}\"\n"),
+            )))
+            .map(|c| c.server.access_log)
+        };
         assert_eq!(read("stdout").unwrap(), AccessLogTarget::Stdout);
-        assert_eq!(read("/var/log/crawlcache/access.log").unwrap(), AccessLogTarget::File("/var/log/crawlcache/access.log".into()));
+        assert_eq!(
+            read("/var/log/crawlcache/access.log").unwrap(),
+            AccessLogTarget::File("/var/log/crawlcache/access.log".into())
+        );
         assert_eq!(read("info").unwrap(), AccessLogTarget::Level(tracing::Level::INFO));
         assert_eq!(read("debug").unwrap().level(), Some(tracing::Level::DEBUG));
         assert_eq!(read("trace").unwrap().level(), Some(tracing::Level::TRACE));
         assert!(read("").unwrap_err().0.contains("server.access_log"));
-        let c = Config::from_sources(Some((Path::new("a.toml"), "[server]\naccess_log_format = \"squid\"\n"))).unwrap();
+        let c = Config::from_sources(Some((
+            Path::new("a.toml"),
+            "[server]\naccess_log_format = \"squid\"\n",
+        )))
+        .unwrap();
         assert_eq!(c.server.access_log_format, AccessLogFormat::Squid);
-        assert!(Config::from_sources(Some((Path::new("a.toml"), "[server]\naccess_log_format = \"clf\"\n"))).is_err());
+        assert!(Config::from_sources(Some((
+            Path::new("a.toml"),
+            "[server]\naccess_log_format = \"clf\"\n"
+        )))
+        .is_err());
     }
 
     #[test]
     fn bypass_patterns() {
-        let t = TlsConfig { intercept: true, bypass_hosts: vec!["*.example.org".into(), "Bank.example".into()] };
+        let t = TlsConfig {
+            intercept: true,
+            bypass_hosts: vec!["*.example.org".into(), "Bank.example".into()],
+        };
         assert!(t.is_bypassed("example.org"));
         assert!(t.is_bypassed("a.b.example.org"));
         assert!(!t.is_bypassed("badexample.org"));
@@ -750,12 +818,26 @@ mod tests {
                 NoProxyEntry::All,
             ]
         );
-        for bad in ["https://parent:3128", "socks5://parent:1080", "http://parent", "parent:3128", "http://parent:3128/path"] {
-            let e = Config::from_sources(Some((Path::new("p.toml"), &format!("[upstream]\nproxy = \"{bad}\"\n")))).unwrap_err();
+        for bad in [
+            "https://parent:3128",
+            "socks5://parent:1080",
+            "http://parent",
+            "parent:3128",
+            "http://parent:3128/path",
+        ] {
+            let e = Config::from_sources(Some((
+                Path::new("p.toml"),
+                &format!("[upstream]\nproxy = \"{bad}\"\n"),
+            )))
+            .unwrap_err();
             assert!(e.0.contains("`upstream.proxy`"), "{bad}: {e}");
         }
         for bad in ["10.0.0.0/33", "exa mple.org", "a,b", ""] {
-            let e = Config::from_sources(Some((Path::new("p.toml"), &format!("[upstream]\nno_proxy = [\"{bad}\"]\n")))).unwrap_err();
+            let e = Config::from_sources(Some((
+                Path::new("p.toml"),
+                &format!("[upstream]\nno_proxy = [\"{bad}\"]\n"),
+            )))
+            .unwrap_err();
             assert!(e.0.contains("`upstream.no_proxy`"), "{bad}: {e}");
         }
     }

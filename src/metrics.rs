@@ -199,7 +199,12 @@ impl Metrics {
             at_ms: at.map_or(0, history::unix_ms),
         });
         if let Some(now) = at {
-            recent::RECENT.push(now, "response", status.to_string(), format!("{} {} ({})", record.method, record.url, record.cache_status));
+            recent::RECENT.push(
+                now,
+                "response",
+                status.to_string(),
+                format!("{} {} ({})", record.method, record.url, record.cache_status),
+            );
         }
     }
 

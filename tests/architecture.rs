@@ -56,7 +56,8 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 fn crate_sources() -> Vec<PathBuf> {
     let mut out = vec![root().join("src")];
     if let Ok(rd) = fs::read_dir(root().join("crates")) {
-        let mut crates: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("src")).filter(|p| p.is_dir()).collect();
+        let mut crates: Vec<PathBuf> =
+            rd.flatten().map(|e| e.path().join("src")).filter(|p| p.is_dir()).collect();
         crates.sort();
         out.extend(crates);
     }
@@ -97,12 +98,18 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 /// so `stages::forward::run(..)` after such a `use` is an edge to
 /// `stages/forward` however it is spelled.
 fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let files: Vec<(Vec<String>, PathBuf)> = rust_files(src).into_iter().map(|f| (module_of(src, &f), f)).collect();
+    let files: Vec<(Vec<String>, PathBuf)> =
+        rust_files(src).into_iter().map(|f| (module_of(src, &f), f)).collect();
     let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
     // The longest prefix of `path` that is a module file.
-    let resolve = |path: &[String]| -> Option<Vec<String>> { (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| known.contains(p)) };
+    let resolve = |path: &[String]| -> Option<Vec<String>> {
+        (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| known.contains(p))
+    };
     let path_re = regex::Regex::new(r"\b(crate|super|self)((?:::\w+)+)").unwrap();
-    let use_re = regex::Regex::new(r"\buse\s+(crate|super|self)((?:::\w+)*)(?:::\{([^;]*)\}|\s+as\s+(\w+))?\s*;").unwrap();
+    let use_re = regex::Regex::new(
+        r"\buse\s+(crate|super|self)((?:::\w+)*)(?:::\{([^;]*)\}|\s+as\s+(\w+))?\s*;",
+    )
+    .unwrap();
     let relative_re = regex::Regex::new(r"(?:^|[^:\w])(\w+)((?:::\w+)*)::").unwrap();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, file) in &files {
@@ -116,7 +123,8 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 "self" => module.clone(),
                 _ => module[..module.len().saturating_sub(1)].to_vec(),
             };
-            let mut rest: Vec<String> = rest.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+            let mut rest: Vec<String> =
+                rest.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
             while rest.first().is_some_and(|s| s == "super") {
                 path.pop();
                 rest.remove(0);
@@ -134,7 +142,10 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             if let Some(group) = c.get(3) {
                 for item in group.as_str().split(',') {
                     let mut words = item.split(" as ");
-                    let name = words.next().unwrap_or("").trim_matches(|ch: char| ch == '{' || ch == '}' || ch.is_whitespace());
+                    let name = words
+                        .next()
+                        .unwrap_or("")
+                        .trim_matches(|ch: char| ch == '{' || ch == '}' || ch.is_whitespace());
                     let alias = words.next().map(str::trim);
                     if name.is_empty() {
                         continue;
@@ -151,7 +162,9 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                     }
                 }
             } else if known.contains(&prefix) {
-                if let Some(last) = c.get(4).map(|m| m.as_str()).or(prefix.last().map(String::as_str)) {
+                if let Some(last) =
+                    c.get(4).map(|m| m.as_str()).or(prefix.last().map(String::as_str))
+                {
                     aliases.insert(last.to_string(), prefix.clone());
                 }
             }
@@ -160,7 +173,8 @@ fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             let name = &c[1];
             let mut child = module.clone();
             child.push(name.to_string());
-            let start = if known.contains(&child) { Some(child) } else { aliases.get(name).cloned() };
+            let start =
+                if known.contains(&child) { Some(child) } else { aliases.get(name).cloned() };
             if let Some(mut path) = start {
                 path.extend(c[2].split("::").filter(|s| !s.is_empty()).map(str::to_string));
                 uses.extend(resolve(&path));
@@ -214,7 +228,14 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
             }
         }
     }
-    let mut s = State { graph, index: HashMap::new(), low: HashMap::new(), stack: Vec::new(), next: 0, out: Vec::new() };
+    let mut s = State {
+        graph,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
     for v in graph.keys() {
         if !s.index.contains_key(v.as_str()) {
             visit(&mut s, v);
@@ -228,19 +249,32 @@ fn no_import_circle_but_the_intercepted_re_entry() {
     let mut found = Vec::new();
     for src in crate_sources() {
         for cycle in cycles(&import_graph(&src)) {
-            let allowed = ALLOWED_CYCLES.iter().any(|a| a.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>() == cycle);
+            let allowed = ALLOWED_CYCLES
+                .iter()
+                .any(|a| a.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>() == cycle);
             if !allowed {
-                found.push(format!("{}: {:?}", src.strip_prefix(root()).unwrap_or(&src).display(), cycle));
+                found.push(format!(
+                    "{}: {:?}",
+                    src.strip_prefix(root()).unwrap_or(&src).display(),
+                    cycle
+                ));
             }
         }
     }
-    assert!(found.is_empty(), "import circles (move what both sides use into a file of its own):\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "import circles (move what both sides use into a file of its own):\n{}",
+        found.join("\n")
+    );
 }
 
 /// Every function of a file longer than `max` lines (brace matching by
 /// indentation, as rustfmt lays code out), with its line and length.
 fn long_functions(code: &str, max: usize) -> Vec<(usize, String, usize)> {
-    let fn_re = regex::Regex::new(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)").unwrap();
+    let fn_re = regex::Regex::new(
+        r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)",
+    )
+    .unwrap();
     let lines: Vec<&str> = code.lines().collect();
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
@@ -250,7 +284,10 @@ fn long_functions(code: &str, max: usize) -> Vec<(usize, String, usize)> {
         }
         let indent = c[1].len();
         let close = format!("{}}}", " ".repeat(indent));
-        if let Some(j) = lines[i + 1..].iter().position(|m| m.starts_with(&close) && m.len() - m.trim_start().len() == indent) {
+        if let Some(j) = lines[i + 1..]
+            .iter()
+            .position(|m| m.starts_with(&close) && m.len() - m.trim_start().len() == indent)
+        {
             let len = j + 2;
             if len > max {
                 out.push((i + 1, c[2].to_string(), len));
@@ -274,17 +311,22 @@ fn no_file_over_800_lines_and_no_function_over_120_but_route() {
             let before = text.find("\n#[cfg(test)]\nmod tests {").map_or(text.len(), |i| i + 1);
             // The tests module comes last: nothing but blank lines after
             // its closing brace (code there would escape every check).
-            let after_tests = text[before..].find("\n}\n").map_or("", |end| &text[before + end + 3..]);
+            let after_tests =
+                text[before..].find("\n}\n").map_or("", |end| &text[before + end + 3..]);
             if !after_tests.trim().is_empty() {
                 problems.push(format!("{rel}: code after its `#[cfg(test)] mod tests {{ .. }}` (move the tests to the end)"));
             }
             let lines = text[..before].lines().count();
             if lines > MAX_FILE_LINES {
-                problems.push(format!("{rel}: {lines} lines before its tests (at most {MAX_FILE_LINES})"));
+                problems.push(format!(
+                    "{rel}: {lines} lines before its tests (at most {MAX_FILE_LINES})"
+                ));
             }
             for (line, name, len) in long_functions(&text[..before], MAX_FN_LINES) {
                 if name != "route" {
-                    problems.push(format!("{rel}:{line}: fn {name} is {len} lines (at most {MAX_FN_LINES})"));
+                    problems.push(format!(
+                        "{rel}:{line}: fn {name} is {len} lines (at most {MAX_FN_LINES})"
+                    ));
                 }
             }
         }
@@ -311,7 +353,11 @@ fn record_keys_are_written_and_read_in_one_place() {
             }
         }
     }
-    assert!(found.is_empty(), "record keys spelled out of the StoreKey type:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "record keys spelled out of the StoreKey type:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -323,7 +369,8 @@ fn the_fuzz_targets_use_the_robots_engine_as_a_library() {
             found.push(format!("{}: #[path]", file.display()));
         }
     }
-    let robots = ["crates/robots/src", "src/robots"].iter().map(|d| root().join(d)).find(|d| d.is_dir());
+    let robots =
+        ["crates/robots/src", "src/robots"].iter().map(|d| root().join(d)).find(|d| d.is_dir());
     for file in robots.iter().flat_map(|d| rust_files(d)) {
         if code_before_tests(&fs::read_to_string(&file).unwrap_or_default()).contains("fuzzing)") {
             found.push(format!("{}: cfg(fuzzing)", file.display()));
@@ -340,16 +387,22 @@ fn the_import_checker_finds_a_circle_through_a_parent() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("a")).unwrap();
     fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
-    fs::write(dir.join("a/mod.rs"), "mod child;\npub use child::Thing;\npub struct Shared;\n").unwrap();
+    fs::write(dir.join("a/mod.rs"), "mod child;\npub use child::Thing;\npub struct Shared;\n")
+        .unwrap();
     fs::write(dir.join("a/child.rs"), "use super::Shared;\npub struct Thing(Shared);\n").unwrap();
     fs::write(dir.join("b.rs"), "use crate::a::Thing;\n").unwrap();
     // A module reached through a name a `use` bound: `stages::forward::run`
     // after `use super::stages::{self}` is an edge to `p/stages/forward`.
     fs::create_dir_all(dir.join("p/stages")).unwrap();
     fs::write(dir.join("p/mod.rs"), "pub mod route;\npub mod stages;\n").unwrap();
-    fs::write(dir.join("p/route.rs"), "use super::stages::{self};\npub const MAX: u32 = 3;\nfn f() { stages::forward::run(); }\n").unwrap();
+    fs::write(
+        dir.join("p/route.rs"),
+        "use super::stages::{self};\npub const MAX: u32 = 3;\nfn f() { stages::forward::run(); }\n",
+    )
+    .unwrap();
     fs::write(dir.join("p/stages/mod.rs"), "pub mod forward;\n").unwrap();
-    fs::write(dir.join("p/stages/forward.rs"), "use super::super::route::MAX;\npub fn run() {}\n").unwrap();
+    fs::write(dir.join("p/stages/forward.rs"), "use super::super::route::MAX;\npub fn run() {}\n")
+        .unwrap();
     let set = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     let found = cycles(&import_graph(&dir));
     assert_eq!(found, vec![set(&["a", "a/child"]), set(&["p/route", "p/stages/forward"])]);
@@ -361,7 +414,8 @@ fn the_import_checker_finds_a_circle_through_a_parent() {
 /// The crates of the workspace (`crawlcache-*` names) `crates/NAME`
 /// depends on, from its `Cargo.toml` (`[dependencies]` only).
 fn workspace_deps(name: &str) -> BTreeSet<String> {
-    let text = fs::read_to_string(root().join("crates").join(name).join("Cargo.toml")).unwrap_or_default();
+    let text =
+        fs::read_to_string(root().join("crates").join(name).join("Cargo.toml")).unwrap_or_default();
     let mut in_deps = false;
     let mut out = BTreeSet::new();
     for line in text.lines() {
@@ -371,7 +425,9 @@ fn workspace_deps(name: &str) -> BTreeSet<String> {
             continue;
         }
         if in_deps {
-            if let Some(dep) = line.split('=').next().map(str::trim).and_then(|d| d.strip_prefix("crawlcache-")) {
+            if let Some(dep) =
+                line.split('=').next().map(str::trim).and_then(|d| d.strip_prefix("crawlcache-"))
+            {
                 out.insert(dep.to_string());
             }
         }
@@ -385,8 +441,13 @@ fn workspace_deps(name: &str) -> BTreeSet<String> {
 /// and without I/O: no tokio, hyper or sled among its dependencies.
 #[test]
 fn the_crates_import_only_the_floors_below_them() {
-    let allowed: &[(&str, &[&str])] =
-        &[("base", &[]), ("policy", &["base"]), ("store", &["base"]), ("robots", &["base"]), ("fleet", &["base", "policy", "robots", "store"])];
+    let allowed: &[(&str, &[&str])] = &[
+        ("base", &[]),
+        ("policy", &["base"]),
+        ("store", &["base"]),
+        ("robots", &["base"]),
+        ("fleet", &["base", "policy", "robots", "store"]),
+    ];
     for (name, may) in allowed {
         let deps = workspace_deps(name);
         let may: BTreeSet<String> = may.iter().map(|s| s.to_string()).collect();
@@ -402,7 +463,11 @@ fn the_crates_import_only_the_floors_below_them() {
         .output()
         .expect("running cargo tree");
     let tree = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && tree.contains("crawlcache-policy"), "cargo tree -p crawlcache-policy failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && tree.contains("crawlcache-policy"),
+        "cargo tree -p crawlcache-policy failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for forbidden in ["tokio", "hyper", "sled"] {
         let hit = tree.lines().find(|l| l.split_whitespace().next() == Some(forbidden));
         assert!(hit.is_none(), "crates/policy depends on {forbidden} ({})", hit.unwrap_or(""));
@@ -415,7 +480,11 @@ fn the_crates_import_only_the_floors_below_them() {
 #[test]
 fn the_code_is_formatted_as_rustfmt_toml_says() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let out = std::process::Command::new(cargo).args(["fmt", "--all", "--check"]).current_dir(root()).output().expect("running cargo fmt");
+    let out = std::process::Command::new(cargo)
+        .args(["fmt", "--all", "--check"])
+        .current_dir(root())
+        .output()
+        .expect("running cargo fmt");
     assert!(
         out.status.success(),
         "cargo fmt --all --check (rustup component rustfmt) reports differences; run `cargo fmt --all`:\n{}{}",
@@ -443,7 +512,8 @@ fn the_newest_variant_rule_is_written_once() {
     ] {
         assert!(ordering.is_match(bad), "the check must catch {bad}");
     }
-    assert!(!ordering.is_match("pub fn encode_head<'a, H, V>(status: u16, response_time_ms: u64) -> Vec<u8>"));
+    assert!(!ordering
+        .is_match("pub fn encode_head<'a, H, V>(status: u16, response_time_ms: u64) -> Vec<u8>"));
     let mut found = Vec::new();
     for src in crate_sources() {
         for file in rust_files(&src) {
@@ -451,21 +521,29 @@ fn the_newest_variant_rule_is_written_once() {
             if rel.ends_with("cache/variant.rs") {
                 continue;
             }
-            for (n, l) in code_before_tests(&fs::read_to_string(&file).unwrap_or_default()).lines().enumerate() {
+            for (n, l) in code_before_tests(&fs::read_to_string(&file).unwrap_or_default())
+                .lines()
+                .enumerate()
+            {
                 if ordering.is_match(l) {
                     found.push(format!("{rel}:{}: {}", n + 1, l.trim()));
                 }
             }
         }
     }
-    assert!(found.is_empty(), "stored variants ordered outside cache::variant:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "stored variants ordered outside cache::variant:\n{}",
+        found.join("\n")
+    );
 }
 
 /// The normal dependencies (`[dependencies]`) of the manifest at `manifest`:
 /// the name code uses for each (the key, `-` read as `_`; a `package =`
 /// rename keeps the key), the Cargo key, and its line in the manifest.
 fn normal_dependencies(manifest: &Path) -> Vec<(String, String, usize)> {
-    let text = fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let text =
+        fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
     let mut in_deps = false;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -514,7 +592,9 @@ fn names_crate(code: &str, name: &str) -> bool {
         let before = if i == 0 { b' ' } else { bytes[i - 1] };
         let after = &code[i + name.len()..];
         let starts_word = !(before.is_ascii_alphanumeric() || before == b'_');
-        let used = after.starts_with("::") || code[..i].ends_with("use ") || (after.starts_with(';') && code[..i].ends_with("extern crate "));
+        let used = after.starts_with("::")
+            || code[..i].ends_with("use ")
+            || (after.starts_with(';') && code[..i].ends_with("extern crate "));
         if starts_word && used {
             return true;
         }
@@ -531,7 +611,9 @@ fn names_crate(code: &str, name: &str) -> bool {
 #[test]
 fn every_normal_dependency_is_used_by_its_crate() {
     let mut crates = vec![root()];
-    let mut members: Vec<PathBuf> = fs::read_dir(root().join("crates")).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    let mut members: Vec<PathBuf> = fs::read_dir(root().join("crates"))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     members.sort();
     crates.extend(members.into_iter().filter(|p| p.join("Cargo.toml").is_file()));
     let mut unused = Vec::new();
@@ -567,8 +649,13 @@ fn the_dependency_check_tells_test_use_from_code_use() {
 /// dependency of the root's manifest.
 #[test]
 fn no_module_of_the_root_re_exports_another_crates_items() {
-    let deps: BTreeSet<String> = normal_dependencies(&root().join("Cargo.toml")).into_iter().map(|(name, _, _)| name).collect();
-    let re = regex::Regex::new(r"(?m)^\s*pub(?:\([a-z]+\))?\s+use\s+:{0,2}([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let deps: BTreeSet<String> = normal_dependencies(&root().join("Cargo.toml"))
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect();
+    let re =
+        regex::Regex::new(r"(?m)^\s*pub(?:\([a-z]+\))?\s+use\s+:{0,2}([A-Za-z_][A-Za-z0-9_]*)")
+            .unwrap();
     let mut found = Vec::new();
     for file in rust_files(&root().join("src")) {
         let text = fs::read_to_string(&file).unwrap_or_default();
@@ -576,9 +663,16 @@ fn no_module_of_the_root_re_exports_another_crates_items() {
             let first = &c[1];
             if deps.contains(first) || first.starts_with("crawlcache_") {
                 let line = text[..c.get(0).map_or(0, |m| m.start())].lines().count() + 1;
-                found.push(format!("{}:{line}: pub use {first}::...", file.strip_prefix(root()).unwrap_or(&file).display()));
+                found.push(format!(
+                    "{}:{line}: pub use {first}::...",
+                    file.strip_prefix(root()).unwrap_or(&file).display()
+                ));
             }
         }
     }
-    assert!(found.is_empty(), "re-exports of other crates' items (name the crate at the call sites instead):\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "re-exports of other crates' items (name the crate at the call sites instead):\n{}",
+        found.join("\n")
+    );
 }

@@ -97,8 +97,13 @@ const STYLE: &str = "body{margin:0;background:#ffe9a8;font:20px sans-serif}h1{co
 
 /// The origin's answers: every resource cacheable for ten minutes.
 fn site(_scheme: &str, path: &str) -> Answer {
-    let cacheable =
-        |ctype: &str, body: Vec<u8>| -> Answer { (200, vec![("Cache-Control", "max-age=600".to_string()), ("Content-Type", ctype.to_string())], body) };
+    let cacheable = |ctype: &str, body: Vec<u8>| -> Answer {
+        (
+            200,
+            vec![("Cache-Control", "max-age=600".to_string()), ("Content-Type", ctype.to_string())],
+            body,
+        )
+    };
     match path {
         "/index.html" => cacheable("text/html; charset=utf-8", INDEX.as_bytes().to_vec()),
         "/style.css" => cacheable("text/css", STYLE.as_bytes().to_vec()),
@@ -152,9 +157,15 @@ struct Fetched {
 fn run_json(cmd: &mut Command, what: &str) -> Fetched {
     let out = run_bounded(cmd, CLIENT_LIMIT, what);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{what} failed ({}):\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
-    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}): {stdout}"));
+    let v: serde_json::Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}): {stdout}"));
     Fetched {
         status: v["status"].as_u64().unwrap_or(0) as u16,
         cache_status: v["cache_status"].as_str().unwrap_or("").to_string(),
@@ -167,21 +178,49 @@ fn run_json(cmd: &mut Command, what: &str) -> Fetched {
 fn twice(s: &Setup, row: &str, path: &str, fetch: impl Fn(&str) -> Fetched) {
     let url = s.url(path);
     let first = fetch(&url);
-    assert_eq!((first.status, first.body.as_str()), (200, format!("page {path}").as_str()), "{row}, first fetch: {first:?}");
-    assert!(first.cache_status.contains("fwd=uri-miss") && first.cache_status.contains("stored"), "{row}, first fetch is a stored miss: {first:?}");
+    assert_eq!(
+        (first.status, first.body.as_str()),
+        (200, format!("page {path}").as_str()),
+        "{row}, first fetch: {first:?}"
+    );
+    assert!(
+        first.cache_status.contains("fwd=uri-miss") && first.cache_status.contains("stored"),
+        "{row}, first fetch is a stored miss: {first:?}"
+    );
     let second = fetch(&url);
-    assert_eq!((second.status, second.body.as_str()), (200, format!("page {path}").as_str()), "{row}, second fetch: {second:?}");
-    assert!(second.cache_status.split(';').any(|p| p.trim() == "hit"), "{row}, second fetch is a hit: {second:?}");
-    assert_eq!(s.origin.count("https", path), 1, "{row}: the origin saw one request: {:?}", s.origin.all_counts());
+    assert_eq!(
+        (second.status, second.body.as_str()),
+        (200, format!("page {path}").as_str()),
+        "{row}, second fetch: {second:?}"
+    );
+    assert!(
+        second.cache_status.split(';').any(|p| p.trim() == "hit"),
+        "{row}, second fetch is a hit: {second:?}"
+    );
+    assert_eq!(
+        s.origin.count("https", path),
+        1,
+        "{row}: the origin saw one request: {:?}",
+        s.origin.all_counts()
+    );
 }
 
 fn python() -> PathBuf {
-    find_tool("python3", "CRAWLCACHE_TEST_PYTHON", &["/usr/bin/python3", "/usr/local/bin/python3"], "Install python3.")
+    find_tool(
+        "python3",
+        "CRAWLCACHE_TEST_PYTHON",
+        &["/usr/bin/python3", "/usr/local/bin/python3"],
+        "Install python3.",
+    )
 }
 
 /// Panics, naming the install command, unless `import module` works.
 fn require_python_module(module: &str, package: &str) {
-    let probe = run_bounded(Command::new(python()).args(["-c", &format!("import {module}")]), CMD_LIMIT, &format!("python3 -c 'import {module}'"));
+    let probe = run_bounded(
+        Command::new(python()).args(["-c", &format!("import {module}")]),
+        CMD_LIMIT,
+        &format!("python3 -c 'import {module}'"),
+    );
     assert!(
         probe.status.success(),
         "the Python module `{module}` is missing ({}). `bash tests/run.sh` installs it (python3 -m pip install {package}).",
@@ -196,7 +235,12 @@ fn require_python_module(module: &str, package: &str) {
 #[test]
 fn curl_with_cacert() {
     let s = setup("matrix-curl");
-    let curl = find_tool("curl", "CRAWLCACHE_TEST_CURL", &["/usr/bin/curl"], "Install curl (apt-get install curl).");
+    let curl = find_tool(
+        "curl",
+        "CRAWLCACHE_TEST_CURL",
+        &["/usr/bin/curl"],
+        "Install curl (apt-get install curl).",
+    );
     twice(&s, "curl", "/page/curl", |url| {
         let dir = TestDir::new("curl-out");
         let (h, b) = (dir.join("h"), dir.join("b"));
@@ -227,7 +271,12 @@ fn curl_with_cacert() {
 /// A [`Fetched`] from a response head as text (status line, fields).
 fn fetched_from_head(head: &str, body: String) -> Fetched {
     let block = head.split("\r\n\r\n").filter(|b| !b.trim().is_empty()).last().unwrap_or("");
-    let status = block.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = block
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let cache_status = block
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -240,7 +289,12 @@ fn fetched_from_head(head: &str, body: String) -> Fetched {
 #[test]
 fn wget_with_ca_certificate() {
     let s = setup("matrix-wget");
-    let wget = find_tool("wget", "CRAWLCACHE_TEST_WGET", &["/usr/bin/wget"], "Install wget (apt-get install wget).");
+    let wget = find_tool(
+        "wget",
+        "CRAWLCACHE_TEST_WGET",
+        &["/usr/bin/wget"],
+        "Install wget (apt-get install wget).",
+    );
     twice(&s, "wget", "/page/wget", |url| {
         let dir = TestDir::new("wget-out");
         let body = dir.join("b");
@@ -259,7 +313,11 @@ fn wget_with_ca_certificate() {
         ]);
         let out = run_bounded(&mut cmd, CLIENT_LIMIT, "wget");
         // wget -S prints the response head, indented, on stderr.
-        let head = String::from_utf8_lossy(&out.stderr).lines().map(|l| l.trim()).collect::<Vec<_>>().join("\r\n");
+        let head = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(|l| l.trim())
+            .collect::<Vec<_>>()
+            .join("\r\n");
         assert!(out.status.success(), "wget: {head}");
         let head = head.rfind("HTTP/1.1").map(|i| head[i..].to_string()).unwrap_or(head);
         fetched_from_head(&head, std::fs::read_to_string(&body).unwrap_or_default())
@@ -294,7 +352,12 @@ print(json.dumps({"status": r.status_code, "cache_status": r.headers.get("Cache-
 fn python_httpx_with_a_verify_context() {
     require_python_module("httpx", "httpx");
     let s = setup("matrix-httpx");
-    twice(&s, "httpx", "/page/httpx", |url| run_json(client(&python()).args(["-c", PY_HTTPX, url, &s.proxy.url(), &path_str(&s.ca)]), "python3 httpx"));
+    twice(&s, "httpx", "/page/httpx", |url| {
+        run_json(
+            client(&python()).args(["-c", PY_HTTPX, url, &s.proxy.url(), &path_str(&s.ca)]),
+            "python3 httpx",
+        )
+    });
 }
 
 const PY_AIOHTTP: &str = r#"
@@ -312,7 +375,12 @@ asyncio.run(main())
 fn python_aiohttp_with_an_ssl_context() {
     require_python_module("aiohttp", "aiohttp");
     let s = setup("matrix-aiohttp");
-    twice(&s, "aiohttp", "/page/aiohttp", |url| run_json(client(&python()).args(["-c", PY_AIOHTTP, url, &s.proxy.url(), &path_str(&s.ca)]), "python3 aiohttp"));
+    twice(&s, "aiohttp", "/page/aiohttp", |url| {
+        run_json(
+            client(&python()).args(["-c", PY_AIOHTTP, url, &s.proxy.url(), &path_str(&s.ca)]),
+            "python3 aiohttp",
+        )
+    });
 }
 
 const NODE_UNDICI: &str = r#"
@@ -330,7 +398,10 @@ fetch(url, { dispatcher }).then(async (r) => {
 
 /// Where `tests/run.sh` installs undici (`npm install --prefix`).
 fn undici_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap_or(Path::new("target")).join("test-node/node_modules/undici");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap_or(Path::new("target"))
+        .join("test-node/node_modules/undici");
     assert!(
         dir.join("package.json").is_file(),
         "undici is not installed at {}; `bash tests/run.sh` installs it (npm install --prefix target/test-node undici@6)",
@@ -341,7 +412,12 @@ fn undici_dir() -> PathBuf {
 
 #[test]
 fn node_fetch_through_undici_proxy_agent() {
-    let node = find_tool("node", "CRAWLCACHE_TEST_NODE", &["/usr/bin/node", "/usr/local/bin/node"], "Install Node.js (apt-get install nodejs).");
+    let node = find_tool(
+        "node",
+        "CRAWLCACHE_TEST_NODE",
+        &["/usr/bin/node", "/usr/local/bin/node"],
+        "Install Node.js (apt-get install nodejs).",
+    );
     let undici = undici_dir();
     let s = setup("matrix-node");
     twice(&s, "node undici", "/page/node", |url| {
@@ -392,13 +468,24 @@ fn scrapy_crawl(proxy: &str, urls: &[String], verify: bool) -> Vec<serde_json::V
     let dir = TestDir::new("scrapy");
     let out = dir.join("out.jsonl");
     let mut cmd = client(&python());
-    cmd.arg("-c").arg(SPIDER).args(urls).env("https_proxy", proxy).env("OUT", &out).env("VERIFY", if verify { "1" } else { "0" }).current_dir(dir.path());
+    cmd.arg("-c")
+        .arg(SPIDER)
+        .args(urls)
+        .env("https_proxy", proxy)
+        .env("OUT", &out)
+        .env("VERIFY", if verify { "1" } else { "0" })
+        .current_dir(dir.path());
     let run = run_bounded(&mut cmd, CLIENT_LIMIT, "scrapy spider");
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(run.status.success(), "the spider failed ({}): {stderr}", run.status);
     let text = std::fs::read_to_string(&out).unwrap_or_default();
-    let lines: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    assert_eq!(lines.len(), urls.len(), "one response per URL; spider stderr:\n{stderr}\nresponses: {text}");
+    let lines: Vec<serde_json::Value> =
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(
+        lines.len(),
+        urls.len(),
+        "one response per URL; spider stderr:\n{stderr}\nresponses: {text}"
+    );
     lines
 }
 
@@ -417,8 +504,15 @@ fn scrapy_over_https_online_twice_then_offline() {
             let url = line["url"].as_str().unwrap_or("");
             let path = url.trim_start_matches(&s.url(""));
             assert_eq!(line["status"], 200, "{run} run: {line}");
-            assert_eq!(line["body"].as_str(), Some(format!("page {path}").as_str()), "{run} run: {line}");
-            assert!(line["cache_status"].as_str().unwrap_or("").contains(expect), "{run} run: {expect}: {line}");
+            assert_eq!(
+                line["body"].as_str(),
+                Some(format!("page {path}").as_str()),
+                "{run} run: {line}"
+            );
+            assert!(
+                line["cache_status"].as_str().unwrap_or("").contains(expect),
+                "{run} run: {expect}: {line}"
+            );
         }
     }
     for p in ["/page/s1", "/page/s2", "/page/s3"] {
@@ -429,7 +523,10 @@ fn scrapy_over_https_online_twice_then_offline() {
     let proxy = proxy.restart(&["--offline"]);
     for line in scrapy_crawl(&proxy.url(), &urls, false) {
         assert_eq!(line["status"], 200, "offline: {line}");
-        assert!(line["cache_status"].as_str().unwrap_or("").contains("hit"), "offline: served from the store: {line}");
+        assert!(
+            line["cache_status"].as_str().unwrap_or("").contains("hit"),
+            "offline: served from the store: {line}"
+        );
     }
     drop(dir);
 }
@@ -453,24 +550,40 @@ impl Drop for Installed {
 #[test]
 fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
     let root = unsafe { libc::geteuid() } == 0;
-    let tool = ["/usr/sbin/update-ca-certificates", "/usr/bin/update-ca-certificates"].iter().any(|p| Path::new(p).is_file());
+    let tool = ["/usr/sbin/update-ca-certificates", "/usr/bin/update-ca-certificates"]
+        .iter()
+        .any(|p| Path::new(p).is_file());
     if !root || !tool || !Path::new("/usr/local/share/ca-certificates").is_dir() {
-        eprintln!("skipped: needs root and Debian's update-ca-certificates (root: {root}, tool: {tool})");
+        eprintln!(
+            "skipped: needs root and Debian's update-ca-certificates (root: {root}, tool: {tool})"
+        );
         return;
     }
     let s = setup("matrix-scrapy-verify");
     let data = s.proxy.data_dir().to_path_buf();
-    let out = crawlcache_cmd(&["ca", "install", "--data-dir", &path_str(&data)], Duration::from_secs(120));
+    let out = crawlcache_cmd(
+        &["ca", "install", "--data-dir", &path_str(&data)],
+        Duration::from_secs(120),
+    );
     let guard = Installed(data.clone());
     assert!(out.status.success(), "ca install failed: {}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("update-ca-certificates") && stderr.contains("uninstall"), "it says what it did and how to undo it: {stderr}");
-    assert!(stderr.contains(&format!("ca uninstall --data-dir {}", path_str(&data))), "the undo hint names the same data directory: {stderr}");
+    assert!(
+        stderr.contains("update-ca-certificates") && stderr.contains("uninstall"),
+        "it says what it did and how to undo it: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("ca uninstall --data-dir {}", path_str(&data))),
+        "the undo hint names the same data directory: {stderr}"
+    );
     let installed: Vec<PathBuf> = std::fs::read_dir("/usr/local/share/ca-certificates")
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("crawlcache-")) && std::fs::read(p).ok() == std::fs::read(&s.ca).ok())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("crawlcache-"))
+                && std::fs::read(p).ok() == std::fs::read(&s.ca).ok()
+        })
         .collect();
     assert_eq!(installed.len(), 1, "the CA is in the trust store's folder: {installed:?}");
     let bundle = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
@@ -481,7 +594,10 @@ fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
     let lines = scrapy_crawl(&s.proxy.url(), &url, true);
     assert_eq!(lines[0]["status"], 200, "{:?}", lines);
 
-    let out = crawlcache_cmd(&["ca", "uninstall", "--data-dir", &path_str(&data)], Duration::from_secs(120));
+    let out = crawlcache_cmd(
+        &["ca", "uninstall", "--data-dir", &path_str(&data)],
+        Duration::from_secs(120),
+    );
     assert!(out.status.success(), "ca uninstall failed: {}", String::from_utf8_lossy(&out.stderr));
     assert!(!installed[0].exists(), "{} removed", installed[0].display());
     let bundle = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
@@ -493,9 +609,17 @@ fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
     let dir = TestDir::new("scrapy-after");
     let out_file = dir.join("out.jsonl");
     let mut cmd = client(&python());
-    cmd.arg("-c").arg(SPIDER).arg(s.url("/page/unverified")).env("https_proxy", s.proxy.url()).env("OUT", &out_file).env("VERIFY", "1");
+    cmd.arg("-c")
+        .arg(SPIDER)
+        .arg(s.url("/page/unverified"))
+        .env("https_proxy", s.proxy.url())
+        .env("OUT", &out_file)
+        .env("VERIFY", "1");
     let _ = run_bounded(&mut cmd, CLIENT_LIMIT, "scrapy spider after --uninstall");
-    assert!(std::fs::read_to_string(&out_file).unwrap_or_default().trim().is_empty(), "no response once the CA is no longer trusted");
+    assert!(
+        std::fs::read_to_string(&out_file).unwrap_or_default().trim().is_empty(),
+        "no response once the CA is no longer trusted"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -503,21 +627,47 @@ fn scrapy_verifying_certificates_after_ca_install_then_uninstall() {
 // ---------------------------------------------------------------------------
 
 fn chromium() -> PathBuf {
-    find_tool("chromium", "CRAWLCACHE_TEST_CHROMIUM", &["/usr/bin/chromium"], "Install it with apt-get install chromium (bash tests/run.sh does).")
+    find_tool(
+        "chromium",
+        "CRAWLCACHE_TEST_CHROMIUM",
+        &["/usr/bin/chromium"],
+        "Install it with apt-get install chromium (bash tests/run.sh does).",
+    )
 }
 
 /// An NSS database in `home/.pki/nssdb` (where Chromium on Linux reads
 /// its trust settings) trusting `ca` for TLS servers.
 fn nss_home(home: &Path, ca: &Path) {
-    let certutil =
-        find_tool("certutil", "CRAWLCACHE_TEST_CERTUTIL", &["/usr/bin/certutil"], "Install it with apt-get install libnss3-tools (bash tests/run.sh does).");
+    let certutil = find_tool(
+        "certutil",
+        "CRAWLCACHE_TEST_CERTUTIL",
+        &["/usr/bin/certutil"],
+        "Install it with apt-get install libnss3-tools (bash tests/run.sh does).",
+    );
     let db = home.join(".pki/nssdb");
     std::fs::create_dir_all(&db).unwrap();
     let db_arg = format!("sql:{}", path_str(&db));
-    let out = run_bounded(Command::new(&certutil).args(["-N", "-d", &db_arg, "--empty-password"]), CMD_LIMIT, "certutil -N");
+    let out = run_bounded(
+        Command::new(&certutil).args(["-N", "-d", &db_arg, "--empty-password"]),
+        CMD_LIMIT,
+        "certutil -N",
+    );
     assert!(out.status.success(), "certutil -N: {}", String::from_utf8_lossy(&out.stderr));
-    let out =
-        run_bounded(Command::new(&certutil).args(["-A", "-d", &db_arg, "-t", "C,,", "-n", "crawlcache-test", "-i", &path_str(ca)]), CMD_LIMIT, "certutil -A");
+    let out = run_bounded(
+        Command::new(&certutil).args([
+            "-A",
+            "-d",
+            &db_arg,
+            "-t",
+            "C,,",
+            "-n",
+            "crawlcache-test",
+            "-i",
+            &path_str(ca),
+        ]),
+        CMD_LIMIT,
+        "certutil -A",
+    );
     assert!(out.status.success(), "certutil -A: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -549,7 +699,12 @@ fn chromium_screenshot(home: &Path, proxy: Option<&str>, url: &str, png: &Path) 
     }
     cmd.arg(format!("--screenshot={}", path_str(png))).arg(url);
     let out = run_bounded(&mut cmd, CLIENT_LIMIT, "chromium --screenshot");
-    assert!(png.is_file(), "chromium wrote no screenshot ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        png.is_file(),
+        "chromium wrote no screenshot ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Chromium loads the page with its stylesheet and images through the
@@ -567,20 +722,37 @@ fn chromium_loads_a_page_with_images_and_css_twice_second_all_hits() {
     let direct = s.dir.join("direct.png");
     chromium_screenshot(&direct_home, None, &url, &direct);
     for r in resources {
-        assert_eq!(s.origin.count("https", r), 1, "the direct load fetched {r}: {:?}", s.origin.all_counts());
+        assert_eq!(
+            s.origin.count("https", r),
+            1,
+            "the direct load fetched {r}: {:?}",
+            s.origin.all_counts()
+        );
     }
     let proxied_home = s.dir.subdir("home-proxied");
     nss_home(&proxied_home, &s.ca);
     let shots: Vec<PathBuf> = (1..=2).map(|i| s.dir.join(format!("proxied-{i}.png"))).collect();
     chromium_screenshot(&proxied_home, Some(&s.proxy.url()), &url, &shots[0]);
     for r in resources {
-        assert_eq!(s.origin.count("https", r), 2, "the first proxied load fetched {r} once: {:?}", s.origin.all_counts());
+        assert_eq!(
+            s.origin.count("https", r),
+            2,
+            "the first proxied load fetched {r} once: {:?}",
+            s.origin.all_counts()
+        );
     }
-    let stats = |p: &Proxy| -> serde_json::Value { serde_json::from_slice(&p.admin("/stats").body).expect("stats JSON") };
+    let stats = |p: &Proxy| -> serde_json::Value {
+        serde_json::from_slice(&p.admin("/stats").body).expect("stats JSON")
+    };
     let before = stats(&s.proxy);
     chromium_screenshot(&proxied_home, Some(&s.proxy.url()), &url, &shots[1]);
     for r in resources {
-        assert_eq!(s.origin.count("https", r), 2, "the second proxied load is all hits ({r}): {:?}", s.origin.all_counts());
+        assert_eq!(
+            s.origin.count("https", r),
+            2,
+            "the second proxied load is all hits ({r}): {:?}",
+            s.origin.all_counts()
+        );
     }
     let after = stats(&s.proxy);
     let hits = |v: &serde_json::Value| v["proxy"]["hits"].as_u64().unwrap_or(0);
@@ -591,6 +763,11 @@ fn chromium_loads_a_page_with_images_and_css_twice_second_all_hits() {
     );
     let direct_bytes = std::fs::read(&direct).unwrap();
     for shot in &shots {
-        assert!(std::fs::read(shot).unwrap() == direct_bytes, "{} differs from the direct load {}", shot.display(), direct.display());
+        assert!(
+            std::fs::read(shot).unwrap() == direct_bytes,
+            "{} differs from the direct load {}",
+            shot.display(),
+            direct.display()
+        );
     }
 }

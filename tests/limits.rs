@@ -18,16 +18,31 @@ use std::time::{Duration, Instant};
 fn site(req: &RecordedRequest) -> Reply {
     match req.path() {
         "/robots.txt" => Reply::new(404, &[], b""),
-        p => Reply::ok(&[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")], format!("page {p}").as_bytes()),
+        p => Reply::ok(
+            &[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")],
+            format!("page {p}").as_bytes(),
+        ),
     }
 }
 
 /// A script that runs crawlcache under `prlimit --nofile=SOFT:HARD`.
 fn limited_program(dir: &TestDir, soft: u64, hard: u64) -> PathBuf {
-    let prlimit =
-        find_tool("prlimit", "CRAWLCACHE_PRLIMIT", &["/usr/bin/prlimit", "/bin/prlimit"], "prlimit comes with util-linux (apt-get install util-linux).");
+    let prlimit = find_tool(
+        "prlimit",
+        "CRAWLCACHE_PRLIMIT",
+        &["/usr/bin/prlimit", "/bin/prlimit"],
+        "prlimit comes with util-linux (apt-get install util-linux).",
+    );
     let script = dir.join("crawlcache-limited.sh");
-    std::fs::write(&script, format!("#!/bin/sh\nexec {} --nofile={soft}:{hard} {} \"$@\"\n", prlimit.display(), crawlcache_bin().display())).unwrap();
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {} --nofile={soft}:{hard} {} \"$@\"\n",
+            prlimit.display(),
+            crawlcache_bin().display()
+        ),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     script
@@ -44,11 +59,12 @@ fn start_limited(label: &str, soft: u64, hard: u64, config: &str) -> Proxy {
 }
 
 fn stats(proxy: &Proxy, timeout: Duration) -> Value {
-    let mut c = Conn::try_open(proxy.addr(), timeout).unwrap_or_else(|e| panic!("connecting for /stats: {e}"));
+    let mut c = Conn::try_open(proxy.addr(), timeout)
+        .unwrap_or_else(|e| panic!("connecting for /stats: {e}"));
     c.set_timeout(timeout);
-    let r = c
-        .try_send("GET", "/stats", &[("Connection", "close")], b"")
-        .unwrap_or_else(|e| panic!("/stats did not answer within {timeout:?}: {e}\n{}", proxy.stderr_tail(30)));
+    let r = c.try_send("GET", "/stats", &[("Connection", "close")], b"").unwrap_or_else(|e| {
+        panic!("/stats did not answer within {timeout:?}: {e}\n{}", proxy.stderr_tail(30))
+    });
     assert_eq!(r.status, 200, "{}", r.describe());
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("/stats is not JSON: {e}"))
 }
@@ -67,7 +83,12 @@ fn raise_own_limit() {
 
 /// Opens `n` connections that send nothing.
 fn hold(addr: std::net::SocketAddr, n: usize) -> Vec<TcpStream> {
-    (0..n).map(|i| TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap_or_else(|e| panic!("connection {i} of {n}: {e}"))).collect()
+    (0..n)
+        .map(|i| {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("connection {i} of {n}: {e}"))
+        })
+        .collect()
 }
 
 /// The answer already sent on a held connection, if any (waits `wait`).
@@ -88,7 +109,11 @@ fn wait_open_at_most(proxy: &Proxy, n: u64) -> Value {
         if s["connections"]["open"].as_u64().is_some_and(|o| o <= n) {
             return s;
         }
-        assert!(Instant::now() < deadline, "connections did not close within 20 s: {}", s["connections"]);
+        assert!(
+            Instant::now() < deadline,
+            "connections did not close within 20 s: {}",
+            s["connections"]
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -96,7 +121,11 @@ fn wait_open_at_most(proxy: &Proxy, n: u64) -> Value {
 fn no_panic_and_no_descriptor_shortage(proxy: &Proxy) {
     let err = proxy.stderr();
     assert!(!err.contains("panicked"), "the proxy panicked:\n{}", proxy.stderr_tail(40));
-    assert!(!err.contains("Too many open files"), "the reserve of descriptors ran out:\n{}", proxy.stderr_tail(40));
+    assert!(
+        !err.contains("Too many open files"),
+        "the reserve of descriptors ran out:\n{}",
+        proxy.stderr_tail(40)
+    );
 }
 
 #[test]
@@ -104,12 +133,23 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_limit_and_both_are_logged() {
     let proxy = start_limited("limits-raise", 256, 4096, "");
     let s = stats(&proxy, Duration::from_secs(5));
     let l = &s["connections"]["open_file_limit"];
-    assert_eq!((l["soft_at_start"].as_u64(), l["soft"].as_u64(), l["hard"].as_u64()), (Some(256), Some(4096), Some(4096)), "{s}");
+    assert_eq!(
+        (l["soft_at_start"].as_u64(), l["soft"].as_u64(), l["hard"].as_u64()),
+        (Some(256), Some(4096), Some(4096)),
+        "{s}"
+    );
     // 0 derives the limit: (4096 - 64 - 4096/16) / 2.
     assert_eq!(s["connections"]["max"].as_u64(), Some((4096 - 64 - 256) / 2), "{s}");
-    assert!(proxy.log_shows("serving at most 1888 client connections at once", Duration::from_secs(5)), "{}", proxy.stderr());
+    assert!(
+        proxy.log_shows("serving at most 1888 client connections at once", Duration::from_secs(5)),
+        "{}",
+        proxy.stderr()
+    );
     let err = proxy.stderr();
-    assert!(err.contains("raised the soft open-file limit from 256 to 4096 (the hard limit is 4096)"), "{err}");
+    assert!(
+        err.contains("raised the soft open-file limit from 256 to 4096 (the hard limit is 4096)"),
+        "{err}"
+    );
     proxy.stop_cleanly();
 }
 
@@ -117,7 +157,9 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_limit_and_both_are_logged() {
 fn beyond_max_connections_requests_get_503_with_retry_after_and_admin_still_answers() {
     let origin = Origin::start(site);
     let dir = TestDir::new("limits-max");
-    let proxy = Proxy::start_with_config(&dir.subdir("data"), "[server]\nmax_connections = 4\n", &[]).owning(dir);
+    let proxy =
+        Proxy::start_with_config(&dir.subdir("data"), "[server]\nmax_connections = 4\n", &[])
+            .owning(dir);
     // Four keep-alive connections, each served one request: the limit is
     // full. (A connection the harness's readiness probe left open may still
     // count for a moment: then one of the four was beyond the limit, its
@@ -167,7 +209,12 @@ fn beyond_max_connections_requests_get_503_with_retry_after_and_admin_still_answ
 fn with_256_open_files_512_idle_connections_leave_stats_answering_and_all_recovers() {
     raise_own_limit();
     let origin = Origin::start(site);
-    let proxy = start_limited("limits-256", 256, 256, "[server]\nthreads = 2\nlog = \"info,crawlcache::proxy::overload=debug\"\n");
+    let proxy = start_limited(
+        "limits-256",
+        256,
+        256,
+        "[server]\nthreads = 2\nlog = \"info,crawlcache::proxy::overload=debug\"\n",
+    );
     assert_eq!(proxy.get(&origin.url("/before"), &[]).status, 200);
     let s = stats(&proxy, Duration::from_secs(5));
     let max = s["connections"]["max"].as_u64().unwrap();
@@ -181,18 +228,34 @@ fn with_256_open_files_512_idle_connections_leave_stats_answering_and_all_recove
     // behind the held connections).
     let s = stats(&proxy, Duration::from_secs(1));
     let open = s["connections"]["open"].as_u64().unwrap();
-    assert!(open <= max + 1 && open >= max / 2, "the held connections fill the limit, never more: {open} of {max}: {s}");
+    assert!(
+        open <= max + 1 && open >= max / 2,
+        "the held connections fill the limit, never more: {open} of {max}: {s}"
+    );
     // A new proxied request is refused, not left waiting.
     let mut c = Conn::try_open(proxy.addr(), Duration::from_secs(5)).unwrap();
     c.set_timeout(Duration::from_secs(10));
-    let r = c.try_send("GET", &origin.url("/during"), &[("Connection", "close")], b"").unwrap_or_else(|e| panic!("a new request hung: {e}"));
+    let r = c
+        .try_send("GET", &origin.url("/during"), &[("Connection", "close")], b"")
+        .unwrap_or_else(|e| panic!("a new request hung: {e}"));
     assert!(r.status == 503 || r.status == 200, "{}", r.describe());
     if r.status == 503 {
         assert!(r.header("retry-after").is_some(), "{}", r.describe());
     }
-    assert_eq!(r.status, 503, "with every slot held idle, a new request is refused: {}", r.describe());
+    assert_eq!(
+        r.status,
+        503,
+        "with every slot held idle, a new request is refused: {}",
+        r.describe()
+    );
     // Connections beyond the limit were answered 503 at once, not held.
-    let refused = held.iter_mut().rev().take(50).map(|s| answer_on(s, Duration::from_millis(200))).filter(|a| a.starts_with("HTTP/1.1 503 ")).count();
+    let refused = held
+        .iter_mut()
+        .rev()
+        .take(50)
+        .map(|s| answer_on(s, Duration::from_millis(200)))
+        .filter(|a| a.starts_with("HTTP/1.1 503 "))
+        .count();
     assert!(refused > 0, "the newest held connections were answered 503");
     let s = stats(&proxy, Duration::from_secs(1));
     assert!(s["proxy"]["overload_refused"].as_u64() > Some(0), "{s}");
@@ -204,7 +267,11 @@ fn with_256_open_files_512_idle_connections_leave_stats_answering_and_all_recove
         let r = proxy.get(&origin.url(&format!("/after/{i}")), &[]);
         assert_eq!(r.status, 200, "recovered: {}", r.describe());
     }
-    assert!(proxy.log_shows("server.max_connections is 88", Duration::from_secs(5)), "the limit was logged:\n{}", proxy.stderr_tail(20));
+    assert!(
+        proxy.log_shows("server.max_connections is 88", Duration::from_secs(5)),
+        "the limit was logged:\n{}",
+        proxy.stderr_tail(20)
+    );
     no_panic_and_no_descriptor_shortage(&proxy);
     proxy.stop_cleanly();
 }

@@ -96,7 +96,17 @@ struct Response {
 
 fn response() -> impl Strategy<Value = Response> {
     (
-        prop_oneof![Just(200u16), Just(203), Just(204), Just(301), Just(302), Just(404), Just(500), Just(599), 100u16..1000],
+        prop_oneof![
+            Just(200u16),
+            Just(203),
+            Just(204),
+            Just(301),
+            Just(302),
+            Just(404),
+            Just(500),
+            Just(599),
+            100u16..1000
+        ],
         cache_control_lines(),
         prop::option::of(date_value()),
         prop::option::of(date_value()),
@@ -140,7 +150,8 @@ fn header_map(fields: &[(String, String)]) -> HeaderMap {
 
 fn request() -> impl Strategy<Value = HeaderMap> {
     (cache_control_lines(), any::<bool>()).prop_map(|(cc, pragma)| {
-        let mut fields: Vec<(String, String)> = cc.into_iter().map(|l| ("cache-control".to_string(), l)).collect();
+        let mut fields: Vec<(String, String)> =
+            cc.into_iter().map(|l| ("cache-control".to_string(), l)).collect();
         if pragma {
             fields.push(("pragma".to_string(), "no-cache".to_string()));
         }
@@ -160,14 +171,16 @@ fn stored(r: &Response, request_offset: i64, delay: i64, cfg: &PolicyConfig) -> 
 }
 
 fn config() -> impl Strategy<Value = PolicyConfig> {
-    (any::<bool>(), 0.0f64..1.0, 0u64..200_000, 0u64..1000, 0u64..200_000).prop_map(|(shared, f, hmax, ttl, mse)| PolicyConfig {
-        shared,
-        heuristic_fraction: f,
-        heuristic_max: Duration::from_secs(hmax),
-        default_ttl: Duration::from_secs(ttl),
-        max_stale_on_error: Duration::from_secs(mse),
-        store_set_cookie: false,
-    })
+    (any::<bool>(), 0.0f64..1.0, 0u64..200_000, 0u64..1000, 0u64..200_000).prop_map(
+        |(shared, f, hmax, ttl, mse)| PolicyConfig {
+            shared,
+            heuristic_fraction: f,
+            heuristic_max: Duration::from_secs(hmax),
+            default_ttl: Duration::from_secs(ttl),
+            max_stale_on_error: Duration::from_secs(mse),
+            store_set_cookie: false,
+        },
+    )
 }
 
 proptest! {

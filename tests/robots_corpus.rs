@@ -32,16 +32,19 @@ fn google_corpus_every_verdict_agrees() {
         corpus.display(),
         corpus::CORPUS_ARCHIVE
     );
-    let checks = std::fs::read_to_string(corpus.join("checks.jsonl")).unwrap_or_else(|e| panic!("cannot read {}/checks.jsonl: {e}", corpus.display()));
+    let checks = std::fs::read_to_string(corpus.join("checks.jsonl"))
+        .unwrap_or_else(|e| panic!("cannot read {}/checks.jsonl: {e}", corpus.display()));
 
     let mut parsed: HashMap<String, RobotsTxt> = HashMap::new();
     let mut total = 0usize;
     let mut mismatches = Vec::new();
     for (i, line) in checks.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let c: Check = serde_json::from_str(line).unwrap_or_else(|e| panic!("checks.jsonl:{}: {e}", i + 1));
+        let c: Check =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("checks.jsonl:{}: {e}", i + 1));
         let robots = parsed.entry(c.file.clone()).or_insert_with(|| {
             let path = corpus.join("files").join(&c.file);
-            let body = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            let body = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
             RobotsTxt::parse(&body)
         });
         total += 1;
@@ -60,5 +63,10 @@ fn google_corpus_every_verdict_agrees() {
     let agree = total - mismatches.len();
     println!("corpus: {agree}/{total} verdicts agree ({} files parsed once each)", parsed.len());
     assert_eq!(total, EXPECTED_CHECKS, "checks.jsonl should hold {EXPECTED_CHECKS} checks");
-    assert!(mismatches.is_empty(), "corpus: {agree}/{total} verdicts agree; {} disagree:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "corpus: {agree}/{total} verdicts agree; {} disagree:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
 }

@@ -7,7 +7,9 @@ use crawlcache_robots::enforce::{Action, RobotsCheck};
 use crawlcache_robots::fetch::{FetchError, RedirectPolicy, RobotsFetch};
 use crawlcache_robots::registry::RobotsRegistry;
 use crawlcache_robots::settings::{RobotsConfig, RobotsMode};
-use crawlcache_robots::snapshot::{Disposition, Origin, RobotsStatus, Validators, MAX_ROBOTS_BYTES};
+use crawlcache_robots::snapshot::{
+    Disposition, Origin, RobotsStatus, Validators, MAX_ROBOTS_BYTES,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -72,8 +74,16 @@ impl LocalOrigin {
         self.set_delayed(path, status, headers, body, Duration::ZERO);
     }
 
-    fn set_delayed(&self, path: &str, status: &str, headers: &[(&str, &str)], body: &[u8], delay: Duration) {
-        let mut r = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    fn set_delayed(
+        &self,
+        path: &str,
+        status: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        delay: Duration,
+    ) {
+        let mut r =
+            format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
         for (k, v) in headers {
             r.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -88,13 +98,24 @@ impl LocalOrigin {
     }
 
     fn requests_for(&self, path: &str) -> Vec<String> {
-        self.log.lock().unwrap().iter().filter(|h| h.split_whitespace().nth(1) == Some(path)).cloned().collect()
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| h.split_whitespace().nth(1) == Some(path))
+            .cloned()
+            .collect()
     }
 }
 
 fn fetcher(response_timeout: Duration) -> UpstreamRobotsFetch {
     let tls = crawlcache::tls::upstream_client_config(None).unwrap();
-    let up = crawlcache::wire::origin::Upstream::new(tls, Duration::from_secs(2), response_timeout, Duration::from_secs(30));
+    let up = crawlcache::wire::origin::Upstream::new(
+        tls,
+        Duration::from_secs(2),
+        response_timeout,
+        Duration::from_secs(30),
+    );
     UpstreamRobotsFetch::new(up, "crawlcache-test/1.0", response_timeout, MAX_ROBOTS_BYTES)
 }
 
@@ -105,14 +126,22 @@ async fn responses_headers_and_conditional_requests() {
     let (origin, port) = LocalOrigin::start().await;
     let f = fetcher(Duration::from_secs(5));
     let url = format!("http://127.0.0.1:{port}/robots.txt");
-    origin.set("/robots.txt", "200 OK", &[("ETag", "\"v1\""), ("Last-Modified", "Sun, 29 Nov 2026 00:00:00 GMT")], RULES.as_bytes());
+    origin.set(
+        "/robots.txt",
+        "200 OK",
+        &[("ETag", "\"v1\""), ("Last-Modified", "Sun, 29 Nov 2026 00:00:00 GMT")],
+        RULES.as_bytes(),
+    );
     let r = f.fetch(&url, None, "").await.unwrap();
     assert_eq!((r.status, r.body.as_slice(), r.truncated), (200, RULES.as_bytes(), false));
     assert_eq!(r.etag.as_deref(), Some("\"v1\""));
     assert_eq!(r.last_modified.as_deref(), Some("Sun, 29 Nov 2026 00:00:00 GMT"));
 
     origin.set("/robots.txt", "304 Not Modified", &[("ETag", "\"v1\"")], b"");
-    let v = Validators { etag: Some("\"v1\"".into()), last_modified: Some("Sun, 29 Nov 2026 00:00:00 GMT".into()) };
+    let v = Validators {
+        etag: Some("\"v1\"".into()),
+        last_modified: Some("Sun, 29 Nov 2026 00:00:00 GMT".into()),
+    };
     let r = f.fetch(&url, Some(v), "").await.unwrap();
     assert_eq!(r.status, 304);
     let head = origin.requests_for("/robots.txt").pop().unwrap().to_ascii_lowercase();
@@ -164,7 +193,10 @@ fn registry(config: RobotsConfig, timeout: Duration) -> RobotsRegistry {
 async fn outcomes_and_redirects_against_a_local_origin() {
     let (origin, port) = LocalOrigin::start().await;
     // `same-host` is opt-in since C49 (the default is `any`).
-    let reg = registry(RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() }, Duration::from_millis(500));
+    let reg = registry(
+        RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() },
+        Duration::from_millis(500),
+    );
     let now = SystemTime::now();
     let o = Origin::new("http", "127.0.0.1", port);
 
@@ -175,8 +207,18 @@ async fn outcomes_and_redirects_against_a_local_origin() {
     }
     origin.set("/r5", "200 OK", &[], RULES.as_bytes());
     let (rules, d) = reg.rules_for(&o, now).await;
-    assert_eq!((d, rules.snapshot.status, rules.snapshot.redirects.hops.len()), (Disposition::Fetched, RobotsStatus::Fetched, 5));
-    let check = RobotsCheck::new(&rules, d, &reg.windows(&o), now, "Bot", &format!("http://127.0.0.1:{port}/private/x"));
+    assert_eq!(
+        (d, rules.snapshot.status, rules.snapshot.redirects.hops.len()),
+        (Disposition::Fetched, RobotsStatus::Fetched, 5)
+    );
+    let check = RobotsCheck::new(
+        &rules,
+        d,
+        &reg.windows(&o),
+        now,
+        "Bot",
+        &format!("http://127.0.0.1:{port}/private/x"),
+    );
     assert!(matches!(check.action(RobotsMode::Enforce), Action::Refuse { status: 403, .. }));
 
     // A sixth redirect (C55): the chain is given up as `absent`, like a
@@ -190,17 +232,29 @@ async fn outcomes_and_redirects_against_a_local_origin() {
     let o2 = Origin::new("http", "localhost", port);
     let (rules, _) = reg.rules_for(&o2, now).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
-    assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some(format!("http://localhost:{port}/r6").as_str()));
+    assert_eq!(
+        rules.snapshot.redirects.refused.as_deref(),
+        Some(format!("http://localhost:{port}/r6").as_str())
+    );
 
     // Another host under same-host: 127.0.0.1 → localhost.
     let (cross, cport) = LocalOrigin::start().await;
-    cross.set("/robots.txt", "301 Moved", &[("Location", &format!("http://localhost:{cport}/robots.txt"))], b"");
+    cross.set(
+        "/robots.txt",
+        "301 Moved",
+        &[("Location", &format!("http://localhost:{cport}/robots.txt"))],
+        b"",
+    );
     let (rules, _) = reg.rules_for(&Origin::new("http", "127.0.0.1", cport), now).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
     assert_eq!(cross.requests_for("/robots.txt").len(), 1, "the other host was not contacted");
 
     // 404, 403 → absent; 503 → unavailable.
-    for (status, want) in [("404 Not Found", RobotsStatus::Absent), ("403 Forbidden", RobotsStatus::Absent), ("503 Busy", RobotsStatus::Unavailable)] {
+    for (status, want) in [
+        ("404 Not Found", RobotsStatus::Absent),
+        ("403 Forbidden", RobotsStatus::Absent),
+        ("503 Busy", RobotsStatus::Unavailable),
+    ] {
         let (o, p) = LocalOrigin::start().await;
         o.set("/robots.txt", status, &[], b"");
         let (rules, _) = reg.rules_for(&Origin::new("http", "127.0.0.1", p), now).await;
@@ -211,8 +265,12 @@ async fn outcomes_and_redirects_against_a_local_origin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_time_twenty_requests_after_the_fresh_window_make_one_fetch_and_none_waits() {
     let (origin, port) = LocalOrigin::start().await;
-    let config =
-        RobotsConfig { fresh: Duration::from_secs(2), stale_usable: Duration::from_secs(10), hard_max: Duration::from_secs(20), ..RobotsConfig::default() };
+    let config = RobotsConfig {
+        fresh: Duration::from_secs(2),
+        stale_usable: Duration::from_secs(10),
+        hard_max: Duration::from_secs(20),
+        ..RobotsConfig::default()
+    };
     let reg = registry(config, Duration::from_secs(5));
     let o = Origin::new("http", "127.0.0.1", port);
     origin.set("/robots.txt", "200 OK", &[("ETag", "\"v1\"")], RULES.as_bytes());
@@ -222,7 +280,13 @@ async fn real_time_twenty_requests_after_the_fresh_window_make_one_fetch_and_non
 
     tokio::time::sleep(Duration::from_millis(2100)).await;
     // The origin takes a second to answer the refresh.
-    origin.set_delayed("/robots.txt", "304 Not Modified", &[("ETag", "\"v1\"")], b"", Duration::from_secs(1));
+    origin.set_delayed(
+        "/robots.txt",
+        "304 Not Modified",
+        &[("ETag", "\"v1\"")],
+        b"",
+        Duration::from_secs(1),
+    );
     let started = Instant::now();
     let tasks: Vec<_> = (0..20)
         .map(|_| {
@@ -234,7 +298,11 @@ async fn real_time_twenty_requests_after_the_fresh_window_make_one_fetch_and_non
     for t in tasks {
         assert_eq!(t.await.unwrap(), Disposition::StaleUsable);
     }
-    assert!(started.elapsed() < Duration::from_millis(500), "no request waited for the refresh: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "no request waited for the refresh: {:?}",
+        started.elapsed()
+    );
     for _ in 0..300 {
         if !reg.is_refreshing(&o) {
             break;
@@ -246,7 +314,11 @@ async fn real_time_twenty_requests_after_the_fresh_window_make_one_fetch_and_non
     assert!(heads[1].to_ascii_lowercase().contains("if-none-match: \"v1\""));
     // The refresh is stamped with the time of the request that started it,
     // about a second ago: fresh again.
-    assert_eq!(reg.rules_for(&o, SystemTime::now()).await.1, Disposition::Cached, "the 304 reset the age");
+    assert_eq!(
+        reg.rules_for(&o, SystemTime::now()).await.1,
+        Disposition::Cached,
+        "the 304 reset the age"
+    );
 }
 
 // ---- C40: compressed robots.txt, C43: fetch identity ----
@@ -296,7 +368,11 @@ async fn compressed_robots_txt_is_decoded_before_parsing_c40() {
         ("deflate", vec![("Content-Encoding", "deflate")], raw_deflate(text)),
         ("br", vec![("Content-Encoding", "br")], brotli(text)),
         ("gzip, br", vec![("Content-Encoding", "gzip, br")], brotli(&gzip(text))),
-        ("gzip, br", vec![("Content-Encoding", "gzip"), ("Content-Encoding", "br")], brotli(&gzip(text))),
+        (
+            "gzip, br",
+            vec![("Content-Encoding", "gzip"), ("Content-Encoding", "br")],
+            brotli(&gzip(text)),
+        ),
         ("gzip", vec![("Content-Encoding", "identity, gzip")], gzip(text)),
     ];
     let reg = registry(RobotsConfig::default(), Duration::from_secs(5));
@@ -309,15 +385,42 @@ async fn compressed_robots_txt_is_decoded_before_parsing_c40() {
         let o = Origin::new("http", "127.0.0.1", port);
         let (rules, d) = reg.rules_for(&o, now).await;
         let s = &rules.snapshot;
-        assert_eq!((s.status, s.body.as_slice()), (RobotsStatus::Fetched, text), "case {i} ({listed}): {}", s.last_outcome);
-        assert_eq!(s.sha256, crawlcache_robots::snapshot::sha256_hex(text), "case {i}: SHA-256 of the decoded text");
+        assert_eq!(
+            (s.status, s.body.as_slice()),
+            (RobotsStatus::Fetched, text),
+            "case {i} ({listed}): {}",
+            s.last_outcome
+        );
+        assert_eq!(
+            s.sha256,
+            crawlcache_robots::snapshot::sha256_hex(text),
+            "case {i}: SHA-256 of the decoded text"
+        );
         assert_eq!(s.content_encoding.as_deref(), Some(listed), "case {i}");
-        let check = RobotsCheck::new(&rules, d, &reg.windows(&o), now, "examplebot", &format!("http://127.0.0.1:{port}/private/x"));
-        assert_eq!((check.verdict.rule.as_deref(), check.verdict.line), (Some("Disallow: /private/"), Some(2)), "case {i}");
-        assert!(matches!(check.action(RobotsMode::Enforce), Action::Refuse { status: 403, .. }), "case {i}");
+        let check = RobotsCheck::new(
+            &rules,
+            d,
+            &reg.windows(&o),
+            now,
+            "examplebot",
+            &format!("http://127.0.0.1:{port}/private/x"),
+        );
+        assert_eq!(
+            (check.verdict.rule.as_deref(), check.verdict.line),
+            (Some("Disallow: /private/"), Some(2)),
+            "case {i}"
+        );
+        assert!(
+            matches!(check.action(RobotsMode::Enforce), Action::Refuse { status: 403, .. }),
+            "case {i}"
+        );
         let heads = origin.requests_for("/robots.txt");
         assert_eq!(heads.len(), 1, "case {i}: one robots.txt request");
-        assert!(heads[0].to_ascii_lowercase().contains("\r\naccept-encoding: gzip, deflate, br\r\n"), "case {i}: {}", heads[0]);
+        assert!(
+            heads[0].to_ascii_lowercase().contains("\r\naccept-encoding: gzip, deflate, br\r\n"),
+            "case {i}: {}",
+            heads[0]
+        );
     }
 }
 
@@ -328,13 +431,22 @@ async fn compressed_robots_txt_is_decoded_before_parsing_c40() {
 async fn undecodable_robots_txt_is_unavailable_and_names_the_coding_c40() {
     let text = C40_RULES.as_bytes();
     let g = gzip(text);
-    let variants: Vec<(&str, Vec<u8>, &str)> =
-        vec![("zstd-x", text.to_vec(), "zstd-x"), ("gzip", text.to_vec(), "gzip"), ("gzip", g[..g.len() - 4].to_vec(), "gzip"), ("br", text.to_vec(), "br")];
+    let variants: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("zstd-x", text.to_vec(), "zstd-x"),
+        ("gzip", text.to_vec(), "gzip"),
+        ("gzip", g[..g.len() - 4].to_vec(), "gzip"),
+        ("br", text.to_vec(), "br"),
+    ];
     let reg = registry(RobotsConfig::default(), Duration::from_secs(5));
     let now = SystemTime::now();
     for (coding, body, named) in variants {
         let (origin, port) = LocalOrigin::start().await;
-        origin.set("/robots.txt", "200 OK", &[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body);
+        origin.set(
+            "/robots.txt",
+            "200 OK",
+            &[("Content-Type", "text/plain"), ("Content-Encoding", coding)],
+            &body,
+        );
         let o = Origin::new("http", "127.0.0.1", port);
         let (rules, d) = reg.rules_for(&o, now).await;
         let s = &rules.snapshot;
@@ -343,10 +455,19 @@ async fn undecodable_robots_txt_is_unavailable_and_names_the_coding_c40() {
         let said = s.last_outcome.to_string();
         assert!(said.contains(&format!("`{named}`")), "{coding}: {said}");
         assert!(s.body.is_empty() && s.next_retry.is_some(), "{coding}");
-        let check = RobotsCheck::new(&rules, d, &reg.windows(&o), now, "examplebot", &format!("http://127.0.0.1:{port}/public"));
+        let check = RobotsCheck::new(
+            &rules,
+            d,
+            &reg.windows(&o),
+            now,
+            "examplebot",
+            &format!("http://127.0.0.1:{port}/public"),
+        );
         assert!(!check.verdict.allowed, "{coding}: everything disallowed");
         match check.action(RobotsMode::Enforce) {
-            Action::Refuse { status: 403, body } => assert!(body.contains(named), "{coding}: {body}"),
+            Action::Refuse { status: 403, body } => {
+                assert!(body.contains(named), "{coding}: {body}")
+            }
             a => panic!("{coding}: {a:?}"),
         }
         assert_eq!(origin.requests_for("/robots.txt").len(), 1);
@@ -371,8 +492,12 @@ async fn a_gzip_bomb_is_cut_at_500_kib_of_decoded_text_c40() {
     assert!(r.body.starts_with(C40_RULES.as_bytes()));
     // Through the registry: a snapshot of the first 500 KiB, rules in force.
     let reg = registry(RobotsConfig::default(), Duration::from_secs(5));
-    let (rules, _) = reg.rules_for(&Origin::new("http", "127.0.0.1", port), SystemTime::now()).await;
-    assert_eq!((rules.snapshot.status, rules.snapshot.body.len(), rules.snapshot.truncated), (RobotsStatus::Fetched, MAX_ROBOTS_BYTES, true));
+    let (rules, _) =
+        reg.rules_for(&Origin::new("http", "127.0.0.1", port), SystemTime::now()).await;
+    assert_eq!(
+        (rules.snapshot.status, rules.snapshot.body.len(), rules.snapshot.truncated),
+        (RobotsStatus::Fetched, MAX_ROBOTS_BYTES, true)
+    );
     assert!(!rules.verdict(crawlcache_robots::snapshot::State::Fresh, "x", "/private/a").allowed);
 }
 
@@ -387,18 +512,43 @@ async fn robots_fetches_are_sent_under_the_crawlers_identity_c43() {
     let url = format!("http://127.0.0.1:{port}/robots.txt");
     f.fetch(&url, None, "examplebot/1.0 (+http://example.org/bot)").await.unwrap();
     f.fetch(&url, None, "").await.unwrap();
-    let heads: Vec<String> = origin.requests_for("/robots.txt").iter().map(|h| h.to_ascii_lowercase()).collect();
-    assert!(heads[0].contains("\r\nuser-agent: examplebot/1.0 (+http://example.org/bot)\r\n"), "{}", heads[0]);
+    let heads: Vec<String> =
+        origin.requests_for("/robots.txt").iter().map(|h| h.to_ascii_lowercase()).collect();
+    assert!(
+        heads[0].contains("\r\nuser-agent: examplebot/1.0 (+http://example.org/bot)\r\n"),
+        "{}",
+        heads[0]
+    );
     assert!(heads[1].contains("\r\nuser-agent: crawlcache-test/1.0\r\n"), "{}", heads[1]);
 
-    let reg = registry(RobotsConfig { agent: "examplebot".into(), ..RobotsConfig::default() }, Duration::from_secs(5));
+    let reg = registry(
+        RobotsConfig { agent: "examplebot".into(), ..RobotsConfig::default() },
+        Duration::from_secs(5),
+    );
     let (o2, p2) = LocalOrigin::start().await;
-    o2.set("/robots.txt", "403 Forbidden", &[("Content-Type", "text/html")], b"<h1>unknown client</h1>");
-    let (rules, _) = reg.rules_for_client(&Origin::new("http", "127.0.0.1", p2), SystemTime::now(), Some("curl/8.0")).await;
-    assert!(o2.requests_for("/robots.txt")[0].to_ascii_lowercase().contains("\r\nuser-agent: examplebot\r\n"));
+    o2.set(
+        "/robots.txt",
+        "403 Forbidden",
+        &[("Content-Type", "text/html")],
+        b"<h1>unknown client</h1>",
+    );
+    let (rules, _) = reg
+        .rules_for_client(
+            &Origin::new("http", "127.0.0.1", p2),
+            SystemTime::now(),
+            Some("curl/8.0"),
+        )
+        .await;
+    assert!(o2.requests_for("/robots.txt")[0]
+        .to_ascii_lowercase()
+        .contains("\r\nuser-agent: examplebot\r\n"));
     assert_eq!(rules.snapshot.fetched_as.as_deref(), Some("examplebot"));
     assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
-    let shown = crawlcache_robots::registry::describe(&rules.snapshot, &reg.windows(&rules.snapshot.origin), SystemTime::now());
+    let shown = crawlcache_robots::registry::describe(
+        &rules.snapshot,
+        &reg.windows(&rules.snapshot.origin),
+        SystemTime::now(),
+    );
     assert!(shown.contains("fetched as:    examplebot"), "{shown}");
     assert!(shown.contains("robots.txt answered 403 to examplebot: rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity"), "{shown}");
 }

@@ -37,7 +37,13 @@ fn reference_match(pattern: &[u8], path: &[u8]) -> bool {
 /// Reference decision: longest matching pattern wins, allow wins ties, empty
 /// patterns never decide.
 fn reference_allowed(rules: &[(bool, Vec<u8>)], path: &[u8]) -> bool {
-    let best = |allow: bool| rules.iter().filter(|(a, p)| *a == allow && !p.is_empty() && reference_match(p, path)).map(|(_, p)| p.len()).max();
+    let best = |allow: bool| {
+        rules
+            .iter()
+            .filter(|(a, p)| *a == allow && !p.is_empty() && reference_match(p, path))
+            .map(|(_, p)| p.len())
+            .max()
+    };
     match (best(true), best(false)) {
         (_, None) => true,
         (None, Some(_)) => false,

@@ -16,7 +16,11 @@ fn config(mode: &str, extra: &str) -> String {
     format!("[robots]\nmode = \"{mode}\"\n{extra}\n[upstream]\nresponse_timeout = \"2s\"\n")
 }
 
-fn start(mode: &str, extra: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy) {
+fn start(
+    mode: &str,
+    extra: &str,
+    handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+) -> (Origin, Proxy) {
     start_with_origin("robots-proxy", &config(mode, extra), handler)
 }
 
@@ -44,7 +48,10 @@ fn audit_lines(data_dir: &std::path::Path) -> Vec<serde_json::Value> {
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap_or_default();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            out.push(serde_json::from_str(line).unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {line}")));
+            out.push(
+                serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {line}")),
+            );
         }
     }
     out
@@ -75,7 +82,11 @@ fn enforce_blocks_disallowed_urls_before_the_origin() {
     assert!(text.contains("Disallow: /private"), "the body names the rule: {text}");
     assert!(text.contains(&origin.url("/robots.txt")), "the body names the robots.txt URL: {text}");
     assert_eq!(page_requests(&origin, "/private/x"), 0, "the origin never saw the disallowed URL");
-    assert!(blocked.header("robots-status").unwrap_or("").starts_with("disallowed"), "{}", blocked.describe());
+    assert!(
+        blocked.header("robots-status").unwrap_or("").starts_with("disallowed"),
+        "{}",
+        blocked.describe()
+    );
 
     let ok = proxy.get(&origin.url("/public"), &[("User-Agent", "ExampleBot/1.0")]);
     assert_eq!((ok.status, ok.text()), (200, "page".to_string()));
@@ -85,7 +96,11 @@ fn enforce_blocks_disallowed_urls_before_the_origin() {
     assert_eq!(lines.len(), 2, "{lines:#?}");
     let sha = sha256_hex(ROBOTS.as_bytes());
     for l in &lines {
-        assert_eq!(l["robots_sha256"], sha.as_str(), "every audit line carries the SHA-256 of the rules: {l}");
+        assert_eq!(
+            l["robots_sha256"],
+            sha.as_str(),
+            "every audit line carries the SHA-256 of the rules: {l}"
+        );
         assert_eq!(l["agent"], "ExampleBot");
     }
     assert_eq!(lines[0]["verdict"], "disallowed");
@@ -94,12 +109,22 @@ fn enforce_blocks_disallowed_urls_before_the_origin() {
     assert_eq!(lines[1]["verdict"], "allowed");
     assert_eq!(lines[1]["upstream_status"], 200);
 
-    let skips = crawlcache_cmd(&["audit", "skips", "--data-dir", &proxy.data_dir().display().to_string()], Duration::from_secs(20));
+    let skips = crawlcache_cmd(
+        &["audit", "skips", "--data-dir", &proxy.data_dir().display().to_string()],
+        Duration::from_secs(20),
+    );
     let out = String::from_utf8_lossy(&skips.stdout);
     assert_eq!(out.lines().count(), 1, "audit skips lists exactly the disallowed request: {out}");
-    assert!(out.contains("/private/x") && out.contains("  rule \"") && !out.starts_with('{'), "a line for people: {out}");
-    let json = crawlcache_cmd(&["audit", "skips", "--json", "--data-dir", &proxy.data_dir().display().to_string()], Duration::from_secs(20));
-    let line: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&json.stdout)));
+    assert!(
+        out.contains("/private/x") && out.contains("  rule \"") && !out.starts_with('{'),
+        "a line for people: {out}"
+    );
+    let json = crawlcache_cmd(
+        &["audit", "skips", "--json", "--data-dir", &proxy.data_dir().display().to_string()],
+        Duration::from_secs(20),
+    );
+    let line: serde_json::Value = serde_json::from_slice(&json.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&json.stdout)));
     assert!(line["url"].as_str().is_some_and(|u| u.ends_with("/private/x")), "{line}");
 }
 
@@ -112,7 +137,10 @@ fn annotate_fetches_and_records_the_verdict() {
     assert_eq!((r.status, r.text()), (200, "page".to_string()));
     assert_eq!(page_requests(&origin, "/private/y"), 1);
     let h = r.header("robots-status").unwrap_or("").to_string();
-    assert!(h.starts_with("disallowed") && h.contains("Disallow: /private") && h.contains("line=2"), "{h}");
+    assert!(
+        h.starts_with("disallowed") && h.contains("Disallow: /private") && h.contains("line=2"),
+        "{h}"
+    );
     assert!(h.contains(&sha256_hex(ROBOTS.as_bytes())), "{h}");
     let lines = wait_audit(proxy.data_dir(), 1);
     assert_eq!(lines[0]["verdict"], "disallowed");
@@ -141,7 +169,9 @@ fn client_robots_txt_is_answered_from_the_snapshot() {
 /// everything.
 #[test]
 fn fetch_outcomes_at_first_sight() {
-    for (status, allowed) in [(404, true), (410, true), (403, true), (429, false), (500, false), (503, false)] {
+    for (status, allowed) in
+        [(404, true), (410, true), (403, true), (429, false), (500, false), (503, false)]
+    {
         let (origin, proxy) = start("enforce", "", move |req| match req.path() {
             "/robots.txt" => Reply::new(status, &[("Retry-After", "120")], b"robots says no"),
             _ => Reply::ok(&[], b"page"),
@@ -151,8 +181,17 @@ fn fetch_outcomes_at_first_sight() {
             assert_eq!(r.status, 200, "robots.txt {status}: everything allowed: {}", r.describe());
             assert_eq!(page_requests(&origin, "/anything"), 1);
         } else {
-            assert_eq!(r.status, 403, "robots.txt {status}: everything disallowed: {}", r.describe());
-            assert_eq!(page_requests(&origin, "/anything"), 0, "robots.txt {status}: the page is never fetched");
+            assert_eq!(
+                r.status,
+                403,
+                "robots.txt {status}: everything disallowed: {}",
+                r.describe()
+            );
+            assert_eq!(
+                page_requests(&origin, "/anything"),
+                0,
+                "robots.txt {status}: the page is never fetched"
+            );
         }
     }
 }
@@ -169,7 +208,9 @@ fn unreachable_or_slow_robots_means_disallow_all() {
     assert!(r.text().contains("could not be fetched"), "{}", r.text());
 
     let origin = Origin::start(|req| match req.path() {
-        "/robots.txt" => Reply::ok(&[], b"User-agent: *\nAllow: /\n").delayed(Duration::from_secs(4)),
+        "/robots.txt" => {
+            Reply::ok(&[], b"User-agent: *\nAllow: /\n").delayed(Duration::from_secs(4))
+        }
         _ => Reply::ok(&[], b"page"),
     });
     let r = proxy.get(&origin.url("/page"), &[("User-Agent", "ExampleBot")]);
@@ -199,7 +240,11 @@ fn redirects_within_the_host_are_followed_up_to_five() {
     };
     // 5 hops: /robots.txt -> r1 -> r2 -> r3 -> r4 -> r5 (rules)
     let (origin, proxy) = start("enforce", "", hops(5));
-    assert_eq!(proxy.get(&origin.url("/x"), &[("User-Agent", "ExampleBot")]).status, 403, "rules from the 5th hop apply");
+    assert_eq!(
+        proxy.get(&origin.url("/x"), &[("User-Agent", "ExampleBot")]).status,
+        403,
+        "rules from the 5th hop apply"
+    );
     assert_eq!(proxy.get(&origin.url("/y"), &[("User-Agent", "ExampleBot")]).status, 200);
     // Cross-host redirect under same-host (opt-in since C49).
     let (ox, px) = start("enforce", "redirects = \"same-host\"", |req| match req.path() {
@@ -208,7 +253,11 @@ fn redirects_within_the_host_are_followed_up_to_five() {
     });
     let r = px.get(&ox.url("/y"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 403, "a redirect to another host is not followed: {}", r.describe());
-    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
+    assert!(
+        r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""),
+        "{}",
+        r.describe()
+    );
 }
 
 /// C55: a robots.txt behind a redirect loop, or behind six redirects
@@ -226,18 +275,36 @@ fn robots_txt_past_five_redirects_or_in_a_loop_is_absent_and_says_why_c55() {
         "/robots-b.txt" => Reply::new(301, &[("Location", "/robots-a.txt")], b""),
         _ => Reply::ok(&[], b"page"),
     });
-    let chain = [looped.url("/robots.txt"), looped.url("/robots-a.txt"), looped.url("/robots-b.txt"), looped.url("/robots-a.txt")].join(" -> ");
+    let chain = [
+        looped.url("/robots.txt"),
+        looped.url("/robots-a.txt"),
+        looped.url("/robots-b.txt"),
+        looped.url("/robots-a.txt"),
+    ]
+    .join(" -> ");
     let r = proxy.get(&looped.url("/page"), &ua);
     assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
     let rs = r.header("robots-status").unwrap_or("").to_string();
     assert!(rs.starts_with("allowed; rule=\"redirect loop\""), "{rs}");
-    assert!(rs.contains(&format!("reason=\"a redirect loop: {chain};")), "the chain is named: {rs}");
+    assert!(
+        rs.contains(&format!("reason=\"a redirect loop: {chain};")),
+        "the chain is named: {rs}"
+    );
     let r = proxy.get(&looped.url("/private/x"), &ua);
     assert_eq!(r.status, 200, "absent: everything allowed: {}", r.describe());
     let asked: Vec<String> = looped.requests().iter().map(|q| q.path().to_string()).collect();
-    assert_eq!(asked, ["/robots.txt", "/robots-a.txt", "/robots-b.txt", "/page", "/private/x"], "the loop was seen without asking /robots-a.txt again");
+    assert_eq!(
+        asked,
+        ["/robots.txt", "/robots-a.txt", "/robots-b.txt", "/page", "/private/x"],
+        "the loop was seen without asking /robots-a.txt again"
+    );
     let lines = wait_audit(proxy.data_dir(), 2);
-    assert_eq!((lines[0]["verdict"].as_str(), lines[0]["rule"].as_str()), (Some("allowed"), Some("redirect loop")), "{}", lines[0]);
+    assert_eq!(
+        (lines[0]["verdict"].as_str(), lines[0]["rule"].as_str()),
+        (Some("allowed"), Some("redirect loop")),
+        "{}",
+        lines[0]
+    );
     assert!(lines[0]["robots_warning"].as_str().unwrap_or("").contains(&chain), "{}", lines[0]);
 
     let (six, proxy6) = start("enforce", "", |req| {
@@ -253,15 +320,27 @@ fn robots_txt_past_five_redirects_or_in_a_loop_is_absent_and_says_why_c55() {
     assert_eq!((r.status, r.text()), (200, "page".to_string()), "{}", r.describe());
     let rs = r.header("robots-status").unwrap_or("").to_string();
     assert!(rs.starts_with("allowed; rule=\"redirect limit\""), "{rs}");
-    let chain6 = format!("{} -> {}", six.url("/robots.txt"), (1..=6).map(|i| six.url(&format!("/r{i}"))).collect::<Vec<_>>().join(" -> "));
+    let chain6 = format!(
+        "{} -> {}",
+        six.url("/robots.txt"),
+        (1..=6).map(|i| six.url(&format!("/r{i}"))).collect::<Vec<_>>().join(" -> ")
+    );
     assert!(rs.contains(&format!("reason=\"more than 5 redirects: {chain6};")), "{rs}");
-    assert_eq!(proxy6.get(&six.url("/private/x"), &ua).status, 200, "the sixth target's Disallow: /private/ never applies");
+    assert_eq!(
+        proxy6.get(&six.url("/private/x"), &ua).status,
+        200,
+        "the sixth target's Disallow: /private/ never applies"
+    );
     assert_eq!(page_requests(&six, "/r6"), 0, "the sixth target is never requested");
     let lines = wait_audit(proxy6.data_dir(), 2);
     assert_eq!(lines[1]["rule"], "redirect limit", "{}", lines[1]);
     assert!(lines[1]["robots_warning"].as_str().unwrap_or("").contains(&chain6), "{}", lines[1]);
     let shown = robots_show(&proxy6, &format!("http://127.0.0.1:{}", six.port()));
-    assert!(shown.contains("status:        absent") && shown.contains("why:           more than 5 redirects"), "{shown}");
+    assert!(
+        shown.contains("status:        absent")
+            && shown.contains("why:           more than 5 redirects"),
+        "{shown}"
+    );
 }
 
 /// A rule whose bytes are not UTF-8 (`Disallow: /caf\xE9`, Latin-1) is
@@ -271,13 +350,22 @@ fn robots_txt_past_five_redirects_or_in_a_loop_is_absent_and_says_why_c55() {
 #[test]
 fn a_rule_that_is_not_utf8_is_named_percent_encoded_as_the_file_has_it() {
     let (origin, proxy) = start("enforce", "", |req| match req.path() {
-        "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain; charset=iso-8859-1")], b"User-agent: *\nDisallow: /caf\xe9\n"),
+        "/robots.txt" => Reply::ok(
+            &[("Content-Type", "text/plain; charset=iso-8859-1")],
+            b"User-agent: *\nDisallow: /caf\xe9\n",
+        ),
         _ => Reply::ok(&[], b"page"),
     });
     let r = proxy.get(&origin.url("/caf%E9/menu"), &[("User-Agent", "ExampleBot/1.0")]);
     assert_eq!(r.status, 403, "{}", r.describe());
     assert!(r.text().contains("rule `Disallow: /caf%E9` (line 2)"), "{}", r.text());
-    assert!(r.header("robots-status").unwrap_or("").starts_with("disallowed; rule=\"Disallow: /caf%E9\"; line=2"), "{}", r.describe());
+    assert!(
+        r.header("robots-status")
+            .unwrap_or("")
+            .starts_with("disallowed; rule=\"Disallow: /caf%E9\"; line=2"),
+        "{}",
+        r.describe()
+    );
     let lines = wait_audit(proxy.data_dir(), 1);
     assert_eq!(lines[0]["rule"], "Disallow: /caf%E9", "{}", lines[0]);
 }
@@ -290,19 +378,24 @@ fn stale_rules_are_refreshed_once_in_the_background() {
     let fetches = Arc::new(AtomicUsize::new(0));
     let slow_done: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let (f2, s2) = (fetches.clone(), slow_done.clone());
-    let (origin, proxy) = start("enforce", "fresh = \"1s\"\nstale_usable = \"30s\"\nhard_max = \"60s\"", move |req| match req.path() {
-        "/robots.txt" => {
-            let n = f2.fetch_add(1, Ordering::SeqCst);
-            if n == 0 {
-                Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes())
-            } else {
-                // The refresh is slow; record roughly when it will end.
-                *s2.lock().unwrap() = Some(Instant::now() + Duration::from_millis(1500));
-                Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes()).delayed(Duration::from_millis(1500))
+    let (origin, proxy) = start(
+        "enforce",
+        "fresh = \"1s\"\nstale_usable = \"30s\"\nhard_max = \"60s\"",
+        move |req| match req.path() {
+            "/robots.txt" => {
+                let n = f2.fetch_add(1, Ordering::SeqCst);
+                if n == 0 {
+                    Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes())
+                } else {
+                    // The refresh is slow; record roughly when it will end.
+                    *s2.lock().unwrap() = Some(Instant::now() + Duration::from_millis(1500));
+                    Reply::ok(&[("ETag", "\"r1\"")], ROBOTS.as_bytes())
+                        .delayed(Duration::from_millis(1500))
+                }
             }
-        }
-        _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
-    });
+            _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
+        },
+    );
     assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200);
     assert_eq!(robots_requests(&origin), 1, "first sight: one fetch");
     std::thread::sleep(Duration::from_millis(1300));
@@ -328,7 +421,10 @@ fn stale_rules_are_refreshed_once_in_the_background() {
     let refresh_end = slow_done.lock().unwrap().expect("a background refresh was made");
     for (status, at) in &results {
         assert_eq!(*status, 200);
-        assert!(*at < refresh_end, "every request was answered before the background refresh finished");
+        assert!(
+            *at < refresh_end,
+            "every request was answered before the background refresh finished"
+        );
     }
     origin.wait_for_requests(2, Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(1700));
@@ -355,7 +451,11 @@ fn expired_rules_block_the_host_in_enforce_mode() {
     assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200);
     std::thread::sleep(Duration::from_millis(1500));
     // Stale but inside its windows: the old rules are kept despite the 500.
-    assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status, 200, "the previous snapshot is kept");
+    assert_eq!(
+        proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]).status,
+        200,
+        "the previous snapshot is kept"
+    );
     std::thread::sleep(Duration::from_millis(2000));
     let r = proxy.get(&origin.url("/a"), &[("User-Agent", "ExampleBot")]);
     assert_eq!(r.status, 503, "{}", r.describe());
@@ -374,11 +474,20 @@ fn snapshots_survive_a_restart() {
     assert_eq!(proxy.get(&origin.url("/private/2"), &[("User-Agent", "ExampleBot")]).status, 403);
     assert_eq!(robots_requests(&origin), 1, "the persisted snapshot was used after the restart");
     let show = crawlcache_cmd(
-        &["robots", "show", "--data-dir", &proxy.data_dir().display().to_string(), &format!("http://127.0.0.1:{}", origin.port())],
+        &[
+            "robots",
+            "show",
+            "--data-dir",
+            &proxy.data_dir().display().to_string(),
+            &format!("http://127.0.0.1:{}", origin.port()),
+        ],
         Duration::from_secs(20),
     );
     let out = String::from_utf8_lossy(&show.stdout);
-    assert!(out.contains("status:        fetched") && out.contains("Disallow: /private"), "robots show: {out}");
+    assert!(
+        out.contains("status:        fetched") && out.contains("Disallow: /private"),
+        "robots show: {out}"
+    );
 }
 
 fn sha256_hex(b: &[u8]) -> String {
@@ -408,7 +517,10 @@ fn brotli(b: &[u8]) -> Vec<u8> {
 }
 
 fn robots_show(proxy: &Proxy, origin: &str) -> String {
-    let show = crawlcache_cmd(&["robots", "show", "--data-dir", &proxy.data_dir().display().to_string(), origin], Duration::from_secs(20));
+    let show = crawlcache_cmd(
+        &["robots", "show", "--data-dir", &proxy.data_dir().display().to_string(), origin],
+        Duration::from_secs(20),
+    );
     String::from_utf8_lossy(&show.stdout).into_owned()
 }
 
@@ -418,28 +530,61 @@ fn robots_show(proxy: &Proxy, origin: &str) -> String {
 /// audit SHA-256 is of the decoded text; one robots.txt request.
 #[test]
 fn compressed_robots_txt_is_enforced_and_served_decoded_c40() {
-    for (coding, body) in [("gzip", gzip(C40_RULES.as_bytes())), ("gzip, br", brotli(&gzip(C40_RULES.as_bytes())))] {
+    for (coding, body) in
+        [("gzip", gzip(C40_RULES.as_bytes())), ("gzip, br", brotli(&gzip(C40_RULES.as_bytes())))]
+    {
         let (origin, proxy) = start("enforce", "", move |req| match req.path() {
-            "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body),
+            "/robots.txt" => {
+                Reply::ok(&[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body)
+            }
             _ => Reply::ok(&[("Cache-Control", "max-age=60")], b"page"),
         });
         let r = proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
         assert_eq!(r.status, 403, "{coding}: {}", r.describe());
-        assert!(r.text().contains("Disallow: /private/") && r.text().contains("line 2"), "{coding}: {}", r.text());
+        assert!(
+            r.text().contains("Disallow: /private/") && r.text().contains("line 2"),
+            "{coding}: {}",
+            r.text()
+        );
         assert_eq!(page_requests(&origin, "/private/x"), 0);
         let ok = proxy.get(&origin.url("/public"), &[("User-Agent", "examplebot/1.0")]);
         assert_eq!((ok.status, ok.text()), (200, "page".to_string()), "{coding}");
-        let own = proxy.get(&origin.url("/robots.txt"), &[("User-Agent", "examplebot/1.0"), ("Accept-Encoding", "gzip, br")]);
-        assert_eq!((own.status, own.text()), (200, C40_RULES.to_string()), "{coding}: {}", own.describe());
-        assert_eq!(own.header("content-encoding"), None, "{coding}: decoded text is never labelled as coded");
+        let own = proxy.get(
+            &origin.url("/robots.txt"),
+            &[("User-Agent", "examplebot/1.0"), ("Accept-Encoding", "gzip, br")],
+        );
+        assert_eq!(
+            (own.status, own.text()),
+            (200, C40_RULES.to_string()),
+            "{coding}: {}",
+            own.describe()
+        );
+        assert_eq!(
+            own.header("content-encoding"),
+            None,
+            "{coding}: decoded text is never labelled as coded"
+        );
         assert_eq!(robots_requests(&origin), 1, "{coding}");
-        let ae = origin.requests().iter().find(|q| q.path() == "/robots.txt").and_then(|q| q.header("accept-encoding").map(str::to_string));
+        let ae = origin
+            .requests()
+            .iter()
+            .find(|q| q.path() == "/robots.txt")
+            .and_then(|q| q.header("accept-encoding").map(str::to_string));
         assert_eq!(ae.as_deref(), Some("gzip, deflate, br"), "{coding}");
         let lines = wait_audit(proxy.data_dir(), 3);
-        assert_eq!(lines[0]["robots_sha256"], sha256_hex(C40_RULES.as_bytes()).as_str(), "{coding}: {}", lines[0]);
+        assert_eq!(
+            lines[0]["robots_sha256"],
+            sha256_hex(C40_RULES.as_bytes()).as_str(),
+            "{coding}: {}",
+            lines[0]
+        );
         assert_eq!(lines[0]["rule"], "Disallow: /private/");
         let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", origin.port()));
-        assert!(shown.contains(&format!("coding:        {coding} (decoded")) && shown.contains("Disallow: /private/"), "{shown}");
+        assert!(
+            shown.contains(&format!("coding:        {coding} (decoded"))
+                && shown.contains("Disallow: /private/"),
+            "{shown}"
+        );
     }
 }
 
@@ -448,15 +593,27 @@ fn compressed_robots_txt_is_enforced_and_served_decoded_c40() {
 /// never the coded bytes as rules.
 #[test]
 fn undecodable_robots_txt_disallows_everything_c40() {
-    for (coding, body) in [("zstd-x", C40_RULES.as_bytes().to_vec()), ("gzip", C40_RULES.as_bytes().to_vec())] {
+    for (coding, body) in
+        [("zstd-x", C40_RULES.as_bytes().to_vec()), ("gzip", C40_RULES.as_bytes().to_vec())]
+    {
         let (origin, proxy) = start("enforce", "", move |req| match req.path() {
-            "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body),
+            "/robots.txt" => {
+                Reply::ok(&[("Content-Type", "text/plain"), ("Content-Encoding", coding)], &body)
+            }
             _ => Reply::ok(&[], b"page"),
         });
         let r = proxy.get(&origin.url("/public"), &[("User-Agent", "examplebot/1.0")]);
         assert_eq!(r.status, 403, "{coding}: {}", r.describe());
-        assert!(r.text().contains("could not be fetched") && r.text().contains(&format!("`{coding}`")), "{coding}: {}", r.text());
-        assert!(r.header("robots-status").unwrap_or("").contains("rule=\"rules unavailable\""), "{}", r.describe());
+        assert!(
+            r.text().contains("could not be fetched") && r.text().contains(&format!("`{coding}`")),
+            "{coding}: {}",
+            r.text()
+        );
+        assert!(
+            r.header("robots-status").unwrap_or("").contains("rule=\"rules unavailable\""),
+            "{}",
+            r.describe()
+        );
         assert_eq!(page_requests(&origin, "/public"), 0);
         let own = proxy.get(&origin.url("/robots.txt"), &[]);
         assert_eq!(own.status, 503, "{coding}: {}", own.describe());
@@ -472,14 +629,23 @@ fn undecodable_robots_txt_disallows_everything_c40() {
 fn robots_txt_is_fetched_under_the_crawlers_identity_c43() {
     let ua = "examplebot/1.0 (+http://example.org/bot)";
     let (origin, proxy) = start("enforce", "agent = \"examplebot\"", |req| match req.path() {
-        "/robots.txt" if req.header("user-agent").unwrap_or("").contains("examplebot") => Reply::ok(&[], C40_RULES.as_bytes()),
-        "/robots.txt" => Reply::new(403, &[("Content-Type", "text/html")], b"<h1>unknown client</h1>"),
+        "/robots.txt" if req.header("user-agent").unwrap_or("").contains("examplebot") => {
+            Reply::ok(&[], C40_RULES.as_bytes())
+        }
+        "/robots.txt" => {
+            Reply::new(403, &[("Content-Type", "text/html")], b"<h1>unknown client</h1>")
+        }
         _ => Reply::ok(&[], b"page"),
     });
     let r = proxy.get(&origin.url("/private/x"), &[("User-Agent", ua)]);
     assert_eq!(r.status, 403, "{}", r.describe());
     assert!(r.text().contains("Disallow: /private/"), "{}", r.text());
-    let sent: Vec<String> = origin.requests().iter().filter(|q| q.path() == "/robots.txt").map(|q| q.header("user-agent").unwrap_or("").to_string()).collect();
+    let sent: Vec<String> = origin
+        .requests()
+        .iter()
+        .filter(|q| q.path() == "/robots.txt")
+        .map(|q| q.header("user-agent").unwrap_or("").to_string())
+        .collect();
     assert_eq!(sent, [ua]);
     assert_eq!(page_requests(&origin, "/private/x"), 0);
     let lines = wait_audit(proxy.data_dir(), 1);
@@ -494,13 +660,22 @@ fn robots_txt_is_fetched_under_the_crawlers_identity_c43() {
 /// show`; `robots.user_agent` is what is sent when set.
 #[test]
 fn a_403_robots_txt_is_flagged_with_the_identity_c43() {
-    let (origin, proxy) = start("enforce", "user_agent = \"MyCrawler/2.0 (+http://example.org)\"", |req| match req.path() {
-        "/robots.txt" => Reply::new(403, &[("Content-Type", "text/html")], b"<h1>unknown client</h1>"),
-        _ => Reply::ok(&[], b"page"),
-    });
+    let (origin, proxy) =
+        start("enforce", "user_agent = \"MyCrawler/2.0 (+http://example.org)\"", |req| {
+            match req.path() {
+                "/robots.txt" => {
+                    Reply::new(403, &[("Content-Type", "text/html")], b"<h1>unknown client</h1>")
+                }
+                _ => Reply::ok(&[], b"page"),
+            }
+        });
     let r = proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
     assert_eq!(r.status, 200, "403 on robots.txt: everything allowed: {}", r.describe());
-    let sent = origin.requests().iter().find(|q| q.path() == "/robots.txt").and_then(|q| q.header("user-agent").map(str::to_string));
+    let sent = origin
+        .requests()
+        .iter()
+        .find(|q| q.path() == "/robots.txt")
+        .and_then(|q| q.header("user-agent").map(str::to_string));
     assert_eq!(sent.as_deref(), Some("MyCrawler/2.0 (+http://example.org)"));
     let want = "robots.txt answered 403 to MyCrawler/2.0 (+http://example.org): rules treated as allow-all (RFC 9309 2.3.1.3); check the crawler's identity";
     let lines = wait_audit(proxy.data_dir(), 1);
@@ -522,9 +697,13 @@ fn offline_replay_uses_the_last_snapshot_whatever_its_age_c44() {
         _ => Reply::ok(&[("Cache-Control", "max-age=600")], b"page"),
     });
     assert_eq!(proxy.get(&origin.url("/a"), &[("User-Agent", "examplebot/1.0")]).status, 200);
-    assert_eq!(proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]).status, 403);
+    assert_eq!(
+        proxy.get(&origin.url("/private/x"), &[("User-Agent", "examplebot/1.0")]).status,
+        403
+    );
     let before = origin.request_count();
-    let again = proxy.data_dir().parent().expect("the data directory's folder").join("offline.toml");
+    let again =
+        proxy.data_dir().parent().expect("the data directory's folder").join("offline.toml");
     std::fs::write(&again, config("enforce", windows)).expect("config");
     let again = again.display().to_string();
     std::thread::sleep(Duration::from_secs(5));
@@ -566,19 +745,35 @@ fn apex_to_www_redirect_is_followed_by_default_c49() {
     let r = proxy.get(&apex.url("/private/x"), &[("User-Agent", "examplebot/1.0")]);
     assert_eq!(r.status, 403, "{}", r.describe());
     assert!(r.text().contains("Disallow: /private/"), "{}", r.text());
-    assert_eq!((robots_requests(&apex), robots_requests(&www), page_requests(&apex, "/private/x")), (1, 1, 0));
+    assert_eq!(
+        (robots_requests(&apex), robots_requests(&www), page_requests(&apex, "/private/x")),
+        (1, 1, 0)
+    );
     let shown = robots_show(&proxy, &format!("http://127.0.0.1:{}", apex.port()));
-    assert!(shown.contains(&format!("  -> {www_robots}")) && shown.contains("status:        fetched"), "{shown}");
+    assert!(
+        shown.contains(&format!("  -> {www_robots}")) && shown.contains("status:        fetched"),
+        "{shown}"
+    );
 
     let target = www_robots.clone();
-    let (apex2, proxy2) = start("enforce", "redirects = \"same-host\"", move |req| match req.path() {
-        "/robots.txt" => Reply::new(301, &[("Location", &target)], b""),
-        _ => Reply::ok(&[], b"page"),
-    });
+    let (apex2, proxy2) =
+        start("enforce", "redirects = \"same-host\"", move |req| match req.path() {
+            "/robots.txt" => Reply::new(301, &[("Location", &target)], b""),
+            _ => Reply::ok(&[], b"page"),
+        });
     let r = proxy2.get(&apex2.url("/public"), &[("User-Agent", "examplebot/1.0")]);
     assert_eq!(r.status, 403, "{}", r.describe());
-    assert!(r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""), "{}", r.describe());
-    assert!(r.text().contains("redirect of the robots.txt was refused") && r.text().contains(&www_robots), "{}", r.text());
+    assert!(
+        r.header("robots-status").unwrap_or("").contains("rule=\"redirect refused\""),
+        "{}",
+        r.describe()
+    );
+    assert!(
+        r.text().contains("redirect of the robots.txt was refused")
+            && r.text().contains(&www_robots),
+        "{}",
+        r.text()
+    );
     assert_eq!(robots_requests(&www), 1, "the refused destination is never contacted");
     let lines = wait_audit(proxy2.data_dir(), 1);
     assert_eq!(lines[0]["rule"], "redirect refused");

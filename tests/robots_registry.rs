@@ -2,12 +2,15 @@
 //! injected clock (issue 5, "It must show" 1–3 at the registry level):
 //! windows, outcome mapping, back-off, redirects, collapse, persistence.
 
-use crawlcache_robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RedirectPolicy, RobotsFetch};
+use crawlcache_robots::fetch::{
+    FetchError, FetchFuture, RawRobotsResponse, RedirectPolicy, RobotsFetch,
+};
 use crawlcache_robots::identity::FALLBACK_USER_AGENT;
 use crawlcache_robots::registry::{load_snapshot, RobotsRegistry};
 use crawlcache_robots::settings::{HostOverride, RobotsConfig};
 use crawlcache_robots::snapshot::{
-    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_LIMIT, RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
+    Disposition, FetchOutcome, Origin, RobotsStatus, State, Validators, RULE_REDIRECT_LIMIT,
+    RULE_REDIRECT_REFUSED, RULE_TOO_OLD, RULE_UNAVAILABLE,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +61,9 @@ impl RobotsFetch for Fake {
             let mut script = self.script.lock().unwrap();
             match script.get_mut(url) {
                 Some(q) if q.len() > 1 => q.pop_front().unwrap(),
-                Some(q) => q.front().cloned().unwrap_or(Err(FetchError::Other("empty script".into()))),
+                Some(q) => {
+                    q.front().cloned().unwrap_or(Err(FetchError::Other("empty script".into())))
+                }
                 None => Err(FetchError::Connect("connection refused".into())),
             }
         };
@@ -75,13 +80,22 @@ impl RobotsFetch for Fake {
 }
 
 fn ok(body: &str, etag: Option<&str>) -> Answer {
-    Ok(RawRobotsResponse { status: 200, body: body.as_bytes().to_vec(), etag: etag.map(str::to_string), ..Default::default() })
+    Ok(RawRobotsResponse {
+        status: 200,
+        body: body.as_bytes().to_vec(),
+        etag: etag.map(str::to_string),
+        ..Default::default()
+    })
 }
 fn status(code: u16) -> Answer {
     Ok(RawRobotsResponse { status: code, ..Default::default() })
 }
 fn retry_after(code: u16, secs: u64) -> Answer {
-    Ok(RawRobotsResponse { status: code, retry_after: Some(secs.to_string()), ..Default::default() })
+    Ok(RawRobotsResponse {
+        status: code,
+        retry_after: Some(secs.to_string()),
+        ..Default::default()
+    })
 }
 fn redirect(to: &str) -> Answer {
     Ok(RawRobotsResponse { status: 302, location: Some(to.to_string()), ..Default::default() })
@@ -163,7 +177,11 @@ async fn a_304_on_a_two_day_old_snapshot_makes_it_fresh_with_the_same_sha256() {
     assert_eq!(d, Disposition::StaleDegraded, "answered at once from the old snapshot");
     settle(&reg, &o).await;
     assert_eq!(fake.calls(), 2);
-    assert_eq!(fake.last_validators().and_then(|v| v.etag).as_deref(), Some("\"v1\""), "conditional refresh");
+    assert_eq!(
+        fake.last_validators().and_then(|v| v.etag).as_deref(),
+        Some("\"v1\""),
+        "conditional refresh"
+    );
     let (after, d) = reg.rules_for(&o, at(48 * H + 60)).await;
     assert_eq!(d, Disposition::Cached);
     assert_eq!(after.snapshot.sha256, first.snapshot.sha256);
@@ -179,7 +197,11 @@ async fn per_host_override_of_the_windows() {
     let mut cfg = RobotsConfig::default();
     cfg.hosts.insert(
         "short.test".into(),
-        HostOverride { fresh: Some(Duration::from_secs(60)), stale_usable: Some(Duration::from_secs(120)), hard_max: Some(Duration::from_secs(180)) },
+        HostOverride {
+            fresh: Some(Duration::from_secs(60)),
+            stale_usable: Some(Duration::from_secs(120)),
+            hard_max: Some(Duration::from_secs(180)),
+        },
     );
     let reg = registry(&fake, cfg);
     for host in ["short.test", "long.test"] {
@@ -262,8 +284,13 @@ async fn first_sight_outcomes_200_rules_4xx_allow_all_failures_disallow_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_keep_the_previous_snapshot_inside_its_windows() {
-    let failures: Vec<Answer> =
-        vec![retry_after(429, 600), status(500), status(503), Err(FetchError::Connect("connection refused".into())), Err(FetchError::Timeout)];
+    let failures: Vec<Answer> = vec![
+        retry_after(429, 600),
+        status(500),
+        status(503),
+        Err(FetchError::Connect("connection refused".into())),
+        Err(FetchError::Timeout),
+    ];
     for (i, failure) in failures.into_iter().enumerate() {
         let fake = Fake::new();
         let reg = registry(&fake, RobotsConfig::default());
@@ -281,7 +308,11 @@ async fn failures_keep_the_previous_snapshot_inside_its_windows() {
         assert_eq!(after.snapshot.failures, 1, "case {i}");
         assert!(after.snapshot.next_retry.is_some(), "case {i}");
         let v = after.verdict(State::StaleUsable, "Bot", "http://a.test/private");
-        assert_eq!(v.rule.as_deref(), Some("Disallow: /private"), "case {i}: the old rules still apply");
+        assert_eq!(
+            v.rule.as_deref(),
+            Some("Disallow: /private"),
+            "case {i}: the old rules still apply"
+        );
     }
 }
 
@@ -290,7 +321,10 @@ async fn back_off_never_retries_before_retry_after() {
     let fake = Fake::new();
     let reg = registry(&fake, RobotsConfig::default());
     let o = origin("a.test");
-    fake.answer(&o.robots_url(), vec![retry_after(429, 3 * H), retry_after(503, 2 * H), ok(RULES, None)]);
+    fake.answer(
+        &o.robots_url(),
+        vec![retry_after(429, 3 * H), retry_after(503, 2 * H), ok(RULES, None)],
+    );
     reg.rules_for(&o, t0()).await;
     assert_eq!(fake.calls(), 1);
     // The back-off alone would allow a retry after 1 min; Retry-After says 3 h.
@@ -305,7 +339,11 @@ async fn back_off_never_retries_before_retry_after() {
     assert_eq!(fake.calls(), 2);
     let (rules, _) = reg.rules_for(&o, at(3 * H)).await;
     assert_eq!(rules.snapshot.failures, 2);
-    assert_eq!(rules.snapshot.next_retry, Some(at(5 * H)), "Retry-After 2 h beats the 2 min back-off");
+    assert_eq!(
+        rules.snapshot.next_retry,
+        Some(at(5 * H)),
+        "Retry-After 2 h beats the 2 min back-off"
+    );
     reg.rules_for(&o, at(5 * H - 1)).await;
     assert_eq!(fake.calls(), 2);
     reg.rules_for(&o, at(5 * H)).await;
@@ -320,7 +358,10 @@ async fn back_off_never_retries_before_retry_after() {
 async fn redirects_five_same_host_hops_followed_sixth_absent_c55_or_cross_host_unavailable() {
     let fake = Fake::new();
     // `same-host` is opt-in since C49 (the default is `any`).
-    let reg = registry(&fake, RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() });
+    let reg = registry(
+        &fake,
+        RobotsConfig { redirects: RedirectPolicy::SameHost, ..RobotsConfig::default() },
+    );
     // Five hops within the host (scheme and port may change).
     let o = origin("five.test");
     fake.answer("http://five.test/robots.txt", vec![redirect("/1")]);
@@ -338,7 +379,11 @@ async fn redirects_five_same_host_hops_followed_sixth_absent_c55_or_cross_host_u
     // allowed, the verdict naming why.
     let o = origin("six.test");
     for i in 0..6 {
-        let from = if i == 0 { "http://six.test/robots.txt".to_string() } else { format!("http://six.test/{i}") };
+        let from = if i == 0 {
+            "http://six.test/robots.txt".to_string()
+        } else {
+            format!("http://six.test/{i}")
+        };
         fake.answer(&from, vec![redirect(&format!("/{}", i + 1))]);
     }
     fake.answer("http://six.test/6", vec![ok(RULES, None)]);
@@ -348,7 +393,10 @@ async fn redirects_five_same_host_hops_followed_sixth_absent_c55_or_cross_host_u
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::TooManyRedirects { .. }));
     let v = rules.verdict(State::Fresh, "Bot", "http://six.test/private/x");
     assert!(v.allowed && v.rule.as_deref() == Some(RULE_REDIRECT_LIMIT), "{v:?}");
-    assert!(!fake.calls.lock().unwrap().iter().any(|(u, _)| u == "http://six.test/6"), "the sixth target is never contacted");
+    assert!(
+        !fake.calls.lock().unwrap().iter().any(|(u, _)| u == "http://six.test/6"),
+        "the sixth target is never contacted"
+    );
 
     // Another host under the opt-in same-host policy: refused, never
     // contacted, and said so.
@@ -357,16 +405,30 @@ async fn redirects_five_same_host_hops_followed_sixth_absent_c55_or_cross_host_u
     fake.answer("http://elsewhere.test/robots.txt", vec![ok(RULES, None)]);
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
-    assert_eq!(rules.snapshot.redirects.refused.as_deref(), Some("http://elsewhere.test/robots.txt"));
+    assert_eq!(
+        rules.snapshot.redirects.refused.as_deref(),
+        Some("http://elsewhere.test/robots.txt")
+    );
     assert!(matches!(rules.snapshot.last_outcome, FetchOutcome::RedirectRefused { .. }));
-    assert_eq!(rules.verdict(State::Fresh, "Bot", "http://cross.test/x").rule.as_deref(), Some(RULE_REDIRECT_REFUSED));
-    assert!(!fake.calls.lock().unwrap().iter().any(|(u, _)| u == "http://elsewhere.test/robots.txt"));
+    assert_eq!(
+        rules.verdict(State::Fresh, "Bot", "http://cross.test/x").rule.as_deref(),
+        Some(RULE_REDIRECT_REFUSED)
+    );
+    assert!(!fake
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(u, _)| u == "http://elsewhere.test/robots.txt"));
 
     // `any`, the default, follows it (RFC 9309 §2.3.1.2).
     let reg = registry(&fake, RobotsConfig::default());
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
-    assert_eq!(rules.snapshot.redirects.final_url.as_deref(), Some("http://elsewhere.test/robots.txt"));
+    assert_eq!(
+        rules.snapshot.redirects.final_url.as_deref(),
+        Some("http://elsewhere.test/robots.txt")
+    );
 }
 
 /// C49: by default an apex → www redirect (another host) is followed, the
@@ -378,13 +440,25 @@ async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c
     let fake = Fake::new();
     let reg = registry(&fake, RobotsConfig::default());
     let o = origin("example.com");
-    fake.answer("http://example.com/robots.txt", vec![redirect("https://www.example.com/robots.txt")]);
-    fake.answer("https://www.example.com/robots.txt", vec![redirect("https://cdn.example.net/example.com/robots.txt")]);
-    fake.answer("https://cdn.example.net/example.com/robots.txt", vec![ok("User-agent: *\nDisallow: /private/\n", None)]);
+    fake.answer(
+        "http://example.com/robots.txt",
+        vec![redirect("https://www.example.com/robots.txt")],
+    );
+    fake.answer(
+        "https://www.example.com/robots.txt",
+        vec![redirect("https://cdn.example.net/example.com/robots.txt")],
+    );
+    fake.answer(
+        "https://cdn.example.net/example.com/robots.txt",
+        vec![ok("User-agent: *\nDisallow: /private/\n", None)],
+    );
     let (rules, _) = reg.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
     assert_eq!(rules.snapshot.origin, o);
-    assert_eq!(rules.snapshot.redirects.hops, ["https://www.example.com/robots.txt", "https://cdn.example.net/example.com/robots.txt"]);
+    assert_eq!(
+        rules.snapshot.redirects.hops,
+        ["https://www.example.com/robots.txt", "https://cdn.example.net/example.com/robots.txt"]
+    );
     assert!(!rules.verdict(State::Fresh, "Bot", "http://example.com/private/x").allowed);
     assert!(rules.verdict(State::Fresh, "Bot", "http://example.com/public").allowed);
     assert_eq!(fake.calls(), 3);
@@ -393,7 +467,11 @@ async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c
 
     let o = origin("hops.test");
     for i in 0..6 {
-        let from = if i == 0 { "http://hops.test/robots.txt".to_string() } else { format!("http://h{i}.test/robots.txt") };
+        let from = if i == 0 {
+            "http://hops.test/robots.txt".to_string()
+        } else {
+            format!("http://h{i}.test/robots.txt")
+        };
         fake.answer(&from, vec![redirect(&format!("http://h{}.test/robots.txt", i + 1))]);
     }
     fake.answer("http://h6.test/robots.txt", vec![ok(RULES, None)]);
@@ -413,26 +491,49 @@ async fn by_default_redirects_across_hosts_are_followed_and_the_chain_recorded_c
 async fn fetch_identity_from_configuration_or_the_requesting_client_is_recorded_c43() {
     let ua = "examplebot/1.0 (+http://example.org/bot)";
     let fake = Fake::new();
-    let reg = registry(&fake, RobotsConfig { agent: "examplebot".into(), ..RobotsConfig::default() });
+    let reg =
+        registry(&fake, RobotsConfig { agent: "examplebot".into(), ..RobotsConfig::default() });
     let o = origin("a.test");
     fake.answer(&o.robots_url(), vec![ok(RULES, Some("\"v1\"")), status(304)]);
     let (rules, _) = reg.rules_for_client(&o, t0(), Some(ua)).await;
-    assert_eq!(fake.last_user_agent().as_deref(), Some(ua), "the matching client's full User-Agent");
+    assert_eq!(
+        fake.last_user_agent().as_deref(),
+        Some(ua),
+        "the matching client's full User-Agent"
+    );
     assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(ua));
     let rules = reg.refresh(&o, at(60)).await;
-    assert_eq!(fake.last_user_agent().as_deref(), Some(ua), "a forced refresh keeps the recorded identity");
+    assert_eq!(
+        fake.last_user_agent().as_deref(),
+        Some(ua),
+        "a forced refresh keeps the recorded identity"
+    );
     assert_eq!(rules.snapshot.fetched_as.as_deref(), Some(ua));
     let b = origin("b.test");
     fake.answer(&b.robots_url(), vec![ok(RULES, None)]);
     reg.rules_for_client(&b, t0(), Some("curl/8.0")).await;
-    assert_eq!(fake.last_user_agent().as_deref(), Some("examplebot"), "another client: the bare agent");
+    assert_eq!(
+        fake.last_user_agent().as_deref(),
+        Some("examplebot"),
+        "another client: the bare agent"
+    );
 
     // robots.user_agent wins over everything.
-    let reg = registry(&fake, RobotsConfig { agent: "examplebot".into(), user_agent: "MyCrawler/3.0".into(), ..RobotsConfig::default() });
+    let reg = registry(
+        &fake,
+        RobotsConfig {
+            agent: "examplebot".into(),
+            user_agent: "MyCrawler/3.0".into(),
+            ..RobotsConfig::default()
+        },
+    );
     let c = origin("c.test");
     fake.answer(&c.robots_url(), vec![ok(RULES, None)]);
     let (rules, _) = reg.rules_for_client(&c, t0(), Some(ua)).await;
-    assert_eq!((fake.last_user_agent().as_deref(), rules.snapshot.fetched_as.as_deref()), (Some("MyCrawler/3.0"), Some("MyCrawler/3.0")));
+    assert_eq!(
+        (fake.last_user_agent().as_deref(), rules.snapshot.fetched_as.as_deref()),
+        (Some("MyCrawler/3.0"), Some("MyCrawler/3.0"))
+    );
 
     // Nothing configured: the client's own User-Agent, else the fallback.
     let reg = registry(&fake, RobotsConfig::default());
@@ -442,7 +543,12 @@ async fn fetch_identity_from_configuration_or_the_requesting_client_is_recorded_
     assert_eq!(fake.last_user_agent().as_deref(), Some("Mozilla/5.0 (compatible; x)"));
     assert_eq!(rules.snapshot.status, RobotsStatus::Absent);
     let w = rules.snapshot.identity_warning().expect("a 403 is flagged");
-    assert!(w.starts_with("robots.txt answered 403 to Mozilla/5.0 (compatible; x): rules treated as allow-all"), "{w}");
+    assert!(
+        w.starts_with(
+            "robots.txt answered 403 to Mozilla/5.0 (compatible; x): rules treated as allow-all"
+        ),
+        "{w}"
+    );
     let e = origin("e.test");
     fake.answer(&e.robots_url(), vec![ok(RULES, None)]);
     let (rules, _) = reg.rules_for(&e, t0()).await;
@@ -454,7 +560,10 @@ async fn twenty_concurrent_callers_on_a_stale_origin_make_one_fetch_and_none_wai
     let fake = Fake::new();
     let reg = registry(&fake, RobotsConfig::default());
     let o = origin("a.test");
-    fake.answer(&o.robots_url(), vec![ok(RULES, Some("\"v1\"")), ok("User-agent: *\nDisallow: /\n", Some("\"v2\""))]);
+    fake.answer(
+        &o.robots_url(),
+        vec![ok(RULES, Some("\"v1\"")), ok("User-agent: *\nDisallow: /\n", Some("\"v2\""))],
+    );
     let (first, _) = reg.rules_for(&o, t0()).await;
     let gate = fake.close_gate();
     let tasks: Vec<_> = (0..20)
@@ -467,7 +576,10 @@ async fn twenty_concurrent_callers_on_a_stale_origin_make_one_fetch_and_none_wai
     for t in tasks {
         // The refresh is held at the gate: any caller that waited for it
         // would time out here.
-        let (rules, d) = tokio::time::timeout(Duration::from_secs(5), t).await.expect("no caller waits").expect("task");
+        let (rules, d) = tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .expect("no caller waits")
+            .expect("task");
         assert_eq!(d, Disposition::StaleUsable);
         assert_eq!(rules.snapshot.sha256, first.snapshot.sha256);
     }
@@ -508,7 +620,8 @@ async fn concurrent_first_sight_callers_share_one_fetch() {
     assert!(tasks.iter().all(|t| !t.is_finished()), "first sight waits for the fetch");
     gate.add_permits(100);
     for t in tasks {
-        let (rules, d) = tokio::time::timeout(Duration::from_secs(5), t).await.expect("released").expect("task");
+        let (rules, d) =
+            tokio::time::timeout(Duration::from_secs(5), t).await.expect("released").expect("task");
         assert_eq!(d, Disposition::Fetched);
         assert_eq!(rules.snapshot.status, RobotsStatus::Fetched);
     }
@@ -551,7 +664,11 @@ async fn snapshots_survive_closing_and_reopening_the_db() {
         let db = sled::open(dir.path()).unwrap();
         let fake = Fake::new();
         fake.answer(&o.robots_url(), vec![ok(RULES, Some("\"v1\""))]);
-        let reg = RobotsRegistry::new(db.open_tree("robots").unwrap(), fake.clone(), RobotsConfig::default());
+        let reg = RobotsRegistry::new(
+            db.open_tree("robots").unwrap(),
+            fake.clone(),
+            RobotsConfig::default(),
+        );
         let (rules, _) = reg.rules_for(&o, t0()).await;
         reg.flush().unwrap();
         rules.snapshot.sha256.clone()
@@ -581,14 +698,20 @@ async fn a_failure_from_before_a_restart_is_retried_at_first_use_whatever_its_ba
     let tree = tree();
     let o = Origin::new("https", "tls.test", 443);
     let fake = Fake::new();
-    let untrusted = "TLS with origin tls.test failed: the origin's certificate is not trusted: UnknownIssuer";
+    let untrusted =
+        "TLS with origin tls.test failed: the origin's certificate is not trusted: UnknownIssuer";
     fake.answer(&o.robots_url(), vec![Err(FetchError::Tls(untrusted.into()))]);
     let before = restarted(&tree, &fake);
     let (rules, _) = before.rules_for(&o, t0()).await;
     assert_eq!(rules.snapshot.status, RobotsStatus::Unavailable);
     assert_eq!(rules.snapshot.next_retry, Some(at(60)), "one minute of back-off");
     let reason = rules.snapshot.verdict_reason().unwrap();
-    assert!(reason.starts_with("certificate: ") && reason.contains("UnknownIssuer") && reason.contains("`upstream.extra_ca_file`"), "{reason}");
+    assert!(
+        reason.starts_with("certificate: ")
+            && reason.contains("UnknownIssuer")
+            && reason.contains("`upstream.extra_ca_file`"),
+        "{reason}"
+    );
     // Inside the back-off the same process does not retry.
     before.rules_for(&o, at(10)).await;
     assert_eq!(fake.calls(), 1);
@@ -601,7 +724,12 @@ async fn a_failure_from_before_a_restart_is_retried_at_first_use_whatever_its_ba
     fixed.answer(&o.robots_url(), vec![ok(RULES, None)]);
     let after = restarted(&tree, &fixed);
     let (rules, d) = after.rules_for(&o, at(20)).await;
-    assert_eq!((rules.snapshot.status, d), (RobotsStatus::Fetched, Disposition::Fetched), "{:?}", rules.snapshot.last_outcome);
+    assert_eq!(
+        (rules.snapshot.status, d),
+        (RobotsStatus::Fetched, Disposition::Fetched),
+        "{:?}",
+        rules.snapshot.last_outcome
+    );
     assert_eq!(fixed.calls(), 1);
     assert!(rules.verdict(State::Fresh, "Bot", "https://tls.test/public").allowed);
     // Once: the retry's result is this process's own.
@@ -613,19 +741,29 @@ async fn a_failure_from_before_a_restart_is_retried_at_first_use_whatever_its_ba
     let dead = Fake::new();
     dead.answer(&o.robots_url(), vec![status(503)]);
     restarted(&tree, &dead).rules_for(&o, t0()).await;
-    dead.answer(&o.robots_url(), vec![Err(FetchError::Dns("could not resolve origin host tls.test".into()))]);
+    dead.answer(
+        &o.robots_url(),
+        vec![Err(FetchError::Dns("could not resolve origin host tls.test".into()))],
+    );
     let again = restarted(&tree, &dead);
     let (rules, d) = again.rules_for(&o, at(5)).await;
-    assert_eq!((rules.snapshot.status, d, dead.calls()), (RobotsStatus::Unavailable, Disposition::Fetched, 2));
+    assert_eq!(
+        (rules.snapshot.status, d, dead.calls()),
+        (RobotsStatus::Unavailable, Disposition::Fetched, 2)
+    );
     assert_eq!(rules.snapshot.failures, 2);
     let reason = rules.snapshot.verdict_reason().unwrap();
-    assert!(reason.starts_with("DNS: ") && reason.contains("the origin is unreachable"), "{reason}");
+    assert!(
+        reason.starts_with("DNS: ") && reason.contains("the origin is unreachable"),
+        "{reason}"
+    );
     again.rules_for(&o, at(6)).await;
     assert_eq!(dead.calls(), 2, "then the back-off holds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn good_rules_kept_through_failures_before_a_restart_are_used_and_retried_in_the_background() {
+async fn good_rules_kept_through_failures_before_a_restart_are_used_and_retried_in_the_background()
+{
     let tree = tree();
     let o = origin("a.test");
     let fake = Fake::new();

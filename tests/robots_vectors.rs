@@ -3,7 +3,9 @@
 //! against `crawlcache_robots`. Every record is checked; a failure lists
 //! each mismatching record.
 
-use crawlcache_robots::{escape_pattern, is_valid_product_token, path_params_query, LineReport, LineTag, RobotsTxt};
+use crawlcache_robots::{
+    escape_pattern, is_valid_product_token, path_params_query, LineReport, LineTag, RobotsTxt,
+};
 use serde_json::{json, Value};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots");
@@ -23,7 +25,12 @@ fn str_field<'a>(r: &'a Value, key: &str) -> &'a str {
 }
 
 fn fail_on(mismatches: Vec<String>, total: usize, what: &str) {
-    assert!(mismatches.is_empty(), "{} of {total} {what} records disagree:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} of {total} {what} records disagree:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
     println!("{what}: {total}/{total} records agree");
 }
 
@@ -40,7 +47,10 @@ fn replay_verdicts(file: &str, deviations: &[&str]) -> (Vec<String>, usize) {
         let (agent, url) = (str_field(r, "user_agent"), str_field(r, "url"));
         let v = robots.check(agent, url);
         if v.allowed != expected || robots.is_allowed(agent, url) != expected {
-            mismatches.push(format!("  {id}: agent {agent:?} url {url:?}: expected allowed={expected}, got {v:?} ({})", r["note"].as_str().unwrap_or("")));
+            mismatches.push(format!(
+                "  {id}: agent {agent:?} url {url:?}: expected allowed={expected}, got {v:?} ({})",
+                r["note"].as_str().unwrap_or("")
+            ));
         }
     }
     (mismatches, recs.len())
@@ -63,7 +73,12 @@ fn google_probe_vectors_agree_except_documented_robots_txt_deviation() {
 }
 
 fn hex_bytes(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or_else(|e| panic!("bad hex {hex}: {e}"))).collect()
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or_else(|e| panic!("bad hex {hex}: {e}"))
+        })
+        .collect()
 }
 
 fn input_bytes(r: &Value) -> Option<Vec<u8>> {
@@ -96,9 +111,17 @@ fn stats_reporter(robots: &RobotsTxt, key: &str) -> Option<Value> {
     Some(match key {
         "valid_directives" => json!(lines.iter().filter(|r| is_valid_directive(r)).count()),
         "unknown_directives" => {
-            json!(lines.iter().filter(|r| r.metadata.has_directive && !is_valid_directive(r)).count())
+            json!(lines
+                .iter()
+                .filter(|r| r.metadata.has_directive && !is_valid_directive(r))
+                .count())
         }
-        "last_line_seen" => json!(lines.iter().filter(|r| r.metadata.has_directive).map(|r| r.line).max().unwrap_or(0)),
+        "last_line_seen" => json!(lines
+            .iter()
+            .filter(|r| r.metadata.has_directive)
+            .map(|r| r.line)
+            .max()
+            .unwrap_or(0)),
         "sitemap" => json!(robots.sitemaps().concat()),
         _ => return None,
     })
@@ -151,15 +174,25 @@ fn helper_actual(r: &Value) -> Result<Value, String> {
             let expected = r["expected"].as_object().ok_or("expected is not an object")?;
             let mut got = serde_json::Map::new();
             for key in expected.keys() {
-                let v = if f.ends_with("StatsReporter") { stats_reporter(&robots, key) } else { parsing_reporter(&robots, key) };
-                got.insert(key.clone(), v.ok_or_else(|| format!("unsupported expectation {key:?}"))?);
+                let v = if f.ends_with("StatsReporter") {
+                    stats_reporter(&robots, key)
+                } else {
+                    parsing_reporter(&robots, key)
+                };
+                got.insert(
+                    key.clone(),
+                    v.ok_or_else(|| format!("unsupported expectation {key:?}"))?,
+                );
             }
             Ok(Value::Object(got))
         }
         "ParseRobotsTxt+RobotsParsingReporter.parse_results[line]" => {
             let robots = RobotsTxt::parse(&input.unwrap_or_default());
             let n = r["expected"]["line_num"].as_u64().ok_or("expected.line_num missing")?;
-            let report = robots.line_reports().get((n as usize).wrapping_sub(1)).ok_or_else(|| format!("no report for line {n}"))?;
+            let report = robots
+                .line_reports()
+                .get((n as usize).wrapping_sub(1))
+                .ok_or_else(|| format!("no report for line {n}"))?;
             Ok(line_result(report))
         }
         other => Err(format!("unknown helper {other:?}")),

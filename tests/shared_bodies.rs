@@ -51,8 +51,16 @@ fn store_contains(data: &Path, needle: &[u8]) -> bool {
 
 fn cli(args: &[&str]) -> (String, String) {
     let out = crawlcache_cmd(args, CMD_LIMIT);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert!(out.status.success(), "crawlcache {}: {}\n{stdout}\n{stderr}", args.join(" "), out.status);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "crawlcache {}: {}\n{stdout}\n{stderr}",
+        args.join(" "),
+        out.status
+    );
     (stdout, stderr)
 }
 
@@ -65,7 +73,8 @@ fn ls_totals(data: &std::path::Path) -> (u64, u64, u64, u64) {
     let mut distinct = std::collections::BTreeMap::new();
     let (mut rows, mut bytes) = (0, 0);
     for line in out.lines() {
-        let row: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let row: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         let len = row["bytes"].as_u64().unwrap_or_else(|| panic!("no bytes in {line}"));
         rows += 1;
         bytes += len;
@@ -77,19 +86,28 @@ fn ls_totals(data: &std::path::Path) -> (u64, u64, u64, u64) {
 /// Must-show 1 of issue 29: 2,000 URLs serving one 10,000-byte body.
 #[test]
 fn two_thousand_urls_of_one_body_take_one_copy_and_the_last_purge_frees_it_c53() {
-    let body: Vec<u8> = (0..10_000u32).map(|i| b"abcdefghijklmnopqrstuvwxyz0123456789"[(i % 36) as usize] ^ (i / 997) as u8).collect();
+    let body: Vec<u8> = (0..10_000u32)
+        .map(|i| b"abcdefghijklmnopqrstuvwxyz0123456789"[(i % 36) as usize] ^ (i / 997) as u8)
+        .collect();
     let served = body.clone();
-    let origin = Origin::start(move |_| Reply::ok(&[("Content-Type", "text/html"), ("Cache-Control", "max-age=600")], &served));
+    let origin = Origin::start(move |_| {
+        Reply::ok(&[("Content-Type", "text/html"), ("Cache-Control", "max-age=600")], &served)
+    });
     let dir = TestDir::new("shared-2000");
     let data = dir.subdir("data");
     let proxy = Proxy::start_with_config(&data, ROBOTS_OFF, &[]);
-    let url = |i: usize| if i < 1999 { origin.url(&format!("/a/{i}")) } else { origin.url("/b/last") };
+    let url =
+        |i: usize| if i < 1999 { origin.url(&format!("/a/{i}")) } else { origin.url("/b/last") };
     for i in 0..2000 {
         let resp = proxy.get(&url(i), &[]);
         assert_eq!(resp.status, 200, "{}: {}", url(i), resp.describe());
         assert_eq!(resp.body, body);
     }
-    assert_eq!(ls_totals(&data), (2000, 20_000_000, 1, 10_000), "responses, body bytes, distinct bodies, bytes stored");
+    assert_eq!(
+        ls_totals(&data),
+        (2000, 20_000_000, 1, 10_000),
+        "responses, body bytes, distinct bodies, bytes stored"
+    );
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 10_000);
     assert_eq!(proxy.metric("crawlcache_store_referenced_bytes"), 20_000_000);
     let proxy = proxy.restart(&[]); // every record on disk
@@ -103,20 +121,35 @@ fn two_thousand_urls_of_one_body_take_one_copy_and_the_last_purge_frees_it_c53()
 
     // Purge all but the last: it is still a hit with every byte.
     let origin_url = origin.url("/a/");
-    let (out, _) = cli(&["cache", "purge", "--json", "--data-dir", data.to_str().unwrap(), "--prefix", &origin_url]);
+    let (out, _) = cli(&[
+        "cache",
+        "purge",
+        "--json",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--prefix",
+        &origin_url,
+    ]);
     assert!(out.contains("\"entries\":1999,") && out.contains("\"freed\":0,"), "{out}");
     let last = proxy.get(&url(1999), &[]);
     assert_eq!(last.body, body);
     assert!(last.cache_status().unwrap_or_default().contains("hit"), "{}", last.describe());
     let requests_before = origin.request_count();
     // Purge the last one: its body is freed, and compaction takes it off the disk.
-    let (out, _) = cli(&["cache", "purge", "--json", "--data-dir", data.to_str().unwrap(), &url(1999)]);
+    let (out, _) =
+        cli(&["cache", "purge", "--json", "--data-dir", data.to_str().unwrap(), &url(1999)]);
     assert!(out.contains("\"entries\":1,") && out.contains("\"freed\":10000,"), "{out}");
-    assert!(store_contains(&data, &body[..2000]), "the bytes are still in the pack before compaction");
+    assert!(
+        store_contains(&data, &body[..2000]),
+        "the bytes are still in the pack before compaction"
+    );
     let (out, _) = cli(&["cache", "compact", "--data-dir", data.to_str().unwrap()]);
     assert!(out.contains("cache compact: pack"), "{out}");
     proxy.stop_cleanly();
-    assert!(!store_contains(&data, &body[..2000]), "after compaction no byte of the body is left under packs/ or bodies/");
+    assert!(
+        !store_contains(&data, &body[..2000]),
+        "after compaction no byte of the body is left under packs/ or bodies/"
+    );
     assert!(store_bytes(&data) < 10_000, "{} bytes left", store_bytes(&data));
     assert_eq!(origin.request_count(), requests_before);
     assert_cache_verifies(&data);
@@ -129,7 +162,11 @@ fn purging_a_url_whose_body_another_url_serves_frees_nothing_c53() {
     let changed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = changed.clone();
     let origin = Origin::start(move |req| {
-        let body: &[u8] = if req.path() == "/u1" && flag.load(std::sync::atomic::Ordering::SeqCst) { b"u1 has changed now" } else { b"shared body!!\n" };
+        let body: &[u8] = if req.path() == "/u1" && flag.load(std::sync::atomic::Ordering::SeqCst) {
+            b"u1 has changed now"
+        } else {
+            b"shared body!!\n"
+        };
         Reply::ok(&[("Cache-Control", "max-age=600")], body)
     });
     let dir = TestDir::new("shared-purge");
@@ -143,14 +180,16 @@ fn purging_a_url_whose_body_another_url_serves_frees_nothing_c53() {
     assert_eq!(u1.body, b"u1 has changed now", "{}", u1.describe());
     assert_eq!(proxy.metric("crawlcache_store_bodies"), 2);
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 14 + 18);
-    let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u3")]);
+    let (out, _) =
+        cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u3")]);
     assert!(out.contains("removed 1 entry (14 B of bodies); 0 B freed"), "{out}");
     let u2 = proxy.get(&origin.url("/u2"), &[]);
     assert_eq!(u2.body, b"shared body!!\n", "every byte: {}", u2.describe());
     assert!(u2.cache_status().unwrap_or_default().contains("hit"), "{}", u2.describe());
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 14 + 18);
     // Its last reference: the bytes are freed.
-    let (out, _) = cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u2")]);
+    let (out, _) =
+        cli(&["cache", "purge", "--data-dir", data.to_str().unwrap(), &origin.url("/u2")]);
     assert!(out.contains("removed 1 entry (14 B of bodies); 14 B freed"), "{out}");
     assert_eq!(proxy.metric("crawlcache_store_bytes"), 18);
     proxy.stop_cleanly();
@@ -168,22 +207,47 @@ fn a_mirror_of_the_book_under_a_second_origin_adds_no_body_bytes() {
     let mirror = Nginx::start(&html);
     let proxy = Proxy::start_with_config(&data, ROBOTS_OFF, &[]);
     let limit = Duration::from_secs(300);
-    let run1 = wget_mirror(&first.url("/book/"), Some(&proxy.url()), &work.join("run1"), limit, "first origin");
+    let run1 = wget_mirror(
+        &first.url("/book/"),
+        Some(&proxy.url()),
+        &work.join("run1"),
+        limit,
+        "first origin",
+    );
     let files = read_tree(&run1.out_dir);
     let stored_once = proxy.metric("crawlcache_store_bytes");
     let referenced_once = proxy.metric("crawlcache_store_referenced_bytes");
     let entries_once = proxy.metric("crawlcache_store_entries");
-    let distinct: std::collections::BTreeMap<String, u64> = files.values().map(|b| (hex::encode(Sha256::digest(b)), b.len() as u64)).collect();
-    let run2 = wget_mirror(&mirror.url("/book/"), Some(&proxy.url()), &work.join("run2"), limit, "the mirror");
+    let distinct: std::collections::BTreeMap<String, u64> =
+        files.values().map(|b| (hex::encode(Sha256::digest(b)), b.len() as u64)).collect();
+    let run2 = wget_mirror(
+        &mirror.url("/book/"),
+        Some(&proxy.url()),
+        &work.join("run2"),
+        limit,
+        "the mirror",
+    );
     assert_trees_equal(&files, &read_tree(&run2.out_dir), "the mirror serves the same files");
-    assert_eq!(proxy.metric("crawlcache_store_entries"), 2 * entries_once, "every URL of both origins is stored");
+    assert_eq!(
+        proxy.metric("crawlcache_store_entries"),
+        2 * entries_once,
+        "every URL of both origins is stored"
+    );
     let stored_twice = proxy.metric("crawlcache_store_bytes");
     assert_eq!(stored_twice, stored_once, "the mirror's bodies are the first origin's: one copy");
     let referenced = proxy.metric("crawlcache_store_referenced_bytes");
     assert_eq!(referenced, 2 * referenced_once, "each origin's entries reference a full copy");
-    assert!(stored_once >= distinct.values().sum::<u64>(), "{stored_once} stored for {} distinct files", distinct.len());
+    assert!(
+        stored_once >= distinct.values().sum::<u64>(),
+        "{stored_once} stored for {} distinct files",
+        distinct.len()
+    );
     let (_, listed_bytes, _, listed_once) = ls_totals(&data);
-    assert_eq!((listed_bytes, listed_once), (referenced, stored_once), "cache ls: body bytes, and each distinct body once");
+    assert_eq!(
+        (listed_bytes, listed_once),
+        (referenced, stored_once),
+        "cache ls: body bytes, and each distinct body once"
+    );
     proxy.stop_cleanly();
     assert_cache_verifies(&data);
 }

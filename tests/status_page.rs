@@ -25,22 +25,39 @@ const PAGE_BYTES: usize = 3000;
 
 fn site(req: &RecordedRequest) -> Reply {
     match req.path() {
-        "/robots.txt" => Reply::ok(&[("Content-Type", "text/plain")], b"User-agent: *\nCrawl-delay: 2\nDisallow: /private\n"),
+        "/robots.txt" => Reply::ok(
+            &[("Content-Type", "text/plain")],
+            b"User-agent: *\nCrawl-delay: 2\nDisallow: /private\n",
+        ),
         "/reval" => {
             if req.header("if-none-match") == Some("\"v1\"") {
                 Reply::not_modified(&[("ETag", "\"v1\""), ("Cache-Control", "no-cache")])
             } else {
-                Reply::ok(&[("ETag", "\"v1\""), ("Cache-Control", "no-cache"), ("Content-Type", "text/plain")], b"validated body")
+                Reply::ok(
+                    &[
+                        ("ETag", "\"v1\""),
+                        ("Cache-Control", "no-cache"),
+                        ("Content-Type", "text/plain"),
+                    ],
+                    b"validated body",
+                )
             }
         }
         "/boom" => Reply::new(500, &[("Content-Type", "text/plain")], b"the origin broke"),
         "/hostile" => Reply::ok(
-            &[("Cache-Control", "max-age=600"), ("ETag", "\"<script>alert('etag')</script>\""), ("X-Note", "<img src=x onerror=alert(1)> \"quoted\" 'single'")],
+            &[
+                ("Cache-Control", "max-age=600"),
+                ("ETag", "\"<script>alert('etag')</script>\""),
+                ("X-Note", "<img src=x onerror=alert(1)> \"quoted\" 'single'"),
+            ],
             b"<script>alert(1)</script>",
         ),
         p if p.starts_with("/page/") => {
             let body = format!("<html>{p} </html>").repeat(PAGE_BYTES / 16 + 1);
-            Reply::ok(&[("Cache-Control", "max-age=600"), ("Content-Type", "text/html")], &body.as_bytes()[..PAGE_BYTES])
+            Reply::ok(
+                &[("Cache-Control", "max-age=600"), ("Content-Type", "text/html")],
+                &body.as_bytes()[..PAGE_BYTES],
+            )
         }
         _ => Reply::new(404, &[], b"no"),
     }
@@ -91,7 +108,10 @@ fn crawl(proxy: &Proxy, origin: &Origin, dead: &str) -> u64 {
     // Two refusals: only-if-cached with nothing stored (RFC 9111 section
     // 5.2.1.7), a 504 that is not an error.
     for path in ["/never-stored", "/private/x"] {
-        let r = proxy.get(&origin.url(path), &[("User-Agent", "StatusBot/1.0"), ("Cache-Control", "only-if-cached")]);
+        let r = proxy.get(
+            &origin.url(path),
+            &[("User-Agent", "StatusBot/1.0"), ("Cache-Control", "only-if-cached")],
+        );
         assert_eq!(r.status, 504, "{}", r.describe());
     }
     sent + 2
@@ -101,7 +121,11 @@ fn crawl(proxy: &Proxy, origin: &Origin, dead: &str) -> u64 {
 /// written), if there is one.
 fn metric(proxy: &Proxy, series: &str) -> Option<u64> {
     let text = proxy.admin("/metrics").text();
-    text.lines().find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 /// The elements of `page` wider than their box (`scrollWidth >
@@ -126,7 +150,10 @@ fn shots_dir() -> std::path::PathBuf {
 }
 
 /// Every value element of the page: (data-k, data-value, text).
-fn page_values(browser: &mut Chromium, page: &common::browser::Page) -> Vec<(String, String, String)> {
+fn page_values(
+    browser: &mut Chromium,
+    page: &common::browser::Page,
+) -> Vec<(String, String, String)> {
     let v = browser.eval(page, "JSON.stringify(Array.from(document.querySelectorAll('[data-k]')).map(e => [e.dataset.k, e.dataset.value, e.textContent]))");
     serde_json::from_str(v.as_str().expect("a JSON string")).expect("the values as JSON")
 }
@@ -149,14 +176,23 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
     let (origin, proxy) = start_with_origin("status-page", "[server]\nthreads = 2\n", site);
     let sent = crawl(&proxy, &origin, &dead);
     // The once-a-second history has seen every request.
-    let st = wait_stats(&proxy, "the history has sampled the crawl", |s| s["recent"]["1m"]["counts"]["requests"].as_u64() == Some(sent));
+    let st = wait_stats(&proxy, "the history has sampled the crawl", |s| {
+        s["recent"]["1m"]["counts"]["requests"].as_u64() == Some(sent)
+    });
     let p = &st["proxy"];
     assert_eq!(p["requests"].as_u64(), Some(sent), "{st}");
-    assert_eq!((p["hits"].as_u64(), p["revalidated"].as_u64(), p["misses"].as_u64()), (Some(8), Some(1), Some(11)), "{st}");
+    assert_eq!(
+        (p["hits"].as_u64(), p["revalidated"].as_u64(), p["misses"].as_u64()),
+        (Some(8), Some(1), Some(11)),
+        "{st}"
+    );
     // Issue 46: the 502 of the origin nothing listens on is an error; the
     // only-if-cached 504s are refusals.
     assert_eq!((p["errors"].as_u64(), p["refused"].as_u64()), (Some(1), Some(2)), "{st}");
-    assert_eq!((metric(&proxy, "crawlcache_errors_total"), metric(&proxy, "crawlcache_refused_total")), (Some(1), Some(2)));
+    assert_eq!(
+        (metric(&proxy, "crawlcache_errors_total"), metric(&proxy, "crawlcache_refused_total")),
+        (Some(1), Some(2))
+    );
 
     let mut browser = Chromium::start();
     let url = format!("http://{}/", proxy.addr());
@@ -177,8 +213,17 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
     // else runs: admin requests are not counted).
     let values = page_values(&mut browser, &desktop);
     let st = stats(&proxy);
-    let raw = |k: &str| -> String { values.iter().find(|(key, _, _)| key == k).unwrap_or_else(|| panic!("no {k} on the page: {values:?}")).1.clone() };
-    let text = |k: &str| -> String { values.iter().find(|(key, _, _)| key == k).map(|v| v.2.clone()).unwrap_or_default() };
+    let raw = |k: &str| -> String {
+        values
+            .iter()
+            .find(|(key, _, _)| key == k)
+            .unwrap_or_else(|| panic!("no {k} on the page: {values:?}"))
+            .1
+            .clone()
+    };
+    let text = |k: &str| -> String {
+        values.iter().find(|(key, _, _)| key == k).map(|v| v.2.clone()).unwrap_or_default()
+    };
     let pairs = [
         ("totals.requests", &st["proxy"]["requests"]),
         ("totals.hits", &st["proxy"]["hits"]),
@@ -213,13 +258,19 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
     for share in ["hit_ratio", "revalidated_ratio", "stale_ratio", "miss_ratio"] {
         let on_page: f64 = raw(&format!("windows.1m.{share}")).parse().unwrap();
         let stats_share = st["recent"]["1m"][share].as_f64().unwrap();
-        assert!((on_page - stats_share).abs() < 1e-9, "{share}: page {on_page}, /stats {stats_share}");
+        assert!(
+            (on_page - stats_share).abs() < 1e-9,
+            "{share}: page {on_page}, /stats {stats_share}"
+        );
     }
     let hit_share: f64 = raw("windows.1m.hit_ratio").parse().unwrap();
     assert!((hit_share - 8.0 / sent as f64).abs() < 1e-9, "hit share {hit_share}");
     assert_eq!(text("windows.1m.hit_ratio"), format!("{:.1} %", 800.0 / sent as f64));
     // The bar is drawn to that share.
-    let width = browser.eval(&desktop, "Number(document.querySelector('#bar-1m rect.hit').getAttribute('width'))").as_f64().unwrap();
+    let width = browser
+        .eval(&desktop, "Number(document.querySelector('#bar-1m rect.hit').getAttribute('width'))")
+        .as_f64()
+        .unwrap();
     assert!((width - hit_share * 100.0).abs() < 0.01, "the hit bar is {width} of 100");
 
     // Origins: requests, hit ratio, bytes saved, robots.txt state,
@@ -236,41 +287,81 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
     assert_eq!(rows[0][1], (sent - 2).to_string(), "{rows:?}");
     assert_eq!(rows[0][1], top["requests"].to_string(), "requests as /stats says");
     assert_eq!(rows[0][2], top["hit_ratio"].to_string(), "hit ratio as /stats says");
-    assert!((top["hit_ratio"].as_f64().unwrap() - 9.0 / (sent - 2) as f64).abs() < 1e-9, "8 hits and a revalidation: {top}");
+    assert!(
+        (top["hit_ratio"].as_f64().unwrap() - 9.0 / (sent - 2) as f64).abs() < 1e-9,
+        "8 hits and a revalidation: {top}"
+    );
     assert_eq!(rows[0][3], top["bytes_from_cache"].to_string(), "bytes saved as /stats says");
-    assert_eq!(top["bytes_from_cache"], st["proxy"]["from_cache_bytes"], "every byte from the cache was this origin's");
+    assert_eq!(
+        top["bytes_from_cache"], st["proxy"]["from_cache_bytes"],
+        "every byte from the cache was this origin's"
+    );
     for (family, field) in [
         ("crawlcache_origin_requests_total", "requests"),
         ("crawlcache_origin_from_store_total", "from_store"),
         ("crawlcache_origin_from_cache_bytes_total", "bytes_from_cache"),
         ("crawlcache_origin_errors_total", "errors"),
     ] {
-        assert_eq!(metric(&proxy, &format!("{family}{{origin=\"{main}\"}}")), top[field].as_u64(), "{family} as /stats says");
+        assert_eq!(
+            metric(&proxy, &format!("{family}{{origin=\"{main}\"}}")),
+            top[field].as_u64(),
+            "{family} as /stats says"
+        );
     }
     assert!(rows[0][4].starts_with("fresh") && rows[0][5] == "2 s", "{rows:?}");
     assert!(rows[0][6].starts_with("500 at "), "the origin's 500 is its last error: {rows:?}");
     let dead_origin = dead.trim_end_matches("/x");
-    let dead_row = rows.iter().find(|r| r[0] == dead_origin).unwrap_or_else(|| panic!("{dead_origin} in {rows:?}"));
-    assert!(dead_row[4].starts_with("back-off"), "an origin whose robots.txt cannot be fetched is in back-off: {dead_row:?}");
+    let dead_row = rows
+        .iter()
+        .find(|r| r[0] == dead_origin)
+        .unwrap_or_else(|| panic!("{dead_origin} in {rows:?}"));
+    assert!(
+        dead_row[4].starts_with("back-off"),
+        "an origin whose robots.txt cannot be fetched is in back-off: {dead_row:?}"
+    );
     assert!(dead_row[6].starts_with("502 at "), "{dead_row:?}");
-    assert!(rows.iter().any(|r| r[0] == format!("http://localhost:{}", origin.port()) && r[1] == "1"), "{rows:?}");
+    assert!(
+        rows.iter().any(|r| r[0] == format!("http://localhost:{}", origin.port()) && r[1] == "1"),
+        "{rows:?}"
+    );
 
     // Recent errors: the origin's 500 and the 502 for the dead origin; not
     // the refusals.
-    let errors = browser.eval(&desktop, "document.getElementById('errors-list').textContent").as_str().unwrap_or_default().to_string();
+    let errors = browser
+        .eval(&desktop, "document.getElementById('errors-list').textContent")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(errors.contains("500") && errors.contains(&origin.url("/boom")), "{errors}");
     assert!(errors.contains("502") && errors.contains(&dead), "{errors}");
-    assert!(!errors.contains("/never-stored") && !errors.contains("/private/x"), "refusals are not errors: {errors}");
-    assert_eq!(overflowing(&mut browser, &desktop), Vec::<String>::new(), "nothing wider than its box at 1280 px");
+    assert!(
+        !errors.contains("/never-stored") && !errors.contains("/private/x"),
+        "refusals are not errors: {errors}"
+    );
+    assert_eq!(
+        overflowing(&mut browser, &desktop),
+        Vec::<String>::new(),
+        "nothing wider than its box at 1280 px"
+    );
 
     // Screenshots: a desktop's width and a phone's.
     let shots = shots_dir();
     browser.screenshot_at_most(&desktop, 1280, false, 1400, &shots.join("status-page-1280.png"));
     let phone = browser.open(&url, 390, 844, true);
     browser.wait_for(&phone, rendered, Duration::from_secs(30), "the charts render on a phone");
-    let overflow = browser.eval(&phone, "document.documentElement.scrollWidth - window.innerWidth").as_i64().unwrap();
-    assert!(overflow <= 0, "readable on a phone: the page is {overflow} px wider than the 390 px window");
-    assert_eq!(overflowing(&mut browser, &phone), Vec::<String>::new(), "nothing wider than its box at 390 px");
+    let overflow = browser
+        .eval(&phone, "document.documentElement.scrollWidth - window.innerWidth")
+        .as_i64()
+        .unwrap();
+    assert!(
+        overflow <= 0,
+        "readable on a phone: the page is {overflow} px wider than the 390 px window"
+    );
+    assert_eq!(
+        overflowing(&mut browser, &phone),
+        Vec::<String>::new(),
+        "nothing wider than its box at 390 px"
+    );
     browser.screenshot_at_most(&phone, 390, true, 2400, &shots.join("status-page-390.png"));
     drop(browser);
     proxy.stop_cleanly();
@@ -292,9 +383,20 @@ fn listed(browser: &mut Chromium, page: &common::browser::Page) -> Vec<String> {
 }
 
 /// Opens `path` of the proxy in `browser` and waits until it has loaded.
-fn open_loaded(browser: &mut Chromium, proxy: &Proxy, path: &str, width: u32, mobile: bool) -> common::browser::Page {
+fn open_loaded(
+    browser: &mut Chromium,
+    proxy: &Proxy,
+    path: &str,
+    width: u32,
+    mobile: bool,
+) -> common::browser::Page {
     let page = browser.open(&format!("http://{}{path}", proxy.addr()), width, 900, mobile);
-    browser.wait_for(&page, "document.readyState === 'complete' && !!document.querySelector('main')", Duration::from_secs(30), path);
+    browser.wait_for(
+        &page,
+        "document.readyState === 'complete' && !!document.querySelector('main')",
+        Duration::from_secs(30),
+        path,
+    );
     page
 }
 
@@ -338,11 +440,14 @@ fn the_cache_browser_searches_pages_and_purges_with_hostile_text_shown_as_text()
     for i in 0..3 {
         let _ = proxy.get(&format!("http://{}/{}", long_host(i), "p".repeat(120)), &[]);
     }
-    wait_stats(&proxy, "the hostile page is stored", |s| s["store"]["entries"].as_u64() >= Some(243));
+    wait_stats(&proxy, "the hostile page is stored", |s| {
+        s["store"]["entries"].as_u64() >= Some(243)
+    });
     let mut browser = Chromium::start();
 
     // By host, a page at a time: 120 entries in three pages.
-    let mut page = open_loaded(&mut browser, &proxy, "/cache/browse?q=many.test&by=host", 1280, false);
+    let mut page =
+        open_loaded(&mut browser, &proxy, "/cache/browse?q=many.test&by=host", 1280, false);
     let mut seen = Vec::new();
     for want in [50, 50, 20] {
         let urls = listed(&mut browser, &page);
@@ -359,34 +464,79 @@ fn the_cache_browser_searches_pages_and_purges_with_hostile_text_shown_as_text()
     seen.dedup();
     assert_eq!(seen.len(), 120, "every entry of the host once");
     // By prefix.
-    let page = open_loaded(&mut browser, &proxy, "/cache/browse?q=http%3A%2F%2Fother.test%2Fpage%2F1&by=prefix", 1280, false);
+    let page = open_loaded(
+        &mut browser,
+        &proxy,
+        "/cache/browse?q=http%3A%2F%2Fother.test%2Fpage%2F1&by=prefix",
+        1280,
+        false,
+    );
     assert_eq!(listed(&mut browser, &page).len(), 31, "page/1, page/10-19, page/100-119");
     // Markup in a stored URL is text.
     let page = open_loaded(&mut browser, &proxy, "/cache/browse?host=evil.test", 1280, false);
     assert_eq!(listed(&mut browser, &page), vec![evil.to_string()]);
-    assert_eq!(browser.eval(&page, "document.querySelectorAll('main script, main b').length"), Value::from(0));
-    assert_eq!(overflowing(&mut browser, &page), Vec::<String>::new(), "nothing wider than its box at 1280 px");
-    for path in ["/cache/browse?host=many.test".to_string(), format!("/cache/browse?host={}", long_host(0)), "/cache/browse?host=evil.test".into(), "/".into()]
-    {
+    assert_eq!(
+        browser.eval(&page, "document.querySelectorAll('main script, main b').length"),
+        Value::from(0)
+    );
+    assert_eq!(
+        overflowing(&mut browser, &page),
+        Vec::<String>::new(),
+        "nothing wider than its box at 1280 px"
+    );
+    for path in [
+        "/cache/browse?host=many.test".to_string(),
+        format!("/cache/browse?host={}", long_host(0)),
+        "/cache/browse?host=evil.test".into(),
+        "/".into(),
+    ] {
         let phone = open_loaded(&mut browser, &proxy, &path, 390, true);
-        assert_eq!(overflowing(&mut browser, &phone), Vec::<String>::new(), "{path}: nothing wider than its box at 390 px");
+        assert_eq!(
+            overflowing(&mut browser, &phone),
+            Vec::<String>::new(),
+            "{path}: nothing wider than its box at 390 px"
+        );
         let wide = open_loaded(&mut browser, &proxy, &path, 1280, false);
-        assert_eq!(overflowing(&mut browser, &wide), Vec::<String>::new(), "{path}: nothing wider than its box at 1280 px");
+        assert_eq!(
+            overflowing(&mut browser, &wide),
+            Vec::<String>::new(),
+            "{path}: nothing wider than its box at 1280 px"
+        );
     }
     let shots = shots_dir();
     let list = open_loaded(&mut browser, &proxy, "/cache/browse?host=many.test", 1280, false);
     browser.screenshot_at_most(&list, 1280, false, 900, &shots.join("cache-browser-1280.png"));
 
     // An entry's page: from the search by URL.
-    let entry = open_loaded(&mut browser, &proxy, &format!("/cache/browse?by=url&q={}", urlencode(&hostile)), 390, true);
-    let text = browser.eval(&entry, "document.querySelector('main').innerText").as_str().unwrap_or_default().to_string();
-    for want in ["<img src=x onerror=alert(1)> \"quoted\" 'single'", "\"<script>alert('etag')</script>\"", "fresh", "allowed", "SHA-256", "purge this URL"] {
+    let entry = open_loaded(
+        &mut browser,
+        &proxy,
+        &format!("/cache/browse?by=url&q={}", urlencode(&hostile)),
+        390,
+        true,
+    );
+    let text = browser
+        .eval(&entry, "document.querySelector('main').innerText")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for want in [
+        "<img src=x onerror=alert(1)> \"quoted\" 'single'",
+        "\"<script>alert('etag')</script>\"",
+        "fresh",
+        "allowed",
+        "SHA-256",
+        "purge this URL",
+    ] {
         assert!(text.contains(want), "the entry page shows {want}:\n{text}");
     }
     let sha = format!("{:x}", sha2::Sha256::digest(b"<script>alert(1)</script>"));
     assert!(text.contains(&sha), "the body's digest:\n{text}");
     assert!(text.contains(&format!("\"url\":\"{hostile}\"")), "its audit line:\n{text}");
-    assert_eq!(browser.eval(&entry, "document.querySelectorAll('main script, main img').length"), Value::from(0));
+    assert_eq!(
+        browser.eval(&entry, "document.querySelectorAll('main script, main img').length"),
+        Value::from(0)
+    );
     assert_eq!(overflowing(&mut browser, &entry), Vec::<String>::new(), "the entry page at 390 px");
     browser.screenshot_at_most(&entry, 390, true, 2000, &shots.join("cache-entry-390.png"));
     // Purge from the page: a POST the admin rules let through from it.
@@ -398,40 +548,90 @@ fn the_cache_browser_searches_pages_and_purges_with_hostile_text_shown_as_text()
         Duration::from_secs(15),
         "the purge answers",
     );
-    assert!(browser.eval(&entry, "document.body.innerText").as_str().unwrap_or("").contains("Nothing is stored for this URL"), "after the purge");
-    let shown: Value = serde_json::from_slice(&proxy.admin(&format!("/cache/show?url={}", urlencode(&hostile))).body).unwrap();
+    assert!(
+        browser
+            .eval(&entry, "document.body.innerText")
+            .as_str()
+            .unwrap_or("")
+            .contains("Nothing is stored for this URL"),
+        "after the purge"
+    );
+    let shown: Value = serde_json::from_slice(
+        &proxy.admin(&format!("/cache/show?url={}", urlencode(&hostile))).body,
+    )
+    .unwrap();
     assert_eq!(shown["variants"], Value::Array(vec![]), "purged: {shown}");
     drop(browser);
     proxy.stop_cleanly();
 }
 
 fn urlencode(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 #[test]
 fn with_an_admin_token_a_browser_is_asked_for_it() {
     let dir = TestDir::new("status-token");
-    let proxy =
-        Proxy::start_on([127, 0, 0, 1].into(), &dir.subdir("data"), "[server]\nadmin_token = \"s3cret\"\n", &[("Authorization", "Bearer s3cret")]).owning(dir);
+    let proxy = Proxy::start_on(
+        [127, 0, 0, 1].into(),
+        &dir.subdir("data"),
+        "[server]\nadmin_token = \"s3cret\"\n",
+        &[("Authorization", "Bearer s3cret")],
+    )
+    .owning(dir);
     let r = send_request(proxy.addr(), "GET", "/", &[], b"");
     assert_eq!(r.status, 401, "{}", r.describe());
-    assert!(r.header("www-authenticate").is_some_and(|v| v.starts_with("Basic ")), "{}", r.describe());
+    assert!(
+        r.header("www-authenticate").is_some_and(|v| v.starts_with("Basic ")),
+        "{}",
+        r.describe()
+    );
     let basic = format!("Basic {}", data_encoding::BASE64.encode(b"anyone:s3cret"));
     let r = send_request(proxy.addr(), "GET", "/", &[("Authorization", &basic)], b"");
     assert_eq!(r.status, 200, "{}", r.describe());
-    assert!(r.header("content-type").is_some_and(|v| v.starts_with("text/html")), "{}", r.describe());
-    assert!(r.header("content-security-policy").is_some_and(|v| v.contains("default-src 'none'")), "{}", r.describe());
+    assert!(
+        r.header("content-type").is_some_and(|v| v.starts_with("text/html")),
+        "{}",
+        r.describe()
+    );
+    assert!(
+        r.header("content-security-policy").is_some_and(|v| v.contains("default-src 'none'")),
+        "{}",
+        r.describe()
+    );
     assert!(r.text().contains("<script src=\"/status.js\">"), "{}", r.text());
-    let r = send_request(proxy.addr(), "GET", "/status.json", &[("Authorization", "Bearer s3cret")], b"");
+    let r = send_request(
+        proxy.addr(),
+        "GET",
+        "/status.json",
+        &[("Authorization", "Bearer s3cret")],
+        b"",
+    );
     assert_eq!(r.status, 200, "{}", r.describe());
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     assert!(v["totals"]["requests"].is_u64() && v["windows"].is_object(), "{v}");
     let wrong = format!("Basic {}", data_encoding::BASE64.encode(b"anyone:guess"));
-    assert_eq!(send_request(proxy.addr(), "GET", "/status", &[("Authorization", &wrong)], b"").status, 401);
+    assert_eq!(
+        send_request(proxy.addr(), "GET", "/status", &[("Authorization", &wrong)], b"").status,
+        401
+    );
     // The cache browser asks for it the same way.
     assert_eq!(send_request(proxy.addr(), "GET", "/cache/browse", &[], b"").status, 401);
-    let r = send_request(proxy.addr(), "GET", "/cache/browse?host=a.test", &[("Authorization", &basic)], b"");
+    let r = send_request(
+        proxy.addr(),
+        "GET",
+        "/cache/browse?host=a.test",
+        &[("Authorization", &basic)],
+        b"",
+    );
     assert_eq!(r.status, 200, "{}", r.describe());
     assert!(r.text().contains("nothing on this page"), "{}", r.text());
     // Other admin endpoints keep answering 403 without the token.

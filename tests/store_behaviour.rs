@@ -28,7 +28,8 @@ fn long(seed: &[u8]) -> Vec<u8> {
 /// The bytes of a stored body, whether a file or in the pack.
 fn read_stored(store: &Store, sha256: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    std::io::Read::read_to_end(&mut store.open_body(sha256).expect("open body"), &mut out).expect("read body");
+    std::io::Read::read_to_end(&mut store.open_body(sha256).expect("open body"), &mut out)
+        .expect("read body");
     out
 }
 
@@ -63,7 +64,8 @@ fn files_in(dir: &Path) -> Vec<String> {
 }
 
 fn urls(store: &Store) -> Vec<String> {
-    let mut v: Vec<String> = store.entries().expect("entries").into_iter().map(|e| e.primary_key).collect();
+    let mut v: Vec<String> =
+        store.entries().expect("entries").into_iter().map(|e| e.primary_key).collect();
     v.sort();
     v
 }
@@ -228,7 +230,11 @@ fn a_dropped_writer_leaves_no_temporary_file() {
     w.write(&long(b"and then sent more")).unwrap();
     assert!(files_in(&dir.path().join("tmp")).is_empty(), "so is a body file of up to 64 KiB");
     w.write(&[b'x'; 64 * 1024]).unwrap();
-    assert_eq!(files_in(&dir.path().join("tmp")).len(), 1, "a longer one spills to a temporary file");
+    assert_eq!(
+        files_in(&dir.path().join("tmp")).len(),
+        1,
+        "a longer one spills to a temporary file"
+    );
     drop(w);
     assert!(files_in(&dir.path().join("tmp")).is_empty());
     assert!(files_in(&dir.path().join("bodies")).is_empty());
@@ -263,7 +269,11 @@ fn entries_not_used_since_they_were_stored_are_evicted_first_to_fit_the_budget()
     store.touch("http://e/a", b""); // a is used, b and c are not
     let body = put_body(&store, &[b'd'; 100]);
     assert_eq!(store.insert("http://e/d", b"", b"", Some(&body)).unwrap(), 1);
-    assert_eq!(urls(&store), vec!["http://e/a", "http://e/c", "http://e/d"], "the oldest unused entry went");
+    assert_eq!(
+        urls(&store),
+        vec!["http://e/a", "http://e/c", "http://e/d"],
+        "the oldest unused entry went"
+    );
 
     // A body that needs two slots evicts the two oldest unused entries (c,
     // then d); a had its second chance when b went, and stays this time.
@@ -447,7 +457,10 @@ fn opening_a_missing_body_is_a_missing_body_error() {
     assert!(matches!(store.open_body(&"0".repeat(64)), Err(StoreError::MissingBody(_))));
     assert!(matches!(store.open_body("../../etc/passwd"), Err(StoreError::MissingBody(_))));
     let body = CommittedBody { sha256: "1".repeat(64), len: 3 };
-    assert!(matches!(store.insert("http://e/", b"", b"", Some(&body)), Err(StoreError::MissingBody(_))));
+    assert!(matches!(
+        store.insert("http://e/", b"", b"", Some(&body)),
+        Err(StoreError::MissingBody(_))
+    ));
     assert_eq!(store.stats().entries, 0);
 }
 
@@ -497,7 +510,8 @@ fn concurrent_inserts_and_removals_of_one_body_stay_consistent() {
     assert!(report.is_clean(), "{report:?}");
     let entries = store.entries().unwrap();
     let shared = sha256_hex(&long(b"the one body everybody fetches"));
-    let sharing = entries.iter().filter(|e| e.body.as_ref().map(|b| &b.sha256) == Some(&shared)).count();
+    let sharing =
+        entries.iter().filter(|e| e.body.as_ref().map(|b| &b.sha256) == Some(&shared)).count();
     assert!(sharing > 0);
     assert_eq!(store.stats().entries, entries.len() as u64);
     for e in &entries {
@@ -515,7 +529,11 @@ fn concurrent_inserts_under_a_tight_budget_respect_it() {
             let store = store.clone();
             std::thread::spawn(move || {
                 for r in 0..30 {
-                    store_url(&store, &format!("http://e/{t}/{r}"), format!("{t}-{r}").repeat(50).as_bytes());
+                    store_url(
+                        &store,
+                        &format!("http://e/{t}/{r}"),
+                        format!("{t}-{r}").repeat(50).as_bytes(),
+                    );
                     store.touch(&format!("http://e/{t}/{}", r / 2), b"");
                 }
             })
@@ -528,7 +546,8 @@ fn concurrent_inserts_under_a_tight_budget_respect_it() {
     assert!(stats.bytes_stored <= 2000, "{stats:?}");
     assert!(stats.evictions > 0);
     store.flush().unwrap();
-    let held: u64 = store.entries().unwrap().iter().map(|e| e.body.as_ref().map_or(0, |b| b.len)).sum();
+    let held: u64 =
+        store.entries().unwrap().iter().map(|e| e.body.as_ref().map_or(0, |b| b.len)).sum();
     assert_eq!(held, stats.bytes_stored, "the kept total is what the entries hold");
     let report = store.verify(false).unwrap();
     assert!(report.is_clean(), "{report:?}");
@@ -540,7 +559,9 @@ fn concurrent_inserts_under_a_tight_budget_respect_it() {
 #[test]
 fn a_full_disk_while_writing_leaves_nothing_behind() {
     let mnt = tempfile::tempdir().unwrap();
-    let Some(_tmpfs) = tmpfs::mount_or_skip("a_full_disk_while_writing_leaves_nothing_behind", mnt.path(), "8m") else {
+    let Some(_tmpfs) =
+        tmpfs::mount_or_skip("a_full_disk_while_writing_leaves_nothing_behind", mnt.path(), "8m")
+    else {
         return;
     };
     let dir = mnt.path().join("store");

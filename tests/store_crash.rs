@@ -87,7 +87,11 @@ fn child_process() {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let store = loop {
         match Store::open(&dir, budget) {
-            Err(crawlcache_store::StoreError::InUse { .. }) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(crawlcache_store::StoreError::InUse { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             other => break other.unwrap(),
         }
     };
@@ -147,7 +151,9 @@ fn child_process() {
                     1 | 2 => store.touch(&url, b""),
                     3 | 4 => {
                         // A 304 freshening: new metadata, same body.
-                        let _ = store.update_meta(&url, b"", format!("{url}#fresh{i}").as_bytes()).unwrap();
+                        let _ = store
+                            .update_meta(&url, b"", format!("{url}#fresh{i}").as_bytes())
+                            .unwrap();
                     }
                     5 => {
                         let mut w = store.begin_body().unwrap();
@@ -155,13 +161,16 @@ fn child_process() {
                     }
                     6 => {
                         // A large body, written in many chunks.
-                        let big: Vec<u8> = (0..200_000u32).map(|j| (j.wrapping_mul(31) ^ n as u32) as u8).collect();
+                        let big: Vec<u8> = (0..200_000u32)
+                            .map(|j| (j.wrapping_mul(31) ^ n as u32) as u8)
+                            .collect();
                         put_meta(&store, &url, &format!("{url}#big"), &big);
                     }
                     7 => {
                         // One short body under three URLs (shared), then
                         // two of them purged: the third keeps it.
-                        let trio: Vec<String> = (0..3).map(|k| format!("http://e/{}", (n + k * 20) % 60)).collect();
+                        let trio: Vec<String> =
+                            (0..3).map(|k| format!("http://e/{}", (n + k * 20) % 60)).collect();
                         let bytes = vec![(n % 5) as u8 + 100; 700 + (n % 5) * 300];
                         for u in &trio {
                             put_meta(&store, u, &format!("{u}#trio{i}"), &bytes);
@@ -169,7 +178,12 @@ fn child_process() {
                         store.remove(&trio[0]).unwrap();
                         store.remove(&trio[1]).unwrap();
                     }
-                    _ => put_meta(&store, &url, &format!("{url}#new{i}"), &vec![(n % 23) as u8; 100 + (n % 23) * 400]),
+                    _ => put_meta(
+                        &store,
+                        &url,
+                        &format!("{url}#new{i}"),
+                        &vec![(n % 23) as u8; 100 + (n % 23) * 400],
+                    ),
                 }
             }
         }
@@ -202,7 +216,8 @@ fn record_starts(segment: &[u8]) -> Vec<usize> {
 
 /// The pack segment written last.
 fn last_segment(dir: &Path) -> PathBuf {
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir.join("packs")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut segs: Vec<PathBuf> =
+        std::fs::read_dir(dir.join("packs")).unwrap().map(|e| e.unwrap().path()).collect();
     segs.sort();
     segs.pop().expect("a pack segment")
 }
@@ -308,9 +323,14 @@ fn after_a_power_loss_entries_whose_bodies_were_not_synced_are_dropped_never_ser
     std::fs::write(&seg, &bytes[..last + 30]).unwrap();
 
     let store = Store::open(dir.path(), BUDGET).unwrap();
-    let mut kept: Vec<String> = store.entries().unwrap().into_iter().map(|e| e.primary_key).collect();
+    let mut kept: Vec<String> =
+        store.entries().unwrap().into_iter().map(|e| e.primary_key).collect();
     kept.sort();
-    assert_eq!(kept, ["http://e/committed", "http://e/late2"], "torn bodies and the torn record dropped their entries");
+    assert_eq!(
+        kept,
+        ["http://e/committed", "http://e/late2"],
+        "torn bodies and the torn record dropped their entries"
+    );
     let report = store.verify(false).unwrap();
     assert!(report.is_clean(), "{report:?}");
     for e in store.entries().unwrap() {
@@ -375,10 +395,17 @@ fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
         let mut identical = 0;
         for e in store.entries().unwrap() {
             let meta = String::from_utf8(e.meta.clone()).unwrap();
-            assert!(meta.starts_with(&format!("{}#", e.primary_key)), "an entry is never half written: {meta}");
+            assert!(
+                meta.starts_with(&format!("{}#", e.primary_key)),
+                "an entry is never half written: {meta}"
+            );
             let body = e.body.clone().unwrap();
             let bytes = read_stored(&store, &body.sha256);
-            assert_eq!(hex::encode(Sha256::digest(&bytes)), body.sha256, "round {round}: bodies byte-identical");
+            assert_eq!(
+                hex::encode(Sha256::digest(&bytes)),
+                body.sha256,
+                "round {round}: bodies byte-identical"
+            );
             assert_eq!(bytes.len() as u64, body.len);
             // Read the way the proxy serves it, too.
             let served = match store.read_body(&e).unwrap() {
@@ -403,8 +430,13 @@ fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
             }
         }
         // Each body is stored once however many entries have it.
-        let distinct: HashSet<String> = store.entries().unwrap().into_iter().filter_map(|e| e.body.map(|b| b.sha256)).collect();
-        assert_eq!(stats.bodies as usize, distinct.len(), "round {round}: one stored body per distinct SHA-256: {stats:?}");
+        let distinct: HashSet<String> =
+            store.entries().unwrap().into_iter().filter_map(|e| e.body.map(|b| b.sha256)).collect();
+        assert_eq!(
+            stats.bodies as usize,
+            distinct.len(),
+            "round {round}: one stored body per distinct SHA-256: {stats:?}"
+        );
         survived_total += identical;
         eprintln!("round {round}: killed after {ms} ms: {stats:?}, {answered_now} bodies answered as stored this round, {identical} indexed entries hold a body answered as stored, byte-identical");
     }

@@ -39,7 +39,8 @@ fn manifest() -> Vec<Expected> {
 }
 
 fn manifest_of(format: u32) -> Vec<Expected> {
-    let text = fs::read_to_string(fixture_of(format).join("manifest.tsv")).expect("the fixture's manifest");
+    let text = fs::read_to_string(fixture_of(format).join("manifest.tsv"))
+        .expect("the fixture's manifest");
     text.lines()
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
@@ -77,7 +78,8 @@ fn format_2_store(dir: &Path) -> PathBuf {
 
 fn read_all(store: &Store, sha256: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    std::io::Read::read_to_end(&mut store.open_body(sha256).expect("open body"), &mut out).expect("read body");
+    std::io::Read::read_to_end(&mut store.open_body(sha256).expect("open body"), &mut out)
+        .expect("read body");
     out
 }
 
@@ -85,20 +87,32 @@ fn read_all(store: &Store, sha256: &str) -> Vec<u8> {
 fn open_and_check(data: &Path) {
     let expected = manifest();
     let store = Store::open(data, 1 << 30).expect("the old store opens");
-    assert_eq!(fs::read_to_string(data.join("format")).unwrap().trim(), "4", "migrated to format 4");
+    assert_eq!(
+        fs::read_to_string(data.join("format")).unwrap().trim(),
+        "4",
+        "migrated to format 4"
+    );
     let mut seen = 0;
     for exp in &expected {
         let entries = store.lookup(&exp.url).unwrap();
         let e = entries
             .iter()
             .find(|e| e.body.as_ref().map(|b| b.sha256 == exp.sha256).unwrap_or(false))
-            .unwrap_or_else(|| panic!("{} (Accept-Encoding {:?}) was kept", exp.url, exp.accept_encoding));
+            .unwrap_or_else(|| {
+                panic!("{} (Accept-Encoding {:?}) was kept", exp.url, exp.accept_encoding)
+            });
         let body = e.body.as_ref().unwrap();
         assert_eq!(body.len, exp.len);
-        let head = StoredResponse::from_bytes(&e.meta).expect("the stored head of format 2 still decodes");
+        let head =
+            StoredResponse::from_bytes(&e.meta).expect("the stored head of format 2 still decodes");
         assert_eq!(head.status, 200);
         let bytes = read_all(&store, &body.sha256);
-        assert_eq!(hex::encode(Sha256::digest(&bytes)), exp.sha256, "{}: body byte-identical", exp.url);
+        assert_eq!(
+            hex::encode(Sha256::digest(&bytes)),
+            exp.sha256,
+            "{}: body byte-identical",
+            exp.url
+        );
         seen += 1;
     }
     assert_eq!(store.stats().entries, seen, "no entry more, none less");
@@ -162,13 +176,26 @@ fn the_proxy_serves_every_entry_of_a_migrated_store() {
     let dir = TestDir::new("migrate-serve");
     let data = format_2_store(dir.path());
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
-    assert!(proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)), "progress on stderr:\n{}", proxy.stderr());
+    assert!(
+        proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)),
+        "progress on stderr:\n{}",
+        proxy.stderr()
+    );
     for exp in manifest() {
-        let headers: Vec<(&str, &str)> = exp.accept_encoding.as_deref().map(|ae| vec![("Accept-Encoding", ae)]).unwrap_or_default();
+        let headers: Vec<(&str, &str)> = exp
+            .accept_encoding
+            .as_deref()
+            .map(|ae| vec![("Accept-Encoding", ae)])
+            .unwrap_or_default();
         let resp = proxy.get(&exp.url, &headers);
         assert_eq!(resp.status, 200, "{}: {}", exp.url, resp.describe());
         assert!(resp.complete);
-        assert_eq!(hex::encode(Sha256::digest(&resp.body)), exp.sha256, "{}: served byte-identical", exp.url);
+        assert_eq!(
+            hex::encode(Sha256::digest(&resp.body)),
+            exp.sha256,
+            "{}: served byte-identical",
+            exp.url
+        );
         let cs = resp.cache_status().unwrap_or_default();
         assert!(cs.contains("hit"), "{}: answered from the cache: {cs}", exp.url);
     }
@@ -193,9 +220,14 @@ fn a_store_of_format_3_is_migrated_with_its_duplicate_bodies_merged() {
     let dir = TestDir::new("migrate-format-3");
     let data = format_3_store(dir.path());
     let expected = manifest_of(3);
-    let distinct: std::collections::BTreeMap<&str, u64> = expected.iter().map(|e| (e.sha256.as_str(), e.len)).collect();
+    let distinct: std::collections::BTreeMap<&str, u64> =
+        expected.iter().map(|e| (e.sha256.as_str(), e.len)).collect();
     let store = Store::open(&data, 1 << 30).expect("the format-3 store opens");
-    assert_eq!(fs::read_to_string(data.join("format")).unwrap().trim(), "4", "migrated to format 4");
+    assert_eq!(
+        fs::read_to_string(data.join("format")).unwrap().trim(),
+        "4",
+        "migrated to format 4"
+    );
     let st = store.stats();
     assert_eq!(st.entries, expected.len() as u64);
     assert_eq!(st.bodies, distinct.len() as u64, "one body per distinct SHA-256: {st:?}");
@@ -206,9 +238,12 @@ fn a_store_of_format_3_is_migrated_with_its_duplicate_bodies_merged() {
         let e = entries
             .iter()
             .find(|e| e.body.as_ref().is_some_and(|b| b.sha256 == exp.sha256))
-            .unwrap_or_else(|| panic!("{} (Accept-Encoding {:?}) was kept", exp.url, exp.accept_encoding));
+            .unwrap_or_else(|| {
+                panic!("{} (Accept-Encoding {:?}) was kept", exp.url, exp.accept_encoding)
+            });
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut store.read_body(e).unwrap().into_reader(), &mut bytes).unwrap();
+        std::io::Read::read_to_end(&mut store.read_body(e).unwrap().into_reader(), &mut bytes)
+            .unwrap();
         assert_eq!(hex::encode(Sha256::digest(&bytes)), exp.sha256, "{}: byte-identical", exp.url);
     }
     assert!(store.verify(false).unwrap().is_clean());
@@ -220,10 +255,19 @@ fn a_store_of_format_3_is_migrated_with_its_duplicate_bodies_merged() {
     // Served as hits by the proxy afterwards.
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
     for exp in &expected {
-        let headers: Vec<(&str, &str)> = exp.accept_encoding.as_deref().map(|ae| vec![("Accept-Encoding", ae)]).unwrap_or_default();
+        let headers: Vec<(&str, &str)> = exp
+            .accept_encoding
+            .as_deref()
+            .map(|ae| vec![("Accept-Encoding", ae)])
+            .unwrap_or_default();
         let resp = proxy.get(&exp.url, &headers);
         assert_eq!(resp.status, 200, "{}: {}", exp.url, resp.describe());
-        assert_eq!(hex::encode(Sha256::digest(&resp.body)), exp.sha256, "{}: served byte-identical", exp.url);
+        assert_eq!(
+            hex::encode(Sha256::digest(&resp.body)),
+            exp.sha256,
+            "{}: served byte-identical",
+            exp.url
+        );
         assert!(resp.cache_status().unwrap_or_default().contains("hit"), "{}: a hit", exp.url);
     }
     proxy.stop_cleanly();
@@ -236,7 +280,11 @@ fn the_proxy_migrates_a_format_3_store_and_says_so() {
     let dir = TestDir::new("migrate-format-3-proxy");
     let data = format_3_store(dir.path());
     let proxy = Proxy::start_with_config(&data, "[robots]\nmode = \"off\"\n", &["--offline"]);
-    assert!(proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)), "{}", proxy.stderr());
+    assert!(
+        proxy.log_shows("migrated to store format 4", std::time::Duration::from_secs(5)),
+        "{}",
+        proxy.stderr()
+    );
     let err = proxy.stderr();
     assert!(err.contains("sharing duplicate short bodies"), "progress on stderr:\n{err}");
     proxy.stop_cleanly();

@@ -23,18 +23,22 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn ca_der(ca: &CertificateAuthority) -> CertificateDer<'static> {
-    rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()).next().expect("a certificate in cert_pem").expect("valid PEM")
+    rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes())
+        .next()
+        .expect("a certificate in cert_pem")
+        .expect("valid PEM")
 }
 
 /// A client that trusts the crawlcache CA and nothing else.
 fn client_trusting(ca: &CertificateAuthority) -> ClientConfig {
     let mut roots = RootCertStore::empty();
     roots.add(ca_der(ca)).unwrap();
-    let mut config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config
 }
@@ -92,7 +96,10 @@ fn first_start_creates_a_private_ca_directory_and_an_owner_only_key() {
     let key = fs::read_to_string(data_dir.join("ca").join("ca.key")).unwrap();
     assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
     // No temporary files are left beside them.
-    let mut names: Vec<_> = fs::read_dir(data_dir.join("ca")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<_> = fs::read_dir(data_dir.join("ca"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, ["ca.key", "ca.pem"]);
     // The CA's name is in its subject.
@@ -116,7 +123,9 @@ async fn leaves_from_a_reloaded_ca_verify_against_the_original_certificate() {
     let reloaded = CertificateAuthority::load_or_create(tmp.path()).unwrap();
     let server = reloaded.server_config_for("localhost").unwrap();
     let name = ServerName::try_from("localhost").unwrap();
-    handshake(server, client_trusting(&original), name).await.expect("a leaf signed after a restart verifies against the CA clients already trust");
+    handshake(server, client_trusting(&original), name)
+        .await
+        .expect("a leaf signed after a restart verifies against the CA clients already trust");
 }
 
 #[test]

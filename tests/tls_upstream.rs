@@ -43,7 +43,9 @@ async fn tls_origin(pki: &TestPki) -> SocketAddr {
             tokio::spawn(async move {
                 // Handshakes the client aborts are expected in these tests.
                 if let Ok(tls) = acceptor.accept(tcp).await {
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service_fn(hello)).await;
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service_fn(hello))
+                        .await;
                 }
             });
         }
@@ -61,7 +63,9 @@ async fn plain_origin() -> SocketAddr {
                 return;
             };
             tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service_fn(hello)).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), service_fn(hello))
+                    .await;
             });
         }
     });
@@ -74,7 +78,10 @@ fn write_ca_file(dir: &tempfile::TempDir, pem: &str) -> PathBuf {
     path
 }
 
-async fn get(config: Arc<rustls::ClientConfig>, uri: &str) -> Result<(hyper::StatusCode, Bytes), hyper_util::client::legacy::Error> {
+async fn get(
+    config: Arc<rustls::ClientConfig>,
+    uri: &str,
+) -> Result<(hyper::StatusCode, Bytes), hyper_util::client::legacy::Error> {
     let connector = upstream_connector(config, Duration::from_secs(5));
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
     let response = client.get(uri.parse().unwrap()).await?;
@@ -91,7 +98,8 @@ async fn an_origin_signed_by_the_extra_ca_is_reached_over_verified_tls() {
     let extra = write_ca_file(&dir, &pki.ca_pem);
     let config = upstream_client_config(Some(&extra)).unwrap();
     assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
-    let (status, body) = get(config, &format!("https://127.0.0.1:{}/page", addr.port())).await.unwrap();
+    let (status, body) =
+        get(config, &format!("https://127.0.0.1:{}/page", addr.port())).await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(&body[..], b"hello from the origin");
 }
@@ -149,7 +157,8 @@ fn an_extra_ca_file_without_certificates_is_an_error_naming_it() {
     assert!(matches!(err, TlsError::InvalidCertificate { .. }), "{err:?}");
     assert!(err.to_string().contains(&path.display().to_string()), "{err}");
 
-    let path = write_ca_file(&dir, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    let path =
+        write_ca_file(&dir, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
     let err = upstream_client_config(Some(&path)).unwrap_err();
     assert!(matches!(err, TlsError::InvalidCertificate { .. }), "{err:?}");
     assert!(err.to_string().contains(&path.display().to_string()), "{err}");

@@ -28,14 +28,19 @@ use libfuzzer_sys::fuzz_target;
 // The policy crate (synchronous, no I/O) holds the code fuzzed here: the
 // same `cache::key`, `fields` and `upstream_fields` crawlcache uses.
 use crawlcache_policy::cache::key;
-use crawlcache_policy::fields::{client_response_fields, connection_named, remove_hop_by_hop, via_names_us, HOP_BY_HOP};
+use crawlcache_policy::fields::{
+    client_response_fields, connection_named, remove_hop_by_hop, via_names_us, HOP_BY_HOP,
+};
 use crawlcache_policy::upstream_fields::{host_field, upstream_fields};
 
 fn header_map(lines: &[&[u8]]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for line in lines {
         let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
-        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(&line[..colon]), HeaderValue::from_bytes(line[colon + 1..].trim_ascii())) else {
+        let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(&line[..colon]),
+            HeaderValue::from_bytes(line[colon + 1..].trim_ascii()),
+        ) else {
             continue;
         };
         h.append(name, value);
@@ -72,19 +77,34 @@ fuzz_target!(|data: &[u8]| {
             let fields = upstream_fields(&upstream, &request, chunked);
             let hosts: Vec<&HeaderValue> = fields.get_all(http::header::HOST).iter().collect();
             assert_eq!(hosts.len(), 1, "{key}: Host {hosts:?}");
-            assert_eq!(hosts[0].as_bytes(), authority.as_bytes(), "{key}: Host is not the key's authority");
+            assert_eq!(
+                hosts[0].as_bytes(),
+                authority.as_bytes(),
+                "{key}: Host is not the key's authority"
+            );
             let direct = host_field(&uri).expect("an absolute URI with a host has a Host");
-            assert!(direct.as_bytes().eq_ignore_ascii_case(hosts[0].as_bytes()), "{uri}: Host {direct:?} vs {:?}", hosts[0]);
-            assert!(!fields.contains_key(http::header::CONTENT_LENGTH), "{key}: Content-Length sent upstream");
+            assert!(
+                direct.as_bytes().eq_ignore_ascii_case(hosts[0].as_bytes()),
+                "{uri}: Host {direct:?} vs {:?}",
+                hosts[0]
+            );
+            assert!(
+                !fields.contains_key(http::header::CONTENT_LENGTH),
+                "{key}: Content-Length sent upstream"
+            );
             for name in HOP_BY_HOP.iter().filter(|n| **n != "transfer-encoding") {
                 assert!(!fields.contains_key(*name), "{key}: hop-by-hop {name} sent upstream");
             }
             for name in connection_named(&request) {
                 if name != "host" && name != "via" && name != "transfer-encoding" {
-                    assert!(!fields.contains_key(name.as_str()), "{key}: {name} (named in Connection) sent upstream");
+                    assert!(
+                        !fields.contains_key(name.as_str()),
+                        "{key}: {name} (named in Connection) sent upstream"
+                    );
                 }
             }
-            let te: Vec<&HeaderValue> = fields.get_all(http::header::TRANSFER_ENCODING).iter().collect();
+            let te: Vec<&HeaderValue> =
+                fields.get_all(http::header::TRANSFER_ENCODING).iter().collect();
             assert_eq!(te.len(), usize::from(chunked), "{key}: Transfer-Encoding {te:?}");
             assert!(te.iter().all(|v| *v == "chunked"));
             assert!(via_names_us(&fields), "{key}: our Via is missing");
@@ -100,8 +120,14 @@ fuzz_target!(|data: &[u8]| {
     }
     client_response_fields(&mut response);
     let cl: Vec<&HeaderValue> = response.get_all(http::header::CONTENT_LENGTH).iter().collect();
-    assert!(cl.is_empty() || !response.contains_key(http::header::TRANSFER_ENCODING), "Content-Length beside Transfer-Encoding");
+    assert!(
+        cl.is_empty() || !response.contains_key(http::header::TRANSFER_ENCODING),
+        "Content-Length beside Transfer-Encoding"
+    );
     assert!(cl.len() <= 1, "several Content-Length lines {cl:?}");
-    assert!(cl.iter().all(|v| !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit)), "Content-Length {cl:?}");
+    assert!(
+        cl.iter().all(|v| !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit)),
+        "Content-Length {cl:?}"
+    );
     assert!(via_names_us(&response));
 });

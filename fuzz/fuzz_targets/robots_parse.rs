@@ -14,8 +14,16 @@ use libfuzzer_sys::fuzz_target;
 // without tokio, sled or the proxy.
 use crawlcache_robots::RobotsTxt;
 
-const URLS: [&str; 8] =
-    ["", "/", "http://example.com/a/b?c=d#e", "https://example.com/d/index.html", "//x/caf%C3%A9", "example.com?q", "/robots.txt", "/wp-admin/admin-ajax.php"];
+const URLS: [&str; 8] = [
+    "",
+    "/",
+    "http://example.com/a/b?c=d#e",
+    "https://example.com/d/index.html",
+    "//x/caf%C3%A9",
+    "example.com?q",
+    "/robots.txt",
+    "/wp-admin/admin-ajax.php",
+];
 
 fuzz_target!(|data: &[u8]| {
     let robots = RobotsTxt::parse(data);

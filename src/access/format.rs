@@ -258,17 +258,24 @@ mod tests {
         assert_eq!(squid_code(&modified, 200), "TCP_REFRESH_MODIFIED");
         let miss = CacheStatus { fwd_status: Some(200), ..CacheStatus::forward(Fwd::UriMiss) };
         assert_eq!(squid_code(&miss, 200), "TCP_MISS");
-        let failed = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(503), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+        let failed =
+            CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(503), ..CacheStatus::default() }
+                .with_detail(Detail::StaleIfError);
         // Served from the store after the origin failed.
         let failed = CacheStatus { hit: true, served_stale: true, ..failed };
         assert_eq!(squid_code(&failed, 200), "TCP_REFRESH_FAIL_OLD");
-        let offline = CacheStatus { served_stale: true, ..CacheStatus::hit(-5).with_detail(Detail::Offline) };
+        let offline =
+            CacheStatus { served_stale: true, ..CacheStatus::hit(-5).with_detail(Detail::Offline) };
         assert_eq!(squid_code(&offline, 200), "TCP_OFFLINE_HIT");
         let robots = CacheStatus::default().with_detail(Detail::Robots);
         assert_eq!(squid_code(&robots, 403), "TCP_DENIED");
         assert_eq!(squid_code(&robots, 502), "NONE");
         let unreachable = CacheStatus::default().with_detail(Detail::UpstreamError);
-        assert_eq!(squid_code(&unreachable, 502), "TCP_MISS", "a forwarding failure, as Squid logs TCP_MISS/502");
+        assert_eq!(
+            squid_code(&unreachable, 502),
+            "TCP_MISS",
+            "a forwarding failure, as Squid logs TCP_MISS/502"
+        );
         let only_if_cached = CacheStatus::default().with_detail(Detail::OnlyIfCached);
         assert_eq!(squid_code(&only_if_cached, 504), "NONE", "a refusal, not an error");
     }

@@ -101,7 +101,9 @@ impl Shared {
             return;
         }
         match sink {
-            Sink::Stdout => tracing::warn!(target: LOG_TARGET, "cannot write the access log to standard output, lines are lost until it works again: {e}"),
+            Sink::Stdout => {
+                tracing::warn!(target: LOG_TARGET, "cannot write the access log to standard output, lines are lost until it works again: {e}")
+            }
             Sink::File { path, .. } => {
                 tracing::warn!(target: LOG_TARGET, "cannot write the access log {}, lines are lost until it works again: {e}", path.display())
             }
@@ -134,11 +136,18 @@ impl AccessLog {
             }
             AccessLogTarget::Stdout => Sink::Stdout,
             AccessLogTarget::File(path) => {
-                let file = open_append(path).map_err(|e| format!("cannot open the access log {} (server.access_log): {e}", path.display()))?;
+                let file = open_append(path).map_err(|e| {
+                    format!(
+                        "cannot open the access log {} (server.access_log): {e}",
+                        path.display()
+                    )
+                })?;
                 Sink::File { path: path.clone(), file }
             }
         };
-        AccessLog::start(sink, server.access_log_format).map(Some).map_err(|e| format!("cannot start the access log writer: {e}"))
+        AccessLog::start(sink, server.access_log_format)
+            .map(Some)
+            .map_err(|e| format!("cannot start the access log writer: {e}"))
     }
 
     fn start(sink: Sink, format: AccessLogFormat) -> io::Result<AccessLog> {
@@ -203,8 +212,12 @@ impl AccessLog {
     /// and the proxy must still stop. Errors are warned about.
     pub async fn flush_within(self: Arc<Self>, limit: Duration) {
         match tokio::time::timeout(limit, tokio::task::spawn_blocking(move || self.flush())).await {
-            Ok(Ok(Err(e))) => tracing::warn!(target: LOG_TARGET, "cannot write the access log: {e}"),
-            Err(_) => tracing::warn!(target: LOG_TARGET, "the access log could not be written within {} s; its last lines are lost", limit.as_secs_f64()),
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(target: LOG_TARGET, "cannot write the access log: {e}")
+            }
+            Err(_) => {
+                tracing::warn!(target: LOG_TARGET, "the access log could not be written within {} s; its last lines are lost", limit.as_secs_f64())
+            }
             Ok(_) => {}
         }
     }
@@ -238,7 +251,10 @@ impl AccessLog {
 /// is installed before this returns, so a `SIGHUP` right after start
 /// cannot kill the process. Call it inside a tokio runtime. Errors: the
 /// handler cannot be installed.
-pub fn spawn_reopener(log: Option<&Arc<AccessLog>>, mut closing: tokio::sync::watch::Receiver<bool>) -> io::Result<()> {
+pub fn spawn_reopener(
+    log: Option<&Arc<AccessLog>>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) -> io::Result<()> {
     let Some(log) = log.filter(|l| l.is_file()).cloned() else { return Ok(()) };
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     tokio::spawn(async move {
@@ -285,7 +301,9 @@ mod tests {
     fn a_failing_destination_reports_and_keeps_accepting_lines() {
         let full = Path::new("/dev/full");
         let Ok(file) = open_append(full) else { return };
-        let log = AccessLog::start(Sink::File { path: full.to_path_buf(), file }, AccessLogFormat::Squid).unwrap();
+        let log =
+            AccessLog::start(Sink::File { path: full.to_path_buf(), file }, AccessLogFormat::Squid)
+                .unwrap();
         log.write(&entry("http://a.test/1"));
         let e = log.flush().unwrap_err();
         let sink = lock(&log.shared.sink);
@@ -303,7 +321,11 @@ mod tests {
     fn reopen_starts_a_new_file_at_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.log");
-        let log = AccessLog::start(Sink::File { path: path.clone(), file: open_append(&path).unwrap() }, AccessLogFormat::Json).unwrap();
+        let log = AccessLog::start(
+            Sink::File { path: path.clone(), file: open_append(&path).unwrap() },
+            AccessLogFormat::Json,
+        )
+        .unwrap();
         log.write(&entry("http://a.test/1"));
         let rotated = dir.path().join("access.log.1");
         std::fs::rename(&path, &rotated).unwrap();

@@ -75,7 +75,11 @@ pub fn check(server: &crate::config::ServerConfig, req: &AdminRequest<'_>) -> Re
 /// `server.admin_token` set, only with `Authorization: Bearer <token>` (or,
 /// from a browser, HTTP Basic with the token as the password); without,
 /// only from loopback while the proxy listens on loopback.
-pub fn admitted(server: &crate::config::ServerConfig, headers: &http::HeaderMap, peer: SocketAddr) -> Result<(), Refusal> {
+pub fn admitted(
+    server: &crate::config::ServerConfig,
+    headers: &http::HeaderMap,
+    peer: SocketAddr,
+) -> Result<(), Refusal> {
     let token = server.admin_token.trim();
     if !token.is_empty() {
         let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -101,13 +105,20 @@ pub fn admitted(server: &crate::config::ServerConfig, headers: &http::HeaderMap,
 
 /// The `Authorization: Bearer` credentials of `headers`, if any.
 fn bearer(headers: &http::HeaderMap) -> Option<&str> {
-    headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim)
+    headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 /// Check 1: the target's authority (absolute-form) or else `Host` names the
 /// proxy ([`is_own_host`]). A request without either (HTTP/1.0) is not
 /// from a browser, which always sends `Host`, and passes.
-pub fn names_proxy(server: &crate::config::ServerConfig, req: &AdminRequest<'_>) -> Result<(), Refusal> {
+pub fn names_proxy(
+    server: &crate::config::ServerConfig,
+    req: &AdminRequest<'_>,
+) -> Result<(), Refusal> {
     let host = match req.authority {
         Some(a) => a.to_string(),
         None => match req.headers.get(http::header::HOST) {
@@ -125,12 +136,22 @@ pub fn names_proxy(server: &crate::config::ServerConfig, req: &AdminRequest<'_>)
 /// brackets) is one of the proxy's names: `localhost`, a loopback address,
 /// the listen address (any address when it listens on all of them), or a
 /// name in `server.admin_hosts` (compared without regard to case).
-pub fn is_own_host(server: &crate::config::ServerConfig, name: &str, local_addr: SocketAddr) -> bool {
-    if name.eq_ignore_ascii_case("localhost") || server.admin_hosts.iter().any(|h| h.trim().eq_ignore_ascii_case(name)) {
+pub fn is_own_host(
+    server: &crate::config::ServerConfig,
+    name: &str,
+    local_addr: SocketAddr,
+) -> bool {
+    if name.eq_ignore_ascii_case("localhost")
+        || server.admin_hosts.iter().any(|h| h.trim().eq_ignore_ascii_case(name))
+    {
         return true;
     }
     match name.parse::<IpAddr>() {
-        Ok(ip) => crate::wire::net::is_loopback(ip) || ip == local_addr.ip() || local_addr.ip().is_unspecified(),
+        Ok(ip) => {
+            crate::wire::net::is_loopback(ip)
+                || ip == local_addr.ip()
+                || local_addr.ip().is_unspecified()
+        }
         Err(_) => false,
     }
 }
@@ -139,18 +160,32 @@ pub fn is_own_host(server: &crate::config::ServerConfig, name: &str, local_addr:
 /// with a valid Bearer token, or a top-level `GET`/`HEAD` navigation to the
 /// status page (a link followed from another site shows the page; its
 /// reads and changes are the page's own), passes.
-pub fn foreign_page(server: &crate::config::ServerConfig, req: &AdminRequest<'_>) -> Result<(), Refusal> {
+pub fn foreign_page(
+    server: &crate::config::ServerConfig,
+    req: &AdminRequest<'_>,
+) -> Result<(), Refusal> {
     let token = server.admin_token.trim();
-    if !token.is_empty() && bearer(req.headers).is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) {
+    if !token.is_empty()
+        && bearer(req.headers).is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+    {
         return Ok(());
     }
-    let field = |name: &str| req.headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase());
+    let field = |name: &str| {
+        req.headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+    };
     let why = match (field("origin"), field("sec-fetch-site")) {
-        (Some(origin), _) if !is_own_origin(server, &origin, req.local_addr) => format!("Origin {}", printable(&origin)),
-        (_, Some(site)) if site != "same-origin" && site != "none" => format!("Sec-Fetch-Site {}", printable(&site)),
+        (Some(origin), _) if !is_own_origin(server, &origin, req.local_addr) => {
+            format!("Origin {}", printable(&origin))
+        }
+        (_, Some(site)) if site != "same-origin" && site != "none" => {
+            format!("Sec-Fetch-Site {}", printable(&site))
+        }
         _ => return Ok(()),
     };
-    let navigation = field("sec-fetch-mode").as_deref() == Some("navigate") && matches!(*req.method, http::Method::GET | http::Method::HEAD);
+    let navigation = field("sec-fetch-mode").as_deref() == Some("navigate")
+        && matches!(*req.method, http::Method::GET | http::Method::HEAD);
     if navigation && matches!(req.path, "/" | "/status") {
         return Ok(());
     }
@@ -159,10 +194,16 @@ pub fn foreign_page(server: &crate::config::ServerConfig, req: &AdminRequest<'_>
 
 /// Whether an `Origin` value (lower-cased) is the proxy's own origin:
 /// `http`, one of its names ([`is_own_host`]) and the port it listens on.
-fn is_own_origin(server: &crate::config::ServerConfig, origin: &str, local_addr: SocketAddr) -> bool {
+fn is_own_origin(
+    server: &crate::config::ServerConfig,
+    origin: &str,
+    local_addr: SocketAddr,
+) -> bool {
     let Some(authority) = origin.strip_prefix("http://") else { return false };
     match split_host_port(authority) {
-        Some((name, port)) => port.unwrap_or(80) == local_addr.port() && is_own_host(server, name, local_addr),
+        Some((name, port)) => {
+            port.unwrap_or(80) == local_addr.port() && is_own_host(server, name, local_addr)
+        }
         None => false,
     }
 }
@@ -211,24 +252,59 @@ mod tests {
         s
     }
 
-    fn judge(server: &crate::config::ServerConfig, method: http::Method, path: &str, fields: &[(&str, &str)]) -> Result<(), Refusal> {
+    fn judge(
+        server: &crate::config::ServerConfig,
+        method: http::Method,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> Result<(), Refusal> {
         let mut headers = http::HeaderMap::new();
         for (k, v) in fields {
-            headers.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), http::HeaderValue::from_str(v).unwrap());
+            headers.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
         }
         let local: SocketAddr = "127.0.0.1:3128".parse().unwrap();
-        let req = AdminRequest { method: &method, path, authority: None, headers: &headers, peer: "127.0.0.1:5000".parse().unwrap(), local_addr: local };
+        let req = AdminRequest {
+            method: &method,
+            path,
+            authority: None,
+            headers: &headers,
+            peer: "127.0.0.1:5000".parse().unwrap(),
+            local_addr: local,
+        };
         check(server, &req)
     }
 
     #[test]
     fn host_must_name_the_proxy_c54() {
         let s = server("", &["proxy.internal"]);
-        for ok in ["127.0.0.1:3128", "localhost:3128", "LOCALHOST", "[::1]:3128", "127.0.0.2", "proxy.internal:3128"] {
+        for ok in [
+            "127.0.0.1:3128",
+            "localhost:3128",
+            "LOCALHOST",
+            "[::1]:3128",
+            "127.0.0.2",
+            "proxy.internal:3128",
+        ] {
             assert_eq!(judge(&s, http::Method::GET, "/stats", &[("host", ok)]), Ok(()), "{ok}");
         }
-        for bad in ["rebind.attacker.example:3128", "attacker.example", "10.1.2.3:3128", "localhost.attacker.example", "a:b:c", ""] {
-            assert!(matches!(judge(&s, http::Method::GET, "/stats", &[("host", bad)]), Err(Refusal::ForeignHost(_))), "{bad}");
+        for bad in [
+            "rebind.attacker.example:3128",
+            "attacker.example",
+            "10.1.2.3:3128",
+            "localhost.attacker.example",
+            "a:b:c",
+            "",
+        ] {
+            assert!(
+                matches!(
+                    judge(&s, http::Method::GET, "/stats", &[("host", bad)]),
+                    Err(Refusal::ForeignHost(_))
+                ),
+                "{bad}"
+            );
         }
     }
 
@@ -236,11 +312,20 @@ mod tests {
     fn a_foreign_page_changes_nothing_c54() {
         let s = server("", &[]);
         let host = ("host", "127.0.0.1:3128");
-        let refused = |fields: &[(&str, &str)]| matches!(judge(&s, http::Method::POST, "/cache/purge", fields), Err(Refusal::ForeignPage(_)));
+        let refused = |fields: &[(&str, &str)]| {
+            matches!(
+                judge(&s, http::Method::POST, "/cache/purge", fields),
+                Err(Refusal::ForeignPage(_))
+            )
+        };
         assert!(refused(&[host, ("origin", "http://attacker.example")]));
         assert!(refused(&[host, ("origin", "null")]));
         // Another port of the same machine is another origin.
-        assert!(refused(&[host, ("origin", "http://127.0.0.1:8080"), ("sec-fetch-site", "same-site")]));
+        assert!(refused(&[
+            host,
+            ("origin", "http://127.0.0.1:8080"),
+            ("sec-fetch-site", "same-site")
+        ]));
         assert!(refused(&[host, ("origin", "https://127.0.0.1:3128")]));
         assert!(refused(&[host, ("sec-fetch-site", "cross-site")]));
         assert!(refused(&[host, ("sec-fetch-site", "same-site")]));
@@ -258,12 +343,29 @@ mod tests {
     #[test]
     fn reads_from_a_foreign_page_are_refused_but_a_link_to_the_status_page_opens_it_c54() {
         let s = server("", &[]);
-        let cross = [("host", "127.0.0.1:3128"), ("sec-fetch-site", "cross-site"), ("sec-fetch-mode", "no-cors")];
-        assert!(matches!(judge(&s, http::Method::GET, "/cache/cat", &cross), Err(Refusal::ForeignPage(_))));
-        assert!(matches!(judge(&s, http::Method::GET, "/status.json", &cross), Err(Refusal::ForeignPage(_))));
-        let link = [("host", "127.0.0.1:3128"), ("sec-fetch-site", "cross-site"), ("sec-fetch-mode", "navigate")];
+        let cross = [
+            ("host", "127.0.0.1:3128"),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "no-cors"),
+        ];
+        assert!(matches!(
+            judge(&s, http::Method::GET, "/cache/cat", &cross),
+            Err(Refusal::ForeignPage(_))
+        ));
+        assert!(matches!(
+            judge(&s, http::Method::GET, "/status.json", &cross),
+            Err(Refusal::ForeignPage(_))
+        ));
+        let link = [
+            ("host", "127.0.0.1:3128"),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+        ];
         assert_eq!(judge(&s, http::Method::GET, "/", &link), Ok(()));
-        assert!(matches!(judge(&s, http::Method::GET, "/cache/cat", &link), Err(Refusal::ForeignPage(_))));
+        assert!(matches!(
+            judge(&s, http::Method::GET, "/cache/cat", &link),
+            Err(Refusal::ForeignPage(_))
+        ));
         assert!(matches!(judge(&s, http::Method::POST, "/", &link), Err(Refusal::ForeignPage(_))));
     }
 
@@ -274,16 +376,40 @@ mod tests {
     fn the_cache_browser_opens_from_the_status_page_or_a_typed_url_only_c54() {
         let s = server("", &[]);
         let host = ("host", "127.0.0.1:3128");
-        let nav = |site: &'static str| [host, ("sec-fetch-site", site), ("sec-fetch-mode", "navigate")];
+        let nav =
+            |site: &'static str| [host, ("sec-fetch-site", site), ("sec-fetch-mode", "navigate")];
         for path in ["/cache/browse", "/cache/entry"] {
-            assert_eq!(judge(&s, http::Method::GET, path, &nav("same-origin")), Ok(()), "{path} from the status page");
+            assert_eq!(
+                judge(&s, http::Method::GET, path, &nav("same-origin")),
+                Ok(()),
+                "{path} from the status page"
+            );
             assert_eq!(judge(&s, http::Method::GET, path, &nav("none")), Ok(()), "{path} typed");
-            assert!(matches!(judge(&s, http::Method::GET, path, &nav("cross-site")), Err(Refusal::ForeignPage(_))), "{path} from another site");
+            assert!(
+                matches!(
+                    judge(&s, http::Method::GET, path, &nav("cross-site")),
+                    Err(Refusal::ForeignPage(_))
+                ),
+                "{path} from another site"
+            );
         }
-        let from_page = [host, ("origin", "http://127.0.0.1:3128"), ("sec-fetch-site", "same-origin"), ("sec-fetch-mode", "navigate")];
+        let from_page = [
+            host,
+            ("origin", "http://127.0.0.1:3128"),
+            ("sec-fetch-site", "same-origin"),
+            ("sec-fetch-mode", "navigate"),
+        ];
         assert_eq!(judge(&s, http::Method::POST, "/cache/purge", &from_page), Ok(()));
-        let forged = [host, ("origin", "http://attacker.example"), ("sec-fetch-site", "cross-site"), ("sec-fetch-mode", "navigate")];
-        assert!(matches!(judge(&s, http::Method::POST, "/cache/purge", &forged), Err(Refusal::ForeignPage(_))));
+        let forged = [
+            host,
+            ("origin", "http://attacker.example"),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+        ];
+        assert!(matches!(
+            judge(&s, http::Method::POST, "/cache/purge", &forged),
+            Err(Refusal::ForeignPage(_))
+        ));
     }
 
     #[test]
@@ -302,7 +428,10 @@ mod tests {
         assert_eq!(with("Bearer wrong"), Err(Refusal::NoToken));
         // The Host rule holds with a token too.
         let rebound = [("host", "rebind.attacker.example"), ("authorization", "Bearer s3cret")];
-        assert!(matches!(judge(&s, http::Method::GET, "/stats", &rebound), Err(Refusal::ForeignHost(_))));
+        assert!(matches!(
+            judge(&s, http::Method::GET, "/stats", &rebound),
+            Err(Refusal::ForeignHost(_))
+        ));
     }
 
     #[test]

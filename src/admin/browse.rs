@@ -62,8 +62,14 @@ pub struct Search {
 impl Search {
     /// The search in `query` (empty values are no filter).
     pub fn parse(query: &str) -> Search {
-        let get = |k: &str| query_param(query, k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let mut s = Search { host: get("host"), prefix: get("prefix"), url: get("url"), after: get("after") };
+        let get =
+            |k: &str| query_param(query, k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let mut s = Search {
+            host: get("host"),
+            prefix: get("prefix"),
+            url: get("url"),
+            after: get("after"),
+        };
         if let Some(q) = get("q") {
             match get("by").as_deref() {
                 Some("prefix") => s.prefix = Some(q),
@@ -103,7 +109,10 @@ pub fn decode_cursor(s: &str) -> Option<PageCursor> {
     let raw = data_encoding::BASE64URL_NOPAD.decode(s.as_bytes()).ok()?;
     let len = u32::from_be_bytes(raw.get(..4)?.try_into().ok()?) as usize;
     let pk = raw.get(4..4usize.checked_add(len)?)?;
-    Some(PageCursor { primary_key: String::from_utf8(pk.to_vec()).ok()?, secondary_key: raw.get(4 + len..)?.to_vec() })
+    Some(PageCursor {
+        primary_key: String::from_utf8(pk.to_vec()).ok()?,
+        secondary_key: raw.get(4 + len..)?.to_vec(),
+    })
 }
 
 /// `GET /cache/browse`: the search form and a page of matching entries
@@ -119,21 +128,34 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
         return text(StatusCode::BAD_REQUEST, format!("crawlcache: {e}\n"));
     }
     let after = match search.after.as_deref().map(decode_cursor) {
-        Some(None) => return text(StatusCode::BAD_REQUEST, "crawlcache: the page cursor is not one this proxy made\n".into()),
+        Some(None) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "crawlcache: the page cursor is not one this proxy made\n".into(),
+            )
+        }
         Some(Some(c)) => Some(c),
         None => None,
     };
     let store = state.store.clone();
-    let spec = ListSpec { filter: filter.clone(), policy: state.policy.clone(), rules: state.config.cache.rules.clone(), now: SystemTime::now() };
+    let spec = ListSpec {
+        filter: filter.clone(),
+        policy: state.policy.clone(),
+        rules: state.config.cache.rules.clone(),
+        now: SystemTime::now(),
+    };
     let listed = tokio::task::spawn_blocking(move || {
         // The host filter parsed once, not once per key read.
-        let host = spec.filter.host.as_deref().map(super::host_filter::HostFilter::parse).transpose()?;
+        let host =
+            spec.filter.host.as_deref().map(super::host_filter::HostFilter::parse).transpose()?;
         let prefix = spec.filter.prefix.clone();
         let keep = |k: &str| {
             let url = super::inspect::key_url(k);
-            prefix.as_deref().is_none_or(|p| url.starts_with(p)) && host.as_ref().is_none_or(|h| h.matches_url(url))
+            prefix.as_deref().is_none_or(|p| url.starts_with(p))
+                && host.as_ref().is_none_or(|h| h.matches_url(url))
         };
-        let page = store.page(after.as_ref(), PAGE_ROWS, SCAN_BUDGET, keep).map_err(|e| e.to_string())?;
+        let page =
+            store.page(after.as_ref(), PAGE_ROWS, SCAN_BUDGET, keep).map_err(|e| e.to_string())?;
         let listing = Listing::new(&store, spec);
         let mut rows = Vec::new();
         for e in page.entries {
@@ -146,8 +168,18 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     .await;
     let (rows, next, examined) = match listed {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: the index cannot be read: {e}\n")),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: listing failed: {e}\n")),
+        Ok(Err(e)) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("crawlcache: the index cannot be read: {e}\n"),
+            )
+        }
+        Err(e) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("crawlcache: listing failed: {e}\n"),
+            )
+        }
     };
     let next = next.map(|c| format!("/cache/browse?{}", search.query(Some(&encode_cursor(&c)))));
     let body = html! {
@@ -181,7 +213,10 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
             }
         }
     };
-    answer("text/html; charset=utf-8", frame("cache browser", &state.local_addr.to_string(), body).into_string().into_bytes())
+    answer(
+        "text/html; charset=utf-8",
+        frame("cache browser", &state.local_addr.to_string(), body).into_string().into_bytes(),
+    )
 }
 
 fn search_form(search: &Search) -> Markup {
@@ -256,8 +291,18 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     .await;
     let variants = match found {
         Ok(Ok(v)) => v,
-        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: the index cannot be read: {e}\n")),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: lookup failed: {e}\n")),
+        Ok(Err(e)) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("crawlcache: the index cannot be read: {e}\n"),
+            )
+        }
+        Err(e) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("crawlcache: lookup failed: {e}\n"),
+            )
+        }
     };
     let now = SystemTime::now();
     let audit = audit_lines(state, &url, now);
@@ -291,7 +336,10 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
             }
         }
     };
-    answer("text/html; charset=utf-8", frame("entry", &state.local_addr.to_string(), body).into_string().into_bytes())
+    answer(
+        "text/html; charset=utf-8",
+        frame("entry", &state.local_addr.to_string(), body).into_string().into_bytes(),
+    )
 }
 
 /// One variant: its fields, freshness (RFC 9111 section 4.2), validators
@@ -300,14 +348,25 @@ fn variant_card(state: &ProxyState, v: &Variant, now: SystemTime) -> Markup {
     let Some(s) = &v.stored else {
         return html! { div.variant { p.none { "a variant under " (v.key) " whose stored head cannot be read" } } };
     };
-    let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(&state.config.cache.rules, &v.key, s, &state.policy);
+    let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(
+        &state.config.cache.rules,
+        &v.key,
+        s,
+        &state.policy,
+    );
     let age = crawlcache_policy::cache::current_age(s, now);
     let left = lifetime.as_secs() as i64 - age.as_secs() as i64;
     let field = |name: &str| {
-        s.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(", ")
+        s.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let validators = [("ETag", field("etag")), ("Last-Modified", field("last-modified"))];
-    let at = |ms: u64| crawlcache_base::time::format_rfc3339(crawlcache_policy::cache::from_millis(ms));
+    let at =
+        |ms: u64| crawlcache_base::time::format_rfc3339(crawlcache_policy::cache::from_millis(ms));
     html! {
         div.variant {
             h3 { (if crawlcache_policy::store_key::StoreKey::is_record(&v.key) { "record " } else { "cache " }) span.url { (v.key) } }
@@ -380,7 +439,10 @@ fn audit_lines(state: &ProxyState, url: &str, now: SystemTime) -> Vec<String> {
     let mut out: Vec<String> = buf
         .split(|b| *b == b'\n')
         .filter_map(|line| {
-            serde_json::from_slice::<crate::audit::AuditRecord>(line).ok().filter(|r| r.url == url).map(|_| String::from_utf8_lossy(line).into_owned())
+            serde_json::from_slice::<crate::audit::AuditRecord>(line)
+                .ok()
+                .filter(|r| r.url == url)
+                .map(|_| String::from_utf8_lossy(line).into_owned())
         })
         .collect();
     let skip = out.len().saturating_sub(AUDIT_LINES);
@@ -395,16 +457,25 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_strangers_are_refused() {
-        let c = PageCursor { primary_key: "http://a.test/<x>".into(), secondary_key: b"accept\0gzip".to_vec() };
+        let c = PageCursor {
+            primary_key: "http://a.test/<x>".into(),
+            secondary_key: b"accept\0gzip".to_vec(),
+        };
         assert_eq!(decode_cursor(&encode_cursor(&c)), Some(c));
         assert_eq!(decode_cursor("!!"), None);
-        assert_eq!(decode_cursor(&data_encoding::BASE64URL_NOPAD.encode(&[0, 0, 0, 9, b'a'])), None);
+        assert_eq!(
+            decode_cursor(&data_encoding::BASE64URL_NOPAD.encode(&[0, 0, 0, 9, b'a'])),
+            None
+        );
     }
 
     #[test]
     fn a_search_is_read_from_the_form_or_the_links() {
         assert_eq!(Search::parse("q=a.test&by=host").host.as_deref(), Some("a.test"));
-        assert_eq!(Search::parse("q=http%3A%2F%2Fa.test%2Fd%2F&by=prefix").prefix.as_deref(), Some("http://a.test/d/"));
+        assert_eq!(
+            Search::parse("q=http%3A%2F%2Fa.test%2Fd%2F&by=prefix").prefix.as_deref(),
+            Some("http://a.test/d/")
+        );
         assert_eq!(Search::parse("host=&prefix=").host, None);
         let s = Search::parse("host=a.test&after=XYZ");
         assert_eq!(s.query(Some("N")), "host=a.test&after=N");

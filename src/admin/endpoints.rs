@@ -1,7 +1,9 @@
 //! One function per admin endpoint (the table is [`super::handle`]).
 
 use super::lookup::{show_json, url_keys};
-use super::respond::{json, message, query_param, removal_answer, stream_blocking, text, text_ok, EXCHANGES_HEADER};
+use super::respond::{
+    json, message, query_param, removal_answer, stream_blocking, text, text_ok, EXCHANGES_HEADER,
+};
 use super::{inspect, maintain};
 use crate::proxy::ProxyState;
 use crate::wire::body::ProxyBody;
@@ -12,16 +14,24 @@ use http::{Response, StatusCode};
 /// `rules`, and the exact URL when that differs), `host`, `prefix`,
 /// `older_than` (a duration). Errors: a bad URL or duration, or nothing
 /// selected.
-pub fn purge_selection(query: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<maintain::PurgeSelection, String> {
+pub fn purge_selection(
+    query: &str,
+    rules: &[crawlcache_policy::key_rules::KeyRule],
+) -> Result<maintain::PurgeSelection, String> {
     let mut selection = maintain::PurgeSelection {
-        filter: inspect::KeyFilter { host: query_param(query, "host"), prefix: query_param(query, "prefix") },
+        filter: inspect::KeyFilter {
+            host: query_param(query, "host"),
+            prefix: query_param(query, "prefix"),
+        },
         ..Default::default()
     };
     if let Some(url) = query_param(query, "url") {
         selection.urls = url_keys(&url, rules).map_err(|e| e.to_string())?;
     }
     if let Some(d) = query_param(query, "older_than") {
-        selection.older_than = Some(crawlcache_base::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?);
+        selection.older_than = Some(
+            crawlcache_base::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?,
+        );
     }
     selection.validate()?;
     Ok(selection)
@@ -34,7 +44,14 @@ pub fn purge_selection(query: &str, rules: &[crawlcache_policy::key_rules::KeyRu
 fn cat_url(state: &ProxyState, url: &str, decode: bool) -> Response<ProxyBody> {
     let picked = match inspect::pick(&state.store, url, &state.config.cache.key_rules) {
         Ok(Some(p)) => p,
-        Ok(None) => return text(StatusCode::NOT_FOUND, format!("crawlcache: {url} is not stored (neither in the cache nor in the record)\n")),
+        Ok(None) => {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "crawlcache: {url} is not stored (neither in the cache nor in the record)\n"
+                ),
+            )
+        }
         Err(e) => return text(e.status(), message(&e.to_string())),
     };
     let mut body = match picked.body(&state.store, decode) {
@@ -43,7 +60,9 @@ fn cat_url(state: &ProxyState, url: &str, decode: bool) -> Response<ProxyBody> {
     };
     let key = picked.key.clone();
     let mut resp = stream_blocking("application/octet-stream", move |out| {
-        std::io::copy(&mut body, out).map(|_| ()).inspect_err(|e| tracing::warn!("cache cat {key}: {e}"))
+        std::io::copy(&mut body, out)
+            .map(|_| ())
+            .inspect_err(|e| tracing::warn!("cache cat {key}: {e}"))
     });
     resp.headers_mut().insert("x-crawlcache-source", HeaderValue::from_static(picked.source()));
     if let Ok(v) = HeaderValue::from_str(&picked.key) {
@@ -56,20 +75,27 @@ fn cat_url(state: &ProxyState, url: &str, decode: bool) -> Response<ProxyBody> {
 /// then streams the WARC file as it is written by a blocking task. A client
 /// that goes away stops the writing. Exchanges left out are logged.
 pub async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
-    let filter = crate::warc::export::Filter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
+    let filter = crate::warc::export::Filter {
+        host: query_param(query, "host"),
+        prefix: query_param(query, "prefix"),
+    };
     if let Err(e) = filter.validate() {
         return text(StatusCode::BAD_REQUEST, message(&e));
     }
     let opts = crate::warc::export::WriteOptions {
-        filename: query_param(query, "filename").unwrap_or_else(|| "crawlcache.warc.gz".to_string()),
+        filename: query_param(query, "filename")
+            .unwrap_or_else(|| "crawlcache.warc.gz".to_string()),
         description: crate::warc::export::description(&filter),
         revisits: query_param(query, "revisits").is_some_and(|v| v != "0"),
     };
     let store = state.store.clone();
-    let planned = tokio::task::spawn_blocking(move || crate::warc::export::plan(&store, &filter)).await;
+    let planned =
+        tokio::task::spawn_blocking(move || crate::warc::export::plan(&store, &filter)).await;
     let (plan, undecodable) = match planned {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n")),
+        Ok(Err(e)) => {
+            return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n"))
+        }
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("export failed: {e}\n")),
     };
     for u in &undecodable {
@@ -77,16 +103,23 @@ pub async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     }
     let planned = plan.len() + undecodable.len();
     let store = state.store.clone();
-    let mut resp = stream_blocking("application/warc", move |out| match crate::warc::export::write(&store, &plan, out, &opts, &mut |_| {}) {
-        Ok((_, summary)) => {
-            tracing::info!(exchanges = summary.exchanges, skipped = summary.skipped.len(), "export streamed");
-            Ok(())
-        }
-        Err(e) => {
-            tracing::warn!("export stopped: {e}");
-            Err(e)
-        }
-    });
+    let mut resp =
+        stream_blocking("application/warc", move |out| {
+            match crate::warc::export::write(&store, &plan, out, &opts, &mut |_| {}) {
+                Ok((_, summary)) => {
+                    tracing::info!(
+                        exchanges = summary.exchanges,
+                        skipped = summary.skipped.len(),
+                        "export streamed"
+                    );
+                    Ok(())
+                }
+                Err(e) => {
+                    tracing::warn!("export stopped: {e}");
+                    Err(e)
+                }
+            }
+        });
     resp.headers_mut().insert(EXCHANGES_HEADER, HeaderValue::from(planned));
     resp
 }
@@ -94,7 +127,8 @@ pub async fn export(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 /// `GET /metrics`: Prometheus text ([`super::stats::prometheus`]).
 pub fn metrics(state: &ProxyState) -> Response<ProxyBody> {
     let mut resp = text(StatusCode::OK, super::stats::prometheus(state));
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    resp.headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
     resp
 }
 
@@ -112,12 +146,20 @@ pub fn show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 /// `GET /cache/ls[?host=H][&prefix=URL][&json=1]`: one line per stored
 /// response, streamed ([`inspect::Listing`]).
 pub fn ls(state: &ProxyState, query: &str) -> Response<ProxyBody> {
-    let filter = inspect::KeyFilter { host: query_param(query, "host"), prefix: query_param(query, "prefix") };
+    let filter = inspect::KeyFilter {
+        host: query_param(query, "host"),
+        prefix: query_param(query, "prefix"),
+    };
     if let Err(e) = filter.validate() {
         return text(StatusCode::BAD_REQUEST, message(&e));
     }
     let as_json = query_param(query, "json").is_some_and(|v| v != "0");
-    let spec = inspect::ListSpec { filter, policy: state.policy.clone(), rules: state.config.cache.rules.clone(), now: std::time::SystemTime::now() };
+    let spec = inspect::ListSpec {
+        filter,
+        policy: state.policy.clone(),
+        rules: state.config.cache.rules.clone(),
+        now: std::time::SystemTime::now(),
+    };
     let store = state.store.clone();
     stream_blocking("text/plain; charset=utf-8", move |out| {
         for row in inspect::Listing::new(&store, spec) {
@@ -152,13 +194,18 @@ pub async fn purge(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let done = tokio::task::spawn_blocking(move || maintain::purge(&store, &selection, now)).await;
     match (&done, query_param(query, "then").as_deref(), query_param(query, "url")) {
         (Ok(Ok(removed)), Some("entry"), Some(url)) => {
-            let to = format!("/cache/entry?url={}&purged={}", super::status::query_escape(&url), removed.entries);
+            let to = format!(
+                "/cache/entry?url={}&purged={}",
+                super::status::query_escape(&url),
+                removed.entries
+            );
             let mut resp = Response::new(ProxyBody::empty());
             *resp.status_mut() = StatusCode::SEE_OTHER;
             if let Ok(v) = HeaderValue::from_str(&to) {
                 resp.headers_mut().insert(http::header::LOCATION, v);
             }
-            resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp.headers_mut()
+                .insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             resp
         }
         _ => removal_answer(done),
@@ -175,12 +222,15 @@ pub async fn purge_preview(state: &ProxyState, query: &str) -> Response<ProxyBod
     };
     let store = state.store.clone();
     let now = std::time::SystemTime::now();
-    removal_answer(tokio::task::spawn_blocking(move || maintain::would_purge(&store, &selection, now)).await)
+    removal_answer(
+        tokio::task::spawn_blocking(move || maintain::would_purge(&store, &selection, now)).await,
+    )
 }
 
 /// `POST /cache/prune[?unused_for=DURATION][&records=1]` ([`maintain::prune`]).
 pub async fn prune(state: &ProxyState, query: &str) -> Response<ProxyBody> {
-    let unused_for = query_param(query, "unused_for").unwrap_or_else(|| maintain::DEFAULT_UNUSED_FOR.into());
+    let unused_for =
+        query_param(query, "unused_for").unwrap_or_else(|| maintain::DEFAULT_UNUSED_FOR.into());
     let unused_for = match crawlcache_base::units::parse_duration(&unused_for) {
         Ok(d) => d,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("crawlcache: unused_for: {e}\n")),
@@ -201,8 +251,12 @@ pub async fn compact(state: &ProxyState) -> Response<ProxyBody> {
     let store = state.store.clone();
     match tokio::task::spawn_blocking(move || store.compact()).await {
         Ok(Ok(c)) => json(StatusCode::OK, &serde_json::to_value(c).unwrap_or_default()),
-        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n")),
+        Ok(Err(e)) => {
+            text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n"))
+        }
+        Err(e) => {
+            text(StatusCode::INTERNAL_SERVER_ERROR, format!("crawlcache: compaction failed: {e}\n"))
+        }
     }
 }
 
@@ -228,7 +282,10 @@ pub async fn verify(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let repair = repairs(query);
     let store = state.store.clone();
     match tokio::task::spawn_blocking(move || store.verify(repair)).await {
-        Ok(Ok(report)) => json(StatusCode::OK, &serde_json::json!({ "clean": report.is_clean(), "report": report })),
+        Ok(Ok(report)) => json(
+            StatusCode::OK,
+            &serde_json::json!({ "clean": report.is_clean(), "report": report }),
+        ),
         Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("verify failed: {e}\n")),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("verify failed: {e}\n")),
     }
@@ -236,12 +293,24 @@ pub async fn verify(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 
 /// `GET /robots/show?origin=ORIGIN`: the robots.txt snapshot in force.
 pub fn robots_show(state: &ProxyState, query: &str) -> Response<ProxyBody> {
-    match query_param(query, "origin").and_then(|o| crawlcache_robots::snapshot::Origin::from_url(&o)) {
+    match query_param(query, "origin")
+        .and_then(|o| crawlcache_robots::snapshot::Origin::from_url(&o))
+    {
         Some(origin) => match state.robots.current(&origin) {
-            Some(rules) => text_ok(crawlcache_robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now())),
-            None => text(StatusCode::NOT_FOUND, format!("crawlcache: no robots.txt snapshot for {origin} yet\n")),
+            Some(rules) => text_ok(crawlcache_robots::registry::describe(
+                &rules.snapshot,
+                &state.robots.windows(&origin),
+                std::time::SystemTime::now(),
+            )),
+            None => text(
+                StatusCode::NOT_FOUND,
+                format!("crawlcache: no robots.txt snapshot for {origin} yet\n"),
+            ),
         },
-        None => text(StatusCode::BAD_REQUEST, "crawlcache: /robots/show needs ?origin=http://host[:port]\n".into()),
+        None => text(
+            StatusCode::BAD_REQUEST,
+            "crawlcache: /robots/show needs ?origin=http://host[:port]\n".into(),
+        ),
     }
 }
 
@@ -252,14 +321,23 @@ pub async fn robots_refresh(state: &ProxyState, query: &str) -> Response<ProxyBo
     let origins: Vec<crawlcache_robots::snapshot::Origin> = match query_param(query, "origin") {
         Some(o) => match crawlcache_robots::snapshot::Origin::from_url(&o) {
             Some(origin) => vec![origin],
-            None => return text(StatusCode::BAD_REQUEST, format!("crawlcache: '{o}' is not an origin (http://host[:port])\n")),
+            None => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    format!("crawlcache: '{o}' is not an origin (http://host[:port])\n"),
+                )
+            }
         },
         None => state.robots.ages(now).into_iter().map(|(o, _)| o).collect(),
     };
     let mut out = String::new();
     for origin in origins {
         let rules = state.robots.refresh(&origin, now).await;
-        out.push_str(&crawlcache_robots::registry::describe(&rules.snapshot, &state.robots.windows(&origin), std::time::SystemTime::now()));
+        out.push_str(&crawlcache_robots::registry::describe(
+            &rules.snapshot,
+            &state.robots.windows(&origin),
+            std::time::SystemTime::now(),
+        ));
         out.push('\n');
     }
     text_ok(out)

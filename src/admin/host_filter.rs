@@ -25,7 +25,8 @@ pub struct HostFilter {
 }
 
 /// What `--host` takes, for error messages and `--help`.
-pub const HOST_SPELLINGS: &str = "a host (example.com), host:port (127.0.0.1:8080) or a URL (http://127.0.0.1:8080/)";
+pub const HOST_SPELLINGS: &str =
+    "a host (example.com), host:port (127.0.0.1:8080) or a URL (http://127.0.0.1:8080/)";
 
 impl HostFilter {
     /// Parses `value` in one of the three spellings (surrounding white
@@ -37,7 +38,10 @@ impl HostFilter {
         let bad = |why: &str| format!("--host '{value}': {why}; expected {HOST_SPELLINGS}");
         let v = value.trim();
         let authority = match v.split_once("://") {
-            Some((scheme, rest)) if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) => {
+            Some((scheme, rest))
+                if !scheme.is_empty()
+                    && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+            {
                 let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
                 let authority = &rest[..end];
                 authority.rsplit_once('@').map_or(authority, |(_, h)| h)
@@ -65,12 +69,20 @@ impl HostFilter {
         if host.is_empty() {
             return Err(bad("no host"));
         }
-        if host.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b"/\\@[]".contains(&b)) {
+        if host
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b"/\\@[]".contains(&b))
+        {
             return Err(bad("not a host name or address"));
         }
         let port = match port {
             None => None,
-            Some(p) => Some(p.parse::<u16>().ok().filter(|&n| n != 0).ok_or_else(|| bad(&format!("'{p}' is not a port (1 to 65535)")))?),
+            Some(p) => Some(
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|&n| n != 0)
+                    .ok_or_else(|| bad(&format!("'{p}' is not a port (1 to 65535)")))?,
+            ),
         };
         Ok(HostFilter { host: host.trim_end_matches('.').to_ascii_lowercase(), port })
     }
@@ -96,7 +108,9 @@ pub fn url_port(url: &str) -> Option<u16> {
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     let named = match authority.strip_prefix('[') {
-        Some(v6) => v6.split_once(']').map_or("", |(_, after)| after.strip_prefix(':').unwrap_or("")),
+        Some(v6) => {
+            v6.split_once(']').map_or("", |(_, after)| after.strip_prefix(':').unwrap_or(""))
+        }
         None => authority.rsplit_once(':').map_or("", |(_, p)| p),
     };
     if !named.is_empty() {
@@ -112,12 +126,20 @@ pub fn url_port(url: &str) -> Option<u16> {
 /// The host of an absolute URL (`http://Host:8080/x` → `Host`), without
 /// brackets for an IPv6 literal; `""` when there is none.
 pub fn url_host(url: &str) -> &str {
-    let authority = url.split_once("://").map_or("", |(_, rest)| rest).split(['/', '?', '#']).next().unwrap_or("");
+    let authority = url
+        .split_once("://")
+        .map_or("", |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if let Some(v6) = authority.strip_prefix('[') {
         return v6.split(']').next().unwrap_or("");
     }
-    authority.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(authority, |(h, _)| h)
+    authority
+        .rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(authority, |(h, _)| h)
 }
 
 #[cfg(test)]
@@ -132,7 +154,10 @@ mod tests {
     fn the_three_spellings_parse_to_host_and_port() {
         assert_eq!(f("Example.COM"), HostFilter { host: "example.com".into(), port: None });
         assert_eq!(f("127.0.0.1:8080"), HostFilter { host: "127.0.0.1".into(), port: Some(8080) });
-        assert_eq!(f("http://user:pw@127.0.0.1:8080/docs/x?y#z"), HostFilter { host: "127.0.0.1".into(), port: Some(8080) });
+        assert_eq!(
+            f("http://user:pw@127.0.0.1:8080/docs/x?y#z"),
+            HostFilter { host: "127.0.0.1".into(), port: Some(8080) }
+        );
         assert_eq!(f("https://a.test/"), HostFilter { host: "a.test".into(), port: None });
         assert_eq!(f("[::1]:3128"), HostFilter { host: "::1".into(), port: Some(3128) });
         assert_eq!(f("::1"), HostFilter { host: "::1".into(), port: None });
@@ -142,7 +167,18 @@ mod tests {
 
     #[test]
     fn a_value_that_names_no_host_or_a_bad_port_is_an_error_saying_what_is_accepted() {
-        for bad in ["", ":8080", "http://", "a.test:http", "a.test:0", "a.test:70000", "[::1", "[::1]x", "a b", "://a.test"] {
+        for bad in [
+            "",
+            ":8080",
+            "http://",
+            "a.test:http",
+            "a.test:0",
+            "a.test:70000",
+            "[::1",
+            "[::1]x",
+            "a b",
+            "://a.test",
+        ] {
             let e = HostFilter::parse(bad).expect_err(bad);
             assert!(e.contains(HOST_SPELLINGS), "{bad}: {e}");
         }
@@ -151,9 +187,17 @@ mod tests {
     #[test]
     fn a_port_matches_the_named_port_or_the_scheme_default() {
         let any = f("a.test");
-        assert!(any.matches_url("http://a.test/x") && any.matches_url("https://A.test:8443/") && !any.matches_url("http://b.test/"));
+        assert!(
+            any.matches_url("http://a.test/x")
+                && any.matches_url("https://A.test:8443/")
+                && !any.matches_url("http://b.test/")
+        );
         let p = f("a.test:8080");
-        assert!(p.matches_url("http://a.test:8080/x") && !p.matches_url("http://a.test/x") && !p.matches_url("http://a.test:80/"));
+        assert!(
+            p.matches_url("http://a.test:8080/x")
+                && !p.matches_url("http://a.test/x")
+                && !p.matches_url("http://a.test:80/")
+        );
         let d = f("a.test:80");
         assert!(d.matches_url("http://a.test/x") && !d.matches_url("https://a.test/x"));
         assert!(f("a.test:443").matches_url("https://a.test/x"));

@@ -60,35 +60,62 @@ where
     let name = query_param(query, "name").unwrap_or_else(|| "upload.warc".to_string());
     let dir = upload_dir(state);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, message(&format!("cannot create {}: {e}", dir.display())));
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            message(&format!("cannot create {}: {e}", dir.display())),
+        );
     }
     sweep(&dir);
     let id = uuid::Uuid::new_v4().to_string();
     let path = dir.join(format!("{id}.warc"));
-    let announced: Option<u64> = req.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let announced: Option<u64> = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
     let mut file = match std::fs::File::create(&path) {
         Ok(f) => std::io::BufWriter::with_capacity(256 * 1024, f),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, message(&format!("cannot create {}: {e}", path.display()))),
+        Err(e) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                message(&format!("cannot create {}: {e}", path.display())),
+            )
+        }
     };
     let mut body = req.into_body();
     let mut bytes = 0u64;
     let failed = loop {
         match body.frame().await {
             None => break None,
-            Some(Err(e)) => break Some((StatusCode::BAD_REQUEST, format!("the upload of {name} failed: {e}"))),
+            Some(Err(e)) => {
+                break Some((StatusCode::BAD_REQUEST, format!("the upload of {name} failed: {e}")))
+            }
             Some(Ok(f)) => {
                 let Ok(data) = f.into_data() else { continue };
                 bytes += data.len() as u64;
                 // Page-cache writes of at most 256 KiB at a time.
                 if let Err(e) = file.write_all(&data) {
-                    break Some((StatusCode::INTERNAL_SERVER_ERROR, format!("cannot write {}: {e}", path.display())));
+                    break Some((
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("cannot write {}: {e}", path.display()),
+                    ));
                 }
             }
         }
     };
-    let failed = failed
-        .or_else(|| announced.filter(|&n| n != bytes).map(|n| (StatusCode::BAD_REQUEST, format!("the upload of {name} is cut short: {bytes} of {n} bytes"))));
-    let failed = failed.or_else(|| file.flush().err().map(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot write {}: {e}", path.display()))));
+    let failed = failed.or_else(|| {
+        announced.filter(|&n| n != bytes).map(|n| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("the upload of {name} is cut short: {bytes} of {n} bytes"),
+            )
+        })
+    });
+    let failed = failed.or_else(|| {
+        file.flush().err().map(|e| {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot write {}: {e}", path.display()))
+        })
+    });
     if let Some((status, why)) = failed {
         drop(file);
         let _ = std::fs::remove_file(&path);
@@ -96,7 +123,10 @@ where
     }
     if let Err(e) = std::fs::write(dir.join(format!("{id}.name")), name.as_bytes()) {
         let _ = std::fs::remove_file(&path);
-        return text(StatusCode::INTERNAL_SERVER_ERROR, message(&format!("cannot write in {}: {e}", dir.display())));
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            message(&format!("cannot write in {}: {e}", dir.display())),
+        );
     }
     json(StatusCode::OK, &serde_json::json!({ "upload": id, "bytes": bytes }))
 }
@@ -106,7 +136,12 @@ fn sweep(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let now = SystemTime::now();
     for e in entries.flatten() {
-        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| now.duration_since(t).ok()).is_some_and(|age| age > UPLOAD_KEPT);
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > UPLOAD_KEPT);
         if old {
             let _ = std::fs::remove_file(e.path());
         }
@@ -135,7 +170,12 @@ pub enum ImportLine {
 /// the module docs). 400 for an unknown or malformed upload ID.
 pub fn run(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let dir = upload_dir(state);
-    let ids: Vec<String> = query_param(query, "uploads").unwrap_or_default().split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+    let ids: Vec<String> = query_param(query, "uploads")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
     if ids.is_empty() {
         return text(StatusCode::BAD_REQUEST, "crawlcache: /cache/import needs ?uploads=ID[,ID...] (from POST /cache/import/upload)\n".into());
     }
@@ -145,11 +185,15 @@ pub fn run(state: &ProxyState, query: &str) -> Response<ProxyBody> {
         if !valid_id(id) || !path.is_file() {
             return text(StatusCode::BAD_REQUEST, format!("crawlcache: no upload {id:?} (upload the file first with POST /cache/import/upload)\n"));
         }
-        let name = std::fs::read_to_string(dir.join(format!("{id}.name"))).unwrap_or_else(|_| id.clone());
+        let name =
+            std::fs::read_to_string(dir.join(format!("{id}.name"))).unwrap_or_else(|_| id.clone());
         files.push((path, name));
     }
     let store = state.store.clone();
-    let opts = crate::warc::import::Options { key_rules: state.config.cache.key_rules.clone(), policy: state.policy.clone() };
+    let opts = crate::warc::import::Options {
+        key_rules: state.config.cache.key_rules.clone(),
+        policy: state.policy.clone(),
+    };
     stream_blocking("application/x-ndjson", move |out| {
         let result = run_blocking(&store, opts, &files, out);
         for (path, _) in &files {
@@ -163,17 +207,27 @@ pub fn run(state: &ProxyState, query: &str) -> Response<ProxyBody> {
 /// The import itself, writing [`ImportLine`]s to `out` as it goes. A
 /// write error (the client went away) is returned at the end of the file
 /// being read; what was imported stays.
-fn run_blocking(store: &crawlcache_store::Store, opts: crate::warc::import::Options, files: &[(PathBuf, String)], out: &mut dyn Write) -> std::io::Result<()> {
+fn run_blocking(
+    store: &crawlcache_store::Store,
+    opts: crate::warc::import::Options,
+    files: &[(PathBuf, String)],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let sink = std::cell::RefCell::new(Sink { out, failed: None });
     let mut import = crate::warc::import::Import::new(store, opts);
     for (path, name) in files {
         let mut last = Instant::now();
-        let result = import.file(path, name, &mut |p| sink.borrow_mut().emit(&ImportLine::Problem(p)), &mut |offset| {
-            if last.elapsed() >= Duration::from_millis(100) {
-                last = Instant::now();
-                sink.borrow_mut().emit(&ImportLine::Progress { file: name.clone(), offset });
-            }
-        });
+        let result = import.file(
+            path,
+            name,
+            &mut |p| sink.borrow_mut().emit(&ImportLine::Problem(p)),
+            &mut |offset| {
+                if last.elapsed() >= Duration::from_millis(100) {
+                    last = Instant::now();
+                    sink.borrow_mut().emit(&ImportLine::Progress { file: name.clone(), offset });
+                }
+            },
+        );
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let mut s = sink.borrow_mut();
         s.emit(&ImportLine::Progress { file: name.clone(), offset: size });

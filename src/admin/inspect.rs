@@ -195,7 +195,11 @@ impl LsSummary {
         self.cached += u64::from(row.cache);
         self.recorded += u64::from(row.record);
         self.bytes += row.bytes;
-        let fingerprint = row.body_sha256.as_deref().and_then(|h| h.get(..16)).and_then(|h| u64::from_str_radix(h, 16).ok());
+        let fingerprint = row
+            .body_sha256
+            .as_deref()
+            .and_then(|h| h.get(..16))
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
         if fingerprint.is_none_or(|fp| self.seen.insert(fp)) {
             self.distinct += 1;
             self.distinct_bytes += row.bytes;
@@ -248,7 +252,9 @@ impl Listing {
             return Ok(None);
         }
         let key = StoreKey::parse(&e.primary_key).ok();
-        let url = key.as_ref().map_or_else(|| key_url(&e.primary_key).to_string(), |k| k.url().to_string());
+        let url = key
+            .as_ref()
+            .map_or_else(|| key_url(&e.primary_key).to_string(), |k| k.url().to_string());
         let record_key = key.as_ref().and_then(StoreKey::record);
         let method = match (&key, record_key) {
             (Some(_), Some(r)) => Some(r.method.as_str().to_string()),
@@ -265,7 +271,13 @@ impl Listing {
             }
             Some("GET") => {
                 let mine = record_secondary_key(&e);
-                if self.store.lookup(&url).map_err(|e| e.to_string())?.iter().any(|c| c.secondary_key == mine) {
+                if self
+                    .store
+                    .lookup(&url)
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .any(|c| c.secondary_key == mine)
+                {
                     return Ok(None);
                 }
                 (false, true)
@@ -273,7 +285,12 @@ impl Listing {
             Some(_) => (false, true),
         };
         let ttl = stored.as_ref().map(|s| {
-            let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(&self.spec.rules, &url, s, &self.spec.policy);
+            let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(
+                &self.spec.rules,
+                &url,
+                s,
+                &self.spec.policy,
+            );
             let age = cache::current_age(s, self.spec.now);
             let left = lifetime.as_millis() as i128 - age.as_millis() as i128;
             left.div_euclid(1000).clamp(i64::MIN as i128, i64::MAX as i128) as i64
@@ -281,7 +298,9 @@ impl Listing {
         Ok(Some(LsRow {
             status: stored.as_ref().map(|s| s.status),
             bytes: e.body.as_ref().map_or(0, |b| b.len),
-            stored: stored.as_ref().map(|s| crawlcache_base::time::format_rfc3339(from_millis(s.response_time_ms))),
+            stored: stored
+                .as_ref()
+                .map(|s| crawlcache_base::time::format_rfc3339(from_millis(s.response_time_ms))),
             ttl,
             cache,
             record,
@@ -315,7 +334,10 @@ fn variant_of(stored: &StoredResponse, secondary_key: &[u8]) -> String {
     }
     match Selection::of_entry(secondary_key, stored, &headers) {
         Selection::Unknown => "Vary: * (recorded before variants were kept)".to_string(),
-        _ => crawlcache_policy::store_key::describe_variant(&headers, &crawlcache_policy::store_key::fields_map(&stored.vary_request)),
+        _ => crawlcache_policy::store_key::describe_variant(
+            &headers,
+            &crawlcache_policy::store_key::fields_map(&stored.vary_request),
+        ),
     }
 }
 
@@ -361,7 +383,11 @@ impl Picked {
     /// The `Content-Encoding` codings of the stored response, as listed.
     pub fn codings(&self) -> Vec<String> {
         crawlcache_robots::decode::parse_content_encoding(
-            self.stored.headers.iter().filter(|(n, _)| n == "content-encoding").filter_map(|(_, v)| std::str::from_utf8(v).ok()),
+            self.stored
+                .headers
+                .iter()
+                .filter(|(n, _)| n == "content-encoding")
+                .filter_map(|(_, v)| std::str::from_utf8(v).ok()),
         )
     }
 
@@ -371,13 +397,19 @@ impl Picked {
     /// decode fails later, as a read error naming the coding.
     pub fn body(&self, store: &Store, decode: bool) -> Result<Box<dyn Read + Send>, String> {
         let raw: Box<dyn Read + Send> = match &self.entry.body {
-            Some(_) => Box::new(store.read_body(&self.entry).map_err(|e| format!("{}: {e}", self.key))?.into_reader()),
+            Some(_) => Box::new(
+                store
+                    .read_body(&self.entry)
+                    .map_err(|e| format!("{}: {e}", self.key))?
+                    .into_reader(),
+            ),
             None => Box::new(std::io::empty()),
         };
         if !decode {
             return Ok(raw);
         }
-        crawlcache_robots::decode::reader(&self.codings(), raw).map_err(|e| format!("{}: {e}", self.key))
+        crawlcache_robots::decode::reader(&self.codings(), raw)
+            .map_err(|e| format!("{}: {e}", self.key))
     }
 }
 
@@ -387,7 +419,11 @@ impl Picked {
 /// a scan of the record keys, read key by key); `None` when none is
 /// stored. Errors: `url` is not an absolute http(s) URL, or the index
 /// cannot be read.
-pub fn pick(store: &Store, url: &str, key_rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<Option<Picked>, super::lookup::LookupError> {
+pub fn pick(
+    store: &Store,
+    url: &str,
+    key_rules: &[crawlcache_policy::key_rules::KeyRule],
+) -> Result<Option<Picked>, super::lookup::LookupError> {
     let key = super::lookup::cache_key(url, key_rules)?;
     let record_key = RecordKey::get(&key).primary();
     for k in [key.clone(), record_key] {
@@ -411,7 +447,9 @@ pub fn pick(store: &Store, url: &str, key_rules: &[crawlcache_policy::key_rules:
 /// The most recently received of `entries` (each with the key it is
 /// stored under) whose head decodes.
 fn newest(entries: impl IntoIterator<Item = (String, Entry)>) -> Option<Picked> {
-    let decoded = entries.into_iter().filter_map(|(key, entry)| Some(Picked { stored: StoredResponse::from_bytes(&entry.meta)?, key, entry }));
+    let decoded = entries.into_iter().filter_map(|(key, entry)| {
+        Some(Picked { stored: StoredResponse::from_bytes(&entry.meta)?, key, entry })
+    });
     crawlcache_policy::cache::variant::select(decoded, |_| true, |p| &p.stored)
 }
 
@@ -423,15 +461,26 @@ mod tests {
     fn keys_name_their_url_and_host() {
         assert_eq!(key_url("http://a.test/x"), "http://a.test/x");
         assert_eq!(key_url(&RecordKey::get("http://a.test/x").primary()), "http://a.test/x");
-        assert_eq!(key_url(&RecordKey::new(&http::Method::POST, "http://a.test/f", Some("ab")).primary()), "http://a.test/f");
+        assert_eq!(
+            key_url(&RecordKey::new(&http::Method::POST, "http://a.test/f", Some("ab")).primary()),
+            "http://a.test/f"
+        );
         assert_eq!(super::super::host_filter::url_host("https://A.test:8443/x?y"), "A.test");
         assert_eq!(super::super::host_filter::url_host("http://[::1]:80/"), "::1");
         assert_eq!(super::super::host_filter::url_host("http://a.test"), "a.test");
         let f = KeyFilter { host: Some("a.TEST".into()), prefix: None };
-        assert!(f.matches("https://a.test:8443/x") && f.matches(&RecordKey::get("http://a.test/").primary()) && !f.matches("http://b.test/"));
+        assert!(
+            f.matches("https://a.test:8443/x")
+                && f.matches(&RecordKey::get("http://a.test/").primary())
+                && !f.matches("http://b.test/")
+        );
         assert!(!f.matches("http://a.test.evil/"));
         let f = KeyFilter { host: None, prefix: Some("http://a.test/docs/".into()) };
-        assert!(f.matches(&RecordKey::new(&http::Method::POST, "http://a.test/docs/f", Some("00")).primary()) && !f.matches("http://a.test/doc"));
+        assert!(
+            f.matches(
+                &RecordKey::new(&http::Method::POST, "http://a.test/docs/f", Some("00")).primary()
+            ) && !f.matches("http://a.test/doc")
+        );
     }
 
     #[test]
@@ -452,13 +501,22 @@ mod tests {
             body_sha256: None,
             last_used: None,
         };
-        assert_eq!(row.text(), "http://a.test/f\t200\t12\t2026-01-01T00:00:00.000Z\t-30s\trecord(POST sha256=ab)");
+        assert_eq!(
+            row.text(),
+            "http://a.test/f\t200\t12\t2026-01-01T00:00:00.000Z\t-30s\trecord(POST sha256=ab)"
+        );
         assert_eq!(serde_json::from_str::<LsRow>(&row.json()).unwrap(), row);
         let mut s = LsSummary::default();
         s.add(&row);
         assert_eq!(s.to_string(), "1 responses (0 in the cache, 1 in the record), 12 body bytes; 1 distinct bodies, 12 bytes stored");
         // Two more rows of one body: counted in the bytes, once in the distinct.
-        let shared = LsRow { body_sha256: Some("ab".repeat(32)), bytes: 100, cache: true, record: false, ..row };
+        let shared = LsRow {
+            body_sha256: Some("ab".repeat(32)),
+            bytes: 100,
+            cache: true,
+            record: false,
+            ..row
+        };
         s.add(&shared);
         s.add(&LsRow { url: "http://a.test/g".into(), ..shared });
         assert_eq!((s.rows, s.bytes, s.distinct, s.distinct_bytes), (3, 212, 2, 112));

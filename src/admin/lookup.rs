@@ -36,14 +36,21 @@ impl LookupError {
 }
 
 fn normalise(url: &str) -> Result<String, LookupError> {
-    let uri: http::Uri = url.parse().map_err(|e: http::uri::InvalidUri| LookupError::NotAUrl { url: url.to_string(), reason: e.to_string() })?;
+    let uri: http::Uri = url.parse().map_err(|e: http::uri::InvalidUri| LookupError::NotAUrl {
+        url: url.to_string(),
+        reason: e.to_string(),
+    })?;
     key::primary_key(&uri).ok_or_else(|| LookupError::NotAbsolute(url.to_string()))
 }
 
 /// The stored variants of `url` as JSON (for `cache show`).
 /// `key` is the cache key under `rules` (`cache.key_rules`); `records` the
 /// recorded responses for it (SPEC section 6).
-pub fn show_json(store: &Store, url: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<serde_json::Value, LookupError> {
+pub fn show_json(
+    store: &Store,
+    url: &str,
+    rules: &[crawlcache_policy::key_rules::KeyRule],
+) -> Result<serde_json::Value, LookupError> {
     let exact = normalise(url)?;
     let primary = crawlcache_policy::key_rules::apply(rules, &exact);
     let entries = store.lookup(&primary)?;
@@ -57,15 +64,31 @@ pub fn show_json(store: &Store, url: &str, rules: &[crawlcache_policy::key_rules
             records.push(j);
         }
     }
-    Ok(serde_json::json!({ "url": exact, "key": primary, "variants": variants, "records": records }))
+    Ok(
+        serde_json::json!({ "url": exact, "key": primary, "variants": variants, "records": records }),
+    )
 }
 
 fn entry_json(e: &Entry) -> serde_json::Value {
     let stored = StoredResponse::from_bytes(&e.meta);
-    let headers: Vec<serde_json::Value> =
-        stored.as_ref().map(|s| s.headers.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect()).unwrap_or_default();
-    let vary: Vec<serde_json::Value> =
-        stored.as_ref().map(|s| s.vary_request.iter().map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)])).collect()).unwrap_or_default();
+    let headers: Vec<serde_json::Value> = stored
+        .as_ref()
+        .map(|s| {
+            s.headers
+                .iter()
+                .map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)]))
+                .collect()
+        })
+        .unwrap_or_default();
+    let vary: Vec<serde_json::Value> = stored
+        .as_ref()
+        .map(|s| {
+            s.vary_request
+                .iter()
+                .map(|(n, v)| serde_json::json!([n, String::from_utf8_lossy(v)]))
+                .collect()
+        })
+        .unwrap_or_default();
     serde_json::json!({
         "status": stored.as_ref().map(|s| s.status),
         "headers": headers,
@@ -81,14 +104,20 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 /// The cache key of `url`: normalised ([`key::primary_key`]), then
 /// rewritten by the first of `rules` (`cache.key_rules`) that matches.
 /// Errors: `url` is not an absolute http:// or https:// URL.
-pub fn cache_key(url: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<String, LookupError> {
+pub fn cache_key(
+    url: &str,
+    rules: &[crawlcache_policy::key_rules::KeyRule],
+) -> Result<String, LookupError> {
     Ok(crawlcache_policy::key_rules::apply(rules, &normalise(url)?))
 }
 
 /// The keys a purge of `url` removes: its cache key under `rules`, and the
 /// exact (normalised) URL when the rules rewrote it (entries stored before
 /// the rule was added). Errors: `url` is not an absolute http(s) URL.
-pub fn url_keys(url: &str, rules: &[crawlcache_policy::key_rules::KeyRule]) -> Result<Vec<String>, LookupError> {
+pub fn url_keys(
+    url: &str,
+    rules: &[crawlcache_policy::key_rules::KeyRule],
+) -> Result<Vec<String>, LookupError> {
     let exact = normalise(url)?;
     let key = crawlcache_policy::key_rules::apply(rules, &exact);
     Ok(if key == exact { vec![key] } else { vec![key, exact] })

@@ -32,7 +32,11 @@ pub struct Removed {
 
 impl std::fmt::Display for Removed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "removed {} entries ({} body bytes); {} bytes freed (bodies no other entry references)", self.entries, self.bytes, self.freed)
+        write!(
+            f,
+            "removed {} entries ({} body bytes); {} bytes freed (bodies no other entry references)",
+            self.entries, self.bytes, self.freed
+        )
     }
 }
 
@@ -55,7 +59,11 @@ impl PurgeSelection {
     /// Checks that something was asked for. Errors: a message saying what
     /// can be given.
     pub fn validate(&self) -> Result<(), String> {
-        if self.urls.is_empty() && self.filter.host.is_none() && self.filter.prefix.is_none() && self.older_than.is_none() {
+        if self.urls.is_empty()
+            && self.filter.host.is_none()
+            && self.filter.prefix.is_none()
+            && self.older_than.is_none()
+        {
             return Err("purge needs a URL, --host, --prefix or --older-than".into());
         }
         self.filter.validate()
@@ -83,7 +91,11 @@ impl PurgeSelection {
 /// Removes the entries of `store` that `selection` selects at `now`.
 /// Errors: the selection is empty ([`PurgeSelection::validate`]), or the
 /// index cannot be read or written.
-pub fn purge(store: &Store, selection: &PurgeSelection, now: SystemTime) -> Result<Removed, String> {
+pub fn purge(
+    store: &Store,
+    selection: &PurgeSelection,
+    now: SystemTime,
+) -> Result<Removed, String> {
     selection.validate()?;
     remove_where(store, |e| selection.selects(e, now))
 }
@@ -92,7 +104,11 @@ pub fn purge(store: &Store, selection: &PurgeSelection, now: SystemTime) -> Resu
 /// anything: the entries selected and the bytes of their bodies
 /// (`freed` is 0: what a removal frees depends on the entries left).
 /// Errors: as [`purge`].
-pub fn would_purge(store: &Store, selection: &PurgeSelection, now: SystemTime) -> Result<Removed, String> {
+pub fn would_purge(
+    store: &Store,
+    selection: &PurgeSelection,
+    now: SystemTime,
+) -> Result<Removed, String> {
     selection.validate()?;
     let mut would = Removed::default();
     for e in store.scan("") {
@@ -135,7 +151,12 @@ impl PruneSpec {
         }
         let Some(stored) = StoredResponse::from_bytes(&e.meta) else { return false };
         let url = key_url(&e.primary_key);
-        let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(&self.rules, url, &stored, &self.policy);
+        let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(
+            &self.rules,
+            url,
+            &stored,
+            &self.policy,
+        );
         if lifetime > cache::current_age(&stored, now) {
             return false;
         }
@@ -159,7 +180,9 @@ fn remove_where(store: &Store, mut select: impl FnMut(&Entry) -> bool) -> Result
         if !select(&e) {
             continue;
         }
-        let gone = store.remove_variant_freeing(&e.primary_key, &e.secondary_key).map_err(|err| format!("{}: {err}", e.primary_key))?;
+        let gone = store
+            .remove_variant_freeing(&e.primary_key, &e.secondary_key)
+            .map_err(|err| format!("{}: {err}", e.primary_key))?;
         if gone.entries > 0 {
             removed.entries += gone.entries;
             removed.bytes += e.body.as_ref().map_or(0, |b| b.len);
@@ -174,7 +197,12 @@ mod tests {
     use super::*;
     use crawlcache_policy::store_key::RecordKey;
 
-    fn entry(key: &str, cache_control: &str, received: SystemTime, last_used: Option<SystemTime>) -> Entry {
+    fn entry(
+        key: &str,
+        cache_control: &str,
+        received: SystemTime,
+        last_used: Option<SystemTime>,
+    ) -> Entry {
         let head = StoredResponse {
             status: 200,
             headers: vec![("cache-control".into(), cache_control.as_bytes().to_vec())],
@@ -196,35 +224,86 @@ mod tests {
     fn prune_takes_stale_entries_unused_for_long_enough() {
         let now = SystemTime::now();
         let hour = Duration::from_secs(3600);
-        let spec = PruneSpec { unused_for: hour, records: false, policy: PolicyConfig::default(), rules: vec![] };
+        let spec = PruneSpec {
+            unused_for: hour,
+            records: false,
+            policy: PolicyConfig::default(),
+            rules: vec![],
+        };
         let day_ago = now - 24 * hour;
         assert!(spec.prunes(&entry("http://a/", "max-age=60", day_ago, Some(day_ago)), now));
-        assert!(!spec.prunes(&entry("http://a/", "max-age=172800", day_ago, Some(day_ago)), now), "still fresh");
-        assert!(!spec.prunes(&entry("http://a/", "max-age=60", day_ago, Some(now - Duration::from_secs(60))), now), "used a minute ago");
-        assert!(spec.prunes(&entry("http://a/", "max-age=60", day_ago, None), now), "no clock stamp: counted from receipt");
-        assert!(!spec.prunes(&entry("http://a/", "max-age=60", now - Duration::from_secs(120), None), now), "received two minutes ago");
-        assert!(!spec.prunes(&entry(&RecordKey::get("http://a/").primary(), "max-age=60", day_ago, Some(day_ago)), now), "records are kept");
-        assert!(PruneSpec { records: true, ..spec.clone() }.prunes(&entry(&RecordKey::get("http://a/").primary(), "max-age=60", day_ago, Some(day_ago)), now));
+        assert!(
+            !spec.prunes(&entry("http://a/", "max-age=172800", day_ago, Some(day_ago)), now),
+            "still fresh"
+        );
+        assert!(
+            !spec.prunes(
+                &entry("http://a/", "max-age=60", day_ago, Some(now - Duration::from_secs(60))),
+                now
+            ),
+            "used a minute ago"
+        );
+        assert!(
+            spec.prunes(&entry("http://a/", "max-age=60", day_ago, None), now),
+            "no clock stamp: counted from receipt"
+        );
+        assert!(
+            !spec.prunes(
+                &entry("http://a/", "max-age=60", now - Duration::from_secs(120), None),
+                now
+            ),
+            "received two minutes ago"
+        );
+        assert!(
+            !spec.prunes(
+                &entry(
+                    &RecordKey::get("http://a/").primary(),
+                    "max-age=60",
+                    day_ago,
+                    Some(day_ago)
+                ),
+                now
+            ),
+            "records are kept"
+        );
+        assert!(PruneSpec { records: true, ..spec.clone() }.prunes(
+            &entry(&RecordKey::get("http://a/").primary(), "max-age=60", day_ago, Some(day_ago)),
+            now
+        ));
         // A min_ttl rule keeps it fresh.
         let rules: toml::Table = toml::from_str("[[r]]\nmin_ttl = \"2d\"\n").unwrap();
         let rules: Vec<PolicyRule> = rules["r"].clone().try_into().unwrap();
-        assert!(!PruneSpec { rules, ..spec }.prunes(&entry("http://a/", "max-age=60", day_ago, Some(day_ago)), now));
+        assert!(!PruneSpec { rules, ..spec }
+            .prunes(&entry("http://a/", "max-age=60", day_ago, Some(day_ago)), now));
     }
 
     #[test]
     fn a_purge_selects_by_url_host_prefix_and_age() {
         let now = SystemTime::now();
         let old = now - Duration::from_secs(7200);
-        let sel = |urls: &[&str], host: Option<&str>, prefix: Option<&str>, older: Option<u64>| PurgeSelection {
-            urls: urls.iter().map(|u| u.to_string()).collect(),
-            filter: KeyFilter { host: host.map(str::to_string), prefix: prefix.map(str::to_string) },
-            older_than: older.map(Duration::from_secs),
+        let sel = |urls: &[&str], host: Option<&str>, prefix: Option<&str>, older: Option<u64>| {
+            PurgeSelection {
+                urls: urls.iter().map(|u| u.to_string()).collect(),
+                filter: KeyFilter {
+                    host: host.map(str::to_string),
+                    prefix: prefix.map(str::to_string),
+                },
+                older_than: older.map(Duration::from_secs),
+            }
         };
-        let e = entry(&RecordKey::new(&http::Method::POST, "http://a.test/f", Some("00")).primary(), "max-age=60", old, None);
+        let e = entry(
+            &RecordKey::new(&http::Method::POST, "http://a.test/f", Some("00")).primary(),
+            "max-age=60",
+            old,
+            None,
+        );
         assert!(sel(&["http://a.test/f"], None, None, None).selects(&e, now));
         assert!(!sel(&["http://a.test/"], None, None, None).selects(&e, now));
         assert!(sel(&[], Some("a.test"), None, Some(3600)).selects(&e, now));
-        assert!(!sel(&[], Some("a.test"), None, Some(3 * 3600)).selects(&e, now), "received two hours ago");
+        assert!(
+            !sel(&[], Some("a.test"), None, Some(3 * 3600)).selects(&e, now),
+            "received two hours ago"
+        );
         assert!(!sel(&[], None, Some("http://b.test/"), None).selects(&e, now));
         assert!(sel(&[], None, None, None).validate().is_err(), "nothing asked: refused");
     }

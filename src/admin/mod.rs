@@ -100,7 +100,8 @@ where
     if let Err(why) = auth::check(&state.config.server, &judged) {
         Metrics::inc(&state.metrics.admin_refused);
         tracing::warn!("admin: refused {} {} from {peer}: {why}", req.method(), req.uri().path());
-        let page = status::is_status_path(req.uri().path()) || browse::is_browser_path(req.uri().path());
+        let page =
+            status::is_status_path(req.uri().path()) || browse::is_browser_path(req.uri().path());
         if page && why == auth::Refusal::NoToken {
             return status::unauthorized(&why.to_string());
         }
@@ -111,7 +112,8 @@ where
     let method = req.method().clone();
     let q = query.as_str();
     match (method, path.as_str()) {
-        (Method::GET, p) if status::is_status_path(p) => status::respond(state, p).unwrap_or_else(|| respond::text(StatusCode::NOT_FOUND, String::new())),
+        (Method::GET, p) if status::is_status_path(p) => status::respond(state, p)
+            .unwrap_or_else(|| respond::text(StatusCode::NOT_FOUND, String::new())),
         (Method::GET, "/cache/browse") => browse::browse(state, q).await,
         (Method::GET, "/cache/entry") => browse::entry(state, q).await,
         (Method::GET, "/metrics") => endpoints::metrics(state),
@@ -124,14 +126,23 @@ where
         (Method::POST, "/cache/prune") => endpoints::prune(state, q).await,
         (Method::GET, "/cache/export") => endpoints::export(state, q).await,
         (Method::POST, "/cache/compact") => endpoints::compact(state).await,
-        (Method::GET, "/cache/verify") if endpoints::repairs(q) => endpoints::use_post("/cache/verify?repair=1"),
+        (Method::GET, "/cache/verify") if endpoints::repairs(q) => {
+            endpoints::use_post("/cache/verify?repair=1")
+        }
         (Method::GET | Method::POST, "/cache/verify") => endpoints::verify(state, q).await,
         (Method::POST, "/cache/import/upload") => import::upload(state, req, q).await,
         (Method::POST, "/cache/import") => import::run(state, q),
         (Method::GET, "/robots/show") => endpoints::robots_show(state, q),
         (Method::POST, "/robots/refresh") => endpoints::robots_refresh(state, q).await,
         // Endpoints that change state, asked with another method.
-        (_, p @ ("/cache/prune" | "/cache/compact" | "/cache/import" | "/cache/import/upload" | "/robots/refresh")) => endpoints::use_post(p),
+        (
+            _,
+            p @ ("/cache/prune"
+            | "/cache/compact"
+            | "/cache/import"
+            | "/cache/import/upload"
+            | "/robots/refresh"),
+        ) => endpoints::use_post(p),
         _ => endpoints::not_found(),
     }
 }

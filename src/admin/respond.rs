@@ -19,7 +19,8 @@ pub fn text_ok(body: String) -> Response<ProxyBody> {
 pub fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::full(body));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
@@ -30,7 +31,8 @@ pub fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
     body.push('\n');
     let mut resp = Response::new(ProxyBody::full(body));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
@@ -40,7 +42,11 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         if k == name {
-            Some(percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned())
+            Some(
+                percent_encoding::percent_decode_str(&v.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned(),
+            )
         } else {
             None
         }
@@ -48,7 +54,9 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
 }
 
 /// The answer to a purge or prune run on the blocking pool.
-pub fn removal_answer(done: Result<Result<maintain::Removed, String>, tokio::task::JoinError>) -> Response<ProxyBody> {
+pub fn removal_answer(
+    done: Result<Result<maintain::Removed, String>, tokio::task::JoinError>,
+) -> Response<ProxyBody> {
     match done {
         Ok(Ok(removed)) => json(StatusCode::OK, &serde_json::to_value(removed).unwrap_or_default()),
         Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, message(&e)),
@@ -72,7 +80,8 @@ pub fn stream_blocking(
 ) -> Response<ProxyBody> {
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tokio::task::spawn_blocking(move || {
-        let mut out = ChunkSink { tx, buf: Vec::with_capacity(CHUNK), last: std::time::Instant::now() };
+        let mut out =
+            ChunkSink { tx, buf: Vec::with_capacity(CHUNK), last: std::time::Instant::now() };
         let result = produce(&mut out).and_then(|_| std::io::Write::flush(&mut out));
         if let Err(e) = result {
             let _ = out.tx.blocking_send(Err(e));
@@ -109,6 +118,8 @@ impl std::io::Write for ChunkSink {
             return Ok(());
         }
         let chunk = bytes::Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
+        })
     }
 }

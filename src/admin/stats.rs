@@ -18,9 +18,21 @@ fn origin_series(out: &mut String, state: &ProxyState) {
     type Family = (&'static str, &'static str, fn(&crate::metrics::origins::OriginFigures) -> u64);
     let families: [Family; 4] = [
         ("crawlcache_origin_requests_total", "Requests per origin", |f| f.requests),
-        ("crawlcache_origin_from_store_total", "Requests per origin served from the store (hits, stale, revalidated)", |f| f.from_store),
-        ("crawlcache_origin_from_cache_bytes_total", "Body bytes per origin sent from the store (bytes saved)", |f| f.bytes_from_cache),
-        ("crawlcache_origin_errors_total", "Errors per origin (crawlcache's own, and origins' 5xx)", |f| f.errors),
+        (
+            "crawlcache_origin_from_store_total",
+            "Requests per origin served from the store (hits, stale, revalidated)",
+            |f| f.from_store,
+        ),
+        (
+            "crawlcache_origin_from_cache_bytes_total",
+            "Body bytes per origin sent from the store (bytes saved)",
+            |f| f.bytes_from_cache,
+        ),
+        (
+            "crawlcache_origin_errors_total",
+            "Errors per origin (crawlcache's own, and origins' 5xx)",
+            |f| f.errors,
+        ),
     ];
     for (name, help, get) in families {
         let _ = writeln!(
@@ -96,7 +108,12 @@ pub fn prometheus(state: &ProxyState) -> String {
         "# HELP crawlcache_robots_snapshot_age_seconds Age of the robots.txt snapshot in force, for the {ROBOTS_AGE_SERIES} oldest snapshots.\n# TYPE crawlcache_robots_snapshot_age_seconds gauge"
     );
     for (origin, age) in ages.iter().take(ROBOTS_AGE_SERIES) {
-        let _ = writeln!(out, "crawlcache_robots_snapshot_age_seconds{{origin=\"{}\"}} {}", prom_escape(&origin.to_string()), age.as_secs());
+        let _ = writeln!(
+            out,
+            "crawlcache_robots_snapshot_age_seconds{{origin=\"{}\"}} {}",
+            prom_escape(&origin.to_string()),
+            age.as_secs()
+        );
     }
     let m = &state.metrics;
     let g = crate::metrics::Counter::get;
@@ -109,11 +126,23 @@ pub fn prometheus(state: &ProxyState) -> String {
         ("expired", &m.robots_expired),
         ("offline", &m.robots_offline),
     ] {
-        let _ = writeln!(out, "crawlcache_robots_disposition_total{{disposition=\"{label}\"}} {}", g(c));
+        let _ = writeln!(
+            out,
+            "crawlcache_robots_disposition_total{{disposition=\"{label}\"}} {}",
+            g(c)
+        );
     }
     let _ = writeln!(out, "# HELP crawlcache_robots_verdict_total Requests by robots verdict.\n# TYPE crawlcache_robots_verdict_total counter");
-    let _ = writeln!(out, "crawlcache_robots_verdict_total{{verdict=\"allowed\"}} {}", g(&m.robots_allowed));
-    let _ = writeln!(out, "crawlcache_robots_verdict_total{{verdict=\"disallowed\"}} {}", g(&m.robots_disallowed));
+    let _ = writeln!(
+        out,
+        "crawlcache_robots_verdict_total{{verdict=\"allowed\"}} {}",
+        g(&m.robots_allowed)
+    );
+    let _ = writeln!(
+        out,
+        "crawlcache_robots_verdict_total{{verdict=\"disallowed\"}} {}",
+        g(&m.robots_disallowed)
+    );
     let _ = writeln!(out, "# HELP crawlcache_robots_fetch_total robots.txt fetch attempts by outcome.\n# TYPE crawlcache_robots_fetch_total counter");
     for (label, n) in state.robots.fetch_outcomes() {
         let _ = writeln!(out, "crawlcache_robots_fetch_total{{outcome=\"{label}\"}} {n}");

@@ -73,9 +73,12 @@ pub fn is_status_path(path: &str) -> bool {
 pub fn respond(state: &ProxyState, path: &str) -> Option<Response<ProxyBody>> {
     let now = SystemTime::now();
     Some(match path {
-        "/" | "/status" => answer("text/html; charset=utf-8", page(&status_json(state, now)).into_bytes()),
+        "/" | "/status" => {
+            answer("text/html; charset=utf-8", page(&status_json(state, now)).into_bytes())
+        }
         "/status.json" => {
-            let mut body = serde_json::to_vec(&status_json(state, now)).unwrap_or_else(|_| b"{}".to_vec());
+            let mut body =
+                serde_json::to_vec(&status_json(state, now)).unwrap_or_else(|_| b"{}".to_vec());
             body.push(b'\n');
             answer("application/json", body)
         }
@@ -88,12 +91,17 @@ pub fn respond(state: &ProxyState, path: &str) -> Option<Response<ProxyBody>> {
 /// A `401` asking a browser for the admin token (HTTP Basic: any user
 /// name, the token as the password), with `why` as the body.
 pub fn unauthorized(why: &str) -> Response<ProxyBody> {
-    let mut resp = Response::new(ProxyBody::full(format!("crawlcache: {why} (a browser: any user name, the token as the password)\n")));
+    let mut resp = Response::new(ProxyBody::full(format!(
+        "crawlcache: {why} (a browser: any user name, the token as the password)\n"
+    )));
     *resp.status_mut() = StatusCode::UNAUTHORIZED;
     let h = resp.headers_mut();
     h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"crawlcache admin\", charset=\"UTF-8\""));
+    h.insert(
+        http::header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"crawlcache admin\", charset=\"UTF-8\""),
+    );
     resp
 }
 
@@ -182,7 +190,15 @@ pub struct RobotsState {
 /// retry is ahead, else `disallow-all`; otherwise the snapshot's window
 /// (`stale` for both stale windows).
 pub fn robots_state(state: &ProxyState, origin: &str, now: SystemTime) -> RobotsState {
-    let mut out = RobotsState { state: "unknown", status: None, age_seconds: None, back_off_until_ms: None, failures: 0, crawl_delay: None, refreshing: false };
+    let mut out = RobotsState {
+        state: "unknown",
+        status: None,
+        age_seconds: None,
+        back_off_until_ms: None,
+        failures: 0,
+        crawl_delay: None,
+        refreshing: false,
+    };
     if state.config.robots.mode == crawlcache_robots::settings::RobotsMode::Off {
         out.state = "off";
         return out;
@@ -235,7 +251,11 @@ pub fn windows_json(state: &ProxyState) -> Value {
     let samples = state.metrics.history.samples();
     let mut m = serde_json::Map::new();
     for (key, secs) in WINDOWS {
-        m.insert(key.into(), serde_json::to_value(crate::metrics::history::window_of(&samples, secs)).unwrap_or(Value::Null));
+        m.insert(
+            key.into(),
+            serde_json::to_value(crate::metrics::history::window_of(&samples, secs))
+                .unwrap_or(Value::Null),
+        );
     }
     Value::Object(m)
 }
@@ -257,9 +277,14 @@ pub fn status_json(state: &ProxyState, now: SystemTime) -> Value {
         "bytes_from_origin": g(&m.bytes_from_origin),
     });
     let (from_cache, from_origin) = (g(&m.bytes_from_cache), g(&m.bytes_from_origin));
-    let saved = if from_cache + from_origin == 0 { 0.0 } else { from_cache as f64 / (from_cache + from_origin) as f64 };
+    let saved = if from_cache + from_origin == 0 {
+        0.0
+    } else {
+        from_cache as f64 / (from_cache + from_origin) as f64
+    };
     let store = store_figures(&state.store.stats());
-    let used_ratio = if store.max_bytes == 0 { 0.0 } else { store.used_bytes as f64 / store.max_bytes as f64 };
+    let used_ratio =
+        if store.max_bytes == 0 { 0.0 } else { store.used_bytes as f64 / store.max_bytes as f64 };
     let samples = state.metrics.history.samples();
     let buckets = crate::metrics::history::buckets_of(&samples, BUCKET_SECONDS, 900);
     let mut origins = super::origin_figures::origins_json(state);
@@ -544,7 +569,12 @@ fn origin_row(o: &Value) -> Markup {
     let delay = r["crawl_delay"].as_f64().map(|d| format!("{d} s")).unwrap_or_else(|| "–".into());
     let last_error = match (o["last_error"]["status"].as_u64(), o["last_error"]["at_ms"].as_u64()) {
         (Some(status), Some(ms)) => {
-            format!("{status} at {}", crawlcache_base::time::format_rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)))
+            format!(
+                "{status} at {}",
+                crawlcache_base::time::format_rfc3339(
+                    SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
+                )
+            )
         }
         _ => "–".into(),
     };
@@ -610,8 +640,14 @@ fn fleet_card(v: &Value) -> Markup {
         Some(b) => format!("bucket {b}"),
         None => "bucket".into(),
     };
-    let rows: Vec<(String, &Value, &Value)> =
-        if f.is_null() { Vec::new() } else { vec![("redis".into(), &f["redis_up"], &f["redis_errors"]), (bucket, &f["bucket_up"], &f["bucket_errors"])] };
+    let rows: Vec<(String, &Value, &Value)> = if f.is_null() {
+        Vec::new()
+    } else {
+        vec![
+            ("redis".into(), &f["redis_up"], &f["redis_errors"]),
+            (bucket, &f["bucket_up"], &f["bucket_errors"]),
+        ]
+    };
     html! {
         section.card.wide #fleet hidden[f.is_null()] {
             h2 { "Fleet" }
@@ -663,19 +699,47 @@ mod tests {
             "fleet": null,
         });
         let page = page(&v);
-        assert!(!page.contains("<b>.test") && page.contains("http://&lt;b&gt;.test"), "origin escaped");
-        assert!(!page.contains("<img") && page.contains("&lt;img src=x&gt; &quot;'"), "error message escaped");
-        assert!(page.contains("href=\"/cache/browse?host=%3Cb%3E.test\""), "the origin links to its entries");
-        assert!(page.contains("data-k=\"totals.hits\"") && page.contains("data-k=\"totals.errors\""));
-        assert!(!page.contains("src=\"http") && !page.contains("href=\"http"), "nothing loaded from elsewhere");
-        assert!(!page.contains("style=") && !page.contains("<script>"), "no inline style or script (CSP)");
+        assert!(
+            !page.contains("<b>.test") && page.contains("http://&lt;b&gt;.test"),
+            "origin escaped"
+        );
+        assert!(
+            !page.contains("<img") && page.contains("&lt;img src=x&gt; &quot;'"),
+            "error message escaped"
+        );
+        assert!(
+            page.contains("href=\"/cache/browse?host=%3Cb%3E.test\""),
+            "the origin links to its entries"
+        );
+        assert!(
+            page.contains("data-k=\"totals.hits\"") && page.contains("data-k=\"totals.errors\"")
+        );
+        assert!(
+            !page.contains("src=\"http") && !page.contains("href=\"http"),
+            "nothing loaded from elsewhere"
+        );
+        assert!(
+            !page.contains("style=") && !page.contains("<script>"),
+            "no inline style or script (CSP)"
+        );
     }
 
     #[test]
     fn store_figures_map_the_store_totals() {
-        let s = StoreStats { entries: 3, bodies: 2, bytes_stored: 1000, bytes_referenced: 1500, max_size: 4000, evictions: 1, pack_bytes: 77 };
+        let s = StoreStats {
+            entries: 3,
+            bodies: 2,
+            bytes_stored: 1000,
+            bytes_referenced: 1500,
+            max_size: 4000,
+            evictions: 1,
+            pack_bytes: 77,
+        };
         let f = store_figures(&s);
-        assert_eq!((f.used_bytes, f.max_bytes, f.distinct_body_bytes, f.logical_body_bytes), (1000, 4000, 1000, 1500));
+        assert_eq!(
+            (f.used_bytes, f.max_bytes, f.distinct_body_bytes, f.logical_body_bytes),
+            (1000, 4000, 1000, 1500)
+        );
         assert_eq!((f.entries, f.bodies, f.pack_bytes, f.evictions), (3, 2, 77, 1));
     }
 }

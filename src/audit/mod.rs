@@ -50,7 +50,8 @@ pub enum AuditMode {
 /// `method` without a copy when it is one of RFC 9110's (section 9.3) or
 /// PATCH, the methods nearly every request uses; a copy otherwise.
 fn static_method(method: &str) -> Cow<'static, str> {
-    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+    const KNOWN: [&str; 9] =
+        ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
     match KNOWN.iter().find(|m| **m == method) {
         Some(m) => Cow::Borrowed(m),
         None => Cow::Owned(method.to_owned()),
@@ -112,7 +113,12 @@ impl AuditRecord {
     /// strings move into the record, as the proxy's check ends with the
     /// request). The cache status, upstream status, bytes and milliseconds
     /// start empty; set them when the response is done.
-    pub fn new(at: SystemTime, method: &str, url: &str, robots: Option<crawlcache_robots::enforce::RobotsCheck>) -> AuditRecord {
+    pub fn new(
+        at: SystemTime,
+        method: &str,
+        url: &str,
+        robots: Option<crawlcache_robots::enforce::RobotsCheck>,
+    ) -> AuditRecord {
         AuditRecord::with_cache_status(at, method, url, robots, Arc::from(""))
     }
 
@@ -159,7 +165,8 @@ impl AuditRecord {
     /// Fills the cache fields from the request's outcome: `cache_status`
     /// (its `Cache-Status` value) and `upstream_status` (`fwd-status`).
     pub fn set_outcome(&mut self, status: &crawlcache_policy::cache_status::CacheStatus) {
-        self.cache_status = status.to_field_value(crawlcache_policy::cache_status::CACHE_NAME).into();
+        self.cache_status =
+            status.to_field_value(crawlcache_policy::cache_status::CACHE_NAME).into();
         self.upstream_status = status.fwd_status;
     }
 
@@ -423,7 +430,13 @@ impl AuditLog {
                     }
                     std::fs::rename(from, to)
                 });
-                Arc::new(Keeper { dir: dir.to_path_buf(), claim, keep_days, pending: Mutex::new(None), busy: AtomicBool::new(false) })
+                Arc::new(Keeper {
+                    dir: dir.to_path_buf(),
+                    claim,
+                    keep_days,
+                    pending: Mutex::new(None),
+                    busy: AtomicBool::new(false),
+                })
             }),
             shards: (0..SHARDS).map(|_| Shard(Mutex::new(Lines::default()))).collect(),
             out: Mutex::new(Out { file: None, spare: Vec::new() }),
@@ -495,7 +508,9 @@ impl AuditLog {
         let mut day = [0u8; 10];
         match record.time.get(..10).filter(|d| crawlcache_base::time::is_date(d)) {
             Some(d) => day.copy_from_slice(d.as_bytes()),
-            None => day.copy_from_slice(&crawlcache_base::time::format_rfc3339(SystemTime::now()).as_bytes()[..10]),
+            None => day.copy_from_slice(
+                &crawlcache_base::time::format_rfc3339(SystemTime::now()).as_bytes()[..10],
+            ),
         }
         let due = {
             let mut lines = lock(&self.shared.shards[shard_index()].0);
@@ -562,7 +577,10 @@ pub fn skips(dir: &Path, since: SystemTime) -> io::Result<Skips> {
                 .map(|e| e.path())
                 .filter(|p| {
                     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    let name = name.strip_prefix('.').and_then(|n| n.strip_suffix(".compressing")).unwrap_or(name);
+                    let name = name
+                        .strip_prefix('.')
+                        .and_then(|n| n.strip_suffix(".compressing"))
+                        .unwrap_or(name);
                     day_of(name).is_some_and(|day| day >= first_day.as_str())
                 })
                 .collect(),
@@ -645,7 +663,9 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
             b'\t' => b"\\t",
             0x08 => b"\\b",
             0x0c => b"\\f",
-            0x00..=0x1f => &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]],
+            0x00..=0x1f => {
+                &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]
+            }
             _ => continue,
         };
         out.extend_from_slice(&bytes[start..i]);
@@ -718,9 +738,13 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let alphabet: Vec<char> = (0u8..0x80).map(char::from).chain(['é', '€', '𝄞', '\u{2028}', '\u{7f}']).collect();
-        let mut text = |n: u64| -> String { (0..n).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect() };
-        let mut records = vec![rec(at("2026-11-30T01:02:03.456Z"), "http://example.org/a?b=\"c\"", true)];
+        let alphabet: Vec<char> =
+            (0u8..0x80).map(char::from).chain(['é', '€', '𝄞', '\u{2028}', '\u{7f}']).collect();
+        let mut text = |n: u64| -> String {
+            (0..n).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
+        };
+        let mut records =
+            vec![rec(at("2026-11-30T01:02:03.456Z"), "http://example.org/a?b=\"c\"", true)];
         for i in 0..300u64 {
             let mut r = rec(at("2026-11-30T01:02:03Z"), &text(i % 40), i % 3 == 0);
             r.method = text(i % 5).into();
@@ -738,7 +762,10 @@ mod tests {
         for r in records {
             let mut line = Vec::new();
             r.write_json(&mut line);
-            assert_eq!(String::from_utf8_lossy(&line), String::from_utf8_lossy(&serde_json::to_vec(&r).unwrap()));
+            assert_eq!(
+                String::from_utf8_lossy(&line),
+                String::from_utf8_lossy(&serde_json::to_vec(&r).unwrap())
+            );
             assert_eq!(serde_json::from_slice::<AuditRecord>(&line).unwrap(), r);
         }
     }
@@ -751,7 +778,12 @@ mod tests {
         let d1 = at("2026-11-29T12:00:00.000Z");
         let d2 = at("2026-11-30T12:00:00.000Z");
         for i in 0..200 {
-            log.append(&rec(d1 + Duration::from_millis(i), &format!("http://a/private/old{i}"), false)).unwrap();
+            log.append(&rec(
+                d1 + Duration::from_millis(i),
+                &format!("http://a/private/old{i}"),
+                false,
+            ))
+            .unwrap();
         }
         log.append(&rec(d2, "http://a/private/new", false)).unwrap();
         log.flush().unwrap();
@@ -765,7 +797,10 @@ mod tests {
         let read = skips(dir.path(), d1 - Duration::from_secs(3600)).unwrap();
         assert_eq!(read.damaged.len(), 1, "{:?}", read.damaged);
         assert!(read.damaged[0].0.ends_with("audit-2026-11-29.jsonl.gz"));
-        assert!(read.records.iter().any(|r| r.url == "http://a/private/new"), "the undamaged day is read");
+        assert!(
+            read.records.iter().any(|r| r.url == "http://a/private/new"),
+            "the undamaged day is read"
+        );
         assert!(read.records.len() < 201, "the damaged day gives only what came before the damage");
     }
 
@@ -785,16 +820,34 @@ mod tests {
         assert_eq!((f1.lines().count(), f2.lines().count()), (2, 2));
         for l in f1.lines().chain(f2.lines()) {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            for k in
-                ["time", "method", "url", "agent", "robots_sha256", "disposition", "verdict", "rule", "line", "cache_status", "upstream_status", "bytes", "ms"]
-            {
+            for k in [
+                "time",
+                "method",
+                "url",
+                "agent",
+                "robots_sha256",
+                "disposition",
+                "verdict",
+                "rule",
+                "line",
+                "cache_status",
+                "upstream_status",
+                "bytes",
+                "ms",
+            ] {
                 assert!(v.get(k).is_some(), "{k} missing in {l}");
             }
         }
         let all = skips(dir.path(), d1 - Duration::from_secs(3600)).unwrap().records;
-        assert_eq!(all.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/1", "http://a/private/2"]);
+        assert_eq!(
+            all.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(),
+            ["http://a/private/1", "http://a/private/2"]
+        );
         let later = skips(dir.path(), d2).unwrap().records;
-        assert_eq!(later.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), ["http://a/private/2"]);
+        assert_eq!(
+            later.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(),
+            ["http://a/private/2"]
+        );
         assert!(skips(&dir.path().join("none"), d1).unwrap().records.is_empty());
         // Lines written before `robots_fetched_as` and `robots_warning`
         // existed still read.
@@ -807,15 +860,34 @@ mod tests {
     fn record_from_a_robots_check_carries_the_rules_sha256_and_verdict() {
         use crawlcache_robots::enforce::RobotsCheck;
         use crawlcache_robots::registry::Rules;
-        use crawlcache_robots::snapshot::{sha256_hex, Disposition, FetchOutcome, Origin, RobotsStatus, Snapshot, Windows};
+        use crawlcache_robots::snapshot::{
+            sha256_hex, Disposition, FetchOutcome, Origin, RobotsStatus, Snapshot, Windows,
+        };
         let t = at("2026-11-30T12:00:00Z");
         let body = b"User-agent: *\nDisallow: /private\n";
-        let s = Snapshot::new(Origin::new("http", "a.test", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, t);
-        let rules = Rules::new(Snapshot { fetched_as: Some("Bot/1.0 (+http://a.test/bot)".into()), ..s });
-        let check = RobotsCheck::new(&rules, Disposition::StaleUsable, &Windows::default(), t, "Bot", "http://a.test/private/1");
+        let s = Snapshot::new(
+            Origin::new("http", "a.test", 80),
+            RobotsStatus::Fetched,
+            body.to_vec(),
+            FetchOutcome::Ok { status: 200 },
+            t,
+        );
+        let rules =
+            Rules::new(Snapshot { fetched_as: Some("Bot/1.0 (+http://a.test/bot)".into()), ..s });
+        let check = RobotsCheck::new(
+            &rules,
+            Disposition::StaleUsable,
+            &Windows::default(),
+            t,
+            "Bot",
+            "http://a.test/private/1",
+        );
         let r = AuditRecord::new(t, "GET", "http://a.test/private/1", Some(check));
         assert_eq!(r.robots_sha256.as_deref(), Some(sha256_hex(body).as_str()));
-        assert_eq!((r.verdict.as_deref(), r.rule.as_deref(), r.line), (Some("disallowed"), Some("Disallow: /private"), Some(2)));
+        assert_eq!(
+            (r.verdict.as_deref(), r.rule.as_deref(), r.line),
+            (Some("disallowed"), Some("Disallow: /private"), Some(2))
+        );
         assert_eq!(r.disposition.as_deref(), Some("stale_usable"));
         assert_eq!(r.agent.as_deref(), Some("Bot"));
         assert_eq!(r.time, "2026-11-30T12:00:00.000Z");
@@ -850,7 +922,8 @@ mod tests {
         assert_eq!(text.lines().count(), 1600);
         assert!(text.lines().all(|l| serde_json::from_str::<AuditRecord>(l).is_ok()));
         // A torn or foreign line in a file is skipped by the reader.
-        std::fs::write(dir.path().join("audit-2026-11-30.jsonl"), format!("{text}{{not json\n")).unwrap();
+        std::fs::write(dir.path().join("audit-2026-11-30.jsonl"), format!("{text}{{not json\n"))
+            .unwrap();
         assert_eq!(skips(dir.path(), t).unwrap().records.len(), 1600);
     }
 
@@ -897,12 +970,27 @@ mod tests {
         flusher.join().unwrap();
         log.flush().unwrap();
         let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap();
-        let order: Vec<usize> =
-            text.lines().map(|l| serde_json::from_str::<AuditRecord>(l).unwrap().url.rsplit('/').next().unwrap().parse().unwrap()).collect();
+        let order: Vec<usize> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<AuditRecord>(l)
+                    .unwrap()
+                    .url
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
         assert_eq!(order.len(), 2000, "every line written once");
         let wrong = order.iter().enumerate().find(|(i, n)| *i != **n);
         let from = wrong.map_or(0, |w| w.0.saturating_sub(2));
-        assert!(wrong.is_none(), "line {wrong:?} is out of place: {:?}", &order[from..(from + 5).min(order.len())]);
+        assert!(
+            wrong.is_none(),
+            "line {wrong:?} is out of place: {:?}",
+            &order[from..(from + 5).min(order.len())]
+        );
     }
 
     #[test]
@@ -914,17 +1002,27 @@ mod tests {
         let path = dir.path().join("audit-2026-11-30.jsonl");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::fs::read_to_string(&path).map(|t| t.lines().count()).unwrap_or(0) < 1 {
-            assert!(std::time::Instant::now() < deadline, "the background thread writes buffered lines");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the background thread writes buffered lines"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         log.append(&rec(t, "http://a/2", true)).unwrap();
         drop(log);
-        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2, "dropping the log writes the rest");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap().lines().count(),
+            2,
+            "dropping the log writes the rest"
+        );
     }
 
     /// The files in `dir`, sorted.
     fn files(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         names.sort();
         names
     }
@@ -939,7 +1037,8 @@ mod tests {
         let today = crawlcache_base::time::format_rfc3339(SystemTime::now())[..10].to_string();
         let midnight = crawlcache_base::time::parse_rfc3339(&format!("{today}T00:00:00Z")).unwrap();
         let day = |back: u64| midnight - Duration::from_secs(86_400 * back);
-        let log = AuditLog::open_with(dir.path(), AuditMode::All, Duration::from_secs(3 * 86_400)).unwrap();
+        let log = AuditLog::open_with(dir.path(), AuditMode::All, Duration::from_secs(3 * 86_400))
+            .unwrap();
         for back in (0..7).rev() {
             for i in 0..50 {
                 let t = day(back) + Duration::from_secs(3600 + i);
@@ -947,22 +1046,35 @@ mod tests {
             }
             log.flush().unwrap();
         }
-        let name = |back: u64| format!("audit-{}.jsonl", &crawlcache_base::time::format_rfc3339(day(back))[..10]);
+        let name = |back: u64| {
+            format!("audit-{}.jsonl", &crawlcache_base::time::format_rfc3339(day(back))[..10])
+        };
         let expected = vec![format!("{}.gz", name(2)), format!("{}.gz", name(1)), name(0)];
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while files(dir.path()) != expected {
-            assert!(std::time::Instant::now() < deadline, "retention within 20 s: {:?}, expected {expected:?}", files(dir.path()));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "retention within 20 s: {:?}, expected {expected:?}",
+                files(dir.path())
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let mut text = String::new();
-        flate2::read::GzDecoder::new(File::open(dir.path().join(&expected[0])).unwrap()).read_to_string(&mut text).unwrap();
+        flate2::read::GzDecoder::new(File::open(dir.path().join(&expected[0])).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
         assert_eq!(text.lines().count(), 50, "a compressed day holds its lines");
         // `audit skips --since 2d`: from two days back, compressed or not.
         let since = SystemTime::now() - Duration::from_secs(2 * 86_400);
-        let got: Vec<String> = skips(dir.path(), since).unwrap().records.into_iter().map(|r| r.url).collect();
+        let got: Vec<String> =
+            skips(dir.path(), since).unwrap().records.into_iter().map(|r| r.url).collect();
         let wanted: Vec<String> = (0..3u64)
             .rev()
-            .flat_map(|back| (0..50u64).step_by(10).map(move |i| (day(back) + Duration::from_secs(3600 + i), format!("http://a/{back}/{i}"))))
+            .flat_map(|back| {
+                (0..50u64).step_by(10).map(move |i| {
+                    (day(back) + Duration::from_secs(3600 + i), format!("http://a/{back}/{i}"))
+                })
+            })
             .filter(|(t, _)| *t >= since)
             .map(|(_, url)| url)
             .collect();
@@ -977,13 +1089,15 @@ mod tests {
     #[test]
     fn mode_disallowed_writes_only_refusals_and_off_writes_nothing() {
         let t = at("2026-11-30T12:00:00Z");
-        for (mode, lines) in [(AuditMode::All, 2), (AuditMode::Disallowed, 1), (AuditMode::Off, 0)] {
+        for (mode, lines) in [(AuditMode::All, 2), (AuditMode::Disallowed, 1), (AuditMode::Off, 0)]
+        {
             let dir = tempfile::tempdir().unwrap();
             let log = AuditLog::open_with(dir.path(), mode, Duration::ZERO).unwrap();
             log.append(&rec(t, "http://a/allowed", true)).unwrap();
             log.append(&rec(t, "http://a/refused", false)).unwrap();
             log.flush().unwrap();
-            let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl")).unwrap_or_default();
+            let text = std::fs::read_to_string(dir.path().join("audit-2026-11-30.jsonl"))
+                .unwrap_or_default();
             assert_eq!(text.lines().count(), lines, "{mode:?}: {text}");
             if mode == AuditMode::Disallowed {
                 assert!(text.contains("http://a/refused"), "{text}");
@@ -997,12 +1111,19 @@ mod tests {
     fn late_lines_of_a_compressed_day_are_appended_as_another_gzip_member() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("audit-2026-11-29.jsonl"), "one\n").unwrap();
-        assert_eq!(maintain(dir.path(), "2026-11-30", 0).unwrap(), Maintained { compressed: 1, deleted: 0 });
+        assert_eq!(
+            maintain(dir.path(), "2026-11-30", 0).unwrap(),
+            Maintained { compressed: 1, deleted: 0 }
+        );
         std::fs::write(dir.path().join("audit-2026-11-29.jsonl"), "two\n").unwrap();
         maintain(dir.path(), "2026-11-30", 0).unwrap();
         assert_eq!(files(dir.path()), vec!["audit-2026-11-29.jsonl.gz".to_string()]);
         let mut text = String::new();
-        flate2::read::MultiGzDecoder::new(File::open(dir.path().join("audit-2026-11-29.jsonl.gz")).unwrap()).read_to_string(&mut text).unwrap();
+        flate2::read::MultiGzDecoder::new(
+            File::open(dir.path().join("audit-2026-11-29.jsonl.gz")).unwrap(),
+        )
+        .read_to_string(&mut text)
+        .unwrap();
         assert_eq!(text, "one\ntwo\n");
     }
 }

@@ -42,24 +42,34 @@ impl Keeper {
             return;
         }
         let me = self.clone();
-        let spawned = std::thread::Builder::new().name("crawlcache-audit-keep".into()).spawn(move || loop {
-            let Some(day) = lock(&me.pending).take() else {
-                me.busy.store(false, Ordering::Release);
-                // A day asked between the take and the store: take it on,
-                // unless a new thread already did.
-                if lock(&me.pending).is_none() || me.busy.swap(true, Ordering::AcqRel) {
-                    return;
+        let spawned =
+            std::thread::Builder::new().name("crawlcache-audit-keep".into()).spawn(move || loop {
+                let Some(day) = lock(&me.pending).take() else {
+                    me.busy.store(false, Ordering::Release);
+                    // A day asked between the take and the store: take it on,
+                    // unless a new thread already did.
+                    if lock(&me.pending).is_none() || me.busy.swap(true, Ordering::AcqRel) {
+                        return;
+                    }
+                    continue;
+                };
+                match maintain_with(
+                    &me.dir,
+                    &String::from_utf8_lossy(&day),
+                    me.keep_days,
+                    &*me.claim,
+                ) {
+                    Ok(done) if done.compressed + done.deleted > 0 => {
+                        tracing::info!(
+                            compressed = done.compressed,
+                            deleted = done.deleted,
+                            "audit log: past days compressed, days beyond audit.keep deleted"
+                        )
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("audit log maintenance in {}: {e}", me.dir.display()),
                 }
-                continue;
-            };
-            match maintain_with(&me.dir, &String::from_utf8_lossy(&day), me.keep_days, &*me.claim) {
-                Ok(done) if done.compressed + done.deleted > 0 => {
-                    tracing::info!(compressed = done.compressed, deleted = done.deleted, "audit log: past days compressed, days beyond audit.keep deleted")
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("audit log maintenance in {}: {e}", me.dir.display()),
-            }
-        });
+            });
         if spawned.is_err() {
             self.busy.store(false, Ordering::Release);
         }
@@ -77,7 +87,10 @@ pub struct Maintained {
 
 /// The UTC day (`YYYY-MM-DD`) of an audit file's name, plain or compressed.
 pub(super) fn day_of(name: &str) -> Option<&str> {
-    let day = name.strip_prefix("audit-")?.strip_suffix(".jsonl").or_else(|| name.strip_prefix("audit-")?.strip_suffix(".jsonl.gz"))?;
+    let day = name
+        .strip_prefix("audit-")?
+        .strip_suffix(".jsonl")
+        .or_else(|| name.strip_prefix("audit-")?.strip_suffix(".jsonl.gz"))?;
     crawlcache_base::time::is_date(day).then_some(day)
 }
 
@@ -97,14 +110,25 @@ pub fn maintain(dir: &Path, today: &str, keep_days: u64) -> io::Result<Maintaine
 
 /// [`maintain`] with `claim(day, from, to)` moving a day's plain file out
 /// of the writer's way before it is compressed.
-fn maintain_with(dir: &Path, today: &str, keep_days: u64, claim: &dyn Fn(&str, &Path, &Path) -> io::Result<()>) -> io::Result<Maintained> {
+fn maintain_with(
+    dir: &Path,
+    today: &str,
+    keep_days: u64,
+    claim: &dyn Fn(&str, &Path, &Path) -> io::Result<()>,
+) -> io::Result<Maintained> {
     let mut done = Maintained::default();
     let first_kept = match (keep_days, parse_rfc3339(&format!("{today}T00:00:00Z"))) {
         (0, _) | (_, None) => None,
-        (n, Some(t)) => Some(format_rfc3339(t - Duration::from_secs(86_400 * (n - 1)))[..10].to_string()),
+        (n, Some(t)) => {
+            Some(format_rfc3339(t - Duration::from_secs(86_400 * (n - 1)))[..10].to_string())
+        }
     };
     let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).filter(|n| day_of(n).is_some()).collect(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| day_of(n).is_some())
+            .collect(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(done),
         Err(e) => return Err(e),
     };
@@ -132,7 +156,11 @@ fn maintain_with(dir: &Path, today: &str, keep_days: u64, claim: &dyn Fn(&str, &
 /// Compresses the plain file of `day` in `dir` into `audit-DAY.jsonl.gz`:
 /// moves it aside with `claim` (to `.audit-DAY.jsonl.compressing`), then
 /// [`append_member`]s it.
-fn compress_day(dir: &Path, day: &str, claim: &dyn Fn(&str, &Path, &Path) -> io::Result<()>) -> io::Result<()> {
+fn compress_day(
+    dir: &Path,
+    day: &str,
+    claim: &dyn Fn(&str, &Path, &Path) -> io::Result<()>,
+) -> io::Result<()> {
     let work = dir.join(format!(".audit-{day}.jsonl.compressing"));
     claim(day, &dir.join(format!("audit-{day}.jsonl")), &work)?;
     append_member(dir, day, &work)

@@ -35,15 +35,21 @@ pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
     let dir = &cfg.server.data_dir;
     super::common::check_data_dir(dir)?;
     if !dir.join("index").exists() && !dir.exists() {
-        return Err(format!("no cache at {} (nothing stored yet, or wrong --data-dir)", dir.display()));
+        return Err(format!(
+            "no cache at {} (nothing stored yet, or wrong --data-dir)",
+            dir.display()
+        ));
     }
     match Store::open_with(dir, &cfg.store_options()) {
         Ok(s) => Ok(StoreAccess::Direct(s)),
         Err(e) => {
             // Most likely a running proxy holds the index: ask it, at the
             // address it recorded in the data directory.
-            let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE)).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok());
-            let admin = recorded.map(|addr| Admin { addr, token: cfg.server.admin_token.trim().to_string() });
+            let recorded = std::fs::read_to_string(dir.join(crate::proxy::ADDR_FILE))
+                .ok()
+                .and_then(|s| s.trim().parse::<SocketAddr>().ok());
+            let admin = recorded
+                .map(|addr| Admin { addr, token: cfg.server.admin_token.trim().to_string() });
             let cannot = || format!("cannot open the cache in {}: {e}", dir.display());
             match admin {
                 Some(a) => match admin_request(&a, "GET", "/stats") {
@@ -72,9 +78,14 @@ pub fn encode(url: &str) -> String {
 /// Errors: the proxy cannot be reached or read, or its answer has no status.
 pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, String), String> {
     let addr = admin.addr;
-    let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
+    let auth = if admin.token.is_empty() {
+        String::new()
+    } else {
+        format!("Authorization: Bearer {}\r\n", admin.token)
+    };
     let timeout = std::time::Duration::from_secs(30);
-    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
+        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
     let _ = s.set_read_timeout(Some(timeout));
     write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Length: 0\r\n\r\n")
         .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
@@ -82,7 +93,11 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed answer from the proxy")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("malformed answer from the proxy")?;
     if let Some(why) = refusal(admin, status, body) {
         return Err(why);
     }
@@ -100,13 +115,24 @@ fn refusal(admin: &Admin, status: u16, body: &str) -> Option<String> {
     if status != 401 && status != 403 {
         return None;
     }
-    let said = body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").chars().take(200).collect::<String>();
+    let said = body
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect::<String>();
     let hint = if admin.token.is_empty() {
         "if the proxy has an admin token, give this command the same one: server.admin_token in its configuration, or CRAWLCACHE_SERVER__ADMIN_TOKEN"
     } else {
         "check that server.admin_token (or CRAWLCACHE_SERVER__ADMIN_TOKEN) is the proxy's"
     };
-    Some(format!("{REFUSED} {} refused the admin request ({status}{}{said}); {hint}", admin.addr, if said.is_empty() { "" } else { ": " }))
+    Some(format!(
+        "{REFUSED} {} refused the admin request ({status}{}{said}); {hint}",
+        admin.addr,
+        if said.is_empty() { "" } else { ": " }
+    ))
 }
 
 /// Why [`admin_upload`] did not get an answer: the local file could not
@@ -131,11 +157,24 @@ pub enum UploadError {
 ///
 /// Errors: the file cannot be read, or the proxy cannot be reached, stops
 /// reading, or answers with no status.
-pub fn admin_upload(admin: &Admin, path: &str, file: &std::path::Path, progress: &mut dyn FnMut(u64)) -> Result<(u16, String), UploadError> {
+pub fn admin_upload(
+    admin: &Admin,
+    path: &str,
+    file: &std::path::Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(u16, String), UploadError> {
     let addr = admin.addr;
-    let mut f = std::fs::File::open(file).map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?;
-    let len = f.metadata().map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?.len();
-    let auth = if admin.token.is_empty() { String::new() } else { format!("Authorization: Bearer {}\r\n", admin.token) };
+    let mut f = std::fs::File::open(file)
+        .map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?;
+    let len = f
+        .metadata()
+        .map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?
+        .len();
+    let auth = if admin.token.is_empty() {
+        String::new()
+    } else {
+        format!("Authorization: Bearer {}\r\n", admin.token)
+    };
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
         .map_err(|e| UploadError::Failed(format!("cannot reach the proxy at {addr}: {e}")))?;
     let _ = s.set_write_timeout(Some(STREAM_IDLE_TIMEOUT));
@@ -145,22 +184,36 @@ pub fn admin_upload(admin: &Admin, path: &str, file: &std::path::Path, progress:
     let mut buf = vec![0u8; 256 * 1024];
     let mut sent = 0u64;
     while sent < len {
-        let n = f.read(&mut buf).map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| UploadError::Unreadable(format!("cannot read {}: {e}", file.display())))?;
         if n == 0 {
-            return Err(UploadError::Failed(format!("{} got shorter while it was sent ({sent} of {len} bytes)", file.display())));
+            return Err(UploadError::Failed(format!(
+                "{} got shorter while it was sent ({sent} of {len} bytes)",
+                file.display()
+            )));
         }
         let n = n.min((len - sent) as usize);
-        s.write_all(&buf[..n]).map_err(|e| UploadError::Failed(format!("the proxy at {addr} stopped reading the upload: {e}")))?;
+        s.write_all(&buf[..n]).map_err(|e| {
+            UploadError::Failed(format!("the proxy at {addr} stopped reading the upload: {e}"))
+        })?;
         sent += n as u64;
         progress(sent);
     }
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(|e| UploadError::Failed(format!("cannot read the proxy's answer: {e}")))?;
+    s.read_to_end(&mut raw)
+        .map_err(|e| UploadError::Failed(format!("cannot read the proxy's answer: {e}")))?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status =
-        head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| UploadError::Failed("malformed answer from the proxy".to_string()))?;
-    let chunked = head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| UploadError::Failed("malformed answer from the proxy".to_string()))?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("transfer-encoding:")
+            && l.to_ascii_lowercase().contains("chunked")
+    });
     Ok((status, if chunked { dechunk(body) } else { body.to_string() }))
 }
 
@@ -169,7 +222,9 @@ fn dechunk(body: &str) -> String {
     let mut out = String::new();
     let mut rest = body;
     while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else { break };
+        let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else {
+            break;
+        };
         if n == 0 || after.len() < n {
             break;
         }
@@ -237,7 +292,10 @@ pub fn admin_stream(
     sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> Result<StreamedHead, StreamError> {
     use http_body_util::BodyExt;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
     let addr = admin.addr;
     rt.block_on(async {
         let connect = tokio::net::TcpStream::connect(addr);
@@ -245,15 +303,23 @@ pub fn admin_stream(
             .await
             .map_err(|_| format!("cannot reach the proxy at {addr}: timed out"))?
             .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, http_body_util::Empty<bytes::Bytes>>(hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake::<
+            _,
+            http_body_util::Empty<bytes::Bytes>,
+        >(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
         tokio::spawn(conn);
-        let mut req = http::Request::builder().method(method).uri(path).header(http::header::HOST, addr.to_string());
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, addr.to_string());
         if !admin.token.is_empty() {
             req = req.header(http::header::AUTHORIZATION, format!("Bearer {}", admin.token));
         }
-        let req = req.body(http_body_util::Empty::new()).map_err(|e| format!("bad admin request {path}: {e}"))?;
+        let req = req
+            .body(http_body_util::Empty::new())
+            .map_err(|e| format!("bad admin request {path}: {e}"))?;
         let resp = tokio::time::timeout(head_timeout, sender.send_request(req))
             .await
             .map_err(|_| format!("the proxy at {addr} did not answer within {head_timeout:?}"))?
@@ -262,11 +328,14 @@ pub fn admin_stream(
         let status = parts.status.as_u16();
         let mut error = Vec::new();
         loop {
-            let frame = tokio::time::timeout(STREAM_IDLE_TIMEOUT, body.frame())
-                .await
-                .map_err(|_| format!("the proxy at {addr} stopped sending for {STREAM_IDLE_TIMEOUT:?}"))?;
+            let frame =
+                tokio::time::timeout(STREAM_IDLE_TIMEOUT, body.frame()).await.map_err(|_| {
+                    format!("the proxy at {addr} stopped sending for {STREAM_IDLE_TIMEOUT:?}")
+                })?;
             let Some(frame) = frame else { break };
-            let frame = frame.map_err(|e| format!("the proxy's answer was cut short: {e} (see the proxy's log)"))?;
+            let frame = frame.map_err(|e| {
+                format!("the proxy's answer was cut short: {e} (see the proxy's log)")
+            })?;
             let Ok(data) = frame.into_data() else { continue };
             if status != 200 {
                 if error.len() < 64 * 1024 {
@@ -283,7 +352,8 @@ pub fn admin_stream(
         if status != 200 {
             let text = String::from_utf8_lossy(&error).trim().to_string();
             let text = text.strip_prefix("crawlcache: ").map(str::to_string).unwrap_or(text);
-            let message = if text.is_empty() { format!("the proxy answered {status}") } else { text };
+            let message =
+                if text.is_empty() { format!("the proxy answered {status}") } else { text };
             return Err(StreamError { status: Some(status), message });
         }
         Ok(StreamedHead { status, headers: parts.headers })

@@ -45,9 +45,13 @@ fn skips(common: Common, since: &str, json: bool) -> Result<ExitCode, String> {
     let dir = crate::audit::audit_dir(&cfg.server.data_dir);
     let from = std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH);
     if !dir.is_dir() && !cfg.server.data_dir.join("index").exists() {
-        return Err(format!("no audit log at {} (nothing proxied yet, or wrong --data-dir)", dir.display()));
+        return Err(format!(
+            "no audit log at {} (nothing proxied yet, or wrong --data-dir)",
+            dir.display()
+        ));
     }
-    let read = crate::audit::skips(&dir, from).map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;
+    let read = crate::audit::skips(&dir, from)
+        .map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;
     let mut out = std::io::stdout().lock();
     for r in &read.records {
         let line = if json { serde_json::to_string(r).unwrap_or_default() } else { skip_line(r) };
@@ -56,7 +60,11 @@ fn skips(common: Common, since: &str, json: bool) -> Result<ExitCode, String> {
     for (path, e) in &read.damaged {
         eprintln!("crawlcache: warning: {} could not be read through ({e}); its lines before the damage are listed", path.display());
     }
-    eprintln!("{} disallowed request(s) since {}", read.records.len(), crawlcache_base::time::format_rfc3339(from));
+    eprintln!(
+        "{} disallowed request(s) since {}",
+        read.records.len(),
+        crawlcache_base::time::format_rfc3339(from)
+    );
     // Exit 1 when a day file was damaged: the list may be short.
     Ok(if read.damaged.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -27,7 +27,8 @@ use std::process::ExitCode;
 /// Where `ca bundle` looks for the system root certificates when neither
 /// `--roots` nor `SSL_CERT_FILE` names a file: Debian/Ubuntu/Alpine/Arch,
 /// Fedora/RHEL, then macOS and the BSDs.
-pub const SYSTEM_ROOT_FILES: [&str; 3] = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
+pub const SYSTEM_ROOT_FILES: [&str; 3] =
+    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
 
 /// Arguments of `ca`: a subcommand, or (plain `ca`) `ca path`, or the
 /// old flag forms ([`LegacyCaFlags`]).
@@ -158,9 +159,13 @@ impl LegacyCaFlags {
     fn action(self) -> (Common, bool, Action, Option<(String, String)>) {
         let (init, mut words) = (self.init, Vec::new());
         let mut old = vec!["ca"];
-        for (set, flag) in
-            [(self.init, "--init"), (self.pem, "--pem"), (self.bundle.is_some(), "--bundle FILE"), (self.install, "--install"), (self.uninstall, "--uninstall")]
-        {
+        for (set, flag) in [
+            (self.init, "--init"),
+            (self.pem, "--pem"),
+            (self.bundle.is_some(), "--bundle FILE"),
+            (self.install, "--install"),
+            (self.uninstall, "--uninstall"),
+        ] {
             if set {
                 old.push(flag);
             }
@@ -181,13 +186,17 @@ impl LegacyCaFlags {
             Action::Install => words.push("ca install".into()),
             Action::Uninstall => words.push("ca uninstall".into()),
             Action::Bundle { file, roots } => {
-                let roots = roots.as_ref().map(|r| format!(" --roots {}", shell_word(&r.display().to_string()))).unwrap_or_default();
+                let roots = roots
+                    .as_ref()
+                    .map(|r| format!(" --roots {}", shell_word(&r.display().to_string())))
+                    .unwrap_or_default();
                 words.push(format!("ca bundle {}{roots}", shell_word(&file.display().to_string())));
             }
             Action::Path { pem: true } => words.push("ca path --pem".into()),
             Action::Path { pem: false } => {}
         }
-        let replacement = (!words.is_empty()).then(|| (old.join(" "), words.join("` then `crawlcache ")));
+        let replacement =
+            (!words.is_empty()).then(|| (old.join(" "), words.join("` then `crawlcache ")));
         (self.common, init, action, replacement)
     }
 }
@@ -216,16 +225,37 @@ pub const SYSTEM_STORES: [SystemStore; 4] = [
         extension: "pem",
         command: &["update-ca-trust", "extract"],
     },
-    SystemStore { systems: "Arch Linux", dir: "/etc/ca-certificates/trust-source/anchors", extension: "crt", command: &["trust", "extract-compat"] },
-    SystemStore { systems: "openSUSE, SLES", dir: "/etc/pki/trust/anchors", extension: "pem", command: &["update-ca-certificates"] },
-    SystemStore { systems: "Debian, Ubuntu, Alpine", dir: "/usr/local/share/ca-certificates", extension: "crt", command: &["update-ca-certificates"] },
+    SystemStore {
+        systems: "Arch Linux",
+        dir: "/etc/ca-certificates/trust-source/anchors",
+        extension: "crt",
+        command: &["trust", "extract-compat"],
+    },
+    SystemStore {
+        systems: "openSUSE, SLES",
+        dir: "/etc/pki/trust/anchors",
+        extension: "pem",
+        command: &["update-ca-certificates"],
+    },
+    SystemStore {
+        systems: "Debian, Ubuntu, Alpine",
+        dir: "/usr/local/share/ca-certificates",
+        extension: "crt",
+        command: &["update-ca-certificates"],
+    },
 ];
 
 /// The trust store of this system among `stores`: the first whose folder
 /// exists (`dir_exists`) and whose command is found (`on_path`). `None`
 /// when none is.
-pub fn choose_store(stores: &[SystemStore], dir_exists: impl Fn(&Path) -> bool, on_path: impl Fn(&str) -> bool) -> Option<&SystemStore> {
-    stores.iter().find(|s| dir_exists(Path::new(s.dir)) && s.command.first().is_some_and(|c| on_path(c)))
+pub fn choose_store(
+    stores: &[SystemStore],
+    dir_exists: impl Fn(&Path) -> bool,
+    on_path: impl Fn(&str) -> bool,
+) -> Option<&SystemStore> {
+    stores
+        .iter()
+        .find(|s| dir_exists(Path::new(s.dir)) && s.command.first().is_some_and(|c| on_path(c)))
 }
 
 /// The file name the CA certificate `ca_der` gets in a trust store's
@@ -241,8 +271,11 @@ pub fn installed_name(ca_der: &[u8], extension: &str) -> String {
 /// Whether `program` is an executable file in a folder of `PATH` (or of
 /// the system folders root's `PATH` has, for a `sudo` without them).
 fn on_path(program: &str) -> bool {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.extend(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().map(PathBuf::from));
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    dirs.extend(
+        ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().map(PathBuf::from),
+    );
     dirs.iter().any(|d| d.join(program).is_file())
 }
 
@@ -259,15 +292,20 @@ on Windows: certutil -addstore Root CA_FILE; elsewhere, copy CA_FILE where the s
 /// store's command fails.
 fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<(), String> {
     let store = choose_store(&SYSTEM_STORES, |p| p.is_dir(), on_path).ok_or_else(|| {
-        let known: Vec<String> = SYSTEM_STORES.iter().map(|s| format!("{} ({} with {})", s.systems, s.dir, s.command.join(" "))).collect();
+        let known: Vec<String> = SYSTEM_STORES
+            .iter()
+            .map(|s| format!("{} ({} with {})", s.systems, s.dir, s.command.join(" ")))
+            .collect();
         format!(
             "no system trust store found that crawlcache knows: looked for {}; {}",
             known.join(", "),
             MANUAL_TRUST.replace("CA_FILE", &cert_path.display().to_string())
         )
     })?;
-    let der =
-        pem_certs(pem.as_bytes()).ok().and_then(|c| c.into_iter().next()).ok_or_else(|| format!("{}: no certificate in the CA file", cert_path.display()))?;
+    let der = pem_certs(pem.as_bytes())
+        .ok()
+        .and_then(|c| c.into_iter().next())
+        .ok_or_else(|| format!("{}: no certificate in the CA file", cert_path.display()))?;
     let target = Path::new(store.dir).join(installed_name(der.as_ref(), store.extension));
     let as_root = |e: std::io::Error| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -280,7 +318,11 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
         match std::fs::remove_file(&target) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                eprintln!("crawlcache: {} is not installed ({} does not exist); nothing to remove", cert_path.display(), target.display());
+                eprintln!(
+                    "crawlcache: {} is not installed ({} does not exist); nothing to remove",
+                    cert_path.display(),
+                    target.display()
+                );
                 return Ok(());
             }
             Err(e) => return Err(as_root(e)),
@@ -293,7 +335,9 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
         .args(args)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run `{}` to rebuild the trust store: {e}", store.command.join(" ")))?;
+        .map_err(|e| {
+            format!("cannot run `{}` to rebuild the trust store: {e}", store.command.join(" "))
+        })?;
     if !out.status.success() {
         return Err(format!(
             "`{}` failed ({}): {}{}",
@@ -304,7 +348,12 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
         ));
     }
     if uninstall {
-        eprintln!("crawlcache: removed {} from the system trust store ({}) and ran `{}`", target.display(), store.systems, store.command.join(" "));
+        eprintln!(
+            "crawlcache: removed {} from the system trust store ({}) and ran `{}`",
+            target.display(),
+            store.systems,
+            store.command.join(" ")
+        );
     } else {
         eprintln!(
             "crawlcache: added {} to the system trust store as {} ({}) and ran `{}`; undo with `crawlcache ca uninstall{flags}`",
@@ -330,7 +379,9 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
     let (common, init, action) = match args.command {
         Some(CaCommand::Path { common, pem }) => (common, false, Action::Path { pem }),
         Some(CaCommand::Init { common }) => (common, true, Action::Path { pem: false }),
-        Some(CaCommand::Bundle { common, file, roots }) => (common, false, Action::Bundle { file, roots }),
+        Some(CaCommand::Bundle { common, file, roots }) => {
+            (common, false, Action::Bundle { file, roots })
+        }
         Some(CaCommand::Install { common }) => (common, false, Action::Install),
         Some(CaCommand::Uninstall { common }) => (common, false, Action::Uninstall),
         None => {
@@ -345,16 +396,20 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
     let dir = &cfg.server.data_dir;
     super::common::check_data_dir(dir)?;
     let expected = CertificateAuthority::cert_path_in(dir);
-    let existed = expected.try_exists().map_err(|e| format!("cannot look for the CA certificate {}: {e}", absolute(&expected).display()))?;
+    let existed = expected.try_exists().map_err(|e| {
+        format!("cannot look for the CA certificate {}: {e}", absolute(&expected).display())
+    })?;
     if !existed && !init {
         eprintln!("crawlcache: no CA certificate at {}", absolute(&expected).display());
         let flags = flags_of(&common);
         eprintln!("crawlcache: create one with `crawlcache serve{flags}` (its first start creates it) or `crawlcache ca init{flags}`");
         return Ok(ExitCode::from(1));
     }
-    crawlcache_base::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    crawlcache_base::fsutil::create_private_dir(dir)
+        .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
     let ca = CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
-    let cert_path = std::fs::canonicalize(ca.cert_path()).unwrap_or_else(|_| absolute(ca.cert_path()));
+    let cert_path =
+        std::fs::canonicalize(ca.cert_path()).unwrap_or_else(|_| absolute(ca.cert_path()));
     if !existed {
         eprintln!("crawlcache: created a new local CA; clients must trust {}", cert_path.display());
     }
@@ -365,11 +420,22 @@ pub fn run(args: CaArgs) -> Result<ExitCode, String> {
             outln!("{}", cert_path.display());
         }
         Action::Bundle { file: bundle, roots } => {
-            let roots = find_roots(roots.as_deref(), std::env::var_os("SSL_CERT_FILE"), &SYSTEM_ROOT_FILES)?;
-            let text = std::fs::read(&roots.path).map_err(|e| format!("cannot read the root certificates {}: {e}", roots.describe()))?;
+            let roots = find_roots(
+                roots.as_deref(),
+                std::env::var_os("SSL_CERT_FILE"),
+                &SYSTEM_ROOT_FILES,
+            )?;
+            let text = std::fs::read(&roots.path).map_err(|e| {
+                format!("cannot read the root certificates {}: {e}", roots.describe())
+            })?;
             let (contents, n) = bundle_contents(&text, &roots, ca.cert_pem(), &cert_path)?;
-            write_file(&bundle, &contents).map_err(|e| format!("cannot write the bundle {}: {e}", bundle.display()))?;
-            eprintln!("crawlcache: wrote {n} root certificate(s) from {} and the crawlcache CA to {}", roots.path.display(), bundle.display());
+            write_file(&bundle, &contents)
+                .map_err(|e| format!("cannot write the bundle {}: {e}", bundle.display()))?;
+            eprintln!(
+                "crawlcache: wrote {n} root certificate(s) from {} and the crawlcache CA to {}",
+                roots.path.display(),
+                bundle.display()
+            );
             outln!("{}", absolute(&bundle).display());
         }
         Action::Path { pem: true } => out!("{}", ca.cert_pem()),
@@ -399,7 +465,8 @@ fn flags_of(common: &Common) -> String {
 
 /// `w`, single-quoted when a shell would otherwise split or expand it.
 fn shell_word(w: &str) -> String {
-    let plain = !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c));
+    let plain =
+        !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c));
     if plain {
         w.to_string()
     } else {
@@ -442,7 +509,11 @@ impl Roots {
 /// `ssl_cert_file` (the value of `SSL_CERT_FILE`, when set and not empty),
 /// else the first of `candidates` that is a file. Errors: none of them
 /// applies; the message names every path tried.
-pub fn find_roots(explicit: Option<&Path>, ssl_cert_file: Option<OsString>, candidates: &[&str]) -> Result<Roots, String> {
+pub fn find_roots(
+    explicit: Option<&Path>,
+    ssl_cert_file: Option<OsString>,
+    candidates: &[&str],
+) -> Result<Roots, String> {
     if let Some(p) = explicit {
         return Ok(Roots { path: p.to_path_buf(), source: RootsSource::Option });
     }
@@ -464,10 +535,18 @@ pub fn find_roots(explicit: Option<&Path>, ssl_cert_file: Option<OsString>, cand
 /// Errors: the roots are not PEM certificates, or hold none besides the CA
 /// (`SSL_CERT_FILE` pointing at crawlcache's own CA would otherwise give a
 /// bundle without a single public root).
-pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: &Path) -> Result<(Vec<u8>, usize), String> {
-    let certs = pem_certs(roots_text).map_err(|e| format!("{}: not a PEM certificate file: {e}", roots.describe()))?;
-    let ca_der =
-        pem_certs(ca_pem.as_bytes()).ok().and_then(|c| c.into_iter().next()).ok_or_else(|| format!("{}: no certificate in the CA file", ca_path.display()))?;
+pub fn bundle_contents(
+    roots_text: &[u8],
+    roots: &Roots,
+    ca_pem: &str,
+    ca_path: &Path,
+) -> Result<(Vec<u8>, usize), String> {
+    let certs = pem_certs(roots_text)
+        .map_err(|e| format!("{}: not a PEM certificate file: {e}", roots.describe()))?;
+    let ca_der = pem_certs(ca_pem.as_bytes())
+        .ok()
+        .and_then(|c| c.into_iter().next())
+        .ok_or_else(|| format!("{}: no certificate in the CA file", ca_path.display()))?;
     let others = certs.iter().filter(|c| **c != ca_der).count();
     if others == 0 {
         return Err(format!(
@@ -481,7 +560,9 @@ pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: 
         if !out.is_empty() && !out.ends_with(b"\n") {
             out.push(b'\n');
         }
-        out.extend_from_slice(format!("\n# crawlcache local CA ({})\n", ca_path.display()).as_bytes());
+        out.extend_from_slice(
+            format!("\n# crawlcache local CA ({})\n", ca_path.display()).as_bytes(),
+        );
         out.extend_from_slice(ca_pem.as_bytes());
         if !ca_pem.ends_with('\n') {
             out.push(b'\n');
@@ -492,7 +573,9 @@ pub fn bundle_contents(roots_text: &[u8], roots: &Roots, ca_pem: &str, ca_path: 
 
 /// Every `CERTIFICATE` block of a PEM text (other blocks are skipped).
 fn pem_certs(text: &[u8]) -> Result<Vec<CertificateDer<'static>>, std::io::Error> {
-    CertificateDer::pem_slice_iter(text).collect::<Result<_, _>>().map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err.to_string()))
+    CertificateDer::pem_slice_iter(text)
+        .collect::<Result<_, _>>()
+        .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err.to_string()))
 }
 
 /// Writes `contents` to `path` through a temporary file beside it, renamed
@@ -535,7 +618,8 @@ mod tests {
         let missing = tmp.path().join("missing.pem");
         let candidates = [missing.to_str().unwrap(), second.to_str().unwrap()];
 
-        let r = find_roots(Some(Path::new("/given.pem")), Some("/env.pem".into()), &candidates).unwrap();
+        let r = find_roots(Some(Path::new("/given.pem")), Some("/env.pem".into()), &candidates)
+            .unwrap();
         assert_eq!(r, Roots { path: "/given.pem".into(), source: RootsSource::Option });
         let r = find_roots(None, Some("/env.pem".into()), &candidates).unwrap();
         assert_eq!(r, Roots { path: "/env.pem".into(), source: RootsSource::SslCertFile });
@@ -547,7 +631,8 @@ mod tests {
 
     #[test]
     fn no_roots_file_is_an_error_naming_every_path_tried() {
-        let err = find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"]).unwrap_err();
+        let err =
+            find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"]).unwrap_err();
         assert!(err.contains("SSL_CERT_FILE is not set"), "{err}");
         assert!(err.contains("/nonexistent/a.crt, /nonexistent/b.pem"), "{err}");
         assert!(err.contains("--roots FILE"), "{err}");
@@ -558,7 +643,9 @@ mod tests {
         let (a, b, ca) = (pem_of("a.test"), pem_of("b.test"), pem_of("ca.test"));
         // No newline at the end of the roots file: the CA still starts a line.
         let text = format!("# system roots\n{a}{}", b.trim_end());
-        let (out, n) = bundle_contents(text.as_bytes(), &roots("r.pem"), &ca, Path::new("/d/ca/ca.pem")).unwrap();
+        let (out, n) =
+            bundle_contents(text.as_bytes(), &roots("r.pem"), &ca, Path::new("/d/ca/ca.pem"))
+                .unwrap();
         let out = String::from_utf8(out).unwrap();
         assert_eq!(n, 2);
         assert!(out.starts_with(&text), "{out}");
@@ -570,7 +657,8 @@ mod tests {
     fn a_roots_file_that_already_holds_the_ca_gets_no_second_copy() {
         let (a, ca) = (pem_of("a.test"), pem_of("ca.test"));
         let text = format!("{a}{ca}");
-        let (out, n) = bundle_contents(text.as_bytes(), &roots("r.pem"), &ca, Path::new("ca.pem")).unwrap();
+        let (out, n) =
+            bundle_contents(text.as_bytes(), &roots("r.pem"), &ca, Path::new("ca.pem")).unwrap();
         assert_eq!((out, n), (text.into_bytes(), 1));
     }
 
@@ -580,29 +668,43 @@ mod tests {
         let env = Roots { path: "/d/ca/ca.pem".into(), source: RootsSource::SslCertFile };
         let err = bundle_contents(ca.as_bytes(), &env, &ca, Path::new("/d/ca/ca.pem")).unwrap_err();
         assert!(err.contains("/d/ca/ca.pem (from SSL_CERT_FILE) holds no root certificate besides crawlcache's own CA"), "{err}");
-        let err = bundle_contents(b"not a certificate\n", &roots("r.pem"), &ca, Path::new("ca.pem")).unwrap_err();
+        let err =
+            bundle_contents(b"not a certificate\n", &roots("r.pem"), &ca, Path::new("ca.pem"))
+                .unwrap_err();
         assert!(err.starts_with("r.pem holds no root certificate;"), "{err}");
     }
 
     #[test]
     fn the_trust_store_is_the_first_whose_folder_and_command_exist() {
         let debian = |p: &Path| p == Path::new("/usr/local/share/ca-certificates");
-        let store = choose_store(&SYSTEM_STORES, debian, |c| c == "update-ca-certificates").unwrap();
+        let store =
+            choose_store(&SYSTEM_STORES, debian, |c| c == "update-ca-certificates").unwrap();
         assert_eq!(store.command, &["update-ca-certificates"]);
         assert!(store.systems.contains("Debian"));
         // The folder without its command (ca-certificates not installed).
         assert_eq!(choose_store(&SYSTEM_STORES, debian, |_| false), None);
-        let fedora = |p: &Path| p == Path::new("/etc/pki/ca-trust/source/anchors") || p == Path::new("/usr/local/share/ca-certificates");
+        let fedora = |p: &Path| {
+            p == Path::new("/etc/pki/ca-trust/source/anchors")
+                || p == Path::new("/usr/local/share/ca-certificates")
+        };
         let store = choose_store(&SYSTEM_STORES, fedora, |_| true).unwrap();
         assert_eq!(store.command, &["update-ca-trust", "extract"]);
         let suse = |p: &Path| p == Path::new("/etc/pki/trust/anchors");
-        assert_eq!(choose_store(&SYSTEM_STORES, suse, |c| c == "update-ca-certificates").unwrap().dir, "/etc/pki/trust/anchors");
+        assert_eq!(
+            choose_store(&SYSTEM_STORES, suse, |c| c == "update-ca-certificates").unwrap().dir,
+            "/etc/pki/trust/anchors"
+        );
     }
 
     #[test]
     fn an_installed_ca_is_named_by_its_fingerprint() {
         let a = installed_name(b"one certificate", "crt");
-        assert!(a.starts_with("crawlcache-") && a.ends_with(".crt") && a.len() == "crawlcache-".len() + 16 + 4, "{a}");
+        assert!(
+            a.starts_with("crawlcache-")
+                && a.ends_with(".crt")
+                && a.len() == "crawlcache-".len() + 16 + 4,
+            "{a}"
+        );
         assert_ne!(a, installed_name(b"another certificate", "crt"));
         assert_eq!(a, installed_name(b"one certificate", "crt"));
     }
@@ -611,19 +713,39 @@ mod tests {
     fn each_old_flag_names_the_subcommand_that_replaces_it() {
         let words = |f: LegacyCaFlags| f.action().3.map(|(_, new)| new);
         assert_eq!(words(LegacyCaFlags::default()), None, "plain `ca` is `ca path`");
-        assert_eq!(words(LegacyCaFlags { init: true, ..Default::default() }).as_deref(), Some("ca init"));
-        assert_eq!(words(LegacyCaFlags { pem: true, ..Default::default() }).as_deref(), Some("ca path --pem"));
-        assert_eq!(words(LegacyCaFlags { init: true, install: true, ..Default::default() }).as_deref(), Some("ca init` then `crawlcache ca install"));
-        let bundle = LegacyCaFlags { bundle: Some("my b.pem".into()), roots: Some("r.pem".into()), ..Default::default() };
+        assert_eq!(
+            words(LegacyCaFlags { init: true, ..Default::default() }).as_deref(),
+            Some("ca init")
+        );
+        assert_eq!(
+            words(LegacyCaFlags { pem: true, ..Default::default() }).as_deref(),
+            Some("ca path --pem")
+        );
+        assert_eq!(
+            words(LegacyCaFlags { init: true, install: true, ..Default::default() }).as_deref(),
+            Some("ca init` then `crawlcache ca install")
+        );
+        let bundle = LegacyCaFlags {
+            bundle: Some("my b.pem".into()),
+            roots: Some("r.pem".into()),
+            ..Default::default()
+        };
         let (_, init, action, new) = bundle.action();
         assert!(!init);
         assert_eq!(action, Action::Bundle { file: "my b.pem".into(), roots: Some("r.pem".into()) });
-        assert_eq!(new, Some(("ca --bundle FILE".to_string(), "ca bundle 'my b.pem' --roots r.pem".to_string())));
+        assert_eq!(
+            new,
+            Some((
+                "ca --bundle FILE".to_string(),
+                "ca bundle 'my b.pem' --roots r.pem".to_string()
+            ))
+        );
     }
 
     #[test]
     fn suggested_commands_repeat_the_flags_given_quoted_for_a_shell() {
-        let common = Common { config: Some("my conf.toml".into()), data_dir: Some("/srv/data".into()) };
+        let common =
+            Common { config: Some("my conf.toml".into()), data_dir: Some("/srv/data".into()) };
         assert_eq!(flags_of(&common), " --config 'my conf.toml' --data-dir /srv/data");
         assert_eq!(flags_of(&Common::default()), "");
         assert_eq!(shell_word("it's"), r"'it'\''s'");

@@ -15,7 +15,9 @@
     reason = "the doc comments of the arguments are --help text, read in a terminal: URLs and [::1] stay as typed"
 )]
 
-use super::access::{admin_request, admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
+use super::access::{
+    admin_request, admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT,
+};
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
 use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
@@ -47,7 +49,9 @@ pub const HOST_HELP: &str = "Only URLs of this host: a host (example.com: any sc
 pub enum CacheCommand {
     /// Entries, bodies, bytes stored and the budget, and the request
     /// counters of the running proxy; the same figures whether or not it runs.
-    #[command(after_help = "Examples:\n  crawlcache cache stats --data-dir /srv/crawlcache\n  crawlcache cache stats --json | jq .store.bytes_stored")]
+    #[command(
+        after_help = "Examples:\n  crawlcache cache stats --data-dir /srv/crawlcache\n  crawlcache cache stats --json | jq .store.bytes_stored"
+    )]
     Stats {
         /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
@@ -168,7 +172,9 @@ pub enum CacheCommand {
     /// references (the proxy also does this by itself once the pack holds
     /// more than twice its live bytes). Prints the pack's size before and
     /// after.
-    #[command(after_help = "Examples:\n  crawlcache cache compact\n  crawlcache cache compact --json | jq .pack_bytes_after")]
+    #[command(
+        after_help = "Examples:\n  crawlcache cache compact\n  crawlcache cache compact --json | jq .pack_bytes_after"
+    )]
     Compact {
         /// Where the configuration and the data directory are, and how to reach a running proxy.
         #[command(flatten)]
@@ -200,11 +206,19 @@ pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
     match command {
         CacheCommand::Stats { common, json } => stats(&common, json),
         CacheCommand::Show { common, url, json } => show(&common, &url, json),
-        CacheCommand::Purge { common, url, host, prefix, older_than, dry_run, json } => {
-            purge(&common, url.as_deref(), KeyFilter { host, prefix }, older_than, Output { dry_run, json })
+        CacheCommand::Purge { common, url, host, prefix, older_than, dry_run, json } => purge(
+            &common,
+            url.as_deref(),
+            KeyFilter { host, prefix },
+            older_than,
+            Output { dry_run, json },
+        ),
+        CacheCommand::Prune { common, unused_for, records, json } => {
+            prune(&common, unused_for, records, json)
         }
-        CacheCommand::Prune { common, unused_for, records, json } => prune(&common, unused_for, records, json),
-        CacheCommand::Ls { common, host, prefix, json } => ls(&common, KeyFilter { host, prefix }, json),
+        CacheCommand::Ls { common, host, prefix, json } => {
+            ls(&common, KeyFilter { host, prefix }, json)
+        }
         CacheCommand::Cat { common, url, decode } => cat(&common, &url, decode),
         CacheCommand::Verify { common, repair, json } => verify(&common, repair, json),
         CacheCommand::Compact { common, json } => compact(&common, json),
@@ -227,7 +241,8 @@ fn compact(common: &Common, json: bool) -> Result<ExitCode, String> {
                 body.extend_from_slice(chunk);
                 Ok(())
             })?;
-            serde_json::from_slice(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?
+            serde_json::from_slice(&body)
+                .map_err(|e| format!("unexpected answer from the proxy: {e}"))?
         }
     };
     if json {
@@ -256,12 +271,22 @@ fn compact(common: &Common, json: bool) -> Result<ExitCode, String> {
 fn stats(common: &Common, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
-        StoreAccess::Direct(s) => stats_object(&cfg.server.data_dir, serde_json::to_value(s.stats()).unwrap_or_default(), None),
+        StoreAccess::Direct(s) => stats_object(
+            &cfg.server.data_dir,
+            serde_json::to_value(s.stats()).unwrap_or_default(),
+            None,
+        ),
         StoreAccess::Daemon(a) => {
             let (status, body) = admin_request(&a, "GET", "/stats")?;
-            let answer: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy ({status}): {e}"))?;
-            let listen = answer["listen"].as_str().map_or_else(|| a.addr.to_string(), str::to_string);
-            stats_object(&cfg.server.data_dir, answer["store"].clone(), Some((listen.as_str(), answer["proxy"].clone())))
+            let answer: serde_json::Value = serde_json::from_str(&body)
+                .map_err(|e| format!("unexpected answer from the proxy ({status}): {e}"))?;
+            let listen =
+                answer["listen"].as_str().map_or_else(|| a.addr.to_string(), str::to_string);
+            stats_object(
+                &cfg.server.data_dir,
+                answer["store"].clone(),
+                Some((listen.as_str(), answer["proxy"].clone())),
+            )
         }
     };
     if json {
@@ -277,7 +302,11 @@ fn stats(common: &Common, json: bool) -> Result<ExitCode, String> {
 /// bodies, bytes_stored, bytes_referenced, max_size, evictions,
 /// pack_bytes: [`crawlcache_store::StoreStats`]) and `requests` (the running
 /// proxy's counters by name, as in `/stats`; null when stopped).
-pub fn stats_object(data_dir: &std::path::Path, store: serde_json::Value, running: Option<(&str, serde_json::Value)>) -> serde_json::Value {
+pub fn stats_object(
+    data_dir: &std::path::Path,
+    store: serde_json::Value,
+    running: Option<(&str, serde_json::Value)>,
+) -> serde_json::Value {
     let (listen, requests) = match running {
         Some((addr, counters)) => (serde_json::Value::from(addr), counters),
         None => (serde_json::Value::Null, serde_json::Value::Null),
@@ -298,23 +327,47 @@ pub fn stats_text(v: &serde_json::Value) -> String {
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     let st = &v["store"];
     let (stored, budget) = (n(st, "bytes_stored"), n(st, "max_size"));
-    let share = if budget > 0 { format!(" ({:.1}%)", stored as f64 * 100.0 / budget as f64) } else { String::new() };
+    let share = if budget > 0 {
+        format!(" ({:.1}%)", stored as f64 * 100.0 / budget as f64)
+    } else {
+        String::new()
+    };
     let referenced = n(st, "bytes_referenced");
     let mut out = format!("entries   {}\n", n(st, "entries"));
     out.push_str(&format!("bodies    {} distinct, {}", n(st, "bodies"), format_bytes(stored)));
     if referenced > stored {
-        out.push_str(&format!(" ({} referenced: sharing saves {})", format_bytes(referenced), format_bytes(referenced - stored)));
+        out.push_str(&format!(
+            " ({} referenced: sharing saves {})",
+            format_bytes(referenced),
+            format_bytes(referenced - stored)
+        ));
     }
-    out.push_str(&format!("\nbudget    {} of {}{share} used; {} evictions since start\n", format_bytes(stored), format_bytes(budget), n(st, "evictions")));
+    out.push_str(&format!(
+        "\nbudget    {} of {}{share} used; {} evictions since start\n",
+        format_bytes(stored),
+        format_bytes(budget),
+        n(st, "evictions")
+    ));
     out.push_str(&format!("pack      {} on disk\n", format_bytes(n(st, "pack_bytes"))));
     let r = &v["requests"];
-    let summary = format!("cache stats: {} entries, {} of {}{share}", n(st, "entries"), format_bytes(stored), format_bytes(budget));
+    let summary = format!(
+        "cache stats: {} entries, {} of {}{share}",
+        n(st, "entries"),
+        format_bytes(stored),
+        format_bytes(budget)
+    );
     if r.is_null() {
-        out.push_str("requests  - (counted by a running proxy; none runs on this data directory)\n");
+        out.push_str(
+            "requests  - (counted by a running proxy; none runs on this data directory)\n",
+        );
         out.push_str(&format!("{summary}; the proxy is not running\n"));
     } else {
         let (requests, hits) = (n(r, "requests"), n(r, "hits"));
-        let ratio = if requests > 0 { format!(" ({:.1}%)", hits as f64 * 100.0 / requests as f64) } else { String::new() };
+        let ratio = if requests > 0 {
+            format!(" ({:.1}%)", hits as f64 * 100.0 / requests as f64)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
             "requests  {requests}: {hits} hits{ratio}, {} revalidated, {} stale served, {} misses, {} passed through, {} refused, {} errors\n",
             n(r, "revalidated"),
@@ -339,13 +392,16 @@ pub fn stats_text(v: &serde_json::Value) -> String {
 fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
-        StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules).map_err(|e| e.to_string())?,
+        StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules)
+            .map_err(|e| e.to_string())?,
         StoreAccess::Daemon(a) => {
-            let (status, body) = admin_request(&a, "GET", &format!("/cache/show?url={}", encode(url)))?;
+            let (status, body) =
+                admin_request(&a, "GET", &format!("/cache/show?url={}", encode(url)))?;
             if status != 200 {
                 return Err(body.trim().to_string());
             }
-            serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?
+            serde_json::from_str(&body)
+                .map_err(|e| format!("unexpected answer from the proxy: {e}"))?
         }
     };
     let mut v = v;
@@ -366,19 +422,32 @@ fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, String> {
 fn show_text(v: &serde_json::Value) -> String {
     let s = |x: &serde_json::Value| x.as_str().unwrap_or("-").to_string();
     let mut out = format!("url       {}\nkey       {}\n", s(&v["url"]), s(&v["key"]));
-    let pairs = |x: &serde_json::Value| -> Vec<(String, String)> { x.as_array().map(|a| a.iter().map(|p| (s(&p[0]), s(&p[1]))).collect()).unwrap_or_default() };
+    let pairs = |x: &serde_json::Value| -> Vec<(String, String)> {
+        x.as_array().map(|a| a.iter().map(|p| (s(&p[0]), s(&p[1]))).collect()).unwrap_or_default()
+    };
     for (what, list) in [("variant", &v["variants"]), ("record", &v["records"])] {
         for (i, e) in list.as_array().into_iter().flatten().enumerate() {
             let received = e["response_time_ms"]
                 .as_u64()
-                .map(|ms| crawlcache_base::time::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms)))
+                .map(|ms| {
+                    crawlcache_base::time::format_rfc3339(
+                        std::time::UNIX_EPOCH + Duration::from_millis(ms),
+                    )
+                })
                 .unwrap_or_else(|| "-".into());
             let body = match (e["body_bytes"].as_u64(), e["body_sha256"].as_str()) {
                 (Some(n), Some(h)) => format!("{} sha256 {h}", format_bytes(n)),
                 _ => "none".to_string(),
             };
-            out.push_str(&format!("\n{what} {}{}\n", i + 1, e["key"].as_str().map(|k| format!("  ({k})")).unwrap_or_default()));
-            out.push_str(&format!("  status    {}\n  received  {received}\n  body      {body}\n", e["status"].as_u64().map_or("-".into(), |n| n.to_string())));
+            out.push_str(&format!(
+                "\n{what} {}{}\n",
+                i + 1,
+                e["key"].as_str().map(|k| format!("  ({k})")).unwrap_or_default()
+            ));
+            out.push_str(&format!(
+                "  status    {}\n  received  {received}\n  body      {body}\n",
+                e["status"].as_u64().map_or("-".into(), |n| n.to_string())
+            ));
             for (n, val) in pairs(&e["vary_request"]) {
                 out.push_str(&format!("  selected by  {n}: {val}\n"));
             }
@@ -404,13 +473,21 @@ struct Output {
 /// Removes the selected responses (cache and record) and says how many
 /// entries and bytes went; with `dry_run`, only counts them (through the
 /// running proxy: `GET /cache/purge`, which removes nothing).
-fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Option<Duration>, output: Output) -> Result<ExitCode, String> {
+fn purge(
+    common: &Common,
+    url: Option<&str>,
+    filter: KeyFilter,
+    older_than: Option<Duration>,
+    output: Output,
+) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let mut selection = PurgeSelection { filter: filter.clone(), older_than, ..Default::default() };
+            let mut selection =
+                PurgeSelection { filter: filter.clone(), older_than, ..Default::default() };
             if let Some(u) = url {
-                selection.urls = crate::admin::lookup::url_keys(u, &cfg.cache.key_rules).map_err(|e| e.to_string())?;
+                selection.urls = crate::admin::lookup::url_keys(u, &cfg.cache.key_rules)
+                    .map_err(|e| e.to_string())?;
             }
             if output.dry_run {
                 maintain::would_purge(&s, &selection, SystemTime::now())?
@@ -442,7 +519,10 @@ fn purge(common: &Common, url: Option<&str>, filter: KeyFilter, older_than: Opti
     };
     outln!("{}", removal_report("cache purge", &removed, output));
     if removed.entries == 0 && !output.json {
-        eprintln!("cache purge: nothing stored matches {}", selection_words(url, &filter, older_than));
+        eprintln!(
+            "cache purge: nothing stored matches {}",
+            selection_words(url, &filter, older_than)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -463,7 +543,11 @@ fn removal_report(command: &str, removed: &Removed, output: Output) -> String {
         })
         .to_string(),
         (false, true) => {
-            format!("{command} --dry-run: would remove {} ({} of bodies); nothing was removed", entries(removed.entries), format_bytes(removed.bytes))
+            format!(
+                "{command} --dry-run: would remove {} ({} of bodies); nothing was removed",
+                entries(removed.entries),
+                format_bytes(removed.bytes)
+            )
         }
         (false, false) => format!(
             "{command}: removed {} ({} of bodies); {} freed (bodies no other entry references)",
@@ -487,18 +571,32 @@ fn selection_words(url: Option<&str>, filter: &KeyFilter, older_than: Option<Dur
 }
 
 /// Removes stale entries unused for `unused_for` and prints the summary.
-fn prune(common: &Common, unused_for: Duration, records: bool, json: bool) -> Result<ExitCode, String> {
+fn prune(
+    common: &Common,
+    unused_for: Duration,
+    records: bool,
+    json: bool,
+) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let spec = PruneSpec { unused_for, records, policy: cfg.policy(), rules: cfg.cache.rules.clone() };
+            let spec = PruneSpec {
+                unused_for,
+                records,
+                policy: cfg.policy(),
+                rules: cfg.cache.rules.clone(),
+            };
             let removed = maintain::prune(&s, &spec, SystemTime::now())?;
             s.flush().map_err(|e| e.to_string())?;
             removed
         }
         StoreAccess::Daemon(a) => {
             let records = if records { "&records=1" } else { "" };
-            removal(&a, "POST", &format!("/cache/prune?unused_for={}ms{records}", unused_for.as_millis()))?
+            removal(
+                &a,
+                "POST",
+                &format!("/cache/prune?unused_for={}ms{records}", unused_for.as_millis()),
+            )?
         }
     };
     let report = removal_report("cache prune", &removed, Output { dry_run: false, json });
@@ -546,15 +644,23 @@ fn verify(common: &Common, repair: bool, json: bool) -> Result<ExitCode, String>
         StoreAccess::Daemon(a) => {
             progress.message(format!("(the running proxy at {} is checking)", a.addr));
             // A repair changes the store: POST (the proxy refuses it over GET).
-            let (method, path) = if repair { ("POST", "/cache/verify?repair=1") } else { ("GET", "/cache/verify") };
+            let (method, path) =
+                if repair { ("POST", "/cache/verify?repair=1") } else { ("GET", "/cache/verify") };
             let (_, body) = admin_request(&a, method, path)?;
-            let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
+            let v: serde_json::Value = serde_json::from_str(&body)
+                .map_err(|e| format!("unexpected answer from the proxy: {e}"))?;
             (v["clean"].as_bool().unwrap_or(false), v["report"].clone())
         }
     };
     progress.clear();
     if json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "version": 1, "clean": clean, "report": report })).unwrap_or_default());
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "version": 1, "clean": clean, "report": report })
+            )
+            .unwrap_or_default()
+        );
     } else {
         out!("{}", verify_text(clean, repair, &report));
     }
@@ -579,7 +685,11 @@ const VERIFY_SHOWN: usize = 20;
 /// problem found with its items (the first `VERIFY_SHOWN`), then the
 /// summary line. `report` is the store's report as JSON.
 pub fn verify_text(clean: bool, repair: bool, report: &serde_json::Value) -> String {
-    let checked = format!("{} entries, {} bodies checked", report["entries_checked"].as_u64().unwrap_or(0), report["bodies_checked"].as_u64().unwrap_or(0));
+    let checked = format!(
+        "{} entries, {} bodies checked",
+        report["entries_checked"].as_u64().unwrap_or(0),
+        report["bodies_checked"].as_u64().unwrap_or(0)
+    );
     if clean {
         return format!("cache verify: every invariant holds ({checked})\n");
     }
@@ -591,16 +701,24 @@ pub fn verify_text(clean: bool, repair: bool, report: &serde_json::Value) -> Str
         }
         out.push_str(&format!("{} {name}:\n", items.len()));
         for item in items.iter().take(VERIFY_SHOWN) {
-            out.push_str(&format!("  {}\n", item.as_str().map_or_else(|| item.to_string(), str::to_string)));
+            out.push_str(&format!(
+                "  {}\n",
+                item.as_str().map_or_else(|| item.to_string(), str::to_string)
+            ));
         }
         if items.len() > VERIFY_SHOWN {
-            out.push_str(&format!("  ... and {} more (--json lists them all)\n", items.len() - VERIFY_SHOWN));
+            out.push_str(&format!(
+                "  ... and {} more (--json lists them all)\n",
+                items.len() - VERIFY_SHOWN
+            ));
         }
     }
     if repair {
         out.push_str(&format!("cache verify: problems were found and repaired ({checked})\n"));
     } else {
-        out.push_str(&format!("cache verify: invariants are broken ({checked}); run with --repair to fix\n"));
+        out.push_str(&format!(
+            "cache verify: invariants are broken ({checked}); run with --repair to fix\n"
+        ));
     }
     out
 }
@@ -621,7 +739,12 @@ fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String
     let closed = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let spec = ListSpec { filter, policy: cfg.policy(), rules: cfg.cache.rules.clone(), now: SystemTime::now() };
+            let spec = ListSpec {
+                filter,
+                policy: cfg.policy(),
+                rules: cfg.cache.rules.clone(),
+                now: SystemTime::now(),
+            };
             for row in Listing::new(&s, spec) {
                 match print(&row?, &mut out) {
                     Err(e) if closed(&e) => return Ok(ExitCode::SUCCESS),
@@ -723,28 +846,44 @@ fn cat(common: &Common, url: &str, decode: bool) -> Result<ExitCode, String> {
     };
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let Some(picked) = crate::admin::inspect::pick(&s, url, &cfg.cache.key_rules).map_err(|e| e.to_string())? else {
-                eprintln!("crawlcache: {url} is not stored (neither in the cache nor in the record)");
+            let Some(picked) = crate::admin::inspect::pick(&s, url, &cfg.cache.key_rules)
+                .map_err(|e| e.to_string())?
+            else {
+                eprintln!(
+                    "crawlcache: {url} is not stored (neither in the cache nor in the record)"
+                );
                 return Ok(ExitCode::from(1));
             };
             let mut body = picked.body(&s, decode)?;
-            quiet_pipe(std::io::copy(&mut body, &mut out).map(|_| ())).map_err(|e| format!("{}: {e}", picked.key))?;
+            quiet_pipe(std::io::copy(&mut body, &mut out).map(|_| ()))
+                .map_err(|e| format!("{}: {e}", picked.key))?;
             quiet_pipe(out.flush()).map_err(|e| e.to_string())?;
             eprintln!("cache cat: {} from the {} ({})", url, picked.source(), picked.key);
         }
         StoreAccess::Daemon(a) => {
-            let path = format!("/cache/cat?url={}{}", encode(url), if decode { "&decode=1" } else { "" });
-            let head = match admin_stream(&a, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| out.write_all(chunk)) {
-                Ok(h) => h,
-                Err(e) if e.status == Some(404) => {
-                    eprintln!("crawlcache: {e}");
-                    return Ok(ExitCode::from(1));
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let path =
+                format!("/cache/cat?url={}{}", encode(url), if decode { "&decode=1" } else { "" });
+            let head =
+                match admin_stream(&a, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
+                    out.write_all(chunk)
+                }) {
+                    Ok(h) => h,
+                    Err(e) if e.status == Some(404) => {
+                        eprintln!("crawlcache: {e}");
+                        return Ok(ExitCode::from(1));
+                    }
+                    Err(e) => return Err(e.into()),
+                };
             quiet_pipe(out.flush()).map_err(|e| e.to_string())?;
-            let header = |n: &str| head.headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
-            eprintln!("cache cat: {} from the {} ({})", url, header("x-crawlcache-source"), header("x-crawlcache-key"));
+            let header = |n: &str| {
+                head.headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("?").to_string()
+            };
+            eprintln!(
+                "cache cat: {} from the {} ({})",
+                url,
+                header("x-crawlcache-source"),
+                header("x-crawlcache-key")
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

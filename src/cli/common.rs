@@ -20,7 +20,8 @@ pub struct Common {
 
 /// The line added to every configuration error that does not already say
 /// it: the keys are listed by the binary itself (no source tree needed).
-pub const CONFIG_HINT: &str = "hint: `crawlcache config defaults` prints every key with its default and meaning";
+pub const CONFIG_HINT: &str =
+    "hint: `crawlcache config defaults` prints every key with its default and meaning";
 
 /// The configuration for a command and where each value came from: the
 /// defaults, `--config` laid over them, then the `CRAWLCACHE_SECTION__KEY`
@@ -42,7 +43,11 @@ pub fn load_layered(common: &Common) -> Result<Layered, String> {
     }
     layers.extend(Layer::from_environment());
     if let Some(d) = &common.data_dir {
-        layers.push(Layer::flag("--data-dir", "server.data_dir", toml::Value::String(d.display().to_string())));
+        layers.push(Layer::flag(
+            "--data-dir",
+            "server.data_dir",
+            toml::Value::String(d.display().to_string()),
+        ));
     }
     let mut layered = sources::from_layers(&layers).map_err(with_hint)?;
     if let Some(d) = &common.data_dir {

@@ -35,9 +35,22 @@ mod tests {
     fn every_shell_gets_a_script_naming_the_subcommands() {
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut crate::cli::Cli::command(), "crawlcache", &mut script);
+            clap_complete::generate(
+                shell,
+                &mut crate::cli::Cli::command(),
+                "crawlcache",
+                &mut script,
+            );
             let script = String::from_utf8(script).unwrap();
-            for word in ["crawlcache", "serve", "completions", "defaults", "bundle", "--exit-code", "--dry-run"] {
+            for word in [
+                "crawlcache",
+                "serve",
+                "completions",
+                "defaults",
+                "bundle",
+                "--exit-code",
+                "--dry-run",
+            ] {
                 assert!(script.contains(word), "{shell}: no {word} in\n{script}");
             }
         }

@@ -79,12 +79,17 @@ pub fn run(args: ConfigArgs) -> Result<ExitCode, String> {
     match command {
         ConfigCommand::Defaults => out!("{}", crate::config::DEFAULT_CONFIG),
         ConfigCommand::Check { file } => {
-            sources::from_layers(&[Layer::file(&file).map_err(|e| e.to_string())?]).map_err(|e| e.to_string())?;
+            sources::from_layers(&[Layer::file(&file).map_err(|e| e.to_string())?])
+                .map_err(|e| e.to_string())?;
             outln!("{}: ok", file.display());
         }
         ConfigCommand::Show { common, json } => {
             let layered = load_layered(&common)?;
-            let entries: Vec<Entry> = layered.entries().into_iter().map(|e| Entry { value: mask(&e.key, e.value.clone()), ..e }).collect();
+            let entries: Vec<Entry> = layered
+                .entries()
+                .into_iter()
+                .map(|e| Entry { value: mask(&e.key, e.value.clone()), ..e })
+                .collect();
             if json {
                 outln!("{}", show_json(&entries));
             } else {
@@ -100,7 +105,9 @@ pub fn run(args: ConfigArgs) -> Result<ExitCode, String> {
 /// `http://user:pw@proxy:3128`).
 fn mask(path: &str, value: toml::Value) -> toml::Value {
     match value {
-        toml::Value::String(s) if path.ends_with("token") && !s.is_empty() => toml::Value::String("***".into()),
+        toml::Value::String(s) if path.ends_with("token") && !s.is_empty() => {
+            toml::Value::String("***".into())
+        }
         toml::Value::String(s) => toml::Value::String(mask_url_password(&s)),
         toml::Value::Array(a) => toml::Value::Array(a.into_iter().map(|v| mask(path, v)).collect()),
         v => v,
@@ -171,7 +178,8 @@ fn show_json(entries: &[Entry]) -> String {
             serde_json::json!({ "key": e.key, "value": e.value, "source": e.source.kind(), "from": from })
         })
         .collect();
-    serde_json::to_string_pretty(&serde_json::json!({ "version": 1, "keys": keys })).unwrap_or_default()
+    serde_json::to_string_pretty(&serde_json::json!({ "version": 1, "keys": keys }))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -180,23 +188,37 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_in_show() {
-        assert_eq!(mask("server.admin_token", toml::Value::String("s3cret".into())).as_str(), Some("***"));
+        assert_eq!(
+            mask("server.admin_token", toml::Value::String("s3cret".into())).as_str(),
+            Some("***")
+        );
         assert_eq!(mask("server.admin_token", toml::Value::String("".into())).as_str(), Some(""));
-        assert_eq!(mask("upstream.proxy", toml::Value::String("http://u:pw@p.example:3128".into())).as_str(), Some("http://u:***@p.example:3128"));
+        assert_eq!(
+            mask("upstream.proxy", toml::Value::String("http://u:pw@p.example:3128".into()))
+                .as_str(),
+            Some("http://u:***@p.example:3128")
+        );
         let redis = toml::Value::Array(vec![toml::Value::String("redis://:pw@h:6379/0".into())]);
         assert_eq!(mask("fleet.redis_url", redis).to_string(), "[\"redis://:***@h:6379/0\"]");
     }
 
     #[test]
     fn show_is_toml_with_sources_as_comments() {
-        let flag = Layer::flag("--data-dir", "server.data_dir", toml::Value::String("/srv/d".into()));
+        let flag =
+            Layer::flag("--data-dir", "server.data_dir", toml::Value::String("/srv/d".into()));
         let layered = sources::from_layers(&[flag]).unwrap();
         let text = show_text(&layered.entries());
         let line = text.lines().find(|l| l.starts_with("data_dir = ")).unwrap();
-        assert!(line.starts_with("data_dir = \"/srv/d\"") && line.ends_with("# flag --data-dir"), "{line}");
+        assert!(
+            line.starts_with("data_dir = \"/srv/d\"") && line.ends_with("# flag --data-dir"),
+            "{line}"
+        );
         let parsed: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(parsed["server"]["data_dir"].as_str(), Some("/srv/d"));
         assert_eq!(parsed["cache"]["max_size"].as_str(), Some("10GiB"));
-        assert!(text.lines().any(|l| l.starts_with("max_size = \"10GiB\"") && l.ends_with("# default")), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("max_size = \"10GiB\"") && l.ends_with("# default")),
+            "{text}"
+        );
     }
 }

@@ -62,13 +62,16 @@ pub fn run(args: ManArgs, cmd: clap::Command) -> Result<ExitCode, String> {
     cmd.build();
     match args.dir {
         None => {
-            let page = render(&cmd, None).map_err(|e| format!("cannot render the man page: {e}"))?;
+            let page =
+                render(&cmd, None).map_err(|e| format!("cannot render the man page: {e}"))?;
             let _ = std::io::stdout().write_all(&page);
         }
         Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             let mut names = Vec::new();
-            write_pages(&cmd, None, &dir, &mut names).map_err(|e| format!("cannot write the man pages into {}: {e}", dir.display()))?;
+            write_pages(&cmd, None, &dir, &mut names)
+                .map_err(|e| format!("cannot write the man pages into {}: {e}", dir.display()))?;
             names.sort();
             eprintln!("man: {} pages in {}: {}", names.len(), dir.display(), names.join(" "));
         }
@@ -79,7 +82,12 @@ pub fn run(args: ManArgs, cmd: clap::Command) -> Result<ExitCode, String> {
 /// Writes the page of `cmd` and of each of its visible subcommands into
 /// `dir`, naming each file in `names`. `parent` is the page name of the
 /// command above `cmd`.
-fn write_pages(cmd: &clap::Command, parent: Option<&str>, dir: &std::path::Path, names: &mut Vec<String>) -> std::io::Result<()> {
+fn write_pages(
+    cmd: &clap::Command,
+    parent: Option<&str>,
+    dir: &std::path::Path,
+    names: &mut Vec<String>,
+) -> std::io::Result<()> {
     let name = page_name(cmd);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_pages(sub, Some(&name), dir, names)?;
@@ -114,7 +122,10 @@ fn render(cmd: &clap::Command, parent: Option<&str>) -> std::io::Result<Vec<u8>>
     if let Some(help) = cmd.get_after_help() {
         let help = help.to_string();
         let examples = help.strip_prefix("Examples:").unwrap_or(&help);
-        text.push_str(&format!(".SH EXAMPLES\n.nf\n{}\n.fi\n", roff_text(examples.trim_matches('\n'))));
+        text.push_str(&format!(
+            ".SH EXAMPLES\n.nf\n{}\n.fi\n",
+            roff_text(examples.trim_matches('\n'))
+        ));
     }
     text.push_str(".SH ENVIRONMENT\n");
     for (name, meaning) in ENVIRONMENT {
@@ -143,9 +154,14 @@ fn see_also(cmd: &clap::Command, parent: Option<&str>) -> String {
     if let Some(p) = parent.filter(|p| *p != "crawlcache") {
         pages.push(format!("{p}(1)"));
     }
-    pages.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).map(|s| format!("{}(1)", page_name(s))));
+    pages.extend(
+        cmd.get_subcommands().filter(|s| !s.is_hide_set()).map(|s| format!("{}(1)", page_name(s))),
+    );
     pages.push("curl(1), wget(1), systemd.service(5)".into());
-    format!("{}. Every configuration key with its default and meaning: crawlcache config defaults.", pages.join(", "))
+    format!(
+        "{}. Every configuration key with its default and meaning: crawlcache config defaults.",
+        pages.join(", ")
+    )
 }
 
 /// `s` as roff text: backslashes escaped, a line starting with `.` or `'`
@@ -178,7 +194,11 @@ mod tests {
     #[test]
     fn the_page_names_the_commands_and_their_options() {
         let page = String::from_utf8(render(&built(), None).unwrap()).unwrap();
-        assert!(page.starts_with(".ie") || page.contains(".TH crawlcache 1"), "{}", &page[..page.len().min(200)]);
+        assert!(
+            page.starts_with(".ie") || page.contains(".TH crawlcache 1"),
+            "{}",
+            &page[..page.len().min(200)]
+        );
         for word in ["serve", "cache", "completions", "man"] {
             assert!(page.contains(word), "no {word} in the page");
         }
@@ -190,7 +210,12 @@ mod tests {
         let mut names = Vec::new();
         write_pages(&built(), None, tmp.path(), &mut names).unwrap();
         assert!(names.len() > 25, "{names:?}");
-        for name in ["crawlcache.1", "crawlcache-cache-ls.1", "crawlcache-ca-init.1", "crawlcache-config-show.1"] {
+        for name in [
+            "crawlcache.1",
+            "crawlcache-cache-ls.1",
+            "crawlcache-ca-init.1",
+            "crawlcache-config-show.1",
+        ] {
             assert!(names.iter().any(|n| n == name), "no {name} in {names:?}");
         }
         for name in &names {

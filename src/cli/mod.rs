@@ -212,12 +212,23 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let missing = Common { config: Some(tmp.path().join("missing.toml")), data_dir: None };
         let err = load_config(&missing).unwrap_err();
-        assert!(err.contains("missing.toml") && err.ends_with(&format!("\n{CONFIG_HINT}")), "{err}");
+        assert!(
+            err.contains("missing.toml") && err.ends_with(&format!("\n{CONFIG_HINT}")),
+            "{err}"
+        );
 
         let bad = tmp.path().join("bad.toml");
         std::fs::write(&bad, "[server]\nlisten_adress = \"127.0.0.1:1\"\n").unwrap();
         let err = load_config(&Common { config: Some(bad), data_dir: None }).unwrap_err();
-        assert!(err.contains("bad.toml:2: unknown key `server.listen_adress`; did you mean `server.listen`?"), "{err}");
-        assert!(err.contains("`crawlcache config defaults`") && !err.contains("config/crawlcache.toml"), "{err}");
+        assert!(
+            err.contains(
+                "bad.toml:2: unknown key `server.listen_adress`; did you mean `server.listen`?"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("`crawlcache config defaults`") && !err.contains("config/crawlcache.toml"),
+            "{err}"
+        );
     }
 }

@@ -114,15 +114,24 @@ fn init_logging(cfg: &Config) -> tracing_appender::non_blocking::WorkerGuard {
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::Layer as _;
     let ansi = std::io::stderr().is_terminal();
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer().with_writer(writer);
     // Warnings and errors are also kept for the status page, whatever the
     // filter shows on stderr (filtered at WARN: a layer without a filter
     // would enable every debug and trace call site).
-    let registry = tracing_subscriber::registry().with(crate::metrics::recent::RecentLayer.with_filter(tracing_subscriber::filter::LevelFilter::WARN));
+    let registry = tracing_subscriber::registry().with(
+        crate::metrics::recent::RecentLayer
+            .with_filter(tracing_subscriber::filter::LevelFilter::WARN),
+    );
     let _ = match cfg.server.log_format {
-        crate::config::LogFormat::Json => registry.with(fmt.json().flatten_event(true).with_filter(filter)).try_init(),
-        crate::config::LogFormat::Text => registry.with(fmt.with_ansi(ansi).with_filter(filter)).try_init(),
+        crate::config::LogFormat::Json => {
+            registry.with(fmt.json().flatten_event(true).with_filter(filter)).try_init()
+        }
+        crate::config::LogFormat::Text => {
+            registry.with(fmt.with_ansi(ansi).with_filter(filter)).try_init()
+        }
     };
     guard
 }

@@ -55,7 +55,8 @@ pub struct ImportArgs {
 pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
     let cfg = load_config(&args.common)?;
     let filter = export::Filter { host: args.host.clone(), prefix: args.prefix.clone() };
-    let filename = args.warc.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let filename =
+        args.warc.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = match args.warc.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -67,21 +68,31 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
     // the temporary file's 0600.
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let tmp = builder.tempfile_in(&dir).map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+    let tmp = builder
+        .tempfile_in(&dir)
+        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
     let (exchanges, records, bytes, skipped) = match open_store(&cfg)? {
         StoreAccess::Direct(store) => {
             let (plan, undecodable) = export::plan(&store, &filter).map_err(|e| e.to_string())?;
-            let progress = Progress::new("export", Some(plan.len() as u64), Unit::Items("exchanges"));
+            let progress =
+                Progress::new("export", Some(plan.len() as u64), Unit::Items("exchanges"));
             for u in &undecodable {
                 progress.println(&format!("export: leaving out {u}"));
             }
-            let opts = export::WriteOptions { filename: filename.clone(), description: export::description(&filter), revisits: args.revisits };
+            let opts = export::WriteOptions {
+                filename: filename.clone(),
+                description: export::description(&filter),
+                revisits: args.revisits,
+            };
             let out = std::io::BufWriter::new(tmp.as_file());
             let result = export::write(&store, &plan, out, &opts, &mut |n| progress.set(n));
             let (out, summary) = match result {
                 Ok(r) => r,
                 Err(e) => {
-                    progress.finish(&format!("export: failed after writing part of {}", args.warc.display()));
+                    progress.finish(&format!(
+                        "export: failed after writing part of {}",
+                        args.warc.display()
+                    ));
                     return Err(format!("cannot write {}: {e}", args.warc.display()));
                 }
             };
@@ -90,7 +101,12 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
                 progress.println(&format!("export: left out {s}"));
             }
             progress.clear();
-            (summary.exchanges, summary.records, summary.bytes, summary.skipped.len() as u64 + undecodable.len() as u64)
+            (
+                summary.exchanges,
+                summary.records,
+                summary.bytes,
+                summary.skipped.len() as u64 + undecodable.len() as u64,
+            )
         }
         StoreAccess::Daemon(admin) => {
             let mut path = format!("/cache/export?filename={}", encode(&filename));
@@ -107,29 +123,41 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
             progress.message(format!("from the running proxy at {}", admin.addr));
             let mut out = std::io::BufWriter::new(tmp.as_file());
             let mut bytes = 0u64;
-            let head = admin_stream(&admin, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
-                out.write_all(chunk)?;
-                bytes += chunk.len() as u64;
-                progress.set(bytes);
-                Ok(())
-            });
+            let head =
+                admin_stream(&admin, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
+                    out.write_all(chunk)?;
+                    bytes += chunk.len() as u64;
+                    progress.set(bytes);
+                    Ok(())
+                });
             let head = match head {
                 Ok(head) => head,
                 Err(e) => {
                     progress.finish("export: failed");
                     return Err(match e.status {
-                        Some(status) => format!("the running proxy refused the export ({status}): {}", e.message),
-                        None => format!("the running proxy's export failed ({}); see its log", e.message),
+                        Some(status) => format!(
+                            "the running proxy refused the export ({status}): {}",
+                            e.message
+                        ),
+                        None => format!(
+                            "the running proxy's export failed ({}); see its log",
+                            e.message
+                        ),
                     });
                 }
             };
-            let planned: u64 =
-                head.headers.get(crate::admin::respond::EXCHANGES_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+            let planned: u64 = head
+                .headers
+                .get(crate::admin::respond::EXCHANGES_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
             out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
             drop(out);
             progress.clear();
             // Count what arrived: each exchange is one response (or revisit) record.
-            let (responses, records) = count_records(tmp.path()).map_err(|e| format!("cannot read back {}: {e}", tmp.path().display()))?;
+            let (responses, records) = count_records(tmp.path())
+                .map_err(|e| format!("cannot read back {}: {e}", tmp.path().display()))?;
             let skipped = planned.saturating_sub(responses);
             if skipped > 0 {
                 eprintln!("export: the proxy left out {skipped} exchange(s) (see its log)");
@@ -138,7 +166,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
         }
     };
     tmp.as_file().sync_all().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
-    tmp.persist(&args.warc).map_err(|e| format!("cannot write {}: {}", args.warc.display(), e.error))?;
+    tmp.persist(&args.warc)
+        .map_err(|e| format!("cannot write {}: {}", args.warc.display(), e.error))?;
     eprintln!("export: {exchanges} exchanges ({records} records) written to {}, {bytes} bytes; {skipped} skipped", args.warc.display());
     if exchanges == 0 && skipped == 0 && filter.is_set() {
         eprintln!("export: nothing stored matches {}", filter.describe());
@@ -154,9 +183,12 @@ fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
         match next {
             Ok(head) => {
                 records += 1;
-                responses += u64::from(matches!(head.record_type().as_str(), "response" | "revisit"));
+                responses +=
+                    u64::from(matches!(head.record_type().as_str(), "response" | "revisit"));
             }
-            Err(e) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())),
+            Err(e) => {
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))
+            }
         }
     }
     Ok((responses, records))
@@ -181,17 +213,23 @@ pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
             Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display())),
         }
     };
-    let sizes: Vec<u64> = args.files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).collect();
+    let sizes: Vec<u64> =
+        args.files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).collect();
     let (total, unreadable, reported) = match access {
         StoreAccess::Direct(store) => import_direct(&cfg, &store, &args.files, &sizes)?,
         StoreAccess::Daemon(admin) => import_through(&admin, &args.files, &sizes)?,
     };
-    let files = if unreadable > 0 { format!(" ({unreadable} file(s) unreadable)") } else { String::new() };
+    let files =
+        if unreadable > 0 { format!(" ({unreadable} file(s) unreadable)") } else { String::new() };
     eprintln!("import: {total}{files}");
     // Records of types that replay nothing are counted, not reported; a
     // record that failed or a revisit whose original was found nowhere is
     // reported, and makes the exit status 1.
-    Ok(if total.failed > 0 || reported > 0 || unreadable > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if total.failed > 0 || reported > 0 || unreadable > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// [`import`] into the store opened here: (what it did, files unreadable,
@@ -215,7 +253,9 @@ fn import_direct(
     for (file, size) in files.iter().zip(sizes) {
         progress.message(file.display().to_string());
         let name = file.display().to_string();
-        let result = run.file(file, &name, &mut |line| report(line), &mut |pos| progress.set(done_before + pos));
+        let result = run.file(file, &name, &mut |line| report(line), &mut |pos| {
+            progress.set(done_before + pos)
+        });
         if let Err(e) = result {
             unreadable += 1;
             progress.println(&format!("import: cannot read {}: {e}", file.display()));
@@ -223,7 +263,9 @@ fn import_direct(
         done_before += size;
     }
     let total = run.finish(&mut |line| report(line));
-    store.flush().map_err(|e| format!("cannot write the cache index in {}: {e}", cfg.server.data_dir.display()))?;
+    store.flush().map_err(|e| {
+        format!("cannot write the cache index in {}: {e}", cfg.server.data_dir.display())
+    })?;
     progress.clear();
     Ok((total, unreadable, reported.get()))
 }
@@ -231,7 +273,11 @@ fn import_direct(
 /// [`import`] through the running proxy: each file uploaded, then one
 /// import of them all, its progress and problems streamed back. Returns as
 /// [`import_direct`].
-fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]) -> Result<(import::Summary, u64, u64), String> {
+fn import_through(
+    admin: &super::access::Admin,
+    files: &[PathBuf],
+    sizes: &[u64],
+) -> Result<(import::Summary, u64, u64), String> {
     let progress = Progress::new("import", Some(sizes.iter().sum::<u64>() * 2), Unit::Bytes);
     progress.message(format!("uploading to the running proxy at {}", admin.addr));
     let mut uploads = Vec::new();
@@ -241,10 +287,16 @@ fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]
     for (file, size) in files.iter().zip(sizes) {
         let name = file.display().to_string();
         let path = format!("/cache/import/upload?name={}", encode(&name));
-        match super::access::admin_upload(admin, &path, file, &mut |sent| progress.set(done_before + sent)) {
+        match super::access::admin_upload(admin, &path, file, &mut |sent| {
+            progress.set(done_before + sent)
+        }) {
             Ok((200, body)) => {
-                let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("the running proxy's answer to the upload of {name}: {e}"))?;
-                let id = v["upload"].as_str().ok_or_else(|| format!("the running proxy's answer to the upload of {name} names no upload"))?;
+                let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+                    format!("the running proxy's answer to the upload of {name}: {e}")
+                })?;
+                let id = v["upload"].as_str().ok_or_else(|| {
+                    format!("the running proxy's answer to the upload of {name} names no upload")
+                })?;
                 uploads.push(id.to_string());
                 names.push((name, done_before));
             }
@@ -284,16 +336,22 @@ fn import_through(admin: &super::access::Admin, files: &[PathBuf], sizes: &[u64]
                     progress.println(&format!("import: {p}"));
                 }
                 Ok(crate::admin::import::ImportLine::Summary(s)) => summary = Some(s),
-                Err(_) => progress.println(&format!("import: {}", String::from_utf8_lossy(&line).trim())),
+                Err(_) => {
+                    progress.println(&format!("import: {}", String::from_utf8_lossy(&line).trim()))
+                }
             }
         }
         Ok(())
     });
     progress.clear();
     match result {
-        Ok(_) => summary.map(|s| (s, unreadable, reported)).ok_or_else(|| "the running proxy's import ended without a summary (see its log)".to_string()),
+        Ok(_) => summary.map(|s| (s, unreadable, reported)).ok_or_else(|| {
+            "the running proxy's import ended without a summary (see its log)".to_string()
+        }),
         Err(e) => Err(match e.status {
-            Some(status) => format!("the running proxy refused the import ({status}): {}", e.message),
+            Some(status) => {
+                format!("the running proxy refused the import ({status}): {}", e.message)
+            }
             None => format!("the running proxy's import failed ({}); see its log", e.message),
         }),
     }

@@ -20,7 +20,8 @@ pub const ENV_PREFIX: &str = "CRAWLCACHE_";
 
 /// What every message about an unknown key ends with: where the keys are
 /// listed for a user who has the binary and no source tree.
-pub const KEYS_HINT: &str = "`crawlcache config defaults` prints every key with its default and meaning";
+pub const KEYS_HINT: &str =
+    "`crawlcache config defaults` prints every key with its default and meaning";
 
 /// Tables whose keys are free-form (host names and the like): keys inside
 /// them are not checked against the defaults.
@@ -87,15 +88,23 @@ impl Layer {
     /// The file at `path`. Errors: it cannot be read or is not TOML (the
     /// message names the file).
     pub fn file(path: &Path) -> Result<Layer, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read configuration file {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(format!("cannot read configuration file {}: {e}", path.display()))
+        })?;
         Layer::file_text(path, &text)
     }
 
     /// A file's `text`, named `path` in messages. Errors: not TOML (the
     /// message names the file and the line).
     pub fn file_text(path: &Path, text: &str) -> Result<Layer, ConfigError> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
-        Ok(Layer { source: Source::File { path: path.to_path_buf(), line: None }, table, lines: key_lines(text), raw: None })
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        Ok(Layer {
+            source: Source::File { path: path.to_path_buf(), line: None },
+            table,
+            lines: key_lines(text),
+            raw: None,
+        })
     }
 
     /// One layer per `CRAWLCACHE_SECTION__KEY=value` among `vars` (in name
@@ -105,14 +114,22 @@ impl Layer {
     /// value is read as a TOML value (`3130`, `true`, `["10.0.0.0/8"]`),
     /// else taken as a string.
     pub fn env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<Layer> {
-        let mut vars: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| env_key(k).is_some()).collect();
+        let mut vars: Vec<(String, String)> =
+            vars.into_iter().filter(|(k, _)| env_key(k).is_some()).collect();
         vars.sort();
         vars.into_iter()
             .filter_map(|(name, raw)| {
                 let path = env_key(&name)?;
-                let value =
-                    toml::from_str::<toml::Table>(&format!("v = {raw}")).ok().and_then(|mut t| t.remove("v")).unwrap_or(toml::Value::String(raw.clone()));
-                Some(Layer { source: Source::Env(name), table: nest(&path, value), lines: BTreeMap::new(), raw: Some(raw) })
+                let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .unwrap_or(toml::Value::String(raw.clone()));
+                Some(Layer {
+                    source: Source::Env(name),
+                    table: nest(&path, value),
+                    lines: BTreeMap::new(),
+                    raw: Some(raw),
+                })
             })
             .collect()
     }
@@ -121,20 +138,30 @@ impl Layer {
     /// ([`Layer::env`]); variables whose name or value is not Unicode are
     /// skipped.
     pub fn from_environment() -> Vec<Layer> {
-        Layer::env(std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))))
+        Layer::env(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
     }
 
     /// A command-line `flag` that sets the key at dotted `path` to `value`.
     pub fn flag(flag: &str, path: &str, value: toml::Value) -> Layer {
         let path: Vec<String> = path.split('.').map(str::to_string).collect();
-        Layer { source: Source::Flag(flag.to_string()), table: nest(&path, value), lines: BTreeMap::new(), raw: None }
+        Layer {
+            source: Source::Flag(flag.to_string()),
+            table: nest(&path, value),
+            lines: BTreeMap::new(),
+            raw: None,
+        }
     }
 
     /// Where this layer's key at dotted `path` came from (a file's with
     /// its line).
     fn source_of(&self, path: &str) -> Source {
         match &self.source {
-            Source::File { path: file, .. } => Source::File { path: file.clone(), line: self.lines.get(path).copied() },
+            Source::File { path: file, .. } => {
+                Source::File { path: file.clone(), line: self.lines.get(path).copied() }
+            }
             other => other.clone(),
         }
     }
@@ -163,7 +190,10 @@ impl Layer {
 /// `CRAWLCACHE_SERVER__LISTEN` -> `["server", "listen"]`. `None` for a
 /// name without the prefix or without `__` after it.
 fn env_key(name: &str) -> Option<Vec<String>> {
-    let rest = name.get(..ENV_PREFIX.len()).filter(|p| p.eq_ignore_ascii_case(ENV_PREFIX)).map(|_| &name[ENV_PREFIX.len()..])?;
+    let rest = name
+        .get(..ENV_PREFIX.len())
+        .filter(|p| p.eq_ignore_ascii_case(ENV_PREFIX))
+        .map(|_| &name[ENV_PREFIX.len()..])?;
     let parts: Vec<String> = rest.split("__").map(|p| p.to_ascii_lowercase()).collect();
     (parts.len() >= 2 && parts.iter().all(|p| !p.is_empty())).then_some(parts)
 }
@@ -186,12 +216,20 @@ fn nest(path: &[String], value: toml::Value) -> toml::Table {
 /// The line (1-based) of every key of a TOML `text`, by dotted path
 /// (tables too: a `[section]` header's line). Empty when it does not parse.
 fn key_lines(text: &str) -> BTreeMap<String, usize> {
-    fn walk(t: &dyn toml_edit::TableLike, prefix: &str, text: &str, out: &mut BTreeMap<String, usize>) {
+    fn walk(
+        t: &dyn toml_edit::TableLike,
+        prefix: &str,
+        text: &str,
+        out: &mut BTreeMap<String, usize>,
+    ) {
         for (name, _) in t.iter() {
             let Some((key, item)) = t.get_key_value(name) else { continue };
-            let path = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+            let path =
+                if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
             if let Some(span) = key.span() {
-                out.entry(path.clone()).or_insert_with(|| text[..span.start.min(text.len())].matches('\n').count() + 1);
+                out.entry(path.clone()).or_insert_with(|| {
+                    text[..span.start.min(text.len())].matches('\n').count() + 1
+                });
             }
             if let Some(sub) = item.as_table_like() {
                 walk(sub, &path, text, out);
@@ -253,7 +291,11 @@ pub struct Entry {
 
 /// Calls `f` with every leaf of `t` (a value that is not a table, or an
 /// empty table) and its keys from the top.
-fn leaf_segments(t: &toml::Table, prefix: &mut Vec<String>, f: &mut dyn FnMut(&[String], &toml::Value)) {
+fn leaf_segments(
+    t: &toml::Table,
+    prefix: &mut Vec<String>,
+    f: &mut dyn FnMut(&[String], &toml::Value),
+) {
     for (k, v) in t {
         prefix.push(k.clone());
         match v {
@@ -278,16 +320,28 @@ fn leaves(t: &toml::Table, prefix: &str, f: &mut dyn FnMut(&str, &toml::Value)) 
 
 /// Lays `user` over `base`, recording the source of every leaf set and
 /// the dotted path of every key `base` does not have (outside open tables).
-fn merge(base: &mut toml::Table, user: &toml::Table, prefix: &str, layer: &Layer, sources: &mut BTreeMap<String, Source>, unknown: &mut Vec<String>) {
+fn merge(
+    base: &mut toml::Table,
+    user: &toml::Table,
+    prefix: &str,
+    layer: &Layer,
+    sources: &mut BTreeMap<String, Source>,
+    unknown: &mut Vec<String>,
+) {
     for (k, v) in user {
         let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-        let open = OPEN_TABLES.contains(&prefix) || OPEN_TABLES.iter().any(|t| prefix.starts_with(&format!("{t}.")));
+        let open = OPEN_TABLES.contains(&prefix)
+            || OPEN_TABLES.iter().any(|t| prefix.starts_with(&format!("{t}.")));
         match (base.get_mut(k), v) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(u)) => merge(b, u, &path, layer, sources, unknown),
+            (Some(toml::Value::Table(b)), toml::Value::Table(u)) => {
+                merge(b, u, &path, layer, sources, unknown)
+            }
             (Some(slot), v) => {
                 let v = match (&*slot, v, &layer.raw) {
                     // A string key given a value that reads as another TOML type.
-                    (toml::Value::String(_), v, Some(raw)) if !v.is_str() => toml::Value::String(raw.clone()),
+                    (toml::Value::String(_), v, Some(raw)) if !v.is_str() => {
+                        toml::Value::String(raw.clone())
+                    }
                     _ => v.clone(),
                 };
                 record(&path, &v, layer, sources);
@@ -325,13 +379,17 @@ pub fn suggestion(defaults: &toml::Table, path: &str) -> String {
     // Section names too (an unknown top-level table).
     known.extend(defaults.keys().cloned());
     let siblings = known.iter().filter(|k| k.rsplit_once('.').map_or("", |(p, _)| p) == parent);
-    let best = known.iter().find(|k| k.rsplit('.').next() == Some(last) && k.as_str() != path).cloned().or_else(|| {
-        siblings
-            .map(|k| (strsim::jaro_winkler(last, k.rsplit('.').next().unwrap_or(k)), k))
-            .filter(|(score, _)| *score >= 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, k)| k.clone())
-    });
+    let best = known
+        .iter()
+        .find(|k| k.rsplit('.').next() == Some(last) && k.as_str() != path)
+        .cloned()
+        .or_else(|| {
+            siblings
+                .map(|k| (strsim::jaro_winkler(last, k.rsplit('.').next().unwrap_or(k)), k))
+                .filter(|(score, _)| *score >= 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| k.clone())
+        });
     best.map(|k| format!("; did you mean `{k}`?")).unwrap_or_default()
 }
 
@@ -369,7 +427,8 @@ impl Config {
 /// wrong shape, or a value the checks refuse; each message names the key
 /// and where its value came from.
 pub fn from_layers(layers: &[Layer]) -> Result<Layered, ConfigError> {
-    let defaults: toml::Table = toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
+    let defaults: toml::Table = toml::from_str(DEFAULT_CONFIG)
+        .map_err(|e| ConfigError(format!("built-in defaults: {e}")))?;
     let mut merged = defaults.clone();
     let mut sources = BTreeMap::new();
     for layer in layers {
@@ -378,9 +437,20 @@ pub fn from_layers(layers: &[Layer]) -> Result<Layered, ConfigError> {
         if let Some(first) = unknown.first() {
             let more = match &unknown[1..] {
                 [] => String::new(),
-                rest => format!(" (and {} more: {})", rest.len(), rest.iter().map(|k| format!("`{k}` at {}", layer.place(k))).collect::<Vec<_>>().join(", ")),
+                rest => format!(
+                    " (and {} more: {})",
+                    rest.len(),
+                    rest.iter()
+                        .map(|k| format!("`{k}` at {}", layer.place(k)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             };
-            return Err(ConfigError(format!("{}: unknown key `{first}`{}{more} ({KEYS_HINT})", layer.place(first), suggestion(&defaults, first))));
+            return Err(ConfigError(format!(
+                "{}: unknown key `{first}`{}{more} ({KEYS_HINT})",
+                layer.place(first),
+                suggestion(&defaults, first)
+            )));
         }
     }
     let config: Config = match toml::Value::Table(merged.clone()).try_into() {
@@ -389,8 +459,13 @@ pub fn from_layers(layers: &[Layer]) -> Result<Layered, ConfigError> {
             let e: toml::de::Error = e;
             let msg = e.message().trim().to_string();
             return Err(ConfigError(match first_bad_key(&defaults, &merged, &sources) {
-                Some(k) => format!("{}: bad value for key `{k}`: {msg}", place_of(layers, &sources, &k)),
-                None => format!("{}: bad value: {msg}", layers.iter().map(Layer::name).collect::<Vec<_>>().join(", ")),
+                Some(k) => {
+                    format!("{}: bad value for key `{k}`: {msg}", place_of(layers, &sources, &k))
+                }
+                None => format!(
+                    "{}: bad value: {msg}",
+                    layers.iter().map(Layer::name).collect::<Vec<_>>().join(", ")
+                ),
             }));
         }
     };
@@ -405,7 +480,11 @@ pub fn from_layers(layers: &[Layer]) -> Result<Layered, ConfigError> {
 /// The dotted path of the first key a layer set (`sources`) whose value in
 /// `merged`, laid alone over the defaults, does not deserialize (toml's
 /// messages for a mistyped value do not always name the key).
-fn first_bad_key(defaults: &toml::Table, merged: &toml::Table, sources: &BTreeMap<String, Source>) -> Option<String> {
+fn first_bad_key(
+    defaults: &toml::Table,
+    merged: &toml::Table,
+    sources: &BTreeMap<String, Source>,
+) -> Option<String> {
     for path in sources.keys() {
         let segs: Vec<&str> = path.split('.').collect();
         let mut value = Some(merged);
@@ -425,7 +504,9 @@ fn first_bad_key(defaults: &toml::Table, merged: &toml::Table, sources: &BTreeMa
             if i + 1 == segs.len() {
                 cur.insert(seg.to_string(), leaf.clone());
             } else {
-                let entry = cur.entry(seg.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                let entry = cur
+                    .entry(seg.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                 match entry {
                     toml::Value::Table(next) => cur = next,
                     _ => return Some(path.clone()),
@@ -442,7 +523,9 @@ fn first_bad_key(defaults: &toml::Table, merged: &toml::Table, sources: &BTreeMa
 /// Where the value of `key` came from, for a message: `my.toml:3`,
 /// `environment variable NAME`, `built-in defaults`.
 fn place_of(layers: &[Layer], sources: &BTreeMap<String, Source>, key: &str) -> String {
-    let found = sources.get(key).or_else(|| sources.iter().find(|(k, _)| k.starts_with(&format!("{key}."))).map(|(_, s)| s));
+    let found = sources.get(key).or_else(|| {
+        sources.iter().find(|(k, _)| k.starts_with(&format!("{key}."))).map(|(_, s)| s)
+    });
     match found {
         Some(Source::File { path, line: Some(l) }) => format!("{}:{l}", path.display()),
         Some(Source::File { path, line: None }) => path.display().to_string(),
@@ -465,9 +548,19 @@ mod tests {
 
     #[test]
     fn an_unknown_key_names_its_line_and_the_nearest_key() {
-        let e = from_layers(&[file("[server]\nlog = \"info\"\n\n[cache]\nmax_sise = \"1GiB\"\n")]).unwrap_err().0;
-        assert!(e.starts_with("my.toml:5: unknown key `cache.max_sise`; did you mean `cache.max_size`?"), "{e}");
-        assert!(e.ends_with(&format!("({KEYS_HINT})")) && !e.contains("config/crawlcache.toml"), "{e}");
+        let e = from_layers(&[file("[server]\nlog = \"info\"\n\n[cache]\nmax_sise = \"1GiB\"\n")])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with(
+                "my.toml:5: unknown key `cache.max_sise`; did you mean `cache.max_size`?"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.ends_with(&format!("({KEYS_HINT})")) && !e.contains("config/crawlcache.toml"),
+            "{e}"
+        );
         let e = from_layers(&[file("[sever]\nlisten = \"127.0.0.1:1\"\n")]).unwrap_err().0;
         assert!(e.starts_with("my.toml:1: unknown key `sever`; did you mean `server`?"), "{e}");
         // A key of another section.
@@ -499,9 +592,17 @@ mod tests {
         assert_eq!(l.config.server.allow_clients.len(), 1);
         assert_eq!(l.source("server.listen"), Source::Env("CRAWLCACHE_SERVER__LISTEN".into()));
         assert_eq!(l.source("server.log"), Source::Default);
-        let e = from_layers(&Layer::env([("CRAWLCACHE_SERVR__LISTEN".to_string(), "1".to_string())])).unwrap_err().0;
+        let e =
+            from_layers(&Layer::env([("CRAWLCACHE_SERVR__LISTEN".to_string(), "1".to_string())]))
+                .unwrap_err()
+                .0;
         assert!(e.starts_with("environment variable CRAWLCACHE_SERVR__LISTEN: unknown key `servr`; did you mean `server`?"), "{e}");
-        let e = from_layers(&Layer::env([("CRAWLCACHE_SERVER__THREADS".to_string(), "many".to_string())])).unwrap_err().0;
+        let e = from_layers(&Layer::env([(
+            "CRAWLCACHE_SERVER__THREADS".to_string(),
+            "many".to_string(),
+        )]))
+        .unwrap_err()
+        .0;
         assert!(e.starts_with("environment variable CRAWLCACHE_SERVER__THREADS: bad value for key `server.threads`"), "{e}");
     }
 
@@ -509,7 +610,8 @@ mod tests {
     fn each_value_names_the_last_layer_that_set_it() {
         let f = file("[server]\nlog = \"debug\"\nthreads = 2\n[robots.hosts.\"a.example\"]\nfresh = \"1s\"\n");
         let env = Layer::env([("CRAWLCACHE_SERVER__THREADS".to_string(), "4".to_string())]);
-        let flag = Layer::flag("--data-dir", "server.data_dir", toml::Value::String("/srv/d".into()));
+        let flag =
+            Layer::flag("--data-dir", "server.data_dir", toml::Value::String("/srv/d".into()));
         let mut layers = vec![f];
         layers.extend(env);
         layers.push(flag);
@@ -520,7 +622,12 @@ mod tests {
         assert_eq!(l.source("robots.hosts.a.example.fresh").kind(), "file");
         assert_eq!(l.config.server.threads, 4);
         let entries = l.entries();
-        assert!(entries.iter().any(|e| e.key == "server.log" && e.value.as_str() == Some("debug") && e.source.to_string() == "file my.toml:2"), "{entries:?}");
+        assert!(
+            entries.iter().any(|e| e.key == "server.log"
+                && e.value.as_str() == Some("debug")
+                && e.source.to_string() == "file my.toml:2"),
+            "{entries:?}"
+        );
         let host = entries.iter().find(|e| e.key == "robots.hosts.a.example.fresh").unwrap();
         assert_eq!(host.segments, ["robots", "hosts", "a.example", "fresh"]);
     }

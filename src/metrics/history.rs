@@ -87,7 +87,8 @@ pub struct Window {
 impl Window {
     fn of(seconds: u64, counts: Sample) -> Window {
         let covered = counts.at_ms as f64 / 1000.0;
-        let share = |n: u64| if counts.requests == 0 { 0.0 } else { n as f64 / counts.requests as f64 };
+        let share =
+            |n: u64| if counts.requests == 0 { 0.0 } else { n as f64 / counts.requests as f64 };
         Window {
             seconds,
             covered_seconds: covered,
@@ -125,7 +126,13 @@ impl Default for History {
 impl History {
     /// A ring of `capacity` samples (at least 2).
     pub fn with_capacity(capacity: usize) -> History {
-        History { ring: std::sync::Mutex::new(Ring { samples: vec![Sample::default(); capacity.max(2)], next: 0, len: 0 }) }
+        History {
+            ring: std::sync::Mutex::new(Ring {
+                samples: vec![Sample::default(); capacity.max(2)],
+                next: 0,
+                len: 0,
+            }),
+        }
     }
 
     /// Adds `sample`, dropping the oldest when the ring is full.
@@ -245,7 +252,10 @@ mod tests {
         let b = buckets_of(&samples, 10, 900);
         assert_eq!(b.len(), 3, "two whole buckets of 10 s in 25 s, and the first 5 s");
         assert_eq!((b[0].requests, b[0].at_ms), (15, 5_000), "{b:?}");
-        assert!(b[1..].iter().all(|x| x.requests == 30 && x.hits == 10 && x.at_ms == 10_000), "{b:?}");
+        assert!(
+            b[1..].iter().all(|x| x.requests == 30 && x.hits == 10 && x.at_ms == 10_000),
+            "{b:?}"
+        );
         assert_eq!(buckets_of(&samples, 10, 10).len(), 1);
         assert!(buckets_of(&[], 10, 900).is_empty());
     }

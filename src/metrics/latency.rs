@@ -17,13 +17,25 @@ use std::time::Duration;
 /// Upper bounds of the buckets, in seconds: from half a millisecond (a hit
 /// from memory on loopback) to ten seconds (a slow origin), roughly 1-2.5-5
 /// per decade. Beyond the last is the `+Inf` bucket.
-pub const BUCKETS: [f64; 14] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+pub const BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// The same bounds in microseconds, compared with an observation.
-const BUCKETS_US: [u64; 14] = [500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000];
+const BUCKETS_US: [u64; 14] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
 
 /// The classes, in the order of their label values in the exposition.
-pub const OUTCOMES: [Outcome; 7] = [Outcome::Hit, Outcome::Stale, Outcome::Revalidated, Outcome::Miss, Outcome::Pass, Outcome::Refused, Outcome::Error];
+pub const OUTCOMES: [Outcome; 7] = [
+    Outcome::Hit,
+    Outcome::Stale,
+    Outcome::Revalidated,
+    Outcome::Miss,
+    Outcome::Pass,
+    Outcome::Refused,
+    Outcome::Error,
+];
 
 /// One histogram: the observations per bucket (the last is `+Inf`) and
 /// their sum in microseconds.
@@ -111,8 +123,12 @@ impl Latency {
         let mut map = serde_json::Map::new();
         for outcome in OUTCOMES {
             let (cumulative, sum) = self.of(outcome).snapshot();
-            let bounds = BUCKETS.iter().map(|b| serde_json::json!(b)).chain(std::iter::once(serde_json::Value::Null));
-            let buckets: Vec<serde_json::Value> = bounds.zip(cumulative).map(|(b, n)| serde_json::json!([b, n])).collect();
+            let bounds = BUCKETS
+                .iter()
+                .map(|b| serde_json::json!(b))
+                .chain(std::iter::once(serde_json::Value::Null));
+            let buckets: Vec<serde_json::Value> =
+                bounds.zip(cumulative).map(|(b, n)| serde_json::json!([b, n])).collect();
             map.insert(outcome.as_str().to_string(), serde_json::json!({ "count": cumulative[BUCKETS.len()], "sum_seconds": sum, "buckets": buckets }));
         }
         serde_json::Value::Object(map)
@@ -144,9 +160,25 @@ mod tests {
         assert_eq!(miss[6], 1);
         let mut text = String::new();
         l.write_prometheus(&mut text);
-        assert!(text.contains("crawlcache_request_duration_seconds_bucket{outcome=\"hit\",le=\"0.0005\"} 1\n"), "{text}");
-        assert!(text.contains("crawlcache_request_duration_seconds_bucket{outcome=\"hit\",le=\"+Inf\"} 3\n"), "{text}");
-        assert!(text.contains("crawlcache_request_duration_seconds_count{outcome=\"miss\"} 1\n"), "{text}");
-        assert!(text.contains("crawlcache_request_duration_seconds_count{outcome=\"refused\"} 0\n"), "{text}");
+        assert!(
+            text.contains(
+                "crawlcache_request_duration_seconds_bucket{outcome=\"hit\",le=\"0.0005\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "crawlcache_request_duration_seconds_bucket{outcome=\"hit\",le=\"+Inf\"} 3\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("crawlcache_request_duration_seconds_count{outcome=\"miss\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("crawlcache_request_duration_seconds_count{outcome=\"refused\"} 0\n"),
+            "{text}"
+        );
     }
 }

@@ -120,7 +120,12 @@ impl OriginFigures {
 
 impl Default for OriginCounts {
     fn default() -> OriginCounts {
-        OriginCounts { every: AtomicU64::new(1), sampled: AtomicBool::new(false), others: AtomicU64::new(0), shards: Default::default() }
+        OriginCounts {
+            every: AtomicU64::new(1),
+            sampled: AtomicBool::new(false),
+            others: AtomicU64::new(0),
+            shards: Default::default(),
+        }
     }
 }
 
@@ -227,7 +232,10 @@ mod tests {
             c.count(&req("http://a.test/1"));
         }
         c.count(&req("http://b.test/1"));
-        assert_eq!(requests(&c, 10), vec![("http://a.test".into(), 5), ("http://b.test".into(), 1)]);
+        assert_eq!(
+            requests(&c, 10),
+            vec![("http://a.test".into(), 5), ("http://b.test".into(), 1)]
+        );
         assert!(!c.is_estimate());
         c.set_rate(8 * EXACT_RATE);
         for _ in 0..800 {

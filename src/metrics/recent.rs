@@ -90,7 +90,11 @@ impl RecentErrors {
 pub struct RecentLayer;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecentLayer {
-    fn on_event(&self, event: &tracing::Event<'_>, _ctx: tracing_subscriber::layer::Context<'_, S>) {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
         let level = *event.metadata().level();
         if level > tracing::Level::WARN {
             return;
@@ -138,7 +142,12 @@ mod tests {
     fn the_ring_keeps_the_newest_errors_and_counts_them_all() {
         let r = RecentErrors::new();
         for i in 0..RECENT_ERRORS + 5 {
-            r.push(SystemTime::UNIX_EPOCH, "response", "502".into(), format!("GET http://a.test/{i}"));
+            r.push(
+                SystemTime::UNIX_EPOCH,
+                "response",
+                "502".into(),
+                format!("GET http://a.test/{i}"),
+            );
         }
         let kept = r.newest_first();
         assert_eq!(kept.len(), RECENT_ERRORS);
@@ -156,7 +165,11 @@ mod tests {
             tracing::info!("not an error");
             tracing::warn!(origin = "http://a.test", "fleet: redis unusable");
         });
-        let w = RECENT.newest_first().into_iter().find(|e| e.message.contains("fleet: redis unusable")).expect("the warning is kept");
+        let w = RECENT
+            .newest_first()
+            .into_iter()
+            .find(|e| e.message.contains("fleet: redis unusable"))
+            .expect("the warning is kept");
         assert_eq!((w.kind, w.what.as_str()), ("log", "WARN"));
         assert!(w.message.contains("origin=\"http://a.test\""), "{}", w.message);
         assert!(!RECENT.newest_first().iter().any(|e| e.message == "not an error"));

@@ -121,8 +121,10 @@ impl Exchange {
         let request_cc = CacheControl::from_headers(&parts.headers);
         let has_body = !http_body::Body::is_end_stream(&body);
         let via_loop = crawlcache_policy::hop_by_hop::via_names_us(&parts.headers);
-        let transfer_codings = crawlcache_policy::hop_by_hop::other_transfer_codings(&parts.headers);
-        let upgrade = crawlcache_policy::hop_by_hop::is_websocket_upgrade(&parts.method, &parts.headers);
+        let transfer_codings =
+            crawlcache_policy::hop_by_hop::other_transfer_codings(&parts.headers);
+        let upgrade =
+            crawlcache_policy::hop_by_hop::is_websocket_upgrade(&parts.method, &parts.headers);
         Exchange {
             upstream_uri: std::sync::OnceLock::new(),
             has_body,
@@ -197,8 +199,17 @@ impl Exchange {
     /// target with the client's fields (see
     /// [`crate::wire::origin::forward_request`]), relaying the origin's 1xx
     /// interim responses to the client.
-    pub fn upstream_request(&self, method: &Method, body: crate::wire::body::ProxyBody) -> Request<crate::wire::body::ProxyBody> {
-        let mut req = crate::wire::origin::forward_request(method, self.upstream_target(), &self.parts.headers, body);
+    pub fn upstream_request(
+        &self,
+        method: &Method,
+        body: crate::wire::body::ProxyBody,
+    ) -> Request<crate::wire::body::ProxyBody> {
+        let mut req = crate::wire::origin::forward_request(
+            method,
+            self.upstream_target(),
+            &self.parts.headers,
+            body,
+        );
         if let Some(tx) = &self.interim {
             tx.relay_for(&mut req);
         }
@@ -286,7 +297,12 @@ fn classify(method: &Method, uri: &Uri) -> Target {
     // URI (`http://a@b[c:80]/`, which the URI parser takes with host `b[c`)
     // is unusable, rather than forwarded in the client's own spelling.
     match key::primary_key(uri) {
-        Some(primary) if (plain_host(uri) && primary.len() < MAX_PLAIN_KEY) || primary.parse::<Uri>().is_ok() => Target::Absolute { primary },
+        Some(primary)
+            if (plain_host(uri) && primary.len() < MAX_PLAIN_KEY)
+                || primary.parse::<Uri>().is_ok() =>
+        {
+            Target::Absolute { primary }
+        }
         _ => Target::Unusable,
     }
 }
@@ -301,7 +317,10 @@ const MAX_PLAIN_KEY: usize = 60_000;
 /// Anything else (IP literals in brackets, odd characters the parser let
 /// into a host) is checked by parsing the key.
 fn plain_host(uri: &Uri) -> bool {
-    uri.host().is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')))
+    uri.host().is_some_and(|h| {
+        !h.is_empty()
+            && h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    })
 }
 
 #[cfg(test)]
@@ -324,7 +343,9 @@ mod tests {
         ] {
             let uri: Uri = target.parse().unwrap_or_else(|e| panic!("{target}: {e}"));
             assert!(plain_host(&uri), "{target}");
-            let Target::Absolute { primary } = classify(&Method::GET, &uri) else { panic!("{target} is not usable") };
+            let Target::Absolute { primary } = classify(&Method::GET, &uri) else {
+                panic!("{target} is not usable")
+            };
             assert!(primary.parse::<Uri>().is_ok(), "{target} -> {primary}");
         }
         // Not plain: checked by parsing the key.

@@ -52,7 +52,12 @@ impl Invalidations {
     /// Runs `insert` (publishing a response to `primary` whose request was
     /// sent at `request_time_ms`) unless `primary` was invalidated at or
     /// after that time; `None` when it was (nothing inserted).
-    pub fn publish<R>(&self, primary: &str, request_time_ms: u64, insert: impl FnOnce() -> R) -> Option<R> {
+    pub fn publish<R>(
+        &self,
+        primary: &str,
+        request_time_ms: u64,
+        insert: impl FnOnce() -> R,
+    ) -> Option<R> {
         let _shared = crawlcache_base::locks::read(&self.gate);
         if self.since(primary, request_time_ms) {
             return None;
@@ -74,7 +79,8 @@ impl Invalidations {
     /// True when `primary` was invalidated at or after `request_time_ms`.
     fn since(&self, primary: &str, request_time_ms: u64) -> bool {
         let r = crawlcache_base::locks::lock(&self.inner);
-        request_time_ms <= r.floor_ms || r.at_ms.get(primary).is_some_and(|&at| at >= request_time_ms)
+        request_time_ms <= r.floor_ms
+            || r.at_ms.get(primary).is_some_and(|&at| at >= request_time_ms)
     }
 }
 

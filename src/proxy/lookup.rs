@@ -74,7 +74,11 @@ impl HotVariant {
 /// them, when the store's version of the key has not moved), and the one
 /// a request with `request_headers` selects. Errors: the index cannot be
 /// read.
-pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http::HeaderMap) -> Result<Lookup, StoreError> {
+pub fn look_up_variant(
+    state: &ProxyState,
+    primary: &str,
+    request_headers: &http::HeaderMap,
+) -> Result<Lookup, StoreError> {
     let version = state.store.lookup_version(primary);
     // Only keys with variants are memoized (had_any).
     let memo = HOT.try_with(|hot| {
@@ -86,7 +90,13 @@ pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http
         })
     });
     if let Ok(Some(found)) = memo {
-        return Ok(Lookup { found, had_any: true, recorded: None, missed_variant: None, version: Some(version) });
+        return Ok(Lookup {
+            found,
+            had_any: true,
+            recorded: None,
+            missed_variant: None,
+            version: Some(version),
+        });
     }
     let entries = state.store.lookup(primary)?;
     let had_any = !entries.is_empty();
@@ -103,8 +113,14 @@ pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http
     }
     let found = best_variant(&variants, request_headers);
     if complete && had_any {
-        let _ = HOT
-            .try_with(|hot| hot.try_borrow_mut().map(|mut hot| hot.put(primary, HotKey { version, variants, own: false, own_refused: false, own_bytes: 0 })));
+        let _ = HOT.try_with(|hot| {
+            hot.try_borrow_mut().map(|mut hot| {
+                hot.put(
+                    primary,
+                    HotKey { version, variants, own: false, own_refused: false, own_bytes: 0 },
+                )
+            })
+        });
     }
     Ok(Lookup { found, had_any, recorded: None, missed_variant: None, version: Some(version) })
 }
@@ -115,10 +131,20 @@ pub fn look_up_variant(state: &ProxyState, primary: &str, request_headers: &http
 fn best_variant(variants: &[HotEntry], request_headers: &http::HeaderMap) -> Option<Found> {
     let best = crawlcache_policy::cache::variant::select(
         variants,
-        |(entry, decoded, _)| crawlcache_policy::cache::variant::matches(&entry.secondary_key, &decoded.headers, request_headers),
+        |(entry, decoded, _)| {
+            crawlcache_policy::cache::variant::matches(
+                &entry.secondary_key,
+                &decoded.headers,
+                request_headers,
+            )
+        },
         |(_, decoded, _)| &decoded.stored,
     );
-    best.map(|(entry, decoded, hot)| Found { entry: entry.clone(), decoded: decoded.clone(), hot: Some(hot.clone()) })
+    best.map(|(entry, decoded, hot)| Found {
+        entry: entry.clone(),
+        decoded: decoded.clone(),
+        hot: Some(hot.clone()),
+    })
 }
 
 /// The decoded variants of one primary key, as a lookup found them, and
@@ -144,7 +170,8 @@ impl HotKey {
             .iter()
             .map(|(entry, decoded, _)| {
                 let body = entry.body.as_ref().map_or(0, |b| b.len);
-                crate::proxy::meta_cache::cost(decoded) as u64 + if body <= HOT_BODY_MAX { body } else { 0 }
+                crate::proxy::meta_cache::cost(decoded) as u64
+                    + if body <= HOT_BODY_MAX { body } else { 0 }
             })
             .sum()
     }
@@ -178,7 +205,9 @@ impl HotKey {
             if let Some(b) = hot.body.get() {
                 let _ = body.set(bytes::Bytes::copy_from_slice(b));
             }
-            let touched = std::sync::atomic::AtomicU64::new(hot.touched.load(std::sync::atomic::Ordering::Relaxed));
+            let touched = std::sync::atomic::AtomicU64::new(
+                hot.touched.load(std::sync::atomic::Ordering::Relaxed),
+            );
             *hot = Arc::new(HotVariant { body, touched, own: true });
         }
     }
@@ -189,7 +218,11 @@ impl HotKey {
 /// shared among the serving threads (2 MiB each for the default 256 MiB
 /// and two threads).
 fn own_budget(state: &ProxyState) -> u64 {
-    state.config.store.memory_budget().lookup_memo_per_thread(super::shares::serving_threads(state.config.server.threads))
+    state
+        .config
+        .store
+        .memory_budget()
+        .lookup_memo_per_thread(super::shares::serving_threads(state.config.server.threads))
 }
 
 /// One variant in a thread's memo of lookups.
@@ -237,10 +270,18 @@ mod tests {
 
     /// A memo key of one variant with a `body_len`-byte body, its head
     /// decoded by `cache` (shared, as a lookup leaves it).
-    fn hot_key(cache: &crate::proxy::meta_cache::MetaCache, version: crawlcache_store::LookupVersion, url: &str, body_len: u64) -> HotKey {
+    fn hot_key(
+        cache: &crate::proxy::meta_cache::MetaCache,
+        version: crawlcache_store::LookupVersion,
+        url: &str,
+        body_len: u64,
+    ) -> HotKey {
         let stored = crawlcache_policy::cache::StoredResponse {
             status: 200,
-            headers: vec![("content-type".into(), b"text/plain".to_vec()), ("etag".into(), b"\"v1\"".to_vec())],
+            headers: vec![
+                ("content-type".into(), b"text/plain".to_vec()),
+                ("etag".into(), b"\"v1\"".to_vec()),
+            ],
             request_time_ms: 1,
             response_time_ms: 2,
             url: url.into(),
@@ -255,7 +296,13 @@ mod tests {
             body: Some(crawlcache_store::CommittedBody { sha256: "00".repeat(32), len: body_len }),
             last_used: 1,
         };
-        HotKey { version, variants: vec![(Arc::new(entry), decoded, Arc::new(HotVariant::default()))], own: false, own_refused: false, own_bytes: 0 }
+        HotKey {
+            version,
+            variants: vec![(Arc::new(entry), decoded, Arc::new(HotVariant::default()))],
+            own: false,
+            own_refused: false,
+            own_bytes: 0,
+        }
     }
 
     #[test]

@@ -39,7 +39,12 @@ impl Decoded {
     /// serving threads would move their reference counts between the
     /// cores at each of those steps.
     pub fn thread_copy(&self) -> Decoded {
-        Decoded { raw: self.raw.clone(), stored: self.stored.clone(), headers: self.stored.header_map(), freshness: self.freshness.clone() }
+        Decoded {
+            raw: self.raw.clone(),
+            stored: self.stored.clone(),
+            headers: self.stored.header_map(),
+            freshness: self.freshness.clone(),
+        }
     }
 
     /// The stored response's freshness facts under `cfg`
@@ -179,7 +184,10 @@ mod tests {
         for i in 0..2000 {
             let s = StoredResponse {
                 status: 200,
-                headers: vec![("etag".into(), format!("\"{i}\"").into_bytes()), ("x-pad".into(), vec![b'p'; 300])],
+                headers: vec![
+                    ("etag".into(), format!("\"{i}\"").into_bytes()),
+                    ("x-pad".into(), vec![b'p'; 300]),
+                ],
                 request_time_ms: 1,
                 response_time_ms: 2,
                 url: format!("http://a/{i}"),

@@ -2,7 +2,9 @@
 //! a few seconds to send one request, answered by crawlcache's own
 //! endpoints or with 503.
 
-use super::overload::{refuse_now, unavailable, Closed, EVICTION_WAIT, OVERFLOW_HEAD_TIMEOUT, OVERFLOW_SERVE_TIMEOUT};
+use super::overload::{
+    refuse_now, unavailable, Closed, EVICTION_WAIT, OVERFLOW_HEAD_TIMEOUT, OVERFLOW_SERVE_TIMEOUT,
+};
 use super::state::ProxyState;
 use crate::metrics::Metrics;
 use crawlcache_policy::cache_status::CacheStatus;
@@ -15,7 +17,12 @@ use std::sync::Arc;
 /// it returns once that one's socket is closed (at most [`EVICTION_WAIT`]),
 /// so a flood of idle connections never holds more descriptors than the
 /// slots: the accept loop awaits it before accepting the next.
-pub async fn over_limit(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer: SocketAddr, open: usize) {
+pub async fn over_limit(
+    state: &Arc<ProxyState>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    open: usize,
+) {
     state.overload.warn(open);
     let Some((mut slot, closing)) = state.overload.enter() else {
         tracing::debug!("connection from {peer} beyond server.max_connections: every slot is serving, answered 503 at once");
@@ -65,9 +72,13 @@ async fn serve_one(state: Arc<ProxyState>, stream: tokio::net::TcpStream, peer: 
     let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let st = st.clone();
         async move {
-            let own = req.method() != http::Method::CONNECT && req.uri().scheme().is_none() && req.uri().authority().is_none();
+            let own = req.method() != http::Method::CONNECT
+                && req.uri().scheme().is_none()
+                && req.uri().authority().is_none();
             if own {
-                return Ok::<_, std::convert::Infallible>((st.endpoints)(st.clone(), req, peer).await);
+                return Ok::<_, std::convert::Infallible>(
+                    (st.endpoints)(st.clone(), req, peer).await,
+                );
             }
             Metrics::inc(&st.metrics.overload_refused);
             let status = CacheStatus::default();
@@ -76,9 +87,13 @@ async fn serve_one(state: Arc<ProxyState>, stream: tokio::net::TcpStream, peer: 
         }
     });
     let mut b = hyper::server::conn::http1::Builder::new();
-    b.keep_alive(false).timer(crate::wire::coarse_timer::CoarseTimer).header_read_timeout(OVERFLOW_HEAD_TIMEOUT);
+    b.keep_alive(false)
+        .timer(crate::wire::coarse_timer::CoarseTimer)
+        .header_read_timeout(OVERFLOW_HEAD_TIMEOUT);
     let conn = b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
     if let Err(e) = tokio::time::timeout(OVERFLOW_SERVE_TIMEOUT, conn).await.unwrap_or(Ok(())) {
-        tracing::debug!("connection from {peer} beyond server.max_connections ended with an error: {e}");
+        tracing::debug!(
+            "connection from {peer} beyond server.max_connections ended with an error: {e}"
+        );
     }
 }

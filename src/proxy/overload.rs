@@ -113,7 +113,10 @@ pub fn raise_open_file_limit() -> Result<FileLimit, LimitError> {
         Ok(()) => return Ok(FileLimit { soft_at_start: soft, soft: hard, hard }),
         Err(e) => e,
     };
-    if let Some(nr_open) = std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+    if let Some(nr_open) = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
         let to = nr_open.min(hard);
         if to > soft {
             match set_nofile_soft(to, hard) {
@@ -192,7 +195,8 @@ impl Overload {
     /// from the soft limit of `file_limit`, 1,024 when it is unknown).
     pub fn new(configured: usize, file_limit: Option<FileLimit>) -> Overload {
         let nofile = file_limit.map_or(1024, |l| l.soft);
-        let max_connections = if configured == 0 { derived_max_connections(nofile) } else { configured };
+        let max_connections =
+            if configured == 0 { derived_max_connections(nofile) } else { configured };
         Overload {
             file_limit,
             max_connections,
@@ -213,7 +217,9 @@ impl Overload {
     /// the connection that has waited longest for its request (told to give
     /// it up; the receiver resolves once its socket is closed); `None` when
     /// every slot is serving a request.
-    pub(super) fn enter(self: &Arc<Self>) -> Option<(OverflowSlot, Option<tokio::sync::oneshot::Receiver<()>>)> {
+    pub(super) fn enter(
+        self: &Arc<Self>,
+    ) -> Option<(OverflowSlot, Option<tokio::sync::oneshot::Receiver<()>>)> {
         let mut waiting = crawlcache_base::locks::lock(&self.waiting);
         let mut closing = None;
         if self.overflow.load(Ordering::Relaxed) >= self.overflow_slots {
@@ -378,7 +384,12 @@ mod tests {
     fn the_raw_answer_is_a_complete_503_with_retry_after() {
         let raw = String::from_utf8(raw_unavailable(88)).unwrap();
         let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 503 ") && head.contains("\r\nRetry-After: 1\r\n") && head.contains("Connection: close"), "{head}");
+        assert!(
+            head.starts_with("HTTP/1.1 503 ")
+                && head.contains("\r\nRetry-After: 1\r\n")
+                && head.contains("Connection: close"),
+            "{head}"
+        );
         assert!(head.contains(&format!("Content-Length: {}", body.len())), "{raw}");
     }
 }

@@ -12,7 +12,13 @@ use std::sync::Arc;
 
 /// Serves `stream` on the thread `Shares::pick` chooses, handing it over
 /// when that is not this thread (`me`).
-pub fn place(state: &Arc<ProxyState>, shares: &Arc<Shares>, me: usize, stream: tokio::net::TcpStream, peer: SocketAddr) {
+pub fn place(
+    state: &Arc<ProxyState>,
+    shares: &Arc<Shares>,
+    me: usize,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
     // Counted at once in the share of the thread that will serve it, so
     // the next accept of a burst sees it.
     let to = shares.pick(me, crate::wire::net::incoming_cpu(&stream));
@@ -25,7 +31,9 @@ pub fn place(state: &Arc<ProxyState>, shares: &Arc<Shares>, me: usize, stream: t
                 return;
             }
         };
-        if let Err(tokio::sync::mpsc::error::SendError((std_stream, peer, open))) = shares.handoff[to].send((std_stream, peer, open)) {
+        if let Err(tokio::sync::mpsc::error::SendError((std_stream, peer, open))) =
+            shares.handoff[to].send((std_stream, peer, open))
+        {
             // That thread has stopped: serve it here.
             if let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) {
                 let here = OpenConnection::new(shares.clone(), me, state.conns.enter());
@@ -41,15 +49,24 @@ pub fn place(state: &Arc<ProxyState>, shares: &Arc<Shares>, me: usize, stream: t
 /// Serves one accepted client connection on the current runtime (refused
 /// at once when the client is not allowed by `server.allow_clients`).
 /// `open`: the connection in its serving thread's count ([`Shares`]).
-pub fn serve_connection(state: &Arc<ProxyState>, stream: tokio::net::TcpStream, peer: SocketAddr, open: OpenConnection) {
+pub fn serve_connection(
+    state: &Arc<ProxyState>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    open: OpenConnection,
+) {
     let ip = peer.ip();
-    if !crate::wire::net::is_loopback(ip) && !state.config.server.allow_clients.iter().any(|n| n.contains(ip)) {
+    if !crate::wire::net::is_loopback(ip)
+        && !state.config.server.allow_clients.iter().any(|n| n.contains(ip))
+    {
         tracing::warn!("refused connection from {peer}: not in server.allow_clients");
         return;
     }
     let _ = stream.set_nodelay(true);
     let st = state.clone();
-    let (io, interim) = crate::wire::interim::InterimIo::new(crate::wire::sendfile::SendfileIo::new(stream, state.config.server.sendfile));
+    let (io, interim) = crate::wire::interim::InterimIo::new(
+        crate::wire::sendfile::SendfileIo::new(stream, state.config.server.sendfile),
+    );
     let svc = service_fn(move |req| route::handle(st.clone(), req, peer, interim.clone()));
     let conn = conn::client_http1().serve_connection(io, svc).with_upgrades();
     let closing = state.closing.subscribe();

@@ -185,9 +185,21 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
         Target::Connect => return Route::Tunnel,
         Target::SelfEndpoint => return Route::SelfEndpoint,
         Target::UnsupportedScheme => {
-            return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot proxy {uri}: only http:// and https:// targets are supported"), Detail::Scheme)
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                "crawlcache: cannot proxy {uri}: only http:// and https:// targets are supported"
+            ),
+                Detail::Scheme,
+            )
         }
-        Target::Unusable => return refuse(StatusCode::BAD_REQUEST, format!("crawlcache: cannot use target URI {uri}"), Detail::BadTarget),
+        Target::Unusable => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("crawlcache: cannot use target URI {uri}"),
+                Detail::BadTarget,
+            )
+        }
         Target::Absolute { .. } => {}
     }
     if let Some(codings) = &ex.transfer_codings {
@@ -213,8 +225,19 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
     }
     match ex.names_self {
         None if target_port(uri) == ctx.local_addr.port() => return Route::ResolveTarget,
-        Some(true) if crate::wire::net::is_loopback(ex.peer.ip()) && is_listen_spelling(uri, ctx.local_addr) => return Route::SelfEndpoint,
-        Some(true) => return refuse(StatusCode::LOOP_DETECTED, format!("crawlcache: refusing a request to {uri}: it names this proxy itself"), Detail::Loop),
+        Some(true)
+            if crate::wire::net::is_loopback(ex.peer.ip())
+                && is_listen_spelling(uri, ctx.local_addr) =>
+        {
+            return Route::SelfEndpoint
+        }
+        Some(true) => {
+            return refuse(
+                StatusCode::LOOP_DETECTED,
+                format!("crawlcache: refusing a request to {uri}: it names this proxy itself"),
+                Detail::Loop,
+            )
+        }
         _ => {}
     }
     if ex.header_bytes > MAX_HEADER_BYTES {
@@ -231,7 +254,9 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
         if ctx.offline {
             return Route::Refuse {
                 status: StatusCode::GATEWAY_TIMEOUT,
-                message: format!("crawlcache is offline: the WebSocket upgrade to {uri} cannot reach the origin"),
+                message: format!(
+                    "crawlcache is offline: the WebSocket upgrade to {uri} cannot reach the origin"
+                ),
                 cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Offline),
             };
         }
@@ -252,7 +277,10 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
         if ctx.offline {
             return Route::Refuse {
                 status: StatusCode::GATEWAY_TIMEOUT,
-                message: format!("crawlcache is offline: {} {primary} cannot be forwarded", ex.method()),
+                message: format!(
+                    "crawlcache is offline: {} {primary} cannot be forwarded",
+                    ex.method()
+                ),
                 cache_status: CacheStatus::forward(fwd).with_detail(Detail::Offline),
             };
         }
@@ -261,10 +289,20 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision =
-            crawlcache_policy::policy_rules::reuse_decision(ex.primary(), &ex.request_cc, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
+        let decision = crawlcache_policy::policy_rules::reuse_decision(
+            ex.primary(),
+            &ex.request_cc,
+            found.decoded.freshness(ctx.policy),
+            ctx.now,
+            ctx.policy,
+            ctx.rules,
+        );
         if ctx.offline {
-            return Route::ServeStored { found: found.clone(), decision, detail: Some(Detail::Offline) };
+            return Route::ServeStored {
+                found: found.clone(),
+                decision,
+                detail: Some(Detail::Offline),
+            };
         }
         return match decision.reuse {
             Reuse::Serve => Route::ServeStored { found: found.clone(), decision, detail: ex.from_fleet.then_some(Detail::Fleet) },
@@ -284,14 +322,20 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
     if ctx.offline {
         return Route::Refuse {
             status: StatusCode::GATEWAY_TIMEOUT,
-            message: stages::replay::missing_message(&format!("{} {primary}", ex.method()), &record_keys(ex), lookup.missed_variant.as_deref()),
+            message: stages::replay::missing_message(
+                &format!("{} {primary}", ex.method()),
+                &record_keys(ex),
+                lookup.missed_variant.as_deref(),
+            ),
             cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline),
         };
     }
     if ex.request_cc.only_if_cached {
         return Route::Refuse {
             status: StatusCode::GATEWAY_TIMEOUT,
-            message: format!("crawlcache: {primary} is not stored, and the request said only-if-cached"),
+            message: format!(
+                "crawlcache: {primary} is not stored, and the request said only-if-cached"
+            ),
             cache_status: CacheStatus::forward(Fwd::Miss).with_detail(Detail::OnlyIfCached),
         };
     }
@@ -334,14 +378,22 @@ fn hop_duty(ex: &Exchange) -> Option<Route> {
 fn record_keys(ex: &Exchange) -> Vec<String> {
     let get = crawlcache_policy::store_key::RecordKey::get(ex.primary()).primary();
     if ex.is_head() {
-        vec![crawlcache_policy::store_key::RecordKey::new(&http::Method::HEAD, ex.primary(), None).primary(), get]
+        vec![
+            crawlcache_policy::store_key::RecordKey::new(&http::Method::HEAD, ex.primary(), None)
+                .primary(),
+            get,
+        ]
     } else {
         vec![get]
     }
 }
 
 fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
-    Route::Refuse { status, message, cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(detail) }
+    Route::Refuse {
+        status,
+        message,
+        cache_status: CacheStatus::forward(Fwd::Bypass).with_detail(detail),
+    }
 }
 
 /// True when `uri`'s host is the listening address as configured or
@@ -352,12 +404,24 @@ fn refuse(status: StatusCode, message: String, detail: Detail) -> Route {
 /// and would have answered but for the request's own directives
 /// (`no-cache`, `max-age=0`, `min-fresh`: RFC 9211 section 2.2), else
 /// `stale`.
-fn validation_fwd(ex: &Exchange, found: &Found, decision: &Decision, ctx: &RouteContext<'_>) -> Fwd {
+fn validation_fwd(
+    ex: &Exchange,
+    found: &Found,
+    decision: &Decision,
+    ctx: &RouteContext<'_>,
+) -> Fwd {
     if decision.stale {
         return Fwd::Stale;
     }
     let plain = crawlcache_policy::cache::cache_control::CacheControl::default();
-    let without = crawlcache_policy::policy_rules::reuse_decision(ex.primary(), &plain, found.decoded.freshness(ctx.policy), ctx.now, ctx.policy, ctx.rules);
+    let without = crawlcache_policy::policy_rules::reuse_decision(
+        ex.primary(),
+        &plain,
+        found.decoded.freshness(ctx.policy),
+        ctx.now,
+        ctx.policy,
+        ctx.rules,
+    );
     if without.reuse == Reuse::Serve {
         Fwd::Request
     } else {
@@ -377,7 +441,12 @@ fn target_port(uri: &Uri) -> u16 {
 
 /// Entry point for every request on a plain client connection.
 /// `interim` relays the origin's 1xx responses to this client connection.
-pub async fn handle(state: Arc<ProxyState>, mut req: Request<Incoming>, peer: SocketAddr, interim: InterimSender) -> Result<Response<ProxyBody>, Infallible> {
+pub async fn handle(
+    state: Arc<ProxyState>,
+    mut req: Request<Incoming>,
+    peer: SocketAddr,
+    interim: InterimSender,
+) -> Result<Response<ProxyBody>, Infallible> {
     mark_whole_server(&mut req, &interim);
     let mut ex = Exchange::read(req, peer);
     ex.apply_key_rules(&state.config.cache.key_rules);
@@ -420,7 +489,11 @@ pub async fn handle_in_tunnel(
     if req.uri().scheme().is_none() {
         // From parts already parsed: no text is copied or parsed again.
         let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(if scheme == "https" { http::uri::Scheme::HTTPS } else { http::uri::Scheme::HTTP });
+        parts.scheme = Some(if scheme == "https" {
+            http::uri::Scheme::HTTPS
+        } else {
+            http::uri::Scheme::HTTP
+        });
         parts.authority = Some(authority.clone());
         parts.path_and_query = match req.uri().path_and_query() {
             Some(p) if !asterisk => Some(p.clone()),
@@ -428,11 +501,21 @@ pub async fn handle_in_tunnel(
         };
         match Uri::from_parts(parts) {
             Ok(u) => *req.uri_mut() = u,
-            Err(e) => return Ok(error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: bad request target: {e}"), &bypass)),
+            Err(e) => {
+                return Ok(error_response(
+                    StatusCode::BAD_REQUEST,
+                    &format!("crawlcache: bad request target: {e}"),
+                    &bypass,
+                ))
+            }
         }
     }
     if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some(scheme) {
-        return Ok(error_response(StatusCode::MISDIRECTED_REQUEST, &format!("crawlcache: this tunnel is for {scheme}://{authority} only"), &bypass));
+        return Ok(error_response(
+            StatusCode::MISDIRECTED_REQUEST,
+            &format!("crawlcache: this tunnel is for {scheme}://{authority} only"),
+            &bypass,
+        ));
     }
     let default_port = if scheme == "https" { 443 } else { 80 };
     let misdirected = misdirected_host(req.headers(), &authority, default_port);
@@ -445,15 +528,20 @@ pub async fn handle_in_tunnel(
 
 /// The `Host` of a request inside a tunnel to `authority`, when it names
 /// another host or port (the scheme's `default_port` may be omitted).
-fn misdirected_host(headers: &http::HeaderMap, authority: &http::uri::Authority, default_port: u16) -> Option<String> {
+fn misdirected_host(
+    headers: &http::HeaderMap,
+    authority: &http::uri::Authority,
+    default_port: u16,
+) -> Option<String> {
     let host = headers.get(http::header::HOST)?;
     if host.as_bytes().eq_ignore_ascii_case(authority.as_str().as_bytes()) {
         return None;
     }
     let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
-    let same = text
-        .parse::<http::uri::Authority>()
-        .is_ok_and(|a| a.host().eq_ignore_ascii_case(authority.host()) && a.port_u16().unwrap_or(default_port) == authority.port_u16().unwrap_or(default_port));
+    let same = text.parse::<http::uri::Authority>().is_ok_and(|a| {
+        a.host().eq_ignore_ascii_case(authority.host())
+            && a.port_u16().unwrap_or(default_port) == authority.port_u16().unwrap_or(default_port)
+    });
     (!same).then_some(text)
 }
 
@@ -463,14 +551,24 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
     // Read again after every step that may have waited.
     let mut now = ex.arrived;
     loop {
-        let ctx = RouteContext { offline: state.offline, local_addr: state.local_addr, policy: &state.policy, now, rules: &state.config.cache.rules };
+        let ctx = RouteContext {
+            offline: state.offline,
+            local_addr: state.local_addr,
+            policy: &state.policy,
+            now,
+            rules: &state.config.cache.rules,
+        };
         let step = match route(&ex, lookup.as_ref(), &ctx) {
             Route::SelfEndpoint => {
-                let Some(req) = ex.take_request() else { return finish(state, ex, internal_error()) };
+                let Some(req) = ex.take_request() else {
+                    return finish(state, ex, internal_error());
+                };
                 return (state.endpoints)(state.clone(), req, ex.peer).await;
             }
             Route::Tunnel => {
-                let Some(req) = ex.take_request() else { return finish(state, ex, internal_error()) };
+                let Some(req) = ex.take_request() else {
+                    return finish(state, ex, internal_error());
+                };
                 return Box::pin(super::tunnel::connect(state.clone(), req, ex.peer)).await;
             }
             Route::Refuse { status, message, cache_status } => {
@@ -495,26 +593,62 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
             Route::RobotsAnswer => Step::Done(stages::robots::answer(&mut ex)),
             Route::Upgrade => Step::Done(Box::pin(stages::upgrade::run(&state, &mut ex)).await),
             Route::ResolveTarget => {
-                let (host, port) = (ex.parts.uri.host().unwrap_or("").to_string(), target_port(&ex.parts.uri));
-                ex.names_self = Some(Box::pin(crate::wire::net::names_listener(&host, port, state.local_addr)).await);
+                let (host, port) =
+                    (ex.parts.uri.host().unwrap_or("").to_string(), target_port(&ex.parts.uri));
+                ex.names_self = Some(
+                    Box::pin(crate::wire::net::names_listener(&host, port, state.local_addr)).await,
+                );
                 now = SystemTime::now();
                 continue;
             }
-            Route::ServeRecorded { found, key } => Step::Done(stages::replay::serve(&state, &mut ex, &found, &key)),
-            Route::ReplayWithBody => Step::Done(Box::pin(stages::replay::with_body(&state, &mut ex)).await),
-            Route::PassThrough { fwd } => Step::Done(Box::pin(stages::passthrough::run(&state, &mut ex, fwd)).await),
+            Route::ServeRecorded { found, key } => {
+                Step::Done(stages::replay::serve(&state, &mut ex, &found, &key))
+            }
+            Route::ReplayWithBody => {
+                Step::Done(Box::pin(stages::replay::with_body(&state, &mut ex)).await)
+            }
+            Route::PassThrough { fwd } => {
+                Step::Done(Box::pin(stages::passthrough::run(&state, &mut ex, fwd)).await)
+            }
             Route::ServeStored { found, decision, detail } => {
-                ex.status = CacheStatus { served_stale: decision.stale, detail, ..CacheStatus::hit(decision.ttl) };
-                stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
+                ex.status = CacheStatus {
+                    served_stale: decision.stale,
+                    detail,
+                    ..CacheStatus::hit(decision.ttl)
+                };
+                stages::serve::stored(
+                    &state,
+                    &mut ex,
+                    &found,
+                    &found.decoded.stored,
+                    Some(&found.decoded.headers),
+                    decision.age,
+                )
             }
             Route::ServeStaleRevalidate { found, decision } => {
                 stages::revalidate::spawn_background(&state, &ex, &found);
-                ex.status = CacheStatus { served_stale: true, ..CacheStatus::hit(decision.ttl).with_detail(Detail::StaleWhileRevalidate) };
-                stages::serve::stored(&state, &mut ex, &found, &found.decoded.stored, Some(&found.decoded.headers), decision.age)
+                ex.status = CacheStatus {
+                    served_stale: true,
+                    ..CacheStatus::hit(decision.ttl).with_detail(Detail::StaleWhileRevalidate)
+                };
+                stages::serve::stored(
+                    &state,
+                    &mut ex,
+                    &found,
+                    &found.decoded.stored,
+                    Some(&found.decoded.headers),
+                    decision.age,
+                )
             }
-            Route::Revalidate { found, collapse, fwd } => Box::pin(stages::revalidate::run(&state, &mut ex, found, collapse, fwd)).await,
-            Route::ValidateWithHead { found, fwd } => Step::Done(Box::pin(stages::head::run(&state, &mut ex, &found, fwd)).await),
-            Route::Forward { fwd, collapse } => Box::pin(stages::forward::run(&state, &mut ex, fwd, collapse)).await,
+            Route::Revalidate { found, collapse, fwd } => {
+                Box::pin(stages::revalidate::run(&state, &mut ex, found, collapse, fwd)).await
+            }
+            Route::ValidateWithHead { found, fwd } => {
+                Step::Done(Box::pin(stages::head::run(&state, &mut ex, &found, fwd)).await)
+            }
+            Route::Forward { fwd, collapse } => {
+                Box::pin(stages::forward::run(&state, &mut ex, fwd, collapse)).await
+            }
         };
         match step {
             Step::Done(response) => return finish(state, ex, response),
@@ -527,7 +661,11 @@ async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> 
 }
 
 fn internal_error() -> Response<ProxyBody> {
-    error_response(StatusCode::INTERNAL_SERVER_ERROR, "crawlcache: request already consumed", &CacheStatus::default())
+    error_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "crawlcache: request already consumed",
+        &CacheStatus::default(),
+    )
 }
 
 /// The stored variant that matches the request, if any (RFC 9111 section
@@ -538,7 +676,13 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("cache lookup for {} failed, forwarding: {e}", ex.primary());
-            Lookup { found: None, had_any: false, recorded: None, missed_variant: None, version: None }
+            Lookup {
+                found: None,
+                had_any: false,
+                recorded: None,
+                missed_variant: None,
+                version: None,
+            }
         }
     };
     // Offline, a request the cache cannot answer is answered from the
@@ -562,7 +706,12 @@ fn look_up(state: &ProxyState, ex: &Exchange) -> Lookup {
 }
 
 /// The access log's fields of `ex` answered with `response`.
-fn access_fields(state: &ProxyState, ex: &Exchange, response: &Response<ProxyBody>, status: u16) -> Box<AccessFields> {
+fn access_fields(
+    state: &ProxyState,
+    ex: &Exchange,
+    response: &Response<ProxyBody>,
+    status: u16,
+) -> Box<AccessFields> {
     let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     let peer = ex.upstream_version.map(|_| {
         let target = ex.upstream_target();
@@ -578,15 +727,27 @@ fn access_fields(state: &ProxyState, ex: &Exchange, response: &Response<ProxyBod
         upstream_version: ex.upstream_version,
         squid_code: crate::access::format::squid_code(&ex.status, status),
         peer,
-        content_type: response.headers().get(http::header::CONTENT_TYPE).map(|v| crate::access::format::media_type(&text(v)).to_string()),
+        content_type: response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| crate::access::format::media_type(&text(v)).to_string()),
     })
 }
 
 /// Writes the outcome onto the response (`Cache-Status`, `Robots-Status`),
 /// counts it, and attaches the audit line, written when the body is done.
-fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<ProxyBody>) -> Response<ProxyBody> {
-    if ex.is_cacheable_method() && matches!(ex.target, Target::Absolute { .. }) && ex.status.key.is_none() {
-        ex.status.rule = crawlcache_policy::policy_rules::find(&state.config.cache.rules, ex.primary()).map(|r| r.label());
+fn finish(
+    state: Arc<ProxyState>,
+    mut ex: Exchange,
+    mut response: Response<ProxyBody>,
+) -> Response<ProxyBody> {
+    if ex.is_cacheable_method()
+        && matches!(ex.target, Target::Absolute { .. })
+        && ex.status.key.is_none()
+    {
+        ex.status.rule =
+            crawlcache_policy::policy_rules::find(&state.config.cache.rules, ex.primary())
+                .map(|r| r.label());
     }
     // Built once: the response field and the audit line carry the same value.
     let cache_status = ex.status.apply(response.headers_mut());
@@ -604,7 +765,13 @@ fn finish(state: Arc<ProxyState>, mut ex: Exchange, mut response: Response<Proxy
         Some(_) => "disallowed",
         None => "-",
     };
-    let mut record = crate::audit::AuditRecord::with_cache_status(ex.arrived, ex.method().as_str(), ex.url(), check, cache_status);
+    let mut record = crate::audit::AuditRecord::with_cache_status(
+        ex.arrived,
+        ex.method().as_str(),
+        ex.url(),
+        check,
+        cache_status,
+    );
     record.upstream_status = ex.status.fwd_status;
     if ex.exact_url.is_some() {
         record.key = Some(ex.primary().to_string());

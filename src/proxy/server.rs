@@ -24,7 +24,11 @@ async fn serve_thread(
     listener: std::net::TcpListener,
     me: usize,
     shares: Arc<Shares>,
-    mut handed: tokio::sync::mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr, OpenConnection)>,
+    mut handed: tokio::sync::mpsc::UnboundedReceiver<(
+        std::net::TcpStream,
+        SocketAddr,
+        OpenConnection,
+    )>,
 ) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -93,7 +97,12 @@ fn raise_file_limit() -> Option<overload::FileLimit> {
     match overload::raise_open_file_limit() {
         Ok(l) => {
             if l.soft != l.soft_at_start {
-                tracing::info!("raised the soft open-file limit from {} to {} (the hard limit is {})", l.soft_at_start, l.soft, l.hard);
+                tracing::info!(
+                    "raised the soft open-file limit from {} to {} (the hard limit is {})",
+                    l.soft_at_start,
+                    l.soft,
+                    l.hard
+                );
             } else {
                 tracing::info!("open-file limit: soft {}, hard {}", l.soft, l.hard);
             }
@@ -134,15 +143,20 @@ pub async fn run(
     let stop_at_once = futures_util::future::poll_immediate(&mut shutdown).await.is_some();
     let file_limit = raise_file_limit();
     let listen = config.server.listen;
-    let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let local_addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let local_addr =
+        listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
     let threads = serving_threads(config.server.threads);
     let mut state = ProxyState::new(config, local_addr)?;
     state.endpoints = endpoints;
-    state.overload = Arc::new(overload::Overload::new(state.config.server.max_connections, file_limit));
+    state.overload =
+        Arc::new(overload::Overload::new(state.config.server.max_connections, file_limit));
     let (max, nofile) = (state.overload.max_connections, file_limit.map_or(0, |l| l.soft));
-    let needed = (max as u64).saturating_mul(overload::FDS_PER_CONNECTION).saturating_add(overload::reserve(nofile));
+    let needed = (max as u64)
+        .saturating_mul(overload::FDS_PER_CONNECTION)
+        .saturating_add(overload::reserve(nofile));
     if state.config.server.max_connections != 0 && nofile != 0 && needed > nofile {
         tracing::warn!(
             "server.max_connections = {max} may need about {needed} open files, more than the open-file limit of {nofile}: \
@@ -151,7 +165,11 @@ pub async fn run(
     }
     tracing::info!(
         "serving at most {max} client connections at once (server.max_connections{})",
-        if state.config.server.max_connections == 0 { ", derived from the open-file limit" } else { "" }
+        if state.config.server.max_connections == 0 {
+            ", derived from the open-file limit"
+        } else {
+            ""
+        }
     );
     let mut receivers = Vec::with_capacity(threads);
     let mut handoff = Vec::with_capacity(threads);
@@ -161,7 +179,11 @@ pub async fn run(
         receivers.push(rx);
     }
     let cpus = crate::wire::net::allowed_cpus();
-    let shares = Arc::new(Shares { open: (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(), handoff, cpus });
+    let shares = Arc::new(Shares {
+        open: (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(),
+        handoff,
+        cpus,
+    });
     state.shares = Some(shares.clone());
     let state = Arc::new(state);
     // Every runtime is built before any thread starts, so a failure stops
@@ -173,7 +195,8 @@ pub async fn run(
             .max_blocking_threads((BLOCKING_THREADS / threads).max(4))
             .build()
             .map_err(|e| format!("cannot start a serving thread's runtime: {e}"))?;
-        let l = listener.try_clone().map_err(|e| format!("cannot share the listening socket: {e}"))?;
+        let l =
+            listener.try_clone().map_err(|e| format!("cannot share the listening socket: {e}"))?;
         runtimes.push((rt, l));
     }
     drop(listener);
@@ -192,14 +215,17 @@ pub async fn run(
     for (i, ((rt, l), handed)) in runtimes.into_iter().zip(receivers).enumerate() {
         let st = state.clone();
         let sh = shares.clone();
-        let spawned = std::thread::Builder::new().name(format!("crawlcache-serve-{i}")).spawn(move || rt.block_on(serve_thread(st, l, i, sh, handed)));
+        let spawned = std::thread::Builder::new()
+            .name(format!("crawlcache-serve-{i}"))
+            .spawn(move || rt.block_on(serve_thread(st, l, i, sh, handed)));
         if let Err(e) = spawned {
             let _ = state.closing.send(true);
             return Err(format!("cannot start a serving thread: {e}"));
         }
     }
     // logrotate renames the access log's file and sends SIGHUP.
-    crate::access::spawn_reopener(state.access_log.as_ref(), state.closing.subscribe()).map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?;
+    crate::access::spawn_reopener(state.access_log.as_ref(), state.closing.subscribe())
+        .map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?;
     ready(local_addr);
     // The status page's history: the counters sampled once a second.
     let sampler = {
@@ -222,7 +248,10 @@ pub async fn run(
     let _ = state.closing.send(true);
     let _ = sampler.await;
     let grace = state.config.server.shutdown_timeout;
-    tracing::info!("shutting down: finishing responses in flight (at most {} s)", grace.as_secs_f64());
+    tracing::info!(
+        "shutting down: finishing responses in flight (at most {} s)",
+        grace.as_secs_f64()
+    );
     if !drain(&state).await {
         tracing::warn!("shutdown timeout reached; unfinished store writes are dropped (nothing partial is kept)");
     }

@@ -37,7 +37,8 @@ use std::sync::Arc;
 /// burst was split after 5 connections.
 pub struct Shares {
     pub(super) open: Vec<std::sync::atomic::AtomicUsize>,
-    pub(super) handoff: Vec<tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr, OpenConnection)>>,
+    pub(super) handoff:
+        Vec<tokio::sync::mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr, OpenConnection)>>,
     /// The CPUs the proxy may run on, in increasing order (empty: not
     /// known); a client's CPU counts by its place in this list.
     pub(super) cpus: Vec<usize>,
@@ -65,7 +66,8 @@ impl Shares {
         use std::sync::atomic::Ordering::Relaxed;
         let n = self.open.len();
         let load = |t: usize| self.open[t].load(Relaxed);
-        let (least, count) = (0..n).map(|t| (t, load(t))).min_by_key(|&(_, l)| l).unwrap_or((me, 0));
+        let (least, count) =
+            (0..n).map(|t| (t, load(t))).min_by_key(|&(_, l)| l).unwrap_or((me, 0));
         let Some(cpu) = cpu else {
             // Nothing to keep together: the least busy thread.
             return if count < load(me) { least } else { me };
@@ -127,7 +129,11 @@ mod tests {
     /// Shares for `threads` serving threads on the CPUs `cpus`.
     fn shares_on(threads: usize, cpus: Vec<usize>) -> Shares {
         let handoff = (0..threads).map(|_| tokio::sync::mpsc::unbounded_channel().0).collect();
-        Shares { open: (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(), handoff, cpus }
+        Shares {
+            open: (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect(),
+            handoff,
+            cpus,
+        }
     }
 
     /// Accepts a connection from `cpu` on thread 0 and counts it where

@@ -50,7 +50,11 @@ impl Drop for TaskGuard {
 
 /// Drives a client connection until it ends; once `closing` turns true it
 /// is asked (with `graceful`) to finish its current exchange and close.
-pub async fn serve_until_closing<C, E>(conn: C, mut closing: tokio::sync::watch::Receiver<bool>, graceful: impl FnOnce(std::pin::Pin<&mut C>)) -> Result<(), E>
+pub async fn serve_until_closing<C, E>(
+    conn: C,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    graceful: impl FnOnce(std::pin::Pin<&mut C>),
+) -> Result<(), E>
 where
     C: std::future::Future<Output = Result<(), E>>,
 {

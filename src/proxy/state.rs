@@ -21,7 +21,14 @@ use std::sync::Arc;
 /// endpoints). Given to [`crate::proxy::server::run`] by the caller, so the proxy does not depend
 /// on what those endpoints are.
 pub type SelfEndpoints = Arc<
-    dyn Fn(Arc<ProxyState>, Request<Incoming>, SocketAddr) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>> + Send + Sync,
+    dyn Fn(
+            Arc<ProxyState>,
+            Request<Incoming>,
+            SocketAddr,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>>
+        + Send
+        + Sync,
 >;
 
 /// Endpoints that answer every origin-form request with 404 (for states
@@ -30,7 +37,11 @@ pub fn no_endpoints() -> SelfEndpoints {
     Arc::new(|_, _, _| {
         Box::pin(async {
             let status = crawlcache_policy::cache_status::CacheStatus::default();
-            crate::wire::error::error_response(http::StatusCode::NOT_FOUND, "crawlcache: no endpoints here", &status)
+            crate::wire::error::error_response(
+                http::StatusCode::NOT_FOUND,
+                "crawlcache: no endpoints here",
+                &status,
+            )
         })
     })
 }
@@ -99,7 +110,12 @@ impl crate::wire::body::HasAuditLog for ProxyState {
         self.metrics.request_done(record, status, outcome);
     }
 
-    fn request_ended(&self, record: &crate::audit::AuditRecord, access: &crate::wire::body::AccessLine, elapsed: std::time::Duration) {
+    fn request_ended(
+        &self,
+        record: &crate::audit::AuditRecord,
+        access: &crate::wire::body::AccessLine,
+        elapsed: std::time::Duration,
+    ) {
         self.metrics.latency.observe(access.outcome, elapsed);
         if let (Some(log), Some(f)) = (&self.access_log, &access.fields) {
             log.write(&crate::access::format::Entry {
@@ -128,14 +144,17 @@ impl ProxyState {
     /// Opens the store in `config.server.data_dir` and builds the state.
     pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
         let dir = &config.server.data_dir;
-        crawlcache_base::fsutil::create_private_dir(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
-        let store = Store::open_with(dir, &config.store_options()).map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+        crawlcache_base::fsutil::create_private_dir(dir)
+            .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+        let store = Store::open_with(dir, &config.store_options())
+            .map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
         Self::build(config, store, local_addr)
     }
 
     fn build(config: Config, store: Store, local_addr: SocketAddr) -> Result<ProxyState, String> {
         let dir = &config.server.data_dir;
-        let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
+        let ca =
+            crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
         let upstream = origin_client(&config)?;
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crawlcache_robots::politeness::Pacer::new());
@@ -145,15 +164,22 @@ impl ProxyState {
             store: &store,
             max_object_size: config.cache.max_object_size,
             fetch_time: config.upstream.connect_timeout + config.upstream.response_timeout,
-            robots_identity: crawlcache_fleet::keys::identity_id(&config.robots.user_agent, &config.robots.agent),
+            robots_identity: crawlcache_fleet::keys::identity_id(
+                &config.robots.user_agent,
+                &config.robots.agent,
+            ),
             bucket_connector: &|| {
-                let tls = crate::tls::upstream_client_config(None).map_err(|e| format!("fleet bucket TLS: {e}"))?;
+                let tls = crate::tls::upstream_client_config(None)
+                    .map_err(|e| format!("fleet bucket TLS: {e}"))?;
                 Ok(crate::tls::upstream_connector(tls, config.fleet.timeout))
             },
         })
         .map_err(|e| e.to_string())?;
         if let Some(f) = &fleet {
-            robots.set_shared(Arc::new(crawlcache_fleet::robots::FleetRobots { fleet: f.clone(), started: std::time::SystemTime::now() }));
+            robots.set_shared(Arc::new(crawlcache_fleet::robots::FleetRobots {
+                fleet: f.clone(),
+                started: std::time::SystemTime::now(),
+            }));
         }
         if config.robots.honor_crawl_delay {
             // A robots.txt fetch counts as a request to its origin (for the
@@ -170,7 +196,9 @@ impl ProxyState {
         let audit_dir = crate::audit::audit_dir(dir);
         let audit = Arc::new(
             crate::audit::AuditLog::open_with(&audit_dir, config.audit.mode, config.audit.keep)
-                .map_err(|e| format!("cannot open the audit log in {}: {e}", audit_dir.display()))?,
+                .map_err(|e| {
+                    format!("cannot open the audit log in {}: {e}", audit_dir.display())
+                })?,
         );
         let access_log = crate::access::AccessLog::open(&config.server)?.map(Arc::new);
         let config_max_connections = config.server.max_connections;
@@ -179,7 +207,10 @@ impl ProxyState {
             conns: Arc::new(Tasks::default()),
             shares: None,
             meta_cache: meta_cache::MetaCache::new(config.store.memory_budget().head_cache()),
-            body_cache: body_cache::BodyCache::new(config.cache.body_memory, config.cache.body_memory_max_object),
+            body_cache: body_cache::BodyCache::new(
+                config.cache.body_memory,
+                config.cache.body_memory_max_object,
+            ),
             robots,
             pacer,
             audit,
@@ -197,7 +228,10 @@ impl ProxyState {
             invalidations: invalidate::Invalidations::default(),
             endpoints: no_endpoints(),
             fleet,
-            overload: Arc::new(overload::Overload::new(config_max_connections, overload::open_file_limit().ok())),
+            overload: Arc::new(overload::Overload::new(
+                config_max_connections,
+                overload::open_file_limit().ok(),
+            )),
         })
     }
 }
@@ -210,12 +244,14 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
     let up = &config.upstream;
     let extra = &up.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-    let tls = crate::tls::upstream_client_config(extra).map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
+    let tls = crate::tls::upstream_client_config(extra)
+        .map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
     let parent = if up.proxy.is_empty() {
         None
     } else {
         let no_proxy: Vec<String> = up.no_proxy.iter().map(|e| e.to_string()).collect();
-        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy).map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
+        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
+            .map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
         tracing::info!(parent = parent.name(), no_proxy = ?no_proxy, "origins are reached through the parent proxy");
         Some(parent)
     };
@@ -224,19 +260,32 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
         up.connect_timeout,
         up.response_timeout,
         up.pool_idle_timeout,
-        upstream::HeadLimits { max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX), max_fields: up.max_head_fields },
+        upstream::HeadLimits {
+            max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX),
+            max_fields: up.max_head_fields,
+        },
         parent,
     ))
 }
 
 /// The robots.txt registry over the store's index, fetching through `upstream`.
-pub fn robots_registry(config: &Config, store: &Store, upstream: upstream::Upstream) -> Result<crawlcache_robots::registry::RobotsRegistry, String> {
-    let tree = store.extra_tree("robots").map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
+pub fn robots_registry(
+    config: &Config,
+    store: &Store,
+    upstream: upstream::Upstream,
+) -> Result<crawlcache_robots::registry::RobotsRegistry, String> {
+    let tree = store
+        .extra_tree("robots")
+        .map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
     let fetch = crate::robots::http_fetch::UpstreamRobotsFetch::new(
         upstream,
         format!("crawlcache/{}", env!("CARGO_PKG_VERSION")),
         config.upstream.response_timeout,
         config.robots.max_size as usize,
     );
-    Ok(crawlcache_robots::registry::RobotsRegistry::new(tree, Arc::new(fetch), config.robots.clone()))
+    Ok(crawlcache_robots::registry::RobotsRegistry::new(
+        tree,
+        Arc::new(fetch),
+        config.robots.clone(),
+    ))
 }

@@ -47,15 +47,27 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// Answers a CONNECT request (200, then the tunnel runs in its own task),
 /// or an error naming the cause.
-pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+pub async fn connect(
+    state: Arc<ProxyState>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<ProxyBody> {
     let bypass = CacheStatus::forward(Fwd::Bypass);
     let Some(authority) = req.uri().authority().cloned() else {
-        return error_response(StatusCode::BAD_REQUEST, "crawlcache: CONNECT needs a host:port target", &bypass);
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "crawlcache: CONNECT needs a host:port target",
+            &bypass,
+        );
     };
     let port = authority.port_u16().unwrap_or(443);
     let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
     if crate::wire::net::names_listener(&host, port, state.local_addr).await {
-        return error_response(StatusCode::LOOP_DETECTED, "crawlcache: CONNECT to this proxy itself refused", &bypass.with_detail(Detail::Loop));
+        return error_response(
+            StatusCode::LOOP_DETECTED,
+            "crawlcache: CONNECT to this proxy itself refused",
+            &bypass.with_detail(Detail::Loop),
+        );
     }
     if state.config.tls.intercept && !state.config.tls.is_bypassed(&host) {
         return intercept(state, req, authority, host, peer);
@@ -88,15 +100,28 @@ pub async fn connect(state: Arc<ProxyState>, req: Request<Incoming>, peer: Socke
 
 /// A TCP connection to the CONNECT target, within `upstream.connect_timeout`.
 /// Errors: the status (502, or 504 on a timeout) and a sentence.
-async fn open_upstream(state: &ProxyState, host: &str, port: u16) -> Result<tokio::net::TcpStream, (StatusCode, String)> {
+async fn open_upstream(
+    state: &ProxyState,
+    host: &str,
+    port: u16,
+) -> Result<tokio::net::TcpStream, (StatusCode, String)> {
     let timeout = state.config.upstream.connect_timeout;
     match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await {
         Ok(Ok(s)) => {
             let _ = s.set_nodelay(true);
             Ok(s)
         }
-        Ok(Err(e)) => Err((StatusCode::BAD_GATEWAY, format!("crawlcache: could not connect to {host}:{port}: {e}"))),
-        Err(_) => Err((StatusCode::GATEWAY_TIMEOUT, format!("crawlcache: connecting to {host}:{port} timed out after {} s", timeout.as_secs_f64()))),
+        Ok(Err(e)) => Err((
+            StatusCode::BAD_GATEWAY,
+            format!("crawlcache: could not connect to {host}:{port}: {e}"),
+        )),
+        Err(_) => Err((
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "crawlcache: connecting to {host}:{port} timed out after {} s",
+                timeout.as_secs_f64()
+            ),
+        )),
     }
 }
 
@@ -168,11 +193,15 @@ pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
     }
     let mut headers = http::HeaderMap::new();
     for f in parsed.headers.iter() {
-        if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(f.name.as_bytes()), http::HeaderValue::from_bytes(f.value)) {
+        if let (Ok(n), Ok(v)) = (
+            http::header::HeaderName::from_bytes(f.name.as_bytes()),
+            http::HeaderValue::from_bytes(f.value),
+        ) {
             headers.append(n, v);
         }
     }
-    let method = http::Method::from_bytes(parsed.method.unwrap_or("").as_bytes()).unwrap_or(http::Method::GET);
+    let method = http::Method::from_bytes(parsed.method.unwrap_or("").as_bytes())
+        .unwrap_or(http::Method::GET);
     if crawlcache_policy::hop_by_hop::is_websocket_upgrade(&method, &headers) {
         TunnelContent::WebSocket
     } else {
@@ -185,7 +214,11 @@ pub fn classify_tunnel(first: &[u8]) -> TunnelContent {
 /// the verdict; `Unknown` with what was read when the client went silent
 /// (for `silent_after`; at most [`FIRST_BYTES_TIMEOUT`] overall), and
 /// `Closed` when it closed first.
-async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, mut buf: Vec<u8>, silent_after: Option<Duration>) -> std::io::Result<(Vec<u8>, TunnelContent)> {
+async fn sniff<IO: AsyncRead + Unpin>(
+    io: &mut IO,
+    mut buf: Vec<u8>,
+    silent_after: Option<Duration>,
+) -> std::io::Result<(Vec<u8>, TunnelContent)> {
     let mut chunk = vec![0u8; 16 * 1024];
     let started = tokio::time::Instant::now();
     loop {
@@ -215,7 +248,13 @@ async fn sniff<IO: AsyncRead + Unpin>(io: &mut IO, mut buf: Vec<u8>, silent_afte
 /// module documentation). The leaf certificate names what the client
 /// asked for: the TLS server name (SNI) when it sends one, else the
 /// CONNECT host.
-fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::uri::Authority, host: String, peer: SocketAddr) -> Response<ProxyBody> {
+fn intercept(
+    state: Arc<ProxyState>,
+    req: Request<Incoming>,
+    authority: http::uri::Authority,
+    host: String,
+    peer: SocketAddr,
+) -> Response<ProxyBody> {
     // The leaf for the CONNECT host: taken from the cache, else minted on
     // a blocking thread while the client's first bytes arrive (off this
     // serving thread and off the CONNECT's answer). A host that cannot be
@@ -253,7 +292,9 @@ fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::ur
         let (first, content) = match sniff(&mut client, already_read, silent_after).await {
             Ok(x) => x,
             Err(e) => {
-                tracing::debug!("tunnel from {peer} to {authority} failed before its first bytes: {e}");
+                tracing::debug!(
+                    "tunnel from {peer} to {authority} failed before its first bytes: {e}"
+                );
                 return;
             }
         };
@@ -270,7 +311,9 @@ fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::ur
                         let io = Rewind::new(first, TokioIo::new(SendfileIo::new(tcp, sendfile)));
                         serve_http(state, io, authority, "http", peer).await
                     }
-                    (first, client) => serve_http(state, Rewind::new(first, client), authority, "http", peer).await,
+                    (first, client) => {
+                        serve_http(state, Rewind::new(first, client), authority, "http", peer).await
+                    }
                 }
             }
             TunnelContent::Unknown if io.prefix_len() == 0 && silent_after.is_none() => {
@@ -279,7 +322,10 @@ fn intercept(state: Arc<ProxyState>, req: Request<Incoming>, authority: http::ur
                     FIRST_BYTES_TIMEOUT.as_secs()
                 );
             }
-            TunnelContent::Closed => tracing::debug!("CONNECT {authority} from {peer}: the client closed the tunnel after {} bytes", io.prefix_len()),
+            TunnelContent::Closed => tracing::debug!(
+                "CONNECT {authority} from {peer}: the client closed the tunnel after {} bytes",
+                io.prefix_len()
+            ),
             TunnelContent::WebSocket | TunnelContent::Other | TunnelContent::Unknown => {
                 let what = match content {
                     TunnelContent::WebSocket => "a WebSocket upgrade",
@@ -321,7 +367,9 @@ async fn leaf_for_sni(state: &ProxyState, sni: &str) -> Result<Arc<rustls::Serve
         Ok(Some(c)) => Ok(c),
         Ok(None) => {
             let (ca, name) = (state.ca.clone(), sni.to_string());
-            Leaf::Minting(tokio::task::spawn_blocking(move || ca.server_config_for(&name))).get().await
+            Leaf::Minting(tokio::task::spawn_blocking(move || ca.server_config_for(&name)))
+                .get()
+                .await
         }
         Err(e) => Err(e.to_string()),
     }
@@ -329,13 +377,24 @@ async fn leaf_for_sni(state: &ProxyState, sni: &str) -> Result<Arc<rustls::Serve
 
 /// The TLS handshake with the client (leaf for its SNI, else `host`), then
 /// the requests inside served as `https://authority/...`.
-async fn serve_tls<IO>(state: Arc<ProxyState>, io: IO, authority: http::uri::Authority, host: String, leaf: Leaf, peer: SocketAddr)
-where
+async fn serve_tls<IO>(
+    state: Arc<ProxyState>,
+    io: IO,
+    authority: http::uri::Authority,
+    host: String,
+    leaf: Leaf,
+    peer: SocketAddr,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let handshake = async {
-        let start = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
-        let sni = start.client_hello().server_name().filter(|sni| !sni.eq_ignore_ascii_case(&host)).map(str::to_string);
+        let start =
+            tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
+        let sni = start
+            .client_hello()
+            .server_name()
+            .filter(|sni| !sni.eq_ignore_ascii_case(&host))
+            .map(str::to_string);
         let config = match sni {
             // The client names another host than CONNECT did: its leaf (the
             // CONNECT host's, being minted, is cached for later).
@@ -367,28 +426,47 @@ where
 /// Serves the HTTP/1.1 requests on a tunnel's connection `io` through the
 /// cache, origin-form targets taken as `scheme://authority/...`; WebSocket
 /// upgrades among them are relayed (see `stages::upgrade`).
-async fn serve_http<IO>(state: Arc<ProxyState>, io: IO, authority: http::uri::Authority, scheme: &'static str, peer: SocketAddr)
-where
+async fn serve_http<IO>(
+    state: Arc<ProxyState>,
+    io: IO,
+    authority: http::uri::Authority,
+    scheme: &'static str,
+    peer: SocketAddr,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let st = state.clone();
     let auth = authority.clone();
     let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(io));
-    let svc = service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), scheme, peer, interim.clone()));
+    let svc = service_fn(move |r| {
+        handle_in_tunnel(st.clone(), r, auth.clone(), scheme, peer, interim.clone())
+    });
     let conn = super::conn::client_http1().serve_connection(io, svc).with_upgrades();
     // Counted and closed gracefully at shutdown, like plain connections.
     let _guard = state.conns.enter();
-    let result = super::shutdown::serve_until_closing(conn, state.closing.subscribe(), |c| c.graceful_shutdown()).await;
+    let result = super::shutdown::serve_until_closing(conn, state.closing.subscribe(), |c| {
+        c.graceful_shutdown()
+    })
+    .await;
     if let Err(e) = result {
-        tracing::debug!("intercepted connection from {peer} to {authority} ended with an error: {e}");
+        tracing::debug!(
+            "intercepted connection from {peer} to {authority} ended with an error: {e}"
+        );
     }
 }
 
 /// Relays a tunnel that carries neither TLS nor plain HTTP (`what` says
 /// what it carries, for the log) to `host:port` untouched, the bytes
 /// already read first. Offline, the tunnel is closed instead.
-async fn relay<IO>(state: Arc<ProxyState>, mut client: IO, host: &str, port: u16, authority: &http::uri::Authority, peer: SocketAddr, what: &str)
-where
+async fn relay<IO>(
+    state: Arc<ProxyState>,
+    mut client: IO,
+    host: &str,
+    port: u16,
+    authority: &http::uri::Authority,
+    peer: SocketAddr,
+    what: &str,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     if state.offline {
@@ -447,17 +525,29 @@ macro_rules! each_io {
 }
 
 impl AsyncRead for TunnelIo {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         each_io!(self, io => Pin::new(io).poll_read(cx, buf))
     }
 }
 
 impl AsyncWrite for TunnelIo {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         each_io!(self, io => Pin::new(io).poll_write(cx, buf))
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         each_io!(self, io => Pin::new(io).poll_write_vectored(cx, bufs))
     }
 
@@ -504,7 +594,11 @@ impl<IO> Rewind<IO> {
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         if self.at < self.prefix.len() {
             let n = (self.prefix.len() - self.at).min(buf.remaining());
             let at = self.at;
@@ -521,11 +615,19 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
 }
 
 impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewind<IO> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -554,8 +656,14 @@ mod tests {
         assert_eq!(classify_tunnel(b"GE"), TunnelContent::Unknown);
         assert_eq!(classify_tunnel(b"GET /page HT"), TunnelContent::Unknown);
         assert_eq!(classify_tunnel(b"GET /page HTTP/1.1\r\nHost: e"), TunnelContent::Unknown);
-        assert_eq!(classify_tunnel(b"GET /page HTTP/1.1\r\nHost: example.com\r\n\r\n"), TunnelContent::Http);
-        assert_eq!(classify_tunnel(b"POST /f HTTP/1.0\r\nContent-Length: 1\r\n\r\nx"), TunnelContent::Http);
+        assert_eq!(
+            classify_tunnel(b"GET /page HTTP/1.1\r\nHost: example.com\r\n\r\n"),
+            TunnelContent::Http
+        );
+        assert_eq!(
+            classify_tunnel(b"POST /f HTTP/1.0\r\nContent-Length: 1\r\n\r\nx"),
+            TunnelContent::Http
+        );
         let ws = b"GET /chat HTTP/1.1\r\nHost: e\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
         assert_eq!(classify_tunnel(ws), TunnelContent::WebSocket);
         assert_eq!(classify_tunnel(b"SSH-2.0-OpenSSH_9.2\r\n"), TunnelContent::Other);

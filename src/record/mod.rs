@@ -100,12 +100,18 @@ impl RecordConfig {
 
     /// True when responses to `method` are recorded at all.
     pub fn records_method(&self, method: &Method) -> bool {
-        self.mode == RecordMode::All && self.methods.iter().any(|m| m.as_bytes() == method.as_str().as_bytes())
+        self.mode == RecordMode::All
+            && self.methods.iter().any(|m| m.as_bytes() == method.as_str().as_bytes())
     }
 
     /// True when the final response (`response_cc` being its
     /// `Cache-Control`) to a `method` request with `request_cc` is recorded.
-    pub fn wants(&self, method: &Method, request_cc: &CacheControl, response_headers: &http::HeaderMap) -> bool {
+    pub fn wants(
+        &self,
+        method: &Method,
+        request_cc: &CacheControl,
+        response_headers: &http::HeaderMap,
+    ) -> bool {
         if !self.records_method(method) {
             return false;
         }
@@ -122,11 +128,20 @@ impl RecordConfig {
 /// (a response the cache stores has a `Vary` naming fields or none, so its
 /// [`crawlcache_policy::store_key::Selection`] is its cache secondary key), then `lead` (the request's
 /// own collapse lead, if any) is released with the same outcome.
-pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_key: Vec<u8>, record_key: RecordKey) -> Lead {
+pub fn relay_lead(
+    store: Store,
+    lead: Option<Lead>,
+    primary: String,
+    secondary_key: Vec<u8>,
+    record_key: RecordKey,
+) -> Lead {
     let key = primary.clone();
     collapse::relay(&key, move |outcome| async move {
         if outcome == Outcome::Stored {
-            let copy = tokio::task::spawn_blocking(move || copy_entry(&store, &primary, &secondary_key, &record_key)).await;
+            let copy = tokio::task::spawn_blocking(move || {
+                copy_entry(&store, &primary, &secondary_key, &record_key)
+            })
+            .await;
             if let Ok(Err(e)) = copy {
                 tracing::warn!("recording failed: {e}");
             }
@@ -139,10 +154,17 @@ pub fn relay_lead(store: Store, lead: Option<Lead>, primary: String, secondary_k
 
 /// Indexes the cache entry `(primary, secondary_key)` under `record_key`
 /// and the same secondary key.
-fn copy_entry(store: &Store, primary: &str, secondary_key: &[u8], record_key: &RecordKey) -> Result<(), String> {
+fn copy_entry(
+    store: &Store,
+    primary: &str,
+    secondary_key: &[u8],
+    record_key: &RecordKey,
+) -> Result<(), String> {
     let entries = store.lookup(primary).map_err(|e| e.to_string())?;
     if let Some(e) = entries.into_iter().find(|e| e.secondary_key == secondary_key) {
-        store.insert(&record_key.primary(), secondary_key, &e.meta, e.body.as_ref()).map_err(|e| format!("{record_key}: {e}"))?;
+        store
+            .insert(&record_key.primary(), secondary_key, &e.meta, e.body.as_ref())
+            .map_err(|e| format!("{record_key}: {e}"))?;
     }
     Ok(())
 }
@@ -163,25 +185,38 @@ pub fn freshen_record(
     primary: &str,
     cached: &crawlcache_store::Entry,
     selects: impl Fn(&crawlcache_policy::cache::StoredResponse) -> bool,
-    freshen: impl Fn(&crawlcache_policy::cache::StoredResponse) -> crawlcache_policy::cache::StoredResponse,
+    freshen: impl Fn(
+        &crawlcache_policy::cache::StoredResponse,
+    ) -> crawlcache_policy::cache::StoredResponse,
 ) -> Result<bool, String> {
     let key = RecordKey::get(primary).primary();
     // One index row read: most cached responses have no record.
-    let Some(record) = store.lookup_variant(&key, &cached.secondary_key).map_err(|e| format!("{key}: {e}"))? else { return Ok(false) };
+    let Some(record) =
+        store.lookup_variant(&key, &cached.secondary_key).map_err(|e| format!("{key}: {e}"))?
+    else {
+        return Ok(false);
+    };
     if record.body != cached.body {
         return Ok(false);
     }
-    let Some(stored) = crawlcache_policy::cache::StoredResponse::from_bytes(&record.meta) else { return Ok(false) };
+    let Some(stored) = crawlcache_policy::cache::StoredResponse::from_bytes(&record.meta) else {
+        return Ok(false);
+    };
     if !selects(&stored) {
         return Ok(false);
     }
-    store.update_meta(&key, &cached.secondary_key, &freshen(&stored).to_bytes()).map_err(|e| format!("{key}: {e}"))
+    store
+        .update_meta(&key, &cached.secondary_key, &freshen(&stored).to_bytes())
+        .map_err(|e| format!("{key}: {e}"))
 }
 
 /// Forwards a request body as it arrives while hashing it: returns the body
 /// to send upstream and a receiver for the hex SHA-256 of the whole body
 /// (dropped without a value when the body failed or was not read to its end).
-pub fn hash_request_body(body: Option<hyper::body::Incoming>, len: Option<u64>) -> (crate::wire::body::ProxyBody, oneshot::Receiver<String>) {
+pub fn hash_request_body(
+    body: Option<hyper::body::Incoming>,
+    len: Option<u64>,
+) -> (crate::wire::body::ProxyBody, oneshot::Receiver<String>) {
     use http_body_util::BodyExt;
     let (hash_tx, hash_rx) = oneshot::channel();
     let Some(mut body) = body else {
@@ -195,7 +230,9 @@ pub fn hash_request_body(body: Option<hyper::body::Incoming>, len: Option<u64>) 
             match body.frame().await {
                 None => break,
                 Some(Err(e)) => {
-                    let _ = tx.send(Err(std::io::Error::other(format!("client body failed: {e}")))).await;
+                    let _ = tx
+                        .send(Err(std::io::Error::other(format!("client body failed: {e}"))))
+                        .await;
                     return;
                 }
                 Some(Ok(f)) => {
@@ -235,7 +272,11 @@ mod tests {
         assert!(cfg(RecordMode::All, true).wants(&Method::GET, &cc, &ns));
         let mut req_ns = http::HeaderMap::new();
         req_ns.insert("cache-control", "no-store".parse().unwrap());
-        assert!(!cfg(RecordMode::All, false).wants(&Method::GET, &CacheControl::from_headers(&req_ns), &none));
+        assert!(!cfg(RecordMode::All, false).wants(
+            &Method::GET,
+            &CacheControl::from_headers(&req_ns),
+            &none
+        ));
     }
 
     #[test]

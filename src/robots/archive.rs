@@ -28,7 +28,9 @@ use crawlcache_policy::cache::StoredResponse;
 use crawlcache_policy::key_rules::KeyRule;
 use crawlcache_policy::store_key::RecordKey;
 use crawlcache_robots::decode::{decode, parse_content_encoding};
-use crawlcache_robots::fetch::{apply_fetch, fetch_robots, FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
+use crawlcache_robots::fetch::{
+    apply_fetch, fetch_robots, FetchError, FetchFuture, RawRobotsResponse, RobotsFetch,
+};
 use crawlcache_robots::registry::Rules;
 use crawlcache_robots::settings::RobotsConfig;
 use crawlcache_robots::snapshot::{Origin, Validators};
@@ -61,7 +63,12 @@ fn memo() -> &'static Mutex<HashMap<String, Memo>> {
 /// `robots.max_size`, the windows and back-off the snapshot is built
 /// with). `None` when the store holds no capture of `origin`'s robots.txt.
 /// Never fails: a record that cannot be read counts as missing.
-pub async fn rules(store: &Store, key_rules: &[KeyRule], config: &RobotsConfig, origin: &Origin) -> Option<Arc<Rules>> {
+pub async fn rules(
+    store: &Store,
+    key_rules: &[KeyRule],
+    config: &RobotsConfig,
+    origin: &Origin,
+) -> Option<Arc<Rules>> {
     let okey = origin.key();
     if let Some(m) = lock(memo()).get(&okey) {
         if m.read.iter().all(|(key, version)| store.lookup_version(key) == *version) {
@@ -74,12 +81,21 @@ pub async fn rules(store: &Store, key_rules: &[KeyRule], config: &RobotsConfig, 
         max_bytes: usize::try_from(config.max_size).unwrap_or(usize::MAX),
         read: Mutex::default(),
     };
-    let captured_at = fetcher.capture(&origin.robots_url()).map(|(_, stored)| crawlcache_policy::cache::from_millis(stored.response_time_ms));
+    let captured_at = fetcher
+        .capture(&origin.robots_url())
+        .map(|(_, stored)| crawlcache_policy::cache::from_millis(stored.response_time_ms));
     let rules = match captured_at {
         None => None,
         Some(at) => {
             let result = fetch_robots(&fetcher, origin, None, config.redirects, "").await;
-            let snapshot = apply_fetch(origin, None, result, &config.windows_for(&origin.host), &config.backoff(), at);
+            let snapshot = apply_fetch(
+                origin,
+                None,
+                result,
+                &config.windows_for(&origin.host),
+                &config.backoff(),
+                at,
+            );
             Some(Arc::new(Rules::new(snapshot)))
         }
     };
@@ -110,7 +126,8 @@ impl ArchiveFetch {
     fn capture(&self, url: &str) -> Option<(crawlcache_store::Entry, StoredResponse)> {
         let uri: http::Uri = url.parse().ok()?;
         let key = crawlcache_policy::cache::key::primary_key(&uri)?;
-        let primary = RecordKey::get(&crawlcache_policy::key_rules::apply(&self.key_rules, &key)).primary();
+        let primary =
+            RecordKey::get(&crawlcache_policy::key_rules::apply(&self.key_rules, &key)).primary();
         let version = self.store.lookup_version(&primary);
         lock(&self.read).push((primary.clone(), version));
         let entries = match self.store.lookup(&primary) {
@@ -122,7 +139,8 @@ impl ArchiveFetch {
         };
         // The newest capture whatever its variant (RFC 9111 section 4.1's
         // order, kept in one place).
-        let captures = entries.into_iter().filter_map(|e| StoredResponse::from_bytes(&e.meta).map(|s| (e, s)));
+        let captures =
+            entries.into_iter().filter_map(|e| StoredResponse::from_bytes(&e.meta).map(|s| (e, s)));
         crawlcache_policy::cache::variant::select(captures, |_| true, |(_, s)| s)
     }
 
@@ -131,10 +149,16 @@ impl ArchiveFetch {
     /// a 2xx the body with its content codings undone.
     fn answer(&self, url: &str) -> Result<RawRobotsResponse, FetchError> {
         let Some((entry, stored)) = self.capture(url) else {
-            return Err(FetchError::Other(format!("the archive holds no capture of {url} (offline: nothing is fetched)")));
+            return Err(FetchError::Other(format!(
+                "the archive holds no capture of {url} (offline: nothing is fetched)"
+            )));
         };
         let h = stored.header_map();
-        let field = |name| h.get(name).and_then(|v: &http::HeaderValue| v.to_str().ok()).map(|s| s.trim().to_string());
+        let field = |name| {
+            h.get(name)
+                .and_then(|v: &http::HeaderValue| v.to_str().ok())
+                .map(|s| s.trim().to_string())
+        };
         let mut raw = RawRobotsResponse {
             status: stored.status,
             location: field(LOCATION),
@@ -146,16 +170,26 @@ impl ArchiveFetch {
         if !(200..300).contains(&stored.status) {
             return Ok(raw);
         }
-        let codings = parse_content_encoding(h.get_all(CONTENT_ENCODING).iter().map(|v| v.to_str().unwrap_or("(not text)")));
+        let codings = parse_content_encoding(
+            h.get_all(CONTENT_ENCODING).iter().map(|v| v.to_str().unwrap_or("(not text)")),
+        );
         // As the network fetcher: coded bytes up to a larger bound.
-        let read_max = if codings.is_empty() { self.max_bytes } else { self.max_bytes.saturating_mul(2).saturating_add(64 * 1024) };
-        let body = self.store.read_body(&entry).map_err(|e| FetchError::Other(format!("the archived body of {url} cannot be read: {e}")))?;
+        let read_max = if codings.is_empty() {
+            self.max_bytes
+        } else {
+            self.max_bytes.saturating_mul(2).saturating_add(64 * 1024)
+        };
+        let body = self.store.read_body(&entry).map_err(|e| {
+            FetchError::Other(format!("the archived body of {url} cannot be read: {e}"))
+        })?;
         let mut bytes = match body {
             BodyData::Bytes(b) => b,
             BodyData::File(f) => {
                 let mut b = Vec::new();
                 let limit = u64::try_from(read_max).unwrap_or(u64::MAX).saturating_add(1);
-                f.take(limit).read_to_end(&mut b).map_err(|e| FetchError::Other(format!("the archived body of {url} cannot be read: {e}")))?;
+                f.take(limit).read_to_end(&mut b).map_err(|e| {
+                    FetchError::Other(format!("the archived body of {url} cannot be read: {e}"))
+                })?;
                 b
             }
         };
@@ -166,8 +200,11 @@ impl ArchiveFetch {
             return Ok(raw);
         }
         let listed = codings.join(", ");
-        let decoded = decode(&codings, &bytes, self.max_bytes)
-            .map_err(|e| FetchError::Undecodable(format!("archived robots.txt {url} with Content-Encoding `{listed}`: {e}")))?;
+        let decoded = decode(&codings, &bytes, self.max_bytes).map_err(|e| {
+            FetchError::Undecodable(format!(
+                "archived robots.txt {url} with Content-Encoding `{listed}`: {e}"
+            ))
+        })?;
         raw.body = decoded.body;
         raw.truncated = decoded.truncated;
         raw.content_encoding = Some(listed);

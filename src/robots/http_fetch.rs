@@ -18,8 +18,8 @@ use crawlcache_robots::decode::{decode, parse_content_encoding, ACCEPT_ENCODING}
 use crawlcache_robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};
 use crawlcache_robots::snapshot::Validators;
 use http::header::{
-    ACCEPT, ACCEPT_ENCODING as ACCEPT_ENCODING_FIELD, CONTENT_ENCODING, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER,
-    USER_AGENT,
+    ACCEPT, ACCEPT_ENCODING as ACCEPT_ENCODING_FIELD, CONTENT_ENCODING, ETAG, IF_MODIFIED_SINCE,
+    IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER, USER_AGENT,
 };
 use http::{HeaderMap, Request};
 use http_body_util::BodyExt;
@@ -40,7 +40,12 @@ impl UpstreamRobotsFetch {
     /// response head, and keeping at most `max_bytes` bytes of decoded text
     /// (500 KiB: `snapshot::MAX_ROBOTS_BYTES`).
     /// Connect and response-head timeouts are the upstream client's.
-    pub fn new(upstream: Upstream, user_agent: impl Into<String>, body_timeout: Duration, max_bytes: usize) -> UpstreamRobotsFetch {
+    pub fn new(
+        upstream: Upstream,
+        user_agent: impl Into<String>,
+        body_timeout: Duration,
+        max_bytes: usize,
+    ) -> UpstreamRobotsFetch {
         UpstreamRobotsFetch { upstream, user_agent: user_agent.into(), body_timeout, max_bytes }
     }
 }
@@ -53,10 +58,15 @@ impl RobotsFetch for UpstreamRobotsFetch {
     fn fetch(&self, url: &str, validators: Option<Validators>, user_agent: &str) -> FetchFuture {
         let this = self.clone();
         let url = url.to_string();
-        let user_agent = if user_agent.is_empty() { self.user_agent.clone() } else { user_agent.to_string() };
+        let user_agent =
+            if user_agent.is_empty() { self.user_agent.clone() } else { user_agent.to_string() };
         Box::pin(async move {
-            let uri: http::Uri = url.parse().map_err(|e| FetchError::Other(format!("bad robots.txt URL {url}: {e}")))?;
-            let mut req = Request::get(uri).header(ACCEPT, "text/plain, */*;q=0.5").header(ACCEPT_ENCODING_FIELD, ACCEPT_ENCODING);
+            let uri: http::Uri = url
+                .parse()
+                .map_err(|e| FetchError::Other(format!("bad robots.txt URL {url}: {e}")))?;
+            let mut req = Request::get(uri)
+                .header(ACCEPT, "text/plain, */*;q=0.5")
+                .header(ACCEPT_ENCODING_FIELD, ACCEPT_ENCODING);
             if !user_agent.is_empty() {
                 req = req.header(USER_AGENT, user_agent.as_str());
             }
@@ -68,7 +78,9 @@ impl RobotsFetch for UpstreamRobotsFetch {
                     req = req.header(IF_MODIFIED_SINCE, lm);
                 }
             }
-            let req = req.body(ProxyBody::empty()).map_err(|e| FetchError::Other(format!("cannot build the request for {url}: {e}")))?;
+            let req = req.body(ProxyBody::empty()).map_err(|e| {
+                FetchError::Other(format!("cannot build the request for {url}: {e}"))
+            })?;
             let resp = this.upstream.send(req).await.map_err(|e| match e.kind {
                 UpstreamErrorKind::Dns => FetchError::Dns(e.message),
                 UpstreamErrorKind::Connect => FetchError::Connect(e.message),
@@ -91,15 +103,23 @@ impl RobotsFetch for UpstreamRobotsFetch {
             if !(200..300).contains(&status) {
                 return Ok(raw);
             }
-            let codings = parse_content_encoding(h.get_all(CONTENT_ENCODING).iter().map(|v| v.to_str().unwrap_or("(not text)")));
+            let codings = parse_content_encoding(
+                h.get_all(CONTENT_ENCODING).iter().map(|v| v.to_str().unwrap_or("(not text)")),
+            );
             let max = this.max_bytes;
             // Coded bytes are kept up to a larger bound; decoding then keeps
             // `max` bytes of text.
-            let read_max = if codings.is_empty() { max } else { max.saturating_mul(2).saturating_add(64 * 1024) };
+            let read_max = if codings.is_empty() {
+                max
+            } else {
+                max.saturating_mul(2).saturating_add(64 * 1024)
+            };
             let mut body = resp.into_body();
             let read = async {
                 while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(|e| FetchError::Other(format!("robots.txt body from {url} cut short: {e}")))?;
+                    let frame = frame.map_err(|e| {
+                        FetchError::Other(format!("robots.txt body from {url} cut short: {e}"))
+                    })?;
                     if let Ok(data) = frame.into_data() {
                         let room = read_max.saturating_sub(raw.body.len());
                         if data.len() > room {
@@ -123,8 +143,14 @@ impl RobotsFetch for UpstreamRobotsFetch {
             // RFC 9110 §8.4: the rules are in the decoded text (C40).
             let listed = codings.join(", ");
             let decoded = decode(&codings, &raw.body, max).map_err(|e| {
-                let cut = if raw.truncated { format!(" (coded body cut at {read_max} bytes)") } else { String::new() };
-                FetchError::Undecodable(format!("robots.txt from {url} with Content-Encoding `{listed}`: {e}{cut}"))
+                let cut = if raw.truncated {
+                    format!(" (coded body cut at {read_max} bytes)")
+                } else {
+                    String::new()
+                };
+                FetchError::Undecodable(format!(
+                    "robots.txt from {url} with Content-Encoding `{listed}`: {e}{cut}"
+                ))
             })?;
             raw.body = decoded.body;
             raw.truncated = decoded.truncated;

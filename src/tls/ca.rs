@@ -71,7 +71,9 @@ struct CachedLeaf {
 
 impl fmt::Debug for CertificateAuthority {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CertificateAuthority").field("cert_path", &self.inner.cert_path).finish_non_exhaustive()
+        f.debug_struct("CertificateAuthority")
+            .field("cert_path", &self.inner.cert_path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -115,7 +117,14 @@ impl CertificateAuthority {
             match load_or_create_files(&ca_dir, &cert_path, &key_path, &provider, now) {
                 Err(Created::Raced) if attempts < 3 => continue,
                 Err(Created::Raced) => {
-                    return Err(TlsError::io("create", &key_path, io::Error::new(io::ErrorKind::AlreadyExists, "another process keeps replacing the CA files")))
+                    return Err(TlsError::io(
+                        "create",
+                        &key_path,
+                        io::Error::new(
+                            io::ErrorKind::AlreadyExists,
+                            "another process keeps replacing the CA files",
+                        ),
+                    ))
                 }
                 Err(Created::Failed(err)) => return Err(err),
                 Ok(files) => break files,
@@ -123,7 +132,16 @@ impl CertificateAuthority {
         };
 
         let capacity = NonZeroUsize::new(LEAF_CACHE_CAPACITY).unwrap_or(NonZeroUsize::MIN);
-        Ok(CertificateAuthority { inner: Arc::new(Authority { cert_path, cert_pem, issuer, key, provider, leaves: Mutex::new(LruCache::new(capacity)) }) })
+        Ok(CertificateAuthority {
+            inner: Arc::new(Authority {
+                cert_path,
+                cert_pem,
+                issuer,
+                key,
+                provider,
+                leaves: Mutex::new(LruCache::new(capacity)),
+            }),
+        })
     }
 
     /// Where the CA certificate of `data_dir` is kept, or will be once the
@@ -162,7 +180,11 @@ impl CertificateAuthority {
     /// [`Self::server_config_for`] with the current time given: a cached
     /// leaf is reused while `now` is more than a day before its end of
     /// validity, and a new leaf is valid from a day before `now`.
-    pub fn server_config_for_at(&self, host: &str, now: SystemTime) -> Result<Arc<ServerConfig>, TlsError> {
+    pub fn server_config_for_at(
+        &self,
+        host: &str,
+        now: SystemTime,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
         let name = LeafName::parse(host)?;
         let key = name.cache_key();
         if let Some(config) = self.cached(&key, now) {
@@ -202,9 +224,14 @@ impl CertificateAuthority {
         self.inner.leaves.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn mint(&self, name: &LeafName, now: SystemTime) -> Result<(Arc<ServerConfig>, SystemTime), TlsError> {
+    fn mint(
+        &self,
+        name: &LeafName,
+        now: SystemTime,
+    ) -> Result<(Arc<ServerConfig>, SystemTime), TlsError> {
         let inner = &self.inner;
-        let (leaf_der, key_der, not_after) = sign_leaf(name, &inner.issuer, &inner.key, &inner.provider, now)?;
+        let (leaf_der, key_der, not_after) =
+            sign_leaf(name, &inner.issuer, &inner.key, &inner.provider, now)?;
         let what = || format!("the server configuration for {}", name.cache_key());
         let mut config = ServerConfig::builder_with_provider(inner.provider.clone())
             .with_safe_default_protocol_versions()
@@ -257,7 +284,10 @@ fn sign_leaf(
     provider: &CryptoProvider,
     now: SystemTime,
 ) -> Result<(CertificateDer<'static>, PrivatePkcs8KeyDer<'static>, SystemTime), TlsError> {
-    let generate = |source| TlsError::Generate { what: format!("a leaf certificate for {}", name.cache_key()), source };
+    let generate = |source| TlsError::Generate {
+        what: format!("a leaf certificate for {}", name.cache_key()),
+        source,
+    };
     let serial = random_serial(provider).map_err(generate)?;
     let (params, not_after) = leaf_params(name, now, serial).map_err(generate)?;
     let leaf_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(generate)?;
@@ -299,10 +329,12 @@ fn load_or_create_files(
             let key = read_key(key_path)?;
             let (cert_pem, cert_der) = read_cert(cert_path)?;
             let issuer = issuer_for(&key, provider, now)?;
-            check_pair(&cert_der, &issuer, &key, provider, now).map_err(|cause| TlsError::KeyMismatch {
-                cert_path: cert_path.to_owned(),
-                key_path: key_path.to_owned(),
-                cause,
+            check_pair(&cert_der, &issuer, &key, provider, now).map_err(|cause| {
+                TlsError::KeyMismatch {
+                    cert_path: cert_path.to_owned(),
+                    key_path: key_path.to_owned(),
+                    cause,
+                }
             })?;
             tracing::debug!(cert = %cert_path.display(), "loaded the local CA");
             Ok((cert_pem, issuer, key))
@@ -321,9 +353,14 @@ fn load_or_create_files(
             );
             Ok((cert_pem, issuer, key))
         }
-        (false, true) => Err(TlsError::MissingKey { cert_path: cert_path.to_owned(), key_path: key_path.to_owned() }.into()),
+        (false, true) => Err(TlsError::MissingKey {
+            cert_path: cert_path.to_owned(),
+            key_path: key_path.to_owned(),
+        }
+        .into()),
         (false, false) => {
-            let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|source| TlsError::Generate { what: "the CA key pair".into(), source })?;
+            let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+                .map_err(|source| TlsError::Generate { what: "the CA key pair".into(), source })?;
             let issuer = issuer_for(&key, provider, now)?;
             let key_pem = key.serialize_pem();
             let cert_pem = issuer.pem();
@@ -347,7 +384,11 @@ fn load_or_create_files(
 /// The CA certificate rebuilt from its fixed parameters and `key`: it has
 /// the stored certificate's subject and key, which is all a leaf's issuer
 /// field and signature depend on.
-fn issuer_for(key: &KeyPair, provider: &CryptoProvider, now: SystemTime) -> Result<Certificate, TlsError> {
+fn issuer_for(
+    key: &KeyPair,
+    provider: &CryptoProvider,
+    now: SystemTime,
+) -> Result<Certificate, TlsError> {
     let generate = |source| TlsError::Generate { what: "the CA certificate".into(), source };
     let serial = random_serial(provider).map_err(generate)?;
     ca_params(now, serial).self_signed(key).map_err(generate)
@@ -356,14 +397,27 @@ fn issuer_for(key: &KeyPair, provider: &CryptoProvider, now: SystemTime) -> Resu
 /// Signs a probe leaf with `key` and verifies it against the stored CA
 /// certificate, so a key and certificate from different CAs are caught at
 /// start-up rather than by every client.
-fn check_pair(cert_der: &CertificateDer<'static>, issuer: &Certificate, key: &KeyPair, provider: &Arc<CryptoProvider>, now: SystemTime) -> Result<(), String> {
+fn check_pair(
+    cert_der: &CertificateDer<'static>,
+    issuer: &Certificate,
+    key: &KeyPair,
+    provider: &Arc<CryptoProvider>,
+    now: SystemTime,
+) -> Result<(), String> {
     let mut roots = RootCertStore::empty();
-    roots.add(cert_der.clone()).map_err(|err| format!("the CA certificate is not usable as a trust anchor: {err}"))?;
-    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().map_err(|err| err.to_string())?;
+    roots
+        .add(cert_der.clone())
+        .map_err(|err| format!("the CA certificate is not usable as a trust anchor: {err}"))?;
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|err| err.to_string())?;
     let probe = LeafName::Dns(PROBE_NAME.to_owned());
-    let (leaf_der, _, _) = sign_leaf(&probe, issuer, key, provider, now).map_err(|err| err.to_string())?;
-    let server_name = ServerName::try_from(PROBE_NAME).map_err(|err| format!("probe name: {err}"))?;
-    let unix_now = UnixTime::since_unix_epoch(now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default());
+    let (leaf_der, _, _) =
+        sign_leaf(&probe, issuer, key, provider, now).map_err(|err| err.to_string())?;
+    let server_name =
+        ServerName::try_from(PROBE_NAME).map_err(|err| format!("probe name: {err}"))?;
+    let unix_now =
+        UnixTime::since_unix_epoch(now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default());
     verifier
         .verify_server_cert(&leaf_der, &[], &server_name, &[], unix_now)
         .map(|_| ())
@@ -381,8 +435,11 @@ fn exists(path: &Path) -> Result<bool, TlsError> {
 fn read_key(path: &Path) -> Result<KeyPair, TlsError> {
     let bytes = fs::read(path).map_err(|err| TlsError::io("read", path, err))?;
     let invalid = |cause: String| TlsError::InvalidKey { path: path.to_owned(), cause };
-    let text = std::str::from_utf8(&bytes).map_err(|_| invalid("it is not a PEM text file".into()))?;
-    let key = KeyPair::from_pem(text).map_err(|err| invalid(format!("expected an unencrypted PKCS#8 \"PRIVATE KEY\" PEM block ({err})")))?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| invalid("it is not a PEM text file".into()))?;
+    let key = KeyPair::from_pem(text).map_err(|err| {
+        invalid(format!("expected an unencrypted PKCS#8 \"PRIVATE KEY\" PEM block ({err})"))
+    })?;
     restrict_key_permissions(path)?;
     Ok(key)
 }
@@ -404,10 +461,14 @@ fn read_cert(path: &Path) -> Result<(String, CertificateDer<'static>), TlsError>
 /// renamed without replacing an existing file, directory synced) with the
 /// given Unix mode. Returns `false` if `path` appeared meanwhile.
 fn write_new_file(dir: &Path, path: &Path, contents: &[u8], mode: u32) -> Result<bool, TlsError> {
-    let mut temp = tempfile::Builder::new().prefix(TEMP_PREFIX).tempfile_in(dir).map_err(|err| TlsError::io("create a temporary file in", dir, err))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(|err| TlsError::io("create a temporary file in", dir, err))?;
     let temp_path = temp.path().to_owned();
     temp.write_all(contents).map_err(|err| TlsError::io("write", &temp_path, err))?;
-    set_mode(temp.as_file(), mode).map_err(|err| TlsError::io("set permissions of", &temp_path, err))?;
+    set_mode(temp.as_file(), mode)
+        .map_err(|err| TlsError::io("set permissions of", &temp_path, err))?;
     temp.as_file().sync_all().map_err(|err| TlsError::io("sync", &temp_path, err))?;
     match temp.persist_noclobber(path) {
         Ok(_) => {}
@@ -451,7 +512,11 @@ fn set_mode(_file: &fs::File, _mode: u32) -> io::Result<()> {
 fn ensure_data_dir(data_dir: &Path) -> Result<(), TlsError> {
     use std::os::unix::fs::PermissionsExt;
     match fs::metadata(data_dir) {
-        Ok(meta) if !meta.is_dir() => Err(TlsError::io("use as the data directory", data_dir, io::Error::other("it is not a directory"))),
+        Ok(meta) if !meta.is_dir() => Err(TlsError::io(
+            "use as the data directory",
+            data_dir,
+            io::Error::other("it is not a directory"),
+        )),
         Ok(meta) => {
             let mode = meta.permissions().mode();
             if mode & 0o007 == 0 {
@@ -497,11 +562,17 @@ fn ensure_data_dir(data_dir: &Path) -> Result<(), TlsError> {
 fn ensure_ca_dir(ca_dir: &Path) -> Result<(), TlsError> {
     use std::os::unix::fs::PermissionsExt;
     match fs::metadata(ca_dir) {
-        Ok(meta) if !meta.is_dir() => Err(TlsError::io("use as the CA directory", ca_dir, io::Error::other("it is not a directory"))),
+        Ok(meta) if !meta.is_dir() => Err(TlsError::io(
+            "use as the CA directory",
+            ca_dir,
+            io::Error::other("it is not a directory"),
+        )),
         Ok(meta) => {
             let mode = meta.permissions().mode();
             if mode & 0o077 != 0 {
-                fs::set_permissions(ca_dir, fs::Permissions::from_mode(0o700)).map_err(|err| TlsError::io("restrict permissions (to 0700) of", ca_dir, err))?;
+                fs::set_permissions(ca_dir, fs::Permissions::from_mode(0o700)).map_err(|err| {
+                    TlsError::io("restrict permissions (to 0700) of", ca_dir, err)
+                })?;
                 tracing::warn!(
                     dir = %ca_dir.display(),
                     old_mode = format!("{:o}", mode & 0o7777),
@@ -523,7 +594,8 @@ fn ensure_ca_dir(ca_dir: &Path) -> Result<(), TlsError> {
 /// Creates a new private directory (0700; see [`crawlcache_base::fsutil::create_private_dir`]).
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
-    crawlcache_base::fsutil::create_private_dir(dir).map_err(|err| TlsError::io("create directory", dir, err))
+    crawlcache_base::fsutil::create_private_dir(dir)
+        .map_err(|err| TlsError::io("create directory", dir, err))
 }
 
 /// Makes the key file readable by its owner only (0600) if it is not already.
@@ -533,7 +605,8 @@ fn restrict_key_permissions(path: &Path) -> Result<(), TlsError> {
     let meta = fs::metadata(path).map_err(|err| TlsError::io("inspect", path, err))?;
     let mode = meta.permissions().mode();
     if mode & 0o077 != 0 {
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(|err| TlsError::io("restrict permissions (to 0600) of", path, err))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .map_err(|err| TlsError::io("restrict permissions (to 0600) of", path, err))?;
         tracing::warn!(
             file = %path.display(),
             old_mode = format!("{:o}", mode & 0o7777),
@@ -563,7 +636,11 @@ mod tests {
     fn the_intercepting_side_prefers_aes_128_gcm() {
         let p = interception_provider();
         assert_eq!(p.cipher_suites[0].suite(), rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
-        assert_eq!(p.cipher_suites.len(), rustls::crypto::ring::default_provider().cipher_suites.len(), "no suite dropped");
+        assert_eq!(
+            p.cipher_suites.len(),
+            rustls::crypto::ring::default_provider().cipher_suites.len(),
+            "no suite dropped"
+        );
     }
 
     #[test]

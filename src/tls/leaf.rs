@@ -8,7 +8,10 @@
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose, SanType, SerialNumber};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyUsagePurpose, SanType, SerialNumber,
+};
 use rustls::pki_types::DnsName;
 
 use super::error::TlsError;
@@ -96,7 +99,11 @@ pub(crate) fn ca_params(now: SystemTime, serial: [u8; 16]) -> CertificateParams 
     dn.push(DnType::CommonName, CA_COMMON_NAME);
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     params.serial_number = Some(positive_serial(serial));
     params.not_before = now.checked_sub(BACKDATE).unwrap_or(now).into();
     params.not_after = now.checked_add(CA_VALIDITY).unwrap_or(now).into();
@@ -107,7 +114,11 @@ pub(crate) fn ca_params(now: SystemTime, serial: [u8; 16]) -> CertificateParams 
 /// name (DNS or IP), TLS server authentication, no basicConstraints
 /// extension (strict DER parsers refuse an encoded `cA FALSE`), valid from `now - BACKDATE`
 /// until the returned time (`now + LEAF_VALIDITY`).
-pub(crate) fn leaf_params(name: &LeafName, now: SystemTime, serial: [u8; 16]) -> Result<(CertificateParams, SystemTime), rcgen::Error> {
+pub(crate) fn leaf_params(
+    name: &LeafName,
+    now: SystemTime,
+    serial: [u8; 16],
+) -> Result<(CertificateParams, SystemTime), rcgen::Error> {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     let common_name = name.cache_key();
@@ -149,29 +160,48 @@ mod tests {
 
     #[test]
     fn dns_names_are_lower_cased_and_lose_a_trailing_dot() {
-        assert_eq!(LeafName::parse("WWW.Example.COM.").ok(), Some(LeafName::Dns("www.example.com".into())));
+        assert_eq!(
+            LeafName::parse("WWW.Example.COM.").ok(),
+            Some(LeafName::Dns("www.example.com".into()))
+        );
         assert_eq!(LeafName::parse("localhost").ok(), Some(LeafName::Dns("localhost".into())));
     }
 
     #[test]
     fn ip_literals_become_ip_names_with_or_without_brackets() {
-        assert_eq!(LeafName::parse("127.0.0.1").ok(), Some(LeafName::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST))));
-        assert_eq!(LeafName::parse("[::1]").ok(), Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST))));
-        assert_eq!(LeafName::parse("::1").ok(), Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST))));
-        assert_eq!(LeafName::parse("[2001:DB8::1]").map(|n| n.cache_key()).ok(), Some("2001:db8::1".to_owned()));
+        assert_eq!(
+            LeafName::parse("127.0.0.1").ok(),
+            Some(LeafName::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)))
+        );
+        assert_eq!(
+            LeafName::parse("[::1]").ok(),
+            Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST)))
+        );
+        assert_eq!(
+            LeafName::parse("::1").ok(),
+            Some(LeafName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST)))
+        );
+        assert_eq!(
+            LeafName::parse("[2001:DB8::1]").map(|n| n.cache_key()).ok(),
+            Some("2001:db8::1".to_owned())
+        );
     }
 
     #[test]
     fn hosts_that_are_neither_are_refused() {
         for bad in ["", " ", ".", "bad host", "a..b", "[example.com]", "[::1", "fe80::1%eth0"] {
-            assert!(matches!(LeafName::parse(bad), Err(TlsError::InvalidHost { .. })), "{bad:?} should be refused");
+            assert!(
+                matches!(LeafName::parse(bad), Err(TlsError::InvalidHost { .. })),
+                "{bad:?} should be refused"
+            );
         }
     }
 
     #[test]
     fn leaf_validity_starts_before_now_and_ends_after_leaf_validity() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let (params, not_after) = leaf_params(&LeafName::Dns("example.com".into()), now, [0xff; 16]).unwrap();
+        let (params, not_after) =
+            leaf_params(&LeafName::Dns("example.com".into()), now, [0xff; 16]).unwrap();
         assert_eq!(not_after, now + LEAF_VALIDITY);
         assert_eq!(SystemTime::from(params.not_after), now + LEAF_VALIDITY);
         assert_eq!(SystemTime::from(params.not_before), now - BACKDATE);
@@ -197,7 +227,10 @@ mod tests {
         let leaf_key = rcgen::KeyPair::generate().unwrap();
         let leaf = params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
         let der = leaf.der().as_ref();
-        assert!(!der.windows(5).any(|w| w == BASIC_CONSTRAINTS_OID), "the leaf has a basicConstraints extension");
+        assert!(
+            !der.windows(5).any(|w| w == BASIC_CONSTRAINTS_OID),
+            "the leaf has a basicConstraints extension"
+        );
         // The CA keeps its own (cA TRUE, pathLenConstraint 0).
         assert!(ca.der().as_ref().windows(5).any(|w| w == BASIC_CONSTRAINTS_OID));
     }

@@ -22,4 +22,6 @@ mod upstream;
 pub use ca::{CertificateAuthority, LEAF_CACHE_CAPACITY};
 pub use error::TlsError;
 pub use leaf::CA_COMMON_NAME;
-pub use upstream::{describe_tls_error, origin_connector, upstream_client_config, upstream_connector};
+pub use upstream::{
+    describe_tls_error, origin_connector, upstream_client_config, upstream_connector,
+};

@@ -32,7 +32,10 @@ pub(crate) struct PinnedSelfSigned {
 
 impl PinnedSelfSigned {
     /// Wraps `inner`; `listed` are the certificates of the extra CA file.
-    pub(crate) fn new(inner: Arc<WebPkiServerVerifier>, listed: Vec<CertificateDer<'static>>) -> PinnedSelfSigned {
+    pub(crate) fn new(
+        inner: Arc<WebPkiServerVerifier>,
+        listed: Vec<CertificateDer<'static>>,
+    ) -> PinnedSelfSigned {
         PinnedSelfSigned { inner, listed }
     }
 }
@@ -46,9 +49,18 @@ impl ServerCertVerifier for PinnedSelfSigned {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        let verdict = self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+        let verdict = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        );
         match verdict {
-            Err(Error::InvalidCertificate(ref why)) if may_be_pinned(why) && self.listed.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
+            Err(Error::InvalidCertificate(ref why))
+                if may_be_pinned(why)
+                    && self.listed.iter().any(|c| c.as_ref() == end_entity.as_ref()) =>
+            {
                 verify_pinned(end_entity, server_name, now)?;
                 Ok(ServerCertVerified::assertion())
             }
@@ -56,11 +68,21 @@ impl ServerCertVerifier for PinnedSelfSigned {
         }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
         self.inner.verify_tls12_signature(message, cert, dss)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
         self.inner.verify_tls13_signature(message, cert, dss)
     }
 
@@ -76,7 +98,10 @@ fn may_be_pinned(why: &CertificateError) -> bool {
     match why {
         CertificateError::UnknownIssuer => true,
         // rustls wraps webpki errors it has no variant for.
-        CertificateError::Other(other) => matches!(other.0.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity)),
+        CertificateError::Other(other) => matches!(
+            other.0.downcast_ref::<webpki::Error>(),
+            Some(webpki::Error::CaUsedAsEndEntity)
+        ),
         _ => false,
     }
 }
@@ -85,10 +110,15 @@ fn may_be_pinned(why: &CertificateError) -> bool {
 /// cover `server_name` and `now` lies within its validity period.
 /// Errors: the rustls error for a name mismatch, an expired or not yet
 /// valid certificate, or a certificate that cannot be parsed.
-fn verify_pinned(der: &CertificateDer<'_>, server_name: &ServerName<'_>, now: UnixTime) -> Result<(), Error> {
+fn verify_pinned(
+    der: &CertificateDer<'_>,
+    server_name: &ServerName<'_>,
+    now: UnixTime,
+) -> Result<(), Error> {
     let parsed = rustls::server::ParsedCertificate::try_from(der)?;
     rustls::client::verify_server_name(&parsed, server_name)?;
-    let (not_before, not_after) = validity(der.as_ref()).ok_or(Error::InvalidCertificate(CertificateError::BadEncoding))?;
+    let (not_before, not_after) =
+        validity(der.as_ref()).ok_or(Error::InvalidCertificate(CertificateError::BadEncoding))?;
     let at = now.as_secs();
     if at < not_before {
         return Err(Error::InvalidCertificate(CertificateError::NotValidYet));
@@ -162,7 +192,10 @@ fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 /// A UTCTime (tag 0x17, `YYMMDDHHMMSSZ`, years 1950-2049) or
 /// GeneralizedTime (tag 0x18, `YYYYMMDDHHMMSSZ`) as Unix seconds.
 fn x509_time(tag: u8, text: &[u8]) -> Option<u64> {
-    let digits = |s: &[u8]| -> Option<u64> { s.iter().try_fold(0u64, |acc, &b| b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))) };
+    let digits = |s: &[u8]| -> Option<u64> {
+        s.iter()
+            .try_fold(0u64, |acc, &b| b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0')))
+    };
     let (year, rest) = match (tag, text.len()) {
         (0x17, 13) => {
             let yy = digits(&text[..2])?;
@@ -175,11 +208,23 @@ fn x509_time(tag: u8, text: &[u8]) -> Option<u64> {
         return None;
     }
     let (month, day) = (digits(&rest[0..2])?, digits(&rest[2..4])?);
-    let (hour, minute, second) = (digits(&rest[4..6])?, digits(&rest[6..8])?, digits(&rest[8..10])?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 || year < 1970 {
+    let (hour, minute, second) =
+        (digits(&rest[4..6])?, digits(&rest[6..8])?, digits(&rest[8..10])?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+        || year < 1970
+    {
         return None;
     }
-    let days = u64::try_from(crawlcache_base::time::days_from_civil(year as i64, month as i64, day as i64)).ok()?;
+    let days = u64::try_from(crawlcache_base::time::days_from_civil(
+        year as i64,
+        month as i64,
+        day as i64,
+    ))
+    .ok()?;
     Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
@@ -191,14 +236,18 @@ mod tests {
 
     /// `time` as the [`UnixTime`] rustls verifies at.
     fn unix(time: SystemTime) -> UnixTime {
-        UnixTime::since_unix_epoch(time.duration_since(SystemTime::UNIX_EPOCH).unwrap_or(Duration::ZERO))
+        UnixTime::since_unix_epoch(
+            time.duration_since(SystemTime::UNIX_EPOCH).unwrap_or(Duration::ZERO),
+        )
     }
 
     /// A self-signed CA certificate for `names`, as `openssl req -x509`
     /// makes one, valid from `from` to `to` (Unix seconds).
     fn self_signed(names: &[&str], from: u64, to: u64) -> CertificateDer<'static> {
         let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params.not_before = (SystemTime::UNIX_EPOCH + Duration::from_secs(from)).into();
         params.not_after = (SystemTime::UNIX_EPOCH + Duration::from_secs(to)).into();
@@ -211,7 +260,8 @@ mod tests {
             roots.add(c.clone()).unwrap();
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().unwrap();
+        let inner =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().unwrap();
         PinnedSelfSigned::new(inner, listed.to_vec())
     }
 
@@ -242,7 +292,15 @@ mod tests {
         let name = ServerName::try_from("localhost").unwrap();
         let err = v.verify_server_cert(&expired, &[], &name, &[], unix(now)).unwrap_err();
         // webpki reports the expiry itself, before the CA-as-end-entity refusal.
-        assert!(matches!(err, Error::InvalidCertificate(CertificateError::Expired | CertificateError::ExpiredContext { .. })), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                Error::InvalidCertificate(
+                    CertificateError::Expired | CertificateError::ExpiredContext { .. }
+                )
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

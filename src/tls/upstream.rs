@@ -39,15 +39,22 @@ pub fn upstream_client_config(extra_ca_file: Option<&Path>) -> Result<Arc<Client
         None => Vec::new(),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config_error = |source| TlsError::Config { what: "the upstream TLS client configuration".into(), source };
-    let builder = ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(config_error)?;
+    let config_error =
+        |source| TlsError::Config { what: "the upstream TLS client configuration".into(), source };
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(config_error)?;
     let mut config = if listed.is_empty() {
         builder.with_root_certificates(roots).with_no_client_auth()
     } else {
-        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-            .build()
-            .map_err(|e| config_error(rustls::Error::General(e.to_string())))?;
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(PinnedSelfSigned::new(webpki, listed))).with_no_client_auth()
+        let webpki =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| config_error(rustls::Error::General(e.to_string())))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedSelfSigned::new(webpki, listed)))
+            .with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
@@ -55,17 +62,24 @@ pub fn upstream_client_config(extra_ca_file: Option<&Path>) -> Result<Arc<Client
 
 /// Adds every certificate of the PEM file at `path` to `roots`; returns
 /// them (DER).
-fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
+fn add_pem_roots(
+    roots: &mut RootCertStore,
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
     let bytes = fs::read(path).map_err(|err| TlsError::io("read the extra CA file", path, err))?;
     let invalid = |cause: String| TlsError::InvalidCertificate { path: path.to_owned(), cause };
     let mut added = Vec::new();
     for (index, item) in rustls::pki_types::CertificateDer::pem_slice_iter(&bytes).enumerate() {
         let der = item.map_err(|err| invalid(format!("malformed PEM: {err}")))?;
-        roots.add(der.clone()).map_err(|err| invalid(format!("certificate number {} cannot be a trust anchor: {err}", index + 1)))?;
+        roots.add(der.clone()).map_err(|err| {
+            invalid(format!("certificate number {} cannot be a trust anchor: {err}", index + 1))
+        })?;
         added.push(der);
     }
     if added.is_empty() {
-        return Err(invalid("it holds no \"CERTIFICATE\" PEM block; expected the CA certificate(s) in PEM".into()));
+        return Err(invalid(
+            "it holds no \"CERTIFICATE\" PEM block; expected the CA certificate(s) in PEM".into(),
+        ));
     }
     tracing::debug!(file = %path.display(), certificates = added.len(), "trusting extra CA certificates for origins");
     Ok(added)
@@ -75,7 +89,10 @@ fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<Vec<rustls::p
 /// TLS verified with `cfg` for `https://` URIs (server name from the URI's
 /// host, IPv6 brackets removed). TCP connects give up after
 /// `connect_timeout`; `TCP_NODELAY` is set.
-pub fn upstream_connector(cfg: Arc<ClientConfig>, connect_timeout: Duration) -> HttpsConnector<HttpConnector> {
+pub fn upstream_connector(
+    cfg: Arc<ClientConfig>,
+    connect_timeout: Duration,
+) -> HttpsConnector<HttpConnector> {
     HttpsConnector::from((tcp_connector(connect_timeout), cfg))
 }
 
@@ -84,7 +101,11 @@ pub fn upstream_connector(cfg: Arc<ClientConfig>, connect_timeout: Duration) -> 
 /// to the parent in absolute form, `https://` through a `CONNECT` tunnel
 /// with TLS to the origin over it, verified with `cfg` as for a direct
 /// connection. Without a parent, every origin is contacted directly.
-pub fn origin_connector(cfg: Arc<ClientConfig>, connect_timeout: Duration, parent: Option<Arc<ParentProxy>>) -> HttpsConnector<OriginConnector> {
+pub fn origin_connector(
+    cfg: Arc<ClientConfig>,
+    connect_timeout: Duration,
+    parent: Option<Arc<ParentProxy>>,
+) -> HttpsConnector<OriginConnector> {
     HttpsConnector::from((OriginConnector::new(tcp_connector(connect_timeout), parent), cfg))
 }
 
@@ -119,7 +140,10 @@ pub fn describe_tls_error(err: &(dyn StdError + 'static)) -> Option<String> {
 /// only guards against a pathological cycle).
 const MAX_CHAIN_DEPTH: usize = 32;
 
-fn find_rustls_error<'a>(err: &'a (dyn StdError + 'static), depth: usize) -> Option<&'a rustls::Error> {
+fn find_rustls_error<'a>(
+    err: &'a (dyn StdError + 'static),
+    depth: usize,
+) -> Option<&'a rustls::Error> {
     if depth > MAX_CHAIN_DEPTH {
         return None;
     }
@@ -139,7 +163,9 @@ fn find_rustls_error<'a>(err: &'a (dyn StdError + 'static), depth: usize) -> Opt
 fn describe_rustls_error(err: &rustls::Error) -> String {
     match err {
         rustls::Error::InvalidCertificate(cert_err) => describe_certificate_error(cert_err),
-        rustls::Error::AlertReceived(alert) => format!("the TLS handshake with the origin failed: the origin sent the alert {alert:?}"),
+        rustls::Error::AlertReceived(alert) => {
+            format!("the TLS handshake with the origin failed: the origin sent the alert {alert:?}")
+        }
         rustls::Error::PeerIncompatible(why) => {
             format!("the TLS handshake with the origin failed: the origin's TLS is incompatible with crawlcache's ({why:?})")
         }
@@ -150,27 +176,40 @@ fn describe_rustls_error(err: &rustls::Error) -> String {
 #[allow(deprecated)] // matching the context-free variants older rustls versions produce
 fn describe_certificate_error(err: &CertificateError) -> String {
     match err {
-        CertificateError::UnknownIssuer => "the origin's certificate is not trusted: UnknownIssuer \
+        CertificateError::UnknownIssuer => {
+            "the origin's certificate is not trusted: UnknownIssuer \
              (it is not signed by a known certificate authority; if the origin uses a private CA, \
              add that CA's certificate to the extra CA file in the configuration)"
-            .to_owned(),
+                .to_owned()
+        }
         CertificateError::NotValidForNameContext { expected, presented } => {
             let name = expected.to_str();
             if presented.is_empty() {
                 format!("the origin's certificate is not valid for name {name} (it names no host)")
             } else {
-                format!("the origin's certificate is not valid for name {name} (it names: {})", presented.join(", "))
+                format!(
+                    "the origin's certificate is not valid for name {name} (it names: {})",
+                    presented.join(", ")
+                )
             }
         }
-        CertificateError::NotValidForName => "the origin's certificate is not valid for the requested host name".to_owned(),
-        CertificateError::ExpiredContext { not_after, .. } => format!("the origin's certificate has expired (valid until {})", http_date(*not_after)),
+        CertificateError::NotValidForName => {
+            "the origin's certificate is not valid for the requested host name".to_owned()
+        }
+        CertificateError::ExpiredContext { not_after, .. } => {
+            format!("the origin's certificate has expired (valid until {})", http_date(*not_after))
+        }
         CertificateError::Expired => "the origin's certificate has expired".to_owned(),
         CertificateError::NotValidYetContext { not_before, .. } => {
             format!("the origin's certificate is not valid yet (valid from {}); check this machine's clock", http_date(*not_before))
         }
-        CertificateError::NotValidYet => "the origin's certificate is not valid yet; check this machine's clock".to_owned(),
+        CertificateError::NotValidYet => {
+            "the origin's certificate is not valid yet; check this machine's clock".to_owned()
+        }
         CertificateError::Revoked => "the origin's certificate has been revoked".to_owned(),
-        CertificateError::BadSignature => "the origin's certificate is not trusted: its signature is invalid".to_owned(),
+        CertificateError::BadSignature => {
+            "the origin's certificate is not trusted: its signature is invalid".to_owned()
+        }
         CertificateError::BadEncoding => "the origin's certificate is malformed".to_owned(),
         CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
             "the origin's certificate is not valid for a TLS server".to_owned()
@@ -178,7 +217,8 @@ fn describe_certificate_error(err: &CertificateError) -> String {
         CertificateError::UnsupportedSignatureAlgorithm
         | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
         | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
-            "the origin's certificate uses a signature algorithm crawlcache does not support".to_owned()
+            "the origin's certificate uses a signature algorithm crawlcache does not support"
+                .to_owned()
         }
         other => format!("the origin's certificate was rejected: {other}"),
     }
@@ -204,15 +244,19 @@ mod tests {
     fn unknown_issuer_is_found_through_io_error_wrappers() {
         let err = wrapped(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer));
         let text = describe_tls_error(err.as_ref()).unwrap();
-        assert!(text.starts_with("the origin's certificate is not trusted: UnknownIssuer"), "{text}");
+        assert!(
+            text.starts_with("the origin's certificate is not trusted: UnknownIssuer"),
+            "{text}"
+        );
     }
 
     #[test]
     fn name_mismatch_names_the_expected_and_presented_names() {
-        let err = wrapped(rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
-            expected: ServerName::try_from("example.com").unwrap(),
-            presented: vec!["other.example".into(), "*.other.example".into()],
-        }));
+        let err =
+            wrapped(rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+                expected: ServerName::try_from("example.com").unwrap(),
+                presented: vec!["other.example".into(), "*.other.example".into()],
+            }));
         let text = describe_tls_error(err.as_ref()).unwrap();
         assert_eq!(text, "the origin's certificate is not valid for name example.com (it names: other.example, *.other.example)");
     }
@@ -223,7 +267,10 @@ mod tests {
             time: UnixTime::since_unix_epoch(Duration::from_secs(1_000_000_000)),
             not_after: UnixTime::since_unix_epoch(Duration::from_secs(0)),
         });
-        assert_eq!(describe_tls_error(&err).unwrap(), "the origin's certificate has expired (valid until Thu, 01 Jan 1970 00:00:00 GMT)");
+        assert_eq!(
+            describe_tls_error(&err).unwrap(),
+            "the origin's certificate has expired (valid until Thu, 01 Jan 1970 00:00:00 GMT)"
+        );
     }
 
     #[test]

@@ -124,16 +124,28 @@ pub fn plan(store: &Store, filter: &Filter) -> Result<(Vec<Exchange>, Vec<String
             continue;
         }
         let Some(stored) = StoredResponse::from_bytes(&entry.meta) else {
-            undecodable.push(format!("{}: the stored head does not decode (run `crawlcache cache verify`)", entry.primary_key));
+            undecodable.push(format!(
+                "{}: the stored head does not decode (run `crawlcache cache verify`)",
+                entry.primary_key
+            ));
             continue;
         };
         let (method, url, hash) = exchange_of(&entry.primary_key);
         let is_record = StoreKey::is_record(&entry.primary_key);
         // The variant, as the cache's secondary key (also for a record
         // written before variants were kept).
-        let variant =
-            if is_record { Selection::of_entry(&entry.secondary_key, &stored, &stored.header_map()).secondary_key() } else { entry.secondary_key.clone() };
-        let x = Exchange { method: method.clone(), url: url.clone(), request_body_sha256: hash.clone(), entry, stored };
+        let variant = if is_record {
+            Selection::of_entry(&entry.secondary_key, &stored, &stored.header_map()).secondary_key()
+        } else {
+            entry.secondary_key.clone()
+        };
+        let x = Exchange {
+            method: method.clone(),
+            url: url.clone(),
+            request_body_sha256: hash.clone(),
+            entry,
+            stored,
+        };
         let g = groups.entry((url, method, hash, variant)).or_default();
         if is_record {
             g.record = Some(x);
@@ -178,7 +190,13 @@ struct Written {
 /// is left out and listed in [`Summary::skipped`].
 ///
 /// Errors: writing to `out` fails (the output is then incomplete).
-pub fn write<W: Write>(store: &Store, plan: &[Exchange], out: W, opts: &WriteOptions, progress: &mut dyn FnMut(u64)) -> io::Result<(W, Summary)> {
+pub fn write<W: Write>(
+    store: &Store,
+    plan: &[Exchange],
+    out: W,
+    opts: &WriteOptions,
+    progress: &mut dyn FnMut(u64),
+) -> io::Result<(W, Summary)> {
     let (filename, description) = (opts.filename.as_str(), opts.description.as_str());
     let mut w = WarcWriter::new(out);
     let mut summary = Summary::default();
@@ -240,7 +258,12 @@ type Record = (Vec<(String, String)>, Vec<u8>);
 
 /// The request record of `x` (concurrent to the response record
 /// `response_id`): its fields and block. `None` when the URL is unusable.
-fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &str) -> Option<Record> {
+fn request_record(
+    x: &Exchange,
+    info_id: &str,
+    request_id: &str,
+    response_id: &str,
+) -> Option<Record> {
     let request = request_block(&x.method, &x.url, &x.stored.vary_request)?;
     let mut fields: Vec<(String, String)> = vec![
         ("WARC-Type".into(), "request".into()),
@@ -261,13 +284,24 @@ fn request_record(x: &Exchange, info_id: &str, request_id: &str, response_id: &s
 /// Writes `x` as its request and a `revisit` record referring to the
 /// response record `earlier`, which holds the same body (WARC/1.1 section
 /// 6.7.2). Errors as [`write_exchange`].
-fn write_revisit<W: Write>(w: &mut WarcWriter<W>, x: &Exchange, info_id: &str, earlier: &Written) -> io::Result<Result<(), String>> {
+fn write_revisit<W: Write>(
+    w: &mut WarcWriter<W>,
+    x: &Exchange,
+    info_id: &str,
+    earlier: &Written,
+) -> io::Result<Result<(), String>> {
     let Some(b) = &x.entry.body else { return Ok(Err("no body to refer to".into())) };
     let (request_id, revisit_id) = (new_record_id(), new_record_id());
-    let Some((request_fields, request)) = request_record(x, info_id, &request_id, &revisit_id) else {
+    let Some((request_fields, request)) = request_record(x, info_id, &request_id, &revisit_id)
+    else {
         return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
     };
-    let head = response_head(x.stored.status, &x.stored.headers, b.len, x.method.eq_ignore_ascii_case("HEAD"));
+    let head = response_head(
+        x.stored.status,
+        &x.stored.headers,
+        b.len,
+        x.method.eq_ignore_ascii_case("HEAD"),
+    );
     let (date, block) = (warc_date(x.stored.response_time_ms), sha1_label_of(&head));
     let mut fields: Vec<(&str, &str)> = vec![
         ("WARC-Type", "revisit"),
@@ -288,25 +322,33 @@ fn write_revisit<W: Write>(w: &mut WarcWriter<W>, x: &Exchange, info_id: &str, e
     if let Some(h) = &x.request_body_sha256 {
         fields.push((REQUEST_BODY_SHA256, h));
     }
-    let request_fields: Vec<(&str, &str)> = request_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let request_fields: Vec<(&str, &str)> =
+        request_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     w.write_record(&request_fields, request.len() as u64, &mut request.as_slice())?;
     w.write_record(&fields, head.len() as u64, &mut head.as_slice())?;
     Ok(Ok(()))
 }
 
 /// The `WARC-Profile` of the revisits [`fn@write`] writes (WARC/1.1 section 6.7.2).
-pub const REVISIT_PROFILE: &str = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+pub const REVISIT_PROFILE: &str =
+    "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
 
 /// Writes one exchange; returns where its response record is, for the
 /// revisits that may refer to it. The outer error is a write failure; the
 /// inner one a reason to leave the exchange out (nothing was written for it
 /// then).
-fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, info_id: &str) -> io::Result<Result<Written, String>> {
+fn write_exchange<W: Write>(
+    store: &Store,
+    w: &mut WarcWriter<W>,
+    x: &Exchange,
+    info_id: &str,
+) -> io::Result<Result<Written, String>> {
     let is_head = x.method.eq_ignore_ascii_case("HEAD");
     let body_len = x.entry.body.as_ref().map_or(0, |b| b.len);
     let head = response_head(x.stored.status, &x.stored.headers, body_len, is_head);
     let (request_id, response_id) = (new_record_id(), new_record_id());
-    let Some((request_fields, request)) = request_record(x, info_id, &request_id, &response_id) else {
+    let Some((request_fields, request)) = request_record(x, info_id, &request_id, &response_id)
+    else {
         return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
     };
     // First pass over the body: the payload digest (checked against the
@@ -337,7 +379,10 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
             }
             let digest = name_hash.finalize();
             if len != b.len || hex::encode(digest) != b.sha256 {
-                return Ok(Err(format!("body {} does not hash to its name (run `crawlcache cache verify`)", b.sha256)));
+                return Ok(Err(format!(
+                    "body {} does not hash to its name (run `crawlcache cache verify`)",
+                    b.sha256
+                )));
             }
             if let Err(e) = f.seek(SeekFrom::Start(0)) {
                 return Ok(Err(format!("reading body {}: {e}", b.sha256)));
@@ -362,14 +407,24 @@ fn write_exchange<W: Write>(store: &Store, w: &mut WarcWriter<W>, x: &Exchange, 
     if let Some(h) = &x.request_body_sha256 {
         response_fields.push((REQUEST_BODY_SHA256, h));
     }
-    let request_fields: Vec<(&str, &str)> = request_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let request_fields: Vec<(&str, &str)> =
+        request_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     w.write_record(&request_fields, request.len() as u64, &mut request.as_slice())?;
     let block_len = head.len() as u64 + body_len;
     match file.as_mut() {
-        Some(f) => w.write_record(&response_fields, block_len, &mut head.as_slice().chain(f.take(body_len)))?,
+        Some(f) => w.write_record(
+            &response_fields,
+            block_len,
+            &mut head.as_slice().chain(f.take(body_len)),
+        )?,
         None => w.write_record(&response_fields, block_len, &mut head.as_slice())?,
     };
-    Ok(Ok(Written { record_id: response_id.clone(), url: x.url.clone(), date: response_date.clone(), payload_digest }))
+    Ok(Ok(Written {
+        record_id: response_id.clone(),
+        url: x.url.clone(),
+        date: response_date.clone(),
+        payload_digest,
+    }))
 }
 
 #[cfg(test)]
@@ -379,9 +434,16 @@ mod tests {
     #[test]
     fn store_keys_split_into_method_url_and_body_hash() {
         assert_eq!(exchange_of("http://a/x"), ("GET".into(), "http://a/x".into(), None));
-        let head = crawlcache_policy::store_key::RecordKey::new(&http::Method::HEAD, "http://a/x", None).primary();
+        let head =
+            crawlcache_policy::store_key::RecordKey::new(&http::Method::HEAD, "http://a/x", None)
+                .primary();
         assert_eq!(exchange_of(&head), ("HEAD".into(), "http://a/x".into(), None));
-        let post = crawlcache_policy::store_key::RecordKey::new(&http::Method::POST, "http://a/f", Some("ab")).primary();
+        let post = crawlcache_policy::store_key::RecordKey::new(
+            &http::Method::POST,
+            "http://a/f",
+            Some("ab"),
+        )
+        .primary();
         assert_eq!(exchange_of(&post), ("POST".into(), "http://a/f".into(), Some("ab".into())));
     }
 }

@@ -26,11 +26,14 @@ pub type Field = (String, Vec<u8>);
 /// and 304 (no body, no length) and for an answer to HEAD (`head`: the
 /// stored fields as they are, RFC 9110 section 9.3.2).
 pub fn response_head(status: u16, fields: &[Field], body_len: u64, head: bool) -> Vec<u8> {
-    let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+    let reason =
+        http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
     let mut out = format!("HTTP/1.1 {status} {reason}\r\n").into_bytes();
     let no_body = (100..200).contains(&status) || status == 204 || status == 304;
     for (name, value) in fields {
-        if name.eq_ignore_ascii_case("transfer-encoding") || (!head && name.eq_ignore_ascii_case("content-length")) {
+        if name.eq_ignore_ascii_case("transfer-encoding")
+            || (!head && name.eq_ignore_ascii_case("content-length"))
+        {
             continue;
         }
         push_field(&mut out, name, value);
@@ -75,12 +78,21 @@ pub fn read_head<R: BufRead>(r: &mut R) -> io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(1024);
     loop {
         let before = head.len();
-        let n = r.by_ref().take((MAX_HEAD_BYTES + 1 - head.len()) as u64).read_until(b'\n', &mut head)?;
+        let n = r
+            .by_ref()
+            .take((MAX_HEAD_BYTES + 1 - head.len()) as u64)
+            .read_until(b'\n', &mut head)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the block ends inside the HTTP head"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the block ends inside the HTTP head",
+            ));
         }
         if head.len() > MAX_HEAD_BYTES {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("the HTTP head exceeds {MAX_HEAD_BYTES} bytes")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the HTTP head exceeds {MAX_HEAD_BYTES} bytes"),
+            ));
         }
         let line = &head[before..];
         if (line == b"\r\n" || line == b"\n") && before > 0 {
@@ -106,7 +118,9 @@ pub fn parse_response_head(head: &[u8]) -> Result<(u16, Vec<Field>), String> {
         cfg.allow_obsolete_multiline_headers_in_responses(true);
         cfg.allow_spaces_after_header_name_in_responses(true);
         match cfg.parse_response(&mut resp, head) {
-            Ok(httparse::Status::Complete(_)) => return Ok((resp.code.unwrap_or(0), parse_fields(resp.headers))),
+            Ok(httparse::Status::Complete(_)) => {
+                return Ok((resp.code.unwrap_or(0), parse_fields(resp.headers)))
+            }
             Ok(httparse::Status::Partial) => return Err("incomplete HTTP response head".into()),
             Err(httparse::Error::TooManyHeaders) if n < 8192 => n *= 4,
             Err(e) => return Err(format!("bad HTTP response head: {e}")),
@@ -123,7 +137,11 @@ pub fn parse_request_head(head: &[u8]) -> Result<(String, String, Vec<Field>), S
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(head) {
             Ok(httparse::Status::Complete(_)) => {
-                return Ok((req.method.unwrap_or("GET").to_string(), req.path.unwrap_or("/").to_string(), parse_fields(req.headers)))
+                return Ok((
+                    req.method.unwrap_or("GET").to_string(),
+                    req.path.unwrap_or("/").to_string(),
+                    parse_fields(req.headers),
+                ))
             }
             Ok(httparse::Status::Partial) => return Err("incomplete HTTP request head".into()),
             Err(httparse::Error::TooManyHeaders) if n < 8192 => n *= 4,
@@ -153,7 +171,11 @@ pub fn has_transfer_coding(fields: &[Field]) -> bool {
 /// one same value counts as that value); `None` otherwise.
 pub fn content_length(fields: &[Field]) -> Option<u64> {
     let mut found: Option<u64> = None;
-    for member in fields.iter().filter(|(n, _)| n == "content-length").flat_map(|(_, v)| v.split(|&b| b == b',')) {
+    for member in fields
+        .iter()
+        .filter(|(n, _)| n == "content-length")
+        .flat_map(|(_, v)| v.split(|&b| b == b','))
+    {
         let n: u64 = std::str::from_utf8(member.trim_ascii()).ok()?.parse().ok()?;
         match found {
             Some(f) if f != n => return None,
@@ -184,10 +206,16 @@ impl<R: BufRead> ChunkedDecoder<R> {
         let mut line = Vec::new();
         let n = self.inner.by_ref().take(MAX_CHUNK_LINE as u64).read_until(b'\n', &mut line)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the chunked body ends before its last chunk"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the chunked body ends before its last chunk",
+            ));
         }
         if !line.ends_with(b"\n") {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "a chunked framing line is too long or cut short"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a chunked framing line is too long or cut short",
+            ));
         }
         Ok(line)
     }
@@ -207,7 +235,12 @@ impl<R: BufRead> Read for ChunkedDecoder<R> {
                         .ok()
                         .filter(|s| !s.is_empty())
                         .and_then(|s| u64::from_str_radix(s, 16).ok())
-                        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad chunk size line {:?}", String::from_utf8_lossy(&line))))?;
+                        .ok_or_else(|| {
+                            io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("bad chunk size line {:?}", String::from_utf8_lossy(&line)),
+                            )
+                        })?;
                     if size == 0 {
                         // Trailer section, then the end.
                         loop {
@@ -224,16 +257,23 @@ impl<R: BufRead> Read for ChunkedDecoder<R> {
                 Some(0) => {
                     let line = self.line()?;
                     if line != b"\r\n" && line != b"\n" {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, "chunk data is not followed by CRLF"));
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "chunk data is not followed by CRLF",
+                        ));
                     }
                     self.left = None;
                 }
                 Some(left) => {
                     let avail = self.inner.fill_buf()?;
                     if avail.is_empty() {
-                        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the chunked body ends inside a chunk"));
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the chunked body ends inside a chunk",
+                        ));
                     }
-                    let n = avail.len().min(out.len()).min(usize::try_from(left).unwrap_or(usize::MAX));
+                    let n =
+                        avail.len().min(out.len()).min(usize::try_from(left).unwrap_or(usize::MAX));
                     out[..n].copy_from_slice(&avail[..n]);
                     self.inner.consume(n);
                     self.left = Some(left - n as u64);
@@ -256,32 +296,53 @@ mod tests {
 
     #[test]
     fn chunked_bodies_decode_and_broken_framing_is_an_error() {
-        assert_eq!(dechunk(b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n").unwrap(), b"hello world");
+        assert_eq!(
+            dechunk(b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n").unwrap(),
+            b"hello world"
+        );
         assert_eq!(dechunk(b"A\nabcdefghij\n0\n\n").unwrap(), b"abcdefghij");
         assert_eq!(dechunk(b"5\r\nhel").unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         assert_eq!(dechunk(b"5\r\nhello\r\n").unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-        assert_eq!(dechunk(b"zz\r\nhello\r\n0\r\n\r\n").unwrap_err().kind(), io::ErrorKind::InvalidData);
-        assert_eq!(dechunk(b"2\r\nhello\r\n0\r\n\r\n").unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            dechunk(b"zz\r\nhello\r\n0\r\n\r\n").unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(
+            dechunk(b"2\r\nhello\r\n0\r\n\r\n").unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
     }
 
     #[test]
     fn response_heads_get_self_consistent_framing() {
-        let fields: Vec<Field> =
-            vec![("content-type".into(), b"text/html".to_vec()), ("content-length".into(), b"999".to_vec()), ("transfer-encoding".into(), b"chunked".to_vec())];
+        let fields: Vec<Field> = vec![
+            ("content-type".into(), b"text/html".to_vec()),
+            ("content-length".into(), b"999".to_vec()),
+            ("transfer-encoding".into(), b"chunked".to_vec()),
+        ];
         let head = String::from_utf8(response_head(200, &fields, 5, false)).unwrap();
         assert_eq!(head, "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 5\r\n\r\n");
         let head = String::from_utf8(response_head(304, &fields[..1], 0, false)).unwrap();
         assert_eq!(head, "HTTP/1.1 304 Not Modified\r\ncontent-type: text/html\r\n\r\n");
         let head = String::from_utf8(response_head(200, &fields[..2], 0, true)).unwrap();
         assert!(head.contains("content-length: 999\r\n"), "a HEAD answer keeps its length: {head}");
-        let (status, parsed) = parse_response_head(response_head(404, &fields, 3, false).as_slice()).unwrap();
+        let (status, parsed) =
+            parse_response_head(response_head(404, &fields, 3, false).as_slice()).unwrap();
         assert_eq!((status, content_length(&parsed), is_chunked(&parsed)), (404, Some(3), false));
     }
 
     #[test]
     fn request_blocks_are_origin_form_with_host() {
-        let b = request_block("GET", "http://u:p@Example.com:8080/a/b?c=d", &[("accept-encoding".into(), b"gzip".to_vec())]).unwrap();
-        assert_eq!(String::from_utf8(b.clone()).unwrap(), "GET /a/b?c=d HTTP/1.1\r\nhost: Example.com:8080\r\naccept-encoding: gzip\r\n\r\n");
+        let b = request_block(
+            "GET",
+            "http://u:p@Example.com:8080/a/b?c=d",
+            &[("accept-encoding".into(), b"gzip".to_vec())],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(b.clone()).unwrap(),
+            "GET /a/b?c=d HTTP/1.1\r\nhost: Example.com:8080\r\naccept-encoding: gzip\r\n\r\n"
+        );
         let (m, t, f) = parse_request_head(&b).unwrap();
         assert_eq!((m.as_str(), t.as_str(), f.len()), ("GET", "/a/b?c=d", 2));
         assert!(request_block("GET", "not a url", &[]).is_none());
@@ -289,7 +350,12 @@ mod tests {
 
     #[test]
     fn framing_fields_are_read_as_rfc_9112_says() {
-        let f = |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect::<Vec<Field>>();
+        let f = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+                .collect::<Vec<Field>>()
+        };
         assert!(is_chunked(&f(&[("transfer-encoding", "gzip, chunked")])));
         assert!(!is_chunked(&f(&[("transfer-encoding", "chunked, gzip")])));
         assert_eq!(content_length(&f(&[("content-length", "5, 5")])), Some(5));

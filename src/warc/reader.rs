@@ -51,7 +51,11 @@ pub struct Offset {
 impl fmt::Display for Offset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.within_member {
-            Some(n) if n > 0 => write!(f, "offset {} (+{n} decompressed bytes into the gzip member there)", self.file),
+            Some(n) if n > 0 => write!(
+                f,
+                "offset {} (+{n} decompressed bytes into the gzip member there)",
+                self.file
+            ),
             _ => write!(f, "offset {}", self.file),
         }
     }
@@ -93,7 +97,10 @@ impl RecordHead {
 
     /// Every value of field `name` (case-insensitive), in order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.fields.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// `WARC-Type`, lower-cased (empty when missing).
@@ -395,7 +402,18 @@ impl<R: BufRead + Seek> WarcReader<R> {
             members.push_back((0, 0));
         }
         Ok(WarcReader {
-            stream: Stream { src, gzip, buf: vec![0; BUF], lo: 0, hi: 0, pos: 0, members, eof: false, failed_member: None, broken: None },
+            stream: Stream {
+                src,
+                gzip,
+                buf: vec![0; BUF],
+                lo: 0,
+                hi: 0,
+                pos: 0,
+                members,
+                eof: false,
+                failed_member: None,
+                broken: None,
+            },
             state: State::Header,
         })
     }
@@ -437,7 +455,9 @@ impl<R: BufRead + Seek> WarcReader<R> {
     pub fn finish_block(&mut self) -> Result<(), ReadError> {
         let offset = match &self.state {
             State::Failed(_) => {
-                let State::Failed(e) = std::mem::replace(&mut self.state, State::Header) else { unreachable!() };
+                let State::Failed(e) = std::mem::replace(&mut self.state, State::Header) else {
+                    unreachable!()
+                };
                 self.after_failure();
                 return Err(e);
             }
@@ -489,7 +509,11 @@ impl<R: BufRead + Seek> WarcReader<R> {
     fn source_error(&self, offset: Offset, e: &io::Error) -> ReadError {
         match self.stream.failed_member {
             Some(m) => ReadError {
-                offset: if offset.file == m { offset } else { Offset { file: m, within_member: Some(0) } },
+                offset: if offset.file == m {
+                    offset
+                } else {
+                    Offset { file: m, within_member: Some(0) }
+                },
                 message: if e.kind() == io::ErrorKind::UnexpectedEof {
                     "the gzip member is cut short (truncated file)".to_string()
                 } else {
@@ -514,7 +538,9 @@ impl<R: BufRead + Seek> WarcReader<R> {
                 Ok(_) => {}
                 // The record is whole and its gzip member ended: the
                 // failure is the next member's (read_head reports it).
-                Err(_) if seen >= 2 && self.stream.failed_member != Some(record.file) => return Ok(()),
+                Err(_) if seen >= 2 && self.stream.failed_member != Some(record.file) => {
+                    return Ok(())
+                }
                 Err(e) => {
                     let offset = self.stream.offset_of(self.stream.pos);
                     let err = self.source_error(offset, &e);
@@ -535,7 +561,13 @@ impl<R: BufRead + Seek> WarcReader<R> {
             if seen >= 2 || (seen >= 1 && self.stream.available().starts_with(b"WARC/")) {
                 return Ok(());
             }
-            let found: String = self.stream.available().iter().take(16).map(|&b| if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' }).collect();
+            let found: String = self
+                .stream
+                .available()
+                .iter()
+                .take(16)
+                .map(|&b| if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' })
+                .collect();
             return Err(format!("the block is not followed by CRLF CRLF (found {found:?}); its Content-Length is wrong"));
         }
     }
@@ -561,7 +593,9 @@ impl<R: BufRead + Seek> WarcReader<R> {
                 }
             }
             let boundary = self.stream.member_start_after(start);
-            if boundary == Some(self.stream.pos) || (self.stream.pos == start && self.stream.available().starts_with(b"WARC/1.")) {
+            if boundary == Some(self.stream.pos)
+                || (self.stream.pos == start && self.stream.available().starts_with(b"WARC/1."))
+            {
                 self.state = State::Header;
                 return;
             }
@@ -570,7 +604,9 @@ impl<R: BufRead + Seek> WarcReader<R> {
                 Some(b) if b > self.stream.pos => ((b - self.stream.pos) as usize).min(avail.len()),
                 _ => avail.len(),
             };
-            if let Some(i) = avail[..limit].windows(8).position(|w| w[0] == b'\n' && &w[1..] == b"WARC/1.") {
+            if let Some(i) =
+                avail[..limit].windows(8).position(|w| w[0] == b'\n' && &w[1..] == b"WARC/1.")
+            {
                 self.stream.consume(i + 1);
                 self.state = State::Header;
                 return;
@@ -629,7 +665,10 @@ impl<R: BufRead + Seek> WarcReader<R> {
                     let n = self.stream.available().len();
                     self.stream.consume(n);
                     self.state = State::Done;
-                    return Some(Err(ReadError { offset, message: "the file ends inside the record's head (truncated file)".into() }));
+                    return Some(Err(ReadError {
+                        offset,
+                        message: "the file ends inside the record's head (truncated file)".into(),
+                    }));
                 }
                 Err(e) => {
                     let err = self.source_error(offset, &e);
@@ -641,13 +680,20 @@ impl<R: BufRead + Seek> WarcReader<R> {
         let Some((head_end, body_start)) = head_len else {
             self.stream.consume(1);
             self.state = State::Resync;
-            return Some(Err(ReadError { offset, message: format!("no end of the record's head within {MAX_HEAD_BYTES} bytes") }));
+            return Some(Err(ReadError {
+                offset,
+                message: format!("no end of the record's head within {MAX_HEAD_BYTES} bytes"),
+            }));
         };
         let parsed = parse_head(&self.stream.available()[..head_end], offset);
         match parsed {
             Ok(head) => {
                 self.stream.consume(body_start);
-                self.state = State::Block { remaining: head.content_length, offset, declared: head.content_length };
+                self.state = State::Block {
+                    remaining: head.content_length,
+                    offset,
+                    declared: head.content_length,
+                };
                 Some(Ok(head))
             }
             Err(message) => {
@@ -683,7 +729,8 @@ fn find_head_end(buf: &[u8]) -> Option<(usize, usize)> {
 
 /// Parses a record head (version line and fields, without the blank line).
 fn parse_head(bytes: &[u8], offset: Offset) -> Result<RecordHead, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "the record's head is not UTF-8 text".to_string())?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| "the record's head is not UTF-8 text".to_string())?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let first = lines.next().unwrap_or("");
     let Some(version) = first.trim_end().strip_prefix("WARC/") else {
@@ -718,8 +765,14 @@ fn parse_head(bytes: &[u8], offset: Offset) -> Result<RecordHead, String> {
         }
         fields.push((name.to_string(), value.trim().to_string()));
     }
-    let length = fields.iter().find(|(n, _)| n.eq_ignore_ascii_case("Content-Length")).ok_or_else(|| "no Content-Length field".to_string())?.1.clone();
-    let content_length = length.parse::<u64>().map_err(|_| format!("Content-Length {length:?} is not a number"))?;
+    let length = fields
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
+        .ok_or_else(|| "no Content-Length field".to_string())?
+        .1
+        .clone();
+    let content_length =
+        length.parse::<u64>().map_err(|_| format!("Content-Length {length:?} is not a number"))?;
     Ok(RecordHead { offset, version: version.to_string(), fields, content_length })
 }
 
@@ -741,7 +794,9 @@ impl<R: BufRead + Seek> BufRead for Block<'_, R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         let (remaining, offset, declared) = match &self.reader.state {
             State::Block { remaining, offset, declared } => (*remaining, *offset, *declared),
-            State::Failed(e) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())),
+            State::Failed(e) => {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string()))
+            }
             _ => return Ok(&[]),
         };
         if remaining == 0 {

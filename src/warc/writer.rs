@@ -48,7 +48,12 @@ impl<W: Write> WarcWriter<W> {
     /// Errors: writing fails, or `block` fails or yields another number of
     /// bytes than `block_len` (the member is then incomplete: the caller
     /// must drop the output).
-    pub fn write_record(&mut self, fields: &[(&str, &str)], block_len: u64, block: &mut dyn Read) -> io::Result<u64> {
+    pub fn write_record(
+        &mut self,
+        fields: &[(&str, &str)],
+        block_len: u64,
+        block: &mut dyn Read,
+    ) -> io::Result<u64> {
         let offset = self.written;
         let mut head = String::with_capacity(512);
         head.push_str("WARC/1.1\r\n");
@@ -64,7 +69,10 @@ impl<W: Write> WarcWriter<W> {
         gz.write_all(head.as_bytes())?;
         let copied = io::copy(&mut block.take(block_len), &mut gz)?;
         if copied != block_len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("the record block has {copied} bytes, not the {block_len} announced")));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the record block has {copied} bytes, not the {block_len} announced"),
+            ));
         }
         gz.write_all(b"\r\n\r\n")?;
         gz.finish()?;
@@ -98,9 +106,16 @@ mod tests {
 
     fn write_three() -> Vec<u8> {
         let mut w = WarcWriter::new(Vec::new());
-        for (i, body) in [&b"first block"[..], b"", &[0u8, 255, 13, 10, 13, 10, 1][..]].iter().enumerate() {
+        for (i, body) in
+            [&b"first block"[..], b"", &[0u8, 255, 13, 10, 13, 10, 1][..]].iter().enumerate()
+        {
             let n = i.to_string();
-            w.write_record(&[("WARC-Type", "resource"), ("WARC-Record-ID", &n)], body.len() as u64, &mut &body[..]).unwrap();
+            w.write_record(
+                &[("WARC-Type", "resource"), ("WARC-Record-ID", &n)],
+                body.len() as u64,
+                &mut &body[..],
+            )
+            .unwrap();
         }
         w.finish().unwrap()
     }
@@ -117,7 +132,11 @@ mod tests {
                     let mut block = Vec::new();
                     let read = r.block().read_to_end(&mut block);
                     match (read, r.finish_block()) {
-                        (Ok(_), Ok(())) => ok.push((head.get("WARC-Record-ID").unwrap_or("").to_string(), block, head.offset.file)),
+                        (Ok(_), Ok(())) => ok.push((
+                            head.get("WARC-Record-ID").unwrap_or("").to_string(),
+                            block,
+                            head.offset.file,
+                        )),
                         (_, Err(e)) => errors.push(e.to_string()),
                         (Err(e), Ok(())) => errors.push(e.to_string()),
                     }
@@ -144,13 +163,19 @@ mod tests {
         assert!(plain.starts_with(b"WARC/1.1\r\n"));
         let (ok_plain, errors) = read_all(&plain);
         assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(ok_plain.iter().map(|r| &r.1).collect::<Vec<_>>(), ok.iter().map(|r| &r.1).collect::<Vec<_>>());
+        assert_eq!(
+            ok_plain.iter().map(|r| &r.1).collect::<Vec<_>>(),
+            ok.iter().map(|r| &r.1).collect::<Vec<_>>()
+        );
 
         let mut whole = GzEncoder::new(Vec::new(), Compression::fast());
         whole.write_all(&plain).unwrap();
         let (ok_whole, errors) = read_all(&whole.finish().unwrap());
         assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(ok_whole.iter().map(|r| &r.1).collect::<Vec<_>>(), ok.iter().map(|r| &r.1).collect::<Vec<_>>());
+        assert_eq!(
+            ok_whole.iter().map(|r| &r.1).collect::<Vec<_>>(),
+            ok.iter().map(|r| &r.1).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -167,7 +192,8 @@ mod tests {
         let third = ok[2].2 as usize;
         // Replace the second member by one whose head is garbage.
         let mut bad = GzEncoder::new(Vec::new(), Compression::fast());
-        bad.write_all(b"WARC/1.1\r\nthis is no field\r\nContent-Length: 0\r\n\r\n\r\n\r\n").unwrap();
+        bad.write_all(b"WARC/1.1\r\nthis is no field\r\nContent-Length: 0\r\n\r\n\r\n\r\n")
+            .unwrap();
         let mut file = gz[..second].to_vec();
         file.extend(bad.finish().unwrap());
         let bad_at = second;
@@ -175,15 +201,18 @@ mod tests {
         let (ok2, errors) = read_all(&file);
         assert_eq!(ok2.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["0", "2"]);
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].contains(&format!("offset {bad_at}")) && errors[0].contains("without a colon"), "{errors:?}");
+        assert!(
+            errors[0].contains(&format!("offset {bad_at}"))
+                && errors[0].contains("without a colon"),
+            "{errors:?}"
+        );
 
         // The same in a plain file: the error names the record's own offset.
         let mut plain = Vec::new();
         flate2::read::MultiGzDecoder::new(&file[..]).read_to_end(&mut plain).unwrap();
-        let at = plain
-            .windows(8)
-            .position(|w| w == b"WARC/1.1")
-            .and_then(|first| plain[first + 1..].windows(8).position(|w| w == b"WARC/1.1").map(|p| p + first + 1));
+        let at = plain.windows(8).position(|w| w == b"WARC/1.1").and_then(|first| {
+            plain[first + 1..].windows(8).position(|w| w == b"WARC/1.1").map(|p| p + first + 1)
+        });
         let (ok3, errors) = read_all(&plain);
         assert_eq!(ok3.len(), 2);
         assert_eq!(errors.len(), 1);
@@ -215,7 +244,10 @@ mod tests {
             let (ok2, errors) = read_all(&gz[..cut]);
             assert_eq!(ok2.len(), 2, "cut at {cut}: {errors:?}");
             assert_eq!(errors.len(), 1, "cut at {cut}: {errors:?}");
-            assert!(errors[0].contains(&format!("offset {third}")) && errors[0].contains("truncated"), "{errors:?}");
+            assert!(
+                errors[0].contains(&format!("offset {third}")) && errors[0].contains("truncated"),
+                "{errors:?}"
+            );
         }
         let mut plain = Vec::new();
         flate2::read::MultiGzDecoder::new(&gz[..]).read_to_end(&mut plain).unwrap();
@@ -230,7 +262,12 @@ mod tests {
                       WARC/1.0\r\nWARC-Type: resource\r\nWARC-Record-ID: b\r\nContent-Length: 2\r\n\r\nxy\r\n\r\n";
         let (ok, errors) = read_all(plain);
         assert_eq!(ok.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["b"]);
-        assert!(errors.len() == 1 && errors[0].contains("offset 0") && errors[0].contains("Content-Length is wrong"), "{errors:?}");
+        assert!(
+            errors.len() == 1
+                && errors[0].contains("offset 0")
+                && errors[0].contains("Content-Length is wrong"),
+            "{errors:?}"
+        );
     }
 
     #[test]

@@ -63,7 +63,11 @@ pub struct Limits {
 /// as `OPTIONS *` or, to a parent proxy, `OPTIONS scheme://authority`.
 /// Returns the response head; its body arrives on the connection, which
 /// closes once it is read. No time limit of its own: the caller bounds it.
-pub async fn send<C>(mut connector: C, mut req: Request<ProxyBody>, limits: Limits) -> Result<Response<Incoming>, ExchangeError>
+pub async fn send<C>(
+    mut connector: C,
+    mut req: Request<ProxyBody>,
+    limits: Limits,
+) -> Result<Response<Incoming>, ExchangeError>
 where
     C: tower_service::Service<Uri>,
     C::Response: Read + Write + Connection + Unpin + Send + 'static,
@@ -72,16 +76,26 @@ where
     let connect_error = |e: BoxError| ExchangeError { connect: true, source: e };
     let (scheme, authority) = match (req.uri().scheme_str(), req.uri().authority()) {
         (Some(s), Some(a)) => (s.to_string(), a.to_string()),
-        _ => return Err(connect_error(format!("OPTIONS for a whole server needs an absolute URI, not {}", req.uri()).into())),
+        _ => {
+            return Err(connect_error(
+                format!("OPTIONS for a whole server needs an absolute URI, not {}", req.uri())
+                    .into(),
+            ))
+        }
     };
-    let dst: Uri = format!("{scheme}://{authority}/").parse().map_err(|e: http::uri::InvalidUri| connect_error(e.into()))?;
-    std::future::poll_fn(|cx| connector.poll_ready(cx)).await.map_err(|e| connect_error(e.into()))?;
+    let dst: Uri = format!("{scheme}://{authority}/")
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| connect_error(e.into()))?;
+    std::future::poll_fn(|cx| connector.poll_ready(cx))
+        .await
+        .map_err(|e| connect_error(e.into()))?;
     let io = connector.call(dst).await.map_err(|e| connect_error(e.into()))?;
     let connected = io.connected();
     if connected.is_negotiated_h2() {
         return Err(connect_error(format!("{authority} chose HTTP/2, where OPTIONS for the whole server is not sent by crawlcache").into()));
     }
-    let absolute = connected.is_proxied().then(|| format!("OPTIONS {scheme}://{authority} ").into_bytes());
+    let absolute =
+        connected.is_proxied().then(|| format!("OPTIONS {scheme}://{authority} ").into_bytes());
     let io = TargetRewrite { inner: io, absolute, pending: Vec::new() };
     let exchange_error = |e: hyper::Error| ExchangeError { connect: false, source: Box::new(e) };
     let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
@@ -118,7 +132,9 @@ impl<T: Write + Unpin> TargetRewrite<T> {
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         while !self.pending.is_empty() {
             match Pin::new(&mut self.inner).poll_write(cx, &self.pending) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                }
                 Poll::Ready(Ok(n)) => {
                     self.pending.drain(..n.min(self.pending.len()));
                 }
@@ -131,13 +147,21 @@ impl<T: Write + Unpin> TargetRewrite<T> {
 }
 
 impl<T: Read + Unpin> Read for TargetRewrite<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
     }
 }
 
 impl<T: Write + Unpin> Write for TargetRewrite<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         match this.poll_pending(cx) {
             Poll::Ready(Ok(())) => {}
@@ -182,18 +206,31 @@ mod tests {
     /// [`TargetRewrite`], as the other end reads it; answered with `200`.
     async fn request_line(absolute: Option<&str>) -> String {
         let (client, mut server) = tokio::io::duplex(64 * 1024);
-        let io = TargetRewrite { inner: TokioIo::new(client), absolute: absolute.map(|a| a.as_bytes().to_vec()), pending: Vec::new() };
-        let (mut sender, conn) = hyper::client::conn::http1::Builder::new().writev(false).handshake::<_, ProxyBody>(io).await.expect("handshake");
+        let io = TargetRewrite {
+            inner: TokioIo::new(client),
+            absolute: absolute.map(|a| a.as_bytes().to_vec()),
+            pending: Vec::new(),
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .writev(false)
+            .handshake::<_, ProxyBody>(io)
+            .await
+            .expect("handshake");
         tokio::spawn(conn);
         let mut req = Request::new(ProxyBody::empty());
         *req.method_mut() = http::Method::OPTIONS;
         *req.uri_mut() = Uri::from_static("*");
-        req.headers_mut().insert(http::header::HOST, http::HeaderValue::from_static("example.org:8080"));
+        req.headers_mut()
+            .insert(http::header::HOST, http::HeaderValue::from_static("example.org:8080"));
         let response = tokio::spawn(async move { sender.send_request(req).await });
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
         while !head.ends_with(b"\r\n\r\n") {
-            assert_eq!(server.read(&mut byte).await.expect("reading the request"), 1, "request cut short: {head:?}");
+            assert_eq!(
+                server.read(&mut byte).await.expect("reading the request"),
+                1,
+                "request cut short: {head:?}"
+            );
             head.push(byte[0]);
         }
         server.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").await.expect("answering");
@@ -209,7 +246,10 @@ mod tests {
         let limit = std::time::Duration::from_secs(10);
         let asterisk = tokio::time::timeout(limit, request_line(None)).await.expect("in time");
         assert_eq!(asterisk, "OPTIONS * HTTP/1.1");
-        let absolute = tokio::time::timeout(limit, request_line(Some("OPTIONS http://example.org:8080 "))).await.expect("in time");
+        let absolute =
+            tokio::time::timeout(limit, request_line(Some("OPTIONS http://example.org:8080 ")))
+                .await
+                .expect("in time");
         assert_eq!(absolute, "OPTIONS http://example.org:8080 HTTP/1.1");
     }
 }

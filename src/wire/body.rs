@@ -21,7 +21,10 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 pub const FILE_CHUNK: usize = 256 * 1024;
 
 /// A response body sent by the proxy.
-#[allow(clippy::large_enum_variant, reason = "one per response, moved a few times: boxing the audit guard would allocate on every hit")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per response, moved a few times: boxing the audit guard would allocate on every hit"
+)]
 pub enum ProxyBody {
     /// A complete, small body (or none).
     Full(Option<Bytes>),
@@ -106,11 +109,21 @@ impl AccessLine {
     /// request whose line nobody reads costs nothing more.
     pub fn level_if_enabled(level: Option<tracing::Level>) -> Option<tracing::Level> {
         let on = match level? {
-            tracing::Level::ERROR => tracing::enabled!(target: "crawlcache::access", tracing::Level::ERROR),
-            tracing::Level::WARN => tracing::enabled!(target: "crawlcache::access", tracing::Level::WARN),
-            tracing::Level::INFO => tracing::enabled!(target: "crawlcache::access", tracing::Level::INFO),
-            tracing::Level::DEBUG => tracing::enabled!(target: "crawlcache::access", tracing::Level::DEBUG),
-            tracing::Level::TRACE => tracing::enabled!(target: "crawlcache::access", tracing::Level::TRACE),
+            tracing::Level::ERROR => {
+                tracing::enabled!(target: "crawlcache::access", tracing::Level::ERROR)
+            }
+            tracing::Level::WARN => {
+                tracing::enabled!(target: "crawlcache::access", tracing::Level::WARN)
+            }
+            tracing::Level::INFO => {
+                tracing::enabled!(target: "crawlcache::access", tracing::Level::INFO)
+            }
+            tracing::Level::DEBUG => {
+                tracing::enabled!(target: "crawlcache::access", tracing::Level::DEBUG)
+            }
+            tracing::Level::TRACE => {
+                tracing::enabled!(target: "crawlcache::access", tracing::Level::TRACE)
+            }
         };
         on.then_some(level?)
     }
@@ -147,13 +160,25 @@ pub trait HasAuditLog: Send + Sync {
     /// is written), the status sent and the request's class (`hit`,
     /// `miss`, ... as the access log names it). Nothing by default; the
     /// proxy counts what the status page shows.
-    fn request_done(&self, _record: &crate::audit::AuditRecord, _status: u16, _outcome: &'static str) {}
+    fn request_done(
+        &self,
+        _record: &crate::audit::AuditRecord,
+        _status: u16,
+        _outcome: &'static str,
+    ) {
+    }
 
     /// Called once a response has ended, after [`HasAuditLog::request_done`],
     /// with its audit line, its access-log line and the time since the
     /// request arrived. Nothing by default; the proxy times the request
     /// and writes the access log.
-    fn request_ended(&self, _record: &crate::audit::AuditRecord, _access: &AccessLine, _elapsed: std::time::Duration) {}
+    fn request_ended(
+        &self,
+        _record: &crate::audit::AuditRecord,
+        _access: &AccessLine,
+        _elapsed: std::time::Duration,
+    ) {
+    }
 }
 
 impl HasAuditLog for crate::audit::AuditLog {
@@ -177,7 +202,12 @@ impl AuditGuard {
     /// A guard that will append `record` to the audit log of `log` and log
     /// `access`. `log` is whatever owns the log (the proxy's state, whose
     /// reference the request holds already: no count is taken for it).
-    pub fn new(log: std::sync::Arc<dyn HasAuditLog>, record: crate::audit::AuditRecord, access: AccessLine, started: std::time::Instant) -> AuditGuard {
+    pub fn new(
+        log: std::sync::Arc<dyn HasAuditLog>,
+        record: crate::audit::AuditRecord,
+        access: AccessLine,
+        started: std::time::Instant,
+    ) -> AuditGuard {
         AuditGuard { log, record: Some(record), access, started, bytes: 0 }
     }
 }
@@ -220,7 +250,10 @@ impl Body for ProxyBody {
     type Data = Bytes;
     type Error = BodyError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         match this {
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
@@ -284,7 +317,9 @@ impl Body for ProxyBody {
                     // The file is shorter than the index says: abort rather than
                     // send a body that does not match its Content-Length.
                     *remaining = 0;
-                    return Poll::Ready(Some(Err("stored body file is shorter than recorded".into())));
+                    return Poll::Ready(Some(Err(
+                        "stored body file is shorter than recorded".into()
+                    )));
                 }
                 *remaining -= filled as u64;
                 Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
@@ -305,7 +340,9 @@ impl Body for ProxyBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            ProxyBody::Full(b) => SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0)),
+            ProxyBody::Full(b) => {
+                SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0))
+            }
             ProxyBody::Upstream(inc) => inc.size_hint(),
             ProxyBody::Channel { len: Some(n), .. } => SizeHint::with_exact(*n),
             ProxyBody::Channel { len: None, .. } => SizeHint::default(),

@@ -32,7 +32,8 @@ impl Timer for CoarseTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
         // A deadline past what `Instant` can hold is as good as a year away.
         let now = Instant::now();
-        let deadline = now.checked_add(duration).unwrap_or_else(|| now + Duration::from_secs(365 * 86_400));
+        let deadline =
+            now.checked_add(duration).unwrap_or_else(|| now + Duration::from_secs(365 * 86_400));
         self.sleep_until(deadline)
     }
 
@@ -99,7 +100,8 @@ fn start_ticker() {
 /// Wakes (and frees the slots of) every sleep whose deadline is at or
 /// before `now`, on every thread.
 fn wake_expired(now: Instant) {
-    let shards: Vec<Arc<Shard>> = crawlcache_base::locks::lock(&SHARDS).iter().filter_map(Weak::upgrade).collect();
+    let shards: Vec<Arc<Shard>> =
+        crawlcache_base::locks::lock(&SHARDS).iter().filter_map(Weak::upgrade).collect();
     for shard in shards {
         let mut due = Vec::new();
         {
@@ -244,7 +246,9 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(async move {
             let (stream, _) = listener.accept().await.expect("accept");
-            let svc = hyper::service::service_fn(|_req| async { Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new())) });
+            let svc = hyper::service::service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new()))
+            });
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(CoarseTimer).header_read_timeout(Duration::from_millis(500));
             let _ = b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc).await;
@@ -255,7 +259,11 @@ mod tests {
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "the connection was closed by the timeout");
-        assert!(start.elapsed() >= Duration::from_millis(400), "not before the timeout: {:?}", start.elapsed());
+        assert!(
+            start.elapsed() >= Duration::from_millis(400),
+            "not before the timeout: {:?}",
+            start.elapsed()
+        );
     }
 
     fn futures_noop_waker() -> Waker {

@@ -9,7 +9,11 @@ use http::{Response, StatusCode};
 
 /// A `text/plain` response with `status` and the body `message` (a newline
 /// is added), `Cache-Control: no-store`, `Via` and the given `Cache-Status`.
-pub fn error_response(status: StatusCode, message: &str, cache_status: &CacheStatus) -> Response<ProxyBody> {
+pub fn error_response(
+    status: StatusCode,
+    message: &str,
+    cache_status: &CacheStatus,
+) -> Response<ProxyBody> {
     let mut body = String::with_capacity(message.len() + 1);
     body.push_str(message);
     body.push('\n');

@@ -122,7 +122,9 @@ impl<T: Write + Unpin> InterimIo<T> {
                 q.clone()
             };
             match Pin::new(&mut self.inner).poll_write(cx, &chunk) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                }
                 Poll::Ready(Ok(n)) => {
                     let mut q = crawlcache_base::locks::lock(&self.pending.0);
                     let n = n.min(q.len());
@@ -136,7 +138,11 @@ impl<T: Write + Unpin> InterimIo<T> {
 }
 
 impl<T: Read + Unpin> Read for InterimIo<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         // SAFETY: the inner reader is handed the cursor's unfilled bytes
         // through a ReadBuf over them, which it only ever initialises,
@@ -157,7 +163,11 @@ impl<T: Read + Unpin> Read for InterimIo<T> {
 }
 
 impl<T: Write + Unpin> Write for InterimIo<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         match this.poll_pending(cx) {
             Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_write(cx, buf),
@@ -166,7 +176,11 @@ impl<T: Write + Unpin> Write for InterimIo<T> {
         }
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         match this.poll_pending(cx) {
             Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
@@ -206,6 +220,9 @@ mod tests {
         tx.push(200, &h);
         tx.push(103, &h);
         let q = tx.0.lock().unwrap().clone();
-        assert_eq!(String::from_utf8(q).unwrap(), "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n");
+        assert_eq!(
+            String::from_utf8(q).unwrap(),
+            "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n"
+        );
     }
 }

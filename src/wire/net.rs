@@ -8,7 +8,9 @@ use std::net::IpAddr;
 pub fn is_loopback(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
     }
 }
 
@@ -39,7 +41,12 @@ pub async fn names_listener(host: &str, port: u16, listening: std::net::SocketAd
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![ip],
-        Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(2), tokio::net::lookup_host((host, port))).await {
+        Err(_) => match tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            tokio::net::lookup_host((host, port)),
+        )
+        .await
+        {
             Ok(Ok(it)) => it.map(|a| a.ip()).collect(),
             _ => return false,
         },
@@ -50,7 +57,11 @@ pub async fn names_listener(host: &str, port: u16, listening: std::net::SocketAd
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
             v4 => v4,
         };
-        is_local(ip) && (ip == listen_ip || ip.is_unspecified() || listen_ip.is_unspecified() || (is_loopback(ip) && is_loopback(listen_ip)))
+        is_local(ip)
+            && (ip == listen_ip
+                || ip.is_unspecified()
+                || listen_ip.is_unspecified()
+                || (is_loopback(ip) && is_loopback(listen_ip)))
     })
 }
 
@@ -61,11 +72,23 @@ mod self_tests {
     #[tokio::test]
     async fn every_spelling_of_the_listener_is_recognised() {
         let listening: std::net::SocketAddr = "127.0.0.1:4711".parse().unwrap();
-        for host in ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1", "[::ffff:127.0.0.1]", "0.0.0.0", "localhost", "127.0.0.2"] {
+        for host in [
+            "127.0.0.1",
+            "127.1",
+            "2130706433",
+            "0x7f.0.0.1",
+            "[::ffff:127.0.0.1]",
+            "0.0.0.0",
+            "localhost",
+            "127.0.0.2",
+        ] {
             assert!(names_listener(host, 4711, listening).await, "{host}");
         }
         assert!(!names_listener("127.0.0.1", 4712, listening).await, "another port");
-        assert!(!names_listener("192.0.2.1", 4711, listening).await, "a documentation address is not local");
+        assert!(
+            !names_listener("192.0.2.1", 4711, listening).await,
+            "a documentation address is not local"
+        );
         assert!(!names_listener("no-such-host.invalid", 4711, listening).await);
     }
 }
@@ -82,7 +105,15 @@ pub fn incoming_cpu(stream: &impl std::os::fd::AsRawFd) -> Option<usize> {
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: getsockopt on a descriptor `stream` owns, into an int of
         // the length passed.
-        let rc = unsafe { libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_INCOMING_CPU, (&mut cpu as *mut libc::c_int).cast(), &mut len) };
+        let rc = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_INCOMING_CPU,
+                (&mut cpu as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
         (rc == 0 && cpu >= 0).then_some(cpu as usize)
     }
     #[cfg(not(target_os = "linux"))]
@@ -100,7 +131,9 @@ pub fn allowed_cpus() -> Vec<usize> {
         // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it
         // and CPU_ISSET reads it within its size.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            != 0
+        {
             return Vec::new();
         }
         (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
@@ -116,7 +149,8 @@ mod cpu_tests {
         // SAFETY: as above; the set names one CPU the process may use.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         unsafe { libc::CPU_SET(cpu, &mut set) };
-        let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        let rc =
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
         assert_eq!(rc, 0, "sched_setaffinity");
     }
 

@@ -45,7 +45,10 @@ impl UpstreamError {
     /// True when the origin could not be reached at all: the cache is then
     /// disconnected in the sense of RFC 9111 section 4.2.4.
     pub fn unreachable(&self) -> bool {
-        matches!(self.kind, UpstreamErrorKind::Dns | UpstreamErrorKind::Connect | UpstreamErrorKind::Timeout)
+        matches!(
+            self.kind,
+            UpstreamErrorKind::Dns | UpstreamErrorKind::Connect | UpstreamErrorKind::Timeout
+        )
     }
 
     /// The status to answer the client with: 504 for a timeout, 502 otherwise.
@@ -126,8 +129,19 @@ pub struct Upstream {
 impl Upstream {
     /// A client verifying origins' TLS with `tls`, with the given connect
     /// timeout, response-head timeout and idle-connection lifetime.
-    pub fn new(tls: Arc<rustls::ClientConfig>, connect_timeout: Duration, response_timeout: Duration, pool_idle_timeout: Duration) -> Upstream {
-        Self::with_limits(tls, connect_timeout, response_timeout, pool_idle_timeout, HeadLimits::default())
+    pub fn new(
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        pool_idle_timeout: Duration,
+    ) -> Upstream {
+        Self::with_limits(
+            tls,
+            connect_timeout,
+            response_timeout,
+            pool_idle_timeout,
+            HeadLimits::default(),
+        )
     }
 
     /// [`Upstream::new`] with the given response-head limits.
@@ -167,7 +181,11 @@ impl Upstream {
     /// Starts sending `req` with this thread's client (see [`Upstream`]):
     /// the one with room for `upstream.max_head_fields` fields when `roomy`,
     /// else the one with room for [`COMPACT_FIELDS`].
-    fn request(&self, req: Request<ProxyBody>, roomy: bool) -> hyper_util::client::legacy::ResponseFuture {
+    fn request(
+        &self,
+        req: Request<ProxyBody>,
+        roomy: bool,
+    ) -> hyper_util::client::legacy::ResponseFuture {
         THREAD_CLIENTS.with(|clients| {
             let mut clients = clients.borrow_mut();
             let mine = Arc::as_ptr(&self.pools);
@@ -176,7 +194,11 @@ impl Upstream {
                 None => {
                     // Pools of upstreams dropped since go with their settings.
                     clients.retain(|c| c.settings.strong_count() > 0);
-                    clients.push(ThreadClient { settings: Arc::downgrade(&self.pools), compact: None, roomy: None });
+                    clients.push(ThreadClient {
+                        settings: Arc::downgrade(&self.pools),
+                        compact: None,
+                        roomy: None,
+                    });
                     clients.len() - 1
                 }
             };
@@ -201,7 +223,10 @@ impl Upstream {
     /// Sends `req` (absolute URI) and waits for the response head, at most the
     /// configured response timeout (for both attempts together when the
     /// request is resent, see [`Upstream`]).
-    pub async fn send(&self, mut req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(
+        &self,
+        mut req: Request<ProxyBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
         let (parent, plain_via_parent) = self.parent_leg(&mut req);
         let roomy = self.pools.is_roomy(req.uri());
@@ -212,7 +237,12 @@ impl Upstream {
             let first = match self.request(req, roomy).await {
                 Err(e) if replay.is_some() && failed_before_response(&e) => {
                     tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
-                    let again = replay.as_ref().map(|(p, ())| Request::from_parts(copy_head(&p.method, &p.uri, p.version, &p.headers).0, ProxyBody::empty()));
+                    let again = replay.as_ref().map(|(p, ())| {
+                        Request::from_parts(
+                            copy_head(&p.method, &p.uri, p.version, &p.headers).0,
+                            ProxyBody::empty(),
+                        )
+                    });
                     match again {
                         Some(r) => self.request(r, roomy).await,
                         None => Err(e),
@@ -221,7 +251,11 @@ impl Upstream {
                 other => other,
             };
             match first {
-                Err(e) if !roomy && head_too_large(&e) && !over_head_bytes(&e, self.limits.max_bytes) => {
+                Err(e)
+                    if !roomy
+                        && head_too_large(&e)
+                        && !over_head_bytes(&e, self.limits.max_bytes) =>
+                {
                     // More fields than the compact parser has room for
                     // (not more bytes than allowed, which the roomy one
                     // refuses as well): this origin gets the room from now on.
@@ -268,10 +302,16 @@ impl Upstream {
     /// http://host:port` for the parent to send the asterisk. Bounded by
     /// the response timeout, checked and failing as [`Upstream::send`];
     /// never sent twice.
-    pub async fn send_server_options(&self, mut req: Request<ProxyBody>) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send_server_options(
+        &self,
+        mut req: Request<ProxyBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
         let (parent, plain_via_parent) = self.parent_leg(&mut req);
-        let limits = super::asterisk::Limits { max_fields: self.limits.max_fields, max_bytes: self.limits.max_bytes };
+        let limits = super::asterisk::Limits {
+            max_fields: self.limits.max_fields,
+            max_bytes: self.limits.max_bytes,
+        };
         let exchange = super::asterisk::send(self.pools.connector.clone(), req, limits);
         match tokio::time::timeout(self.response_timeout, exchange).await {
             Err(_) => Err(self.timed_out(&host, parent)),
@@ -285,7 +325,8 @@ impl Upstream {
     /// credentials itself (a CONNECT tunnel sends them on CONNECT).
     fn parent_leg(&self, req: &mut Request<ProxyBody>) -> (Option<&ParentProxy>, bool) {
         let parent = self.parent_for(req.uri());
-        let plain_via_parent = parent.is_some() && req.uri().scheme() == Some(&http::uri::Scheme::HTTP);
+        let plain_via_parent =
+            parent.is_some() && req.uri().scheme() == Some(&http::uri::Scheme::HTTP);
         if plain_via_parent {
             if let Some(auth) = parent.and_then(|p| p.authorization(req.uri())) {
                 req.headers_mut().insert(http::header::PROXY_AUTHORIZATION, auth);
@@ -297,18 +338,29 @@ impl Upstream {
     /// The error for an origin `host` that sent no response head within the
     /// response timeout.
     fn timed_out(&self, host: &str, parent: Option<&ParentProxy>) -> UpstreamError {
-        let via = parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
+        let via =
+            parent.map(|p| format!(" (through the parent proxy {})", p.name())).unwrap_or_default();
         UpstreamError {
             kind: UpstreamErrorKind::Timeout,
-            message: format!("origin {host} did not answer within {} s{via}", self.response_timeout.as_secs_f64()),
+            message: format!(
+                "origin {host} did not answer within {} s{via}",
+                self.response_timeout.as_secs_f64()
+            ),
         }
     }
 
     /// `resp` from origin `host`, unless it is refused: a 407 from the
     /// parent proxy that a plain request went to (`plain_parent`), a
     /// transfer coding other than chunked (C51), a head beyond the limits.
-    fn check_response(&self, resp: Response<Incoming>, host: &str, plain_parent: Option<&ParentProxy>) -> Result<Response<Incoming>, UpstreamError> {
-        if let (Some(parent), StatusCode::PROXY_AUTHENTICATION_REQUIRED) = (plain_parent, resp.status()) {
+    fn check_response(
+        &self,
+        resp: Response<Incoming>,
+        host: &str,
+        plain_parent: Option<&ParentProxy>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        if let (Some(parent), StatusCode::PROXY_AUTHENTICATION_REQUIRED) =
+            (plain_parent, resp.status())
+        {
             return Err(UpstreamError {
                 kind: UpstreamErrorKind::Connect,
                 message: format!(
@@ -320,7 +372,8 @@ impl Upstream {
         // C51: a transfer coding the HTTP library did not apply (it
         // decodes chunked only) would reach the client and the store
         // as if it were the content once the hop-by-hop field is gone.
-        if let Some(codings) = crawlcache_policy::hop_by_hop::other_transfer_codings(resp.headers()) {
+        if let Some(codings) = crawlcache_policy::hop_by_hop::other_transfer_codings(resp.headers())
+        {
             return Err(UpstreamError {
                 kind: UpstreamErrorKind::Protocol,
                 message: format!(
@@ -365,7 +418,11 @@ struct PoolSettings {
 /// The key an origin is remembered by: scheme and authority of `uri`
 /// (`http://example.org:8080`).
 fn origin_key(uri: &Uri) -> String {
-    format!("{}://{}", uri.scheme_str().unwrap_or("http"), uri.authority().map(|a| a.as_str()).unwrap_or(""))
+    format!(
+        "{}://{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority().map(|a| a.as_str()).unwrap_or("")
+    )
 }
 
 impl PoolSettings {
@@ -461,14 +518,18 @@ thread_local! {
 /// field its name, value, `: ` and CRLF), and its number of fields.
 fn head_size(resp: &Response<Incoming>) -> (usize, usize) {
     let fields = resp.headers().len();
-    let bytes = resp.headers().iter().fold(17, |n, (name, value)| n + name.as_str().len() + value.len() + 4);
+    let bytes = resp
+        .headers()
+        .iter()
+        .fold(17, |n, (name, value)| n + name.as_str().len() + value.len() + 4);
     (bytes, fields)
 }
 
 /// A copy of `req`'s head when it may be resent automatically: an
 /// idempotent method (RFC 9110 section 9.2.2) and no body to replay.
 fn replayable(req: &Request<ProxyBody>) -> Option<(http::request::Parts, ())> {
-    let idempotent = matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE");
+    let idempotent =
+        matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE");
     if !idempotent || !http_body::Body::is_end_stream(req.body()) {
         return None;
     }
@@ -476,7 +537,12 @@ fn replayable(req: &Request<ProxyBody>) -> Option<(http::request::Parts, ())> {
 }
 
 /// A request head (without extensions) with these parts.
-fn copy_head(method: &Method, uri: &Uri, version: Version, headers: &HeaderMap) -> (http::request::Parts, ()) {
+fn copy_head(
+    method: &Method,
+    uri: &Uri,
+    version: Version,
+    headers: &HeaderMap,
+) -> (http::request::Parts, ()) {
     let mut copy = Request::new(());
     *copy.method_mut() = method.clone();
     *copy.uri_mut() = uri.clone();
@@ -502,7 +568,8 @@ fn failed_before_response(err: &hyper_util::client::legacy::Error) -> bool {
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             use std::io::ErrorKind::*;
-            if matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof) {
+            if matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof)
+            {
                 return true;
             }
         }
@@ -515,8 +582,14 @@ fn failed_before_response(err: &hyper_util::client::legacy::Error) -> bool {
 /// `uri` with the fields [`upstream_fields`] makes from the client's
 /// `headers` (addressing and framing from what is sent, never from what
 /// was received), as HTTP/1.1.
-pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: ProxyBody) -> Request<ProxyBody> {
-    let unknown_length = !http_body::Body::is_end_stream(&body) && http_body::Body::size_hint(&body).exact().is_none();
+pub fn forward_request(
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: ProxyBody,
+) -> Request<ProxyBody> {
+    let unknown_length = !http_body::Body::is_end_stream(&body)
+        && http_body::Body::size_hint(&body).exact().is_none();
     let headers = upstream_fields(uri, headers, unknown_length);
     let mut req = Request::new(body);
     *req.method_mut() = method.clone();
@@ -528,7 +601,12 @@ pub fn forward_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: Pr
 
 /// Turns a client error into a kind and a sentence naming the cause;
 /// `connect_failed` when the connection could not be opened at all.
-fn classify(host: &str, err: &(dyn std::error::Error + 'static), connect_failed: bool, limits: &HeadLimits) -> UpstreamError {
+fn classify(
+    host: &str,
+    err: &(dyn std::error::Error + 'static),
+    connect_failed: bool,
+    limits: &HeadLimits,
+) -> UpstreamError {
     let mut chain = String::new();
     let mut io_kind = None;
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -551,25 +629,36 @@ fn classify(host: &str, err: &(dyn std::error::Error + 'static), connect_failed:
         src = e.source();
     }
     if let Some(sentence) = crate::tls::describe_tls_error(err) {
-        return UpstreamError { kind: UpstreamErrorKind::Tls, message: format!("TLS with origin {host} failed: {sentence}") };
+        return UpstreamError {
+            kind: UpstreamErrorKind::Tls,
+            message: format!("TLS with origin {host} failed: {sentence}"),
+        };
     }
     // hyper-util's connector says "dns error" only in its message (its
     // ConnectError has no kind to ask), so resolution failures are told by
     // their text; timeouts by the I/O error kind first.
     let lower = chain.to_ascii_lowercase();
-    let dns = lower.contains("dns error") || lower.contains("failed to lookup") || lower.contains("name or service not known");
+    let dns = lower.contains("dns error")
+        || lower.contains("failed to lookup")
+        || lower.contains("name or service not known");
     let timed_out = io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out");
     if let Some(p) = find_parent_error(err) {
         // The parent, not the origin, could not be reached or refused the tunnel.
         let parent = &p.parent;
         if p.failure != super::parent::ParentFailure::Connect {
             // A refused or broken CONNECT: its sentence names the origin already.
-            return UpstreamError { kind: UpstreamErrorKind::Connect, message: format!("{p}: {chain}") };
+            return UpstreamError {
+                kind: UpstreamErrorKind::Connect,
+                message: format!("{p}: {chain}"),
+            };
         }
         let (kind, sentence) = if dns {
             (UpstreamErrorKind::Dns, format!("could not resolve the parent proxy host {parent}"))
         } else if timed_out {
-            (UpstreamErrorKind::Timeout, format!("connecting to the parent proxy {parent} timed out"))
+            (
+                UpstreamErrorKind::Timeout,
+                format!("connecting to the parent proxy {parent} timed out"),
+            )
         } else {
             (UpstreamErrorKind::Connect, p.to_string())
         };

@@ -61,7 +61,11 @@ impl ParentProxy {
             .intercept(&Uri::from_static("http://origin.invalid/"))
             .and_then(|i| i.uri().authority().map(|a| a.to_string()))
             .ok_or_else(|| format!("'{}' is not an http:// proxy URL", redact(url)))?;
-        let matcher = Matcher::builder().http(url.to_string()).https(url.to_string()).no(no_proxy.join(",")).build();
+        let matcher = Matcher::builder()
+            .http(url.to_string())
+            .https(url.to_string())
+            .no(no_proxy.join(","))
+            .build();
         let all_direct = no_proxy.iter().any(|e| e.trim() == "*");
         Ok(ParentProxy { matcher, all_direct, name })
     }
@@ -172,7 +176,11 @@ impl Connection for OriginStream {
 }
 
 impl Read for OriginStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
         // As TokioIo reads (hyper_util::rt::tokio), counting what arrives.
         // SAFETY: tokio's ReadBuf over the cursor's unfilled bytes only
         // ever initializes them, never de-initializes; `n` bytes of them
@@ -192,7 +200,11 @@ impl Read for OriginStream {
 }
 
 impl Write for OriginStream {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.io).poll_write(cx, buf);
         self.wrote(written)
     }
@@ -209,7 +221,11 @@ impl Write for OriginStream {
         self.io.is_write_vectored()
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
         self.wrote(written)
     }
@@ -231,11 +247,17 @@ impl tower_service::Service<Uri> for OriginConnector {
             return Box::pin(async move { Ok(OriginStream::new(tcp.call(dst).await?, false)) });
         };
         let parent_uri = route.uri().clone();
-        let parent = ParentLeg { parent: self.parent.as_ref().map(|p| p.name.clone()).unwrap_or_default(), origin: authority(&dst) };
+        let parent = ParentLeg {
+            parent: self.parent.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
+            origin: authority(&dst),
+        };
         if dst.scheme() == Some(&http::uri::Scheme::HTTP) {
             // The request itself goes to the parent, in absolute form.
             Box::pin(async move {
-                let io = tcp.call(parent_uri).await.map_err(|e| parent.error(ParentFailure::Connect, e.into()))?;
+                let io = tcp
+                    .call(parent_uri)
+                    .await
+                    .map_err(|e| parent.error(ParentFailure::Connect, e.into()))?;
                 Ok(OriginStream::new(io, true))
             })
         } else {
@@ -266,7 +288,12 @@ struct ParentLeg {
 
 impl ParentLeg {
     fn error(self, failure: ParentFailure, source: BoxError) -> BoxError {
-        Box::new(ParentError { parent: self.parent, origin: self.origin, failure, source: Some(source) })
+        Box::new(ParentError {
+            parent: self.parent,
+            origin: self.origin,
+            failure,
+            source: Some(source),
+        })
     }
 
     fn tunnel_error(self, err: TunnelError) -> BoxError {
@@ -386,7 +413,13 @@ mod tests {
         ] {
             assert!(!routes(&p, direct), "{direct} must go direct");
         }
-        for via in ["http://notexample.org/", "http://example.org.evil/", "http://192.0.2.8/", "http://11.0.0.1/", "https://localhost/"] {
+        for via in [
+            "http://notexample.org/",
+            "http://example.org.evil/",
+            "http://192.0.2.8/",
+            "http://11.0.0.1/",
+            "https://localhost/",
+        ] {
             assert!(routes(&p, via), "{via} must go through the parent");
         }
     }
@@ -416,9 +449,13 @@ mod tests {
     #[test]
     fn parent_errors_are_found_in_a_chain() {
         let leg = ParentLeg { parent: "p:1".into(), origin: "o:443".into() };
-        let err = leg.error(ParentFailure::Connect, Box::new(io::Error::from(io::ErrorKind::ConnectionRefused)));
+        let err = leg.error(
+            ParentFailure::Connect,
+            Box::new(io::Error::from(io::ErrorKind::ConnectionRefused)),
+        );
         let outer = io::Error::other(err);
-        let found = find_parent_error(&outer).or_else(|| outer.get_ref().and_then(|e| find_parent_error(e)));
+        let found = find_parent_error(&outer)
+            .or_else(|| outer.get_ref().and_then(|e| find_parent_error(e)));
         let found = found.expect("parent error in the chain");
         assert_eq!(found.parent, "p:1");
         assert_eq!(found.to_string(), "could not connect to the parent proxy p:1");

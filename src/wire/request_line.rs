@@ -95,7 +95,11 @@ impl RequestLines {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Ok(line) = std::str::from_utf8(line) else { return };
         let mut parts = line.split(' ');
-        let (Some("OPTIONS"), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else { return };
+        let (Some("OPTIONS"), Some(target), Some(version), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return;
+        };
         if !version.starts_with("HTTP/") {
             return;
         }
@@ -118,7 +122,9 @@ impl RequestLines {
     /// about the whole server. Takes the oldest entry for `target` (letter
     /// case aside) and drops those before it; false when there is none.
     pub fn take_whole_server(&mut self, target: &str) -> bool {
-        let Some(at) = self.seen.iter().position(|(t, _)| t.eq_ignore_ascii_case(target)) else { return false };
+        let Some(at) = self.seen.iter().position(|(t, _)| t.eq_ignore_ascii_case(target)) else {
+            return false;
+        };
         let empty = self.seen[at].1;
         self.seen.drain(..=at);
         empty

@@ -150,7 +150,13 @@ impl SendfileIo {
     /// `sendfile` call once the socket is writable. Errors: the socket's,
     /// or `UnexpectedEof` when the file is shorter than its map said.
     #[cfg(target_os = "linux")]
-    fn poll_sendfile(&mut self, cx: &mut Context<'_>, fd: i32, offset: u64, len: usize) -> Poll<std::io::Result<usize>> {
+    fn poll_sendfile(
+        &mut self,
+        cx: &mut Context<'_>,
+        fd: i32,
+        offset: u64,
+        len: usize,
+    ) -> Poll<std::io::Result<usize>> {
         use std::os::fd::AsRawFd;
         let stream = self.inner.inner();
         loop {
@@ -168,12 +174,24 @@ impl SendfileIo {
                 }
             });
             match sent {
-                Ok(0) => return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "a stored body file is shorter than its map"))),
+                Ok(0) => {
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "a stored body file is shorter than its map",
+                    )))
+                }
                 Ok(n) => {
                     SENT_BYTES.fetch_add(n as u64, Ordering::Relaxed);
                     return Poll::Ready(Ok(n));
                 }
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
@@ -189,20 +207,32 @@ fn unsupported(e: &std::io::Error) -> bool {
 }
 
 impl Read for SendfileIo {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
     }
 }
 
 impl Write for SendfileIo {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.poll_write_vectored(cx, &[IoSlice::new(buf)])
     }
 
     /// Writes the slices before the first one that lies in a registered
     /// body map as usual; when the first slice is such a one, sends it from
     /// its file instead. Either way a partial write, as `writev` may do.
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         #[cfg(target_os = "linux")]
         {
@@ -210,18 +240,28 @@ impl Write for SendfileIo {
             // empty ones before them are passed over.
             let first = bufs.iter().position(|b| !b.is_empty()).unwrap_or(bufs.len());
             let mapped = match this.enabled {
-                true => bufs[first..].iter().enumerate().find_map(|(i, b)| if b.len() >= 4096 { locate(b).map(|at| (first + i, at)) } else { None }),
+                true => bufs[first..].iter().enumerate().find_map(|(i, b)| {
+                    if b.len() >= 4096 {
+                        locate(b).map(|at| (first + i, at))
+                    } else {
+                        None
+                    }
+                }),
                 false => None,
             };
             match mapped {
-                Some((i, (fd, offset))) if i == first => match this.poll_sendfile(cx, fd, offset, bufs[i].len()) {
-                    Poll::Ready(Err(e)) if unsupported(&e) => {
-                        tracing::warn!("sendfile is not usable here ({e}); writing stored bodies from their maps on this connection");
-                        this.enabled = false;
+                Some((i, (fd, offset))) if i == first => {
+                    match this.poll_sendfile(cx, fd, offset, bufs[i].len()) {
+                        Poll::Ready(Err(e)) if unsupported(&e) => {
+                            tracing::warn!("sendfile is not usable here ({e}); writing stored bodies from their maps on this connection");
+                            this.enabled = false;
+                        }
+                        other => return other,
                     }
-                    other => return other,
-                },
-                Some((i, _)) => return Pin::new(&mut this.inner).poll_write_vectored(cx, &bufs[..i]),
+                }
+                Some((i, _)) => {
+                    return Pin::new(&mut this.inner).poll_write_vectored(cx, &bufs[..i])
+                }
                 None => {}
             }
         }
@@ -247,7 +287,8 @@ mod tests {
     use std::io::Write as _;
 
     fn body_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
-        let bytes: Vec<u8> = (0..len as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+        let bytes: Vec<u8> =
+            (0..len as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(&bytes).unwrap();
         (f, bytes)
@@ -307,7 +348,9 @@ mod tests {
         let (mut h, mut b) = (&head[..], &bytes[1..]);
         while !h.is_empty() || !b.is_empty() {
             let bufs = [IoSlice::new(h), IoSlice::new(b)];
-            let n = std::future::poll_fn(|cx| Pin::new(&mut io).poll_write_vectored(cx, &bufs)).await.unwrap();
+            let n = std::future::poll_fn(|cx| Pin::new(&mut io).poll_write_vectored(cx, &bufs))
+                .await
+                .unwrap();
             let from_head = n.min(h.len());
             h = &h[from_head..];
             b = &b[n - from_head..];
@@ -317,6 +360,9 @@ mod tests {
         let got = reader.await.unwrap();
         assert_eq!(&got[..head.len()], &head[..]);
         assert!(got[head.len()..] == want[1..], "the body arrived byte for byte");
-        assert!(SENT_BYTES.load(Ordering::Relaxed) - before >= (want.len() - 1) as u64, "the body went out with sendfile");
+        assert!(
+            SENT_BYTES.load(Ordering::Relaxed) - before >= (want.len() - 1) as u64,
+            "the body went out with sendfile"
+        );
     }
 }

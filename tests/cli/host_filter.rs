@@ -13,7 +13,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 fn site(req: &RecordedRequest) -> Reply {
     match req.path() {
         "/robots.txt" => Reply::new(404, &[], b""),
-        p => Reply::ok(&[("Cache-Control", "max-age=3600"), ("Content-Type", "text/plain")], format!("page {p}").as_bytes()),
+        p => Reply::ok(
+            &[("Cache-Control", "max-age=3600"), ("Content-Type", "text/plain")],
+            format!("page {p}").as_bytes(),
+        ),
     }
 }
 
@@ -39,7 +42,8 @@ fn ok(o: Output, what: &str) -> Output {
 /// The URLs `cache ls --host HOST` lists, sorted.
 fn ls_host(data: &Path, host: &str) -> (Vec<String>, String) {
     let o = ok(run(&["cache", "ls", "--host", host], data), &format!("cache ls --host {host}"));
-    let mut urls: Vec<String> = stdout(&o).lines().map(|l| l.split('\t').next().unwrap_or("").to_string()).collect();
+    let mut urls: Vec<String> =
+        stdout(&o).lines().map(|l| l.split('\t').next().unwrap_or("").to_string()).collect();
     urls.sort();
     (urls, stderr(&o))
 }
@@ -85,18 +89,53 @@ fn spellings(running: bool) {
 
     // export --host host:port writes only that origin's exchanges.
     let warc = dir.join("a.warc.gz");
-    let o = ok(run(&["export", "--warc", warc.to_str().unwrap(), "--host", &format!("127.0.0.1:{}", a.port())], &data), "export --host");
+    let o = ok(
+        run(
+            &[
+                "export",
+                "--warc",
+                warc.to_str().unwrap(),
+                "--host",
+                &format!("127.0.0.1:{}", a.port()),
+            ],
+            &data,
+        ),
+        "export --host",
+    );
     assert!(stderr(&o).contains("export: 2 exchanges"), "{}", stderr(&o));
-    let o = ok(run(&["export", "--warc", dir.join("none.warc.gz").to_str().unwrap(), "--host", "example.org"], &data), "export of nothing");
-    assert!(stderr(&o).contains("export: nothing stored matches --host example.org"), "{}", stderr(&o));
+    let o = ok(
+        run(
+            &[
+                "export",
+                "--warc",
+                dir.join("none.warc.gz").to_str().unwrap(),
+                "--host",
+                "example.org",
+            ],
+            &data,
+        ),
+        "export of nothing",
+    );
+    assert!(
+        stderr(&o).contains("export: nothing stored matches --host example.org"),
+        "{}",
+        stderr(&o)
+    );
 
     // purge --host URL removes that origin's entries only.
     let o = ok(run(&["cache", "purge", "--host", &b.url("/")], &data), "purge --host URL");
     assert!(stdout(&o).contains("removed 2 entries"), "{}", stdout(&o));
     assert_eq!(ls_host(&data, "127.0.0.1").0, a_urls);
-    let o = ok(run(&["cache", "purge", "--host", &format!("127.0.0.1:{}", b.port())], &data), "purge of nothing");
+    let o = ok(
+        run(&["cache", "purge", "--host", &format!("127.0.0.1:{}", b.port())], &data),
+        "purge of nothing",
+    );
     assert!(stdout(&o).contains("removed 0 entries"), "{}", stdout(&o));
-    assert!(stderr(&o).contains(&format!("nothing stored matches --host 127.0.0.1:{}", b.port())), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("nothing stored matches --host 127.0.0.1:{}", b.port())),
+        "{}",
+        stderr(&o)
+    );
     if let Some(p) = proxy {
         p.stop_cleanly();
     }
@@ -114,9 +153,14 @@ fn host_host_port_and_a_url_select_through_a_running_proxy() {
 
 #[test]
 fn help_names_the_three_spellings() {
-    for cmd in [&["cache", "ls", "--help"][..], &["cache", "purge", "--help"], &["export", "--help"]] {
+    for cmd in
+        [&["cache", "ls", "--help"][..], &["cache", "purge", "--help"], &["export", "--help"]]
+    {
         let o = crawlcache_cmd(cmd, LIMIT);
         let text = stdout(&o);
-        assert!(text.contains("host:port") && text.contains("127.0.0.1:8080") && text.contains("URL"), "{cmd:?}:\n{text}");
+        assert!(
+            text.contains("host:port") && text.contains("127.0.0.1:8080") && text.contains("URL"),
+            "{cmd:?}:\n{text}"
+        );
     }
 }

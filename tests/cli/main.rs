@@ -70,14 +70,21 @@ fn ca_init(data: &Path) -> PathBuf {
     let out = crawlcache_cmd(&["ca", "init", "--data-dir", path_str(data)], CMD_LIMIT);
     assert!(out.status.success(), "ca init: {}", describe(&out));
     let path = PathBuf::from(stdout(&out).trim());
-    assert_eq!(path, std::fs::canonicalize(CertificateAuthority::cert_path_in(data)).unwrap(), "{}", describe(&out));
+    assert_eq!(
+        path,
+        std::fs::canonicalize(CertificateAuthority::cert_path_in(data)).unwrap(),
+        "{}",
+        describe(&out)
+    );
     path
 }
 
 /// Every certificate of a PEM file.
 fn certs_in(path: &Path) -> Vec<CertificateDer<'static>> {
     let text = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    rustls::pki_types::CertificateDer::pem_slice_iter(&text[..]).collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    rustls::pki_types::CertificateDer::pem_slice_iter(&text[..])
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn root_store(certs: &[CertificateDer<'static>]) -> Arc<RootCertStore> {
@@ -94,9 +101,16 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// A TLS handshake in memory between `server` and a client trusting `roots`
 /// that names the server `host`. Returns the client's verdict.
-fn handshake(server: Arc<ServerConfig>, roots: Arc<RootCertStore>, host: &str) -> Result<(), rustls::Error> {
-    let client_config =
-        ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
+fn handshake(
+    server: Arc<ServerConfig>,
+    roots: Arc<RootCertStore>,
+    host: &str,
+) -> Result<(), rustls::Error> {
+    let client_config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     let name = ServerName::try_from(host.to_string()).unwrap();
     let mut client = ClientConnection::new(Arc::new(client_config), name)?;
     let mut server = ServerConnection::new(server).unwrap();
@@ -132,7 +146,13 @@ fn ca_without_a_ca_says_where_it_looked_and_how_to_create_one_and_creates_nothin
     let absent = dir.join("absent");
     let empty = dir.subdir("empty");
     for data in [&absent, &empty] {
-        for args in [&["ca"][..], &["ca", "path"], &["ca", "path", "--pem"], &["ca", "bundle", path_str(&dir.join("bundle.pem"))], &["ca", "install"]] {
+        for args in [
+            &["ca"][..],
+            &["ca", "path"],
+            &["ca", "path", "--pem"],
+            &["ca", "bundle", path_str(&dir.join("bundle.pem"))],
+            &["ca", "install"],
+        ] {
             let mut args = args.to_vec();
             args.extend(["--data-dir", path_str(data)]);
             let out = crawlcache_cmd(&args, CMD_LIMIT);
@@ -140,24 +160,44 @@ fn ca_without_a_ca_says_where_it_looked_and_how_to_create_one_and_creates_nothin
             assert_eq!(stdout(&out), "", "{args:?}");
             let err = stderr(&out);
             let expected = std::path::absolute(data.join("ca/ca.pem")).unwrap();
-            assert!(err.contains(&format!("no CA certificate at {}", expected.display())), "{args:?}: {err}");
-            assert!(err.contains(&format!("`crawlcache serve --data-dir {}`", path_str(data))), "{args:?}: {err}");
-            assert!(err.contains(&format!("`crawlcache ca init --data-dir {}`", path_str(data))), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("no CA certificate at {}", expected.display())),
+                "{args:?}: {err}"
+            );
+            assert!(
+                err.contains(&format!("`crawlcache serve --data-dir {}`", path_str(data))),
+                "{args:?}: {err}"
+            );
+            assert!(
+                err.contains(&format!("`crawlcache ca init --data-dir {}`", path_str(data))),
+                "{args:?}: {err}"
+            );
         }
     }
     assert!(!absent.exists(), "`ca` created the data directory");
-    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "`ca` wrote into the empty data directory");
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "`ca` wrote into the empty data directory"
+    );
     assert!(!dir.join("bundle.pem").exists());
 }
 
 #[test]
 fn a_relative_data_dir_is_reported_as_a_full_path() {
     let dir = TestDir::new("cli-ca-relative");
-    let out =
-        run_bounded(Command::new(crawlcache_bin()).current_dir(dir.path()).args(["ca", "--data-dir", "data"]), CMD_LIMIT, "crawlcache ca --data-dir data");
+    let out = run_bounded(
+        Command::new(crawlcache_bin()).current_dir(dir.path()).args(["ca", "--data-dir", "data"]),
+        CMD_LIMIT,
+        "crawlcache ca --data-dir data",
+    );
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let expected = std::path::absolute(dir.join("data/ca/ca.pem")).unwrap();
-    assert!(stderr(&out).contains(&format!("no CA certificate at {}\n", expected.display())), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(&format!("no CA certificate at {}\n", expected.display())),
+        "{}",
+        describe(&out)
+    );
 }
 
 #[test]
@@ -205,7 +245,18 @@ fn the_bundle_verifies_public_hosts_and_intercepted_ones() {
     let ca_path = ca_init(&data);
 
     let bundle = dir.join("bundle.pem");
-    let out = crawlcache_cmd(&["ca", "bundle", path_str(&bundle), "--roots", path_str(&roots_file), "--data-dir", path_str(&data)], CMD_LIMIT);
+    let out = crawlcache_cmd(
+        &[
+            "ca",
+            "bundle",
+            path_str(&bundle),
+            "--roots",
+            path_str(&roots_file),
+            "--data-dir",
+            path_str(&data),
+        ],
+        CMD_LIMIT,
+    );
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(PathBuf::from(stdout(&out).trim()), bundle, "{}", describe(&out));
     assert!(stderr(&out).contains("wrote 2 root certificate(s)"), "{}", describe(&out));
@@ -222,26 +273,41 @@ fn the_bundle_verifies_public_hosts_and_intercepted_ones() {
 
     // A client trusting the bundle verifies a leaf of the public root...
     let roots = root_store(&in_bundle);
-    let verifier = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider()).build().unwrap();
+    let verifier =
+        WebPkiServerVerifier::builder_with_provider(roots.clone(), provider()).build().unwrap();
     let name = ServerName::try_from("bank.test").unwrap();
-    verifier.verify_server_cert(&public.leaf, &[], &name, &[], UnixTime::now()).expect("the public leaf verifies with the bundle");
+    verifier
+        .verify_server_cert(&public.leaf, &[], &name, &[], UnixTime::now())
+        .expect("the public leaf verifies with the bundle");
     let name = ServerName::try_from("other.test").unwrap();
-    verifier.verify_server_cert(&other.leaf, &[], &name, &[], UnixTime::now()).expect("the other public leaf verifies");
-    handshake(public.server_config(), roots.clone(), "bank.test").expect("a handshake with the public host");
+    verifier
+        .verify_server_cert(&other.leaf, &[], &name, &[], UnixTime::now())
+        .expect("the other public leaf verifies");
+    handshake(public.server_config(), roots.clone(), "bank.test")
+        .expect("a handshake with the public host");
 
     // ...and one minted by crawlcache's CA for an intercepted host.
     let ca = CertificateAuthority::load_or_create(&data).unwrap();
-    handshake(ca.server_config_for("example.test").unwrap(), roots, "example.test").expect("a handshake with an intercepted host");
+    handshake(ca.server_config_for("example.test").unwrap(), roots, "example.test")
+        .expect("a handshake with an intercepted host");
 
     // What --cacert with the CA alone, or the public roots alone, would give.
     let err = handshake(public.server_config(), root_store(&[ca_cert]), "bank.test").unwrap_err();
     assert!(matches!(err, rustls::Error::InvalidCertificate(_)), "{err:?}");
-    let err = handshake(ca.server_config_for("example.test").unwrap(), root_store(&public_roots), "example.test").unwrap_err();
+    let err = handshake(
+        ca.server_config_for("example.test").unwrap(),
+        root_store(&public_roots),
+        "example.test",
+    )
+    .unwrap_err();
     assert!(matches!(err, rustls::Error::InvalidCertificate(_)), "{err:?}");
 
     // Written again over itself (SSL_CERT_FILE pointing at the bundle): the CA
     // is not added twice.
-    let out = crawlcache_with_ssl_cert_file(&["ca", "bundle", path_str(&bundle), "--data-dir", path_str(&data)], Some(&bundle));
+    let out = crawlcache_with_ssl_cert_file(
+        &["ca", "bundle", path_str(&bundle), "--data-dir", path_str(&data)],
+        Some(&bundle),
+    );
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(certs_in(&bundle), in_bundle);
 }
@@ -266,20 +332,43 @@ fn bundle_roots_come_from_ssl_cert_file_and_are_checked() {
     let missing = dir.join("missing.pem");
     let out = crawlcache_with_ssl_cert_file(&bundle_args, Some(&missing));
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    assert!(stderr(&out).contains(&format!("{} (from SSL_CERT_FILE)", missing.display())), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(&format!("{} (from SSL_CERT_FILE)", missing.display())),
+        "{}",
+        describe(&out)
+    );
 
     // SSL_CERT_FILE naming crawlcache's own CA: a bundle without one public
     // root would be useless.
     let out = crawlcache_with_ssl_cert_file(&bundle_args, Some(&ca_path));
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    assert!(stderr(&out).contains("holds no root certificate besides crawlcache's own CA"), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("holds no root certificate besides crawlcache's own CA"),
+        "{}",
+        describe(&out)
+    );
 
     // --roots naming a file without certificates.
     let junk = dir.join("junk.pem");
     std::fs::write(&junk, "no certificates here\n").unwrap();
-    let out = crawlcache_cmd(&["ca", "bundle", path_str(&bundle), "--roots", path_str(&junk), "--data-dir", path_str(&data)], CMD_LIMIT);
+    let out = crawlcache_cmd(
+        &[
+            "ca",
+            "bundle",
+            path_str(&bundle),
+            "--roots",
+            path_str(&junk),
+            "--data-dir",
+            path_str(&data),
+        ],
+        CMD_LIMIT,
+    );
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    assert!(stderr(&out).contains(&format!("{} holds no root certificate", junk.display())), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(&format!("{} holds no root certificate", junk.display())),
+        "{}",
+        describe(&out)
+    );
     assert!(!bundle.exists(), "a failed --bundle wrote the file");
 }
 
@@ -305,12 +394,19 @@ fn config_defaults_prints_the_embedded_file() {
     let out = crawlcache_cmd(&["config", "defaults"], CMD_LIMIT);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stderr(&out), "");
-    let file = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/crawlcache.toml")).unwrap();
+    let file = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/crawlcache.toml"))
+        .unwrap();
     assert!(out.stdout == file, "`config defaults` differs from config/crawlcache.toml");
     // The old spelling prints the same, and says which replaces it.
     let old = crawlcache_cmd(&["config", "--defaults"], CMD_LIMIT);
     assert!(old.status.success() && old.stdout == file, "{}", describe(&old));
-    assert!(stderr(&old).contains("`crawlcache config --defaults` is deprecated; use `crawlcache config defaults`"), "{}", describe(&old));
+    assert!(
+        stderr(&old).contains(
+            "`crawlcache config --defaults` is deprecated; use `crawlcache config defaults`"
+        ),
+        "{}",
+        describe(&old)
+    );
     // Without a subcommand, the help says what there is.
     let out = crawlcache_cmd(&["config"], CMD_LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
@@ -326,7 +422,10 @@ fn configuration_errors_mention_config_defaults() {
     std::fs::write(&bad, "[cache]\nmax_sise = \"1GiB\"\n").unwrap();
     let missing = dir.join("missing.toml");
     for file in [&bad, &missing] {
-        let out = crawlcache_cmd(&["ca", "--config", path_str(file), "--data-dir", path_str(&dir.join("data"))], CMD_LIMIT);
+        let out = crawlcache_cmd(
+            &["ca", "--config", path_str(file), "--data-dir", path_str(&dir.join("data"))],
+            CMD_LIMIT,
+        );
         assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
         let err = stderr(&out);
         assert!(err.contains(path_str(file)), "{err}");
@@ -351,7 +450,11 @@ fn completions_print_a_script_for_each_shell() {
     for shell in ["zsh", "fish"] {
         let out = crawlcache_cmd(&["completions", shell], CMD_LIMIT);
         assert!(out.status.success(), "{}", describe(&out));
-        assert!(stdout(&out).contains("crawlcache") && stdout(&out).contains("serve"), "{shell}: {}", describe(&out));
+        assert!(
+            stdout(&out).contains("crawlcache") && stdout(&out).contains("serve"),
+            "{shell}: {}",
+            describe(&out)
+        );
     }
     let out = crawlcache_cmd(&["completions", "tcsh"], CMD_LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));

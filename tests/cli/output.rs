@@ -32,7 +32,8 @@ fn ok(out: Output) -> Output {
 }
 
 fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(out)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(out)))
 }
 
 /// A store with three pages and a large body, and the proxy that filled it.
@@ -69,14 +70,29 @@ fn cache_stats_says_the_same_whether_the_proxy_runs_or_not() {
     assert_eq!(keys(&running_json), keys(&stopped_json));
     assert_eq!(keys(&running_json["store"]), keys(&stopped_json["store"]));
     for k in ["entries", "bodies", "bytes_stored", "bytes_referenced", "max_size"] {
-        assert_eq!(running_json["store"][k], stopped_json["store"][k], "store.{k}: {running_json} / {stopped_json}");
+        assert_eq!(
+            running_json["store"][k], stopped_json["store"][k],
+            "store.{k}: {running_json} / {stopped_json}"
+        );
     }
     assert_eq!(running_json["store"]["entries"], 4, "{running_json}");
-    assert!(running_json["store"]["bytes_stored"].as_u64().is_some_and(|b| b >= LARGE as u64), "{running_json}");
-    assert_eq!((running_json["proxy_running"].as_bool(), stopped_json["proxy_running"].as_bool()), (Some(true), Some(false)));
-    let (requests, hits) = (running_json["requests"]["requests"].as_u64().unwrap_or(0), running_json["requests"]["hits"].as_u64().unwrap_or(0));
+    assert!(
+        running_json["store"]["bytes_stored"].as_u64().is_some_and(|b| b >= LARGE as u64),
+        "{running_json}"
+    );
+    assert_eq!(
+        (running_json["proxy_running"].as_bool(), stopped_json["proxy_running"].as_bool()),
+        (Some(true), Some(false))
+    );
+    let (requests, hits) = (
+        running_json["requests"]["requests"].as_u64().unwrap_or(0),
+        running_json["requests"]["hits"].as_u64().unwrap_or(0),
+    );
     assert!(requests >= 5 && hits >= 1, "{running_json}");
-    assert!(stopped_json["requests"].is_null() && stopped_json["listen"].is_null(), "{stopped_json}");
+    assert!(
+        stopped_json["requests"].is_null() && stopped_json["listen"].is_null(),
+        "{stopped_json}"
+    );
 
     // For people: a few lines, sizes with units, one summary line; the
     // store's lines are the same either way.
@@ -88,9 +104,18 @@ fn cache_stats_says_the_same_whether_the_proxy_runs_or_not() {
         assert!(!text.contains('{'), "not JSON:\n{text}");
         assert!(lines.last().unwrap().starts_with("cache stats: 4 entries, "), "{text}");
     }
-    let store_lines = |t: &str| t.lines().take(3).map(|l| l.split(';').next().unwrap_or("").to_string()).collect::<Vec<_>>();
-    assert_eq!(store_lines(&running_text), store_lines(&stopped_text), "{running_text}\n---\n{stopped_text}");
-    assert!(running_text.contains(&format!("requests  {requests}: {hits} hits (")), "{running_text}");
+    let store_lines = |t: &str| {
+        t.lines().take(3).map(|l| l.split(';').next().unwrap_or("").to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        store_lines(&running_text),
+        store_lines(&stopped_text),
+        "{running_text}\n---\n{stopped_text}"
+    );
+    assert!(
+        running_text.contains(&format!("requests  {requests}: {hits} hits (")),
+        "{running_text}"
+    );
     assert!(stopped_text.contains("the proxy is not running"), "{stopped_text}");
 }
 
@@ -101,22 +126,36 @@ fn cache_verify_prints_one_line_when_every_invariant_holds() {
     let holds = |when: &str| {
         let out = ok(cache(&data, &["verify"]));
         assert_eq!(stdout(&out).lines().count(), 1, "{when}: {}", describe(&out));
-        assert!(stdout(&out).starts_with("cache verify: every invariant holds (4 entries, "), "{when}: {}", describe(&out));
+        assert!(
+            stdout(&out).starts_with("cache verify: every invariant holds (4 entries, "),
+            "{when}: {}",
+            describe(&out)
+        );
         let v = json(&ok(cache(&data, &["verify", "--json"])));
-        assert_eq!((v["version"].as_u64(), v["clean"].as_bool(), v["report"]["entries_checked"].as_u64()), (Some(1), Some(true), Some(4)), "{when}: {v}");
+        assert_eq!(
+            (v["version"].as_u64(), v["clean"].as_bool(), v["report"]["entries_checked"].as_u64()),
+            (Some(1), Some(true), Some(4)),
+            "{when}: {v}"
+        );
     };
     holds("through the running proxy");
     proxy.stop_cleanly();
     holds("on the stopped store");
 
     // A body file gone: the problem is named, exit 1.
-    let file = walk(&data.join("bodies")).into_iter().find(|p| std::fs::metadata(p).is_ok_and(|m| m.len() == LARGE as u64)).expect("the large body's file");
+    let file = walk(&data.join("bodies"))
+        .into_iter()
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.len() == LARGE as u64))
+        .expect("the large body's file");
     std::fs::remove_file(&file).unwrap();
     let out = cache(&data, &["verify"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let text = stdout(&out);
     assert!(text.starts_with("1 missing bodies (named by an entry, not on disk):\n  "), "{text}");
-    assert!(text.lines().last().unwrap().starts_with("cache verify: invariants are broken"), "{text}");
+    assert!(
+        text.lines().last().unwrap().starts_with("cache verify: invariants are broken"),
+        "{text}"
+    );
 }
 
 /// Every file under `dir`.
@@ -148,9 +187,19 @@ fn sizes_carry_units_and_json_carries_bytes() {
     let out = ok(cache(&data, &["compact"]));
     let line = stdout(&out);
     assert!(line.starts_with("cache compact: pack ") && !line.contains("bytes"), "{line}");
-    assert!(line.contains(" B -> ") || line.contains(" KiB -> ") || line.contains(" MiB -> "), "{line}");
+    assert!(
+        line.contains(" B -> ") || line.contains(" KiB -> ") || line.contains(" MiB -> "),
+        "{line}"
+    );
     let v = json(&ok(cache(&data, &["compact", "--json"])));
-    assert!(v["version"] == 1 && v["pack_bytes_before"].is_u64() && v["pack_bytes_after"].is_u64(), "{v}");
+    assert!(
+        v["version"] == 1 && v["pack_bytes_before"].is_u64() && v["pack_bytes_after"].is_u64(),
+        "{v}"
+    );
     let out = ok(cache(&data, &["purge", &origin.url("/a")]));
-    assert!(stdout(&out).starts_with("cache purge: removed 1 entry (7 B of bodies); 7 B freed"), "{}", describe(&out));
+    assert!(
+        stdout(&out).starts_with("cache purge: removed 1 entry (7 B of bodies); 7 B freed"),
+        "{}",
+        describe(&out)
+    );
 }

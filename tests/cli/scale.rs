@@ -24,7 +24,11 @@ use std::time::{Duration, Instant};
 /// watched.
 fn ls_host(data: &std::path::Path, config: &std::path::Path) -> Watched {
     let mut cmd = Command::new(crawlcache_bin());
-    cmd.args(["cache", "ls", "--host", "a.test", "--data-dir"]).arg(data).arg("--config").arg(config).env("RUST_BACKTRACE", "1");
+    cmd.args(["cache", "ls", "--host", "a.test", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_BACKTRACE", "1");
     run_watched(&mut cmd, Duration::from_secs(300))
 }
 
@@ -36,29 +40,59 @@ fn listed(label: &str, per_host: usize) -> Watched {
     let data = dir.subdir("data");
     let started = Instant::now();
     let filled = fill_store(&data, &["a.test", "b.test"], per_host);
-    eprintln!("{label}: {} cached + {} recorded entries written in {:?}", filled.cached, filled.recorded, started.elapsed());
+    eprintln!(
+        "{label}: {} cached + {} recorded entries written in {:?}",
+        filled.cached,
+        filled.recorded,
+        started.elapsed()
+    );
     let config = dir.join("small-caches.toml");
     std::fs::write(&config, SMALL_CACHES).unwrap();
     let w = ls_host(&data, &config);
     assert!(w.status.success(), "cache ls: {}\n{}", w.status, w.stderr);
-    assert_eq!(w.lines.len(), per_host, "one line per a.test URL (its record is on the same line)\n{}", w.stderr);
+    assert_eq!(
+        w.lines.len(),
+        per_host,
+        "one line per a.test URL (its record is on the same line)\n{}",
+        w.stderr
+    );
     let mut seen = vec![false; per_host];
     let mut both = 0;
     for line in &w.lines {
         let f: Vec<&str> = line.split('\t').collect();
         assert_eq!(f.len(), 6, "{line}");
-        let i: usize = f[0].strip_prefix("http://a.test/page/").and_then(|i| i.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+        let i: usize = f[0]
+            .strip_prefix("http://a.test/page/")
+            .and_then(|i| i.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
         assert_eq!(f[0], bulk_url("a.test", i));
         assert!(!std::mem::replace(&mut seen[i], true), "listed twice: {line}");
-        assert_eq!((f[1], f[2]), ("200", crawlcache_base::units::format_bytes(BULK_BODY.len() as u64).as_str()), "{line}");
-        assert!(f[4] == "fresh 1h" || f[4].starts_with("fresh 5"), "fresh for about an hour: {line}");
+        assert_eq!(
+            (f[1], f[2]),
+            ("200", crawlcache_base::units::format_bytes(BULK_BODY.len() as u64).as_str()),
+            "{line}"
+        );
+        assert!(
+            f[4] == "fresh 1h" || f[4].starts_with("fresh 5"),
+            "fresh for about an hour: {line}"
+        );
         let expected = if i.is_multiple_of(10) { "cache+record" } else { "cache" };
         assert_eq!(f[5], expected, "{line}");
         both += usize::from(i.is_multiple_of(10));
     }
     assert_eq!(both, per_host / 10);
-    assert!(w.stderr.contains(&format!("cache ls: {per_host} responses ({per_host} in the cache, {} in the record)", per_host / 10)), "{}", w.stderr);
-    eprintln!("{label}: first line after {:?}, peak RSS {:?} KiB", w.first_line_after, w.peak_rss_kib);
+    assert!(
+        w.stderr.contains(&format!(
+            "cache ls: {per_host} responses ({per_host} in the cache, {} in the record)",
+            per_host / 10
+        )),
+        "{}",
+        w.stderr
+    );
+    eprintln!(
+        "{label}: first line after {:?}, peak RSS {:?} KiB",
+        w.first_line_after, w.peak_rss_kib
+    );
     w
 }
 
@@ -81,7 +115,9 @@ fn ls_of_a_100k_store_streams_in_bounded_memory() {
     let (Some(small_kib), Some(large_kib)) = (small.peak_rss_kib, large.peak_rss_kib) else {
         panic!("VmHWM could not be read from /proc/<pid>/status (the tests run on Linux)");
     };
-    eprintln!("peak RSS of cache ls: {small_kib} KiB over 10k responses, {large_kib} KiB over 100k");
+    eprintln!(
+        "peak RSS of cache ls: {small_kib} KiB over 10k responses, {large_kib} KiB over 100k"
+    );
     assert!(
         large_kib < PEAK_RSS_LIMIT_KIB,
         "cache ls over 100k responses peaked at {large_kib} KiB (limit {PEAK_RSS_LIMIT_KIB} KiB; {small_kib} KiB over 10k)"

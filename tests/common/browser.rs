@@ -57,7 +57,12 @@ pub struct Page {
 fn pipe_high() -> (RawFd, RawFd) {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0, "pipe2: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) },
+        0,
+        "pipe2: {}",
+        std::io::Error::last_os_error()
+    );
     let moved = fds.map(|fd| {
         // SAFETY: fd is a descriptor this process just opened.
         let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
@@ -80,7 +85,12 @@ impl Chromium {
     /// [`Chromium::start`] with `extra` flags in place of
     /// `--no-proxy-server` (e.g. `--proxy-server=...`).
     pub fn start_with(extra: &[&str]) -> Chromium {
-        let bin = find_tool("chromium", "CRAWLCACHE_CHROMIUM", &["/usr/bin/chromium", "/usr/bin/chromium-browser"], CHROMIUM_HINT);
+        let bin = find_tool(
+            "chromium",
+            "CRAWLCACHE_CHROMIUM",
+            &["/usr/bin/chromium", "/usr/bin/chromium-browser"],
+            CHROMIUM_HINT,
+        );
         let profile = TestDir::new("chromium-profile");
         // Commands: our write end -> Chromium's descriptor 3.
         let (cmd_read, cmd_write) = pipe_high();
@@ -109,7 +119,9 @@ impl Chromium {
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log);
-        for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        for var in
+            ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+        {
             cmd.env_remove(var);
         }
         // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
@@ -121,7 +133,9 @@ impl Chromium {
                 Ok(())
             });
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}. {CHROMIUM_HINT}", bin.display()));
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}. {CHROMIUM_HINT}", bin.display()));
         // SAFETY: the descriptors are ours; Chromium has its own copies now.
         unsafe {
             libc::close(cmd_read);
@@ -150,7 +164,14 @@ impl Chromium {
                 }
             }
         });
-        let mut c = Chromium { child, to_browser, from_browser: rx, next_id: 0, pending: HashMap::new(), profile };
+        let mut c = Chromium {
+            child,
+            to_browser,
+            from_browser: rx,
+            next_id: 0,
+            pending: HashMap::new(),
+            profile,
+        };
         let v = c.call(None, "Browser.getVersion", json!({}));
         eprintln!("[browser] {}", v["product"].as_str().unwrap_or("?"));
         c
@@ -173,7 +194,9 @@ impl Chromium {
         }
         let mut bytes = serde_json::to_vec(&msg).expect("a JSON message");
         bytes.push(0);
-        self.to_browser.write_all(&bytes).unwrap_or_else(|e| panic!("sending {method} to Chromium: {e}\n{}", self.log_tail()));
+        self.to_browser
+            .write_all(&bytes)
+            .unwrap_or_else(|e| panic!("sending {method} to Chromium: {e}\n{}", self.log_tail()));
         let deadline = Instant::now() + COMMAND_TIMEOUT;
         loop {
             if let Some(v) = self.pending.remove(&id) {
@@ -182,7 +205,10 @@ impl Chromium {
             let left = deadline.saturating_duration_since(Instant::now());
             let v = match self.from_browser.recv_timeout(left) {
                 Ok(v) => v,
-                Err(_) => panic!("Chromium did not answer {method} within {COMMAND_TIMEOUT:?}\n{}", self.log_tail()),
+                Err(_) => panic!(
+                    "Chromium did not answer {method} within {COMMAND_TIMEOUT:?}\n{}",
+                    self.log_tail()
+                ),
             };
             match v["id"].as_u64() {
                 Some(got) if got == id => return self.result_of(method, v),
@@ -205,9 +231,19 @@ impl Chromium {
     /// A new tab of `width` x `height` CSS pixels (a phone when `mobile`:
     /// touch, meta viewport honoured) showing `url`.
     pub fn open(&mut self, url: &str, width: u32, height: u32, mobile: bool) -> Page {
-        let target = self.call(None, "Target.createTarget", json!({ "url": "about:blank" }))["targetId"].as_str().expect("a target id").to_string();
-        let session =
-            self.call(None, "Target.attachToTarget", json!({ "targetId": target, "flatten": true }))["sessionId"].as_str().expect("a session id").to_string();
+        let target = self.call(None, "Target.createTarget", json!({ "url": "about:blank" }))
+            ["targetId"]
+            .as_str()
+            .expect("a target id")
+            .to_string();
+        let session = self.call(
+            None,
+            "Target.attachToTarget",
+            json!({ "targetId": target, "flatten": true }),
+        )["sessionId"]
+            .as_str()
+            .expect("a session id")
+            .to_string();
         let page = Page { session, target };
         self.set_size(&page, width, height, mobile);
         self.call(Some(&page.session), "Page.enable", json!({}));
@@ -228,7 +264,11 @@ impl Chromium {
     /// The value of the JavaScript expression `expr` in `page` (promises
     /// awaited). Panics when it throws.
     pub fn eval(&mut self, page: &Page, expr: &str) -> Value {
-        let r = self.call(Some(&page.session), "Runtime.evaluate", json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }));
+        let r = self.call(
+            Some(&page.session),
+            "Runtime.evaluate",
+            json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
+        );
         if let Some(e) = r.get("exceptionDetails") {
             panic!("evaluating {expr}: {e}");
         }
@@ -237,7 +277,11 @@ impl Chromium {
 
     /// The value of `expr`, or the exception it threw.
     pub fn try_eval(&mut self, page: &Page, expr: &str) -> Result<Value, Value> {
-        let r = self.call(Some(&page.session), "Runtime.evaluate", json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }));
+        let r = self.call(
+            Some(&page.session),
+            "Runtime.evaluate",
+            json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
+        );
         match r.get("exceptionDetails") {
             Some(e) => Err(e.clone()),
             None => Ok(r["result"]["value"].clone()),
@@ -254,7 +298,11 @@ impl Chromium {
             if v == Value::Bool(true) {
                 return;
             }
-            assert!(Instant::now() < deadline, "{what}: `{expr}` was not true within {limit:?} (last: {v})\n{}", self.log_tail());
+            assert!(
+                Instant::now() < deadline,
+                "{what}: `{expr}` was not true within {limit:?} (last: {v})\n{}",
+                self.log_tail()
+            );
             thread::sleep(Duration::from_millis(100));
         }
     }
@@ -267,18 +315,35 @@ impl Chromium {
 
     /// [`Chromium::screenshot`] of the page's top `max_height` CSS pixels
     /// at most (a small PNG for the documentation).
-    pub fn screenshot_at_most(&mut self, page: &Page, width: u32, mobile: bool, max_height: u32, path: &Path) {
-        let height = self.eval(page, "Math.ceil(document.documentElement.scrollHeight)").as_u64().unwrap_or(800).clamp(200, max_height.max(200) as u64) as u32;
+    pub fn screenshot_at_most(
+        &mut self,
+        page: &Page,
+        width: u32,
+        mobile: bool,
+        max_height: u32,
+        path: &Path,
+    ) {
+        let height = self
+            .eval(page, "Math.ceil(document.documentElement.scrollHeight)")
+            .as_u64()
+            .unwrap_or(800)
+            .clamp(200, max_height.max(200) as u64) as u32;
         self.set_size(page, width, height, mobile);
-        let shot = self.call(Some(&page.session), "Page.captureScreenshot", json!({ "format": "png" }));
+        let shot =
+            self.call(Some(&page.session), "Page.captureScreenshot", json!({ "format": "png" }));
         let data = shot["data"].as_str().expect("screenshot data");
         let png = data_encoding::BASE64.decode(data.as_bytes()).expect("base64 screenshot");
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+            std::fs::create_dir_all(dir)
+                .unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         }
         std::fs::write(path, &png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        eprintln!("[browser] screenshot {} ({width} x {height} CSS pixels, {} bytes)", path.display(), png.len());
+        eprintln!(
+            "[browser] screenshot {} ({width} x {height} CSS pixels, {} bytes)",
+            path.display(),
+            png.len()
+        );
     }
 }
 
@@ -286,7 +351,10 @@ impl Drop for Chromium {
     /// Asks Chromium to close (it then ends its helper processes), and
     /// kills it when it has not exited within 5 s.
     fn drop(&mut self) {
-        let mut bytes = serde_json::to_vec(&json!({ "id": u64::MAX / 2, "method": "Browser.close", "params": {} })).unwrap_or_default();
+        let mut bytes = serde_json::to_vec(
+            &json!({ "id": u64::MAX / 2, "method": "Browser.close", "params": {} }),
+        )
+        .unwrap_or_default();
         bytes.push(0);
         let _ = self.to_browser.write_all(&bytes);
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -303,5 +371,8 @@ impl Drop for Chromium {
 
 /// `target/`: where the screenshots go (beside `CARGO_TARGET_TMPDIR`).
 pub fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("target"))
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("target"))
 }

@@ -36,7 +36,8 @@ pub struct Filled {
 /// (`record:GET URL`, the same head and body). Closes the store (flushed)
 /// before returning. Panics on a store error.
 pub fn fill_store(data_dir: &Path, hosts: &[&str], per_host: usize) -> Filled {
-    let store = Store::open(data_dir, 1 << 30).unwrap_or_else(|e| panic!("opening the store in {}: {e}", data_dir.display()));
+    let store = Store::open(data_dir, 1 << 30)
+        .unwrap_or_else(|e| panic!("opening the store in {}: {e}", data_dir.display()));
     let mut w = store.begin_body().expect("begin a body");
     w.write(BULK_BODY).expect("write the body");
     let body = w.finish().expect("finish the body");
@@ -59,11 +60,15 @@ pub fn fill_store(data_dir: &Path, hosts: &[&str], per_host: usize) -> Filled {
                 vary_request: vec![],
             }
             .to_bytes();
-            store.insert(&url, b"", &head, Some(&body)).unwrap_or_else(|e| panic!("inserting {url}: {e}"));
+            store
+                .insert(&url, b"", &head, Some(&body))
+                .unwrap_or_else(|e| panic!("inserting {url}: {e}"));
             filled.cached += 1;
             if h == 0 && i % 10 == 0 {
                 let key = format!("record:GET {url}");
-                store.insert(&key, b"", &head, Some(&body)).unwrap_or_else(|e| panic!("inserting {key}: {e}"));
+                store
+                    .insert(&key, b"", &head, Some(&body))
+                    .unwrap_or_else(|e| panic!("inserting {key}: {e}"));
                 filled.recorded += 1;
             }
         }
@@ -106,7 +111,12 @@ pub fn run_watched(cmd: &mut std::process::Command, limit: std::time::Duration) 
     use std::process::Stdio;
     use std::time::Instant;
     let started = Instant::now();
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
     let pid = child.id();
     let out = child.stdout.take().expect("stdout was piped");
     let mut err = child.stderr.take().expect("stderr was piped");

@@ -6,7 +6,9 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use super::wire::{field, field_all, field_has_token, find_subslice, parse_head, ChunkedDecoder, Fields};
+use super::wire::{
+    field, field_all, field_has_token, find_subslice, parse_head, ChunkedDecoder, Fields,
+};
 
 /// Read/write timeout of the test HTTP client, per socket operation.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,7 +84,8 @@ impl Conn {
     }
 
     pub fn try_open(addr: SocketAddr, connect_timeout: Duration) -> Result<Conn, String> {
-        let stream = TcpStream::connect_timeout(&addr, connect_timeout).map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let stream = TcpStream::connect_timeout(&addr, connect_timeout)
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
         let conn = Conn { stream, peer: addr, buf: Vec::new() };
         conn.set_timeout(IO_TIMEOUT);
         let _ = conn.stream.set_nodelay(true);
@@ -99,11 +102,24 @@ impl Conn {
     /// (`http://host/path`, for the proxy) or origin-form (`/path`). A `Host`
     /// field is added unless `headers` has one; `Content-Length` is added
     /// for a non-empty `body`. Panics with the cause on I/O or parse errors.
-    pub fn send(&mut self, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
-        self.try_send(method, target, headers, body).unwrap_or_else(|e| panic!("{method} {target} via {}: {e}", self.peer))
+    pub fn send(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        self.try_send(method, target, headers, body)
+            .unwrap_or_else(|e| panic!("{method} {target} via {}: {e}", self.peer))
     }
 
-    pub fn try_send(&mut self, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Response, String> {
+    pub fn try_send(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Response, String> {
         let mut req = format!("{method} {target} HTTP/1.1\r\n");
         if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
             let host = match target.split_once("://") {
@@ -115,7 +131,9 @@ impl Conn {
         for (n, v) in headers {
             let _ = write!(req, "{n}: {v}\r\n");
         }
-        let has_framing = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
+        let has_framing = headers.iter().any(|(n, _)| {
+            n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding")
+        });
         if !body.is_empty() && !has_framing {
             let _ = write!(req, "Content-Length: {}\r\n", body.len());
         }
@@ -143,7 +161,14 @@ impl Conn {
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 Err(format!("timed out reading the response ({} bytes buffered)", self.buf.len()))
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted) => Ok(0),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+                ) =>
+            {
+                Ok(0)
+            }
             Err(e) => Err(format!("reading the response: {e}")),
         }
     }
@@ -158,19 +183,26 @@ impl Conn {
                     return Err("response head larger than 1 MiB".into());
                 }
                 if self.fill()? == 0 {
-                    return Err(format!("connection closed before a complete response head (got {:?})", String::from_utf8_lossy(&self.buf)));
+                    return Err(format!(
+                        "connection closed before a complete response head (got {:?})",
+                        String::from_utf8_lossy(&self.buf)
+                    ));
                 }
             };
             let head: Vec<u8> = self.buf.drain(..head_end + 4).collect();
             let (start, headers) = parse_head(&head[..head_end])?;
             let mut parts = start.splitn(3, ' ');
             let version = parts.next().unwrap_or_default().to_owned();
-            let status: u16 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(|| format!("malformed status line {start:?}"))?;
+            let status: u16 = parts
+                .next()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| format!("malformed status line {start:?}"))?;
             let reason = parts.next().unwrap_or_default().to_owned();
             if (100..200).contains(&status) && status != 101 {
                 continue; // interim response: the final one follows
             }
-            let mut resp = Response { version, status, reason, headers, body: Vec::new(), complete: true };
+            let mut resp =
+                Response { version, status, reason, headers, body: Vec::new(), complete: true };
             if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
                 return Ok(resp);
             }
@@ -207,7 +239,13 @@ impl Conn {
 }
 
 /// One request on a fresh connection (`Connection: close` is added).
-pub fn send_request(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+pub fn send_request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut all: Vec<(&str, &str)> = headers.to_vec();
     if !all.iter().any(|(n, _)| n.eq_ignore_ascii_case("connection")) {
         all.push(("Connection", "close"));

@@ -22,7 +22,8 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The archive in the repository.
-pub const CORPUS_ARCHIVE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots/corpus.tar.gz");
+pub const CORPUS_ARCHIVE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots/corpus.tar.gz");
 
 /// Written last into an unpacked copy, before it is renamed into place.
 const MARKER: &str = ".unpacked";
@@ -32,7 +33,8 @@ const MARKER: &str = ".unpacked";
 /// when the archive is missing or cannot be unpacked.
 pub fn robots_corpus_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| unpack(Path::new(CORPUS_ARCHIVE), Path::new(env!("CARGO_TARGET_TMPDIR")))).clone()
+    DIR.get_or_init(|| unpack(Path::new(CORPUS_ARCHIVE), Path::new(env!("CARGO_TARGET_TMPDIR"))))
+        .clone()
 }
 
 /// Unpacks `archive` (a gzip'd tar holding `corpus/`) under `parent` once,
@@ -53,7 +55,11 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
     fs::create_dir_all(parent).unwrap_or_else(|e| panic!("creating {}: {e}", parent.display()));
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let tmp = parent.join(format!(".robots-corpus-unpacking-{}-{}-{nanos}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let tmp = parent.join(format!(
+        ".robots-corpus-unpacking-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
     fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("creating {}: {e}", tmp.display()));
     let out = Command::new("tar")
         .arg("-xzf")
@@ -62,10 +68,18 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
         .arg("-C")
         .arg(&tmp)
         .output()
-        .unwrap_or_else(|e| panic!("running `tar -xzf {}` (is tar installed?): {e}", archive.display()));
+        .unwrap_or_else(|e| {
+            panic!("running `tar -xzf {}` (is tar installed?): {e}", archive.display())
+        });
     if !out.status.success() {
         let _ = fs::remove_dir_all(&tmp);
-        panic!("`tar -xzf {} -C {}` exited with {}: {}", archive.display(), tmp.display(), out.status, String::from_utf8_lossy(&out.stderr));
+        panic!(
+            "`tar -xzf {} -C {}` exited with {}: {}",
+            archive.display(),
+            tmp.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let unpacked = tmp.join("corpus");
     assert!(
@@ -74,7 +88,8 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
         archive.display(),
         tmp.display()
     );
-    fs::write(tmp.join(MARKER), b"").unwrap_or_else(|e| panic!("writing the marker in {}: {e}", tmp.display()));
+    fs::write(tmp.join(MARKER), b"")
+        .unwrap_or_else(|e| panic!("writing the marker in {}: {e}", tmp.display()));
     if let Err(first) = fs::rename(&tmp, &root) {
         if !root.join(MARKER).is_file() {
             // Not a finished copy from a concurrent run (those always carry
@@ -83,7 +98,11 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
             let _ = fs::remove_dir_all(&root);
             if let Err(second) = fs::rename(&tmp, &root) {
                 if !root.join(MARKER).is_file() {
-                    panic!("renaming {} to {}: {first}; then {second}", tmp.display(), root.display());
+                    panic!(
+                        "renaming {} to {}: {first}; then {second}",
+                        tmp.display(),
+                        root.display()
+                    );
                 }
             }
         }
@@ -95,5 +114,7 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
 
 /// 64-bit FNV-1a: names the unpacked copy after the archive's contents.
 fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

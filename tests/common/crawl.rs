@@ -15,8 +15,17 @@ use super::process::{find_tool, run_bounded, tail};
 /// how to install it when it is missing.
 pub fn rust_docs_html_dir() -> PathBuf {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let out = run_bounded(Command::new(&rustc).args(["--print", "sysroot"]), Duration::from_secs(60), "rustc --print sysroot");
-    assert!(out.status.success(), "`{rustc} --print sysroot` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+    let out = run_bounded(
+        Command::new(&rustc).args(["--print", "sysroot"]),
+        Duration::from_secs(60),
+        "rustc --print sysroot",
+    );
+    assert!(
+        out.status.success(),
+        "`{rustc} --print sysroot` failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     let html = sysroot.join("share/doc/rust/html");
     let index = html.join("book/index.html");
@@ -72,11 +81,29 @@ impl Mirror {
 /// `None`. wget's own config files and the environment's proxy settings are
 /// ignored. Bounded by `limit`; panics, with wget's log tail, unless wget
 /// exits 0 (exit 8 means some response was an error status).
-pub fn wget_mirror(start_url: &str, proxy: Option<&str>, out_dir: &Path, limit: Duration, what: &str) -> Mirror {
+pub fn wget_mirror(
+    start_url: &str,
+    proxy: Option<&str>,
+    out_dir: &Path,
+    limit: Duration,
+    what: &str,
+) -> Mirror {
     fs::create_dir_all(out_dir).unwrap_or_else(|e| panic!("creating {}: {e}", out_dir.display()));
     let mut cmd = Command::new(wget_bin());
-    cmd.args(["--no-config", "-r", "-np", "-nH", "-e", "robots=off", "--no-verbose", "-S"]).args(["--tries=1", "--timeout=30"]).arg("-P").arg(out_dir);
-    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"] {
+    cmd.args(["--no-config", "-r", "-np", "-nH", "-e", "robots=off", "--no-verbose", "-S"])
+        .args(["--tries=1", "--timeout=30"])
+        .arg("-P")
+        .arg(out_dir);
+    for var in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ] {
         cmd.env_remove(var);
     }
     match proxy {
@@ -104,7 +131,8 @@ pub fn wget_mirror(start_url: &str, proxy: Option<&str>, out_dir: &Path, limit: 
 /// Every regular file under `root`, by path relative to `root`, with its bytes.
 pub fn read_tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+        let entries =
+            fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
         for entry in entries {
             let entry = entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
             let path = entry.path();
@@ -112,7 +140,8 @@ pub fn read_tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             if ty.is_dir() {
                 walk(root, &path, out);
             } else if ty.is_file() {
-                let bytes = fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                let bytes =
+                    fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
                 let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
                 out.insert(rel, bytes);
             }
@@ -125,10 +154,17 @@ pub fn read_tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// Panics, listing missing, extra and differing files (at most 10 of each),
 /// unless the two trees hold the same paths with byte-identical contents.
-pub fn assert_trees_equal(expected: &BTreeMap<PathBuf, Vec<u8>>, actual: &BTreeMap<PathBuf, Vec<u8>>, what: &str) {
+pub fn assert_trees_equal(
+    expected: &BTreeMap<PathBuf, Vec<u8>>,
+    actual: &BTreeMap<PathBuf, Vec<u8>>,
+    what: &str,
+) {
     let missing: Vec<_> = expected.keys().filter(|k| !actual.contains_key(*k)).collect();
     let extra: Vec<_> = actual.keys().filter(|k| !expected.contains_key(*k)).collect();
-    let differing: Vec<_> = expected.iter().filter_map(|(k, v)| actual.get(k).filter(|a| *a != v).map(|a| (k, v.len(), a.len()))).collect();
+    let differing: Vec<_> = expected
+        .iter()
+        .filter_map(|(k, v)| actual.get(k).filter(|a| *a != v).map(|a| (k, v.len(), a.len())))
+        .collect();
     if missing.is_empty() && extra.is_empty() && differing.is_empty() {
         return;
     }

@@ -20,9 +20,13 @@ impl TestDir {
     pub fn new(label: &str) -> TestDir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("crawlcache-tests").join(format!("{label}-{}-{n}-{nanos}", std::process::id()));
-        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating test folder {}: {e}", path.display()));
+        let nanos =
+            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("crawlcache-tests")
+            .join(format!("{label}-{}-{n}-{nanos}", std::process::id()));
+        fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("creating test folder {}: {e}", path.display()));
         TestDir { path }
     }
 
@@ -62,7 +66,9 @@ thread_local! {
 /// `std::panic::catch_unwind(f)` for a test that expects `f` to panic: the
 /// [`TestDir`]s that the unwinding drops are removed like those of a passing
 /// test instead of being kept for diagnosis.
-pub fn catch_expected_panic<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> std::thread::Result<R> {
+pub fn catch_expected_panic<R>(
+    f: impl FnOnce() -> R + std::panic::UnwindSafe,
+) -> std::thread::Result<R> {
     let before = EXPECTING_PANIC.with(|e| e.replace(true));
     let result = std::panic::catch_unwind(f);
     EXPECTING_PANIC.with(|e| e.set(before));

@@ -57,7 +57,8 @@ impl Nginx {
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
             let conf = nginx_config(dir.path(), root, addr, server_extra);
             let conf_path = dir.join("nginx.conf");
-            fs::write(&conf_path, conf).unwrap_or_else(|e| panic!("writing {}: {e}", conf_path.display()));
+            fs::write(&conf_path, conf)
+                .unwrap_or_else(|e| panic!("writing {}: {e}", conf_path.display()));
             let error_log = dir.join("error.log");
             let _ = fs::remove_file(&error_log);
             let mut child = Command::new(&bin)
@@ -69,9 +70,9 @@ impl Nginx {
                 .arg(&error_log)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::from(
-                    fs::File::create(dir.join("stderr.log")).unwrap_or_else(|e| panic!("creating nginx stderr log in {}: {e}", dir.path().display())),
-                ))
+                .stderr(Stdio::from(fs::File::create(dir.join("stderr.log")).unwrap_or_else(|e| {
+                    panic!("creating nginx stderr log in {}: {e}", dir.path().display())
+                })))
                 .spawn()
                 .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -101,7 +102,9 @@ impl Nginx {
                 thread::sleep(Duration::from_millis(20));
             }
         }
-        panic!("nginx could not listen on a free port in 5 attempts; last failure:\n{last_failure}");
+        panic!(
+            "nginx could not listen on a free port in 5 attempts; last failure:\n{last_failure}"
+        );
     }
 
     pub fn addr(&self) -> SocketAddr {

@@ -9,7 +9,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::wire::{chunked_body, field, field_all, field_has_token, find_subslice, parse_head, ChunkedDecoder, Fields};
+use super::wire::{
+    chunked_body, field, field_all, field_has_token, find_subslice, parse_head, ChunkedDecoder,
+    Fields,
+};
 
 /// A request as the scripted origin received it.
 #[derive(Debug, Clone)]
@@ -106,7 +109,9 @@ impl Reply {
     /// For 304 and 204 no body or length is sent.
     pub fn new(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Reply {
         let mut head = status_and_fields(status, headers);
-        let framed = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding"));
+        let framed = headers.iter().any(|(n, _)| {
+            n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding")
+        });
         let bodiless = status == 304 || status == 204 || (100..200).contains(&status);
         if !framed && !bodiless {
             let _ = write!(head, "Content-Length: {}\r\n", body.len());
@@ -131,7 +136,12 @@ impl Reply {
 
     /// A chunked response, one chunk per element of `chunks`. Without
     /// `last_chunk` the connection is closed after the data: a truncated body.
-    pub fn chunked(status: u16, headers: &[(&str, &str)], chunks: &[&[u8]], last_chunk: bool) -> Reply {
+    pub fn chunked(
+        status: u16,
+        headers: &[(&str, &str)],
+        chunks: &[&[u8]],
+        last_chunk: bool,
+    ) -> Reply {
         let mut head = status_and_fields(status, headers);
         head.push_str("Transfer-Encoding: chunked\r\n\r\n");
         let mut bytes = head.into_bytes();
@@ -145,7 +155,12 @@ impl Reply {
 
     /// A response whose `Content-Length` promises `promised` bytes but only
     /// `body` is sent before the connection is closed.
-    pub fn short_content_length(status: u16, headers: &[(&str, &str)], body: &[u8], promised: usize) -> Reply {
+    pub fn short_content_length(
+        status: u16,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        promised: usize,
+    ) -> Reply {
         let mut head = status_and_fields(status, headers);
         let _ = write!(head, "Content-Length: {promised}\r\n\r\n");
         let mut bytes = head.into_bytes();
@@ -215,9 +230,14 @@ impl Origin {
     where
         F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     {
-        let std_listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("scripted origin: binding 127.0.0.1:0: {e}"));
-        let addr = std_listener.local_addr().unwrap_or_else(|e| panic!("scripted origin: reading its address: {e}"));
-        std_listener.set_nonblocking(true).unwrap_or_else(|e| panic!("scripted origin: set_nonblocking: {e}"));
+        let std_listener = TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("scripted origin: binding 127.0.0.1:0: {e}"));
+        let addr = std_listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("scripted origin: reading its address: {e}"));
+        std_listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("scripted origin: set_nonblocking: {e}"));
         let log = Arc::new(OriginLog { requests: Mutex::new(Vec::new()), arrived: Condvar::new() });
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let handler: Arc<Handler> = Arc::new(handler);
@@ -274,7 +294,8 @@ impl Origin {
         while guard.len() < n {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let seen: Vec<String> = guard.iter().map(|r| format!("{} {}", r.method, r.target)).collect();
+                let seen: Vec<String> =
+                    guard.iter().map(|r| format!("{} {}", r.method, r.target)).collect();
                 panic!("scripted origin {}: expected {n} requests within {timeout:?}, got {}: {seen:?}", self.addr, guard.len());
             }
             guard = self.log.arrived.wait_timeout(guard, left).unwrap_or_else(|p| p.into_inner()).0;
@@ -294,7 +315,12 @@ impl Drop for Origin {
     }
 }
 
-async fn origin_accept_loop(std_listener: TcpListener, handler: Arc<Handler>, log: Arc<OriginLog>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
+async fn origin_accept_loop(
+    std_listener: TcpListener,
+    handler: Arc<Handler>,
+    log: Arc<OriginLog>,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+) {
     let listener = match tokio::net::TcpListener::from_std(std_listener) {
         Ok(l) => l,
         Err(e) => {
@@ -325,7 +351,12 @@ async fn origin_accept_loop(std_listener: TcpListener, handler: Arc<Handler>, lo
     }
 }
 
-async fn origin_serve_conn(mut stream: tokio::net::TcpStream, connection: usize, handler: Arc<Handler>, log: Arc<OriginLog>) -> Result<(), String> {
+async fn origin_serve_conn(
+    mut stream: tokio::net::TcpStream,
+    connection: usize,
+    handler: Arc<Handler>,
+    log: Arc<OriginLog>,
+) -> Result<(), String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = stream.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::new();
@@ -359,16 +390,23 @@ async fn origin_serve_conn(mut stream: tokio::net::TcpStream, connection: usize,
                 if dec.done() {
                     break dec.body;
                 }
-                let n = stream.read(&mut chunk).await.map_err(|e| format!("reading a chunked request body: {e}"))?;
+                let n = stream
+                    .read(&mut chunk)
+                    .await
+                    .map_err(|e| format!("reading a chunked request body: {e}"))?;
                 if n == 0 {
                     return Err("client closed inside a chunked request body".into());
                 }
                 buf.extend_from_slice(&chunk[..n]);
             }
         } else if let Some(cl) = field(&headers, "Content-Length") {
-            let n: usize = cl.parse().map_err(|e| format!("bad request Content-Length {cl:?}: {e}"))?;
+            let n: usize =
+                cl.parse().map_err(|e| format!("bad request Content-Length {cl:?}: {e}"))?;
             while buf.len() < n {
-                let got = stream.read(&mut chunk).await.map_err(|e| format!("reading a request body: {e}"))?;
+                let got = stream
+                    .read(&mut chunk)
+                    .await
+                    .map_err(|e| format!("reading a request body: {e}"))?;
                 if got == 0 {
                     return Err("client closed inside a request body".into());
                 }
@@ -379,14 +417,26 @@ async fn origin_serve_conn(mut stream: tokio::net::TcpStream, connection: usize,
             Vec::new()
         };
         let wants_close = field_has_token(&headers, "Connection", "close") || version == "HTTP/1.0";
-        let req = RecordedRequest { method, target, version, headers, body, head_raw, connection, arrived: Instant::now() };
+        let req = RecordedRequest {
+            method,
+            target,
+            version,
+            headers,
+            body,
+            head_raw,
+            connection,
+            arrived: Instant::now(),
+        };
         {
             let mut guard = log.requests.lock().unwrap_or_else(|p| p.into_inner());
             guard.push(req.clone());
             log.arrived.notify_all();
         }
         let reply = handler(&req);
-        if !play_reply(&mut stream, &reply, wants_close).await.map_err(|e| format!("writing a reply: {e}"))? {
+        if !play_reply(&mut stream, &reply, wants_close)
+            .await
+            .map_err(|e| format!("writing a reply: {e}"))?
+        {
             return Ok(());
         }
     }
@@ -396,7 +446,11 @@ async fn origin_serve_conn(mut stream: tokio::net::TcpStream, connection: usize,
 /// stays open for the next request; `Ok(false)` once it was closed (a
 /// `Step::Close`, `reply.close`, or `client_wants_close`). Used by both
 /// scripted origins.
-pub(crate) async fn play_reply<S>(stream: &mut S, reply: &Reply, client_wants_close: bool) -> std::io::Result<bool>
+pub(crate) async fn play_reply<S>(
+    stream: &mut S,
+    reply: &Reply,
+    client_wants_close: bool,
+) -> std::io::Result<bool>
 where
     S: tokio::io::AsyncWrite + Unpin,
 {

@@ -15,8 +15,12 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// the port, close). Another process can take it before it is used: callers
 /// that spawn a server on it retry with a new port when the bind fails.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("binding 127.0.0.1:0 to find a free port: {e}"));
-    listener.local_addr().unwrap_or_else(|e| panic!("reading the port of a listener on 127.0.0.1:0: {e}")).port()
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .unwrap_or_else(|e| panic!("binding 127.0.0.1:0 to find a free port: {e}"));
+    listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("reading the port of a listener on 127.0.0.1:0: {e}"))
+        .port()
 }
 
 /// True when nothing listens on 127.0.0.1:`port` and it can be bound.
@@ -64,7 +68,11 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration, what: &str) -> Output {
             );
         }
     };
-    Output { status, stdout: out_reader.join().unwrap_or_default(), stderr: err_reader.join().unwrap_or_default() }
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
 }
 
 /// The last `n` lines of `text`.
@@ -95,7 +103,12 @@ pub fn tail_file(path: &Path, n: usize) -> String {
 /// Finds an executable: `$override_var` if set, else `name` on PATH, else the
 /// first existing `fallbacks` entry (for tools in /usr/sbin, off a non-root
 /// PATH). Panics with `install_hint` when it is nowhere.
-pub fn find_tool(name: &str, override_var: &str, fallbacks: &[&str], install_hint: &str) -> PathBuf {
+pub fn find_tool(
+    name: &str,
+    override_var: &str,
+    fallbacks: &[&str],
+    install_hint: &str,
+) -> PathBuf {
     if let Some(p) = std::env::var_os(override_var) {
         return PathBuf::from(p);
     }
@@ -122,7 +135,12 @@ pub(crate) fn terminate(child: &mut Child, limit: Duration) -> Result<ExitStatus
         return Ok(status);
     }
     let pid = child.id().to_string();
-    let sent = Command::new("kill").args(["-TERM", &pid]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
     if !matches!(sent, Ok(s) if s.success()) {
         let _ = child.kill();
     }
@@ -133,7 +151,9 @@ pub(crate) fn terminate(child: &mut Child, limit: Duration) -> Result<ExitStatus
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("process {pid} did not exit within {limit:?} after SIGTERM; killed it"));
+                return Err(format!(
+                    "process {pid} did not exit within {limit:?} after SIGTERM; killed it"
+                ));
             }
             Ok(None) => thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(format!("waiting for process {pid}: {e}")),

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use super::client::{proxy_get, send_request, Conn, Response};
 use super::dirs::TestDir;
 use super::origin::{Origin, RecordedRequest, Reply};
-use super::process::{free_port, port_is_free, run_bounded, tail, tail_file, terminate, STOP_TIMEOUT};
+use super::process::{
+    free_port, port_is_free, run_bounded, tail, tail_file, terminate, STOP_TIMEOUT,
+};
 
 /// How long a spawned crawlcache may take to answer `GET /stats` with 200.
 pub const PROXY_READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -45,7 +47,11 @@ pub struct Proxy {
 /// data directory inside a [`TestDir`] labelled `label`. The proxy owns that
 /// folder: it is removed after the proxy has stopped when the test passes,
 /// and kept when it fails.
-pub fn start_with_origin(label: &str, config_toml: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy) {
+pub fn start_with_origin(
+    label: &str,
+    config_toml: &str,
+    handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+) -> (Origin, Proxy) {
     let dir = TestDir::new(label);
     let origin = Origin::start(handler);
     let proxy = Proxy::start_with_config(&dir.subdir("data"), config_toml, &[]).owning(dir);
@@ -77,42 +83,87 @@ impl Proxy {
     /// [`Proxy::start`] with another program in place of crawlcache (the
     /// harness self-tests use a stub).
     pub fn start_program(program: &Path, data_dir: &Path, extra_args: &[&str]) -> Proxy {
-        Proxy::start_program_on(program, IpAddr::from([127, 0, 0, 1]), data_dir, extra_args, &[], &[])
+        Proxy::start_program_on(
+            program,
+            IpAddr::from([127, 0, 0, 1]),
+            data_dir,
+            extra_args,
+            &[],
+            &[],
+        )
     }
 
     /// Like [`Proxy::start_with_config`], listening on `ip` (another
     /// loopback address, e.g. 127.0.0.2) and probing readiness with
     /// `probe_headers` added to `GET /stats` (e.g. an `Authorization` for
     /// `server.admin_token`). Panics when `ip` cannot be bound at all.
-    pub fn start_on(ip: IpAddr, data_dir: &Path, config_toml: &str, probe_headers: &[(&str, &str)]) -> Proxy {
+    pub fn start_on(
+        ip: IpAddr,
+        data_dir: &Path,
+        config_toml: &str,
+        probe_headers: &[(&str, &str)],
+    ) -> Proxy {
         let dir = TestDir::new("proxy-config");
         let path = dir.join("crawlcache.toml");
         fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
-        let mut proxy = Proxy::start_program_on(&crawlcache_bin(), ip, data_dir, &["--config", &path_str], probe_headers, &[]);
+        let path_str = path
+            .to_str()
+            .unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display()))
+            .to_owned();
+        let mut proxy = Proxy::start_program_on(
+            &crawlcache_bin(),
+            ip,
+            data_dir,
+            &["--config", &path_str],
+            probe_headers,
+            &[],
+        );
         proxy.config_dir = Some(dir);
         proxy
     }
 
     /// Like [`Proxy::start_with_config`], with `envs` added to the
     /// process's environment (e.g. the bucket credentials of fleet mode).
-    pub fn start_with_config_env(data_dir: &Path, config_toml: &str, envs: &[(&str, &str)]) -> Proxy {
+    pub fn start_with_config_env(
+        data_dir: &Path,
+        config_toml: &str,
+        envs: &[(&str, &str)],
+    ) -> Proxy {
         let dir = TestDir::new("proxy-config");
         let path = dir.join("crawlcache.toml");
         fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
-        let mut proxy = Proxy::start_program_on(&crawlcache_bin(), IpAddr::from([127, 0, 0, 1]), data_dir, &["--config", &path_str], &[], envs);
+        let path_str = path
+            .to_str()
+            .unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display()))
+            .to_owned();
+        let mut proxy = Proxy::start_program_on(
+            &crawlcache_bin(),
+            IpAddr::from([127, 0, 0, 1]),
+            data_dir,
+            &["--config", &path_str],
+            &[],
+            envs,
+        );
         proxy.config_dir = Some(dir);
         proxy
     }
 
-    fn start_program_on(program: &Path, ip: IpAddr, data_dir: &Path, extra_args: &[&str], probe_headers: &[(&str, &str)], envs: &[(&str, &str)]) -> Proxy {
+    fn start_program_on(
+        program: &Path,
+        ip: IpAddr,
+        data_dir: &Path,
+        extra_args: &[&str],
+        probe_headers: &[(&str, &str)],
+        envs: &[(&str, &str)],
+    ) -> Proxy {
         let logs = TestDir::new("proxy-logs");
         let stderr_path = logs.join("stderr.log");
         let mut last_failure = String::new();
         for _attempt in 1..=5 {
             let addr = SocketAddr::new(ip, free_port());
-            let open = |p: PathBuf| fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
+            let open = |p: PathBuf| {
+                fs::File::create(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()))
+            };
             let mut cmd = Command::new(program);
             cmd.arg("serve")
                 .arg("--listen")
@@ -124,18 +175,34 @@ impl Proxy {
                 .stdin(Stdio::null())
                 .stdout(open(logs.join("stdout.log")))
                 .stderr(open(stderr_path.clone()));
-            for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+            for var in
+                ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+            {
                 cmd.env_remove(var);
             }
             cmd.envs(envs.iter().copied());
-            let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));
-            let mut what = format!("{} serve --listen {addr} --data-dir {}", program.display(), data_dir.display());
+            let mut child =
+                cmd.spawn().unwrap_or_else(|e| panic!("spawning {} serve: {e}", program.display()));
+            let mut what = format!(
+                "{} serve --listen {addr} --data-dir {}",
+                program.display(),
+                data_dir.display()
+            );
             for a in extra_args {
                 what.push(' ');
                 what.push_str(a);
             }
             match wait_ready(&mut child, addr, &what, &stderr_path, probe_headers) {
-                Ok(()) => return Proxy { child: Some(child), addr, data_dir: data_dir.to_path_buf(), logs, config_dir: None, work_dir: None },
+                Ok(()) => {
+                    return Proxy {
+                        child: Some(child),
+                        addr,
+                        data_dir: data_dir.to_path_buf(),
+                        logs,
+                        config_dir: None,
+                        work_dir: None,
+                    }
+                }
                 Err(ReadyError::PortTaken(msg)) => last_failure = msg,
                 Err(ReadyError::Fatal(msg)) => {
                     let _ = terminate(&mut child, STOP_TIMEOUT);
@@ -152,7 +219,10 @@ impl Proxy {
         let dir = TestDir::new("proxy-config");
         let path = dir.join("crawlcache.toml");
         fs::write(&path, config_toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        let path_str = path.to_str().unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display())).to_owned();
+        let path_str = path
+            .to_str()
+            .unwrap_or_else(|| panic!("config path {} is not UTF-8", path.display()))
+            .to_owned();
         let mut args: Vec<&str> = vec!["--config", &path_str];
         args.extend_from_slice(extra_args);
         let mut proxy = Proxy::start(data_dir, &args);
@@ -204,7 +274,9 @@ impl Proxy {
 
     /// The proxy's stderr so far.
     pub fn stderr(&self) -> String {
-        fs::read(self.stderr_path()).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+        fs::read(self.stderr_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     /// Whether `needle` shows up in stderr within `limit`. Log lines go
@@ -226,14 +298,17 @@ impl Proxy {
 
     /// The proxy's standard output so far.
     pub fn stdout(&self) -> String {
-        fs::read(self.logs.join("stdout.log")).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+        fs::read(self.logs.join("stdout.log"))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     /// Sends the running proxy the signal `name` (`HUP`, `USR1`, ... as
     /// kill(1) spells it). Panics when `kill` fails.
     pub fn signal(&self, name: &str) {
         let pid = self.child.as_ref().expect("proxy running").id().to_string();
-        let sent = Command::new("kill").args([&format!("-{name}"), &pid]).stdin(Stdio::null()).status();
+        let sent =
+            Command::new("kill").args([&format!("-{name}"), &pid]).stdin(Stdio::null()).status();
         assert!(matches!(sent, Ok(s) if s.success()), "kill -{name} {pid}: {sent:?}");
     }
 
@@ -279,7 +354,11 @@ impl Proxy {
         let mut child = self.child.take().expect("proxy child present until stopped");
         match terminate(&mut child, STOP_TIMEOUT) {
             Ok(status) => status,
-            Err(msg) => panic!("stopping crawlcache on {}: {msg}\n--- stderr (tail) ---\n{}", self.addr, self.stderr_tail(60)),
+            Err(msg) => panic!(
+                "stopping crawlcache on {}: {msg}\n--- stderr (tail) ---\n{}",
+                self.addr,
+                self.stderr_tail(60)
+            ),
         }
     }
 }
@@ -291,7 +370,11 @@ impl Drop for Proxy {
                 eprintln!("[harness] {msg}");
             }
             if thread::panicking() {
-                eprintln!("[harness] crawlcache on {} stderr (tail):\n{}", self.addr, self.stderr_tail(40));
+                eprintln!(
+                    "[harness] crawlcache on {} stderr (tail):\n{}",
+                    self.addr,
+                    self.stderr_tail(40)
+                );
             }
         }
     }
@@ -304,14 +387,24 @@ enum ReadyError {
 }
 
 /// Polls `child` until origin-form `GET /stats` on `addr` answers 200.
-fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, stderr_path: &Path, probe_headers: &[(&str, &str)]) -> Result<(), ReadyError> {
+fn wait_ready(
+    child: &mut Child,
+    addr: SocketAddr,
+    what: &str,
+    stderr_path: &Path,
+    probe_headers: &[(&str, &str)],
+) -> Result<(), ReadyError> {
     let deadline = Instant::now() + PROXY_READY_TIMEOUT;
     let mut last_probe;
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
                 let msg = format!("`{what}` exited with {status} before answering GET /stats with 200\n--- stderr (tail) ---\n{}", tail_file(stderr_path, 60));
-                return Err(if port_is_free(addr.port()) { ReadyError::Fatal(msg) } else { ReadyError::PortTaken(msg) });
+                return Err(if port_is_free(addr.port()) {
+                    ReadyError::Fatal(msg)
+                } else {
+                    ReadyError::PortTaken(msg)
+                });
             }
             Ok(None) => {}
             Err(e) => return Err(ReadyError::Fatal(format!("waiting for `{what}`: {e}"))),
@@ -347,7 +440,8 @@ pub fn crawlcache_cmd(args: &[&str], limit: Duration) -> Output {
 /// Runs `crawlcache cache verify --data-dir DATA_DIR` and panics, with its
 /// output, unless it exits 0.
 pub fn assert_cache_verifies(data_dir: &Path) {
-    let dir = data_dir.to_str().unwrap_or_else(|| panic!("data dir {} is not UTF-8", data_dir.display()));
+    let dir =
+        data_dir.to_str().unwrap_or_else(|| panic!("data dir {} is not UTF-8", data_dir.display()));
     let out = crawlcache_cmd(&["cache", "verify", "--data-dir", dir], Duration::from_secs(120));
     assert!(
         out.status.success(),

@@ -130,14 +130,21 @@ impl RawOrigin {
     }
 
     /// The same over TLS with `config` (e.g. [`super::tls::TestPki::server_config`]).
-    pub fn start_tls(config: Arc<rustls::ServerConfig>, handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static) -> RawOrigin {
+    pub fn start_tls(
+        config: Arc<rustls::ServerConfig>,
+        handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static,
+    ) -> RawOrigin {
         RawOrigin::spawn(Some(tokio_rustls::TlsAcceptor::from(config)), Arc::new(handler))
     }
 
     fn spawn(tls: Option<tokio_rustls::TlsAcceptor>, handler: Arc<Handler>) -> RawOrigin {
-        let std_listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("raw origin: binding 127.0.0.1:0: {e}"));
-        let addr = std_listener.local_addr().unwrap_or_else(|e| panic!("raw origin: its address: {e}"));
-        std_listener.set_nonblocking(true).unwrap_or_else(|e| panic!("raw origin: set_nonblocking: {e}"));
+        let std_listener = TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("raw origin: binding 127.0.0.1:0: {e}"));
+        let addr =
+            std_listener.local_addr().unwrap_or_else(|e| panic!("raw origin: its address: {e}"));
+        std_listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("raw origin: set_nonblocking: {e}"));
         let shared = Arc::new(Shared { log: Mutex::new(Log::default()), arrived: Condvar::new() });
         let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
         let thread_shared = shared.clone();
@@ -235,8 +242,12 @@ impl RawOrigin {
         while log.requests.len() < n {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let seen: Vec<String> = log.requests.iter().map(|r| format!("{} {}", r.method, r.target)).collect();
-                panic!("raw origin {}: expected {n} requests within {timeout:?}, got {seen:?}", self.addr);
+                let seen: Vec<String> =
+                    log.requests.iter().map(|r| format!("{} {}", r.method, r.target)).collect();
+                panic!(
+                    "raw origin {}: expected {n} requests within {timeout:?}, got {seen:?}",
+                    self.addr
+                );
             }
             log = self.shared.arrived.wait_timeout(log, left).unwrap_or_else(|p| p.into_inner()).0;
         }
@@ -342,7 +353,8 @@ fn decode_chunked(buf: &[u8]) -> Result<Option<(usize, Vec<u8>)>, String> {
         if hex.is_empty() || hex.len() > 15 || !hex.iter().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("bad chunk size line {:?}", String::from_utf8_lossy(line)));
         }
-        let size = usize::from_str_radix(std::str::from_utf8(hex).unwrap_or("0"), 16).map_err(|e| e.to_string())?;
+        let size = usize::from_str_radix(std::str::from_utf8(hex).unwrap_or("0"), 16)
+            .map_err(|e| e.to_string())?;
         pos += eol + 2;
         if size == 0 {
             // Trailer section up to an empty line.
@@ -366,7 +378,12 @@ fn decode_chunked(buf: &[u8]) -> Result<Option<(usize, Vec<u8>)>, String> {
     }
 }
 
-async fn serve<S>(mut stream: S, connection: usize, handler: Arc<Handler>, shared: Arc<Shared>) -> Result<(), String>
+async fn serve<S>(
+    mut stream: S,
+    connection: usize,
+    handler: Arc<Handler>,
+    shared: Arc<Shared>,
+) -> Result<(), String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -395,17 +412,23 @@ where
                 if buf.is_empty() {
                     return Ok(());
                 }
-                return Err(format!("connection closed inside a request head: {:?}", String::from_utf8_lossy(&buf)));
+                return Err(format!(
+                    "connection closed inside a request head: {:?}",
+                    String::from_utf8_lossy(&buf)
+                ));
             }
         };
         let head_bytes: Vec<u8> = buf.drain(..head_end).collect();
         let head = parse_strict_head(&head_bytes);
-        let chunked =
-            field_all(&head.fields, "Transfer-Encoding").iter().any(|v| v.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked")));
+        let chunked = field_all(&head.fields, "Transfer-Encoding").iter().any(|v| {
+            v.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
+        });
         let (body_raw, body) = if chunked {
             loop {
                 match decode_chunked(&buf)? {
-                    Some((raw_len, content)) => break (buf.drain(..raw_len).collect::<Vec<u8>>(), content),
+                    Some((raw_len, content)) => {
+                        break (buf.drain(..raw_len).collect::<Vec<u8>>(), content)
+                    }
                     None => {
                         if !fill!() {
                             return Err("connection closed inside a chunked body".into());
@@ -414,10 +437,14 @@ where
                 }
             }
         } else if let Some(cl) = field(&head.fields, "Content-Length") {
-            let n: usize = cl.trim().parse().map_err(|e| format!("unusable Content-Length {cl:?}: {e}"))?;
+            let n: usize =
+                cl.trim().parse().map_err(|e| format!("unusable Content-Length {cl:?}: {e}"))?;
             while buf.len() < n {
                 if !fill!() {
-                    return Err(format!("connection closed inside a body of {n} bytes ({} read)", buf.len()));
+                    return Err(format!(
+                        "connection closed inside a body of {n} bytes ({} read)",
+                        buf.len()
+                    ));
                 }
             }
             let raw: Vec<u8> = buf.drain(..n).collect();
@@ -425,8 +452,10 @@ where
         } else {
             (Vec::new(), Vec::new())
         };
-        let wants_close =
-            head.version == "HTTP/1.0" || field_all(&head.fields, "Connection").iter().any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
+        let wants_close = head.version == "HTTP/1.0"
+            || field_all(&head.fields, "Connection")
+                .iter()
+                .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
         let req = RawRequest {
             connection,
             on_connection,

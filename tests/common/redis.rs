@@ -35,9 +35,20 @@ impl RedisServer {
 
     /// [`RedisServer::start`] with extra `redis-server` arguments.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
-        let bin = find_tool("redis-server", "CRAWLCACHE_REDIS_SERVER", &["/usr/bin/redis-server", "/usr/sbin/redis-server"], REDIS_HINT);
+        let bin = find_tool(
+            "redis-server",
+            "CRAWLCACHE_REDIS_SERVER",
+            &["/usr/bin/redis-server", "/usr/sbin/redis-server"],
+            REDIS_HINT,
+        );
         let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
-        let mut r = RedisServer { child: None, port: free_port(), dir: TestDir::new("redis"), bin, extra_args };
+        let mut r = RedisServer {
+            child: None,
+            port: free_port(),
+            dir: TestDir::new("redis"),
+            bin,
+            extra_args,
+        };
         r.start_again();
         r
     }
@@ -67,8 +78,24 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let child = Command::new(&self.bin)
-                .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--daemonize", "no", "--protected-mode", "no", "--logfile", log.to_str().unwrap_or("redis.log")])
+                .args([
+                    "--port",
+                    &self.port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args([
+                    "--daemonize",
+                    "no",
+                    "--protected-mode",
+                    "no",
+                    "--logfile",
+                    log.to_str().unwrap_or("redis.log"),
+                ])
                 .args(&self.extra_args)
                 .arg("--dir")
                 .arg(self.dir.path())
@@ -93,7 +120,11 @@ impl RedisServer {
             // Exited (port taken by someone else meanwhile?) or never ready.
             self.stop();
             if Instant::now() >= deadline {
-                panic!("redis-server on port {} did not answer PING within 10 s\n--- log ---\n{}", self.port, tail_file(&log, 30));
+                panic!(
+                    "redis-server on port {} did not answer PING within 10 s\n--- log ---\n{}",
+                    self.port,
+                    tail_file(&log, 30)
+                );
             }
             thread::sleep(Duration::from_millis(200));
         }
@@ -114,14 +145,27 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let mut cmd = Command::new(self.bin.with_file_name("redis-cli"));
         cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]).args(args);
-        let out = run_bounded(&mut cmd, Duration::from_secs(10), &format!("redis-cli {}", args.join(" ")));
-        assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = run_bounded(
+            &mut cmd,
+            Duration::from_secs(10),
+            &format!("redis-cli {}", args.join(" ")),
+        );
+        assert!(
+            out.status.success(),
+            "redis-cli {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// The keys matching `pattern`, sorted.
     pub fn keys(&self, pattern: &str) -> Vec<String> {
-        let mut v: Vec<String> = self.cli(&["--scan", "--pattern", pattern]).lines().map(str::to_owned).filter(|l| !l.is_empty()).collect();
+        let mut v: Vec<String> = self
+            .cli(&["--scan", "--pattern", pattern])
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect();
         v.sort();
         v
     }
@@ -133,7 +177,10 @@ impl Drop for RedisServer {
         if thread::panicking() {
             let log = self.dir.join("redis.log");
             if let Ok(text) = fs::read_to_string(&log) {
-                eprintln!("[harness] redis-server log (tail):\n{}", super::process::tail(&text, 20));
+                eprintln!(
+                    "[harness] redis-server log (tail):\n{}",
+                    super::process::tail(&text, 20)
+                );
             }
         }
     }
@@ -150,9 +197,19 @@ impl RedisCluster {
     /// 20 s) until every one reports `cluster_state:ok`.
     pub fn start() -> RedisCluster {
         let servers: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start_with(&["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"]))
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+            })
             .collect();
-        let addrs: Vec<String> = servers.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+        let addrs: Vec<String> =
+            servers.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addrs.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
@@ -160,7 +217,10 @@ impl RedisCluster {
         let deadline = Instant::now() + Duration::from_secs(20);
         for s in &servers {
             while !s.cli(&["cluster", "info"]).contains("cluster_state:ok") {
-                assert!(Instant::now() < deadline, "the Redis Cluster did not reach cluster_state:ok within 20 s");
+                assert!(
+                    Instant::now() < deadline,
+                    "the Redis Cluster did not reach cluster_state:ok within 20 s"
+                );
                 thread::sleep(Duration::from_millis(100));
             }
         }
@@ -169,7 +229,8 @@ impl RedisCluster {
 
     /// The seed list for `fleet.redis_url`, as TOML: `["redis://...", ...]`.
     pub fn urls_toml(&self) -> String {
-        let v: Vec<String> = self.servers.iter().map(|s| format!("\"redis://127.0.0.1:{}\"", s.port())).collect();
+        let v: Vec<String> =
+            self.servers.iter().map(|s| format!("\"redis://127.0.0.1:{}\"", s.port())).collect();
         format!("[{}]", v.join(", "))
     }
 

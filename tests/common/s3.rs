@@ -33,8 +33,10 @@ pub const TEST_REGION: &str = "us-east-1";
 
 /// The access key the harness imports into Garage and gives crawlcache
 /// (Garage's key IDs are `GK` and 24 hex digits, secrets 64 hex digits).
-pub const TEST_CREDENTIALS: [(&str, &str); 2] =
-    [("AWS_ACCESS_KEY_ID", "GK0123456789abcdef01234567"), ("AWS_SECRET_ACCESS_KEY", "5bb0a6bb4e0f6e4b3fd1c2d7b7e3c5e1c0a9f8e7d6c5b4a39281706f5e4d3c2b")];
+pub const TEST_CREDENTIALS: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "GK0123456789abcdef01234567"),
+    ("AWS_SECRET_ACCESS_KEY", "5bb0a6bb4e0f6e4b3fd1c2d7b7e3c5e1c0a9f8e7d6c5b4a39281706f5e4d3c2b"),
+];
 
 /// The RPC secret of the test nodes (one node: nothing else ever joins).
 const RPC_SECRET: &str = "3a6f1e2d4c5b6a79808f9e8d7c6b5a4938271605f4e3d2c1b0a9f8e7d6c5b4a3";
@@ -51,7 +53,12 @@ pub fn garage_bin() -> PathBuf {
         .map(|d| d.join("bin").join("garage"))
         .unwrap_or_default();
     let fallback = cargo_bin.to_string_lossy().into_owned();
-    find_tool("garage", "CRAWLCACHE_GARAGE", &[fallback.as_str(), "/usr/local/bin/garage"], GARAGE_HINT)
+    find_tool(
+        "garage",
+        "CRAWLCACHE_GARAGE",
+        &[fallback.as_str(), "/usr/local/bin/garage"],
+        GARAGE_HINT,
+    )
 }
 
 /// A running one-node Garage on 127.0.0.1 with one bucket.
@@ -72,7 +79,15 @@ impl S3Server {
     /// Garage is missing.
     pub fn start(bucket: &str) -> S3Server {
         let bin = garage_bin();
-        let mut s = S3Server { child: None, port: free_port(), rpc_port: free_port(), bucket: bucket.to_string(), dir: TestDir::new("garage"), bin, starts: 0 };
+        let mut s = S3Server {
+            child: None,
+            port: free_port(),
+            rpc_port: free_port(),
+            bucket: bucket.to_string(),
+            dir: TestDir::new("garage"),
+            bin,
+            starts: 0,
+        };
         s.start_again();
         s
     }
@@ -126,9 +141,11 @@ impl S3Server {
             rpc = self.rpc_port,
             s3 = self.port,
         );
-        std::fs::write(self.config_path(), config).unwrap_or_else(|e| panic!("writing {}: {e}", self.config_path().display()));
+        std::fs::write(self.config_path(), config)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", self.config_path().display()));
         let log = self.log_path();
-        let file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        let file = std::fs::File::create(&log)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
         let err = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
         let child = Command::new(&self.bin)
             .arg("-c")
@@ -139,7 +156,9 @@ impl S3Server {
             .stdout(file)
             .stderr(err)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {} server: {e}. {GARAGE_HINT}", self.bin.display()));
+            .unwrap_or_else(|e| {
+                panic!("starting {} server: {e}. {GARAGE_HINT}", self.bin.display())
+            });
         self.child = Some(child);
         // `node id` only reads the node's key from its metadata folder, so it
         // can answer before the RPC port listens; `status` goes through the
@@ -147,9 +166,14 @@ impl S3Server {
         let deadline = Instant::now() + READY_TIMEOUT;
         let node_id = loop {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("garage exited with {status} before answering\n--- log ---\n{}", tail_file(&log, 30));
+                panic!(
+                    "garage exited with {status} before answering\n--- log ---\n{}",
+                    tail_file(&log, 30)
+                );
             }
-            let id = self.try_cli(&["node", "id", "-q"]).and_then(|out| out.trim().split('@').next().filter(|id| id.len() >= 16).map(str::to_string));
+            let id = self.try_cli(&["node", "id", "-q"]).and_then(|out| {
+                out.trim().split('@').next().filter(|id| id.len() >= 16).map(str::to_string)
+            });
             if let Some(id) = id.filter(|_| self.try_cli(&["status"]).is_some()) {
                 break id;
             }
@@ -161,12 +185,23 @@ impl S3Server {
         let (key_id, secret) = (TEST_CREDENTIALS[0].1, TEST_CREDENTIALS[1].1);
         self.cli(&["key", "import", "--yes", "-n", "crawlcache-test", key_id, secret]);
         self.cli(&["bucket", "create", &self.bucket.clone()]);
-        self.cli(&["bucket", "allow", "--read", "--write", "--owner", &self.bucket.clone(), "--key", key_id]);
+        self.cli(&[
+            "bucket",
+            "allow",
+            "--read",
+            "--write",
+            "--owner",
+            &self.bucket.clone(),
+            "--key",
+            key_id,
+        ]);
         // The S3 API answers (an anonymous request is refused with an S3
         // error: any HTTP answer will do).
         let addr = ([127, 0, 0, 1], self.port).into();
         loop {
-            let up = Conn::try_open(addr, Duration::from_millis(300)).and_then(|mut c| c.try_send("GET", "/", &[("Connection", "close")], b"")).is_ok();
+            let up = Conn::try_open(addr, Duration::from_millis(300))
+                .and_then(|mut c| c.try_send("GET", "/", &[("Connection", "close")], b""))
+                .is_ok();
             if up {
                 break;
             }
@@ -182,7 +217,14 @@ impl S3Server {
 
     /// `garage -c CONFIG ARGS...`, its stdout when it succeeds.
     fn try_cli(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new(&self.bin).arg("-c").arg(self.config_path()).args(args).env("RUST_LOG", "error").stdin(Stdio::null()).output().ok()?;
+        let out = Command::new(&self.bin)
+            .arg("-c")
+            .arg(self.config_path())
+            .args(args)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
@@ -191,7 +233,8 @@ impl S3Server {
     pub fn cli(&self, args: &[&str]) -> String {
         let mut cmd = Command::new(&self.bin);
         cmd.arg("-c").arg(self.config_path()).args(args).env("RUST_LOG", "error");
-        let out = run_bounded(&mut cmd, Duration::from_secs(60), &format!("garage {}", args.join(" ")));
+        let out =
+            run_bounded(&mut cmd, Duration::from_secs(60), &format!("garage {}", args.join(" ")));
         assert!(
             out.status.success(),
             "garage {args:?} failed ({}):\n{}{}\n--- log ---\n{}",
@@ -211,13 +254,30 @@ impl S3Server {
         let host = format!("127.0.0.1:{}", self.port);
         let path = format!("/{}/{key}", self.bucket);
         // `2026-12-03T17:51:23.000Z` -> `20261203`, `20261203T175123Z`.
-        let now: String = crawlcache_base::time::format_rfc3339(std::time::SystemTime::now()).chars().filter(|c| c.is_ascii_digit()).collect();
+        let now: String = crawlcache_base::time::format_rfc3339(std::time::SystemTime::now())
+            .chars()
+            .filter(|c| c.is_ascii_digit())
+            .collect();
         let date = now[..8].to_string();
         let amz_date = format!("{date}T{}Z", &now[8..14]);
         let payload = hex::encode(Sha256::digest(bytes));
-        let auth = sigv4_authorization("PUT", &path, &host, &payload, &amz_date, &date, TEST_REGION, TEST_CREDENTIALS[0].1, TEST_CREDENTIALS[1].1);
-        let headers =
-            [("Host", host.as_str()), ("x-amz-content-sha256", payload.as_str()), ("x-amz-date", amz_date.as_str()), ("Authorization", auth.as_str())];
+        let auth = sigv4_authorization(
+            "PUT",
+            &path,
+            &host,
+            &payload,
+            &amz_date,
+            &date,
+            TEST_REGION,
+            TEST_CREDENTIALS[0].1,
+            TEST_CREDENTIALS[1].1,
+        );
+        let headers = [
+            ("Host", host.as_str()),
+            ("x-amz-content-sha256", payload.as_str()),
+            ("x-amz-date", amz_date.as_str()),
+            ("Authorization", auth.as_str()),
+        ];
         let r = send_request(addr, "PUT", &path, &headers, bytes);
         assert_eq!(r.status, 200, "PUT {key}: {}", r.describe());
     }
@@ -267,7 +327,10 @@ fn sigv4_authorization(
     let signed = "host;x-amz-content-sha256;x-amz-date";
     let canonical = format!("{method}\n{path}\n\nhost:{host}\nx-amz-content-sha256:{payload_sha256}\nx-amz-date:{amz_date}\n\n{signed}\n{payload_sha256}");
     let scope = format!("{date}/{region}/s3/aws4_request");
-    let to_sign = format!("AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())));
+    let to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
+        hex::encode(Sha256::digest(canonical.as_bytes()))
+    );
     let k = hmac_sha256(format!("AWS4{secret}").as_bytes(), date.as_bytes());
     let k = hmac_sha256(&k, region.as_bytes());
     let k = hmac_sha256(&k, b"s3");

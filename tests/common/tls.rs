@@ -31,8 +31,15 @@ pub fn test_pki(leaf_names: &[&str]) -> TestPki {
     let ca = ca_params.self_signed(&ca_key).expect("self-signing the test CA");
     let leaf_key = KeyPair::generate().expect("generating the origin leaf key");
     let names: Vec<String> = leaf_names.iter().map(|n| n.to_string()).collect();
-    let leaf = CertificateParams::new(names).expect("origin leaf parameters").signed_by(&leaf_key, &ca, &ca_key).expect("signing the origin leaf");
-    TestPki { ca_pem: ca.pem(), leaf: leaf.der().clone(), leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()) }
+    let leaf = CertificateParams::new(names)
+        .expect("origin leaf parameters")
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .expect("signing the origin leaf");
+    TestPki {
+        ca_pem: ca.pem(),
+        leaf: leaf.der().clone(),
+        leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+    }
 }
 
 impl TestPki {
@@ -44,7 +51,10 @@ impl TestPki {
             .with_safe_default_protocol_versions()
             .expect("TLS versions")
             .with_no_client_auth()
-            .with_single_cert(vec![self.leaf.clone()], PrivateKeyDer::Pkcs8(self.leaf_key.clone_key()))
+            .with_single_cert(
+                vec![self.leaf.clone()],
+                PrivateKeyDer::Pkcs8(self.leaf_key.clone_key()),
+            )
             .expect("origin server config");
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(config)
@@ -57,9 +67,17 @@ impl TestPki {
 /// and whose `ca_pem` is the same certificate in PEM.
 pub fn self_signed_pki(names: &[&str]) -> TestPki {
     let key = KeyPair::generate().expect("generating the self-signed key");
-    let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).expect("self-signed parameters");
-    params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or("localhost"));
+    let mut params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .expect("self-signed parameters");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, names.first().copied().unwrap_or("localhost"));
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let cert = params.self_signed(&key).expect("self-signing");
-    TestPki { ca_pem: cert.pem(), leaf: cert.der().clone(), leaf_key: PrivatePkcs8KeyDer::from(key.serialize_der()) }
+    TestPki {
+        ca_pem: cert.pem(),
+        leaf: cert.der().clone(),
+        leaf_key: PrivatePkcs8KeyDer::from(key.serialize_der()),
+    }
 }

@@ -22,7 +22,14 @@ pub type Handler = dyn Fn(&str, &str) -> Answer + Send + Sync;
 
 /// A page that a shared cache may keep for a minute.
 pub fn page(body: &str) -> Answer {
-    (200, vec![("Cache-Control", "max-age=60".to_string()), ("Content-Type", "text/plain".to_string())], body.as_bytes().to_vec())
+    (
+        200,
+        vec![
+            ("Cache-Control", "max-age=60".to_string()),
+            ("Content-Type", "text/plain".to_string()),
+        ],
+        body.as_bytes().to_vec(),
+    )
 }
 
 /// An origin on 127.0.0.1:PORT speaking HTTP/1.1 over TLS (leaf from
@@ -37,9 +44,13 @@ pub struct TlsOrigin {
 
 impl TlsOrigin {
     /// `handler(scheme, path)` answers each request.
-    pub fn start(pki: &TestPki, handler: impl Fn(&str, &str) -> Answer + Send + Sync + 'static) -> TlsOrigin {
+    pub fn start(
+        pki: &TestPki,
+        handler: impl Fn(&str, &str) -> Answer + Send + Sync + 'static,
+    ) -> TlsOrigin {
         let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config());
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the TLS origin on 127.0.0.1:0");
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("binding the TLS origin on 127.0.0.1:0");
         let addr = std_listener.local_addr().expect("TLS origin address");
         std_listener.set_nonblocking(true).expect("set_nonblocking");
         let counts: Arc<Mutex<HashMap<(String, String), usize>>> = Arc::default();
@@ -90,7 +101,12 @@ impl TlsOrigin {
 
     /// Requests seen for `path` over `scheme` ("https" or "http").
     pub fn count(&self, scheme: &str, path: &str) -> usize {
-        self.counts.lock().unwrap().get(&(scheme.to_string(), path.to_string())).copied().unwrap_or(0)
+        self.counts
+            .lock()
+            .unwrap()
+            .get(&(scheme.to_string(), path.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn all_counts(&self) -> HashMap<(String, String), usize> {
@@ -109,8 +125,12 @@ impl Drop for TlsOrigin {
     }
 }
 
-async fn serve<IO>(io: TokioIo<IO>, scheme: &'static str, handler: Arc<Handler>, counts: Arc<Mutex<HashMap<(String, String), usize>>>)
-where
+async fn serve<IO>(
+    io: TokioIo<IO>,
+    scheme: &'static str,
+    handler: Arc<Handler>,
+    counts: Arc<Mutex<HashMap<(String, String), usize>>>,
+) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {

@@ -23,7 +23,8 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.mountpoint).stdin(Stdio::null()).status();
+        let _ =
+            Command::new("umount").arg("-l").arg(&self.mountpoint).stdin(Stdio::null()).status();
     }
 }
 
@@ -36,7 +37,10 @@ pub fn mount_or_skip(test: &str, mountpoint: &Path, size: &str) -> Option<Tmpfs>
     if !running_as_root() {
         // Straight to the process's stderr, past the test harness's output
         // capture, so that the skip shows in a normal `cargo test` run.
-        let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: mounting a {size} tmpfs needs root (CI runs as root)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: {test}: mounting a {size} tmpfs needs root (CI runs as root)"
+        );
         return None;
     }
     let out = Command::new("mount")
@@ -44,7 +48,9 @@ pub fn mount_or_skip(test: &str, mountpoint: &Path, size: &str) -> Option<Tmpfs>
         .arg(mountpoint)
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("{test}: running `mount -t tmpfs` on {}: {e}", mountpoint.display()));
+        .unwrap_or_else(|e| {
+            panic!("{test}: running `mount -t tmpfs` on {}: {e}", mountpoint.display())
+        });
     assert!(
         out.status.success(),
         "{test}: mounting a {size} tmpfs on {} failed although running as root ({}): {}",
@@ -63,5 +69,9 @@ pub fn running_as_root() -> bool {
             return line.split_whitespace().nth(2) == Some("0");
         }
     }
-    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
 }

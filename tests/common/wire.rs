@@ -19,7 +19,9 @@ pub fn field_all<'a>(fields: &'a Fields, name: &str) -> Vec<&'a str> {
 /// Whether a comma-separated field (e.g. `Connection`, `Transfer-Encoding`)
 /// contains `token`, over all its lines.
 pub(crate) fn field_has_token(fields: &Fields, name: &str, token: &str) -> bool {
-    field_all(fields, name).iter().any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    field_all(fields, name)
+        .iter()
+        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
 pub(crate) fn find_subslice(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -37,7 +39,9 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<(String, Fields), String> {
         if line.is_empty() {
             continue;
         }
-        let (name, value) = line.split_once(':').ok_or_else(|| format!("malformed field line {line:?} in head {text:?}"))?;
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| format!("malformed field line {line:?} in head {text:?}"))?;
         fields.push((name.trim().to_owned(), value.trim().to_owned()));
     }
     Ok((start, fields))
@@ -71,9 +75,11 @@ impl ChunkedDecoder {
                     let Some(eol) = find_subslice(&buf[pos..], b"\r\n") else { break };
                     let line = String::from_utf8_lossy(&buf[pos..pos + eol]).into_owned();
                     let hex = line.split(';').next().unwrap_or("").trim();
-                    let size = usize::from_str_radix(hex, 16).map_err(|e| format!("bad chunk size line {line:?}: {e}"))?;
+                    let size = usize::from_str_radix(hex, 16)
+                        .map_err(|e| format!("bad chunk size line {line:?}: {e}"))?;
                     pos += eol + 2;
-                    self.state = if size == 0 { ChunkedState::Trailer } else { ChunkedState::Data(size) };
+                    self.state =
+                        if size == 0 { ChunkedState::Trailer } else { ChunkedState::Data(size) };
                 }
                 ChunkedState::Data(remaining) => {
                     let take = remaining.min(buf.len() - pos);
@@ -82,14 +88,21 @@ impl ChunkedDecoder {
                     }
                     self.body.extend_from_slice(&buf[pos..pos + take]);
                     pos += take;
-                    self.state = if take == remaining { ChunkedState::DataEnd } else { ChunkedState::Data(remaining - take) };
+                    self.state = if take == remaining {
+                        ChunkedState::DataEnd
+                    } else {
+                        ChunkedState::Data(remaining - take)
+                    };
                 }
                 ChunkedState::DataEnd => {
                     if buf.len() - pos < 2 {
                         break;
                     }
                     if &buf[pos..pos + 2] != b"\r\n" {
-                        return Err(format!("chunk data not followed by CRLF: {:?}", &buf[pos..pos + 2]));
+                        return Err(format!(
+                            "chunk data not followed by CRLF: {:?}",
+                            &buf[pos..pos + 2]
+                        ));
                     }
                     pos += 2;
                     self.state = ChunkedState::Size;
@@ -148,7 +161,8 @@ pub fn http_date(t: SystemTime) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     format!(
         "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
         WEEKDAYS[days.rem_euclid(7) as usize],

@@ -10,9 +10,16 @@ fn three_nodes_share_robots_and_the_fleet_tier_through_a_redis_cluster() {
     let _serial = serial();
     let origin = Origin::start(|req| {
         if req.path() == "/robots.txt" {
-            return Reply::ok(&[("Content-Type", "text/plain")], b"User-agent: *\nDisallow: /private\n").delayed(Duration::from_millis(300));
+            return Reply::ok(
+                &[("Content-Type", "text/plain")],
+                b"User-agent: *\nDisallow: /private\n",
+            )
+            .delayed(Duration::from_millis(300));
         }
-        Reply::ok(&[("Cache-Control", "max-age=600")], format!("page {}", req.target).repeat(100).as_bytes())
+        Reply::ok(
+            &[("Cache-Control", "max-age=600")],
+            format!("page {}", req.target).repeat(100).as_bytes(),
+        )
     });
     let cluster = RedisCluster::start();
     let s3 = S3Server::start("crawlcache-cluster");
@@ -22,12 +29,18 @@ fn three_nodes_share_robots_and_the_fleet_tier_through_a_redis_cluster() {
         .map(|n| {
             Proxy::start_with_config_env(
                 &dir.subdir(n),
-                &node_config(&cluster.urls_toml(), Some(&s3), n, "[robots]\nhonor_crawl_delay = true\n"),
+                &node_config(
+                    &cluster.urls_toml(),
+                    Some(&s3),
+                    n,
+                    "[robots]\nhonor_crawl_delay = true\n",
+                ),
                 &TEST_CREDENTIALS,
             )
         })
         .collect();
-    let get = |i: usize, path: &str| nodes[i].get(&origin.url(path), &[("User-Agent", "FleetBot/1.0")]);
+    let get =
+        |i: usize, path: &str| nodes[i].get(&origin.url(path), &[("User-Agent", "FleetBot/1.0")]);
 
     let threads: Vec<_> = (0..12)
         .map(|i| {
@@ -40,12 +53,20 @@ fn three_nodes_share_robots_and_the_fleet_tier_through_a_redis_cluster() {
         assert_eq!(r.status, 200, "{}", r.describe());
         assert!(r.header("Robots-Status").unwrap_or("").starts_with("allowed"), "{}", r.describe());
     }
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/robots.txt").count(), 1, "one robots.txt fetch for the fleet");
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/robots.txt").count(),
+        1,
+        "one robots.txt fetch for the fleet"
+    );
 
     assert_eq!(get(0, "/shared").status, 200);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while cluster.keys("entry:*").len() < 13 {
-        assert!(std::time::Instant::now() < deadline, "entries published: {:?}", cluster.keys("entry:*"));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "entries published: {:?}",
+            cluster.keys("entry:*")
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let r = get(1, "/shared");
@@ -54,7 +75,18 @@ fn three_nodes_share_robots_and_the_fleet_tier_through_a_redis_cluster() {
     assert_eq!(origin.requests().iter().filter(|r| r.path() == "/shared").count(), 1);
     // Keys live on several primaries, and an origin's robots keys together.
     let per_server: Vec<usize> = cluster.servers.iter().map(|s| s.keys("entry:*").len()).collect();
-    assert!(per_server.iter().filter(|n| **n > 0).count() >= 2, "entries spread over the primaries: {per_server:?}");
-    let with_robots: Vec<usize> = cluster.servers.iter().map(|s| s.keys("robots:snap:*").len() + s.keys("pace:*").len()).collect();
-    assert_eq!(with_robots.iter().filter(|n| **n > 0).count(), 1, "one origin's robots snapshot and pacing slot share a shard: {with_robots:?}");
+    assert!(
+        per_server.iter().filter(|n| **n > 0).count() >= 2,
+        "entries spread over the primaries: {per_server:?}"
+    );
+    let with_robots: Vec<usize> = cluster
+        .servers
+        .iter()
+        .map(|s| s.keys("robots:snap:*").len() + s.keys("pace:*").len())
+        .collect();
+    assert_eq!(
+        with_robots.iter().filter(|n| **n > 0).count(),
+        1,
+        "one origin's robots snapshot and pacing slot share a shard: {with_robots:?}"
+    );
 }

@@ -10,9 +10,15 @@ use std::time::Duration;
 fn origin() -> Origin {
     Origin::start(|req| {
         if req.path() == "/robots.txt" {
-            return Reply::ok(&[("Content-Type", "text/plain")], b"User-agent: *\nDisallow: /private\n");
+            return Reply::ok(
+                &[("Content-Type", "text/plain")],
+                b"User-agent: *\nDisallow: /private\n",
+            );
         }
-        Reply::ok(&[("Cache-Control", "max-age=600"), ("ETag", "\"x\"")], format!("body of {}", req.target).repeat(50).as_bytes())
+        Reply::ok(
+            &[("Cache-Control", "max-age=600"), ("ETag", "\"x\"")],
+            format!("body of {}", req.target).repeat(50).as_bytes(),
+        )
     })
 }
 
@@ -22,7 +28,11 @@ fn wait_up(fleet: &Fleet, key: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     for i in 0..3 {
         while fleet.fleet_stats(i)[key] != serde_json::Value::Bool(true) {
-            assert!(std::time::Instant::now() < deadline, "node {i} did not report {key} within 15 s:\n{}", fleet.nodes[i].stderr_tail(20));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {i} did not report {key} within 15 s:\n{}",
+                fleet.nodes[i].stderr_tail(20)
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -54,7 +64,10 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     for path in ["/r1", "/r2", "/warm"] {
         for r in all_nodes_serve(&fleet, &origin, path) {
             let h = r.header("Robots-Status").unwrap_or("").to_string();
-            assert!(h.starts_with("allowed") && h.contains("disposition=cached"), "verdicts from the local snapshots: {h}");
+            assert!(
+                h.starts_with("allowed") && h.contains("disposition=cached"),
+                "verdicts from the local snapshots: {h}"
+            );
         }
     }
     for i in 0..3 {
@@ -65,10 +78,17 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
             r.describe()
         );
     }
-    assert_eq!(requests_for(&origin, "/robots.txt").len(), 1, "no robots.txt refetch while Redis is down");
+    assert_eq!(
+        requests_for(&origin, "/robots.txt").len(),
+        1,
+        "no robots.txt refetch while Redis is down"
+    );
     assert_eq!(fleet.nodes[0].metric("crawlcache_fleet_up{engine=\"redis\"}"), 0);
     assert!(fleet.fleet_stats(0)["redis_errors"].as_u64().unwrap_or(0) >= 1);
-    assert!(fleet.nodes[0].log_shows("fleet: redis unusable", Duration::from_secs(5)), "a warning says so");
+    assert!(
+        fleet.nodes[0].log_shows("fleet: redis unusable", Duration::from_secs(5)),
+        "a warning says so"
+    );
 
     // Redis comes back (empty): the nodes reconnect by themselves and share
     // again, without a restart.
@@ -79,7 +99,11 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     fleet.wait_counter(0, "published", before + 1, Duration::from_secs(10));
     for i in [1, 2] {
         let r = fleet.get(i, &origin.url("/after-redis"));
-        assert!(r.cache_status().unwrap_or_default().contains("detail=fleet"), "node {i} shares again: {}", r.describe());
+        assert!(
+            r.cache_status().unwrap_or_default().contains("detail=fleet"),
+            "node {i} shares again: {}",
+            r.describe()
+        );
     }
     assert_eq!(requests_for(&origin, "/after-redis").len(), 1);
     assert_eq!(fleet.nodes[1].metric("crawlcache_fleet_up{engine=\"redis\"}"), 1);
@@ -105,7 +129,11 @@ fn redis_then_the_bucket_stopped_mid_crawl_and_restarted() {
     fleet.wait_counter(0, "published", before + 1, Duration::from_secs(10));
     for i in [1, 2] {
         let r = fleet.get(i, &origin.url("/after-s3"));
-        assert!(r.cache_status().unwrap_or_default().contains("detail=fleet"), "node {i} shares again: {}", r.describe());
+        assert!(
+            r.cache_status().unwrap_or_default().contains("detail=fleet"),
+            "node {i} shares again: {}",
+            r.describe()
+        );
     }
     assert_eq!(requests_for(&origin, "/after-s3").len(), 1);
     // The restarted bucket lost /only-a's body: its record is dropped, the

@@ -14,7 +14,10 @@ fn crawl_delay_1_spaces_thirty_requests_from_three_nodes_one_second_apart() {
     let _serial = serial();
     let origin = Origin::start(|req| {
         if req.path() == "/robots.txt" {
-            return Reply::ok(&[("Content-Type", "text/plain")], b"User-agent: *\nCrawl-delay: 1\n");
+            return Reply::ok(
+                &[("Content-Type", "text/plain")],
+                b"User-agent: *\nCrawl-delay: 1\n",
+            );
         }
         Reply::ok(&[("Cache-Control", "max-age=600")], format!("page {}", req.target).as_bytes())
     });
@@ -24,7 +27,8 @@ fn crawl_delay_1_spaces_thirty_requests_from_three_nodes_one_second_apart() {
     for (i, r) in rs.iter().enumerate() {
         assert_eq!(r.status, 200, "request {i}: {}", r.describe());
     }
-    let mut pages: Vec<_> = origin.requests().into_iter().filter(|r| r.path() != "/robots.txt").collect();
+    let mut pages: Vec<_> =
+        origin.requests().into_iter().filter(|r| r.path() != "/robots.txt").collect();
     assert_eq!(pages.len(), 30);
     pages.sort_by_key(|r| r.arrived);
     let gaps: Vec<Duration> = pages.windows(2).map(|w| w[1].arrived - w[0].arrived).collect();

@@ -25,9 +25,16 @@ pub struct Fleet {
 /// The `[fleet]` (and any `extra`) configuration of node `name`;
 /// `redis_url` is the TOML value (a string, or a list for a cluster).
 pub fn node_config(redis_url: &str, s3: Option<&S3Server>, name: &str, extra: &str) -> String {
-    let mut c = format!("{extra}\n[fleet]\nredis_url = {redis_url}\nnode = \"{name}\"\ntimeout = \"500ms\"\n");
+    let mut c = format!(
+        "{extra}\n[fleet]\nredis_url = {redis_url}\nnode = \"{name}\"\ntimeout = \"500ms\"\n"
+    );
     if let Some(s) = s3 {
-        c.push_str(&format!("s3_endpoint = \"{}\"\ns3_bucket = \"{}\"\ns3_region = \"{}\"\n", s.endpoint(), s.bucket(), s.region()));
+        c.push_str(&format!(
+            "s3_endpoint = \"{}\"\ns3_bucket = \"{}\"\ns3_region = \"{}\"\n",
+            s.endpoint(),
+            s.bucket(),
+            s.region()
+        ));
     }
     c
 }
@@ -41,14 +48,25 @@ impl Fleet {
         let dir = TestDir::new(label);
         let nodes = ["a", "b", "c"]
             .iter()
-            .map(|n| Proxy::start_with_config_env(&dir.subdir(n), &node_config(&format!("\"{}\"", redis.url()), s3.as_ref(), n, extra), &TEST_CREDENTIALS))
+            .map(|n| {
+                Proxy::start_with_config_env(
+                    &dir.subdir(n),
+                    &node_config(&format!("\"{}\"", redis.url()), s3.as_ref(), n, extra),
+                    &TEST_CREDENTIALS,
+                )
+            })
             .collect();
         Fleet { nodes, redis, s3, _dir: dir }
     }
 
     /// `GET url` through every node `i % 3` for `i in 0..n` at once (one
     /// thread each, the request made by `url(i)`); the responses in order.
-    pub fn burst(&self, n: usize, url: impl Fn(usize) -> String, timeout: Duration) -> Vec<Response> {
+    pub fn burst(
+        &self,
+        n: usize,
+        url: impl Fn(usize) -> String,
+        timeout: Duration,
+    ) -> Vec<Response> {
         let addrs: Vec<_> = self.nodes.iter().map(|p| p.addr()).collect();
         let handles: Vec<_> = (0..n)
             .map(|i| {
@@ -56,11 +74,19 @@ impl Fleet {
                 thread::spawn(move || {
                     let mut c = Conn::open(addr);
                     c.set_timeout(timeout);
-                    c.send("GET", &u, &[("Connection", "close"), ("User-Agent", "FleetBot/1.0")], b"")
+                    c.send(
+                        "GET",
+                        &u,
+                        &[("Connection", "close"), ("User-Agent", "FleetBot/1.0")],
+                        b"",
+                    )
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| panic!("a request thread panicked"))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| panic!("a request thread panicked")))
+            .collect()
     }
 
     /// `GET url` through node `i`.
@@ -72,14 +98,18 @@ impl Fleet {
     pub fn counter(&self, i: usize, name: &str) -> u64 {
         let stats = self.nodes[i].admin("/stats");
         assert_eq!(stats.status, 200, "{}", stats.describe());
-        let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap_or_else(|e| panic!("/stats is not JSON: {e}"));
-        v["fleet"]["counters"][name].as_u64().unwrap_or_else(|| panic!("no fleet counter {name} in /stats: {}", stats.text()))
+        let v: serde_json::Value = serde_json::from_slice(&stats.body)
+            .unwrap_or_else(|e| panic!("/stats is not JSON: {e}"));
+        v["fleet"]["counters"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no fleet counter {name} in /stats: {}", stats.text()))
     }
 
     /// Node `i`'s `/stats` `fleet` object.
     pub fn fleet_stats(&self, i: usize) -> serde_json::Value {
         let stats = self.nodes[i].admin("/stats");
-        let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap_or_else(|e| panic!("/stats is not JSON: {e}"));
+        let v: serde_json::Value = serde_json::from_slice(&stats.body)
+            .unwrap_or_else(|e| panic!("/stats is not JSON: {e}"));
         v["fleet"].clone()
     }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 /// 200 KB of bytes that are not text, different per path.
 fn body_for(path: &str) -> Vec<u8> {
     let seed = Sha256::digest(path.as_bytes());
-    (0..200_000u32).map(|i| seed[(i % 32) as usize] ^ (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
+    (0..200_000u32)
+        .map(|i| seed[(i % 32) as usize] ^ (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
 }
 
 fn origin() -> Origin {
@@ -19,8 +21,15 @@ fn origin() -> Origin {
         }
         let body = body_for(req.path());
         // Slow enough that concurrent misses overlap.
-        Reply::ok(&[("Cache-Control", "max-age=600"), ("ETag", "\"e1\""), ("Content-Type", "application/octet-stream")], &body)
-            .delayed(Duration::from_millis(300))
+        Reply::ok(
+            &[
+                ("Cache-Control", "max-age=600"),
+                ("ETag", "\"e1\""),
+                ("Content-Type", "application/octet-stream"),
+            ],
+            &body,
+        )
+        .delayed(Duration::from_millis(300))
     })
 }
 
@@ -46,11 +55,17 @@ fn a_page_fetched_through_one_node_is_served_by_the_others_byte_identical_withou
         assert_eq!(r.status, 200, "node {i}: {}", r.describe());
         assert!(r.body == want, "node {i}: the body is byte-identical ({} bytes)", r.body.len());
         let cs = r.cache_status().unwrap_or_default();
-        assert!(cs.contains("hit") && cs.contains("detail=fleet"), "node {i} says it came from the fleet tier: {cs}");
+        assert!(
+            cs.contains("hit") && cs.contains("detail=fleet"),
+            "node {i} says it came from the fleet tier: {cs}"
+        );
         // Now in the node's own store: a local hit.
         let again = fleet.get(i, &url);
         let cs = again.cache_status().unwrap_or_default();
-        assert!(cs.contains("hit") && !cs.contains("fleet"), "node {i} serves it locally now: {cs}");
+        assert!(
+            cs.contains("hit") && !cs.contains("fleet"),
+            "node {i} serves it locally now: {cs}"
+        );
         assert!(again.body == want);
     }
     assert_eq!(requests_for(&origin, "/page").len(), 1, "the origin saw the page once");
@@ -70,7 +85,11 @@ fn thirty_concurrent_misses_across_three_nodes_make_one_origin_fetch() {
         assert_eq!(r.status, 200, "request {i}: {}", r.describe());
         assert!(r.body == want, "request {i}: byte-identical body ({} bytes)", r.body.len());
     }
-    assert_eq!(requests_for(&origin, "/burst").len(), 1, "one origin fetch for 30 misses on 3 nodes");
+    assert_eq!(
+        requests_for(&origin, "/burst").len(),
+        1,
+        "one origin fetch for 30 misses on 3 nodes"
+    );
     let waits: u64 = (0..3).map(|i| fleet.counter(i, "tier_waits")).sum();
     assert!(waits >= 1, "the other nodes waited for the fetching node");
 }

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 fn page(req: &RecordedRequest) -> Reply {
     match req.path() {
-        "/page" => Reply::ok(&[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")], b"a stored page"),
+        "/page" => Reply::ok(
+            &[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")],
+            b"a stored page",
+        ),
         // A crawled page that tries to purge the proxy's cache, as C54's
         // reproduction has it. The proxy's port is its query string.
         p if p.starts_with("/evil.html") => {
@@ -25,7 +28,10 @@ fn page(req: &RecordedRequest) -> Reply {
                  fetch('http://127.0.0.1:{port}/cache/purge?url=' + encodeURIComponent(location.origin + '/page'), {{method: 'POST', mode: 'no-cors'}})\
                  .then(() => document.title = 'sent', e => document.title = 'failed: ' + e);</script>"
             );
-            Reply::ok(&[("Content-Type", "text/html"), ("Cache-Control", "no-store")], html.as_bytes())
+            Reply::ok(
+                &[("Content-Type", "text/html"), ("Cache-Control", "no-store")],
+                html.as_bytes(),
+            )
         }
         _ => Reply::new(404, &[], b"no"),
     }
@@ -42,12 +48,21 @@ fn send(proxy: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)])
 fn assert_still_a_hit(proxy: &Proxy, url: &str, after: &str) {
     let r = proxy.get(url, &[]);
     assert_eq!(r.status, 200, "{after}: {}", r.describe());
-    assert!(cache_status(&r).contains("hit"), "{after}: the stored page must still be served as a hit: {}", r.describe());
+    assert!(
+        cache_status(&r).contains("hit"),
+        "{after}: the stored page must still be served as a hit: {}",
+        r.describe()
+    );
 }
 
 fn assert_guarded(what: &str, r: &Response) {
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{what}: {}", r.describe());
-    assert_eq!(r.header("cross-origin-resource-policy"), Some("same-origin"), "{what}: {}", r.describe());
+    assert_eq!(
+        r.header("cross-origin-resource-policy"),
+        Some("same-origin"),
+        "{what}: {}",
+        r.describe()
+    );
 }
 
 /// Every admin endpoint, with the method it takes.
@@ -82,7 +97,9 @@ fn c54_requests_naming_another_host_or_sent_by_another_page_are_refused_at_every
     let own = format!("http://127.0.0.1:{p}");
     let foreign_origin = format!("http://127.0.0.1:{}", origin.port());
     let base = origin.url("/");
-    let fill = |path: &str| path.replace("URL", &encode(&url)).replace("ORIGIN", &encode(base.trim_end_matches('/')));
+    let fill = |path: &str| {
+        path.replace("URL", &encode(&url)).replace("ORIGIN", &encode(base.trim_end_matches('/')))
+    };
     let refused_before = proxy.metric("crawlcache_admin_refused_total");
     let mut refused = 0;
 
@@ -90,30 +107,77 @@ fn c54_requests_naming_another_host_or_sent_by_another_page_are_refused_at_every
         let target = fill(path);
         let what = format!("{method} {target}");
         // DNS rebinding: the page's own name in Host.
-        let r = send(proxy.addr(), method, &target, &[("Host", &format!("rebind.attacker.example:{p}"))]);
+        let r = send(
+            proxy.addr(),
+            method,
+            &target,
+            &[("Host", &format!("rebind.attacker.example:{p}"))],
+        );
         assert_eq!(r.status, 403, "{what} with a rebound Host: {}", r.describe());
-        assert!(r.text().contains("Host rebind.attacker.example"), "{what}: the refusal names the Host: {}", r.text());
+        assert!(
+            r.text().contains("Host rebind.attacker.example"),
+            "{what}: the refusal names the Host: {}",
+            r.text()
+        );
         assert_guarded(&what, &r);
         // A cross-site page (CSRF, or a cross-site read of stored bodies).
-        let r = send(proxy.addr(), method, &target, &[("Origin", "http://attacker.example"), ("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors")]);
+        let r = send(
+            proxy.addr(),
+            method,
+            &target,
+            &[
+                ("Origin", "http://attacker.example"),
+                ("Sec-Fetch-Site", "cross-site"),
+                ("Sec-Fetch-Mode", "no-cors"),
+            ],
+        );
         assert_eq!(r.status, 403, "{what} from a cross-site page: {}", r.describe());
         assert!(r.text().contains("other pages"), "{what}: {}", r.text());
         // A page on another port of the same machine is a foreign page too.
-        let r = send(proxy.addr(), method, &target, &[("Origin", &foreign_origin), ("Sec-Fetch-Site", "same-site")]);
+        let r = send(
+            proxy.addr(),
+            method,
+            &target,
+            &[("Origin", &foreign_origin), ("Sec-Fetch-Site", "same-site")],
+        );
         assert_eq!(r.status, 403, "{what} from {foreign_origin}: {}", r.describe());
         refused += 3;
     }
     assert_still_a_hit(&proxy, &url, "after every refused request");
-    assert!(proxy.log_shows("admin: refused POST /cache/purge", Duration::from_secs(5)), "the refusal is logged:\n{}", proxy.stderr_tail(20));
-    assert_eq!(proxy.metric("crawlcache_admin_refused_total") - refused_before, refused, "each refusal is counted");
+    assert!(
+        proxy.log_shows("admin: refused POST /cache/purge", Duration::from_secs(5)),
+        "the refusal is logged:\n{}",
+        proxy.stderr_tail(20)
+    );
+    assert_eq!(
+        proxy.metric("crawlcache_admin_refused_total") - refused_before,
+        refused,
+        "each refusal is counted"
+    );
 
     // A link from another site opens the status page (its reads are its own).
-    let r = send(proxy.addr(), "GET", "/", &[("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-Dest", "document")]);
+    let r = send(
+        proxy.addr(),
+        "GET",
+        "/",
+        &[
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "navigate"),
+            ("Sec-Fetch-Dest", "document"),
+        ],
+    );
     assert_eq!(r.status, 200, "{}", r.describe());
     assert_guarded("GET /", &r);
 
     // Nothing changes state over GET.
-    for path in ["/cache/verify?repair=1", "/cache/prune", "/cache/compact", "/cache/import", "/cache/import/upload", "/robots/refresh"] {
+    for path in [
+        "/cache/verify?repair=1",
+        "/cache/prune",
+        "/cache/compact",
+        "/cache/import",
+        "/cache/import/upload",
+        "/robots/refresh",
+    ] {
         let r = send(proxy.addr(), "GET", path, &[]);
         assert_eq!(r.status, 405, "GET {path}: {}", r.describe());
         assert_eq!(r.header("allow"), Some("POST"), "GET {path}: {}", r.describe());
@@ -126,7 +190,8 @@ fn c54_requests_naming_another_host_or_sent_by_another_page_are_refused_at_every
     let r = send(proxy.addr(), "POST", "/cache/verify?repair=1", &[]);
     assert_eq!(r.status, 200, "{}", r.describe());
     let purge = fill("/cache/purge?url=URL");
-    let r = send(proxy.addr(), "POST", &purge, &[("Origin", &own), ("Sec-Fetch-Site", "same-origin")]);
+    let r =
+        send(proxy.addr(), "POST", &purge, &[("Origin", &own), ("Sec-Fetch-Site", "same-origin")]);
     assert_eq!(r.status, 200, "POST {purge} from the proxy's own page: {}", r.describe());
     let again = proxy.get(&url, &[]);
     assert!(!cache_status(&again).contains("hit"), "purged by its own page: {}", again.describe());
@@ -137,8 +202,16 @@ fn c54_with_a_token_only_a_bearer_token_lets_another_page_change_state() {
     let (origin, _unused) = start_with_origin("c54-origin", ROBOTS_OFF, page);
     drop(_unused);
     let dir = TestDir::new("c54-token");
-    let cfg = format!("{ROBOTS_OFF}[server]\nadmin_token = \"s3cret\"\nadmin_hosts = [\"crawlcache.internal\"]\n");
-    let proxy = Proxy::start_on([127, 0, 0, 1].into(), &dir.subdir("data"), &cfg, &[("Authorization", "Bearer s3cret")]).owning(dir);
+    let cfg = format!(
+        "{ROBOTS_OFF}[server]\nadmin_token = \"s3cret\"\nadmin_hosts = [\"crawlcache.internal\"]\n"
+    );
+    let proxy = Proxy::start_on(
+        [127, 0, 0, 1].into(),
+        &dir.subdir("data"),
+        &cfg,
+        &[("Authorization", "Bearer s3cret")],
+    )
+    .owning(dir);
     let url = origin.url("/page");
     assert_eq!(proxy.get(&url, &[]).status, 200);
     let purge = format!("/cache/purge?url={}", encode(&url));
@@ -149,12 +222,27 @@ fn c54_with_a_token_only_a_bearer_token_lets_another_page_change_state() {
     assert_eq!(r.status, 403, "{}", r.describe());
     assert_still_a_hit(&proxy, &url, "after a cross-site purge with Basic credentials");
     // A name listed in server.admin_hosts addresses the proxy; others do not.
-    let r = send(proxy.addr(), "GET", "/stats", &[("Host", "crawlcache.internal"), ("Authorization", "Bearer s3cret")]);
+    let r = send(
+        proxy.addr(),
+        "GET",
+        "/stats",
+        &[("Host", "crawlcache.internal"), ("Authorization", "Bearer s3cret")],
+    );
     assert_eq!(r.status, 200, "{}", r.describe());
-    let r = send(proxy.addr(), "GET", "/stats", &[("Host", "elsewhere.example"), ("Authorization", "Bearer s3cret")]);
+    let r = send(
+        proxy.addr(),
+        "GET",
+        "/stats",
+        &[("Host", "elsewhere.example"), ("Authorization", "Bearer s3cret")],
+    );
     assert_eq!(r.status, 403, "{}", r.describe());
     // The Bearer token is what a script sends on purpose.
-    let r = send(proxy.addr(), "POST", &purge, &[cross[0], cross[1], ("Authorization", "Bearer s3cret")]);
+    let r = send(
+        proxy.addr(),
+        "POST",
+        &purge,
+        &[cross[0], cross[1], ("Authorization", "Bearer s3cret")],
+    );
     assert_eq!(r.status, 200, "{}", r.describe());
 }
 
@@ -181,8 +269,17 @@ fn c54_a_crawled_page_cannot_purge_the_cache_in_a_real_browser() {
     let refused_before = proxy.metric("crawlcache_admin_refused_total");
 
     let evil = browser.open(&origin.url(&format!("/evil.html?{p}")), 800, 600, false);
-    browser.wait_for(&evil, "document.title === 'sent' || document.title.startsWith('failed')", Duration::from_secs(30), "the crawled page's fetch ends");
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/evil.html").count(), 1, "the page came through the proxy to the origin");
+    browser.wait_for(
+        &evil,
+        "document.title === 'sent' || document.title.startsWith('failed')",
+        Duration::from_secs(30),
+        "the crawled page's fetch ends",
+    );
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/evil.html").count(),
+        1,
+        "the page came through the proxy to the origin"
+    );
     assert_still_a_hit(&proxy, &url, "after the crawled page's purge");
     assert!(
         proxy.log_shows("admin: refused POST /cache/purge", Duration::from_secs(5)),
@@ -190,16 +287,28 @@ fn c54_a_crawled_page_cannot_purge_the_cache_in_a_real_browser() {
         browser.eval(&evil, "document.title"),
         proxy.stderr_tail(20)
     );
-    assert!(proxy.metric("crawlcache_admin_refused_total") > refused_before, "the refusal is counted");
+    assert!(
+        proxy.metric("crawlcache_admin_refused_total") > refused_before,
+        "the refusal is counted"
+    );
 
     // The control: the same request from the proxy's own page succeeds.
     let status = browser.open(&format!("http://127.0.0.1:{p}/"), 1280, 900, false);
-    browser.wait_for(&status, "document.querySelectorAll('[data-k]').length > 0", Duration::from_secs(30), "the status page loads");
+    browser.wait_for(
+        &status,
+        "document.querySelectorAll('[data-k]').length > 0",
+        Duration::from_secs(30),
+        "the status page loads",
+    );
     let answer = browser.eval(
         &status,
         &format!("fetch('/cache/purge?url=' + encodeURIComponent('{url}'), {{method: 'POST'}}).then(r => r.status + ' ' + r.headers.get('content-type'))"),
     );
-    assert_eq!(answer.as_str().map(|s| s.split(' ').next().unwrap_or("")), Some("200"), "the status page's own purge: {answer}");
+    assert_eq!(
+        answer.as_str().map(|s| s.split(' ').next().unwrap_or("")),
+        Some("200"),
+        "the status page's own purge: {answer}"
+    );
     let r = proxy.get(&url, &[]);
     assert!(!cache_status(&r).contains("hit"), "purged from the status page: {}", r.describe());
     drop(browser);

@@ -41,12 +41,27 @@ fn c51_a_response_with_transfer_encoding_gzip_is_refused_never_handed_on_coded()
     for path in ["/gzip", "/gzip-chunked"] {
         for attempt in ["first", "second"] {
             let r = RawConn::open(proxy.addr())
-                .send(format!("GET http://{o}{path} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(), false)
+                .send(
+                    format!("GET http://{o}{path} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(),
+                    false,
+                )
                 .unwrap_or_else(|e| panic!("{path} {attempt}: {e}"));
             assert_eq!(r.status, 502, "{path} {attempt}: refused: {}", r.describe());
-            assert!(!r.body.starts_with(&[0x1f, 0x8b]) && r.body != PAGE, "{path} {attempt}: never the page's bytes: {}", r.describe());
-            assert!(r.text().contains("Transfer-Encoding: gzip"), "{path} {attempt}: the 502 names the coding: {}", r.describe());
-            assert!(!cache_status(&r).contains("hit"), "{path} {attempt}: nothing stored to hit: {}", r.describe());
+            assert!(
+                !r.body.starts_with(&[0x1f, 0x8b]) && r.body != PAGE,
+                "{path} {attempt}: never the page's bytes: {}",
+                r.describe()
+            );
+            assert!(
+                r.text().contains("Transfer-Encoding: gzip"),
+                "{path} {attempt}: the 502 names the coding: {}",
+                r.describe()
+            );
+            assert!(
+                !cache_status(&r).contains("hit"),
+                "{path} {attempt}: nothing stored to hit: {}",
+                r.describe()
+            );
         }
     }
     // Both attempts reached the origin: nothing was stored.
@@ -74,6 +89,9 @@ fn c51_a_request_with_a_transfer_coding_other_than_chunked_gets_501_and_nothing_
         .unwrap_or_else(|e| panic!("POST chunked: {e}"));
     assert_eq!(r.status, 200, "{}", r.describe());
     let reqs = origin.requests();
-    assert!(reqs.iter().all(|r| r.path() != "/form"), "the gzip-coded request never reached the origin: {reqs:?}");
+    assert!(
+        reqs.iter().all(|r| r.path() != "/form"),
+        "the gzip-coded request never reached the origin: {reqs:?}"
+    );
     assert_eq!(reqs.iter().filter(|r| r.path() == "/plain").count(), 1, "{reqs:?}");
 }

@@ -59,7 +59,14 @@ enum Expect {
     /// The origin reads exactly `upstream`; the client gets one response
     /// per entry of `classes` (status / 100), the first with `body` when
     /// given and `complete` as given.
-    Forwarded { classes: Vec<u16>, body: Option<Vec<u8>>, complete: bool, upstream: Vec<Up>, after: After, refetch: Refetch },
+    Forwarded {
+        classes: Vec<u16>,
+        body: Option<Vec<u8>>,
+        complete: bool,
+        upstream: Vec<Up>,
+        after: After,
+        refetch: Refetch,
+    },
     /// The proxy answers with a status of one of `classes` and the origin
     /// reads nothing.
     Refused { classes: &'static [u16] },
@@ -119,8 +126,19 @@ fn echo_body(host: &str, target: &str, content_len: usize) -> Vec<u8> {
 fn forwarded(o: &str, id: &str, method: &'static str, content: &[u8], after: After) -> Expect {
     let target = format!("/{id}");
     let body = (method == "GET").then(|| echo_body(o, &target, content.len()));
-    let refetch = if content.is_empty() && method == "GET" { Refetch::Hit(format!("http://{o}/{id}")) } else { Refetch::Miss(format!("http://{o}/{id}")) };
-    Expect::Forwarded { classes: vec![2], body, complete: true, upstream: vec![up(method, o, &target, content)], after, refetch }
+    let refetch = if content.is_empty() && method == "GET" {
+        Refetch::Hit(format!("http://{o}/{id}"))
+    } else {
+        Refetch::Miss(format!("http://{o}/{id}"))
+    };
+    Expect::Forwarded {
+        classes: vec![2],
+        body,
+        complete: true,
+        upstream: vec![up(method, o, &target, content)],
+        after,
+        refetch,
+    }
 }
 
 const REFUSED_4XX: Expect = Expect::Refused { classes: &[4] };
@@ -136,7 +154,11 @@ fn request_cases(o: &str) -> Vec<Case> {
     // What a desynchronised parser would read as a request of its own.
     let smuggle = format!("GET http://{o}/smuggled HTTP/1.1\r\nHost: {o}\r\n\r\n");
 
-    add("q-baseline", get(o, "q-baseline", "", b""), forwarded(o, "q-baseline", "GET", b"", After::InSync));
+    add(
+        "q-baseline",
+        get(o, "q-baseline", "", b""),
+        forwarded(o, "q-baseline", "GET", b"", After::InSync),
+    );
     // CL.TE: Transfer-Encoding wins, the rest after the last chunk is not a request.
     let body = format!("0\r\n\r\n{smuggle}");
     let mut e = forwarded(o, "q-cl-te", "GET", b"", After::Closes);
@@ -144,7 +166,16 @@ fn request_cases(o: &str) -> Vec<Case> {
         // Chunked, so a GET with content (if empty): never stored.
         *refetch = Refetch::Miss(format!("http://{o}/q-cl-te"));
     }
-    add("q-cl-te", get(o, "q-cl-te", &format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", body.len()), body.as_bytes()), e);
+    add(
+        "q-cl-te",
+        get(
+            o,
+            "q-cl-te",
+            &format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", body.len()),
+            body.as_bytes(),
+        ),
+        e,
+    );
     // TE.CL: the chunk carries what a length-reader would see as a request.
     let chunk = format!("X{smuggle}");
     let body = format!("{:x}\r\n{chunk}\r\n0\r\n\r\n", chunk.len());
@@ -158,12 +189,24 @@ fn request_cases(o: &str) -> Vec<Case> {
         get(o, "q-cl-dup-same", "Content-Length: 5\r\nContent-Length: 5\r\n", b"hello"),
         forwarded(o, "q-cl-dup-same", "GET", b"hello", After::InSync),
     );
-    add("q-cl-conflict", get(o, "q-cl-conflict", "Content-Length: 5\r\nContent-Length: 6\r\n", b"hello!"), REFUSED_4XX);
+    add(
+        "q-cl-conflict",
+        get(o, "q-cl-conflict", "Content-Length: 5\r\nContent-Length: 6\r\n", b"hello!"),
+        REFUSED_4XX,
+    );
     add("q-cl-list", get(o, "q-cl-list", "Content-Length: 5, 5\r\n", b"hello"), REFUSED_4XX);
     add("q-cl-plus", get(o, "q-cl-plus", "Content-Length: +5\r\n", b"hello"), REFUSED_4XX);
     add("q-cl-negative", get(o, "q-cl-negative", "Content-Length: -1\r\n", b""), REFUSED_4XX);
-    add("q-cl-overflow", get(o, "q-cl-overflow", "Content-Length: 99999999999999999999\r\n", b""), REFUSED_4XX);
-    add("q-cl-space-inside", get(o, "q-cl-space-inside", "Content-Length: 5 5\r\n", b"hello"), REFUSED_4XX);
+    add(
+        "q-cl-overflow",
+        get(o, "q-cl-overflow", "Content-Length: 99999999999999999999\r\n", b""),
+        REFUSED_4XX,
+    );
+    add(
+        "q-cl-space-inside",
+        get(o, "q-cl-space-inside", "Content-Length: 5 5\r\n", b"hello"),
+        REFUSED_4XX,
+    );
     add(
         "q-cl-leading-zeros",
         get(o, "q-cl-leading-zeros", "Content-Length: 005\r\n", b"hello"),
@@ -175,18 +218,50 @@ fn request_cases(o: &str) -> Vec<Case> {
         get(o, "q-te-extra-space", "Transfer-Encoding:   chunked\r\n", chunked_hello),
         forwarded(o, "q-te-extra-space", "GET", b"hello", After::InSync),
     );
-    add("q-te-capital", get(o, "q-te-capital", "Transfer-Encoding: Chunked\r\n", chunked_hello), forwarded(o, "q-te-capital", "GET", b"hello", After::InSync));
-    add("q-te-chunked-identity", get(o, "q-te-chunked-identity", "Transfer-Encoding: chunked, identity\r\n", chunked_hello), REFUSED_4XX);
+    add(
+        "q-te-capital",
+        get(o, "q-te-capital", "Transfer-Encoding: Chunked\r\n", chunked_hello),
+        forwarded(o, "q-te-capital", "GET", b"hello", After::InSync),
+    );
+    add(
+        "q-te-chunked-identity",
+        get(o, "q-te-chunked-identity", "Transfer-Encoding: chunked, identity\r\n", chunked_hello),
+        REFUSED_4XX,
+    );
     add(
         "q-te-identity-chunked",
         get(o, "q-te-identity-chunked", "Transfer-Encoding: identity, chunked\r\n", chunked_hello),
         forwarded(o, "q-te-identity-chunked", "GET", b"hello", After::InSync),
     );
-    add("q-te-xchunked", get(o, "q-te-xchunked", "Transfer-Encoding: xchunked\r\n", chunked_hello), REFUSED_4XX);
-    add("q-te-two-lines", get(o, "q-te-two-lines", "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", chunked_hello), REFUSED_4XX);
-    add("q-te-space-before-colon", get(o, "q-te-space-before-colon", "Transfer-Encoding : chunked\r\n", chunked_hello), REFUSED_4XX);
-    add("q-te-vtab", get(o, "q-te-vtab", "Transfer-Encoding:\x0bchunked\r\n", chunked_hello), REFUSED_4XX);
-    let mut http10 = format!("GET http://{o}/q-te-http10 HTTP/1.0\r\nHost: {o}\r\nTransfer-Encoding: chunked\r\n\r\n").into_bytes();
+    add(
+        "q-te-xchunked",
+        get(o, "q-te-xchunked", "Transfer-Encoding: xchunked\r\n", chunked_hello),
+        REFUSED_4XX,
+    );
+    add(
+        "q-te-two-lines",
+        get(
+            o,
+            "q-te-two-lines",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+            chunked_hello,
+        ),
+        REFUSED_4XX,
+    );
+    add(
+        "q-te-space-before-colon",
+        get(o, "q-te-space-before-colon", "Transfer-Encoding : chunked\r\n", chunked_hello),
+        REFUSED_4XX,
+    );
+    add(
+        "q-te-vtab",
+        get(o, "q-te-vtab", "Transfer-Encoding:\x0bchunked\r\n", chunked_hello),
+        REFUSED_4XX,
+    );
+    let mut http10 = format!(
+        "GET http://{o}/q-te-http10 HTTP/1.0\r\nHost: {o}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    .into_bytes();
     http10.extend_from_slice(chunked_hello);
     add("q-te-http10", http10, REFUSED_4XX);
     add("q-bare-cr", get(o, "q-bare-cr", "X-Sloppy: a\rb\r\n", b""), REFUSED_4XX);
@@ -196,13 +271,21 @@ fn request_cases(o: &str) -> Vec<Case> {
         forwarded(o, "q-bare-lf", "GET", b"", After::Either),
     );
     add("q-obs-fold", get(o, "q-obs-fold", "X-Folded: a\r\n b\r\n", b""), REFUSED_4XX);
-    add("q-obs-fold-cl", get(o, "q-obs-fold-cl", "Content-Length:\r\n 5\r\n", b"hello"), REFUSED_4XX);
+    add(
+        "q-obs-fold-cl",
+        get(o, "q-obs-fold-cl", "Content-Length:\r\n 5\r\n", b"hello"),
+        REFUSED_4XX,
+    );
     add("q-nul-in-value", get(o, "q-nul-in-value", "X-Nul: a\0b\r\n", b""), REFUSED_4XX);
     let many: String = (0..150).map(|i| format!("X-Field-{i}: {i}\r\n")).collect();
     // Request fields are bounded by bytes (256 KiB, as the origin side) and
     // by the HTTP library's 100 fields (cookies come in one line).
     add("q-many-fields", get(o, "q-many-fields", &many, b""), REFUSED_4XX);
-    add("q-oversized-field", get(o, "q-oversized-field", &format!("X-Big: {}\r\n", "a".repeat(300 * 1024)), b""), REFUSED_4XX);
+    add(
+        "q-oversized-field",
+        get(o, "q-oversized-field", &format!("X-Big: {}\r\n", "a".repeat(300 * 1024)), b""),
+        REFUSED_4XX,
+    );
     add(
         "q-big-field-allowed",
         get(o, "q-big-field-allowed", &format!("X-Big: {}\r\n", "b".repeat(16 * 1024)), b""),
@@ -213,15 +296,53 @@ fn request_cases(o: &str) -> Vec<Case> {
         format!("GET http://a@{o}/q-abs-userinfo HTTP/1.1\r\nHost: a@{o}\r\n\r\n").into_bytes(),
         forwarded(o, "q-abs-userinfo", "GET", b"", After::InSync),
     );
-    add("q-abs-at-confusion", format!("GET http://{o}@evil.invalid/q-abs-at-confusion HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
-    add("q-abs-percent-host", format!("GET http://%31%32%37.0.0.1:{port}/q-abs-percent-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
-    add("q-abs-percent-name", format!("GET http://%61.example/q-abs-percent-name HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
+    add(
+        "q-abs-at-confusion",
+        format!("GET http://{o}@evil.invalid/q-abs-at-confusion HTTP/1.1\r\nHost: {o}\r\n\r\n")
+            .into_bytes(),
+        NOT_FORWARDED,
+    );
+    add(
+        "q-abs-percent-host",
+        format!(
+            "GET http://%31%32%37.0.0.1:{port}/q-abs-percent-host HTTP/1.1\r\nHost: {o}\r\n\r\n"
+        )
+        .into_bytes(),
+        NOT_FORWARDED,
+    );
+    add(
+        "q-abs-percent-name",
+        format!("GET http://%61.example/q-abs-percent-name HTTP/1.1\r\nHost: {o}\r\n\r\n")
+            .into_bytes(),
+        NOT_FORWARDED,
+    );
     // The URI parser takes `127.0.0.1[` as the host; the key made from it is
     // not a URI, so the target is unusable (never sent in the client's spelling).
-    add("q-abs-stray-bracket", format!("GET http://u@127.0.0.1[:{port}]/q-abs-stray-bracket HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
-    add("q-abs-ipv6-loopback", format!("GET http://[::1]:{port}/q-abs-ipv6-loopback HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), NOT_FORWARDED);
-    add("q-abs-empty-host", format!("GET http:///q-abs-empty-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
-    add("q-abs-empty-host-port", format!("GET http://:{port}/q-abs-empty-host-port HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
+    add(
+        "q-abs-stray-bracket",
+        format!(
+            "GET http://u@127.0.0.1[:{port}]/q-abs-stray-bracket HTTP/1.1\r\nHost: {o}\r\n\r\n"
+        )
+        .into_bytes(),
+        REFUSED_4XX,
+    );
+    add(
+        "q-abs-ipv6-loopback",
+        format!("GET http://[::1]:{port}/q-abs-ipv6-loopback HTTP/1.1\r\nHost: {o}\r\n\r\n")
+            .into_bytes(),
+        NOT_FORWARDED,
+    );
+    add(
+        "q-abs-empty-host",
+        format!("GET http:///q-abs-empty-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
+        REFUSED_4XX,
+    );
+    add(
+        "q-abs-empty-host-port",
+        format!("GET http://:{port}/q-abs-empty-host-port HTTP/1.1\r\nHost: {o}\r\n\r\n")
+            .into_bytes(),
+        REFUSED_4XX,
+    );
     {
         let local = format!("localhost:{port}");
         let mut e = forwarded(&local, "q-abs-upper-host", "GET", b"", After::InSync);
@@ -248,15 +369,31 @@ fn request_cases(o: &str) -> Vec<Case> {
             refetch: Refetch::Hit(format!("http://{o}/?q-abs-no-path")),
         },
     );
-    add("q-abs-space-in-target", format!("GET http://{o}/q abs HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
-    add("q-host-dup", get(o, "q-host-dup", "Host: a.example\r\nHost: b.example\r\n", b""), forwarded(o, "q-host-dup", "GET", b"", After::Either));
+    add(
+        "q-abs-space-in-target",
+        format!("GET http://{o}/q abs HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
+        REFUSED_4XX,
+    );
+    add(
+        "q-host-dup",
+        get(o, "q-host-dup", "Host: a.example\r\nHost: b.example\r\n", b""),
+        forwarded(o, "q-host-dup", "GET", b"", After::Either),
+    );
     add(
         "q-host-absent",
         format!("GET http://{o}/q-host-absent HTTP/1.1\r\nUser-Agent: x\r\n\r\n").into_bytes(),
         forwarded(o, "q-host-absent", "GET", b"", After::InSync),
     );
-    add("q-host-other", get(o, "q-host-other", "", b"").replace_host(o, "evil.example"), forwarded(o, "q-host-other", "GET", b"", After::InSync));
-    add("q-origin-form-host", format!("GET /q-origin-form-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(), REFUSED_4XX);
+    add(
+        "q-host-other",
+        get(o, "q-host-other", "", b"").replace_host(o, "evil.example"),
+        forwarded(o, "q-host-other", "GET", b"", After::InSync),
+    );
+    add(
+        "q-origin-form-host",
+        format!("GET /q-origin-form-host HTTP/1.1\r\nHost: {o}\r\n\r\n").into_bytes(),
+        REFUSED_4XX,
+    );
     {
         let mut client = get(o, "q-body-pipelined", "Content-Length: 5\r\n", b"hello");
         client.extend_from_slice(&get(o, "q-body-pipelined/second", "", b""));
@@ -267,7 +404,10 @@ fn request_cases(o: &str) -> Vec<Case> {
                 classes: vec![2, 2],
                 body: Some(echo_body(o, "/q-body-pipelined", 5)),
                 complete: true,
-                upstream: vec![up("GET", o, "/q-body-pipelined", b"hello"), up("GET", o, "/q-body-pipelined/second", b"")],
+                upstream: vec![
+                    up("GET", o, "/q-body-pipelined", b"hello"),
+                    up("GET", o, "/q-body-pipelined/second", b""),
+                ],
                 after: After::InSync,
                 refetch: Refetch::Miss(format!("http://{o}/q-body-pipelined")),
             },
@@ -275,17 +415,30 @@ fn request_cases(o: &str) -> Vec<Case> {
     }
     add(
         "q-body-is-a-request",
-        get(o, "q-body-is-a-request", &format!("Content-Length: {}\r\n", smuggle.len()), smuggle.as_bytes()),
+        get(
+            o,
+            "q-body-is-a-request",
+            &format!("Content-Length: {}\r\n", smuggle.len()),
+            smuggle.as_bytes(),
+        ),
         forwarded(o, "q-body-is-a-request", "GET", smuggle.as_bytes(), After::InSync),
     );
     add(
         "q-head-body",
-        format!("HEAD http://{o}/q-head-body HTTP/1.1\r\nHost: {o}\r\nContent-Length: 5\r\n\r\nhello").into_bytes(),
+        format!(
+            "HEAD http://{o}/q-head-body HTTP/1.1\r\nHost: {o}\r\nContent-Length: 5\r\n\r\nhello"
+        )
+        .into_bytes(),
         forwarded(o, "q-head-body", "HEAD", b"hello", After::InSync),
     );
     add(
         "q-chunk-ext-trailer",
-        get(o, "q-chunk-ext-trailer", "Transfer-Encoding: chunked\r\n", b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n"),
+        get(
+            o,
+            "q-chunk-ext-trailer",
+            "Transfer-Encoding: chunked\r\n",
+            b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n",
+        ),
         forwarded(o, "q-chunk-ext-trailer", "GET", b"hello", After::InSync),
     );
     {
@@ -312,7 +465,12 @@ fn request_cases(o: &str) -> Vec<Case> {
                 classes: vec![2, 4],
                 body: Some(echo_body(o, "/q-cl-covers-next", 20)),
                 complete: true,
-                upstream: vec![up("GET", o, "/q-cl-covers-next", &[b"hello".as_slice(), &smuggle.as_bytes()[..15]].concat())],
+                upstream: vec![up(
+                    "GET",
+                    o,
+                    "/q-cl-covers-next",
+                    &[b"hello".as_slice(), &smuggle.as_bytes()[..15]].concat(),
+                )],
                 after: After::Closes,
                 refetch: Refetch::Miss(format!("http://{o}/q-cl-covers-next")),
             },
@@ -320,7 +478,12 @@ fn request_cases(o: &str) -> Vec<Case> {
     }
     add(
         "q-connection-names-cl",
-        get(o, "q-connection-names-cl", "Connection: Content-Length\r\nContent-Length: 5\r\n", b"hello"),
+        get(
+            o,
+            "q-connection-names-cl",
+            "Connection: Content-Length\r\nContent-Length: 5\r\n",
+            b"hello",
+        ),
         forwarded(o, "q-connection-names-cl", "GET", b"hello", After::InSync),
     );
     add(
@@ -330,7 +493,12 @@ fn request_cases(o: &str) -> Vec<Case> {
     );
     add(
         "q-connection-names-te",
-        get(o, "q-connection-names-te", "Connection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n", chunked_hello),
+        get(
+            o,
+            "q-connection-names-te",
+            "Connection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n",
+            chunked_hello,
+        ),
         forwarded(o, "q-connection-names-te", "GET", b"hello", After::InSync),
     );
     add(
@@ -339,13 +507,38 @@ fn request_cases(o: &str) -> Vec<Case> {
         forwarded(o, "q-expect-continue", "GET", b"hello", After::InSync),
     );
     {
-        let mut client = format!("GET http://{o}/q-http10-body HTTP/1.0\r\nHost: {o}\r\nContent-Length: 5\r\n\r\n").into_bytes();
+        let mut client = format!(
+            "GET http://{o}/q-http10-body HTTP/1.0\r\nHost: {o}\r\nContent-Length: 5\r\n\r\n"
+        )
+        .into_bytes();
         client.extend_from_slice(b"hello");
         add("q-http10-body", client, forwarded(o, "q-http10-body", "GET", b"hello", After::Closes));
     }
-    add("q-chunk-size-overflow", get(o, "q-chunk-size-overflow", "Transfer-Encoding: chunked\r\n", b"ffffffffffffffffff\r\nhello\r\n0\r\n\r\n"), NOT_FORWARDED);
-    add("q-chunk-size-bad-hex", get(o, "q-chunk-size-bad-hex", "Transfer-Encoding: chunked\r\n", b"5x\r\nhello\r\n0\r\n\r\n"), NOT_FORWARDED);
-    add("q-chunk-no-crlf", get(o, "q-chunk-no-crlf", "Transfer-Encoding: chunked\r\n", b"5\r\nhelloXX0\r\n\r\n"), NOT_FORWARDED);
+    add(
+        "q-chunk-size-overflow",
+        get(
+            o,
+            "q-chunk-size-overflow",
+            "Transfer-Encoding: chunked\r\n",
+            b"ffffffffffffffffff\r\nhello\r\n0\r\n\r\n",
+        ),
+        NOT_FORWARDED,
+    );
+    add(
+        "q-chunk-size-bad-hex",
+        get(
+            o,
+            "q-chunk-size-bad-hex",
+            "Transfer-Encoding: chunked\r\n",
+            b"5x\r\nhello\r\n0\r\n\r\n",
+        ),
+        NOT_FORWARDED,
+    );
+    add(
+        "q-chunk-no-crlf",
+        get(o, "q-chunk-no-crlf", "Transfer-Encoding: chunked\r\n", b"5\r\nhelloXX0\r\n\r\n"),
+        NOT_FORWARDED,
+    );
     cases
 }
 
@@ -356,13 +549,17 @@ trait ReplaceHost {
 impl ReplaceHost for Vec<u8> {
     /// Replaces the `Host` field line's value (not the target).
     fn replace_host(self, o: &str, with: &str) -> Vec<u8> {
-        String::from_utf8(self).expect("ASCII").replacen(&format!("\r\nHost: {o}\r\n"), &format!("\r\nHost: {with}\r\n"), 1).into_bytes()
+        String::from_utf8(self)
+            .expect("ASCII")
+            .replacen(&format!("\r\nHost: {o}\r\n"), &format!("\r\nHost: {with}\r\n"), 1)
+            .into_bytes()
     }
 }
 
 /// A response head and body as the origin sends it.
 fn resp(fields: &str, body: &[u8]) -> Vec<u8> {
-    let mut v = format!("HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\n{fields}\r\n").into_bytes();
+    let mut v =
+        format!("HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\n{fields}\r\n").into_bytes();
     v.extend_from_slice(body);
     v
 }
@@ -372,7 +569,13 @@ fn response_cases(o: &str) -> Vec<Case> {
     let content: &[u8] = b"twenty-one bytes here";
     let chunked = chunked_body(&[&content[..10], &content[10..]], true);
     let mut add = |id: &str, origin: Vec<u8>, close: bool, expect: Expect| {
-        cases.push(Case { id: id.to_string(), client: get(o, id, "", b""), head: false, origin: Some((origin, close)), expect });
+        cases.push(Case {
+            id: id.to_string(),
+            client: get(o, id, "", b""),
+            head: false,
+            origin: Some((origin, close)),
+            expect,
+        });
     };
     // Served whole, stored, replayed identically.
     let ok = |id: &str, body: &[u8]| Expect::Forwarded {
@@ -403,23 +606,78 @@ fn response_cases(o: &str) -> Vec<Case> {
     };
 
     add("r-baseline", resp("Content-Length: 5\r\n", b"hello"), false, ok("r-baseline", b"hello"));
-    add("r-cl-te", resp("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", &chunked), false, ok("r-cl-te", content));
-    add("r-te-cl50", resp("Transfer-Encoding: chunked\r\nContent-Length: 50\r\n", &chunked), false, ok("r-te-cl50", content));
-    add("r-cl-dup-same", resp("Content-Length: 5\r\nContent-Length: 5\r\n", b"hello"), false, ok("r-cl-dup-same", b"hello"));
-    add("r-cl-conflict", resp("Content-Length: 5\r\nContent-Length: 6\r\n", b"hello!"), true, bad("r-cl-conflict"));
+    add(
+        "r-cl-te",
+        resp("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", &chunked),
+        false,
+        ok("r-cl-te", content),
+    );
+    add(
+        "r-te-cl50",
+        resp("Transfer-Encoding: chunked\r\nContent-Length: 50\r\n", &chunked),
+        false,
+        ok("r-te-cl50", content),
+    );
+    add(
+        "r-cl-dup-same",
+        resp("Content-Length: 5\r\nContent-Length: 5\r\n", b"hello"),
+        false,
+        ok("r-cl-dup-same", b"hello"),
+    );
+    add(
+        "r-cl-conflict",
+        resp("Content-Length: 5\r\nContent-Length: 6\r\n", b"hello!"),
+        true,
+        bad("r-cl-conflict"),
+    );
     add("r-cl-list", resp("Content-Length: 5, 5\r\n", b"hello"), false, ok("r-cl-list", b"hello"));
     add("r-cl-plus", resp("Content-Length: +5\r\n", b"hello"), true, bad("r-cl-plus"));
-    add("r-cl-leading-zeros", resp("Content-Length: 005\r\n", b"hello"), false, ok("r-cl-leading-zeros", b"hello"));
-    add("r-te-capital", resp("Transfer-Encoding: Chunked\r\n", &chunked), false, ok("r-te-capital", content));
-    add("r-te-extra-space", resp("Transfer-Encoding:   chunked\r\n", &chunked), false, ok("r-te-extra-space", content));
-    add("r-te-identity-chunked", resp("Transfer-Encoding: identity, chunked\r\n", &chunked), false, ok("r-te-identity-chunked", content));
+    add(
+        "r-cl-leading-zeros",
+        resp("Content-Length: 005\r\n", b"hello"),
+        false,
+        ok("r-cl-leading-zeros", b"hello"),
+    );
+    add(
+        "r-te-capital",
+        resp("Transfer-Encoding: Chunked\r\n", &chunked),
+        false,
+        ok("r-te-capital", content),
+    );
+    add(
+        "r-te-extra-space",
+        resp("Transfer-Encoding:   chunked\r\n", &chunked),
+        false,
+        ok("r-te-extra-space", content),
+    );
+    add(
+        "r-te-identity-chunked",
+        resp("Transfer-Encoding: identity, chunked\r\n", &chunked),
+        false,
+        ok("r-te-identity-chunked", content),
+    );
     // Not chunked last: the body runs to the close (RFC 9112 section 6.3).
-    add("r-te-chunked-identity", resp("Transfer-Encoding: chunked, identity\r\n", &chunked), true, ok("r-te-chunked-identity", &chunked));
+    add(
+        "r-te-chunked-identity",
+        resp("Transfer-Encoding: chunked, identity\r\n", &chunked),
+        true,
+        ok("r-te-chunked-identity", &chunked),
+    );
     // A transfer coding crawlcache does not decode: refused, never handed
     // on as if its coded bytes were the content (C51).
-    add("r-te-xchunked", resp("Transfer-Encoding: xchunked\r\n", &chunked), true, bad("r-te-xchunked"));
+    add(
+        "r-te-xchunked",
+        resp("Transfer-Encoding: xchunked\r\n", &chunked),
+        true,
+        bad("r-te-xchunked"),
+    );
     add("r-no-framing", resp("", b"until the close"), true, ok("r-no-framing", b"until the close"));
-    add("r-bare-lf", b"HTTP/1.1 200 OK\nCache-Control: max-age=600\nContent-Length: 5\n\nhello".to_vec(), false, ok("r-bare-lf", b"hello"));
+    add(
+        "r-bare-lf",
+        b"HTTP/1.1 200 OK\nCache-Control: max-age=600\nContent-Length: 5\n\nhello".to_vec(),
+        false,
+        ok("r-bare-lf", b"hello"),
+    );
     add(
         "r-status-no-reason",
         b"HTTP/1.1 200\r\nCache-Control: max-age=600\r\nContent-Length: 5\r\n\r\nhello".to_vec(),
@@ -427,14 +685,41 @@ fn response_cases(o: &str) -> Vec<Case> {
         ok("r-status-no-reason", b"hello"),
     );
     // Obsolete line folding is unfolded (RFC 9112 section 5.2), as real sites still send it.
-    add("r-obs-fold", resp("X-Folded: a\r\n b\r\nContent-Length: 5\r\n", b"hello"), false, ok("r-obs-fold", b"hello"));
-    add("r-nul-in-value", resp("X-Nul: a\0b\r\nContent-Length: 5\r\n", b"hello"), true, bad("r-nul-in-value"));
-    add("r-bare-cr", resp("X-Sloppy: a\rb\r\nContent-Length: 5\r\n", b"hello"), true, bad("r-bare-cr"));
+    add(
+        "r-obs-fold",
+        resp("X-Folded: a\r\n b\r\nContent-Length: 5\r\n", b"hello"),
+        false,
+        ok("r-obs-fold", b"hello"),
+    );
+    add(
+        "r-nul-in-value",
+        resp("X-Nul: a\0b\r\nContent-Length: 5\r\n", b"hello"),
+        true,
+        bad("r-nul-in-value"),
+    );
+    add(
+        "r-bare-cr",
+        resp("X-Sloppy: a\rb\r\nContent-Length: 5\r\n", b"hello"),
+        true,
+        bad("r-bare-cr"),
+    );
     let many: String = (0..150).map(|i| format!("X-Field-{i}: {i}\r\n")).collect();
     // Heads are bounded by bytes and thousands of fields, not 100 (C42).
-    add("r-many-fields", resp(&format!("{many}Content-Length: 5\r\n"), b"hello"), false, ok("r-many-fields", b"hello"));
-    add("r-oversized-head", resp(&format!("X-Big: {}\r\nContent-Length: 5\r\n", "a".repeat(512 * 1024)), b"hello"), true, bad("r-oversized-head"));
-    let mut http10 = b"HTTP/1.0 200 OK\r\nCache-Control: max-age=600\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    add(
+        "r-many-fields",
+        resp(&format!("{many}Content-Length: 5\r\n"), b"hello"),
+        false,
+        ok("r-many-fields", b"hello"),
+    );
+    add(
+        "r-oversized-head",
+        resp(&format!("X-Big: {}\r\nContent-Length: 5\r\n", "a".repeat(512 * 1024)), b"hello"),
+        true,
+        bad("r-oversized-head"),
+    );
+    let mut http10 =
+        b"HTTP/1.0 200 OK\r\nCache-Control: max-age=600\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
     http10.extend_from_slice(&chunked);
     add("r-http10-te", http10, true, bad("r-http10-te"));
     add(
@@ -444,13 +729,25 @@ fn response_cases(o: &str) -> Vec<Case> {
         ok("r-chunk-ext-trailer", b"hello"),
     );
     add("r-cl-short", resp("Content-Length: 10\r\n", b"hello"), true, truncated("r-cl-short"));
-    add("r-chunked-cut", resp("Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\n"), true, truncated("r-chunked-cut"));
-    add("r-chunk-bad-size", resp("Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"), true, truncated("r-chunk-bad-size"));
+    add(
+        "r-chunked-cut",
+        resp("Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\n"),
+        true,
+        truncated("r-chunked-cut"),
+    );
+    add(
+        "r-chunk-bad-size",
+        resp("Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"),
+        true,
+        truncated("r-chunk-bad-size"),
+    );
     {
         // Bytes after the promised length: an injected "response" that a
         // reused origin connection must never hand to the next request.
         let mut extra = resp("Content-Length: 5\r\n", b"hello");
-        extra.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nCache-Control: max-age=600\r\n\r\ninjected");
+        extra.extend_from_slice(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nCache-Control: max-age=600\r\n\r\ninjected",
+        );
         add("r-extra-after-body", extra, false, ok("r-extra-after-body", b"hello"));
     }
     {
@@ -458,7 +755,12 @@ fn response_cases(o: &str) -> Vec<Case> {
         if let Expect::Forwarded { refetch, .. } = &mut e {
             *refetch = Refetch::No;
         }
-        add("r-204-with-body", b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello".to_vec(), false, e);
+        add(
+            "r-204-with-body",
+            b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello".to_vec(),
+            false,
+            e,
+        );
     }
     cases
 }
@@ -481,7 +783,11 @@ type Scripts = Arc<Mutex<HashMap<String, (Vec<u8>, bool)>>>;
 /// Host, target and content length (cacheable), without a body for HEAD.
 fn corpus_origin(scripts: Scripts) -> RawOrigin {
     RawOrigin::start(move |req| {
-        if let Some((bytes, close)) = scripts.lock().unwrap_or_else(|p| p.into_inner()).get(req.path().trim_start_matches('/')) {
+        if let Some((bytes, close)) = scripts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(req.path().trim_start_matches('/'))
+        {
             let mut r = Reply::raw(bytes);
             r.close = *close;
             return r;
@@ -498,7 +804,13 @@ fn describe_up(r: &RawRequest) -> String {
         (cl, false) => format!(" CL {}", cl.join("|")),
         (cl, true) => format!(" CL {} + chunked", cl.join("|")),
     };
-    let mut s = format!("{} {} Host={}{framing} content={}", r.method, r.target, r.header("Host").unwrap_or("-"), r.body.len());
+    let mut s = format!(
+        "{} {} Host={}{framing} content={}",
+        r.method,
+        r.target,
+        r.header("Host").unwrap_or("-"),
+        r.body.len()
+    );
     if !r.violations.is_empty() {
         let _ = write!(s, " VIOLATIONS {:?}", r.violations);
     }
@@ -508,26 +820,47 @@ fn describe_up(r: &RawRequest) -> String {
 /// Checks the framing and addressing of one request the origin read.
 fn check_up(got: &RawRequest, want: &Up, problems: &mut Vec<String>) {
     if got.method != want.method || got.target != want.target {
-        problems.push(format!("origin read {} {}, expected {} {}", got.method, got.target, want.method, want.target));
+        problems.push(format!(
+            "origin read {} {}, expected {} {}",
+            got.method, got.target, want.method, want.target
+        ));
         return;
     }
     if !got.has_exact_field("Host", &want.host) {
-        problems.push(format!("{}: Host {:?} (expected exactly {:?})", want.target, got.header_all("Host"), want.host));
+        problems.push(format!(
+            "{}: Host {:?} (expected exactly {:?})",
+            want.target,
+            got.header_all("Host"),
+            want.host
+        ));
     }
     if !got.violations.is_empty() {
         problems.push(format!("{}: framing violations {:?}", want.target, got.violations));
     }
     if got.body != want.content {
-        problems.push(format!("{}: content {:?} (expected {:?})", want.target, short(&got.body), short(&want.content)));
+        problems.push(format!(
+            "{}: content {:?} (expected {:?})",
+            want.target,
+            short(&got.body),
+            short(&want.content)
+        ));
     }
     let cl = got.header_all("Content-Length");
     if want.content.is_empty() {
         // No framing, `Content-Length: 0`, or an empty chunked body.
         if cl.iter().any(|c| *c != "0") || (got.chunked() && got.body_raw != b"0\r\n\r\n") {
-            problems.push(format!("{}: framing for no content: CL {cl:?} chunked {}", want.target, got.chunked()));
+            problems.push(format!(
+                "{}: framing for no content: CL {cl:?} chunked {}",
+                want.target,
+                got.chunked()
+            ));
         }
     } else if !got.chunked() && cl != [want.content.len().to_string()] {
-        problems.push(format!("{}: Content-Length {cl:?} for {} bytes of content", want.target, want.content.len()));
+        problems.push(format!(
+            "{}: Content-Length {cl:?} for {} bytes of content",
+            want.target,
+            want.content.len()
+        ));
     }
 }
 
@@ -537,7 +870,10 @@ fn check_client_framing(what: &str, r: &Response, problems: &mut Vec<String>) {
         problems.push(format!("{what}: the client got Content-Length beside Transfer-Encoding"));
     }
     if r.header_all("Content-Length").len() > 1 {
-        problems.push(format!("{what}: the client got {} Content-Length lines", r.header_all("Content-Length").len()));
+        problems.push(format!(
+            "{what}: the client got {} Content-Length lines",
+            r.header_all("Content-Length").len()
+        ));
     }
 }
 
@@ -579,15 +915,20 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
     let sentinel = format!("/{}/sentinel", case.id);
     let mut sentinel_answered = false;
     if out.complete && out.statuses.len() == wanted {
-        match conn.send(format!("GET http://{o}{sentinel} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(), false) {
+        match conn.send(
+            format!("GET http://{o}{sentinel} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(),
+            false,
+        ) {
             Ok(r) if r.body == echo_body(&o, &sentinel, 0) => {
                 out.after = "sync".into();
                 sentinel_answered = true;
             }
             Ok(r) => {
-                out.after = format!("DESYNC: the next request got {} {:?}", r.status, short(&r.body));
+                out.after =
+                    format!("DESYNC: the next request got {} {:?}", r.status, short(&r.body));
                 out.problems.push(out.after.clone());
-                sentinel_answered = r.body.ends_with(b"sentinel content 0") || origin.requests().iter().any(|q| q.target == sentinel);
+                sentinel_answered = r.body.ends_with(b"sentinel content 0")
+                    || origin.requests().iter().any(|q| q.target == sentinel);
             }
             Err(e) if is_closed(&e) => out.after = "closed".into(),
             Err(e) => {
@@ -606,7 +947,9 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
     };
     if let Refetch::Hit(url) | Refetch::Miss(url) = &refetch {
         let before_refetch = origin.request_count();
-        match RawConn::open(proxy).send(format!("GET {url} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(), false) {
+        match RawConn::open(proxy)
+            .send(format!("GET {url} HTTP/1.1\r\nHost: {o}\r\n\r\n").as_bytes(), false)
+        {
             Ok(r) => {
                 check_client_framing("refetch", &r, &mut out.problems);
                 let hit = origin.request_count() == before_refetch;
@@ -621,8 +964,12 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
                     (false, _) => "miss".into(),
                 };
                 match (&refetch, hit) {
-                    (Refetch::Hit(_), false) => out.problems.push("refetch: expected a hit, went to the origin".into()),
-                    (Refetch::Miss(_), true) => out.problems.push("refetch: expected nothing stored, got a hit".into()),
+                    (Refetch::Hit(_), false) => {
+                        out.problems.push("refetch: expected a hit, went to the origin".into())
+                    }
+                    (Refetch::Miss(_), true) => {
+                        out.problems.push("refetch: expected nothing stored, got a hit".into())
+                    }
                     _ => {}
                 }
                 if out.divergent > 0 {
@@ -638,7 +985,9 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
     out.upstream = seen.iter().map(describe_up).collect();
     // Requests the proxy began upstream and then abandoned (a client body
     // that turned out malformed): never read as requests, so never smuggled.
-    out.upstream.extend(origin.problems().into_iter().skip(problems_before).map(|p| format!("ABANDONED ({p})")));
+    out.upstream.extend(
+        origin.problems().into_iter().skip(problems_before).map(|p| format!("ABANDONED ({p})")),
+    );
     let mut intended: Vec<Up> = match &case.expect {
         Expect::Forwarded { upstream, .. } => upstream.clone(),
         Expect::Refused { .. } => Vec::new(),
@@ -649,7 +998,8 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
     if refetched_upstream {
         if let Refetch::Hit(url) | Refetch::Miss(url) = &refetch {
             let host_end = url.find("://").map(|i| i + 3).unwrap_or(0);
-            let path_at = url[host_end..].find(['/', '?']).map(|i| i + host_end).unwrap_or(url.len());
+            let path_at =
+                url[host_end..].find(['/', '?']).map(|i| i + host_end).unwrap_or(url.len());
             let target = url[path_at..].to_string();
             let host = url[host_end..path_at].to_string();
             let target = if target.starts_with('?') { format!("/{target}") } else { target };
@@ -664,7 +1014,11 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
         Expect::Refused { .. } => 1,
     } + usize::from(sentinel_answered)
         + usize::from(refetched_upstream);
-    out.smuggled = seen.iter().filter(|r| r.target.contains("smuggled")).count().max(seen.len().saturating_sub(written));
+    out.smuggled = seen
+        .iter()
+        .filter(|r| r.target.contains("smuggled"))
+        .count()
+        .max(seen.len().saturating_sub(written));
     if seen.len() != intended.len() {
         out.problems.push(format!(
             "the origin read {} requests, {} intended: {:?}",
@@ -682,24 +1036,36 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
         Expect::Forwarded { classes, body, complete, after, .. } => {
             let got: Vec<u16> = out.statuses.iter().map(|s| s / 100).collect();
             if &got != classes {
-                out.problems.push(format!("statuses {:?}, expected classes {classes:?}", out.statuses));
+                out.problems
+                    .push(format!("statuses {:?}, expected classes {classes:?}", out.statuses));
             }
             if let (Some(want), Some(f)) = (body, &first) {
                 if &f.body != want {
-                    out.problems.push(format!("body {:?}, expected {:?}", short(&f.body), short(want)));
+                    out.problems.push(format!(
+                        "body {:?}, expected {:?}",
+                        short(&f.body),
+                        short(want)
+                    ));
                 }
             }
             if out.complete != *complete {
                 out.problems.push(format!("complete = {}, expected {complete}", out.complete));
             }
             match (after, out.after.as_str()) {
-                (After::Closes, "closed") | (After::InSync, "sync") | (After::Either, "sync" | "closed") => {}
-                _ => out.problems.push(format!("after the responses: {}, expected {after:?}", out.after)),
+                (After::Closes, "closed")
+                | (After::InSync, "sync")
+                | (After::Either, "sync" | "closed") => {}
+                _ => out
+                    .problems
+                    .push(format!("after the responses: {}, expected {after:?}", out.after)),
             }
         }
         Expect::Refused { classes } => {
             if out.statuses.len() != 1 || !classes.contains(&(out.statuses[0] / 100)) {
-                out.problems.push(format!("statuses {:?}, expected one of classes {classes:?}", out.statuses));
+                out.problems.push(format!(
+                    "statuses {:?}, expected one of classes {classes:?}",
+                    out.statuses
+                ));
             }
         }
     }
@@ -708,7 +1074,11 @@ fn run_case(proxy: SocketAddr, origin: &RawOrigin, case: &Case) -> Outcome {
 
 /// Runs every shape through the proxy at `proxy` to `origin` (whose
 /// `scripts` the response shapes are written into).
-fn run_corpus(proxy: SocketAddr, origin: &RawOrigin, scripts: &Mutex<HashMap<String, (Vec<u8>, bool)>>) -> Vec<Outcome> {
+fn run_corpus(
+    proxy: SocketAddr,
+    origin: &RawOrigin,
+    scripts: &Mutex<HashMap<String, (Vec<u8>, bool)>>,
+) -> Vec<Outcome> {
     let cases = all_cases(&origin.authority());
     {
         let mut s = scripts.lock().unwrap();
@@ -774,13 +1144,18 @@ fn hostile_heads_corpus() {
         }
     }
     println!("{report}");
-    let failing: Vec<&str> = outcomes.iter().filter(|o| !o.problems.is_empty()).map(|o| o.id.as_str()).collect();
-    let unreadable: Vec<String> = origin.problems().into_iter().filter(|p| !p.contains("closed inside")).collect();
+    let failing: Vec<&str> =
+        outcomes.iter().filter(|o| !o.problems.is_empty()).map(|o| o.id.as_str()).collect();
+    let unreadable: Vec<String> =
+        origin.problems().into_iter().filter(|p| !p.contains("closed inside")).collect();
     assert!(unreadable.is_empty(), "the origin could not read what the proxy sent: {unreadable:?}");
     assert!(failing.is_empty(), "shapes not handled as expected: {failing:?} (details above)");
     assert_eq!((smuggled, divergent), (0, 0), "smuggled requests / miss-hit divergences");
     assert!(outcomes.len() >= 40);
-    println!("hostile heads: {} shapes, {smuggled} smuggled, {divergent} miss/hit divergence", outcomes.len());
+    println!(
+        "hostile heads: {} shapes, {smuggled} smuggled, {divergent} miss/hit divergence",
+        outcomes.len()
+    );
 }
 
 /// The same corpus through another proxy (`HOSTILE_REFERENCE_PROXY=host:port`,
@@ -790,7 +1165,9 @@ fn hostile_heads_corpus() {
 #[test]
 #[ignore = "a report against a reference proxy: run benches/hostile_heads_squid.sh"]
 fn squid_reference() {
-    let Some(reference) = std::env::var("HOSTILE_REFERENCE_PROXY").ok().and_then(|a| a.parse::<SocketAddr>().ok()) else {
+    let Some(reference) =
+        std::env::var("HOSTILE_REFERENCE_PROXY").ok().and_then(|a| a.parse::<SocketAddr>().ok())
+    else {
         println!("SKIPPED: set HOSTILE_REFERENCE_PROXY=127.0.0.1:PORT (see benches/hostile_heads_squid.sh)");
         return;
     };

@@ -60,14 +60,27 @@ fn options_max_forwards_is_answered_at_zero_and_decremented_otherwise_rfc9110_7_
     let r = send(&proxy, "OPTIONS", &url, &[]);
     assert_eq!((r.status, r.header("X-Origin")), (200, Some("yes")), "forwarded: {}", r.describe());
     let r = send(&proxy, "GET", &origin.url("/get"), &[("Max-Forwards", "0")]);
-    assert_eq!((r.status, r.header("X-Origin")), (200, Some("yes")), "GET is forwarded whatever its Max-Forwards: {}", r.describe());
+    assert_eq!(
+        (r.status, r.header("X-Origin")),
+        (200, Some("yes")),
+        "GET is forwarded whatever its Max-Forwards: {}",
+        r.describe()
+    );
     let seen = origin.wait_for_requests(3, Duration::from_secs(10));
     assert_eq!(seen.len(), 3, "{seen:?}");
     assert_eq!((seen[0].method.as_str(), seen[0].target.as_str()), ("OPTIONS", "/x"));
-    assert!(seen[0].has_exact_field("Max-Forwards", "4"), "N - 1 forwarded:\n{}", seen[0].head_text());
+    assert!(
+        seen[0].has_exact_field("Max-Forwards", "4"),
+        "N - 1 forwarded:\n{}",
+        seen[0].head_text()
+    );
     assert!(seen[1].raw_values("Max-Forwards").is_empty(), "none added:\n{}", seen[1].head_text());
     assert_eq!(seen[2].method, "GET");
-    assert!(seen[2].has_exact_field("Max-Forwards", "0"), "other methods: unchanged:\n{}", seen[2].head_text());
+    assert!(
+        seen[2].has_exact_field("Max-Forwards", "0"),
+        "other methods: unchanged:\n{}",
+        seen[2].head_text()
+    );
     for r in &seen {
         assert!(r.violations.is_empty(), "{:?}", r.violations);
     }
@@ -89,7 +102,8 @@ fn options_max_forwards_is_answered_at_zero_and_decremented_otherwise_rfc9110_7_
 fn trace_is_refused_with_405_and_never_forwarded_rfc9110_7_6_2() {
     let (origin, proxy) = raw_origin_and_proxy("trace", ROBOTS_OFF, origin_options);
     for max_forwards in [None, Some("0"), Some("3"), Some("junk")] {
-        let mut headers = vec![("Cookie", "session=secret"), ("Authorization", "Basic dXNlcjpwYXNz")];
+        let mut headers =
+            vec![("Cookie", "session=secret"), ("Authorization", "Basic dXNlcjpwYXNz")];
         if let Some(m) = max_forwards {
             headers.push(("Max-Forwards", m));
         }
@@ -98,9 +112,18 @@ fn trace_is_refused_with_405_and_never_forwarded_rfc9110_7_6_2() {
         assert_eq!(r.status, 405, "{what}: {}", r.describe());
         assert_eq!(r.header("Allow"), Some(ALLOW), "{what}: {}", r.describe());
         assert!(cache_status(&r).contains("detail=trace"), "{what}: {}", r.describe());
-        assert!(!r.text().contains("secret") && !r.text().contains("dXNlcjpwYXNz"), "{what}: the refusal echoes nothing: {}", r.text());
+        assert!(
+            !r.text().contains("secret") && !r.text().contains("dXNlcjpwYXNz"),
+            "{what}: the refusal echoes nothing: {}",
+            r.text()
+        );
     }
-    assert_eq!(origin.request_count(), 0, "TRACE must never reach the origin: {:?}", origin.requests());
+    assert_eq!(
+        origin.request_count(),
+        0,
+        "TRACE must never reach the origin: {:?}",
+        origin.requests()
+    );
 }
 
 /// RFC 9112 section 3.2.4: `OPTIONS http://host:port` (an empty path) asks
@@ -112,16 +135,31 @@ fn options_for_the_whole_server_goes_out_in_asterisk_form_rfc9112_3_2_4() {
     let (origin, proxy) = raw_origin_and_proxy("options-asterisk", ROBOTS_OFF, origin_options);
     let whole = format!("http://{}", origin.authority());
     let r = send(&proxy, "OPTIONS", &whole, &[("Max-Forwards", "2")]);
-    assert_eq!((r.status, r.header("X-Origin"), r.header("Allow")), (200, Some("yes"), Some("GET, OPTIONS")), "{}", r.describe());
+    assert_eq!(
+        (r.status, r.header("X-Origin"), r.header("Allow")),
+        (200, Some("yes"), Some("GET, OPTIONS")),
+        "{}",
+        r.describe()
+    );
     let r = send(&proxy, "OPTIONS", &format!("{whole}/"), &[]);
     assert_eq!((r.status, r.header("X-Origin")), (200, Some("yes")), "{}", r.describe());
 
     let seen = origin.wait_for_requests(2, Duration::from_secs(10));
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert_eq!((seen[0].method.as_str(), seen[0].target.as_str(), seen[0].version.as_str()), ("OPTIONS", "*", "HTTP/1.1"), "{}", seen[0].head_text());
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].target.as_str(), seen[0].version.as_str()),
+        ("OPTIONS", "*", "HTTP/1.1"),
+        "{}",
+        seen[0].head_text()
+    );
     assert_host_exact(&seen[0], &origin.authority());
     assert!(seen[0].has_exact_field("Max-Forwards", "1"), "{}", seen[0].head_text());
-    assert_eq!((seen[1].method.as_str(), seen[1].target.as_str()), ("OPTIONS", "/"), "with a slash: the resource /:\n{}", seen[1].head_text());
+    assert_eq!(
+        (seen[1].method.as_str(), seen[1].target.as_str()),
+        ("OPTIONS", "/"),
+        "with a slash: the resource /:\n{}",
+        seen[1].head_text()
+    );
     for r in &seen {
         assert!(r.violations.is_empty(), "{:?}", r.violations);
     }
@@ -141,19 +179,35 @@ fn options_for_the_whole_server_over_tls_goes_out_in_asterisk_form_rfc9112_3_2_4
     let dir = TestDir::new("options-asterisk-tls");
     let ca_path = dir.join("origin-ca.pem");
     std::fs::write(&ca_path, &pki.ca_pem).expect("writing the origin CA");
-    let config = format!("{ROBOTS_OFF}[upstream]\nextra_ca_file = {:?}\n", ca_path.display().to_string());
+    let config =
+        format!("{ROBOTS_OFF}[upstream]\nextra_ca_file = {:?}\n", ca_path.display().to_string());
     let data = dir.subdir("data");
     let proxy = Proxy::start_with_config(&data, &config, &[]).owning(dir);
     let authority = origin.authority();
 
     let r = send(&proxy, "OPTIONS", &format!("https://{authority}"), &[]);
-    assert_eq!((r.status, r.header("X-Origin")), (200, Some("yes")), "absolute https: {}", r.describe());
+    assert_eq!(
+        (r.status, r.header("X-Origin")),
+        (200, Some("yes")),
+        "absolute https: {}",
+        r.describe()
+    );
 
-    let client_tls = tls_client_config(&std::fs::read(crawlcache_ca(&data)).expect("reading crawlcache's CA"));
-    let tcp = connect_tunnel(proxy.addr(), &authority).unwrap_or_else(|e| panic!("CONNECT {authority}: {e}"));
+    let client_tls =
+        tls_client_config(&std::fs::read(crawlcache_ca(&data)).expect("reading crawlcache's CA"));
+    let tcp = connect_tunnel(proxy.addr(), &authority)
+        .unwrap_or_else(|e| panic!("CONNECT {authority}: {e}"));
     let (mut tls, _) = tls_over(tcp, client_tls, "127.0.0.1").unwrap_or_else(|e| panic!("{e}"));
-    let r = exchange_until_close(&mut tls, format!("OPTIONS * HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes());
-    assert_eq!((r.status, r.header("X-Origin")), (200, Some("yes")), "in a tunnel: {}", r.describe());
+    let r = exchange_until_close(
+        &mut tls,
+        format!("OPTIONS * HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(
+        (r.status, r.header("X-Origin")),
+        (200, Some("yes")),
+        "in a tunnel: {}",
+        r.describe()
+    );
 
     let seen = origin.wait_for_requests(2, Duration::from_secs(10));
     assert_eq!(seen.len(), 2, "{seen:?}");
@@ -175,11 +229,21 @@ fn options_for_the_whole_server_keeps_the_absolute_form_to_a_parent_rfc9112_3_2_
     let proxy = Proxy::start_with_config(&dir.subdir("data"), &config, &[]).owning(dir);
     for target in ["http://origin.example:8080", "http://origin.example:8080/"] {
         let r = send(&proxy, "OPTIONS", target, &[("Max-Forwards", "9")]);
-        assert_eq!((r.status, r.header("X-Origin")), (200, Some("yes")), "{target}: {}", r.describe());
+        assert_eq!(
+            (r.status, r.header("X-Origin")),
+            (200, Some("yes")),
+            "{target}: {}",
+            r.describe()
+        );
     }
     let seen = parent.wait_for_requests(2, Duration::from_secs(10));
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert_eq!((seen[0].method.as_str(), seen[0].target.as_str()), ("OPTIONS", "http://origin.example:8080"), "{}", seen[0].head_text());
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].target.as_str()),
+        ("OPTIONS", "http://origin.example:8080"),
+        "{}",
+        seen[0].head_text()
+    );
     assert_eq!(seen[1].target, "http://origin.example:8080/", "{}", seen[1].head_text());
     for r in &seen {
         assert_host_exact(r, "origin.example:8080");

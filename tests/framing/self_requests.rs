@@ -9,7 +9,15 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Every spelling of 127.0.0.1 (and the unspecified address) that is not
 /// the listen address as printed.
-const LOOP_SPELLINGS: &[&str] = &["127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "0.0.0.0"];
+const LOOP_SPELLINGS: &[&str] = &[
+    "127.1",
+    "2130706433",
+    "0x7f.0.0.1",
+    "0177.0.0.1",
+    "[::ffff:127.0.0.1]",
+    "[::ffff:7f00:1]",
+    "0.0.0.0",
+];
 
 fn assert_loop(what: &str, r: &Response) {
     assert_eq!(r.status, 508, "{what}: {}", r.describe());
@@ -39,7 +47,11 @@ fn c48_every_other_spelling_of_the_proxy_is_a_loop() {
     assert_loop(&format!("POST {purge}"), &send(proxy.addr(), "POST", &purge, &[]));
     let after = proxy.get(&page, &[]);
     assert_eq!(after.status, 200);
-    assert!(cache_status(&after).contains("hit"), "the entry must still be served as a hit: {}", after.describe());
+    assert!(
+        cache_status(&after).contains("hit"),
+        "the entry must still be served as a hit: {}",
+        after.describe()
+    );
 
     // The listen address as printed, and localhost, from this loopback
     // client: admin, in absolute form (what curl sends with http_proxy set).
@@ -47,12 +59,18 @@ fn c48_every_other_spelling_of_the_proxy_is_a_loop() {
         let target = format!("http://{host}:{p}/stats");
         let r = send(proxy.addr(), "GET", &target, &[]);
         assert_eq!(r.status, 200, "GET {target}: {}", r.describe());
-        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("GET {target}: not JSON ({e}): {}", r.describe()));
+        let v: serde_json::Value = serde_json::from_slice(&r.body)
+            .unwrap_or_else(|e| panic!("GET {target}: not JSON ({e}): {}", r.describe()));
         assert_eq!(v["listen"], proxy.addr().to_string(), "GET {target}");
     }
 
     // CONNECT to the proxy, in any spelling.
-    for authority in [format!("127.1:{p}"), format!("2130706433:{p}"), format!("127.0.0.1:{p}"), format!("localhost:{p}")] {
+    for authority in [
+        format!("127.1:{p}"),
+        format!("2130706433:{p}"),
+        format!("127.0.0.1:{p}"),
+        format!("localhost:{p}"),
+    ] {
         match connect_tunnel(proxy.addr(), &authority) {
             Ok(_) => panic!("CONNECT {authority} (the proxy itself) was accepted"),
             Err(head) => assert!(head.starts_with("HTTP/1.1 508"), "CONNECT {authority}: {head}"),
@@ -61,15 +79,35 @@ fn c48_every_other_spelling_of_the_proxy_is_a_loop() {
 
     // This process's own Via, as it wrote it on a response, is a loop; a
     // Via naming another crawlcache process is not.
-    let via = first.header_all("Via").into_iter().find(|v| v.contains("crawlcache-")).expect("a Via naming crawlcache").to_string();
+    let via = first
+        .header_all("Via")
+        .into_iter()
+        .find(|v| v.contains("crawlcache-"))
+        .expect("a Via naming crawlcache")
+        .to_string();
     let before = origin.request_count();
     let looped = send(proxy.addr(), "GET", &origin.url("/other"), &[("Via", &via)]);
     assert_loop(&format!("GET with Via: {via}"), &looped);
-    assert_eq!(origin.request_count(), before, "a request carrying our own Via must not be forwarded");
-    let chained = send(proxy.addr(), "GET", &origin.url("/other"), &[("Via", "1.1 crawlcache-00000000")]);
-    assert_eq!(chained.status, 200, "another crawlcache's Via is a chain, not a loop: {}", chained.describe());
+    assert_eq!(
+        origin.request_count(),
+        before,
+        "a request carrying our own Via must not be forwarded"
+    );
+    let chained =
+        send(proxy.addr(), "GET", &origin.url("/other"), &[("Via", "1.1 crawlcache-00000000")]);
+    assert_eq!(
+        chained.status,
+        200,
+        "another crawlcache's Via is a chain, not a loop: {}",
+        chained.describe()
+    );
 
-    let stray: Vec<String> = origin.requests().iter().filter(|r| r.path() != "/page" && r.path() != "/other").map(|r| r.target.clone()).collect();
+    let stray: Vec<String> = origin
+        .requests()
+        .iter()
+        .filter(|r| r.path() != "/page" && r.path() != "/other")
+        .map(|r| r.target.clone())
+        .collect();
     assert!(stray.is_empty(), "requests to the proxy reached the origin: {stray:?}");
 }
 
@@ -91,10 +129,18 @@ fn admin_needs_the_token_and_other_spellings_are_loops() {
     assert_eq!(addr.ip(), ip);
     let p = addr.port();
 
-    for target in ["/stats".to_string(), format!("http://{addr}/stats"), format!("http://localhost:{p}/stats")] {
+    for target in [
+        "/stats".to_string(),
+        format!("http://{addr}/stats"),
+        format!("http://localhost:{p}/stats"),
+    ] {
         let denied = send(addr, "GET", &target, &[]);
         assert_eq!(denied.status, 403, "GET {target} without the token: {}", denied.describe());
-        assert!(denied.text().contains("admin_token"), "the refusal names the key: {}", denied.describe());
+        assert!(
+            denied.text().contains("admin_token"),
+            "the refusal names the key: {}",
+            denied.describe()
+        );
         let wrong = send(addr, "GET", &target, &[("Authorization", "Bearer nope")]);
         assert_eq!(wrong.status, 403, "GET {target} with a wrong token: {}", wrong.describe());
         let ok = send(addr, "GET", &target, &[bearer]);
@@ -102,14 +148,22 @@ fn admin_needs_the_token_and_other_spellings_are_loops() {
         let v: serde_json::Value = serde_json::from_slice(&ok.body).expect("JSON stats");
         assert_eq!(v["listen"], addr.to_string());
     }
-    for host in ["127.2", "2130706434", "0x7f.0.0.2", "0177.0.0.2", "[::ffff:127.0.0.2]", "0.0.0.0"] {
+    for host in ["127.2", "2130706434", "0x7f.0.0.2", "0177.0.0.2", "[::ffff:127.0.0.2]", "0.0.0.0"]
+    {
         let target = format!("http://{host}:{p}/stats");
         assert_loop(&format!("GET {target}"), &send(addr, "GET", &target, &[]));
-        assert_loop(&format!("GET {target} with the token"), &send(addr, "GET", &target, &[bearer]));
+        assert_loop(
+            &format!("GET {target} with the token"),
+            &send(addr, "GET", &target, &[bearer]),
+        );
     }
     // 127.0.0.1:P is loopback like the listener: refused, never admin.
     let other = send(addr, "GET", &format!("http://127.0.0.1:{p}/stats"), &[bearer]);
-    assert!(other.status == 508 || other.status == 502, "GET http://127.0.0.1:{p}/stats: {}", other.describe());
+    assert!(
+        other.status == 508 || other.status == 502,
+        "GET http://127.0.0.1:{p}/stats: {}",
+        other.describe()
+    );
     match connect_tunnel(addr, &format!("2130706434:{p}")) {
         Ok(_) => panic!("CONNECT to the proxy itself was accepted"),
         Err(head) => assert!(head.starts_with("HTTP/1.1 508"), "CONNECT 2130706434:{p}: {head}"),

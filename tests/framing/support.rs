@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 pub const ROBOTS_OFF: &str = "[robots]\nmode = \"off\"\n";
 
 /// A scripted origin and a crawlcache with `config` in front of it.
-pub fn raw_origin_and_proxy(label: &str, config: &str, handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static) -> (RawOrigin, Proxy) {
+pub fn raw_origin_and_proxy(
+    label: &str,
+    config: &str,
+    handler: impl Fn(&RawRequest) -> Reply + Send + Sync + 'static,
+) -> (RawOrigin, Proxy) {
     let dir = TestDir::new(label);
     let origin = RawOrigin::start(handler);
     let proxy = Proxy::start_with_config(&dir.subdir("data"), config, &[]).owning(dir);
@@ -22,7 +26,8 @@ pub fn raw_origin_and_proxy(label: &str, config: &str, handler: impl Fn(&RawRequ
 
 /// `200 OK`, cacheable for ten minutes, body `site for host <Host> target <target>`.
 pub fn echo_host(req: &RawRequest) -> Reply {
-    let body = format!("site for host {} target {}", req.header("Host").unwrap_or("(none)"), req.target);
+    let body =
+        format!("site for host {} target {}", req.header("Host").unwrap_or("(none)"), req.target);
     answer(req, 200, &[("Cache-Control", "max-age=600")], body.as_bytes())
 }
 
@@ -43,7 +48,11 @@ pub fn answer(req: &RawRequest, status: u16, headers: &[(&str, &str)], body: &[u
 /// Exactly one `Host` line in `req`, with exactly `expected` as its bytes.
 /// (The name's case is free: field names are case-insensitive.)
 pub fn assert_host_exact(req: &RawRequest, expected: &str) {
-    assert!(req.has_exact_field("Host", expected), "the origin must see exactly one `Host: {expected}`; it got:\n{}", req.head_text());
+    assert!(
+        req.has_exact_field("Host", expected),
+        "the origin must see exactly one `Host: {expected}`; it got:\n{}",
+        req.head_text()
+    );
 }
 
 /// A connection that writes raw bytes and reads responses one by one.
@@ -84,14 +93,20 @@ pub fn connect_tunnel(proxy: SocketAddr, authority: &str) -> Result<TcpStream, S
     let mut s = TcpStream::connect(proxy).map_err(|e| format!("connecting to {proxy}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(15))).ok();
     s.set_write_timeout(Some(Duration::from_secs(15))).ok();
-    write!(s, "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").map_err(|e| e.to_string())?;
+    write!(s, "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n")
+        .map_err(|e| e.to_string())?;
     // Read the answer's head byte by byte, so no tunnel byte is consumed.
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         match s.read(&mut b) {
             Ok(1) => head.push(b[0]),
-            _ => return Err(format!("no complete CONNECT answer (got {:?})", String::from_utf8_lossy(&head))),
+            _ => {
+                return Err(format!(
+                    "no complete CONNECT answer (got {:?})",
+                    String::from_utf8_lossy(&head)
+                ))
+            }
         }
         if head.len() > 64 * 1024 {
             return Err("CONNECT answer head too large".into());
@@ -134,7 +149,8 @@ pub fn tls_over(
     config: Arc<rustls::ClientConfig>,
     server_name: &str,
 ) -> Result<(rustls::StreamOwned<rustls::ClientConnection, TcpStream>, Vec<u8>), String> {
-    let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+        .map_err(|e| e.to_string())?;
     let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -142,9 +158,16 @@ pub fn tls_over(
         if Instant::now() > deadline {
             return Err("TLS handshake did not finish".into());
         }
-        tls.conn.complete_io(&mut tls.sock).map_err(|e| format!("TLS handshake for {server_name}: {e}"))?;
+        tls.conn
+            .complete_io(&mut tls.sock)
+            .map_err(|e| format!("TLS handshake for {server_name}: {e}"))?;
     }
-    let leaf = tls.conn.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref().to_vec()).ok_or("no peer certificate")?;
+    let leaf = tls
+        .conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.as_ref().to_vec())
+        .ok_or("no peer certificate")?;
     Ok((tls, leaf))
 }
 
@@ -174,7 +197,8 @@ pub fn parse_response(bytes: &[u8]) -> Result<Response, String> {
     let (start, headers) = parse_head(&bytes[..end])?;
     let mut parts = start.splitn(3, ' ');
     let version = parts.next().unwrap_or_default().to_owned();
-    let status = parts.next().and_then(|s| s.parse().ok()).ok_or(format!("bad status line {start:?}"))?;
+    let status =
+        parts.next().and_then(|s| s.parse().ok()).ok_or(format!("bad status line {start:?}"))?;
     let reason = parts.next().unwrap_or_default().to_owned();
     let mut rest = bytes[end + 4..].to_vec();
     let mut resp = Response { version, status, reason, headers, body: Vec::new(), complete: true };

@@ -28,7 +28,8 @@ struct TcpServer {
 
 impl TcpServer {
     fn start(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> TcpServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("binding a test server on 127.0.0.1:0");
+        let listener =
+            TcpListener::bind("127.0.0.1:0").expect("binding a test server on 127.0.0.1:0");
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (flag, serve) = (stop.clone(), Arc::new(serve));
@@ -76,8 +77,12 @@ fn websocket_origin() -> (TcpServer, Arc<Mutex<Vec<String>>>) {
         let head = read_head(&mut s);
         seen.lock().unwrap().push(head.clone());
         let lower = head.to_ascii_lowercase();
-        if !(lower.contains("upgrade: websocket") && lower.contains(&format!("sec-websocket-key: {}", WS_KEY.to_ascii_lowercase()))) {
-            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        if !(lower.contains("upgrade: websocket")
+            && lower.contains(&format!("sec-websocket-key: {}", WS_KEY.to_ascii_lowercase())))
+        {
+            let _ = s.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
             return;
         }
         let _ = write!(s, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {WS_ACCEPT}\r\n\r\n");
@@ -131,19 +136,41 @@ fn unmasked(text: &str) -> Vec<u8> {
 
 #[test]
 fn c50_plain_http_inside_a_tunnel_is_served_through_the_cache() {
-    let (origin, proxy) = raw_origin_and_proxy("c50-http", ROBOTS_OFF, |req| answer(req, 200, &[("Cache-Control", "max-age=600")], b"plain page"));
+    let (origin, proxy) = raw_origin_and_proxy("c50-http", ROBOTS_OFF, |req| {
+        answer(req, 200, &[("Cache-Control", "max-age=600")], b"plain page")
+    });
     let o = origin.authority();
     for (i, expect) in ["stored", "hit"].iter().enumerate() {
         let mut s = connect_tunnel(proxy.addr(), &o).unwrap_or_else(|e| panic!("CONNECT {o}: {e}"));
-        let r = exchange_until_close(&mut s, format!("GET /page HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n").as_bytes());
-        assert_eq!((r.status, r.text().as_str()), (200, "plain page"), "tunnel {i}: {}", r.describe());
+        let r = exchange_until_close(
+            &mut s,
+            format!("GET /page HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "plain page"),
+            "tunnel {i}: {}",
+            r.describe()
+        );
         assert!(cache_status(&r).contains(expect), "tunnel {i}: {expect}: {}", r.describe());
     }
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/page").count(), 1, "one origin request");
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/page").count(),
+        1,
+        "one origin request"
+    );
     // Stored under the http:// key, as a proxied request would be.
     let r = proxy.get(&format!("http://{o}/page"), &[]);
-    assert!(cache_status(&r).contains("hit"), "the absolute-form request hits the same entry: {}", r.describe());
-    assert!(proxy.log_shows("carries plain HTTP", Duration::from_secs(5)), "the log names the plain tunnel: {}", proxy.stderr());
+    assert!(
+        cache_status(&r).contains("hit"),
+        "the absolute-form request hits the same entry: {}",
+        r.describe()
+    );
+    assert!(
+        proxy.log_shows("carries plain HTTP", Duration::from_secs(5)),
+        "the log names the plain tunnel: {}",
+        proxy.stderr()
+    );
     let log = proxy.stderr();
     assert!(!log.contains("does it trust the crawlcache CA"), "not logged as a CA problem: {log}");
 }
@@ -153,22 +180,36 @@ fn c50_plain_http_inside_a_tunnel_is_served_through_the_cache() {
 /// for byte, as it does on a connection to the proxy itself.
 #[test]
 fn c50_plain_http_inside_a_tunnel_sends_large_stored_bodies_with_sendfile() {
-    let big: Vec<u8> = (0..(300 * 1024 + 3) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let big: Vec<u8> =
+        (0..(300 * 1024 + 3) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
     let body = big.clone();
     let config = format!("{ROBOTS_OFF}[server]\nsendfile = true\n");
-    let (origin, proxy) = raw_origin_and_proxy("c50-sendfile", &config, move |req| answer(req, 200, &[("Cache-Control", "max-age=600")], &body));
+    let (origin, proxy) = raw_origin_and_proxy("c50-sendfile", &config, move |req| {
+        answer(req, 200, &[("Cache-Control", "max-age=600")], &body)
+    });
     let o = origin.authority();
     for (i, expect) in ["fwd=uri-miss", "hit"].iter().enumerate() {
         let mut s = connect_tunnel(proxy.addr(), &o).unwrap_or_else(|e| panic!("CONNECT {o}: {e}"));
-        let r = exchange_until_close(&mut s, format!("GET /big HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n").as_bytes());
+        let r = exchange_until_close(
+            &mut s,
+            format!("GET /big HTTP/1.1\r\nHost: {o}\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
         assert_eq!(r.status, 200, "tunnel {i}: {}", r.describe());
         assert!(r.body == big, "tunnel {i}: {} bytes, not the origin's", r.body.len());
         assert!(cache_status(&r).contains(expect), "tunnel {i}: {expect}: {}", r.describe());
     }
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/big").count(), 1, "one origin request");
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/big").count(),
+        1,
+        "one origin request"
+    );
     let sent = proxy.metric("crawlcache_sendfile_bytes_total");
     // The hit's body, less perhaps a remainder under 4 KiB after a partial send.
-    assert!(sent <= big.len() as u64 && sent + 4096 > big.len() as u64, "the hit went out with sendfile: {sent} of {} bytes", big.len());
+    assert!(
+        sent <= big.len() as u64 && sent + 4096 > big.len() as u64,
+        "the hit went out with sendfile: {sent} of {} bytes",
+        big.len()
+    );
 }
 
 /// A client that does not wait for the 200 (the CONNECT and its first
@@ -176,7 +217,9 @@ fn c50_plain_http_inside_a_tunnel_sends_large_stored_bodies_with_sendfile() {
 /// are the tunnel's first bytes, not lost.
 #[test]
 fn c50_a_request_written_with_its_connect_is_served_from_the_tunnel() {
-    let (origin, proxy) = raw_origin_and_proxy("c50-one-write", ROBOTS_OFF, |req| answer(req, 200, &[("Cache-Control", "max-age=600")], b"eager page"));
+    let (origin, proxy) = raw_origin_and_proxy("c50-one-write", ROBOTS_OFF, |req| {
+        answer(req, 200, &[("Cache-Control", "max-age=600")], b"eager page")
+    });
     let o = origin.authority();
     let mut s = TcpStream::connect(proxy.addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(15))).ok();
@@ -188,7 +231,11 @@ fn c50_a_request_written_with_its_connect_is_served_from_the_tunnel() {
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.starts_with("HTTP/1.1 200"), "the tunnelled request's answer: {rest:?}");
     assert!(rest.ends_with("eager page"), "its body: {rest:?}");
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/eager").count(), 1, "one origin request");
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/eager").count(),
+        1,
+        "one origin request"
+    );
 }
 
 #[test]
@@ -208,8 +255,15 @@ fn c50_a_websocket_inside_a_tunnel_is_relayed_untouched() {
     assert_eq!(echo, unmasked("hello through the tunnel"), "the origin's echoed frame");
     let seen = heads.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].starts_with("GET /chat HTTP/1.1\r\n"), "the handshake reached the origin as sent: {seen:?}");
-    assert!(proxy.log_shows("carries a WebSocket upgrade: relayed untouched", Duration::from_secs(5)), "{}", proxy.stderr());
+    assert!(
+        seen[0].starts_with("GET /chat HTTP/1.1\r\n"),
+        "the handshake reached the origin as sent: {seen:?}"
+    );
+    assert!(
+        proxy.log_shows("carries a WebSocket upgrade: relayed untouched", Duration::from_secs(5)),
+        "{}",
+        proxy.stderr()
+    );
 }
 
 #[test]
@@ -223,7 +277,11 @@ fn c50_a_websocket_upgrade_through_the_plain_proxy_works() {
     s.write_all(handshake(&format!("http://{o}/chat"), &o).as_bytes()).unwrap();
     let head = read_head(&mut s);
     assert!(head.starts_with("HTTP/1.1 101"), "101 from the origin: {head:?}");
-    assert!(head.contains(&format!("sec-websocket-accept: {WS_ACCEPT}")) || head.contains(&format!("Sec-WebSocket-Accept: {WS_ACCEPT}")), "{head:?}");
+    assert!(
+        head.contains(&format!("sec-websocket-accept: {WS_ACCEPT}"))
+            || head.contains(&format!("Sec-WebSocket-Accept: {WS_ACCEPT}")),
+        "{head:?}"
+    );
     s.write_all(&client_frame("hello through the proxy")).unwrap();
     let mut echo = vec![0u8; 2 + "hello through the proxy".len()];
     s.read_exact(&mut echo).expect("the echoed frame");
@@ -232,7 +290,12 @@ fn c50_a_websocket_upgrade_through_the_plain_proxy_works() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     let lower = seen[0].to_ascii_lowercase();
     assert!(seen[0].starts_with("GET /chat HTTP/1.1\r\n"), "origin-form to the origin: {seen:?}");
-    assert!(lower.contains(&format!("host: {o}\r\n")) && lower.contains("connection: upgrade") && lower.contains("upgrade: websocket"), "{seen:?}");
+    assert!(
+        lower.contains(&format!("host: {o}\r\n"))
+            && lower.contains("connection: upgrade")
+            && lower.contains("upgrade: websocket"),
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -266,7 +329,11 @@ fn c50_another_protocol_in_a_tunnel_is_relayed_untouched_both_ways() {
     let mut got = vec![0u8; 23];
     s.read_exact(&mut got).expect("the server's banner through the tunnel");
     assert_eq!(got, b"220 banner.test ready\r\n");
-    assert!(proxy.log_shows("carries neither TLS nor HTTP: relayed untouched", Duration::from_secs(5)), "{}", proxy.stderr());
+    assert!(
+        proxy.log_shows("carries neither TLS nor HTTP: relayed untouched", Duration::from_secs(5)),
+        "{}",
+        proxy.stderr()
+    );
     let log = proxy.stderr();
     assert!(!log.contains("does it trust the crawlcache CA"), "not logged as a CA problem: {log}");
 }

@@ -10,12 +10,22 @@ fn explicit_expires_is_used_instead_of_the_heuristic_c04() {
         let now = SystemTime::now();
         match req.path() {
             // Stored "an hour ago" with a day of explicit lifetime: still fresh.
-            "/index.json" => Reply::ok(&[("Date", &ago(3600)), ("Expires", &from_now(86_400 - 3600)), ("Last-Modified", &ago(30 * 86_400))], b"{}"),
+            "/index.json" => Reply::ok(
+                &[
+                    ("Date", &ago(3600)),
+                    ("Expires", &from_now(86_400 - 3600)),
+                    ("Last-Modified", &ago(30 * 86_400)),
+                ],
+                b"{}",
+            ),
             // Expires == Date: expired at once, although Last-Modified would
             // give a long heuristic lifetime.
             _ => {
                 let d = http_date(now);
-                Reply::ok(&[("Date", &d), ("Expires", &d), ("Last-Modified", &ago(30 * 86_400))], b"v")
+                Reply::ok(
+                    &[("Date", &d), ("Expires", &d), ("Last-Modified", &ago(30 * 86_400))],
+                    b"v",
+                )
             }
         }
     });
@@ -28,10 +38,17 @@ fn explicit_expires_is_used_instead_of_the_heuristic_c04() {
     let expired_url = origin.url("/variant");
     proxy.get(&expired_url, &[]);
     let again = proxy.get(&expired_url, &[]);
-    assert!(!is_hit(&again), "Expires == Date: must not be served from a heuristic window: {}", status_of(&again));
+    assert!(
+        !is_hit(&again),
+        "Expires == Date: must not be served from a heuristic window: {}",
+        status_of(&again)
+    );
     let reqs = origin.requests();
     assert_eq!(reqs.len(), 3);
-    assert!(reqs[2].header("if-modified-since").is_some(), "the repeat is a revalidation with If-Modified-Since");
+    assert!(
+        reqs[2].header("if-modified-since").is_some(),
+        "the repeat is a revalidation with If-Modified-Since"
+    );
 }
 
 /// C12: 301 (and 308) are heuristically cacheable and stored as redirects
@@ -45,12 +62,20 @@ fn permanent_redirects_are_heuristically_cached_and_302_is_not_c12() {
             _ => 302,
         };
         // Heuristic freshness needs a Last-Modified in the past.
-        Reply::new(status, &[("Location", "http://example.com/new"), ("Last-Modified", &ago(10 * 86_400))], b"")
+        Reply::new(
+            status,
+            &[("Location", "http://example.com/new"), ("Last-Modified", &ago(10 * 86_400))],
+            b"",
+        )
     });
     for (path, cached) in [("/old", true), ("/perm", true), ("/temp", false)] {
         let url = origin.url(path);
         let first = proxy.get(&url, &[]);
-        assert_eq!(first.header("location"), Some("http://example.com/new"), "the redirect is passed, not followed");
+        assert_eq!(
+            first.header("location"),
+            Some("http://example.com/new"),
+            "the redirect is passed, not followed"
+        );
         let before = origin.request_count();
         let second = proxy.get(&url, &[]);
         assert_eq!(second.header("location"), Some("http://example.com/new"));
@@ -79,13 +104,21 @@ fn invalid_expires_means_already_stale_and_is_revalidated_c13() {
     for path in ["/minus-one", "/zero", "/empty", "/garbage"] {
         let url = origin.url(path);
         let first = proxy.get(&url, &[]);
-        assert_eq!((first.status, first.text()), (200, "payload".to_string()), "{path}: step 1 is a normal response");
+        assert_eq!(
+            (first.status, first.text()),
+            (200, "payload".to_string()),
+            "{path}: step 1 is a normal response"
+        );
         let before = origin.request_count();
         let second = proxy.get(&url, &[]);
         assert_eq!(second.text(), "payload", "{path}");
         let reqs = origin.requests();
         assert_eq!(reqs.len(), before + 1, "{path}: the repeat reaches the origin");
-        assert_eq!(reqs.last().and_then(|r| r.header("if-none-match")), Some("\"e1\""), "{path}: as a revalidation");
+        assert_eq!(
+            reqs.last().and_then(|r| r.header("if-none-match")),
+            Some("\"e1\""),
+            "{path}: as a revalidation"
+        );
     }
 }
 
@@ -102,7 +135,11 @@ fn non_numeric_max_age_is_stale_and_quoted_max_age_is_accepted_c14() {
     proxy.get(&rss, &[]);
     let reqs = origin.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[1].header("if-none-match"), Some("\"r1\""), "max-age=600s: the repeat is revalidated");
+    assert_eq!(
+        reqs[1].header("if-none-match"),
+        Some("\"r1\""),
+        "max-age=600s: the repeat is revalidated"
+    );
 
     let q = origin.url("/q");
     proxy.get(&q, &[]);
@@ -142,17 +179,28 @@ fn a_list_valued_age_uses_its_first_member_and_junk_is_ignored() {
 fn obsolete_and_lower_case_expires_are_read() {
     let (origin, proxy) = start(|req| {
         let imf = from_now(3600); // "Sun, 06 Nov 1994 08:49:37 GMT"
-        let (day_name, day, month, year, time) = (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
+        let (day_name, day, month, year, time) =
+            (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
         let expires = match req.path() {
             "/lower" => imf.to_ascii_lowercase(),
             "/upper" => imf.to_ascii_uppercase(),
-            "/rfc850" => format!("{}, {day}-{month}-{} {time} GMT", long_day_name(day_name), &year[2..]),
-            "/asctime" => format!("{day_name} {month} {:>2} {time} {year}", day.trim_start_matches('0')),
+            "/rfc850" => {
+                format!("{}, {day}-{month}-{} {time} GMT", long_day_name(day_name), &year[2..])
+            }
+            "/asctime" => {
+                format!("{day_name} {month} {:>2} {time} {year}", day.trim_start_matches('0'))
+            }
             _ => imf.replace("GMT", "PST"),
         };
         Reply::ok(&[("Date", &ago(0)), ("Expires", &expires)], b"x")
     });
-    for (path, hit) in [("/lower", true), ("/upper", true), ("/rfc850", true), ("/asctime", true), ("/other-zone", false)] {
+    for (path, hit) in [
+        ("/lower", true),
+        ("/upper", true),
+        ("/rfc850", true),
+        ("/asctime", true),
+        ("/other-zone", false),
+    ] {
         let url = origin.url(path);
         proxy.get(&url, &[]);
         let again = proxy.get(&url, &[]);
@@ -163,7 +211,10 @@ fn obsolete_and_lower_case_expires_are_read() {
 
 /// `Sunday` for `Sun`.
 fn long_day_name(short: &str) -> &'static str {
-    ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"].into_iter().find(|l| l.starts_with(short)).unwrap_or("Sunday")
+    ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+        .into_iter()
+        .find(|l| l.starts_with(short))
+        .unwrap_or("Sunday")
 }
 
 /// RFC 9111 section 5.3 (issue 41): an `Expires` an hour ahead but written
@@ -175,10 +226,20 @@ fn long_day_name(short: &str) -> &'static str {
 /// the `freshness-expires-invalid-*` ones of http-cache-tests.
 #[test]
 fn an_expires_outside_the_date_grammar_is_in_the_past_rfc9111_5_3() {
-    let spellings = ["dashes", "spaces", "long-day", "no-space", "no-comma", "two-digit-year", "utc", "periods"];
+    let spellings = [
+        "dashes",
+        "spaces",
+        "long-day",
+        "no-space",
+        "no-comma",
+        "two-digit-year",
+        "utc",
+        "periods",
+    ];
     let (origin, proxy) = start(|req| {
         let imf = from_now(3600); // "Sun, 06 Nov 1994 08:49:37 GMT"
-        let (day_name, day, month, year, time) = (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
+        let (day_name, day, month, year, time) =
+            (&imf[0..3], &imf[5..7], &imf[8..11], &imf[12..16], &imf[17..25]);
         let expires = match req.path().trim_start_matches('/') {
             "dashes" => format!("{day_name}, {day}-{month}-{year} {time} GMT"),
             "spaces" => format!("{day_name}, {day}  {month}  {year} {time} GMT"),
@@ -202,9 +263,17 @@ fn an_expires_outside_the_date_grammar_is_in_the_past_rfc9111_5_3() {
         let before = origin.request_count();
         let again = proxy.get(&url, &[]);
         assert_eq!(again.text(), "payload", "{spelling}");
-        assert!(!is_hit(&again), "{spelling}: an invalid Expires must not be served from the cache: {}", status_of(&again));
+        assert!(
+            !is_hit(&again),
+            "{spelling}: an invalid Expires must not be served from the cache: {}",
+            status_of(&again)
+        );
         let reqs = origin.requests();
         assert_eq!(reqs.len(), before + 1, "{spelling}: the repeat reaches the origin");
-        assert_eq!(reqs.last().and_then(|r| r.header("if-none-match")), Some("\"e1\""), "{spelling}: as a revalidation");
+        assert_eq!(
+            reqs.last().and_then(|r| r.header("if-none-match")),
+            Some("\"e1\""),
+            "{spelling}: as a revalidation"
+        );
     }
 }

@@ -67,7 +67,11 @@ fn head_freshens_a_stored_get_or_drops_it_when_the_validators_disagree() {
     assert!(head.body.is_empty());
     let after = proxy.get(&same, &[]);
     assert_eq!(after.text(), "body-v1");
-    assert!(after.cache_status().unwrap_or_default().contains("; hit"), "freshened by the HEAD: {}", after.describe());
+    assert!(
+        after.cache_status().unwrap_or_default().contains("; hit"),
+        "freshened by the HEAD: {}",
+        after.describe()
+    );
     assert_eq!(after.header("x-head"), Some("yes"), "fields from the HEAD's 200 are stored");
     assert_eq!(gets.load(Ordering::SeqCst), 1);
 
@@ -75,6 +79,14 @@ fn head_freshens_a_stored_get_or_drops_it_when_the_validators_disagree() {
     proxy.get(&changed, &[]);
     Conn::open(proxy.addr()).send("HEAD", &changed, &[], b"");
     let refetched = proxy.get(&changed, &[]);
-    assert!(!refetched.cache_status().unwrap_or_default().contains("; hit"), "{}", refetched.describe());
-    assert_eq!(gets.load(Ordering::SeqCst), 3, "a changed ETag in the HEAD means the stored body is not reused");
+    assert!(
+        !refetched.cache_status().unwrap_or_default().contains("; hit"),
+        "{}",
+        refetched.describe()
+    );
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        3,
+        "a changed ETag in the HEAD means the stored body is not reused"
+    );
 }

@@ -12,7 +12,11 @@ fn unsafe_request_invalidates_a_response_that_was_still_being_stored() {
         if req.method == "POST" {
             let target = req.path().replace("/post", "/target");
             let named = req.path().replace("/post", "/named");
-            Reply::new(201, &[("Content-Location", target.as_str()), ("Location", named.as_str())], b"created")
+            Reply::new(
+                201,
+                &[("Content-Location", target.as_str()), ("Location", named.as_str())],
+                b"created",
+            )
         } else {
             Reply::ok(&[("Cache-Control", "max-age=3600")], b"stored")
         }
@@ -23,13 +27,23 @@ fn unsafe_request_invalidates_a_response_that_was_still_being_stored() {
         assert_eq!(proxy.get(&target, &[]).status, 200);
         assert_eq!(proxy.get(&named, &[]).status, 200);
         let mut conn = Conn::open(proxy.addr());
-        let post = conn.send("POST", &origin.url(&format!("/{i}/post")), &[("Content-Type", "text/plain")], b"abc");
+        let post = conn.send(
+            "POST",
+            &origin.url(&format!("/{i}/post")),
+            &[("Content-Type", "text/plain")],
+            b"abc",
+        );
         assert_eq!(post.status, 201, "{}", post.describe());
         for url in [&target, &named] {
             let before = origin.request_count();
             let again = proxy.get(url, &[]);
             assert_eq!(again.status, 200);
-            assert_eq!(origin.request_count(), before + 1, "round {i}: {url} was invalidated: {}", again.describe());
+            assert_eq!(
+                origin.request_count(),
+                before + 1,
+                "round {i}: {url} was invalidated: {}",
+                again.describe()
+            );
         }
     }
 }
@@ -48,7 +62,10 @@ fn hits_after_an_invalidation_serve_the_new_response_never_a_remembered_one() {
             Reply::new(204, &[], b"")
         } else {
             let n = v.load(Ordering::SeqCst).to_string();
-            Reply::ok(&[("Cache-Control", "max-age=3600"), ("X-Version", n.as_str())], format!("body v{n}").as_bytes())
+            Reply::ok(
+                &[("Cache-Control", "max-age=3600"), ("X-Version", n.as_str())],
+                format!("body v{n}").as_bytes(),
+            )
         }
     });
     let url = origin.url("/hot");

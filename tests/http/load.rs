@@ -20,13 +20,22 @@ fn burst(proxy: &Proxy, url: &str, n: usize) -> Vec<Response> {
 #[test]
 fn concurrent_misses_collapse_into_one_origin_fetch_c17() {
     let (origin, proxy) = start(|req| match req.path() {
-        "/hot" => Reply::ok(&[("Cache-Control", "max-age=2"), ("ETag", "\"h1\"")], b"hot body").delayed(Duration::from_millis(500)),
-        _ => Reply::ok(&[("Cache-Control", "no-store")], b"private body").delayed(Duration::from_millis(300)),
+        "/hot" => Reply::ok(&[("Cache-Control", "max-age=2"), ("ETag", "\"h1\"")], b"hot body")
+            .delayed(Duration::from_millis(500)),
+        _ => Reply::ok(&[("Cache-Control", "no-store")], b"private body")
+            .delayed(Duration::from_millis(300)),
     });
     let url = origin.url("/hot");
     let cold = burst(&proxy, &url, 50);
-    assert!(cold.iter().all(|r| r.status == 200 && r.body == b"hot body"), "every client gets the body");
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/hot").count(), 1, "cold burst: one origin fetch");
+    assert!(
+        cold.iter().all(|r| r.status == 200 && r.body == b"hot body"),
+        "every client gets the body"
+    );
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/hot").count(),
+        1,
+        "cold burst: one origin fetch"
+    );
 
     std::thread::sleep(Duration::from_millis(2200));
     let stale = burst(&proxy, &url, 50);
@@ -38,7 +47,11 @@ fn concurrent_misses_collapse_into_one_origin_fetch_c17() {
     let ns = origin.url("/nostore");
     let r = burst(&proxy, &ns, 10);
     assert!(r.iter().all(|r| r.body == b"private body"));
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/nostore").count(), 10, "a no-store response is never handed to another client");
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/nostore").count(),
+        10,
+        "a no-store response is never handed to another client"
+    );
 }
 
 /// C18: the cache directory on a 50 MiB file system with a 1 GiB budget:
@@ -48,25 +61,38 @@ fn concurrent_misses_collapse_into_one_origin_fetch_c17() {
 fn a_full_disk_is_invisible_to_clients_c18() {
     let dir = TestDir::new("c18");
     let mnt = dir.subdir("small");
-    let Some(_tmpfs) = tmpfs::mount_or_skip("a_full_disk_is_invisible_to_clients_c18", &mnt, "50m") else {
+    let Some(_tmpfs) = tmpfs::mount_or_skip("a_full_disk_is_invisible_to_clients_c18", &mnt, "50m")
+    else {
         return;
     };
-    let body = |i: usize| -> Vec<u8> { (0..1_048_576usize).map(|j| ((i * 7 + j) % 251) as u8).collect() };
+    let body =
+        |i: usize| -> Vec<u8> { (0..1_048_576usize).map(|j| ((i * 7 + j) % 251) as u8).collect() };
     let origin = Origin::start(move |req| {
         let i: usize = req.path().trim_start_matches("/obj/").parse().unwrap_or(0);
         Reply::ok(&[("Cache-Control", "max-age=3600")], &body(i))
     });
-    let proxy = Proxy::start_with_config(&mnt.join("data"), &format!("{NO_ROBOTS}[cache]\nmax_size = \"1GiB\"\n"), &[]);
+    let proxy = Proxy::start_with_config(
+        &mnt.join("data"),
+        &format!("{NO_ROBOTS}[cache]\nmax_size = \"1GiB\"\n"),
+        &[],
+    );
     for i in 0..200 {
         let r = proxy.get(&origin.url(&format!("/obj/{i}")), &[]);
         assert_eq!(r.status, 200, "object {i}");
-        assert!(r.complete && r.body.len() == 1_048_576, "object {i}: complete body even when the disk is full");
+        assert!(
+            r.complete && r.body.len() == 1_048_576,
+            "object {i}: complete body even when the disk is full"
+        );
         assert_eq!(r.body, body(i), "object {i}: right bytes");
     }
     for i in 0..10 {
         let r = proxy.get(&origin.url(&format!("/obj/{i}")), &[]);
         assert_eq!(r.status, 200);
-        assert_eq!(r.body, body(i), "re-request {i}: a valid hit or a clean miss, never a truncated body");
+        assert_eq!(
+            r.body,
+            body(i),
+            "re-request {i}: a valid hit or a clean miss, never a truncated body"
+        );
     }
     let stats = proxy.admin("/stats");
     let v: serde_json::Value = serde_json::from_slice(&stats.body).expect("stats JSON");

@@ -10,7 +10,12 @@ const BODY: &[u8] = b"0123456789A";
 fn stored_body_origin() -> (Origin, Proxy) {
     start(|_| {
         Reply::ok(
-            &[("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT"), ("Content-Type", "text/plain")],
+            &[
+                ("Cache-Control", "max-age=3600"),
+                ("ETag", "\"v1\""),
+                ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
+                ("Content-Type", "text/plain"),
+            ],
             BODY,
         )
     })
@@ -77,7 +82,12 @@ fn multiple_malformed_or_mismatched_if_range_get_the_whole_body() {
         assert!(r.header("content-range").is_none(), "{headers:?}");
     }
     let matching = proxy.get(&url, &[("Range", "bytes=0-1"), ("If-Range", "\"v1\"")]);
-    assert_eq!(matching.status, 206, "a strong If-Range match gets the range: {}", matching.describe());
+    assert_eq!(
+        matching.status,
+        206,
+        "a strong If-Range match gets the range: {}",
+        matching.describe()
+    );
     assert_eq!(matching.text(), "01");
     assert_eq!(origin.request_count(), 1);
 }
@@ -116,16 +126,22 @@ fn with_sendfile_a_large_stored_body_is_sent_from_its_file_byte_for_byte() {
     // (the two short ranges are written as usual, and so may be a last
     // remainder under 4 KiB of each after a partial send).
     let from_file = 2 * (600 * 1024 + 7) + 100_001;
-    assert!(sent <= from_file && sent + 3 * 4096 > from_file, "the stored bodies went out with sendfile: {sent} of {from_file} bytes");
+    assert!(
+        sent <= from_file && sent + 3 * 4096 > from_file,
+        "the stored bodies went out with sendfile: {sent} of {from_file} bytes"
+    );
 }
 
 /// Stores a 600 KiB body through a proxy configured with `config_toml`,
 /// checks it three times whole and by three ranges, and returns the
 /// proxy's `crawlcache_sendfile_bytes_total`.
 fn large_body_whole_and_by_ranges(config_toml: &str) -> u64 {
-    let big: Vec<u8> = (0..(600 * 1024 + 7) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let big: Vec<u8> =
+        (0..(600 * 1024 + 7) as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let body = big.clone();
-    let (origin, proxy) = start_with_origin("http", config_toml, move |_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"big\"")], &body));
+    let (origin, proxy) = start_with_origin("http", config_toml, move |_| {
+        Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"big\"")], &body)
+    });
     let url = origin.url("/big");
     for round in 0..3 {
         let r = proxy.get(&url, &[]);
@@ -133,13 +149,19 @@ fn large_body_whole_and_by_ranges(config_toml: &str) -> u64 {
         assert!(r.body == big, "round {round}: {} bytes, not the stored ones", r.body.len());
     }
     let len = big.len();
-    for (range, first, last) in
-        [("bytes=0-9".to_string(), 0, 9), (format!("bytes={}-", len - 5), len - 5, len - 1), ("bytes=300000-400000".to_string(), 300_000, 400_000)]
-    {
+    for (range, first, last) in [
+        ("bytes=0-9".to_string(), 0, 9),
+        (format!("bytes={}-", len - 5), len - 5, len - 1),
+        ("bytes=300000-400000".to_string(), 300_000, 400_000),
+    ] {
         let r = proxy.get(&url, &[("Range", range.as_str())]);
         assert_eq!(r.status, 206, "{range}: {}", r.describe());
         assert!(r.body == big[first..=last], "{range}: wrong bytes");
-        assert_eq!(r.header("content-range"), Some(format!("bytes {first}-{last}/{len}").as_str()), "{range}");
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes {first}-{last}/{len}").as_str()),
+            "{range}"
+        );
     }
     assert_eq!(origin.request_count(), 1, "everything came from the stored body");
     proxy.metric("crawlcache_sendfile_bytes_total")

@@ -25,7 +25,12 @@ fn stale_if_error_serves_the_stale_body_only_inside_its_window_c22() {
     std::thread::sleep(Duration::from_millis(1500));
     fail.store(1, Ordering::SeqCst);
     let r = proxy.get(&s, &[]);
-    assert_eq!((r.status, r.text()), (200, "S1".to_string()), "503 inside stale-if-error: stale served: {}", r.describe());
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "S1".to_string()),
+        "503 inside stale-if-error: stale served: {}",
+        r.describe()
+    );
     assert!(r.cache_status().unwrap_or_default().contains("stale"), "{}", r.describe());
     let r = proxy.get(&m, &[]);
     assert_eq!(r.status, 503, "must-revalidate: the error, not M1: {}", r.describe());
@@ -34,7 +39,12 @@ fn stale_if_error_serves_the_stale_body_only_inside_its_window_c22() {
     let port = origin.port();
     drop(origin);
     let r = proxy.get(&s, &[]);
-    assert_eq!((r.status, r.text()), (200, "S1".to_string()), "refused inside the window: stale served: {}", r.describe());
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "S1".to_string()),
+        "refused inside the window: stale served: {}",
+        r.describe()
+    );
     let r = proxy.get(&m, &[]);
     assert_eq!(r.status, 504, "must-revalidate and unreachable: 504: {}", r.describe());
     std::thread::sleep(Duration::from_millis(3000));
@@ -53,9 +63,15 @@ fn stale_while_revalidate_serves_stale_at_once_and_revalidates_in_the_background
         let v = v2.load(Ordering::SeqCst);
         let etag = format!("\"w{v}\"");
         if req.header("if-none-match") == Some(etag.as_str()) {
-            return Reply::not_modified(&[("ETag", &etag), ("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3")]);
+            return Reply::not_modified(&[
+                ("ETag", &etag),
+                ("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3"),
+            ]);
         }
-        Reply::ok(&[("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3"), ("ETag", &etag)], format!("W{v}").as_bytes())
+        Reply::ok(
+            &[("Cache-Control", "public, s-maxage=1, stale-while-revalidate=3"), ("ETag", &etag)],
+            format!("W{v}").as_bytes(),
+        )
     });
     let w = origin.url("/w");
     let w2 = origin.url("/w2");
@@ -64,18 +80,36 @@ fn stale_while_revalidate_serves_stale_at_once_and_revalidates_in_the_background
     version.store(2, Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(1500));
     let r = proxy.get(&w, &[]);
-    assert_eq!(r.text(), "W1", "inside the window the stale body is served at once: {}", r.describe());
+    assert_eq!(
+        r.text(),
+        "W1",
+        "inside the window the stale body is served at once: {}",
+        r.describe()
+    );
     let reqs = origin.wait_for_requests(3, Duration::from_secs(5));
-    assert_eq!(reqs[2].header("if-none-match"), Some("\"w1\""), "one background conditional request");
+    assert_eq!(
+        reqs[2].header("if-none-match"),
+        Some("\"w1\""),
+        "one background conditional request"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let r = proxy.get(&w, &[]);
     assert_eq!(r.text(), "W2", "the refreshed body is served next: {}", r.describe());
-    assert_eq!(origin.requests().iter().filter(|r| r.path() == "/w").count(), 2, "exactly one background request");
+    assert_eq!(
+        origin.requests().iter().filter(|r| r.path() == "/w").count(),
+        2,
+        "exactly one background request"
+    );
 
     std::thread::sleep(Duration::from_millis(3500));
     let before = origin.request_count();
     let r = proxy.get(&w2, &[]);
-    assert_eq!(r.text(), "W2", "outside the window the proxy asks the origin first: {}", r.describe());
+    assert_eq!(
+        r.text(),
+        "W2",
+        "outside the window the proxy asks the origin first: {}",
+        r.describe()
+    );
     assert_eq!(origin.request_count(), before + 1);
 }
 
@@ -92,11 +126,21 @@ fn head_on_a_stale_entry_gets_the_stale_fallbacks_get_gets_c52() {
     let (origin, proxy) = start(move |req| {
         if f2.load(Ordering::SeqCst) == 1 {
             // No body after a HEAD's head (it would be read as the next response).
-            return Reply::new(503, &[], if req.method == "HEAD" { &b""[..] } else { &b"origin down"[..] });
+            return Reply::new(
+                503,
+                &[],
+                if req.method == "HEAD" { &b""[..] } else { &b"origin down"[..] },
+            );
         }
         match req.path() {
-            "/sie" => Reply::ok(&[("Cache-Control", "max-age=1, stale-if-error=600"), ("ETag", "\"s1\"")], b"stored sie body"),
-            _ => Reply::ok(&[("Cache-Control", "max-age=1"), ("ETag", "\"d1\"")], b"stored down body"),
+            "/sie" => Reply::ok(
+                &[("Cache-Control", "max-age=1, stale-if-error=600"), ("ETag", "\"s1\"")],
+                b"stored sie body",
+            ),
+            _ => Reply::ok(
+                &[("Cache-Control", "max-age=1"), ("ETag", "\"d1\"")],
+                b"stored down body",
+            ),
         }
     });
     let (sie, down) = (origin.url("/sie"), origin.url("/down"));
@@ -106,11 +150,21 @@ fn head_on_a_stale_entry_gets_the_stale_fallbacks_get_gets_c52() {
     fail.store(1, Ordering::SeqCst);
 
     let r = proxy.get(&sie, &[]);
-    assert_eq!((r.status, r.text().as_str()), (200, "stored sie body"), "GET, 503 inside stale-if-error: {}", r.describe());
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "stored sie body"),
+        "GET, 503 inside stale-if-error: {}",
+        r.describe()
+    );
     let mut conn = Conn::open(proxy.addr());
     let h = conn.send("HEAD", &sie, &[], b"");
     assert_eq!(h.status, 200, "HEAD, 503 inside stale-if-error: the stale copy: {}", h.describe());
-    assert_eq!(h.header("etag"), Some("\"s1\""), "HEAD carries the stored GET's ETag: {}", h.describe());
+    assert_eq!(
+        h.header("etag"),
+        Some("\"s1\""),
+        "HEAD carries the stored GET's ETag: {}",
+        h.describe()
+    );
     assert!(h.body.is_empty(), "HEAD has no body: {}", h.describe());
     assert!(status_of(&h).contains("stale-if-error"), "{}", h.describe());
     let before = origin.request_count();
@@ -120,7 +174,12 @@ fn head_on_a_stale_entry_gets_the_stale_fallbacks_get_gets_c52() {
     drop(origin);
     let down = format!("http://127.0.0.1:{port}/down");
     let r = proxy.get(&down, &[]);
-    assert_eq!((r.status, r.text().as_str()), (200, "stored down body"), "GET, origin unreachable: {}", r.describe());
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "stored down body"),
+        "GET, origin unreachable: {}",
+        r.describe()
+    );
     let h = Conn::open(proxy.addr()).send("HEAD", &down, &[], b"");
     assert_eq!(h.status, 200, "HEAD, origin unreachable: the stale copy: {}", h.describe());
     assert_eq!(h.header("etag"), Some("\"d1\""), "{}", h.describe());
@@ -129,7 +188,11 @@ fn head_on_a_stale_entry_gets_the_stale_fallbacks_get_gets_c52() {
     for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"] {
         let r = Conn::open(proxy.addr()).send(method, &down, &[], b"");
         assert!(r.status == 502 || r.status == 504, "{method}: a gateway error: {}", r.describe());
-        assert!(!r.text().contains("stored down body"), "{method} never gets the stored body: {}", r.describe());
+        assert!(
+            !r.text().contains("stored down body"),
+            "{method} never gets the stored body: {}",
+            r.describe()
+        );
     }
     assert!(before >= 2, "the origin saw the first GETs");
 }

@@ -11,7 +11,10 @@ fn request_no_store_stores_nothing_c06() {
     proxy.get(&url, &[("Cache-Control", "no-store")]);
     proxy.get(&url, &[("Cache-Control", "no-store")]);
     assert_eq!(origin.request_count(), 2, "both no-store requests reach the origin");
-    let show = crawlcache_cmd(&["cache", "show", "--json", "--data-dir", &proxy.data_dir().display().to_string(), &url], Duration::from_secs(20));
+    let show = crawlcache_cmd(
+        &["cache", "show", "--json", "--data-dir", &proxy.data_dir().display().to_string(), &url],
+        Duration::from_secs(20),
+    );
     let out = String::from_utf8_lossy(&show.stdout);
     assert!(out.contains("\"variants\": []"), "nothing is stored for the URL: {out}");
     let third = proxy.get(&url, &[]);
@@ -29,7 +32,10 @@ fn request_no_store_stores_nothing_c06() {
 fn private_is_never_shared_and_private_named_fields_are_not_stored_c07() {
     let (origin, proxy) = start(|req| match req.path() {
         "/account" => Reply::ok(&[("Cache-Control", "private, max-age=600")], b"A-data"),
-        _ => Reply::ok(&[("Cache-Control", "private=\"Set-Cookie\", max-age=600"), ("Set-Cookie", "sid=1")], b"shared"),
+        _ => Reply::ok(
+            &[("Cache-Control", "private=\"Set-Cookie\", max-age=600"), ("Set-Cookie", "sid=1")],
+            b"shared",
+        ),
     });
     let url = origin.url("/account");
     assert_eq!(proxy.get(&url, &[]).text(), "A-data");
@@ -42,7 +48,12 @@ fn private_is_never_shared_and_private_named_fields_are_not_stored_c07() {
     let second = proxy.get(&q, &[]);
     assert!(is_hit(&second), "{}", status_of(&second));
     assert_eq!(second.text(), "shared");
-    assert_eq!(second.header("set-cookie"), None, "the private field is not stored: {}", second.describe());
+    assert_eq!(
+        second.header("set-cookie"),
+        None,
+        "the private field is not stored: {}",
+        second.describe()
+    );
 }
 
 /// C08: Set-Cookie is never replayed from the cache, whether or not the
@@ -50,8 +61,17 @@ fn private_is_never_shared_and_private_named_fields_are_not_stored_c07() {
 #[test]
 fn set_cookie_is_never_replayed_from_the_cache_c08() {
     let (origin, proxy) = start(|req| match req.path() {
-        "/home" => Reply::ok(&[("Cache-Control", "public, max-age=60"), ("Set-Cookie", "sid=placeholder-1")], b"home"),
-        _ => Reply::ok(&[("Cache-Control", "public, max-age=60, no-cache=\"Set-Cookie\""), ("Set-Cookie", "sid=placeholder-2")], b"home2"),
+        "/home" => Reply::ok(
+            &[("Cache-Control", "public, max-age=60"), ("Set-Cookie", "sid=placeholder-1")],
+            b"home",
+        ),
+        _ => Reply::ok(
+            &[
+                ("Cache-Control", "public, max-age=60, no-cache=\"Set-Cookie\""),
+                ("Set-Cookie", "sid=placeholder-2"),
+            ],
+            b"home2",
+        ),
     });
     for path in ["/home", "/variant"] {
         let url = origin.url(path);
@@ -59,7 +79,12 @@ fn set_cookie_is_never_replayed_from_the_cache_c08() {
         assert!(first.header("set-cookie").is_some(), "the first client gets its own cookie");
         let second = proxy.get(&url, &[]);
         assert!(is_hit(&second), "{path}: the body is served from cache: {}", status_of(&second));
-        assert_eq!(second.header("set-cookie"), None, "{path}: another client never gets the cookie: {}", second.describe());
+        assert_eq!(
+            second.header("set-cookie"),
+            None,
+            "{path}: another client never gets the cookie: {}",
+            second.describe()
+        );
     }
     assert_eq!(origin.request_count(), 2);
 }
@@ -69,16 +94,34 @@ fn set_cookie_is_never_replayed_from_the_cache_c08() {
 #[test]
 fn truncated_bodies_reach_the_client_truncated_and_are_never_stored_c09() {
     let (origin, proxy) = start(|req| match req.path() {
-        "/big.json" => Reply::chunked(200, &[("Cache-Control", "max-age=3600")], &[b"{\"a\":", b"[1,2,3"], false),
-        _ => Reply::short_content_length(200, &[("Cache-Control", "max-age=3600")], b"only part", 5000),
+        "/big.json" => Reply::chunked(
+            200,
+            &[("Cache-Control", "max-age=3600")],
+            &[b"{\"a\":", b"[1,2,3"],
+            false,
+        ),
+        _ => Reply::short_content_length(
+            200,
+            &[("Cache-Control", "max-age=3600")],
+            b"only part",
+            5000,
+        ),
     });
     for path in ["/big.json", "/short"] {
         let url = origin.url(path);
         let first = proxy.get(&url, &[]);
-        assert!(!first.complete, "{path}: the client sees a truncated transfer, not a clean end: {}", first.describe());
+        assert!(
+            !first.complete,
+            "{path}: the client sees a truncated transfer, not a clean end: {}",
+            first.describe()
+        );
         let before = origin.request_count();
         let second = proxy.get(&url, &[]);
-        assert_eq!(origin.request_count(), before + 1, "{path}: the second request goes to the origin");
+        assert_eq!(
+            origin.request_count(),
+            before + 1,
+            "{path}: the second request goes to the origin"
+        );
         assert!(!is_hit(&second), "{path}: never a hit: {}", status_of(&second));
     }
     let stats = proxy.admin("/stats");
@@ -98,15 +141,18 @@ fn truncated_bodies_reach_the_client_truncated_and_are_never_stored_c09() {
 fn cache_status_says_stored_only_for_an_entry_committed_rfc9211_2_5() {
     let config = format!("{NO_ROBOTS}[cache]\nmax_object_size = \"1KiB\"\n");
     let cc = [("Cache-Control", "max-age=3600")];
-    let (origin, proxy) = start_with_origin("http-stored-truth", &config, move |req| match req.path() {
-        "/whole" => Reply::ok(&cc, b"a whole body"),
-        "/short" => Reply::short_content_length(200, &cc, b"only part", 500),
-        "/cut" => Reply::chunked(200, &cc, &[b"one chunk"], false),
-        "/streamed" => Reply::chunked(200, &cc, &[b"one chunk", b" then another"], true),
-        "/huge" => Reply::chunked(200, &cc, &[&[b'x'; 800][..], &[b'y'; 800][..]], true),
-        _ => Reply::new(404, &[], b""),
-    });
-    let stored = |r: &Response| r.cache_status().unwrap_or_default().split(';').any(|p| p.trim() == "stored");
+    let (origin, proxy) =
+        start_with_origin("http-stored-truth", &config, move |req| match req.path() {
+            "/whole" => Reply::ok(&cc, b"a whole body"),
+            "/short" => Reply::short_content_length(200, &cc, b"only part", 500),
+            "/cut" => Reply::chunked(200, &cc, &[b"one chunk"], false),
+            "/streamed" => Reply::chunked(200, &cc, &[b"one chunk", b" then another"], true),
+            "/huge" => Reply::chunked(200, &cc, &[&[b'x'; 800][..], &[b'y'; 800][..]], true),
+            _ => Reply::new(404, &[], b""),
+        });
+    let stored = |r: &Response| {
+        r.cache_status().unwrap_or_default().split(';').any(|p| p.trim() == "stored")
+    };
     let whole = proxy.get(&origin.url("/whole"), &[]);
     assert!(stored(&whole), "{}", whole.describe());
     assert!(is_hit(&proxy.get(&origin.url("/whole"), &[])), "and it was");
@@ -116,6 +162,10 @@ fn cache_status_says_stored_only_for_an_entry_committed_rfc9211_2_5() {
         assert!(!is_hit(&proxy.get(&origin.url(path), &[])), "{path}: indeed not stored");
     }
     let streamed = proxy.get(&origin.url("/streamed"), &[]);
-    assert!(streamed.complete && !stored(&streamed), "not known when the head went out: {}", streamed.describe());
+    assert!(
+        streamed.complete && !stored(&streamed),
+        "not known when the head went out: {}",
+        streamed.describe()
+    );
     assert!(is_hit(&proxy.get(&origin.url("/streamed"), &[])), "stored once complete");
 }

@@ -19,7 +19,12 @@ fn vary_variants_of_one_url_coexist_and_never_cross_c01() {
     let p2 = proxy.get(&url, &[("Accept", "text/plain")]);
     assert_eq!(j2.text(), "J1", "JSON request must get the JSON variant: {}", j2.describe());
     assert_eq!(p2.text(), "P1", "text request must get the text variant: {}", p2.describe());
-    assert!(is_hit(&j2) && is_hit(&p2), "both repeats are hits: {} / {}", status_of(&j2), status_of(&p2));
+    assert!(
+        is_hit(&j2) && is_hit(&p2),
+        "both repeats are hits: {} / {}",
+        status_of(&j2),
+        status_of(&p2)
+    );
     assert_eq!(origin.request_count(), 2, "origin sees exactly the two first requests");
     // A third Accept value is a variant miss, not the other variants.
     let x = proxy.get(&url, &[("Accept", "text/html")]);
@@ -34,15 +39,32 @@ fn vary_variants_of_one_url_coexist_and_never_cross_c01() {
 /// order is still a different variant.
 #[test]
 fn vary_matches_requests_that_differ_only_in_list_whitespace_or_case() {
-    let (origin, proxy) = start(|_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("Vary", "Accept-Encoding, Accept-Language")], b"variant"));
+    let (origin, proxy) = start(|_| {
+        Reply::ok(
+            &[("Cache-Control", "max-age=3600"), ("Vary", "Accept-Encoding, Accept-Language")],
+            b"variant",
+        )
+    });
     let url = origin.url("/v");
     proxy.get(&url, &[("Accept-Encoding", "gzip, br"), ("Accept-Language", "en, de")]);
-    for headers in [[("Accept-Encoding", "gzip,br"), ("Accept-Language", "en,de")], [("Accept-Encoding", " GZIP ,  br "), ("Accept-Language", "eN, De")]] {
+    for headers in [
+        [("Accept-Encoding", "gzip,br"), ("Accept-Language", "en,de")],
+        [("Accept-Encoding", " GZIP ,  br "), ("Accept-Language", "eN, De")],
+    ] {
         let r = proxy.get(&url, &headers);
-        assert!(r.cache_status().unwrap_or_default().contains("; hit"), "{headers:?}: {}", r.describe());
+        assert!(
+            r.cache_status().unwrap_or_default().contains("; hit"),
+            "{headers:?}: {}",
+            r.describe()
+        );
     }
     assert_eq!(origin.request_count(), 1);
-    let reordered = proxy.get(&url, &[("Accept-Encoding", "gzip, br"), ("Accept-Language", "de, en")]);
-    assert!(!reordered.cache_status().unwrap_or_default().contains("; hit"), "{}", reordered.describe());
+    let reordered =
+        proxy.get(&url, &[("Accept-Encoding", "gzip, br"), ("Accept-Language", "de, en")]);
+    assert!(
+        !reordered.cache_status().unwrap_or_default().contains("; hit"),
+        "{}",
+        reordered.describe()
+    );
     assert_eq!(origin.request_count(), 2);
 }

@@ -81,7 +81,9 @@ impl Parent {
                                 }
                             });
                         }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(5)),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            thread::sleep(Duration::from_millis(5))
+                        }
                         Err(e) => {
                             eprintln!("[test parent] accept: {e}");
                             thread::sleep(Duration::from_millis(5));
@@ -105,7 +107,11 @@ impl Parent {
             if let Some(s) = self.seen().into_iter().find(|s| s.line.contains(needle)) {
                 return s;
             }
-            assert!(Instant::now() < deadline, "the parent proxy never saw a request line containing {needle:?}; it saw {:#?}", self.seen());
+            assert!(
+                Instant::now() < deadline,
+                "the parent proxy never saw a request line containing {needle:?}; it saw {:#?}",
+                self.seen()
+            );
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -135,25 +141,40 @@ fn read_head(conn: &mut TcpStream) -> std::io::Result<(String, Vec<u8>)> {
         }
         let n = conn.read(&mut chunk)?;
         if n == 0 {
-            return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "closed before the end of the head"));
+            return Err(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "closed before the end of the head",
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
     }
 }
 
 fn head_field<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.split("\r\n").skip(1).find_map(|l| l.split_once(':').filter(|(n, _)| n.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+    head.split("\r\n").skip(1).find_map(|l| {
+        l.split_once(':')
+            .filter(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
+    })
 }
 
 /// Serves one client connection of the parent: one absolute-form request,
 /// or one CONNECT tunnel.
-fn serve_parent(mut client: TcpStream, require_auth: bool, seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
+fn serve_parent(
+    mut client: TcpStream,
+    require_auth: bool,
+    seen: &Mutex<Vec<Seen>>,
+) -> std::io::Result<()> {
     client.set_read_timeout(Some(IO_LIMIT))?;
     client.set_write_timeout(Some(IO_LIMIT))?;
     let (head, rest) = read_head(&mut client)?;
     let line = head.split("\r\n").next().unwrap_or("").to_string();
     let auth = head_field(&head, "proxy-authorization").map(str::to_string);
-    seen.lock().unwrap().push(Seen { line: line.clone(), auth: auth.clone(), host: head_field(&head, "host").map(str::to_string) });
+    seen.lock().unwrap().push(Seen {
+        line: line.clone(),
+        auth: auth.clone(),
+        host: head_field(&head, "host").map(str::to_string),
+    });
     if require_auth && auth.as_deref() != Some(CREDENTIALS) {
         client.write_all(
             b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -163,10 +184,13 @@ fn serve_parent(mut client: TcpStream, require_auth: bool, seen: &Mutex<Vec<Seen
     let mut parts = line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     if method == "CONNECT" {
-        let mut origin = match TcpStream::connect(target) {
-            Ok(o) => o,
-            Err(_) => return client.write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
-        };
+        let mut origin =
+            match TcpStream::connect(target) {
+                Ok(o) => o,
+                Err(_) => return client.write_all(
+                    b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                ),
+            };
         origin.set_read_timeout(Some(IO_LIMIT))?;
         client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
         origin.write_all(&rest)?;
@@ -182,7 +206,9 @@ fn serve_parent(mut client: TcpStream, require_auth: bool, seen: &Mutex<Vec<Seen
     }
     // Absolute form: http://host:port/path.
     let Some(after) = target.strip_prefix("http://") else {
-        return client.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return client.write_all(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
     };
     let (authority, path) = match after.find('/') {
         Some(i) => (&after[..i], &after[i..]),
@@ -193,7 +219,10 @@ fn serve_parent(mut client: TcpStream, require_auth: bool, seen: &Mutex<Vec<Seen
     let mut out = format!("{method} {path} HTTP/1.1\r\n");
     for l in head.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
         let name = l.split(':').next().unwrap_or("").trim().to_ascii_lowercase();
-        if !matches!(name.as_str(), "proxy-authorization" | "proxy-connection" | "connection" | "keep-alive") {
+        if !matches!(
+            name.as_str(),
+            "proxy-authorization" | "proxy-connection" | "connection" | "keep-alive"
+        ) {
             out.push_str(l);
             out.push_str("\r\n");
         }
@@ -255,8 +284,11 @@ impl TlsOrigin {
                             let head = String::from_utf8_lossy(&buf).into_owned();
                             let path = head.split(' ').nth(1).unwrap_or("").to_string();
                             paths.lock().unwrap().push(path.clone());
-                            let (status, body) =
-                                if path == "/robots.txt" { ("404 Not Found", String::new()) } else { ("200 OK", format!("secure page {path}")) };
+                            let (status, body) = if path == "/robots.txt" {
+                                ("404 Not Found", String::new())
+                            } else {
+                                ("200 OK", format!("secure page {path}"))
+                            };
                             let resp = format!(
                                 "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                                 body.len()
@@ -266,7 +298,9 @@ impl TlsOrigin {
                             let _ = tls.flush();
                         });
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(5)),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        thread::sleep(Duration::from_millis(5))
+                    }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
             }
@@ -300,19 +334,23 @@ fn https_get(proxy: SocketAddr, ca_pem: &Path, host: &str, port: u16, path: &str
     assert!(head.starts_with("HTTP/1.1 200"), "crawlcache answered CONNECT with {head}");
     assert!(rest.is_empty(), "bytes after crawlcache's CONNECT answer");
     let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(ca_pem).unwrap_or_else(|e| panic!("reading crawlcache's CA {}: {e}", ca_pem.display()));
+    let pem = std::fs::read(ca_pem)
+        .unwrap_or_else(|e| panic!("reading crawlcache's CA {}: {e}", ca_pem.display()));
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
         roots.add(cert.expect("crawlcache's CA PEM")).expect("crawlcache's CA as a trust anchor");
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from(host.to_string()).expect("server name");
     let conn = rustls::ClientConnection::new(Arc::new(config), name).expect("TLS client");
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    write!(tls, "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n").expect("sending the request through the tunnel");
+    write!(tls, "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n")
+        .expect("sending the request through the tunnel");
     let mut raw = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
@@ -320,7 +358,10 @@ fn https_get(proxy: SocketAddr, ca_pem: &Path, host: &str, port: u16, path: &str
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == ErrorKind::UnexpectedEof && !raw.is_empty() => break,
-            Err(e) => panic!("reading the response through the tunnel: {e} (so far: {})", String::from_utf8_lossy(&raw)),
+            Err(e) => panic!(
+                "reading the response through the tunnel: {e} (so far: {})",
+                String::from_utf8_lossy(&raw)
+            ),
         }
     }
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -337,7 +378,9 @@ fn https_get(proxy: SocketAddr, ca_pem: &Path, host: &str, port: u16, path: &str
 /// entries, robots `mode`, and the test CA as the extra upstream CA.
 fn config(proxy: &str, no_proxy: &[&str], robots_mode: &str, extra_ca: Option<&Path>) -> String {
     let no: Vec<String> = no_proxy.iter().map(|n| format!("{n:?}")).collect();
-    let ca = extra_ca.map(|p| format!("extra_ca_file = {:?}\n", p.display().to_string())).unwrap_or_default();
+    let ca = extra_ca
+        .map(|p| format!("extra_ca_file = {:?}\n", p.display().to_string()))
+        .unwrap_or_default();
     format!(
         "[robots]\nmode = \"{robots_mode}\"\n\n[upstream]\nconnect_timeout = \"3s\"\nresponse_timeout = \"10s\"\nproxy = {proxy:?}\nno_proxy = [{}]\n{ca}",
         no.join(", ")
@@ -353,7 +396,10 @@ fn page(r: &RecordedRequest) -> Reply {
     if r.path() == "/robots.txt" {
         Reply::ok(&[("Content-Type", "text/plain")], b"User-agent: *\nDisallow: /private\n")
     } else {
-        Reply::ok(&[("Content-Type", "text/plain"), ("Cache-Control", "max-age=60")], format!("page {}", r.path()).as_bytes())
+        Reply::ok(
+            &[("Content-Type", "text/plain"), ("Cache-Control", "max-age=60")],
+            format!("page {}", r.path()).as_bytes(),
+        )
     }
 }
 
@@ -367,11 +413,20 @@ fn page(r: &RecordedRequest) -> Reply {
 fn plain_requests_and_robots_txt_go_through_the_parent_in_absolute_form_with_credentials() {
     let parent = Parent::start(true);
     let origin = Origin::start(page);
-    let proxy = start("parent-plain", &config(&format!("http://user:pass@{}", parent.addr), &[], "annotate", None));
+    let proxy = start(
+        "parent-plain",
+        &config(&format!("http://user:pass@{}", parent.addr), &[], "annotate", None),
+    );
 
     let url = origin.url("/page");
     let r = proxy.get(&url, &[]);
-    assert_eq!((r.status, r.text().as_str()), (200, "page /page"), "{}\n{}", r.describe(), proxy.stderr_tail(30));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "page /page"),
+        "{}\n{}",
+        r.describe(),
+        proxy.stderr_tail(30)
+    );
 
     let o = origin.addr();
     let page_line = parent.wait_for(&format!("GET http://{o}/page HTTP/1.1"));
@@ -383,7 +438,10 @@ fn plain_requests_and_robots_txt_go_through_the_parent_in_absolute_form_with_cre
     assert!(parent.seen().iter().all(|s| !s.line.starts_with("CONNECT")), "{:#?}", parent.seen());
     // The origin got both from the parent (which relays in origin-form).
     let paths: Vec<String> = origin.requests().iter().map(|r| r.target.clone()).collect();
-    assert!(paths.contains(&"/page".to_string()) && paths.contains(&"/robots.txt".to_string()), "{paths:?}");
+    assert!(
+        paths.contains(&"/page".to_string()) && paths.contains(&"/robots.txt".to_string()),
+        "{paths:?}"
+    );
 
     // A second fetch is a cache hit: the parent sees no second /page.
     let again = proxy.get(&url, &[]);
@@ -403,7 +461,10 @@ fn https_origins_are_reached_through_connect_with_credentials() {
     let dir = TestDir::new("parent-https-ca");
     let ca_file = dir.join("origin-ca.pem");
     std::fs::write(&ca_file, &pki.ca_pem).unwrap();
-    let proxy = start("parent-https", &config(&format!("http://user:pass@{}", parent.addr), &[], "annotate", Some(&ca_file)));
+    let proxy = start(
+        "parent-https",
+        &config(&format!("http://user:pass@{}", parent.addr), &[], "annotate", Some(&ca_file)),
+    );
     let crawlcache_ca = proxy.data_dir().join("ca/ca.pem");
 
     let port = origin.addr.port();
@@ -415,14 +476,26 @@ fn https_origins_are_reached_through_connect_with_credentials() {
     assert_eq!(connect.auth.as_deref(), Some(CREDENTIALS), "{connect:?}");
     let deadline = Instant::now() + WAIT;
     while !origin.paths().contains(&"/robots.txt".to_string()) {
-        assert!(Instant::now() < deadline, "the https robots.txt fetch never reached the origin: {:?}", origin.paths());
+        assert!(
+            Instant::now() < deadline,
+            "the https robots.txt fetch never reached the origin: {:?}",
+            origin.paths()
+        );
         thread::sleep(Duration::from_millis(20));
     }
     for s in parent.seen() {
-        assert!(s.line.starts_with(&format!("CONNECT localhost:{port} ")), "only CONNECT for an https origin: {s:?}");
+        assert!(
+            s.line.starts_with(&format!("CONNECT localhost:{port} ")),
+            "only CONNECT for an https origin: {s:?}"
+        );
         assert_eq!(s.auth.as_deref(), Some(CREDENTIALS), "{s:?}");
     }
-    assert_eq!(origin.paths().iter().filter(|p| *p == "/secure").count(), 1, "{:?}", origin.paths());
+    assert_eq!(
+        origin.paths().iter().filter(|p| *p == "/secure").count(),
+        1,
+        "{:?}",
+        origin.paths()
+    );
 }
 
 /// Hosts in `no_proxy` go direct: a name (`localhost`, while `127.0.0.1`
@@ -432,28 +505,57 @@ fn no_proxy_hosts_go_direct() {
     let parent = Parent::start(false);
     let origin = Origin::start(page);
     let port = origin.port();
-    let proxy = start("parent-no-proxy", &config(&format!("http://{}", parent.addr), &["localhost"], "off", None));
+    let proxy = start(
+        "parent-no-proxy",
+        &config(&format!("http://{}", parent.addr), &["localhost"], "off", None),
+    );
 
     let direct = proxy.get(&format!("http://localhost:{port}/direct"), &[]);
-    assert_eq!((direct.status, direct.text().as_str()), (200, "page /direct"), "{}", direct.describe());
+    assert_eq!(
+        (direct.status, direct.text().as_str()),
+        (200, "page /direct"),
+        "{}",
+        direct.describe()
+    );
     let via = proxy.get(&format!("http://127.0.0.1:{port}/via"), &[]);
     assert_eq!((via.status, via.text().as_str()), (200, "page /via"), "{}", via.describe());
     parent.wait_for(&format!("GET http://127.0.0.1:{port}/via HTTP/1.1"));
-    assert!(parent.seen().iter().all(|s| !s.line.contains("/direct") && !s.line.contains("localhost")), "{:#?}", parent.seen());
+    assert!(
+        parent.seen().iter().all(|s| !s.line.contains("/direct") && !s.line.contains("localhost")),
+        "{:#?}",
+        parent.seen()
+    );
     assert_eq!(origin.requests().iter().filter(|r| r.path() == "/direct").count(), 1);
     drop(proxy);
 
     let before = parent.seen().len();
-    let proxy = start("parent-no-proxy-cidr", &config(&format!("http://{}", parent.addr), &["example.org", "127.0.0.0/8"], "annotate", None));
+    let proxy = start(
+        "parent-no-proxy-cidr",
+        &config(
+            &format!("http://{}", parent.addr),
+            &["example.org", "127.0.0.0/8"],
+            "annotate",
+            None,
+        ),
+    );
     let r = proxy.get(&format!("http://127.0.0.1:{port}/cidr"), &[]);
     assert_eq!((r.status, r.text().as_str()), (200, "page /cidr"), "{}", r.describe());
     // Its robots.txt fetch went direct too.
     let deadline = Instant::now() + WAIT;
     while origin.requests().iter().filter(|r| r.path() == "/robots.txt").count() == 0 {
-        assert!(Instant::now() < deadline, "no robots.txt fetch reached the origin: {:?}", origin.requests());
+        assert!(
+            Instant::now() < deadline,
+            "no robots.txt fetch reached the origin: {:?}",
+            origin.requests()
+        );
         thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(parent.seen().len(), before, "nothing goes through the parent: {:#?}", parent.seen());
+    assert_eq!(
+        parent.seen().len(),
+        before,
+        "nothing goes through the parent: {:#?}",
+        parent.seen()
+    );
 }
 
 /// A parent that cannot be reached gives a 502 naming the parent, for a
@@ -487,13 +589,19 @@ fn a_parent_demanding_credentials_gives_502_naming_it() {
     let r = proxy.get(&origin.url("/x"), &[]);
     assert_eq!(r.status, 502, "{}", r.describe());
     let text = r.text();
-    assert!(text.contains(&format!("parent proxy {}", parent.addr)) && text.contains("407"), "{text}");
+    assert!(
+        text.contains(&format!("parent proxy {}", parent.addr)) && text.contains("407"),
+        "{text}"
+    );
     let seen = parent.wait_for("GET http://");
     assert_eq!(seen.auth, None);
 
     let crawlcache_ca = proxy.data_dir().join("ca/ca.pem");
     let (status, body) = https_get(proxy.addr(), &crawlcache_ca, "localhost", origin.port(), "/y");
     assert_eq!(status, 502, "{body}");
-    assert!(body.contains(&format!("parent proxy {}", parent.addr)) && body.contains("407"), "{body}");
+    assert!(
+        body.contains(&format!("parent proxy {}", parent.addr)) && body.contains("407"),
+        "{body}"
+    );
     assert_eq!(origin.request_count(), 0);
 }

@@ -25,13 +25,23 @@ fn early_hints_and_processing_reach_the_client_before_the_final_response_and_are
     });
     let url = origin.url("/hints");
     let miss = raw_get(&proxy, &url);
-    let (p102, p103, p200) = (miss.find("HTTP/1.1 102"), miss.find("HTTP/1.1 103"), miss.find("HTTP/1.1 200"));
-    assert!(p102.is_some() && p103.is_some() && p200.is_some(), "102, 103 and 200 forwarded:\n{miss}");
+    let (p102, p103, p200) =
+        (miss.find("HTTP/1.1 102"), miss.find("HTTP/1.1 103"), miss.find("HTTP/1.1 200"));
+    assert!(
+        p102.is_some() && p103.is_some() && p200.is_some(),
+        "102, 103 and 200 forwarded:\n{miss}"
+    );
     assert!(p102 < p103 && p103 < p200, "in the origin's order:\n{miss}");
     let interim = &miss[..p200.unwrap_or(0)];
-    assert!(interim.to_ascii_lowercase().contains("link: </s.css>; rel=preload"), "the 103 keeps its fields:\n{miss}");
+    assert!(
+        interim.to_ascii_lowercase().contains("link: </s.css>; rel=preload"),
+        "the 103 keeps its fields:\n{miss}"
+    );
     let final_head = &miss[p200.unwrap_or(0)..];
-    assert!(!final_head.to_ascii_lowercase().contains("link:"), "the 103's fields are not in the final response:\n{miss}");
+    assert!(
+        !final_head.to_ascii_lowercase().contains("link:"),
+        "the 103's fields are not in the final response:\n{miss}"
+    );
     assert!(miss.ends_with("ok"), "{miss}");
 
     let hit = raw_get(&proxy, &url);

@@ -21,6 +21,9 @@ const NO_ROBOTS: &str = "[robots]\nmode = \"off\"\n";
 
 /// A scripted origin answering with `handler` and a proxy with robots.txt
 /// handling off, plus `extra` configuration.
-fn start(extra: &str, handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> (Origin, Proxy) {
+fn start(
+    extra: &str,
+    handler: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+) -> (Origin, Proxy) {
     start_with_origin("http", &format!("{NO_ROBOTS}{extra}"), handler)
 }

@@ -12,7 +12,10 @@ fn one_answer_per_connection() -> impl Fn(&RecordedRequest) -> Reply + Send + Sy
     let seen = Mutex::new(HashSet::new());
     move |r: &RecordedRequest| {
         if seen.lock().unwrap_or_else(|p| p.into_inner()).insert(r.connection) {
-            Reply::ok(&[("Cache-Control", "no-store"), ("Keep-Alive", "timeout=1")], format!("body of {}", r.path()).as_bytes())
+            Reply::ok(
+                &[("Cache-Control", "no-store"), ("Keep-Alive", "timeout=1")],
+                format!("body of {}", r.path()).as_bytes(),
+            )
         } else {
             Reply::hang_up()
         }
@@ -31,16 +34,29 @@ fn an_idempotent_request_on_a_closed_pooled_connection_is_resent_once_c41() {
     let reqs = origin.requests();
     for p in ["/p1", "/p2", "/p3", "/p4"] {
         let n = reqs.iter().filter(|r| r.path() == p).count();
-        assert!((1..=2).contains(&n), "{p} reached the origin {n} times (at most once more after a closed connection)");
+        assert!(
+            (1..=2).contains(&n),
+            "{p} reached the origin {n} times (at most once more after a closed connection)"
+        );
     }
-    assert_eq!(reqs.iter().filter(|r| r.path() == "/p1").count(), 1, "the first request went out once");
+    assert_eq!(
+        reqs.iter().filter(|r| r.path() == "/p1").count(),
+        1,
+        "the first request went out once"
+    );
 }
 
 #[test]
 fn a_post_on_a_closed_pooled_connection_is_never_resent_c41() {
     let (origin, proxy) = start("", one_answer_per_connection());
     assert_eq!(proxy.get(&origin.url("/warm"), &[]).status, 200);
-    let r = send_request(proxy.addr(), "POST", &origin.url("/form"), &[("Content-Type", "text/plain")], b"");
+    let r = send_request(
+        proxy.addr(),
+        "POST",
+        &origin.url("/form"),
+        &[("Content-Type", "text/plain")],
+        b"",
+    );
     assert!(r.status == 502 || r.status == 200, "{}", r.describe());
     let posts = origin.requests().iter().filter(|r| r.method == "POST").count();
     assert_eq!(posts, 1, "a non-idempotent request is sent once, whatever happens");
@@ -66,7 +82,8 @@ fn an_idle_origin_connection_is_closed_after_the_pool_idle_timeout() {
                 Ok(n) => head.extend_from_slice(&chunk[..n]),
             }
         }
-        s.write_all(b"HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: 2\r\n\r\nok").unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: 2\r\n\r\nok")
+            .unwrap();
         let answered = std::time::Instant::now();
         match s.read(&mut chunk) {
             Ok(0) => Ok(answered.elapsed()),
@@ -75,7 +92,12 @@ fn an_idle_origin_connection_is_closed_after_the_pool_idle_timeout() {
         }
     });
     let dir = TestDir::new("pool-idle");
-    let proxy = Proxy::start_with_config(&dir.subdir("data"), &format!("{NO_ROBOTS}[upstream]\npool_idle_timeout = \"1s\"\n"), &[]).owning(dir);
+    let proxy = Proxy::start_with_config(
+        &dir.subdir("data"),
+        &format!("{NO_ROBOTS}[upstream]\npool_idle_timeout = \"1s\"\n"),
+        &[],
+    )
+    .owning(dir);
     let r = proxy.get(&format!("http://{addr}/once"), &[]);
     assert_eq!((r.status, r.text()), (200, "ok".to_string()), "{}", r.describe());
     let idle = origin.join().unwrap().unwrap_or_else(|e| panic!("{e}"));

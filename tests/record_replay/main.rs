@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-const UTM_RULE: &str = "[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
+const UTM_RULE: &str =
+    "[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
 const ALL: &str =
     "[record]\nmode = \"all\"\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
 const ALL_NO_STORE: &str = "[record]\nmode = \"all\"\nno_store = true\nmethods = [\"GET\", \"HEAD\", \"POST\"]\n[[cache.key_rules]]\nhost = \"*\"\ndrop_params = [\"utm_*\", \"fbclid\", \"gclid\"]\n";
@@ -74,20 +75,38 @@ fn site(req: &RecordedRequest) -> Reply {
 
 /// Runs `wget -r` from `start` through `proxy` into `out`; returns the
 /// files and wget's log. Exit 8 (an error response: the 404) and 4 (wget counts a 504 as a network failure) are expected.
-fn wget(start: &str, proxy: &str, out: &std::path::Path) -> (BTreeMap<std::path::PathBuf, Vec<u8>>, String) {
+fn wget(
+    start: &str,
+    proxy: &str,
+    out: &std::path::Path,
+) -> (BTreeMap<std::path::PathBuf, Vec<u8>>, String) {
     std::fs::create_dir_all(out).unwrap();
     let mut cmd = Command::new(wget_bin());
-    cmd.args(["--no-config", "-r", "-nH", "-e", "robots=off", "--no-verbose", "-S", "--tries=1", "--timeout=10"])
-        .args(["-e", "use_proxy=on", "-e", &format!("http_proxy={proxy}")])
-        .arg("-P")
-        .arg(out)
-        .arg(start);
+    cmd.args([
+        "--no-config",
+        "-r",
+        "-nH",
+        "-e",
+        "robots=off",
+        "--no-verbose",
+        "-S",
+        "--tries=1",
+        "--timeout=10",
+    ])
+    .args(["-e", "use_proxy=on", "-e", &format!("http_proxy={proxy}")])
+    .arg("-P")
+    .arg(out)
+    .arg(start);
     for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"] {
         cmd.env_remove(var);
     }
     let o = run_bounded(&mut cmd, Duration::from_secs(120), "wget -r");
     let log = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(matches!(o.status.code(), Some(0) | Some(4) | Some(8)), "wget exited {:?}:\n{log}", o.status);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(4) | Some(8)),
+        "wget exited {:?}:\n{log}",
+        o.status
+    );
     (read_tree(out), log)
 }
 
@@ -121,7 +140,13 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     let (online, log) = wget(&start, &proxy.url(), &dir.join("online"));
     assert!(online.len() >= 8, "the online crawl fetched {} files:\n{log}", online.len());
     let form = origin.url("/form");
-    let post_online = send_request(proxy.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    let post_online = send_request(
+        proxy.addr(),
+        "POST",
+        &form,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"q=crawl",
+    );
     assert_eq!(post_online.status, 200);
     assert_eq!(proxy_get(proxy.addr(), &origin.url("/login"), &[]).status, 302);
     // Let the tee tasks publish, then stop; the origin goes away.
@@ -131,7 +156,13 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
 
     let offline_proxy = Proxy::start_with_config(&data, config, &["--offline"]);
     let (offline, offline_log) = wget(&start, &offline_proxy.url(), &dir.join("offline"));
-    let post_offline = send_request(offline_proxy.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    let post_offline = send_request(
+        offline_proxy.addr(),
+        "POST",
+        &form,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"q=crawl",
+    );
     let post_other_offline = send_request(offline_proxy.addr(), "POST", &form, &[], b"q=other");
     let nostore_offline = proxy_get(offline_proxy.addr(), &format!("{start}nostore"), &[]);
     let missing_offline = proxy_get(offline_proxy.addr(), &format!("{}never-seen", start), &[]);
@@ -140,10 +171,19 @@ fn crawl_online_then_offline(label: &str, config: &str) -> Run {
     offline_proxy.stop_cleanly();
     assert_cache_verifies(&data);
     let data_s = data.to_str().unwrap();
-    let ls = crawlcache_cmd(&["cache", "ls", "--data-dir", data_s, "--host", "127.0.0.1"], Duration::from_secs(30));
+    let ls = crawlcache_cmd(
+        &["cache", "ls", "--data-dir", data_s, "--host", "127.0.0.1"],
+        Duration::from_secs(30),
+    );
     assert!(ls.status.success(), "{}", String::from_utf8_lossy(&ls.stderr));
-    let other = crawlcache_cmd(&["cache", "ls", "--data-dir", data_s, "--host", "example.org", "--json"], Duration::from_secs(30));
-    let (ls_text, ls_summary) = (String::from_utf8_lossy(&ls.stdout).into_owned(), String::from_utf8_lossy(&ls.stderr).into_owned());
+    let other = crawlcache_cmd(
+        &["cache", "ls", "--data-dir", data_s, "--host", "example.org", "--json"],
+        Duration::from_secs(30),
+    );
+    let (ls_text, ls_summary) = (
+        String::from_utf8_lossy(&ls.stdout).into_owned(),
+        String::from_utf8_lossy(&ls.stderr).into_owned(),
+    );
     let ls_json_other_host = String::from_utf8_lossy(&other.stdout).into_owned();
     Run {
         ls_text,
@@ -171,8 +211,16 @@ fn mode_all_replays_a_crawl_offline_byte_identical() {
     let mut offline = run.offline.clone();
     offline.retain(|p, _| !p.ends_with("nostore"));
     assert_trees_equal(&expected, &offline, "offline replay (mode=all) vs the online crawl");
-    assert_eq!(gateway_timeouts(&run.offline_log), 1, "only /nostore is 504 offline:\n{}", run.offline_log);
-    assert!(run.online.keys().any(|p| p.ends_with("nostore")) && !run.offline.keys().any(|p| p.ends_with("nostore")));
+    assert_eq!(
+        gateway_timeouts(&run.offline_log),
+        1,
+        "only /nostore is 504 offline:\n{}",
+        run.offline_log
+    );
+    assert!(
+        run.online.keys().any(|p| p.ends_with("nostore"))
+            && !run.offline.keys().any(|p| p.ends_with("nostore"))
+    );
     assert_eq!(run.nostore_offline.status, 504);
 
     // A redirect without freshness is replayed from the record, marked so.
@@ -182,21 +230,42 @@ fn mode_all_replays_a_crawl_offline_byte_identical() {
     assert_eq!(run.to_https_offline.status, 302, "{}", run.to_https_offline.describe());
     assert_eq!(run.to_https_offline.header("location"), Some("https://127.0.0.1/login"));
     let cs = run.r302_offline.cache_status().unwrap_or_default();
-    assert!(cs.contains("hit") && cs.contains("detail=offline") && cs.contains("key=\"record:GET http://"), "{cs}");
+    assert!(
+        cs.contains("hit")
+            && cs.contains("detail=offline")
+            && cs.contains("key=\"record:GET http://"),
+        "{cs}"
+    );
 
     // The form's POST, keyed by its body.
     assert_eq!(run.post_offline.status, 200, "{}", run.post_offline.describe());
     assert_eq!(run.post_offline.body, run.post_online.body);
     assert!(run.post_offline.cache_status().unwrap_or_default().contains("sha256="));
     assert_eq!(run.post_other_offline.status, 504, "another body was never posted");
-    assert!(run.post_other_offline.text().contains("record:POST"), "{}", run.post_other_offline.text());
+    assert!(
+        run.post_other_offline.text().contains("record:POST"),
+        "{}",
+        run.post_other_offline.text()
+    );
 
     // `cache ls --host` lists cache entries and records, with a summary:
     // URL STATUS BYTES STORED TTL IN.
     let rows: Vec<Vec<&str>> = run.ls_text.lines().map(|l| l.split('\t').collect()).collect();
-    assert!(rows.iter().all(|f| f.len() == 6 && f[0].starts_with("http://127.0.0.1:")), "{}", run.ls_text);
-    assert!(rows.iter().any(|f| f[0].ends_with("/r302") && f[1] == "302" && f[5] == "record"), "{}", run.ls_text);
-    assert!(rows.iter().any(|f| f[0].ends_with("/form") && f[5].starts_with("record(POST sha256=")), "{}", run.ls_text);
+    assert!(
+        rows.iter().all(|f| f.len() == 6 && f[0].starts_with("http://127.0.0.1:")),
+        "{}",
+        run.ls_text
+    );
+    assert!(
+        rows.iter().any(|f| f[0].ends_with("/r302") && f[1] == "302" && f[5] == "record"),
+        "{}",
+        run.ls_text
+    );
+    assert!(
+        rows.iter().any(|f| f[0].ends_with("/form") && f[5].starts_with("record(POST sha256=")),
+        "{}",
+        run.ls_text
+    );
     assert!(rows.iter().any(|f| f[1] == "200" && f[5] == "cache+record"), "{}", run.ls_text);
     assert!(run.ls_summary.contains("in the record)"), "{}", run.ls_summary);
     assert!(run.ls_json_other_host.trim().is_empty(), "{}", run.ls_json_other_host);
@@ -210,7 +279,11 @@ fn mode_all_replays_a_crawl_offline_byte_identical() {
 #[test]
 fn no_store_is_replayed_only_with_record_no_store() {
     let run = crawl_online_then_offline("record-no-store", ALL_NO_STORE);
-    assert_trees_equal(&run.online, &run.offline, "offline replay (mode=all, no_store) vs the online crawl");
+    assert_trees_equal(
+        &run.online,
+        &run.offline,
+        "offline replay (mode=all, no_store) vs the online crawl",
+    );
     assert_eq!(gateway_timeouts(&run.offline_log), 0, "{}", run.offline_log);
     assert_eq!(run.nostore_offline.status, 200);
 }
@@ -218,13 +291,23 @@ fn no_store_is_replayed_only_with_record_no_store() {
 #[test]
 fn mode_cacheable_misses_exactly_what_the_cache_may_not_store() {
     let run = crawl_online_then_offline("record-cacheable", CACHEABLE);
-    let mut missing: Vec<String> = run.online.keys().filter(|p| !run.offline.contains_key(*p)).map(|p| p.display().to_string()).collect();
+    let mut missing: Vec<String> = run
+        .online
+        .keys()
+        .filter(|p| !run.offline.contains_key(*p))
+        .map(|p| p.display().to_string())
+        .collect();
     missing.sort();
     // 302 and 307 without freshness are not storable (wget saves a
     // redirect's target under the redirecting name), nor are `private` (in
     // the default shared mode) and `no-store`. The 301s, the no-cache page
     // and the 404 are stored by the cache and served stale offline.
-    assert_eq!(missing, vec!["nostore", "private", "r302", "r307"], "offline log:\n{}", run.offline_log);
+    assert_eq!(
+        missing,
+        vec!["nostore", "private", "r302", "r307"],
+        "offline log:\n{}",
+        run.offline_log
+    );
     assert_eq!(gateway_timeouts(&run.offline_log), 4, "{}", run.offline_log);
     assert_eq!(run.post_offline.status, 504, "POST is not recorded in mode=cacheable");
     assert_eq!(run.r302_offline.status, 504);
@@ -241,9 +324,13 @@ fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
     let second = proxy_get(proxy.addr(), &origin.url("/news?id=1&fbclid=xyz"), &[]);
     assert_eq!(second.status, 200);
     assert!(second.cache_status().unwrap_or_default().contains("hit"), "{}", second.describe());
-    let seen: Vec<RecordedRequest> = origin.requests().into_iter().filter(|r| r.path() != "/robots.txt").collect();
+    let seen: Vec<RecordedRequest> =
+        origin.requests().into_iter().filter(|r| r.path() != "/robots.txt").collect();
     assert_eq!(seen.len(), 1, "one origin fetch for both spellings");
-    assert_eq!(seen[0].target, "/news?utm_source=feed&id=1", "the origin is asked for the URL as requested");
+    assert_eq!(
+        seen[0].target, "/news?utm_source=feed&id=1",
+        "the origin is asked for the URL as requested"
+    );
     let other = proxy_get(proxy.addr(), &origin.url("/news?id=2&utm_source=feed"), &[]);
     assert!(!other.cache_status().unwrap_or_default().contains("hit"), "another id is another key");
     proxy.stop_cleanly();
@@ -252,7 +339,16 @@ fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
     let cfg = dir.join("rule.toml");
     std::fs::write(&cfg, UTM_RULE).unwrap();
     let out = crawlcache_cmd(
-        &["cache", "show", "--json", "--config", cfg.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), &origin.url("/news?gclid=1&id=1")],
+        &[
+            "cache",
+            "show",
+            "--json",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            &origin.url("/news?gclid=1&id=1"),
+        ],
         Duration::from_secs(30),
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -260,8 +356,12 @@ fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["key"].as_str(), Some(origin.url("/news?id=1").as_str()), "{text}");
     assert_eq!(v["variants"].as_array().map(|a| a.len()), Some(1), "{text}");
-    let audit: String = std::fs::read_dir(data.join("audit")).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
-    let line = audit.lines().find(|l| l.contains("fbclid=xyz")).unwrap_or_else(|| panic!("{audit}"));
+    let audit: String = std::fs::read_dir(data.join("audit"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let line =
+        audit.lines().find(|l| l.contains("fbclid=xyz")).unwrap_or_else(|| panic!("{audit}"));
     let rec: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(rec["url"].as_str(), Some(origin.url("/news?id=1&fbclid=xyz").as_str()));
     assert_eq!(rec["key"].as_str(), Some(origin.url("/news?id=1").as_str()));
@@ -270,10 +370,16 @@ fn a_key_rule_drops_tracking_parameters_from_the_key_not_from_the_request() {
 #[test]
 fn a_max_ttl_rule_shortens_freshness_and_says_so() {
     let cfg = "[[cache.rules]]\nname = \"short\"\nhost = \"127.0.0.1\"\npath_prefix = \"/news/\"\nmax_ttl = \"1s\"\n";
-    let (origin, proxy) = start_with_origin("rule-max-ttl", cfg, |_| Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"v1\"")], b"news"));
+    let (origin, proxy) = start_with_origin("rule-max-ttl", cfg, |_| {
+        Reply::ok(&[("Cache-Control", "max-age=3600"), ("ETag", "\"v1\"")], b"news")
+    });
     let first = proxy_get(proxy.addr(), &origin.url("/news/1"), &[]);
     assert_eq!(first.status, 200);
-    assert!(first.cache_status().unwrap_or_default().contains("rule=short"), "{}", first.describe());
+    assert!(
+        first.cache_status().unwrap_or_default().contains("rule=short"),
+        "{}",
+        first.describe()
+    );
     std::thread::sleep(Duration::from_millis(200));
     let hit = proxy_get(proxy.addr(), &origin.url("/news/1"), &[]);
     let cs = hit.cache_status().unwrap_or_default();
@@ -300,12 +406,20 @@ fn a_never_store_rule_keeps_responses_out_of_the_cache_and_the_record() {
     for _ in 0..2 {
         let r = proxy_get(proxy.addr(), &origin.url("/live/score"), &[]);
         let cs = r.cache_status().unwrap_or_default();
-        assert!(cs.contains("fwd=uri-miss") && cs.contains("detail=\"rule=live\"") && !cs.contains("stored"), "{cs}");
+        assert!(
+            cs.contains("fwd=uri-miss")
+                && cs.contains("detail=\"rule=live\"")
+                && !cs.contains("stored"),
+            "{cs}"
+        );
     }
     let n = origin.requests().iter().filter(|r| r.path() == "/live/score").count();
     assert_eq!(n, 2, "never stored: both requests reach the origin");
     proxy_get(proxy.addr(), &origin.url("/cached"), &[]);
-    assert!(proxy_get(proxy.addr(), &origin.url("/cached"), &[]).cache_status().unwrap_or_default().contains("hit"));
+    assert!(proxy_get(proxy.addr(), &origin.url("/cached"), &[])
+        .cache_status()
+        .unwrap_or_default()
+        .contains("hit"));
     let (live_url, cached_url) = (origin.url("/live/score"), origin.url("/cached"));
     std::thread::sleep(Duration::from_millis(300));
     proxy.stop_cleanly();
@@ -330,9 +444,16 @@ fn ttl_of(cache_status: &str) -> Option<i64> {
 fn validating_origin(cache_control: &'static str) -> Origin {
     Origin::start(move |req| {
         if req.header("if-none-match") == Some("\"v1\"") {
-            return Reply::not_modified(&[("ETag", "\"v1\""), ("Cache-Control", cache_control), ("X-Version", "2")]);
+            return Reply::not_modified(&[
+                ("ETag", "\"v1\""),
+                ("Cache-Control", cache_control),
+                ("X-Version", "2"),
+            ]);
         }
-        Reply::ok(&[("ETag", "\"v1\""), ("Cache-Control", cache_control), ("X-Version", "1")], b"the page")
+        Reply::ok(
+            &[("ETag", "\"v1\""), ("Cache-Control", cache_control), ("X-Version", "1")],
+            b"the page",
+        )
     })
 }
 
@@ -347,7 +468,11 @@ fn a_304_refreshes_the_record_copy_too() {
     std::thread::sleep(Duration::from_millis(1300));
     let revalidated = proxy.get(&url, &[]);
     let cs = revalidated.cache_status().unwrap_or_default();
-    assert!(cs.contains("fwd=stale") && cs.contains("fwd-status=304"), "{}", revalidated.describe());
+    assert!(
+        cs.contains("fwd=stale") && cs.contains("fwd-status=304"),
+        "{}",
+        revalidated.describe()
+    );
     assert_eq!(revalidated.header("x-version"), Some("2"));
     proxy.stop_cleanly();
 
@@ -355,48 +480,99 @@ fn a_304_refreshes_the_record_copy_too() {
     let cfg = dir.join("all.toml");
     std::fs::write(&cfg, ALL).unwrap();
     let (cfg_s, data_s) = (cfg.to_str().unwrap(), data.to_str().unwrap());
-    let out = crawlcache_cmd(&["cache", "show", "--json", "--config", cfg_s, "--data-dir", data_s, &url], Duration::from_secs(30));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let version =
-        |e: &serde_json::Value| e["headers"].as_array().and_then(|h| h.iter().find(|f| f[0] == "x-version")).map(|f| f[1].as_str().unwrap_or("").to_string());
+    let out = crawlcache_cmd(
+        &["cache", "show", "--json", "--config", cfg_s, "--data-dir", data_s, &url],
+        Duration::from_secs(30),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let version = |e: &serde_json::Value| {
+        e["headers"]
+            .as_array()
+            .and_then(|h| h.iter().find(|f| f[0] == "x-version"))
+            .map(|f| f[1].as_str().unwrap_or("").to_string())
+    };
     assert_eq!(version(&v["variants"][0]).as_deref(), Some("2"), "{v:#}");
-    assert_eq!(version(&v["records"][0]).as_deref(), Some("2"), "the record copy is freshened too: {v:#}");
+    assert_eq!(
+        version(&v["records"][0]).as_deref(),
+        Some("2"),
+        "the record copy is freshened too: {v:#}"
+    );
 
     // Offline, from the record alone (the stale cache entry pruned).
     std::thread::sleep(Duration::from_millis(1100));
-    let out = crawlcache_cmd(&["cache", "prune", "--unused-for", "0s", "--config", cfg_s, "--data-dir", data_s], Duration::from_secs(30));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 1 entry "), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = crawlcache_cmd(
+        &["cache", "prune", "--unused-for", "0s", "--config", cfg_s, "--data-dir", data_s],
+        Duration::from_secs(30),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("removed 1 entry "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     drop(origin);
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
     let replayed = offline.get(&url, &[]);
     assert_eq!(replayed.status, 200, "{}", replayed.describe());
-    assert!(replayed.cache_status().unwrap_or_default().contains("key=\"record:GET "), "{}", replayed.describe());
-    assert_eq!(replayed.header("x-version"), Some("2"), "offline replay gets the newest fields: {}", replayed.describe());
+    assert!(
+        replayed.cache_status().unwrap_or_default().contains("key=\"record:GET "),
+        "{}",
+        replayed.describe()
+    );
+    assert_eq!(
+        replayed.header("x-version"),
+        Some("2"),
+        "offline replay gets the newest fields: {}",
+        replayed.describe()
+    );
     assert_eq!(replayed.body, b"the page");
 }
 
 #[test]
 fn a_path_regex_max_ttl_rule_caps_freshness_also_after_a_304() {
-    let cfg = "[[cache.rules]]\nname = \"articles\"\npath_regex = '^/news/[0-9]+$'\nmax_ttl = \"1s\"\n";
+    let cfg =
+        "[[cache.rules]]\nname = \"articles\"\npath_regex = '^/news/[0-9]+$'\nmax_ttl = \"1s\"\n";
     let dir = TestDir::new("rule-regex-304");
     let origin = validating_origin("max-age=3600");
     let proxy = Proxy::start_with_config(&dir.subdir("data"), cfg, &[]);
     let (article, index) = (origin.url("/news/7"), origin.url("/news/latest"));
     let first = proxy.get(&article, &[]);
-    assert!(first.cache_status().unwrap_or_default().contains("rule=articles"), "{}", first.describe());
-    assert!(!proxy.get(&index, &[]).cache_status().unwrap_or_default().contains("rule"), "the regex does not match /news/latest");
+    assert!(
+        first.cache_status().unwrap_or_default().contains("rule=articles"),
+        "{}",
+        first.describe()
+    );
+    assert!(
+        !proxy.get(&index, &[]).cache_status().unwrap_or_default().contains("rule"),
+        "the regex does not match /news/latest"
+    );
     for round in 1..=2 {
         std::thread::sleep(Duration::from_millis(1300));
         let r = proxy.get(&article, &[]);
         let cs = r.cache_status().unwrap_or_default();
-        assert!(cs.contains("fwd=stale") && cs.contains("fwd-status=304") && cs.contains("rule=articles"), "round {round}: {cs}");
-        assert!(ttl_of(&cs).is_some_and(|t| t <= 1), "round {round}: a 304 saying max-age=3600 is still capped at 1 s: {cs}");
+        assert!(
+            cs.contains("fwd=stale")
+                && cs.contains("fwd-status=304")
+                && cs.contains("rule=articles"),
+            "round {round}: {cs}"
+        );
+        assert!(
+            ttl_of(&cs).is_some_and(|t| t <= 1),
+            "round {round}: a 304 saying max-age=3600 is still capped at 1 s: {cs}"
+        );
         let hit = proxy.get(&article, &[]);
         let cs = hit.cache_status().unwrap_or_default();
         assert!(cs.contains("hit") && ttl_of(&cs).is_some_and(|t| t <= 1), "round {round}: {cs}");
     }
     let cs = proxy.get(&index, &[]).cache_status().unwrap_or_default();
-    assert!(cs.contains("hit") && ttl_of(&cs).is_some_and(|t| t > 3000) && !cs.contains("rule"), "{cs}");
-    let conditional = origin.requests().iter().filter(|r| r.path() == "/news/7" && r.header("if-none-match").is_some()).count();
+    assert!(
+        cs.contains("hit") && ttl_of(&cs).is_some_and(|t| t > 3000) && !cs.contains("rule"),
+        "{cs}"
+    );
+    let conditional = origin
+        .requests()
+        .iter()
+        .filter(|r| r.path() == "/news/7" && r.header("if-none-match").is_some())
+        .count();
     assert_eq!(conditional, 2, "one revalidation per second past max_ttl");
 }

@@ -26,7 +26,10 @@
 //! `metadata`) is counted by type in the import summary.
 
 use super::common::*;
-use super::warc::{config_file, import, import_summary, python, run_python, skipped_by_type, warcio_index, wget_warc_with};
+use super::warc::{
+    config_file, import, import_summary, python, run_python, skipped_by_type, warcio_index,
+    wget_warc_with,
+};
 use super::{site, ALL};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +42,10 @@ use std::time::{Duration, Instant};
 fn pywb_command(entry: &str, args: &[&str], cwd: &Path) -> Command {
     let (module, func) = entry.split_once(':').unwrap();
     let mut cmd = Command::new(python());
-    cmd.arg("-c").arg(format!("import sys; from {module} import {func}; sys.exit({func}())")).args(args).current_dir(cwd);
+    cmd.arg("-c")
+        .arg(format!("import sys; from {module} import {func}; sys.exit({func}())"))
+        .args(args)
+        .current_dir(cwd);
     cmd
 }
 
@@ -59,22 +65,42 @@ impl Drop for Wayback {
 impl Wayback {
     /// Makes the collection `crawl` of `warcs` under `dir` and serves it.
     fn start(dir: &Path, warcs: &[&Path]) -> Wayback {
-        let check = run_bounded(Command::new(python()).args(["-c", "import pywb"]), Duration::from_secs(60), "import pywb");
-        assert!(check.status.success(), "pywb is not installed: `pip install pywb` (tests/run.sh does)\n{}", String::from_utf8_lossy(&check.stderr));
+        let check = run_bounded(
+            Command::new(python()).args(["-c", "import pywb"]),
+            Duration::from_secs(60),
+            "import pywb",
+        );
+        assert!(
+            check.status.success(),
+            "pywb is not installed: `pip install pywb` (tests/run.sh does)\n{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
         std::fs::create_dir_all(dir).unwrap();
-        let out = run_bounded(&mut pywb_command("pywb.manager.manager:main", &["init", "crawl"], dir), Duration::from_secs(120), "wb-manager init");
+        let out = run_bounded(
+            &mut pywb_command("pywb.manager.manager:main", &["init", "crawl"], dir),
+            Duration::from_secs(120),
+            "wb-manager init",
+        );
         assert!(out.status.success(), "wb-manager init: {}", String::from_utf8_lossy(&out.stderr));
         let mut args = vec!["add", "crawl"];
         args.extend(warcs.iter().map(|w| w.to_str().unwrap()));
-        let out = run_bounded(&mut pywb_command("pywb.manager.manager:main", &args, dir), Duration::from_secs(120), "wb-manager add");
+        let out = run_bounded(
+            &mut pywb_command("pywb.manager.manager:main", &args, dir),
+            Duration::from_secs(120),
+            "wb-manager add",
+        );
         assert!(out.status.success(), "wb-manager add: {}", String::from_utf8_lossy(&out.stderr));
         let port = free_port();
         let log = std::fs::File::create(dir.join("wayback.log")).unwrap();
-        let child = pywb_command("pywb.apps.cli:wayback", &["-p", &port.to_string(), "-b", "127.0.0.1"], dir)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start pywb's wayback");
+        let child = pywb_command(
+            "pywb.apps.cli:wayback",
+            &["-p", &port.to_string(), "-b", "127.0.0.1"],
+            dir,
+        )
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start pywb's wayback");
         let w = Wayback { child, port };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -84,7 +110,11 @@ impl Wayback {
                     return w;
                 }
             }
-            assert!(Instant::now() < deadline, "pywb did not answer within 60 s:\n{}", tail_file(&dir.join("wayback.log"), 30));
+            assert!(
+                Instant::now() < deadline,
+                "pywb did not answer within 60 s:\n{}",
+                tail_file(&dir.join("wayback.log"), 30)
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -103,7 +133,12 @@ impl Wayback {
     fn get_at(&self, url: &str, timestamp: &str) -> Response {
         let mut c = Conn::open(self.addr());
         c.set_timeout(Duration::from_secs(30));
-        c.send("GET", &format!("/crawl/{timestamp}id_/{url}"), &[("Host", &format!("127.0.0.1:{}", self.port))], b"")
+        c.send(
+            "GET",
+            &format!("/crawl/{timestamp}id_/{url}"),
+            &[("Host", &format!("127.0.0.1:{}", self.port))],
+            b"",
+        )
     }
 }
 
@@ -129,11 +164,17 @@ fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
     let dir = TestDir::new("pywb-fidelity");
     let origin = Origin::start(site);
     let start = origin.url("/");
-    let (_, first) = wget_warc_with(&start, &dir.join("first"), &dir.join("one"), &["--warc-cdx".to_string()]);
+    let (_, first) =
+        wget_warc_with(&start, &dir.join("first"), &dir.join("one"), &["--warc-cdx".to_string()]);
     // WARC dates have whole seconds: the second crawl starts in a later one.
     let first_done = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     std::thread::sleep(Duration::from_millis(1050 - u64::from(first_done.subsec_millis())));
-    let (_, second) = wget_warc_with(&start, &dir.join("second"), &dir.join("two"), &[format!("--warc-dedup={}", dir.join("one.cdx").display())]);
+    let (_, second) = wget_warc_with(
+        &start,
+        &dir.join("second"),
+        &dir.join("two"),
+        &[format!("--warc-dedup={}", dir.join("one.cdx").display())],
+    );
     drop(origin);
     let first_captures = cdx_timestamps(&dir.join("one.cdx"));
     let mut urls = BTreeSet::new();
@@ -168,7 +209,9 @@ fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
             // payload is the original capture's, as pywb serves that one.
             if let Some(timestamp) = first_captures.get(url.as_str()) {
                 let original = wayback.get_at(url, timestamp);
-                if original.status == p.status && original.header("location") == p.header("location") {
+                if original.status == p.status
+                    && original.header("location") == p.header("location")
+                {
                     p.body = original.body;
                     redirect_revisits.push(url.rsplit('/').next().unwrap_or(url).to_string());
                 }
@@ -180,15 +223,32 @@ fn offline_replay_answers_every_url_pywb_answers_byte_identical() {
             not_by_pywb.push(format!("{url} (pywb {})", p.status));
         }
         by_crawlcache += usize::from(crawlcache_answered);
-        let same = pywb_answered && crawlcache_answered && p.status == c.status && sha(&p.body) == sha(&c.body);
+        let same = pywb_answered
+            && crawlcache_answered
+            && p.status == c.status
+            && sha(&p.body) == sha(&c.body);
         identical += usize::from(same);
         if pywb_answered && !same {
-            differences.push(format!("{url}: pywb {} {} / crawlcache {} {}", p.status, sha(&p.body), c.status, sha(&c.body)));
+            differences.push(format!(
+                "{url}: pywb {} {} / crawlcache {} {}",
+                p.status,
+                sha(&p.body),
+                c.status,
+                sha(&c.body)
+            ));
         }
     }
     eprintln!("pywb comparison: {} URLs ({revisits} revisits), answered by pywb {by_pywb}, by crawlcache {by_crawlcache}, identical {identical}; not answered by pywb: {not_by_pywb:?}; redirect revisits compared with their original capture: {redirect_revisits:?}", urls.len());
-    assert!(by_pywb >= urls.len() - 1, "pywb answers (nearly) every URL of its own WARC files: {by_pywb} of {}", urls.len());
-    assert!(differences.is_empty(), "crawlcache answers every URL pywb answers, byte-identical:\n{}", differences.join("\n"));
+    assert!(
+        by_pywb >= urls.len() - 1,
+        "pywb answers (nearly) every URL of its own WARC files: {by_pywb} of {}",
+        urls.len()
+    );
+    assert!(
+        differences.is_empty(),
+        "crawlcache answers every URL pywb answers, byte-identical:\n{}",
+        differences.join("\n")
+    );
     assert_eq!(by_crawlcache, urls.len(), "crawlcache answers every URL");
     offline.stop_cleanly();
 }
@@ -244,18 +304,36 @@ fn resource_records_replay_as_pywb_replays_them_warc_1_1_section_6_4() {
     let out = import(&cfg, &data, &[&warc, &untyped]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert_eq!(import_summary(&stderr), (10, 7, 0), "six http(s) resources and a response imported: {stderr}");
+    assert_eq!(
+        import_summary(&stderr),
+        (10, 7, 0),
+        "six http(s) resources and a response imported: {stderr}"
+    );
     let by_type: Vec<(String, u64)> = skipped_by_type(&stderr).into_iter().collect();
-    assert_eq!(by_type, [("metadata".to_string(), 1), ("resource".to_string(), 1), ("warcinfo".to_string(), 1)], "{stderr}");
+    assert_eq!(
+        by_type,
+        [("metadata".to_string(), 1), ("resource".to_string(), 1), ("warcinfo".to_string(), 1)],
+        "{stderr}"
+    );
 
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
     let wayback = Wayback::start(&dir.join("pywb"), &[&warc, &untyped]);
-    for path in ["page.html", "logo.png", "data.json", "empty.txt", "untyped", "none", "response.txt"] {
+    for path in
+        ["page.html", "logo.png", "data.json", "empty.txt", "untyped", "none", "response.txt"]
+    {
         let url = format!("{base}/res/{path}");
         let p = wayback.get(&url);
         let c = offline.get(&url, &[]);
-        assert!(p.header("memento-datetime").is_some(), "pywb answers {url} from the archive: {}", p.describe());
-        assert!(c.cache_status().is_some_and(|cs| cs.contains("hit")), "crawlcache answers {url} from the record: {}", c.describe());
+        assert!(
+            p.header("memento-datetime").is_some(),
+            "pywb answers {url} from the archive: {}",
+            p.describe()
+        );
+        assert!(
+            c.cache_status().is_some_and(|cs| cs.contains("hit")),
+            "crawlcache answers {url} from the record: {}",
+            c.describe()
+        );
         assert_eq!(
             (c.status, c.header("content-type"), sha(&c.body)),
             (p.status, p.header("content-type"), sha(&p.body)),

@@ -11,8 +11,14 @@ use std::time::Duration;
 
 /// Runs `tests/data/record_spider.py` with `http_proxy` set to `proxy`;
 /// returns its items as JSON lines, and its log.
-fn scrapy_crawl(start: &str, form: &str, proxy: &str, out: &std::path::Path) -> (Vec<serde_json::Value>, String) {
-    let spider = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/record_spider.py");
+fn scrapy_crawl(
+    start: &str,
+    form: &str,
+    proxy: &str,
+    out: &std::path::Path,
+) -> (Vec<serde_json::Value>, String) {
+    let spider =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/record_spider.py");
     let mut cmd = Command::new("python3");
     cmd.args(["-m", "scrapy", "runspider", "--nolog"])
         .arg(&spider)
@@ -23,10 +29,19 @@ fn scrapy_crawl(start: &str, form: &str, proxy: &str, out: &std::path::Path) -> 
     }
     cmd.env("http_proxy", proxy);
     let o = run_bounded(&mut cmd, Duration::from_secs(120), "scrapy runspider");
-    let log = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "scrapy exited {:?} (is Scrapy installed? tests/run.sh installs it with pip):\n{log}", o.status);
-    let text = std::fs::read_to_string(out).unwrap_or_else(|e| panic!("the spider wrote no {}: {e}\n{log}", out.display()));
-    let items = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect();
+    let log =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "scrapy exited {:?} (is Scrapy installed? tests/run.sh installs it with pip):\n{log}",
+        o.status
+    );
+    let text = std::fs::read_to_string(out)
+        .unwrap_or_else(|e| panic!("the spider wrote no {}: {e}\n{log}", out.display()));
+    let items = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
     (items, log)
 }
 
@@ -43,9 +58,22 @@ fn a_scrapy_spider_replays_its_crawl_offline() {
     let proxy = Proxy::start_with_config(&data, ALL, &[]);
     let (online, log) = scrapy_crawl(&start, &form, &proxy.url(), &dir.join("online.jsonl"));
     // Every page of the site, the redirect targets, the 404 and the POST.
-    assert!(online.len() >= 10, "the online crawl gave {} items:\n{}\n{log}", online.len(), describe(&online));
-    assert!(online.iter().all(|i| i["status"] == 200 || i["status"] == 404), "{}", describe(&online));
-    assert!(online.iter().any(|i| i["asked"].as_str().is_some_and(|a| a.starts_with("POST "))), "{}", describe(&online));
+    assert!(
+        online.len() >= 10,
+        "the online crawl gave {} items:\n{}\n{log}",
+        online.len(),
+        describe(&online)
+    );
+    assert!(
+        online.iter().all(|i| i["status"] == 200 || i["status"] == 404),
+        "{}",
+        describe(&online)
+    );
+    assert!(
+        online.iter().any(|i| i["asked"].as_str().is_some_and(|a| a.starts_with("POST "))),
+        "{}",
+        describe(&online)
+    );
     let through_proxy = origin.requests().iter().filter(|r| r.path() != "/robots.txt").count();
     assert!(through_proxy > 0);
     std::thread::sleep(Duration::from_millis(300));
@@ -53,15 +81,29 @@ fn a_scrapy_spider_replays_its_crawl_offline() {
     drop(origin);
 
     let offline_proxy = Proxy::start_with_config(&data, ALL, &["--offline"]);
-    let (offline, log) = scrapy_crawl(&start, &form, &offline_proxy.url(), &dir.join("offline.jsonl"));
+    let (offline, log) =
+        scrapy_crawl(&start, &form, &offline_proxy.url(), &dir.join("offline.jsonl"));
     offline_proxy.stop_cleanly();
     assert_cache_verifies(&data);
 
     // The no-store page is the one difference: a 504 offline.
-    let is_nostore = |i: &serde_json::Value| i["asked"].as_str().is_some_and(|a| a.ends_with("/nostore"));
-    let gateway_timeouts: Vec<&serde_json::Value> = offline.iter().filter(|i| i["status"] == 504).collect();
-    assert_eq!(gateway_timeouts.len(), 1, "only /nostore is 504 offline:\n{}\n{log}", describe(&offline));
+    let is_nostore =
+        |i: &serde_json::Value| i["asked"].as_str().is_some_and(|a| a.ends_with("/nostore"));
+    let gateway_timeouts: Vec<&serde_json::Value> =
+        offline.iter().filter(|i| i["status"] == 504).collect();
+    assert_eq!(
+        gateway_timeouts.len(),
+        1,
+        "only /nostore is 504 offline:\n{}\n{log}",
+        describe(&offline)
+    );
     assert!(is_nostore(gateway_timeouts[0]), "{}", describe(&offline));
-    let keep = |items: &[serde_json::Value]| items.iter().filter(|i| !is_nostore(i)).cloned().collect::<Vec<_>>();
-    assert_eq!(describe(&keep(&online)), describe(&keep(&offline)), "offline items (URL, status, body SHA-256) equal the online ones");
+    let keep = |items: &[serde_json::Value]| {
+        items.iter().filter(|i| !is_nostore(i)).cloned().collect::<Vec<_>>()
+    };
+    assert_eq!(
+        describe(&keep(&online)),
+        describe(&keep(&offline)),
+        "offline items (URL, status, body SHA-256) equal the online ones"
+    );
 }

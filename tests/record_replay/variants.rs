@@ -30,29 +30,52 @@ fn gzipped() -> Vec<u8> {
 fn negotiating(req: &RecordedRequest) -> Reply {
     match req.path() {
         "/doc" => match req.header("accept").unwrap_or("") {
-            "application/json" => Reply::ok(&[("Content-Type", "application/json"), ("Vary", "Accept"), ("Cache-Control", "private")], JSON),
-            _ => Reply::ok(&[("Content-Type", "text/html"), ("Vary", "Accept"), ("Cache-Control", "private")], HTML),
+            "application/json" => Reply::ok(
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Vary", "Accept"),
+                    ("Cache-Control", "private"),
+                ],
+                JSON,
+            ),
+            _ => Reply::ok(
+                &[("Content-Type", "text/html"), ("Vary", "Accept"), ("Cache-Control", "private")],
+                HTML,
+            ),
         },
         "/text" => {
             let gzip = req.header("accept-encoding").is_some_and(|v| v.contains("gzip"));
             if gzip {
-                Reply::ok(&[("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding"), ("Cache-Control", "private")], &gzipped())
+                Reply::ok(
+                    &[
+                        ("Content-Encoding", "gzip"),
+                        ("Vary", "Accept-Encoding"),
+                        ("Cache-Control", "private"),
+                    ],
+                    &gzipped(),
+                )
             } else {
                 Reply::ok(&[("Vary", "Accept-Encoding"), ("Cache-Control", "private")], PLAIN)
             }
         }
         // Cacheable too: the cache and the record each keep both variants.
         "/cached" => match req.header("accept").unwrap_or("") {
-            "application/json" => Reply::ok(&[("Vary", "Accept"), ("Cache-Control", "max-age=1")], JSON),
+            "application/json" => {
+                Reply::ok(&[("Vary", "Accept"), ("Cache-Control", "max-age=1")], JSON)
+            }
             _ => Reply::ok(&[("Vary", "Accept"), ("Cache-Control", "max-age=1")], HTML),
         },
-        "/star" => Reply::ok(&[("Vary", "*")], format!("for {}", req.header("user-agent").unwrap_or("?")).as_bytes()),
+        "/star" => Reply::ok(
+            &[("Vary", "*")],
+            format!("for {}", req.header("user-agent").unwrap_or("?")).as_bytes(),
+        ),
         _ => Reply::new(404, &[], b"not here"),
     }
 }
 
 #[test]
-fn accept_and_accept_encoding_variants_replay_offline_each_to_its_own_client_and_a_third_gets_504() {
+fn accept_and_accept_encoding_variants_replay_offline_each_to_its_own_client_and_a_third_gets_504()
+{
     let dir = TestDir::new("record-variants");
     let data = dir.subdir("data");
     let origin = Origin::start(negotiating);
@@ -81,7 +104,10 @@ fn accept_and_accept_encoding_variants_replay_offline_each_to_its_own_client_and
     let html = offline.get(&doc, &[("Accept", "text/html")]);
     assert_eq!((html.status, html.body.as_slice()), (200, HTML), "{}", html.describe());
     let cs = html.cache_status().unwrap_or_default();
-    assert!(cs.contains("hit") && cs.contains("detail=offline") && cs.contains("key=\"record:GET "), "from the record: {cs}");
+    assert!(
+        cs.contains("hit") && cs.contains("detail=offline") && cs.contains("key=\"record:GET "),
+        "from the record: {cs}"
+    );
     let json = offline.get(&doc, &[("Accept", "application/json")]);
     assert_eq!((json.status, json.body.as_slice()), (200, JSON), "{}", json.describe());
     assert_eq!(json.header("content-type"), Some("application/json"));
@@ -91,8 +117,14 @@ fn accept_and_accept_encoding_variants_replay_offline_each_to_its_own_client_and
     let csv = offline.get(&doc, &[("Accept", "text/csv")]);
     assert_eq!(csv.status, 504, "a variant never recorded: {}", csv.describe());
     let t = csv.text();
-    assert!(t.contains("/doc") && t.contains("accept: \"text/csv\"") && t.contains("other variants"), "names the URL and the missing variant: {t}");
-    assert!(!csv.body.windows(HTML.len()).any(|w| w == HTML) && !csv.body.windows(JSON.len()).any(|w| w == JSON));
+    assert!(
+        t.contains("/doc") && t.contains("accept: \"text/csv\"") && t.contains("other variants"),
+        "names the URL and the missing variant: {t}"
+    );
+    assert!(
+        !csv.body.windows(HTML.len()).any(|w| w == HTML)
+            && !csv.body.windows(JSON.len()).any(|w| w == JSON)
+    );
     let none = offline.get(&doc, &[]);
     assert_eq!(none.status, 504, "no Accept at all is a variant of its own: {}", none.describe());
     assert!(none.text().contains("accept absent"), "{}", none.text());
@@ -101,7 +133,12 @@ fn accept_and_accept_encoding_variants_replay_offline_each_to_its_own_client_and
     assert_eq!((gz.status, gz.body.clone()), (200, gzipped()), "{}", gz.describe());
     assert_eq!(gz.header("content-encoding"), Some("gzip"));
     let id = offline.get(&text, &[("Accept-Encoding", "identity")]);
-    assert_eq!((id.status, id.body.as_slice(), id.header("content-encoding")), (200, PLAIN, None), "{}", id.describe());
+    assert_eq!(
+        (id.status, id.body.as_slice(), id.header("content-encoding")),
+        (200, PLAIN, None),
+        "{}",
+        id.describe()
+    );
     // Case is not significant in content codings (RFC 9110 section 8.4.1).
     assert_eq!(offline.get(&text, &[("Accept-Encoding", "GZIP")]).body, gzipped());
     let br = offline.get(&text, &[("Accept-Encoding", "br")]);
@@ -115,10 +152,20 @@ fn accept_and_accept_encoding_variants_replay_offline_each_to_its_own_client_and
     offline.stop_cleanly();
 
     // Both variants are listed, each with the fields that select it.
-    let out = crawlcache_cmd(&["cache", "ls", "--json", "--data-dir", data.to_str().unwrap(), "--prefix", &doc], Duration::from_secs(30));
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out = crawlcache_cmd(
+        &["cache", "ls", "--json", "--data-dir", data.to_str().unwrap(), "--prefix", &doc],
+        Duration::from_secs(30),
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let variants: Vec<&str> = rows.iter().filter_map(|r| r["variant"].as_str()).collect();
-    assert!(variants.contains(&"accept: \"text/html\"") && variants.contains(&"accept: \"application/json\""), "{rows:?}");
+    assert!(
+        variants.contains(&"accept: \"text/html\"")
+            && variants.contains(&"accept: \"application/json\""),
+        "{rows:?}"
+    );
     assert_cache_verifies(&data);
 }
 
@@ -131,18 +178,27 @@ fn vary_star_records_replay_only_to_an_identical_request() {
     let proxy = Proxy::start_with_config(&data, ALL, &[]);
     let online = proxy.get(&star, &[("User-Agent", "crawler/1"), ("Accept", "*/*")]);
     assert_eq!(online.body, b"for crawler/1");
-    assert!(!online.cache_status().unwrap_or_default().contains("stored"), "Vary: * is never stored by the cache");
+    assert!(
+        !online.cache_status().unwrap_or_default().contains("stored"),
+        "Vary: * is never stored by the cache"
+    );
     std::thread::sleep(Duration::from_millis(300));
     proxy.stop_cleanly();
     drop(origin);
 
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
     let same = offline.get(&star, &[("Accept", "*/*"), ("User-Agent", "crawler/1")]);
-    assert_eq!((same.status, same.body.as_slice()), (200, &b"for crawler/1"[..]), "the same fields, in another order: {}", same.describe());
+    assert_eq!(
+        (same.status, same.body.as_slice()),
+        (200, &b"for crawler/1"[..]),
+        "the same fields, in another order: {}",
+        same.describe()
+    );
     let other = offline.get(&star, &[("User-Agent", "crawler/2"), ("Accept", "*/*")]);
     assert_eq!(other.status, 504, "{}", other.describe());
     assert!(other.text().contains("Vary: *"), "{}", other.text());
-    let more = offline.get(&star, &[("User-Agent", "crawler/1"), ("Accept", "*/*"), ("Cookie", "a=1")]);
+    let more =
+        offline.get(&star, &[("User-Agent", "crawler/1"), ("Accept", "*/*"), ("Cookie", "a=1")]);
     assert_eq!(more.status, 504, "a field more is another request: {}", more.describe());
     offline.stop_cleanly();
 }
@@ -150,7 +206,13 @@ fn vary_star_records_replay_only_to_an_identical_request() {
 /// Writes a record as the release before variants wrote it: under the
 /// GET record key with an empty secondary key, the request's `Vary`
 /// fields kept in the head.
-fn legacy_record(store: &Store, url: &str, headers: &[(&str, &str)], vary_request: &[(&str, &str)], body: &[u8]) {
+fn legacy_record(
+    store: &Store,
+    url: &str,
+    headers: &[(&str, &str)],
+    vary_request: &[(&str, &str)],
+    body: &[u8],
+) {
     let mut w = store.begin_body().unwrap();
     w.write(body).unwrap();
     let committed = w.finish().unwrap();
@@ -161,9 +223,14 @@ fn legacy_record(store: &Store, url: &str, headers: &[(&str, &str)], vary_reques
         request_time_ms: now,
         response_time_ms: now,
         url: url.to_string(),
-        vary_request: vary_request.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect(),
+        vary_request: vary_request
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .collect(),
     };
-    store.insert(&RecordKey::get(url).primary(), b"", &stored.to_bytes(), Some(&committed)).unwrap();
+    store
+        .insert(&RecordKey::get(url).primary(), b"", &stored.to_bytes(), Some(&committed))
+        .unwrap();
 }
 
 #[test]
@@ -176,7 +243,13 @@ fn records_written_before_variants_were_kept_still_replay() {
     {
         let store = Store::open(&data, 1 << 30).unwrap();
         legacy_record(&store, &plain, &[("content-type", "text/plain")], &[], b"no vary");
-        legacy_record(&store, &coded, &[("vary", "Accept-Encoding")], &[("accept-encoding", "identity")], b"identity body");
+        legacy_record(
+            &store,
+            &coded,
+            &[("vary", "Accept-Encoding")],
+            &[("accept-encoding", "identity")],
+            b"identity body",
+        );
         legacy_record(&store, &star, &[("vary", "*")], &[], b"star body");
         store.flush().unwrap();
     }
@@ -184,11 +257,21 @@ fn records_written_before_variants_were_kept_still_replay() {
     let r = offline.get(&plain, &[("Accept-Encoding", "gzip")]);
     assert_eq!((r.status, r.body.as_slice()), (200, &b"no vary"[..]), "{}", r.describe());
     let r = offline.get(&coded, &[("Accept-Encoding", "identity")]);
-    assert_eq!((r.status, r.body.as_slice()), (200, &b"identity body"[..]), "the request that selected it: {}", r.describe());
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"identity body"[..]),
+        "the request that selected it: {}",
+        r.describe()
+    );
     let r = offline.get(&coded, &[("Accept-Encoding", "gzip")]);
     assert_eq!(r.status, 504, "never another variant, also for an old record: {}", r.describe());
     let r = offline.get(&star, &[("User-Agent", "any")]);
-    assert_eq!((r.status, r.body.as_slice()), (200, &b"star body"[..]), "its request is unknown: replayed as before: {}", r.describe());
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"star body"[..]),
+        "its request is unknown: replayed as before: {}",
+        r.describe()
+    );
     offline.stop_cleanly();
 }
 
@@ -196,14 +279,22 @@ fn records_written_before_variants_were_kept_still_replay() {
 fn cache_cat_prints_a_record_of_a_post_only() {
     let dir = TestDir::new("record-cat-post");
     let data = dir.subdir("data");
-    let origin = Origin::start(|req| Reply::ok(&[("Content-Type", "text/plain")], format!("posted {}", String::from_utf8_lossy(&req.body)).as_bytes()));
+    let origin = Origin::start(|req| {
+        Reply::ok(
+            &[("Content-Type", "text/plain")],
+            format!("posted {}", String::from_utf8_lossy(&req.body)).as_bytes(),
+        )
+    });
     let form = origin.url("/form");
     let proxy = Proxy::start_with_config(&data, ALL, &[]);
     assert_eq!(send_request(proxy.addr(), "POST", &form, &[], b"q=1").status, 200);
     std::thread::sleep(Duration::from_millis(300));
     // Through the running proxy, then on the stopped store.
     let cat = |running: bool| {
-        let out = crawlcache_cmd(&["cache", "cat", "--data-dir", data.to_str().unwrap(), &form], Duration::from_secs(30));
+        let out = crawlcache_cmd(
+            &["cache", "cat", "--data-dir", data.to_str().unwrap(), &form],
+            Duration::from_secs(30),
+        );
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "running={running}: {err}");
         assert_eq!(out.stdout, b"posted q=1", "running={running}: {err}");
@@ -212,6 +303,9 @@ fn cache_cat_prints_a_record_of_a_post_only() {
     cat(true);
     proxy.stop_cleanly();
     cat(false);
-    let out = crawlcache_cmd(&["cache", "cat", "--data-dir", data.to_str().unwrap(), &origin.url("/never")], Duration::from_secs(30));
+    let out = crawlcache_cmd(
+        &["cache", "cat", "--data-dir", data.to_str().unwrap(), &origin.url("/never")],
+        Duration::from_secs(30),
+    );
     assert_eq!(out.status.code(), Some(1));
 }

@@ -44,7 +44,12 @@ with open(sys.argv[1], 'rb') as f:
 "#;
 
 pub(crate) fn python() -> PathBuf {
-    find_tool("python3", "PYTHON", &["/usr/bin/python3"], "Install Python 3 and `pip install warcio` (tests/run.sh does).")
+    find_tool(
+        "python3",
+        "PYTHON",
+        &["/usr/bin/python3"],
+        "Install Python 3 and `pip install warcio` (tests/run.sh does).",
+    )
 }
 
 /// Runs `python3 args...`, bounded.
@@ -59,9 +64,18 @@ fn assert_warcio_checks(file: &Path, records: usize) {
     let f = file.to_str().unwrap();
     let out = run_python(&["-m", "warcio.cli", "check", "-v", f]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "warcio check {f}: {}\n{text}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "warcio check {f}: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!text.contains("fail"), "{text}");
-    assert_eq!(text.matches("digest pass").count(), records, "every record's digests are checked and pass:\n{text}");
+    assert_eq!(
+        text.matches("digest pass").count(),
+        records,
+        "every record's digests are checked and pass:\n{text}"
+    );
 }
 
 /// Each record's digest fields as warcio reads them (type, URI, block, payload).
@@ -87,23 +101,37 @@ fn assert_digests_unpadded_and_indexed(file: &Path) {
         let r: serde_json::Value = serde_json::from_str(line).unwrap();
         for field in ["block", "payload"] {
             let Some(d) = r[field].as_str() else { continue };
-            let value = d.strip_prefix("sha1:").unwrap_or_else(|| panic!("{field} digest not sha1: {r}"));
+            let value =
+                d.strip_prefix("sha1:").unwrap_or_else(|| panic!("{field} digest not sha1: {r}"));
             assert!(
-                value.len() == 32 && value.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)),
+                value.len() == 32
+                    && value.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)),
                 "{field} digest is base32 without padding: {r}"
             );
         }
         if r["type"] == "response" || r["type"] == "revisit" {
-            payloads.push((r["uri"].as_str().unwrap().to_string(), r["payload"].as_str().unwrap_or("").to_string()));
+            payloads.push((
+                r["uri"].as_str().unwrap().to_string(),
+                r["payload"].as_str().unwrap_or("").to_string(),
+            ));
         }
     }
-    let out = run_python(&["-c", "import sys; from pywb.indexer.cdxindexer import main; sys.exit(main())", "-j", file.to_str().unwrap()]);
+    let out = run_python(&[
+        "-c",
+        "import sys; from pywb.indexer.cdxindexer import main; sys.exit(main())",
+        "-j",
+        file.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "pywb cdx-indexer: {}", String::from_utf8_lossy(&out.stderr));
     let mut indexed = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let json = line.splitn(3, ' ').nth(2).unwrap_or_else(|| panic!("a CDXJ line: {line}"));
-        let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {line}"));
-        indexed.push((v["url"].as_str().unwrap_or("").to_string(), format!("sha1:{}", v["digest"].as_str().unwrap_or(""))));
+        let v: serde_json::Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {line}"));
+        indexed.push((
+            v["url"].as_str().unwrap_or("").to_string(),
+            format!("sha1:{}", v["digest"].as_str().unwrap_or("")),
+        ));
     }
     payloads.sort();
     indexed.sort();
@@ -113,26 +141,51 @@ fn assert_digests_unpadded_and_indexed(file: &Path) {
 /// The records of `file` as warcio reads them.
 pub(crate) fn warcio_records(file: &Path) -> Vec<serde_json::Value> {
     let out = run_python(&["-c", WARCIO_PAYLOADS, file.to_str().unwrap()]);
-    assert!(out.status.success(), "warcio read {}: {}\n{}", file.display(), out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "warcio read {}: {}\n{}",
+        file.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// `warcio index` must read the file: (WARC-Type, WARC-Target-URI) per record.
 pub(crate) fn warcio_index(file: &Path) -> Vec<(String, String)> {
-    let out = run_python(&["-m", "warcio.cli", "index", "-f", "warc-type,warc-target-uri", file.to_str().unwrap()]);
-    assert!(out.status.success(), "warcio index: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let out = run_python(&[
+        "-m",
+        "warcio.cli",
+        "index",
+        "-f",
+        "warc-type,warc-target-uri",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "warcio index: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
-            (v["warc-type"].as_str().unwrap_or("").to_string(), v["warc-target-uri"].as_str().unwrap_or("").to_string())
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            (
+                v["warc-type"].as_str().unwrap_or("").to_string(),
+                v["warc-target-uri"].as_str().unwrap_or("").to_string(),
+            )
         })
         .collect()
 }
 
 /// The recorded entries of a stopped store: (record key, URL).
 fn recorded(data: &Path) -> Vec<(String, String)> {
-    let out = crawlcache_cmd(&["cache", "ls", "--json", "--data-dir", data.to_str().unwrap()], Duration::from_secs(30));
+    let out = crawlcache_cmd(
+        &["cache", "ls", "--json", "--data-dir", data.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -143,7 +196,10 @@ fn recorded(data: &Path) -> Vec<(String, String)> {
             // both; the record key follows from the method and body hash.
             let url = v["url"].as_str().unwrap().to_string();
             let method = v["method"].as_str().unwrap_or("GET");
-            let body = v["request_body_sha256"].as_str().map(|h| format!(" sha256={h}")).unwrap_or_default();
+            let body = v["request_body_sha256"]
+                .as_str()
+                .map(|h| format!(" sha256={h}"))
+                .unwrap_or_default();
             (format!("record:{method} {url}{body}"), url)
         })
         .collect()
@@ -166,43 +222,88 @@ pub(crate) fn import(cfg: &str, data: &Path, files: &[&Path]) -> std::process::O
 /// A already present, O older captures kept out, F failed, S skipped (TYPE
 /// n, ...); ...`: (N, M, F).
 pub(crate) fn import_summary(stderr: &str) -> (u64, u64, u64) {
-    (summary_count(stderr, "records read"), summary_count(stderr, "imported"), summary_count(stderr, "failed"))
+    (
+        summary_count(stderr, "records read"),
+        summary_count(stderr, "imported"),
+        summary_count(stderr, "failed"),
+    )
 }
 
 /// The per-type counts of the summary line's `S skipped (request 12, warcinfo 1)`,
 /// checked to add up with the other categories to the records read.
 pub(crate) fn skipped_by_type(stderr: &str) -> BTreeMap<String, u64> {
-    let line = stderr.lines().rev().find(|l| l.contains("records read")).unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("records read"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
     let mut by_type = BTreeMap::new();
-    if let Some(list) = line.split_once(" skipped (").and_then(|(_, rest)| rest.split_once(')')).map(|(list, _)| list) {
+    if let Some(list) = line
+        .split_once(" skipped (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list)
+    {
         for item in list.split(", ") {
             let (kind, n) = item.rsplit_once(' ').unwrap_or_else(|| panic!("{item:?} in {line}"));
-            by_type.insert(kind.to_string(), n.parse().unwrap_or_else(|_| panic!("{item:?} in {line}")));
+            by_type.insert(
+                kind.to_string(),
+                n.parse().unwrap_or_else(|_| panic!("{item:?} in {line}")),
+            );
         }
     }
     let skipped: u64 = by_type.values().sum();
     assert_eq!(summary_count(stderr, "skipped"), skipped, "{line}");
-    let accounted = ["imported", "already present", "older captures kept out", "failed"].iter().map(|w| summary_count(stderr, w)).sum::<u64>() + skipped;
-    assert_eq!(accounted, summary_count(stderr, "records read"), "every record read is accounted for: {line}");
+    let accounted = ["imported", "already present", "older captures kept out", "failed"]
+        .iter()
+        .map(|w| summary_count(stderr, w))
+        .sum::<u64>()
+        + skipped;
+    assert_eq!(
+        accounted,
+        summary_count(stderr, "records read"),
+        "every record read is accounted for: {line}"
+    );
     by_type
 }
 
 /// The count before `what` in the import summary line (`3 revisits resolved`).
 pub(crate) fn summary_count(stderr: &str, what: &str) -> u64 {
-    let line = stderr.lines().rev().find(|l| l.contains("records read")).unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
-    let before = line.split(what).next().filter(|b| b.len() < line.len()).unwrap_or_else(|| panic!("no {what:?} in {line}"));
-    before.trim_end().rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no count before {what:?} in {line}"))
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("records read"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let before = line
+        .split(what)
+        .next()
+        .filter(|b| b.len() < line.len())
+        .unwrap_or_else(|| panic!("no {what:?} in {line}"));
+    before
+        .trim_end()
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count before {what:?} in {line}"))
 }
 
 /// Online crawl through a recording proxy (record.mode = "all"), plus the
 /// form's POST; returns the files wget saved and the POST's answer.
-fn record_crawl(dir: &TestDir, data: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, Vec<u8>, String, Origin) {
+fn record_crawl(
+    dir: &TestDir,
+    data: &Path,
+) -> (BTreeMap<PathBuf, Vec<u8>>, Vec<u8>, String, Origin) {
     let origin = Origin::start(site);
     let proxy = Proxy::start_with_config(data, ALL, &[]);
     let start = origin.url("/");
     let (online, log) = wget(&start, &proxy.url(), &dir.join("online"));
     assert!(online.len() >= 9, "{log}");
-    let post = send_request(proxy.addr(), "POST", &origin.url("/form"), &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    let post = send_request(
+        proxy.addr(),
+        "POST",
+        &origin.url("/form"),
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"q=crawl",
+    );
     assert_eq!(post.status, 200);
     std::thread::sleep(Duration::from_millis(300));
     proxy.stop_cleanly();
@@ -218,7 +319,18 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     drop(origin);
     let cfg = config_file(&dir, ALL);
     let warc = dir.join("crawl.warc.gz");
-    let out = crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--config", &cfg, "--data-dir", data.to_str().unwrap()], Duration::from_secs(120));
+    let out = crawlcache_cmd(
+        &[
+            "export",
+            "--warc",
+            warc.to_str().unwrap(),
+            "--config",
+            &cfg,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(" exchanges (") && stderr.contains("; 0 skipped"), "{stderr}");
@@ -230,15 +342,24 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     assert_eq!(index.first().map(|r| r.0.as_str()), Some("warcinfo"));
     // No local path goes into a file that may be shared.
     let mut whole = Vec::new();
-    flate2::read::MultiGzDecoder::new(std::fs::File::open(&warc).unwrap()).read_to_end(&mut whole).unwrap();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(&warc).unwrap())
+        .read_to_end(&mut whole)
+        .unwrap();
     let whole = String::from_utf8_lossy(&whole);
-    assert!(!whole.contains(data.to_str().unwrap()) && !whole.contains(dir.path().to_str().unwrap()), "the export names a local path");
-    let responses: Vec<&str> = index.iter().filter(|r| r.0 == "response").map(|r| r.1.as_str()).collect();
+    assert!(
+        !whole.contains(data.to_str().unwrap()) && !whole.contains(dir.path().to_str().unwrap()),
+        "the export names a local path"
+    );
+    let responses: Vec<&str> =
+        index.iter().filter(|r| r.0 == "response").map(|r| r.1.as_str()).collect();
     let requests = index.iter().filter(|r| r.0 == "request").count();
     assert_eq!(responses.len(), records.len(), "one response per record:\n{index:?}\n{records:?}");
     assert_eq!(requests, records.len());
     assert_eq!(responses.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(), recorded_urls);
-    assert!(recorded_urls.iter().any(|u| u.ends_with("/chunked")) && recorded_urls.iter().any(|u| u.ends_with("/form")));
+    assert!(
+        recorded_urls.iter().any(|u| u.ends_with("/chunked"))
+            && recorded_urls.iter().any(|u| u.ends_with("/form"))
+    );
 
     // warcio verifies every block and payload digest; the payload digests
     // recomputed here agree, and the bodies are the stored ones.
@@ -252,7 +373,11 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     }
     assert_digests_unpadded_and_indexed(&warc);
     let chunked = resp.iter().find(|r| r["uri"].as_str().unwrap().ends_with("/chunked")).unwrap();
-    assert_eq!(chunked["len"].as_u64(), Some(b"<html>chunked page</html>".len() as u64), "stored de-chunked: {chunked}");
+    assert_eq!(
+        chunked["len"].as_u64(),
+        Some(b"<html>chunked page</html>".len() as u64),
+        "stored de-chunked: {chunked}"
+    );
     let r302 = resp.iter().find(|r| r["uri"].as_str().unwrap().ends_with("/r302")).unwrap();
     assert_eq!(r302["status"], "302");
 
@@ -262,9 +387,17 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let (read_n, imported, failed) = import_summary(&stderr);
-    assert_eq!((read_n, imported, failed), (index.len() as u64, records.len() as u64, 0), "{stderr}");
+    assert_eq!(
+        (read_n, imported, failed),
+        (index.len() as u64, records.len() as u64, 0),
+        "{stderr}"
+    );
     let requests = records.len() as u64;
-    assert_eq!(skipped_by_type(&stderr), BTreeMap::from([("request".to_string(), requests), ("warcinfo".to_string(), 1)]), "{stderr}");
+    assert_eq!(
+        skipped_by_type(&stderr),
+        BTreeMap::from([("request".to_string(), requests), ("warcinfo".to_string(), 1)]),
+        "{stderr}"
+    );
     assert_eq!(
         recorded(&data2).into_iter().map(|(k, _)| k).collect::<BTreeSet<_>>(),
         records.iter().map(|(k, _)| k.clone()).collect::<BTreeSet<_>>(),
@@ -275,45 +408,97 @@ fn an_exported_crawl_reads_back_with_warcio_and_replays_after_import() {
     let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed"));
     let mut expected = online.clone();
     expected.retain(|p, _| !p.ends_with("nostore"));
-    assert_trees_equal(&expected, &replayed, "offline replay of the imported export vs the online crawl");
+    assert_trees_equal(
+        &expected,
+        &replayed,
+        "offline replay of the imported export vs the online crawl",
+    );
     assert_eq!(gateway_timeouts(&log), 1, "only /nostore (never recorded) is 504:\n{log}");
-    let post = send_request(offline.addr(), "POST", &form, &[("Content-Type", "application/x-www-form-urlencoded")], b"q=crawl");
+    let post = send_request(
+        offline.addr(),
+        "POST",
+        &form,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"q=crawl",
+    );
     assert_eq!(post.status, 200, "{}", post.describe());
     assert_eq!(post.body, post_online);
 
     // Export through the running proxy (it holds the index): the same exchanges.
     let warc2 = dir.join("from-proxy.warc.gz");
-    let out = crawlcache_cmd(&["export", "--warc", warc2.to_str().unwrap(), "--config", &cfg, "--data-dir", data2.to_str().unwrap()], Duration::from_secs(120));
+    let out = crawlcache_cmd(
+        &[
+            "export",
+            "--warc",
+            warc2.to_str().unwrap(),
+            "--config",
+            &cfg,
+            "--data-dir",
+            data2.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains(&format!("{} exchanges", records.len())) && stderr.contains("; 0 skipped"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} exchanges", records.len())) && stderr.contains("; 0 skipped"),
+        "{stderr}"
+    );
     let index2 = warcio_index(&warc2);
-    assert_eq!(index2.iter().filter(|r| r.0 == "response").map(|r| r.1.clone()).collect::<BTreeSet<_>>(), recorded_urls, "{index2:?}");
+    assert_eq!(
+        index2.iter().filter(|r| r.0 == "response").map(|r| r.1.clone()).collect::<BTreeSet<_>>(),
+        recorded_urls,
+        "{index2:?}"
+    );
     assert_warcio_checks(&warc2, index2.len());
     offline.stop_cleanly();
 }
 
 /// `wget -r --warc-file=BASE` straight at the origin (no proxy); returns
 /// the files saved and the path of `BASE.warc.gz`.
-pub(crate) fn wget_warc(start: &str, out: &Path, base: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
+pub(crate) fn wget_warc(
+    start: &str,
+    out: &Path,
+    base: &Path,
+) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
     wget_warc_with(start, out, base, &[])
 }
 
 /// [`wget_warc`] with more wget arguments (`--warc-cdx`, `--warc-dedup=CDX`).
-pub(crate) fn wget_warc_with(start: &str, out: &Path, base: &Path, extra: &[String]) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
+pub(crate) fn wget_warc_with(
+    start: &str,
+    out: &Path,
+    base: &Path,
+    extra: &[String],
+) -> (BTreeMap<PathBuf, Vec<u8>>, PathBuf) {
     std::fs::create_dir_all(out).unwrap();
     let mut cmd = Command::new(wget_bin());
-    cmd.args(["--no-config", "-r", "-nH", "-e", "robots=off", "--no-verbose", "--tries=1", "--timeout=10", "--no-proxy"])
-        .arg(format!("--warc-file={}", base.display()))
-        .args(extra)
-        .arg("-P")
-        .arg(out)
-        .arg(start);
+    cmd.args([
+        "--no-config",
+        "-r",
+        "-nH",
+        "-e",
+        "robots=off",
+        "--no-verbose",
+        "--tries=1",
+        "--timeout=10",
+        "--no-proxy",
+    ])
+    .arg(format!("--warc-file={}", base.display()))
+    .args(extra)
+    .arg("-P")
+    .arg(out)
+    .arg(start);
     for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"] {
         cmd.env_remove(var);
     }
     let o = run_bounded(&mut cmd, Duration::from_secs(120), "wget -r --warc-file");
-    assert!(matches!(o.status.code(), Some(0) | Some(8)), "wget exited {:?}:\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(8)),
+        "wget exited {:?}:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     let warc = PathBuf::from(format!("{}.warc.gz", base.display()));
     assert!(warc.is_file(), "wget wrote no {}", warc.display());
     (read_tree(out), warc)
@@ -325,7 +510,11 @@ fn a_wget_warc_imported_replays_the_crawl_offline_byte_identical() {
     let origin = Origin::start(site);
     let start = origin.url("/");
     let (online, warc) = wget_warc(&start, &dir.join("online"), &dir.join("site"));
-    assert!(online.len() >= 10 && online.keys().any(|p| p.ends_with("chunked")), "{:?}", online.keys());
+    assert!(
+        online.len() >= 10 && online.keys().any(|p| p.ends_with("chunked")),
+        "{:?}",
+        online.keys()
+    );
     drop(origin);
 
     let cfg = config_file(&dir, ALL);
@@ -343,12 +532,21 @@ fn a_wget_warc_imported_replays_the_crawl_offline_byte_identical() {
     // date, is already present.
     let index = warcio_index(&warc);
     let responses = index.iter().filter(|r| r.0 == "response").count() as u64;
-    assert_eq!((imported, summary_count(&stderr, "already present")), (responses - 1, 1), "{stderr}");
+    assert_eq!(
+        (imported, summary_count(&stderr, "already present")),
+        (responses - 1, 1),
+        "{stderr}"
+    );
     let mut others: BTreeMap<String, u64> = BTreeMap::new();
     for (kind, _) in index.iter().filter(|r| r.0 != "response") {
         *others.entry(kind.clone()).or_default() += 1;
     }
-    assert!(others.contains_key("warcinfo") && others.contains_key("request") && others.contains_key("resource"), "{others:?}");
+    assert!(
+        others.contains_key("warcinfo")
+            && others.contains_key("request")
+            && others.contains_key("resource"),
+        "{others:?}"
+    );
     assert_eq!(skipped_by_type(&stderr), others, "{stderr}");
     assert_cache_verifies(&data);
 
@@ -356,7 +554,11 @@ fn a_wget_warc_imported_replays_the_crawl_offline_byte_identical() {
     let out = import(&cfg, &data, &[&warc]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert_eq!((import_summary(&stderr).1, summary_count(&stderr, "already present")), (0, responses), "{stderr}");
+    assert_eq!(
+        (import_summary(&stderr).1, summary_count(&stderr, "already present")),
+        (0, responses),
+        "{stderr}"
+    );
     assert_eq!(skipped_by_type(&stderr), others, "{stderr}");
 
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
@@ -364,8 +566,17 @@ fn a_wget_warc_imported_replays_the_crawl_offline_byte_identical() {
     assert_trees_equal(&online, &replayed, "offline replay of wget's WARC vs wget's own crawl");
     assert_eq!(gateway_timeouts(&log), 0, "{log}");
     let chunked = offline.get(&format!("{start}chunked"), &[]);
-    assert_eq!(chunked.header("content-length"), Some("25"), "de-chunked, with its length: {}", chunked.describe());
-    assert!(chunked.cache_status().unwrap_or_default().contains("key=\"record:GET"), "{}", chunked.describe());
+    assert_eq!(
+        chunked.header("content-length"),
+        Some("25"),
+        "de-chunked, with its length: {}",
+        chunked.describe()
+    );
+    assert!(
+        chunked.cache_status().unwrap_or_default().contains("key=\"record:GET"),
+        "{}",
+        chunked.describe()
+    );
     offline.stop_cleanly();
 }
 
@@ -398,7 +609,11 @@ fn response_member(members: &[(usize, usize, Vec<u8>)], path: &str) -> usize {
         .iter()
         .position(|(_, _, text)| {
             let head = String::from_utf8_lossy(&text[..text.len().min(1024)]).into_owned();
-            head.contains("WARC-Type: response") && head.lines().any(|l| l.starts_with("WARC-Target-URI") && l.trim_end().trim_end_matches('>').ends_with(path))
+            head.contains("WARC-Type: response")
+                && head.lines().any(|l| {
+                    l.starts_with("WARC-Target-URI")
+                        && l.trim_end().trim_end_matches('>').ends_with(path)
+                })
         })
         .unwrap_or_else(|| panic!("no response record for {path}"))
 }
@@ -413,7 +628,8 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
     let members = gzip_members(&good);
     let malformed = response_member(&members, "/a");
     let corrupt = response_member(&members, "/b");
-    let truncated = response_member(&members, "/chunked").max(response_member(&members, "/nocache"));
+    let truncated =
+        response_member(&members, "/chunked").max(response_member(&members, "/nocache"));
     assert!(malformed < truncated && corrupt < truncated);
 
     // Rebuild the file: one record with a field line that has no colon, one
@@ -424,7 +640,11 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
     for (i, (at, len, text)) in members.iter().enumerate() {
         offsets.insert(i, bad.len());
         if i == malformed {
-            let broken = String::from_utf8_lossy(text).replacen("WARC-Type: response\r\n", "WARC-Type: response\r\nthis line has no colon\r\n", 1);
+            let broken = String::from_utf8_lossy(text).replacen(
+                "WARC-Type: response\r\n",
+                "WARC-Type: response\r\nthis line has no colon\r\n",
+                1,
+            );
             bad.extend(gzip(broken.as_bytes()));
         } else if i == corrupt {
             let mut m = good[*at..at + len].to_vec();
@@ -449,14 +669,25 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
     assert_eq!(out.status.code(), Some(1), "a skipped record makes the exit status 1:\n{stderr}");
     for (what, i) in [("malformed", malformed), ("corrupt", corrupt), ("truncated", truncated)] {
         let needle = format!("record at offset {}:", offsets[&i]);
-        assert!(stderr.lines().any(|l| l.contains(&needle) && l.contains("skipped")), "the {what} record is reported ({needle}):\n{stderr}");
+        assert!(
+            stderr.lines().any(|l| l.contains(&needle) && l.contains("skipped")),
+            "the {what} record is reported ({needle}):\n{stderr}"
+        );
     }
-    assert!(stderr.contains("without a colon") && stderr.contains("does not decompress") && stderr.contains("cut short"), "{stderr}");
+    assert!(
+        stderr.contains("without a colon")
+            && stderr.contains("does not decompress")
+            && stderr.contains("cut short"),
+        "{stderr}"
+    );
     let (_, imported, failed) = import_summary(&stderr);
     assert_eq!(failed, 3, "{stderr}");
     skipped_by_type(&stderr);
     assert!(imported >= 5, "{stderr}");
-    assert!(stderr.lines().last().unwrap_or("").contains("records read"), "the summary comes last:\n{stderr}");
+    assert!(
+        stderr.lines().last().unwrap_or("").contains("records read"),
+        "the summary comes last:\n{stderr}"
+    );
 
     // The good records are there, the bad ones are not; nothing half-written.
     let keys: BTreeSet<String> = recorded(&data).into_iter().map(|(k, _)| k).collect();
@@ -464,7 +695,11 @@ fn bad_records_are_reported_at_their_offsets_and_the_rest_imports() {
     assert!(has("/") && has("/r301") && has("/r302") && has("/dir/"), "{keys:?}");
     assert!(!has("/a") && !has("/b"), "{keys:?}");
     // The two tracking-parameter spellings of /news share one key (the second is already present).
-    assert_eq!((keys.len() as u64, summary_count(&stderr, "already present")), (imported, 1), "{keys:?}\n{stderr}");
+    assert_eq!(
+        (keys.len() as u64, summary_count(&stderr, "already present")),
+        (imported, 1),
+        "{keys:?}\n{stderr}"
+    );
     assert_cache_verifies(&data);
     let leftovers = std::fs::read_dir(data.join("tmp")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(leftovers, 0, "no temporary body left behind");
@@ -489,8 +724,15 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     assert!(out.status.success(), "{stderr}");
     let (_, imported, failed) = import_summary(&stderr);
     let responses = warcio_index(&warc).into_iter().filter(|r| r.0 == "response").count() as u64;
-    assert_eq!((imported + summary_count(&stderr, "already present"), failed), (responses, 0), "{stderr}");
-    assert!(skipped_by_type(&stderr).contains_key("request"), "the proxy's summary carries the per-type counts: {stderr}");
+    assert_eq!(
+        (imported + summary_count(&stderr, "already present"), failed),
+        (responses, 0),
+        "{stderr}"
+    );
+    assert!(
+        skipped_by_type(&stderr).contains_key("request"),
+        "the proxy's summary carries the per-type counts: {stderr}"
+    );
     // Served at once, by the proxy that imported them, byte for byte.
     let a = running.get(&format!("{start}a"), &[]);
     assert_eq!(a.status, 200, "{}", a.describe());
@@ -519,14 +761,24 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     );
     let out = import(&cfg, &data, &[&dir.join("missing.warc.gz")]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot read"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let garbage = dir.join("garbage.warc");
     std::fs::write(&garbage, b"WARC/1.1\r\nthis line has no colon\r\n\r\n").unwrap();
     let out = import(&cfg, &data, &[&garbage]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("garbage.warc") && stderr.contains("offset 0"), "the file and offset are named: {stderr}");
-    assert!(std::fs::read_dir(data.join("import")).map(|d| d.count()).unwrap_or(0) == 0, "no upload left behind");
+    assert!(
+        stderr.contains("garbage.warc") && stderr.contains("offset 0"),
+        "the file and offset are named: {stderr}"
+    );
+    assert!(
+        std::fs::read_dir(data.join("import")).map(|d| d.count()).unwrap_or(0) == 0,
+        "no upload left behind"
+    );
     running.stop_cleanly();
 
     // Stopped, the store itself: an empty file imports nothing and succeeds.
@@ -535,10 +787,24 @@ fn import_into_a_running_proxy_is_served_at_once_and_export_says_what_it_wrote()
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 records read: 0 imported, 0 already present, 0 older captures kept out, 0 failed, 0 skipped;"));
     // --host filters the export.
     let warc = dir.join("none.warc.gz");
-    let out =
-        crawlcache_cmd(&["export", "--warc", warc.to_str().unwrap(), "--host", "example.org", "--data-dir", data.to_str().unwrap()], Duration::from_secs(60));
+    let out = crawlcache_cmd(
+        &[
+            "export",
+            "--warc",
+            warc.to_str().unwrap(),
+            "--host",
+            "example.org",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("0 exchanges (1 records)"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("0 exchanges (1 records)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(warcio_index(&warc), vec![("warcinfo".to_string(), String::new())]);
     assert_cache_verifies(&data);
 }
@@ -548,15 +814,28 @@ fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical()
     let dir = TestDir::new("warc-dedup");
     let origin = Origin::start(site);
     let start = origin.url("/");
-    let (first_files, first) = wget_warc_with(&start, &dir.join("first"), &dir.join("one"), &["--warc-cdx".to_string()]);
+    let (first_files, first) =
+        wget_warc_with(&start, &dir.join("first"), &dir.join("one"), &["--warc-cdx".to_string()]);
     let cdx = dir.join("one.cdx");
     assert!(cdx.is_file(), "wget --warc-cdx wrote no {}", cdx.display());
-    let (second_files, second) = wget_warc_with(&start, &dir.join("second"), &dir.join("two"), &[format!("--warc-dedup={}", cdx.display())]);
+    let (second_files, second) = wget_warc_with(
+        &start,
+        &dir.join("second"),
+        &dir.join("two"),
+        &[format!("--warc-dedup={}", cdx.display())],
+    );
     drop(origin);
     let index = warcio_index(&second);
-    let revisited: BTreeSet<String> = index.iter().filter(|r| r.0 == "revisit").map(|r| r.1.trim_matches(['<', '>']).to_string()).collect();
+    let revisited: BTreeSet<String> = index
+        .iter()
+        .filter(|r| r.0 == "revisit")
+        .map(|r| r.1.trim_matches(['<', '>']).to_string())
+        .collect();
     let revisits = index.iter().filter(|r| r.0 == "revisit").count() as u64;
-    assert!(revisits >= 8 && revisited.iter().any(|u| u.ends_with("/a")), "wget wrote revisits for what did not change: {index:?}");
+    assert!(
+        revisits >= 8 && revisited.iter().any(|u| u.ends_with("/a")),
+        "wget wrote revisits for what did not change: {index:?}"
+    );
     assert_eq!(first_files, second_files, "the site did not change");
 
     // One import of both files, the deduplicated crawl first: its revisits
@@ -567,18 +846,29 @@ fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical()
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(import_summary(&stderr).2, 0, "{stderr}");
-    assert_eq!(summary_count(&stderr, "revisits resolved"), revisits, "every revisit resolved: {stderr}");
+    assert_eq!(
+        summary_count(&stderr, "revisits resolved"),
+        revisits,
+        "every revisit resolved: {stderr}"
+    );
     assert_cache_verifies(&data);
     let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
     let (replayed, log) = wget(&start, &offline.url(), &dir.join("replayed"));
-    assert_trees_equal(&second_files, &replayed, "offline replay of the deduplicated crawl vs wget's own");
+    assert_trees_equal(
+        &second_files,
+        &replayed,
+        "offline replay of the deduplicated crawl vs wget's own",
+    );
     assert_eq!(gateway_timeouts(&log), 0, "{log}");
     for url in &revisited {
         let r = offline.get(url, &[]);
         let path = url.strip_prefix(&start).unwrap_or("");
         // A redirect's saved file holds its target (wget saves it under the
         // redirecting name): only a 200 is compared with it.
-        if let (200, Some(saved)) = (r.status, second_files.get(Path::new(if path.is_empty() { "index.html" } else { path }))) {
+        if let (200, Some(saved)) = (
+            r.status,
+            second_files.get(Path::new(if path.is_empty() { "index.html" } else { path })),
+        ) {
             assert_eq!(&r.body, saved, "{url}: byte-identical: {}", r.describe());
         }
         assert!(r.status < 500, "{url}: {}", r.describe());
@@ -608,21 +898,44 @@ fn a_wget_warc_dedup_crawl_imported_replays_every_revisited_url_byte_identical()
     assert!(import(plain, &data4, &[&first, &second]).status.success());
     let small = dir.join("small.warc.gz");
     let out = crawlcache_cmd(
-        &["export", "--revisits", "--warc", small.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()],
+        &[
+            "export",
+            "--revisits",
+            "--warc",
+            small.to_str().unwrap(),
+            "--config",
+            plain,
+            "--data-dir",
+            data4.to_str().unwrap(),
+        ],
         Duration::from_secs(120),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let exported = warcio_index(&small);
     let written = exported.iter().filter(|r| r.0 == "revisit").count();
     let full = dir.join("full.warc.gz");
-    assert!(crawlcache_cmd(&["export", "--warc", full.to_str().unwrap(), "--config", plain, "--data-dir", data4.to_str().unwrap()], Duration::from_secs(120))
-        .status
-        .success());
+    assert!(crawlcache_cmd(
+        &[
+            "export",
+            "--warc",
+            full.to_str().unwrap(),
+            "--config",
+            plain,
+            "--data-dir",
+            data4.to_str().unwrap()
+        ],
+        Duration::from_secs(120)
+    )
+    .status
+    .success());
     // Each body once: a response record fewer for each revisit (the bodies
     // here are a few bytes, so the file is not smaller for it).
     let responses = |index: &[(String, String)]| index.iter().filter(|r| r.0 == "response").count();
     let full_index = warcio_index(&full);
-    assert!(written >= 1 && responses(&exported) + written == responses(&full_index), "{exported:?}\n{full_index:?}");
+    assert!(
+        written >= 1 && responses(&exported) + written == responses(&full_index),
+        "{exported:?}\n{full_index:?}"
+    );
     assert_warcio_checks(&small, exported.len() - written); // warcio leaves revisit digests unchecked
     assert_digests_unpadded_and_indexed(&small);
     let data3 = dir.subdir("data3");
@@ -646,7 +959,8 @@ fn capture_file(path: &Path, url: &str, date: &str, body: &[u8]) {
 }
 
 fn uuid_like(seed: &str) -> String {
-    let h: u64 = seed.bytes().fold(1469598103934665603, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
+    let h: u64 =
+        seed.bytes().fold(1469598103934665603, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
     format!("{:08x}-0000-4000-8000-{:012x}", h >> 32, h & 0xffff_ffff_ffff)
 }
 
@@ -673,7 +987,12 @@ fn two_captures_of_one_url_from_two_dates_serve_the_newer_in_either_order() {
             }
             let offline = Proxy::start_with_config(&data, ALL, &["--offline"]);
             let r = offline.get(url, &[]);
-            assert_eq!((r.status, r.body.as_slice()), (200, &b"the page in 2024"[..]), "{label}, together={together}: {}", r.describe());
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (200, &b"the page in 2024"[..]),
+                "{label}, together={together}: {}",
+                r.describe()
+            );
             offline.stop_cleanly();
         }
     }
@@ -690,10 +1009,19 @@ fn progress_is_drawn_on_a_terminal_only() {
     let out = import(&cfg, &dir.subdir("piped"), &[&warc]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(!stderr.contains('\r') && !stderr.contains('\x1b') && stderr.lines().count() == 1, "{stderr:?}");
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b') && stderr.lines().count() == 1,
+        "{stderr:?}"
+    );
     // On a terminal (script(1) gives the command a pseudo-terminal): a bar, then the summary.
-    let script = find_tool("script", "SCRIPT", &["/usr/bin/script"], "Install util-linux (bsdutils).");
-    let command = format!("{} import --config {cfg} --data-dir {} {}", crawlcache_bin().display(), dir.subdir("tty").display(), warc.display());
+    let script =
+        find_tool("script", "SCRIPT", &["/usr/bin/script"], "Install util-linux (bsdutils).");
+    let command = format!(
+        "{} import --config {cfg} --data-dir {} {}",
+        crawlcache_bin().display(),
+        dir.subdir("tty").display(),
+        warc.display()
+    );
     let mut cmd = Command::new(script);
     cmd.args(["-qec", &command, "/dev/null"]).env("TERM", "xterm");
     let out = run_bounded(&mut cmd, Duration::from_secs(60), "script crawlcache import");

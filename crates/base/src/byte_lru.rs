@@ -21,7 +21,12 @@ impl<K: Hash + Eq, V> ByteLru<K, V> {
     /// An empty map holding values of at most `capacity` bytes in all, each
     /// counted as `cost` says (0: nothing is kept).
     pub fn new(capacity: u64, cost: fn(&V) -> usize) -> ByteLru<K, V> {
-        ByteLru { map: lru::LruCache::unbounded(), bytes: 0, capacity: usize::try_from(capacity).unwrap_or(usize::MAX), cost }
+        ByteLru {
+            map: lru::LruCache::unbounded(),
+            bytes: 0,
+            capacity: usize::try_from(capacity).unwrap_or(usize::MAX),
+            cost,
+        }
     }
 
     /// The value under `key`, marked most recently used.

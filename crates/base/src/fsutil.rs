@@ -25,8 +25,17 @@ use std::path::Path;
 /// system's "File exists" or "Not a directory".
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     create_private_dir_inner(dir).map_err(|e| match blocking_non_directory(dir) {
-        Some(p) if p == dir => io::Error::new(e.kind(), format!("{} exists and is not a directory", p.display())),
-        Some(p) => io::Error::new(e.kind(), format!("{} is not a directory (a file is in the way of {})", p.display(), dir.display())),
+        Some(p) if p == dir => {
+            io::Error::new(e.kind(), format!("{} exists and is not a directory", p.display()))
+        }
+        Some(p) => io::Error::new(
+            e.kind(),
+            format!(
+                "{} is not a directory (a file is in the way of {})",
+                p.display(),
+                dir.display()
+            ),
+        ),
         None => e,
     })
 }
@@ -78,7 +87,11 @@ mod tests {
         assert_eq!(mode(&dir), 0o700);
         let parent = tmp.path().join("a");
         std::fs::create_dir(tmp.path().join("plain")).unwrap();
-        assert_eq!(mode(&parent), mode(&tmp.path().join("plain")), "parents as create_dir_all makes them");
+        assert_eq!(
+            mode(&parent),
+            mode(&tmp.path().join("plain")),
+            "parents as create_dir_all makes them"
+        );
     }
 
     #[test]
@@ -108,6 +121,13 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let dir = file.join("data/inner");
         let err = create_private_dir(&dir).unwrap_err().to_string();
-        assert_eq!(err, format!("{} is not a directory (a file is in the way of {})", file.display(), dir.display()));
+        assert_eq!(
+            err,
+            format!(
+                "{} is not a directory (a file is in the way of {})",
+                file.display(),
+                dir.display()
+            )
+        );
     }
 }

@@ -52,10 +52,14 @@ mod tests {
     #[test]
     fn the_shares_of_the_default_ceiling() {
         let b = MemoryBudget::new(256 << 20);
-        assert_eq!((b.index_cache(), b.head_cache(), b.record_cache()), (8 << 20, 16 << 20, 16 << 20));
+        assert_eq!(
+            (b.index_cache(), b.head_cache(), b.record_cache()),
+            (8 << 20, 16 << 20, 16 << 20)
+        );
         assert_eq!(b.lookup_memo_per_thread(2), 2 << 20);
         assert_eq!(b.lookup_memo_per_thread(0), 4 << 20);
-        let total = b.index_cache() + b.head_cache() + b.record_cache() + b.lookup_memo_per_thread(1);
+        let total =
+            b.index_cache() + b.head_cache() + b.record_cache() + b.lookup_memo_per_thread(1);
         assert!(total < (256 << 20) / 4, "the caches keep to under a quarter of the ceiling");
     }
 }

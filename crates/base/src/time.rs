@@ -7,7 +7,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Whether `d` is `YYYY-MM-DD` (digits and dashes only; the values are not
 /// checked).
 pub fn is_date(d: &str) -> bool {
-    d.len() == 10 && d.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
+    d.len() == 10
+        && d.bytes()
+            .enumerate()
+            .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
 }
 
 /// Formats `t` as RFC 3339 in UTC with milliseconds: `2026-11-30T01:02:03.456Z`.
@@ -91,7 +94,12 @@ pub fn decimal(mut n: u64, width: usize) -> ([u8; 20], usize) {
 /// malformed or before 1970.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
-    if b.len() < 20 || !is_date(s.get(..10)?) || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || !is_date(s.get(..10)?)
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -123,7 +131,10 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     }
     let offset: i64 = match s.get(i..)? {
         "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && o.as_bytes()[3] == b':' => {
+        o if o.len() == 6
+            && (o.starts_with('+') || o.starts_with('-'))
+            && o.as_bytes()[3] == b':' =>
+        {
             let oh = num(i + 1..i + 3)?;
             let om = num(i + 4..i + 6)?;
             let v = oh * 3600 + om * 60;
@@ -185,7 +196,13 @@ mod tests {
             let secs = ms / 1000;
             let (y, m, dd) = civil_from_days((secs / 86_400) as i64);
             let rem = secs % 86_400;
-            let want = format!("{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000);
+            let want = format!(
+                "{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{:03}Z",
+                rem / 3600,
+                (rem % 3600) / 60,
+                rem % 60,
+                ms % 1000
+            );
             assert_eq!(format_rfc3339(t), want);
         }
     }
@@ -197,8 +214,18 @@ mod tests {
         assert_eq!(format_rfc3339(t), "2023-11-14T22:13:20.123Z");
         assert_eq!(parse_rfc3339("2023-11-14T22:13:20.123Z"), Some(t));
         assert_eq!(parse_rfc3339("2023-11-14T23:13:20.123+01:00"), Some(t));
-        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z").map(format_rfc3339).as_deref(), Some("2024-02-29T00:00:00.000Z"));
-        for bad in ["", "2023-11-14", "2023-13-14T00:00:00Z", "2023-11-14T00:00:00", "2023-11-14T00:00:00.Z", "x023-11-14T00:00:00Z"] {
+        assert_eq!(
+            parse_rfc3339("2024-02-29T00:00:00Z").map(format_rfc3339).as_deref(),
+            Some("2024-02-29T00:00:00.000Z")
+        );
+        for bad in [
+            "",
+            "2023-11-14",
+            "2023-13-14T00:00:00Z",
+            "2023-11-14T00:00:00",
+            "2023-11-14T00:00:00.Z",
+            "x023-11-14T00:00:00Z",
+        ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
     }

@@ -55,7 +55,8 @@ fn parse_spans(s: &str, t: &str) -> Result<Duration, String> {
     if let Some(unit) = t.split(|c: char| !c.is_ascii_alphabetic()).find(|u| calendar.contains(u)) {
         return Err(format!("'{s}': unit '{unit}' (months or years) is not accepted; write days or weeks ({DURATION_UNITS})"));
     }
-    let d = humantime::parse_duration(t).map_err(|e| format!("'{s}' is not a duration: {e} ({DURATION_UNITS})"))?;
+    let d = humantime::parse_duration(t)
+        .map_err(|e| format!("'{s}' is not a duration: {e} ({DURATION_UNITS})"))?;
     if d.as_secs() > 1_000_000_000_000 {
         return Err(format!("'{s}' is out of range"));
     }
@@ -130,7 +131,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a size (use e.g. 512KiB, 100MiB, 10GiB)"))?;
+    let n: f64 =
+        num.parse().map_err(|_| format!("'{s}' is not a size (use e.g. 512KiB, 100MiB, 10GiB)"))?;
     let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "kb" | "k" => 1e3,
@@ -141,7 +143,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("'{s}': unknown size unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
+        other => {
+            return Err(format!(
+                "'{s}': unknown size unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
     };
     let bytes = n * scale;
     if !bytes.is_finite() || !(0.0..=1.8e19).contains(&bytes) {
@@ -175,7 +181,9 @@ pub fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match NumOrStr::deserialize(d)? {
         NumOrStr::Int(i) if i >= 0 => Ok(i as u64),
         NumOrStr::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),
-        _ => Err(serde::de::Error::custom("a size must be a non-negative integer or a string such as \"10GiB\"")),
+        _ => Err(serde::de::Error::custom(
+            "a size must be a non-negative integer or a string such as \"10GiB\"",
+        )),
     }
 }
 
@@ -190,8 +198,13 @@ mod tests {
         assert_eq!(parse_duration("3d").unwrap(), Duration::from_secs(259_200));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1y").is_err());
-        assert!(parse_duration("10M").is_err(), "months are refused: M is one shift key from minutes");
-        for (d, text) in [(604_800_000, "7d"), (5_400_000, "90m"), (30_000, "30s"), (1500, "1500ms"), (0, "0ms")] {
+        assert!(
+            parse_duration("10M").is_err(),
+            "months are refused: M is one shift key from minutes"
+        );
+        for (d, text) in
+            [(604_800_000, "7d"), (5_400_000, "90m"), (30_000, "30s"), (1500, "1500ms"), (0, "0ms")]
+        {
             let d = Duration::from_millis(d);
             assert_eq!(format_duration(d), text);
             assert_eq!(parse_duration(text).unwrap(), d);
@@ -221,7 +234,14 @@ mod tests {
     #[test]
     fn durations_in_weeks_and_several_spans() {
         let (h, d) = (3600, 86_400);
-        for (text, secs) in [("1w", 7 * d), ("1h30m", h + 1800), ("2d 12h", 2 * d + 12 * h), ("1w2d", 9 * d), ("90min", 5400), ("2days", 2 * d)] {
+        for (text, secs) in [
+            ("1w", 7 * d),
+            ("1h30m", h + 1800),
+            ("2d 12h", 2 * d + 12 * h),
+            ("1w2d", 9 * d),
+            ("90min", 5400),
+            ("2days", 2 * d),
+        ] {
             assert_eq!(parse_duration(text).unwrap(), Duration::from_secs(secs), "{text}");
         }
         for bad in ["", "h", "1h30x", "-1h30m", "1year", "3 months"] {
@@ -231,12 +251,29 @@ mod tests {
 
     #[test]
     fn ages_and_sizes_for_people() {
-        for (secs, text) in [(0, "0s"), (45, "45s"), (4301, "1h11m"), (7200, "2h"), (7260, "2h1m"), (3 * 86_400 + 4 * 3600 + 59, "3d4h"), (8 * 86_400, "1w1d")]
-        {
+        for (secs, text) in [
+            (0, "0s"),
+            (45, "45s"),
+            (4301, "1h11m"),
+            (7200, "2h"),
+            (7260, "2h1m"),
+            (3 * 86_400 + 4 * 3600 + 59, "3d4h"),
+            (8 * 86_400, "1w1d"),
+        ] {
             assert_eq!(format_age(Duration::from_secs(secs)), text, "{secs} s");
         }
-        assert_eq!(parse_duration(&format_age(Duration::from_secs(4301))).unwrap(), Duration::from_secs(4260));
-        for (n, text) in [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (11_832_681, "11.3 MiB"), (5_981_398, "5.7 MiB"), (10 << 30, "10.0 GiB")] {
+        assert_eq!(
+            parse_duration(&format_age(Duration::from_secs(4301))).unwrap(),
+            Duration::from_secs(4260)
+        );
+        for (n, text) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1.0 KiB"),
+            (11_832_681, "11.3 MiB"),
+            (5_981_398, "5.7 MiB"),
+            (10 << 30, "10.0 GiB"),
+        ] {
             assert_eq!(format_bytes(n), text, "{n}");
         }
         assert_eq!(format_bytes(1024 * 1024 - 1), "1.0 MiB");

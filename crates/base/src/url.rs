@@ -12,7 +12,9 @@ pub fn resolve(base: &str, reference: &str) -> Option<String> {
     let scheme = base.scheme_str()?;
     let authority = base.authority()?.as_str();
     let has_scheme = reference.find(':').is_some_and(|i| {
-        i > 0 && reference.as_bytes()[0].is_ascii_alphabetic() && reference[..i].bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        i > 0
+            && reference.as_bytes()[0].is_ascii_alphabetic()
+            && reference[..i].bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
     });
     if has_scheme {
         return Some(reference.to_string());

@@ -23,7 +23,10 @@ use http_body_util::BodyExt;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use object_store::aws::AmazonS3Builder;
-use object_store::client::{HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpRequestBody, HttpResponse, HttpResponseBody, HttpService};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpRequestBody,
+    HttpResponse, HttpResponseBody, HttpService,
+};
 use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use std::sync::Arc;
@@ -32,7 +35,8 @@ use tokio::io::AsyncWriteExt;
 
 /// The connector the bucket's HTTP client dials with (TLS through rustls
 /// on ring, or plain TCP for an `http://` endpoint).
-pub type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+pub type Connector =
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 
 /// `object_store`'s HTTP requests over hyper-util's client.
 #[derive(Clone)]
@@ -52,15 +56,22 @@ impl HttpService for HyperService {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let sent = tokio::time::timeout(self.timeout, self.client.request(req)).await;
         let resp = match sent {
-            Err(_) => return Err(HttpError::new(HttpErrorKind::Timeout, std::io::Error::other("no response head in time"))),
+            Err(_) => {
+                return Err(HttpError::new(
+                    HttpErrorKind::Timeout,
+                    std::io::Error::other("no response head in time"),
+                ))
+            }
             Ok(Err(e)) => {
-                let kind = if e.is_connect() { HttpErrorKind::Connect } else { HttpErrorKind::Request };
+                let kind =
+                    if e.is_connect() { HttpErrorKind::Connect } else { HttpErrorKind::Request };
                 return Err(HttpError::new(kind, e));
             }
             Ok(Ok(r)) => r,
         };
         let (parts, body) = resp.into_parts();
-        let body = HttpResponseBody::new(body.map_err(|e| HttpError::new(HttpErrorKind::Interrupted, e)));
+        let body =
+            HttpResponseBody::new(body.map_err(|e| HttpError::new(HttpErrorKind::Interrupted, e)));
         Ok(HttpResponse::from_parts(parts, body))
     }
 }
@@ -110,9 +121,12 @@ impl Bucket {
                 config.s3_bucket
             )));
         }
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
         let service = HyperService { client, timeout: config.timeout };
-        let region = if config.s3_region.trim().is_empty() { "us-east-1" } else { config.s3_region.trim() };
+        let region =
+            if config.s3_region.trim().is_empty() { "us-east-1" } else { config.s3_region.trim() };
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(config.s3_bucket.trim())
             .with_region(region)
@@ -123,7 +137,11 @@ impl Bucket {
             // a failing bucket marks the engine down instead of holding
             // requests through object_store's default ten retries.
             .with_retry(RetryConfig {
-                backoff: BackoffConfig { init_backoff: Duration::from_millis(50), max_backoff: Duration::from_millis(200), base: 2.0 },
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(50),
+                    max_backoff: Duration::from_millis(200),
+                    base: 2.0,
+                },
                 max_retries: 1,
                 retry_timeout: config.timeout,
             });
@@ -134,10 +152,19 @@ impl Bucket {
         }
         let endpoint = config.s3_endpoint.trim();
         if !endpoint.is_empty() {
-            builder = builder.with_endpoint(endpoint.trim_end_matches('/')).with_allow_http(endpoint.starts_with("http://"));
+            builder = builder
+                .with_endpoint(endpoint.trim_end_matches('/'))
+                .with_allow_http(endpoint.starts_with("http://"));
         }
-        let store = builder.build().map_err(|e| FleetError::Setup(format!("configuration keys `fleet.s3_*`: {e}")))?;
-        Ok(Bucket { store: Arc::new(store), timeout: config.timeout, health: Health::new("bucket"), name: config.s3_bucket.trim().to_string() })
+        let store = builder
+            .build()
+            .map_err(|e| FleetError::Setup(format!("configuration keys `fleet.s3_*`: {e}")))?;
+        Ok(Bucket {
+            store: Arc::new(store),
+            timeout: config.timeout,
+            health: Health::new("bucket"),
+            name: config.s3_bucket.trim().to_string(),
+        })
     }
 
     /// Asks the bucket for an object that does not exist: an answer (found
@@ -180,9 +207,17 @@ impl Bucket {
 
     /// Uploads the body of the stored `entry` (`sha256`, `len` bytes) from
     /// `store` to `bodies/SHA256` (streamed; multipart above 10 MB).
-    pub async fn upload(&self, store: &Store, entry: &crawlcache_store::Entry, sha256: &str, len: u64) -> Result<(), FleetError> {
+    pub async fn upload(
+        &self,
+        store: &Store,
+        entry: &crawlcache_store::Entry,
+        sha256: &str,
+        len: u64,
+    ) -> Result<(), FleetError> {
         self.check()?;
-        let body = store.read_body(entry).map_err(|e| FleetError::Failed(format!("reading body {sha256}: {e}")))?;
+        let body = store
+            .read_body(entry)
+            .map_err(|e| FleetError::Failed(format!("reading body {sha256}: {e}")))?;
         let mut file: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match body {
             crawlcache_store::BodyData::File(f) => Box::new(tokio::fs::File::from_std(f)),
             crawlcache_store::BodyData::Bytes(b) => Box::new(std::io::Cursor::new(b)),
@@ -215,7 +250,12 @@ impl Bucket {
 
     /// Downloads `bodies/SHA256` (expected `len` bytes) into `store`,
     /// checking length and hash on the way.
-    pub async fn download(&self, store: &Store, sha256: &str, len: u64) -> Result<Download, FleetError> {
+    pub async fn download(
+        &self,
+        store: &Store,
+        sha256: &str,
+        len: u64,
+    ) -> Result<Download, FleetError> {
         self.check()?;
         let path = ObjectPath::from(keys::body_object(sha256));
         // Err((true, _)): the bucket failed; Err((false, _)): the local store did.
@@ -226,21 +266,29 @@ impl Bucket {
                 Err(e) => return Err((true, e.to_string())),
             };
             if got.meta.size != len {
-                return Ok(Download::Mismatch(format!("the bucket object has {} bytes, the entry says {len}", got.meta.size)));
+                return Ok(Download::Mismatch(format!(
+                    "the bucket object has {} bytes, the entry says {len}",
+                    got.meta.size
+                )));
             }
-            let mut writer = store.begin_body().map_err(|e| (false, format!("local store: {e}")))?;
+            let mut writer =
+                store.begin_body().map_err(|e| (false, format!("local store: {e}")))?;
             let mut stream = got.into_stream();
             let mut seen: u64 = 0;
             while let Some(chunk) = stream.next().await {
                 let chunk: Bytes = chunk.map_err(|e| (true, e.to_string()))?;
                 seen += chunk.len() as u64;
                 if seen > len {
-                    return Ok(Download::Mismatch(format!("the bucket object sent more than the {len} bytes of its entry")));
+                    return Ok(Download::Mismatch(format!(
+                        "the bucket object sent more than the {len} bytes of its entry"
+                    )));
                 }
                 writer.write(&chunk).map_err(|e| (false, format!("local store: {e}")))?;
             }
             if seen != len {
-                return Ok(Download::Mismatch(format!("the bucket object ended after {seen} of {len} bytes")));
+                return Ok(Download::Mismatch(format!(
+                    "the bucket object ended after {seen} of {len} bytes"
+                )));
             }
             let committed = tokio::task::spawn_blocking(move || writer.finish())
                 .await
@@ -248,7 +296,10 @@ impl Bucket {
                 .map_err(|e| (false, format!("local store: {e}")))?;
             if committed.sha256 != sha256 {
                 store.discard_body(&committed);
-                return Ok(Download::Mismatch(format!("the bytes of bodies/{sha256} hash to {}", committed.sha256)));
+                return Ok(Download::Mismatch(format!(
+                    "the bytes of bodies/{sha256} hash to {}",
+                    committed.sha256
+                )));
             }
             Ok(Download::Stored(committed))
         };

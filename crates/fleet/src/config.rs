@@ -74,7 +74,10 @@ impl RedisUrl {
 /// Checks one Redis URL: `redis://` or `rediss://` and a host.
 fn check_redis_url(u: &str) -> Result<String, String> {
     let u = u.trim();
-    let rest = u.strip_prefix("redis://").or_else(|| u.strip_prefix("rediss://")).ok_or_else(|| format!("'{u}' is not a redis:// or rediss:// URL"))?;
+    let rest = u
+        .strip_prefix("redis://")
+        .or_else(|| u.strip_prefix("rediss://"))
+        .ok_or_else(|| format!("'{u}' is not a redis:// or rediss:// URL"))?;
     let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
     if host.is_empty() || host.starts_with('/') || host.starts_with(':') {
         return Err(format!("'{u}' names no host"));
@@ -91,9 +94,16 @@ fn de_redis_url<'de, D: Deserializer<'de>>(d: D) -> Result<RedisUrl, D::Error> {
     }
     match OneOrMany::deserialize(d)? {
         OneOrMany::One(s) if s.trim().is_empty() => Ok(RedisUrl::None),
-        OneOrMany::One(s) => check_redis_url(&s).map(RedisUrl::Single).map_err(serde::de::Error::custom),
+        OneOrMany::One(s) => {
+            check_redis_url(&s).map(RedisUrl::Single).map_err(serde::de::Error::custom)
+        }
         OneOrMany::Many(v) if v.is_empty() => Ok(RedisUrl::None),
-        OneOrMany::Many(v) => v.iter().map(|u| check_redis_url(u)).collect::<Result<Vec<_>, _>>().map(RedisUrl::Cluster).map_err(serde::de::Error::custom),
+        OneOrMany::Many(v) => v
+            .iter()
+            .map(|u| check_redis_url(u))
+            .collect::<Result<Vec<_>, _>>()
+            .map(RedisUrl::Cluster)
+            .map_err(serde::de::Error::custom),
     }
 }
 
@@ -111,7 +121,9 @@ impl FleetConfig {
         }
         let e = self.s3_endpoint.trim();
         if !(e.is_empty() || e.starts_with("http://") || e.starts_with("https://")) {
-            return Err(format!("bad value for key `fleet.s3_endpoint`: '{e}' is not an http:// or https:// URL"));
+            return Err(format!(
+                "bad value for key `fleet.s3_endpoint`: '{e}' is not an http:// or https:// URL"
+            ));
         }
         if self.timeout.is_zero() {
             return Err("bad value for key `fleet.timeout`: must be more than 0".into());
@@ -149,7 +161,8 @@ mod tests {
         let mut t: toml::Table = toml::from_str(base).map_err(|e| e.to_string())?;
         let over: toml::Table = toml::from_str(toml_text).map_err(|e| e.to_string())?;
         t.extend(over);
-        let c: FleetConfig = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| e.to_string())?;
+        let c: FleetConfig =
+            toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| e.to_string())?;
         c.validate()?;
         Ok(c)
     }
@@ -158,7 +171,10 @@ mod tests {
     fn redis_url_is_empty_one_url_or_a_cluster_seed_list() {
         assert_eq!(parse("").unwrap().redis_url, RedisUrl::None);
         assert_eq!(parse("redis_url = []").unwrap().redis_url, RedisUrl::None);
-        assert_eq!(parse("redis_url = \"redis://127.0.0.1:6379/0\"").unwrap().redis_url, RedisUrl::Single("redis://127.0.0.1:6379/0".into()));
+        assert_eq!(
+            parse("redis_url = \"redis://127.0.0.1:6379/0\"").unwrap().redis_url,
+            RedisUrl::Single("redis://127.0.0.1:6379/0".into())
+        );
         assert_eq!(
             parse("redis_url = [\"redis://a:7000\", \"rediss://b:7001\"]").unwrap().redis_url,
             RedisUrl::Cluster(vec!["redis://a:7000".into(), "rediss://b:7001".into()])
@@ -174,9 +190,13 @@ mod tests {
         assert!(e.contains("fleet.redis_url"), "{e}");
         let e = parse("redis_url = \"redis://a\"\ns3_endpoint = \"http://s3\"").unwrap_err();
         assert!(e.contains("fleet.s3_bucket"), "{e}");
-        let e = parse("redis_url = \"redis://a\"\ns3_bucket = \"b\"\ns3_endpoint = \"s3.example\"").unwrap_err();
+        let e = parse("redis_url = \"redis://a\"\ns3_bucket = \"b\"\ns3_endpoint = \"s3.example\"")
+            .unwrap_err();
         assert!(e.contains("fleet.s3_endpoint"), "{e}");
-        let c = parse("redis_url = \"redis://a\"\ns3_bucket = \"b\"\ns3_endpoint = \"http://127.0.0.1:9000\"").unwrap();
+        let c = parse(
+            "redis_url = \"redis://a\"\ns3_bucket = \"b\"\ns3_endpoint = \"http://127.0.0.1:9000\"",
+        )
+        .unwrap();
         assert!(c.has_bucket());
         assert!(!parse("redis_url = \"redis://a\"").unwrap().has_bucket());
     }

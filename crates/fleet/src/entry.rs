@@ -69,11 +69,17 @@ impl FleetEntry {
     /// Reads and checks a record for `primary` (its URL must be the one the
     /// head names) under `secondary_key`, with a body of at most `max_len`
     /// bytes. Errors name what is wrong.
-    pub fn decode(primary: &str, secondary_key: &[u8], bytes: &[u8], max_len: u64) -> Result<(FleetEntry, StoredResponse), String> {
+    pub fn decode(
+        primary: &str,
+        secondary_key: &[u8],
+        bytes: &[u8],
+        max_len: u64,
+    ) -> Result<(FleetEntry, StoredResponse), String> {
         if bytes.len() > MAX_RECORD_BYTES {
             return Err(format!("record of {} bytes (more than {MAX_RECORD_BYTES})", bytes.len()));
         }
-        let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache fleet record (magic)")?;
+        let rest =
+            bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache fleet record (magic)")?;
         let (at, rest) = split(rest, 8).ok_or("record cut short (stored time)")?;
         let stored_at_ms = u64::from_be_bytes(at.try_into().map_err(|_| "stored time")?);
         let (flag, rest) = split(rest, 1).ok_or("record cut short (body flag)")?;
@@ -84,7 +90,9 @@ impl FleetEntry {
                 let (len, rest) = split(rest, 8).ok_or("record cut short (body length)")?;
                 let len = u64::from_be_bytes(len.try_into().map_err(|_| "body length")?);
                 if len > max_len {
-                    return Err(format!("body of {len} bytes is over cache.max_object_size ({max_len})"));
+                    return Err(format!(
+                        "body of {len} bytes is over cache.max_object_size ({max_len})"
+                    ));
                 }
                 (Some((hex::encode(sha), len)), rest)
             }
@@ -94,7 +102,12 @@ impl FleetEntry {
         if stored.url != primary {
             return Err(format!("the stored head is for {}, not {primary}", stored.url));
         }
-        let entry = FleetEntry { secondary_key: secondary_key.to_vec(), meta: meta.to_vec(), body, stored_at_ms };
+        let entry = FleetEntry {
+            secondary_key: secondary_key.to_vec(),
+            meta: meta.to_vec(),
+            body,
+            stored_at_ms,
+        };
         Ok((entry, stored))
     }
 }
@@ -123,7 +136,12 @@ mod tests {
     fn records_round_trip_with_and_without_a_body() {
         let u = "http://e.test/a";
         let sha = crawlcache_robots::snapshot::sha256_hex(b"hello");
-        let e = FleetEntry { secondary_key: b"gzip".to_vec(), meta: head(u), body: Some((sha, 5)), stored_at_ms: 77 };
+        let e = FleetEntry {
+            secondary_key: b"gzip".to_vec(),
+            meta: head(u),
+            body: Some((sha, 5)),
+            stored_at_ms: 77,
+        };
         let (back, stored) = FleetEntry::decode(u, b"gzip", &e.encode(), 1 << 20).unwrap();
         assert_eq!(back, e);
         assert_eq!(stored.status, 200);
@@ -134,9 +152,18 @@ mod tests {
     #[test]
     fn nothing_from_redis_is_trusted_unchecked() {
         let u = "http://e.test/a";
-        let good = FleetEntry { secondary_key: vec![], meta: head(u), body: Some(("ab".repeat(32), 10)), stored_at_ms: 1 }.encode();
+        let good = FleetEntry {
+            secondary_key: vec![],
+            meta: head(u),
+            body: Some(("ab".repeat(32), 10)),
+            stored_at_ms: 1,
+        }
+        .encode();
         for n in 0..good.len() {
-            assert!(FleetEntry::decode(u, b"", &good[..n], 1 << 20).is_err(), "prefix of {n} bytes");
+            assert!(
+                FleetEntry::decode(u, b"", &good[..n], 1 << 20).is_err(),
+                "prefix of {n} bytes"
+            );
         }
         let e = FleetEntry::decode("http://e.test/other", b"", &good, 1 << 20).unwrap_err();
         assert!(e.contains("not http://e.test/other"), "{e}");

@@ -37,7 +37,13 @@ fn now_ms() -> u64 {
 impl Health {
     /// A healthy engine named `engine`.
     pub fn new(engine: &'static str) -> Health {
-        Health { engine, down_until_ms: AtomicU64::new(0), up: AtomicBool::new(true), last_warn_ms: AtomicU64::new(0), errors: AtomicU64::new(0) }
+        Health {
+            engine,
+            down_until_ms: AtomicU64::new(0),
+            up: AtomicBool::new(true),
+            last_warn_ms: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
     }
 
     /// Whether an operation may be tried now (not within [`RETRY_AFTER`]
@@ -61,7 +67,10 @@ impl Health {
         let was_up = self.up.swap(false, Ordering::Relaxed);
         let last = self.last_warn_ms.load(Ordering::Relaxed);
         if (was_up || now.saturating_sub(last) >= WARN_EVERY.as_millis() as u64)
-            && self.last_warn_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            && self
+                .last_warn_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
         {
             tracing::warn!(
                 engine = self.engine,
@@ -75,7 +84,11 @@ impl Health {
     pub fn succeeded(&self) {
         self.down_until_ms.store(0, Ordering::Relaxed);
         if !self.up.swap(true, Ordering::Relaxed) {
-            tracing::info!(engine = self.engine, "fleet: {} answers again; sharing with the fleet again", self.engine);
+            tracing::info!(
+                engine = self.engine,
+                "fleet: {} answers again; sharing with the fleet again",
+                self.engine
+            );
         }
     }
 }

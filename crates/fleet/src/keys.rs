@@ -91,14 +91,19 @@ mod tests {
         let slot = Slot::for_key(pace(o));
         assert_eq!(Slot::for_key(robots_snapshot(o, &id)), slot);
         assert_eq!(Slot::for_key(robots_refresh(o, &id)), slot);
-        assert_eq!(robots_refresh(o, &id), format!("robots:refresh:{{https://example.org:443}}:{id}"));
+        assert_eq!(
+            robots_refresh(o, &id),
+            format!("robots:refresh:{{https://example.org:443}}:{id}")
+        );
     }
 
     #[test]
     fn a_urls_entry_and_fetch_lock_share_a_slot_and_urls_spread() {
         let u = "http://example.org/a?b=1";
         assert_eq!(Slot::for_key(entry(u)), Slot::for_key(fetch_lock(u)));
-        let slots: std::collections::HashSet<_> = (0..200).map(|i| format!("{:?}", Slot::for_key(entry(&format!("http://example.org/p{i}"))))).collect();
+        let slots: std::collections::HashSet<_> = (0..200)
+            .map(|i| format!("{:?}", Slot::for_key(entry(&format!("http://example.org/p{i}")))))
+            .collect();
         assert!(slots.len() > 150, "URLs of one host spread over slots: {}", slots.len());
     }
 
@@ -106,7 +111,11 @@ mod tests {
     fn identities_differ_by_configuration_only() {
         assert_eq!(identity_id("", ""), identity_id(" ", ""));
         assert_ne!(identity_id("", "ABot"), identity_id("", "BBot"));
-        assert_eq!(identity_id("MyBot/1", "ABot"), identity_id("MyBot/1", "BBot"), "user_agent wins");
+        assert_eq!(
+            identity_id("MyBot/1", "ABot"),
+            identity_id("MyBot/1", "BBot"),
+            "user_agent wins"
+        );
         assert_eq!(identity_id("", "").len(), 16);
     }
 

@@ -117,7 +117,10 @@ impl Fleet {
         }
         let redis = redis::Redis::new(&fc.redis_url, fc.timeout)?;
         let bucket = match fc.has_bucket() {
-            true => Some(bucket::Bucket::new(fc, (node.bucket_connector)().map_err(redis::FleetError::Setup)?)?),
+            true => Some(bucket::Bucket::new(
+                fc,
+                (node.bucket_connector)().map_err(redis::FleetError::Setup)?,
+            )?),
             false => None,
         };
         let (fetch_time, store, config) = (node.fetch_time, node.store, node);
@@ -150,7 +153,10 @@ impl Fleet {
     /// A lock value no other holder uses: node, process, counter, time.
     pub fn lock_token(&self) -> String {
         let n = self.tokens.fetch_add(1, Ordering::Relaxed);
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         format!("{}:{}:{n}:{t}", self.node, std::process::id())
     }
 
@@ -198,20 +204,32 @@ impl Fleet {
         for (name, help, value) in self.metrics.counters() {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
-        let engines: Vec<&health::Health> = std::iter::once(&self.redis.health).chain(self.bucket.as_ref().map(|b| &b.health)).collect();
+        let engines: Vec<&health::Health> = std::iter::once(&self.redis.health)
+            .chain(self.bucket.as_ref().map(|b| &b.health))
+            .collect();
         let _ = writeln!(
             out,
             "# HELP crawlcache_fleet_up Whether the engine answered its last operation (1) or is being skipped (0).\n# TYPE crawlcache_fleet_up gauge"
         );
         for h in &engines {
-            let _ = writeln!(out, "crawlcache_fleet_up{{engine=\"{}\"}} {}", h.engine, u8::from(h.is_up()));
+            let _ = writeln!(
+                out,
+                "crawlcache_fleet_up{{engine=\"{}\"}} {}",
+                h.engine,
+                u8::from(h.is_up())
+            );
         }
         let _ = writeln!(
             out,
             "# HELP crawlcache_fleet_errors_total Failed operations (errors and timeouts) by engine.\n# TYPE crawlcache_fleet_errors_total counter"
         );
         for h in &engines {
-            let _ = writeln!(out, "crawlcache_fleet_errors_total{{engine=\"{}\"}} {}", h.engine, h.errors.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "crawlcache_fleet_errors_total{{engine=\"{}\"}} {}",
+                h.engine,
+                h.errors.load(Ordering::Relaxed)
+            );
         }
         out
     }
@@ -220,7 +238,10 @@ impl Fleet {
     pub fn stats_json(&self) -> serde_json::Value {
         let mut counters = serde_json::Map::new();
         for (name, _, value) in self.metrics.counters() {
-            counters.insert(name.trim_start_matches("crawlcache_fleet_").trim_end_matches("_total").to_string(), value.into());
+            counters.insert(
+                name.trim_start_matches("crawlcache_fleet_").trim_end_matches("_total").to_string(),
+                value.into(),
+            );
         }
         serde_json::json!({
             "node": self.node,

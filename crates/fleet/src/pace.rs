@@ -61,13 +61,22 @@ fn confirm_script() -> &'static Script {
 /// last request was sent at least `delay` ago, and records this one as
 /// sent: `Duration::ZERO` (send now), or how long to wait before asking
 /// again. Errors as [`reserve`].
-pub async fn confirm(redis: &Redis, origin_key: &str, delay: Duration) -> Result<Duration, FleetError> {
+pub async fn confirm(
+    redis: &Redis,
+    origin_key: &str,
+    delay: Duration,
+) -> Result<Duration, FleetError> {
     let key = format!("{}:sent", keys::pace(origin_key));
     let ms = delay.as_millis().min(u128::from(u32::MAX)).to_string();
     let wait: i64 = redis.script(confirm_script(), &[key.as_bytes()], &[ms.as_bytes()]).await?;
-    let wait = Duration::from_millis(u64::try_from(wait).map_err(|_| FleetError::Invalid(format!("negative wait {wait} ms")))?);
+    let wait = Duration::from_millis(
+        u64::try_from(wait).map_err(|_| FleetError::Invalid(format!("negative wait {wait} ms")))?,
+    );
     if wait > delay {
-        return Err(FleetError::Invalid(format!("send wait of {} ms for {origin_key}", wait.as_millis())));
+        return Err(FleetError::Invalid(format!(
+            "send wait of {} ms for {origin_key}",
+            wait.as_millis()
+        )));
     }
     Ok(wait)
 }
@@ -84,11 +93,17 @@ pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// Reserves the next slot of `origin_key` with spacing `delay`; returns how
 /// long to wait before contacting the origin. Errors when Redis is down or
 /// answers nonsense (the caller then paces locally).
-pub async fn reserve(redis: &Redis, origin_key: &str, delay: Duration) -> Result<Duration, FleetError> {
+pub async fn reserve(
+    redis: &Redis,
+    origin_key: &str,
+    delay: Duration,
+) -> Result<Duration, FleetError> {
     let key = keys::pace(origin_key);
     let ms = delay.as_millis().min(u128::from(u32::MAX)).to_string();
     let wait: i64 = redis.script(script(), &[key.as_bytes()], &[ms.as_bytes()]).await?;
-    let wait = Duration::from_millis(u64::try_from(wait).map_err(|_| FleetError::Invalid(format!("negative wait {wait} ms")))?);
+    let wait = Duration::from_millis(
+        u64::try_from(wait).map_err(|_| FleetError::Invalid(format!("negative wait {wait} ms")))?,
+    );
     if wait > MAX_WAIT {
         return Err(FleetError::Invalid(format!("wait of {} s for {origin_key}", wait.as_secs())));
     }

@@ -52,7 +52,12 @@ impl ConnectionLike for Conn {
         }
     }
 
-    fn req_packed_commands<'a>(&'a mut self, pipeline: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
@@ -89,15 +94,19 @@ impl Redis {
         let target = match url {
             RedisUrl::None => return Err(FleetError::Setup("no Redis configured".into())),
             RedisUrl::Single(u) => {
-                let client = redis::Client::open(u.as_str()).map_err(|e| FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}")))?;
+                let client = redis::Client::open(u.as_str()).map_err(|e| {
+                    FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}"))
+                })?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
                     .set_response_timeout(Some(timeout))
                     .set_number_of_retries(1)
                     .set_min_delay(Duration::from_millis(50))
                     .set_max_delay(timeout);
-                let manager = ConnectionManager::new_lazy_with_config(client, config)
-                    .map_err(|e| FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}")))?;
+                let manager =
+                    ConnectionManager::new_lazy_with_config(client, config).map_err(|e| {
+                        FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}"))
+                    })?;
                 Target::Single(manager)
             }
             RedisUrl::Cluster(seeds) => {
@@ -106,7 +115,9 @@ impl Redis {
                     .response_timeout(timeout)
                     .retries(1)
                     .build()
-                    .map_err(|e| FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}")))?;
+                    .map_err(|e| {
+                        FleetError::Setup(format!("configuration key `fleet.redis_url`: {e}"))
+                    })?;
                 Target::Cluster { client, conn: tokio::sync::Mutex::new(None) }
             }
         };
@@ -153,7 +164,12 @@ impl Redis {
                 let conn = self.conn().await.map_err(|e| format!("connecting: {e}"))?;
                 match op(conn).await {
                     Ok(v) => return Ok(v),
-                    Err(e) if tries == 1 && (e.is_io_error() || e.is_unrecoverable_error() || e.is_connection_dropped()) => {
+                    Err(e)
+                        if tries == 1
+                            && (e.is_io_error()
+                                || e.is_unrecoverable_error()
+                                || e.is_connection_dropped()) =>
+                    {
                         self.forget_connection().await;
                     }
                     Err(e) => return Err(e.to_string()),
@@ -198,7 +214,12 @@ impl Redis {
 
     /// Runs a Lua script with `keys` and `args` (EVALSHA, loading it on
     /// first use).
-    pub async fn script<T: FromRedisValue + Send>(&self, script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> Result<T, FleetError> {
+    pub async fn script<T: FromRedisValue + Send>(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<T, FleetError> {
         self.run("EVALSHA", |mut c| async move {
             let mut inv = script.prepare_invoke();
             for k in keys {

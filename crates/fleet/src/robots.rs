@@ -32,7 +32,9 @@ use super::metrics::FleetMetrics;
 use super::redis::FleetError;
 use super::Fleet;
 use crawlcache_robots::registry::{FetchOnce, SharedSnapshots};
-use crawlcache_robots::snapshot::{sha256_hex, Origin, RobotsStatus, Snapshot, Windows, MAX_ROBOTS_BYTES};
+use crawlcache_robots::snapshot::{
+    sha256_hex, Origin, RobotsStatus, Snapshot, Windows, MAX_ROBOTS_BYTES,
+};
 use redis::Script;
 use std::future::Future;
 use std::pin::Pin;
@@ -73,7 +75,8 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
 
 /// Decodes and checks a snapshot read from Redis for `origin`.
 pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, String> {
-    let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache robots record (magic)")?;
+    let rest =
+        bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache robots record (magic)")?;
     if rest.len() < 4 {
         return Err("record cut short".into());
     }
@@ -83,7 +86,8 @@ pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, String> {
         return Err(format!("bad head length {len}"));
     }
     let (json, body) = rest.split_at(len);
-    let mut s: Snapshot = serde_json::from_slice(json).map_err(|e| format!("the snapshot head does not decode: {e}"))?;
+    let mut s: Snapshot = serde_json::from_slice(json)
+        .map_err(|e| format!("the snapshot head does not decode: {e}"))?;
     if &s.origin != origin {
         return Err(format!("the snapshot is for {}, not {origin}", s.origin));
     }
@@ -110,7 +114,14 @@ pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, String> {
 /// taken: this node retries it (once; the fleet then shares its attempt),
 /// since what failed (a certificate, DNS, the origin) may have been fixed
 /// before the restart.
-pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windows, now: SystemTime, forced: bool, started: SystemTime) -> bool {
+pub fn adoptable(
+    shared: &Snapshot,
+    previous: Option<&Snapshot>,
+    windows: &Windows,
+    now: SystemTime,
+    forced: bool,
+    started: SystemTime,
+) -> bool {
     if forced {
         return shared.last_attempt >= now;
     }
@@ -121,7 +132,9 @@ pub fn adoptable(shared: &Snapshot, previous: Option<&Snapshot>, windows: &Windo
     if !shared.refresh_due(windows, now) {
         return newer;
     }
-    previous.is_none() && shared.status.is_good() && shared.state(windows, now) != crawlcache_robots::snapshot::State::Expired
+    previous.is_none()
+        && shared.status.is_good()
+        && shared.state(windows, now) != crawlcache_robots::snapshot::State::Expired
 }
 
 /// The fleet's [`SharedSnapshots`].
@@ -135,14 +148,17 @@ pub struct FleetRobots {
 
 impl FleetRobots {
     async fn load(&self, origin: &Origin, key: &str) -> Result<Option<Snapshot>, FleetError> {
-        let raw: Option<Vec<u8>> = self.fleet.redis.query(redis::cmd("GET").arg(key).clone()).await?;
+        let raw: Option<Vec<u8>> =
+            self.fleet.redis.query(redis::cmd("GET").arg(key).clone()).await?;
         match raw {
             None => Ok(None),
             Some(b) => match decode(origin, &b) {
                 Ok(s) => Ok(Some(s)),
                 Err(e) => {
                     FleetMetrics::inc(&self.fleet.metrics.invalid_records);
-                    tracing::warn!("fleet: ignoring the robots.txt snapshot of {origin} in Redis: {e}");
+                    tracing::warn!(
+                        "fleet: ignoring the robots.txt snapshot of {origin} in Redis: {e}"
+                    );
                     Ok(None)
                 }
             },
@@ -158,7 +174,11 @@ impl FleetRobots {
     }
 
     async fn unlock(&self, key: &str, token: &str) {
-        let _ = self.fleet.redis.script::<i64>(unlock_script(), &[key.as_bytes()], &[token.as_bytes()]).await;
+        let _ = self
+            .fleet
+            .redis
+            .script::<i64>(unlock_script(), &[key.as_bytes()], &[token.as_bytes()])
+            .await;
     }
 
     async fn run<'a>(
@@ -182,28 +202,46 @@ impl FleetRobots {
             Ok(s) => s,
             Err(_) => return alone(fetch, previous).await,
         };
-        if let Some(s) = shared.filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced, self.started)) {
+        if let Some(s) =
+            shared.filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced, self.started))
+        {
             FleetMetrics::inc(&fleet.metrics.robots_shared);
             return s;
         }
         let deadline = Instant::now() + fleet.wait_bound;
         loop {
             let token = fleet.lock_token();
-            let won: Result<Option<String>, _> =
-                fleet.redis.query(redis::cmd("SET").arg(&lock_key).arg(&token).arg("NX").arg("EX").arg(fleet.lock_ttl.as_secs().max(1)).clone()).await;
+            let won: Result<Option<String>, _> = fleet
+                .redis
+                .query(
+                    redis::cmd("SET")
+                        .arg(&lock_key)
+                        .arg(&token)
+                        .arg("NX")
+                        .arg("EX")
+                        .arg(fleet.lock_ttl.as_secs().max(1))
+                        .clone(),
+                )
+                .await;
             match won {
                 Err(_) => return alone(fetch, previous).await,
                 Ok(Some(_)) => {
                     // Another node may have finished just before we won.
                     let shared = self.load(origin, &snap_key).await.ok().flatten();
-                    if let Some(s) = shared.as_ref().filter(|s| adoptable(s, previous.as_ref(), &windows, now, forced, self.started)) {
+                    if let Some(s) = shared.as_ref().filter(|s| {
+                        adoptable(s, previous.as_ref(), &windows, now, forced, self.started)
+                    }) {
                         self.unlock(&lock_key, &token).await;
                         FleetMetrics::inc(&fleet.metrics.robots_shared);
                         return s.clone();
                     }
                     // Validators from the newer of the two snapshots.
                     let base = match (previous, shared) {
-                        (Some(p), Some(s)) if s.status.is_good() && s.last_attempt > p.last_attempt => Some(s),
+                        (Some(p), Some(s))
+                            if s.status.is_good() && s.last_attempt > p.last_attempt =>
+                        {
+                            Some(s)
+                        }
                         (None, Some(s)) if s.status.is_good() => Some(s),
                         (p, _) => p,
                     };
@@ -224,7 +262,16 @@ impl FleetRobots {
                 tokio::time::sleep(POLL).await;
                 match self.load(origin, &snap_key).await {
                     Err(_) => return alone(fetch, previous).await,
-                    Ok(Some(s)) if adoptable(&s, previous.as_ref(), &windows, now, forced, self.started) => {
+                    Ok(Some(s))
+                        if adoptable(
+                            &s,
+                            previous.as_ref(),
+                            &windows,
+                            now,
+                            forced,
+                            self.started,
+                        ) =>
+                    {
                         FleetMetrics::inc(&fleet.metrics.robots_shared);
                         return s;
                     }
@@ -262,7 +309,13 @@ mod tests {
 
     /// A snapshot of a fetched robots.txt `body` at `at`.
     fn snap(body: &[u8], at: SystemTime) -> Snapshot {
-        let s = Snapshot::new(Origin::new("http", "example.org", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, at);
+        let s = Snapshot::new(
+            Origin::new("http", "example.org", 80),
+            RobotsStatus::Fetched,
+            body.to_vec(),
+            FetchOutcome::Ok { status: 200 },
+            at,
+        );
         Snapshot { etag: Some("\"v1\"".into()), fetched_as: Some("Bot/1.0".into()), ..s }
     }
 
@@ -279,7 +332,9 @@ mod tests {
         for n in 0..enc.len() {
             assert!(decode(&o, &enc[..n]).is_err(), "prefix of {n} bytes");
         }
-        assert!(decode(&Origin::new("http", "other.test", 80), &enc).unwrap_err().contains("not http://other.test"));
+        assert!(decode(&Origin::new("http", "other.test", 80), &enc)
+            .unwrap_err()
+            .contains("not http://other.test"));
         let mut tampered = enc.clone();
         let last = tampered.len() - 2;
         tampered[last] = b'y';
@@ -293,34 +348,65 @@ mod tests {
 
     #[test]
     fn what_a_node_takes_from_the_fleet() {
-        let w = Windows { fresh: Duration::from_secs(60), stale_usable: Duration::from_secs(120), hard_max: Duration::from_secs(300) };
+        let w = Windows {
+            fresh: Duration::from_secs(60),
+            stale_usable: Duration::from_secs(120),
+            hard_max: Duration::from_secs(300),
+        };
         let old = snap(b"a", t(0));
         let fresh = snap(b"b", t(100));
-        assert!(adoptable(&fresh, Some(&old), &w, t(110), false, t(0)), "a fresher snapshot than ours");
+        assert!(
+            adoptable(&fresh, Some(&old), &w, t(110), false, t(0)),
+            "a fresher snapshot than ours"
+        );
         assert!(adoptable(&fresh, None, &w, t(110), false, t(0)), "first sight");
-        assert!(!adoptable(&old, Some(&old), &w, t(100), false, t(0)), "due for a refresh: someone must fetch");
-        assert!(adoptable(&old, None, &w, t(100), false, t(0)), "first sight takes a stale, unexpired snapshot");
+        assert!(
+            !adoptable(&old, Some(&old), &w, t(100), false, t(0)),
+            "due for a refresh: someone must fetch"
+        );
+        assert!(
+            adoptable(&old, None, &w, t(100), false, t(0)),
+            "first sight takes a stale, unexpired snapshot"
+        );
         assert!(!adoptable(&old, None, &w, t(400), false, t(0)), "expired");
         assert!(!adoptable(&old, Some(&fresh), &w, t(50), false, t(0)), "older than ours");
         let mut failed = old.clone();
         failed.last_attempt = t(100);
         failed.next_retry = Some(t(160));
-        assert!(adoptable(&failed, Some(&old), &w, t(110), false, t(0)), "the fleet shares a back-off");
-        assert!(!adoptable(&fresh, Some(&old), &w, t(110), true, t(0)), "a forced refresh wants an attempt after it was asked");
+        assert!(
+            adoptable(&failed, Some(&old), &w, t(110), false, t(0)),
+            "the fleet shares a back-off"
+        );
+        assert!(
+            !adoptable(&fresh, Some(&old), &w, t(110), true, t(0)),
+            "a forced refresh wants an attempt after it was asked"
+        );
         assert!(adoptable(&fresh, Some(&old), &w, t(100), true, t(0)));
     }
 
     #[test]
     fn a_failure_from_before_this_process_started_is_retried_not_taken() {
-        let w = Windows { fresh: Duration::from_secs(60), stale_usable: Duration::from_secs(120), hard_max: Duration::from_secs(300) };
+        let w = Windows {
+            fresh: Duration::from_secs(60),
+            stale_usable: Duration::from_secs(120),
+            hard_max: Duration::from_secs(300),
+        };
         let o = Origin::new("https", "example.org", 443);
-        let outcome = FetchOutcome::Tls { detail: "the origin's certificate is not trusted: UnknownIssuer".into() };
+        let outcome = FetchOutcome::Tls {
+            detail: "the origin's certificate is not trusted: UnknownIssuer".into(),
+        };
         let mut failed = Snapshot::new(o, RobotsStatus::Unavailable, Vec::new(), outcome, t(100));
         failed.next_retry = Some(t(3700));
         // Started after the failure (a restart, perhaps with the CA now in
         // `upstream.extra_ca_file`): not taken, at first sight or not.
-        assert!(!adoptable(&failed, None, &w, t(200), false, t(150)), "first sight after a restart");
-        assert!(!adoptable(&failed, Some(&failed), &w, t(200), false, t(150)), "our own copy of it after a restart");
+        assert!(
+            !adoptable(&failed, None, &w, t(200), false, t(150)),
+            "first sight after a restart"
+        );
+        assert!(
+            !adoptable(&failed, Some(&failed), &w, t(200), false, t(150)),
+            "our own copy of it after a restart"
+        );
         // A failure of this process's time is the fleet's shared back-off.
         assert!(adoptable(&failed, None, &w, t(200), false, t(50)));
         // A good snapshot kept through failures before the restart: retried too.

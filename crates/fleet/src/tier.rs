@@ -73,8 +73,12 @@ pub enum BeforeOrigin {
 impl Fleet {
     /// The variants the fleet tier holds for `primary`, checked. Records that
     /// do not check out are counted, logged and skipped.
-    async fn variants(&self, primary: &str) -> Result<Vec<(FleetEntry, StoredResponse)>, FleetError> {
-        let raw: HashMap<Vec<u8>, Vec<u8>> = self.redis.query(redis::cmd("HGETALL").arg(keys::entry(primary)).clone()).await?;
+    async fn variants(
+        &self,
+        primary: &str,
+    ) -> Result<Vec<(FleetEntry, StoredResponse)>, FleetError> {
+        let raw: HashMap<Vec<u8>, Vec<u8>> =
+            self.redis.query(redis::cmd("HGETALL").arg(keys::entry(primary)).clone()).await?;
         if raw.len() > MAX_VARIANTS * 4 {
             FleetMetrics::inc(&self.metrics.invalid_records);
             return Err(FleetError::Invalid(format!("{} variants under {primary}", raw.len())));
@@ -111,14 +115,21 @@ impl Fleet {
                     }
                     Download::Mismatch(why) => {
                         FleetMetrics::inc(&self.metrics.body_mismatches);
-                        tracing::warn!("fleet: discarded the body of {primary} from the bucket: {why}");
+                        tracing::warn!(
+                            "fleet: discarded the body of {primary} from the bucket: {why}"
+                        );
                         self.forget(primary, &entry.secondary_key, sha).await;
                         return Ok(false);
                     }
                 }
             }
         };
-        let (store, p, sk, meta) = (self.store.clone(), primary.to_string(), entry.secondary_key.clone(), entry.meta.clone());
+        let (store, p, sk, meta) = (
+            self.store.clone(),
+            primary.to_string(),
+            entry.secondary_key.clone(),
+            entry.meta.clone(),
+        );
         let inserted = tokio::task::spawn_blocking(move || {
             let r = store.insert(&p, &sk, &meta, committed.as_ref());
             if r.is_err() {
@@ -141,7 +152,10 @@ impl Fleet {
 
     /// Drops a record whose body is gone or wrong, and the body's mark.
     async fn forget(&self, primary: &str, secondary_key: &[u8], sha: &str) {
-        let _ = self.redis.query::<i64>(redis::cmd("HDEL").arg(keys::entry(primary)).arg(secondary_key).clone()).await;
+        let _ = self
+            .redis
+            .query::<i64>(redis::cmd("HDEL").arg(keys::entry(primary)).arg(secondary_key).clone())
+            .await;
         let _ = self.redis.query::<i64>(redis::cmd("DEL").arg(keys::body_mark(sha)).clone()).await;
     }
 
@@ -153,8 +167,13 @@ impl Fleet {
         if crawlcache_policy::store_key::StoreKey::is_record(primary) {
             return Ok(());
         }
-        let entries = self.store.lookup(primary).map_err(|e| FleetError::Failed(format!("local lookup: {e}")))?;
-        let Some(local) = entries.into_iter().find(|e| e.secondary_key == secondary_key) else { return Ok(()) };
+        let entries = self
+            .store
+            .lookup(primary)
+            .map_err(|e| FleetError::Failed(format!("local lookup: {e}")))?;
+        let Some(local) = entries.into_iter().find(|e| e.secondary_key == secondary_key) else {
+            return Ok(());
+        };
         if let Some(b) = &local.body {
             let mark = keys::body_mark(&b.sha256);
             let known: bool = self.redis.query(redis::cmd("EXISTS").arg(&mark).clone()).await?;
@@ -163,7 +182,16 @@ impl Fleet {
             } else {
                 bucket.upload(&self.store, &local, &b.sha256, b.len).await?;
                 FleetMetrics::inc(&self.metrics.uploads);
-                self.redis.query::<()>(redis::cmd("SET").arg(&mark).arg(1).arg("EX").arg(self.config.entry_ttl.as_secs().max(1)).clone()).await?;
+                self.redis
+                    .query::<()>(
+                        redis::cmd("SET")
+                            .arg(&mark)
+                            .arg(1)
+                            .arg("EX")
+                            .arg(self.config.entry_ttl.as_secs().max(1))
+                            .clone(),
+                    )
+                    .await?;
             }
         }
         let record = FleetEntry {
@@ -177,8 +205,20 @@ impl Fleet {
         if variants as usize >= MAX_VARIANTS {
             self.redis.query::<i64>(redis::cmd("DEL").arg(&key).clone()).await?;
         }
-        self.redis.query::<i64>(redis::cmd("HSET").arg(&key).arg(&record.secondary_key).arg(record.encode()).clone()).await?;
-        self.redis.query::<i64>(redis::cmd("EXPIRE").arg(&key).arg(self.config.entry_ttl.as_secs().max(1)).clone()).await?;
+        self.redis
+            .query::<i64>(
+                redis::cmd("HSET")
+                    .arg(&key)
+                    .arg(&record.secondary_key)
+                    .arg(record.encode())
+                    .clone(),
+            )
+            .await?;
+        self.redis
+            .query::<i64>(
+                redis::cmd("EXPIRE").arg(&key).arg(self.config.entry_ttl.as_secs().max(1)).clone(),
+            )
+            .await?;
         FleetMetrics::inc(&self.metrics.published);
         Ok(())
     }
@@ -188,7 +228,18 @@ impl Fleet {
     async fn try_lead(&self, primary: &str) -> Result<Option<String>, FleetError> {
         let token = self.lock_token();
         let ms = self.lock_ttl.as_millis().max(1) as u64;
-        let won: Option<String> = self.redis.query(redis::cmd("SET").arg(keys::fetch_lock(primary)).arg(&token).arg("NX").arg("PX").arg(ms).clone()).await?;
+        let won: Option<String> = self
+            .redis
+            .query(
+                redis::cmd("SET")
+                    .arg(keys::fetch_lock(primary))
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .clone(),
+            )
+            .await?;
         Ok(won.map(|_| token))
     }
 
@@ -197,7 +248,10 @@ impl Fleet {
         let token = held(self).remove(primary);
         if let Some(t) = token {
             let key = keys::fetch_lock(primary);
-            let _ = self.redis.script::<i64>(super::robots::unlock_script(), &[key.as_bytes()], &[t.as_bytes()]).await;
+            let _ = self
+                .redis
+                .script::<i64>(super::robots::unlock_script(), &[key.as_bytes()], &[t.as_bytes()])
+                .await;
         }
     }
 }
@@ -266,8 +320,13 @@ impl FleetRequest<'_> {
 /// usable.
 async fn find(fleet: &Fleet, req: &FleetRequest<'_>) -> Result<Option<FleetEntry>, FleetError> {
     let variants = fleet.variants(req.primary).await?;
-    let matching =
-        |(entry, stored): &(FleetEntry, StoredResponse)| crawlcache_policy::cache::variant::matches(&entry.secondary_key, &stored.header_map(), req.headers);
+    let matching = |(entry, stored): &(FleetEntry, StoredResponse)| {
+        crawlcache_policy::cache::variant::matches(
+            &entry.secondary_key,
+            &stored.header_map(),
+            req.headers,
+        )
+    };
     let best = crawlcache_policy::cache::variant::select(variants, matching, |(_, stored)| stored);
     Ok(best.filter(|(_, s)| req.usable(s)).map(|(e, _)| e))
 }
@@ -285,7 +344,11 @@ async fn look_and_fill(fleet: &Fleet, req: &FleetRequest<'_>) -> bool {
 /// most once per request by the forward stage with the request's local
 /// collapse `lead`): the fleet tier, then the cross-node fetch lock (see
 /// the module docs). Without a bucket it goes straight to the origin.
-pub async fn before_origin(fleet: &Arc<Fleet>, req: &FleetRequest<'_>, lead: Option<Lead>) -> BeforeOrigin {
+pub async fn before_origin(
+    fleet: &Arc<Fleet>,
+    req: &FleetRequest<'_>,
+    lead: Option<Lead>,
+) -> BeforeOrigin {
     if fleet.bucket.is_none() {
         return BeforeOrigin::Fetch(lead);
     }
@@ -330,7 +393,11 @@ pub async fn before_origin(fleet: &Arc<Fleet>, req: &FleetRequest<'_>, lead: Opt
             Ok(Some(token)) => {
                 held(fleet).insert(primary.clone(), token);
                 FleetMetrics::inc(&fleet.metrics.tier_misses);
-                return BeforeOrigin::Fetch(Some(release_unless_stored(fleet.clone(), primary, lead)));
+                return BeforeOrigin::Fetch(Some(release_unless_stored(
+                    fleet.clone(),
+                    primary,
+                    lead,
+                )));
             }
             Ok(None) => {}
         }
@@ -341,7 +408,10 @@ pub async fn before_origin(fleet: &Arc<Fleet>, req: &FleetRequest<'_>, lead: Opt
         // Another node is fetching it: wait for its entry.
         loop {
             if Instant::now() >= deadline {
-                tracing::info!("fleet: no entry for {primary} from the fleet within {} s; fetching it here", fleet.wait_bound.as_secs());
+                tracing::info!(
+                    "fleet: no entry for {primary} from the fleet within {} s; fetching it here",
+                    fleet.wait_bound.as_secs()
+                );
                 FleetMetrics::inc(&fleet.metrics.tier_misses);
                 return BeforeOrigin::Fetch(Some(lead));
             }
@@ -356,7 +426,11 @@ pub async fn before_origin(fleet: &Arc<Fleet>, req: &FleetRequest<'_>, lead: Opt
                 }
                 Ok(None) => {}
             }
-            match fleet.redis.query::<bool>(redis::cmd("EXISTS").arg(keys::fetch_lock(&primary)).clone()).await {
+            match fleet
+                .redis
+                .query::<bool>(redis::cmd("EXISTS").arg(keys::fetch_lock(&primary)).clone())
+                .await
+            {
                 Err(_) => return BeforeOrigin::Fetch(Some(lead)),
                 // Gone without an entry: not storable, or its holder died.
                 Ok(false) => break,

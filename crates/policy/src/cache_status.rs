@@ -283,7 +283,8 @@ impl CacheStatus {
         // `fwd=request` is a validation the request's directives made
         // (RFC 9211 section 2.2), unless the request was passed through for
         // its body (`detail=request-body`).
-        let passed_through = self.fwd == Some(Fwd::Method) || (self.fwd == Some(Fwd::Request) && self.detail == Some(Detail::RequestBody));
+        let passed_through = self.fwd == Some(Fwd::Method)
+            || (self.fwd == Some(Fwd::Request) && self.detail == Some(Detail::RequestBody));
         match (self.fwd, self.fwd_status) {
             (Some(_), Some(_)) if passed_through => Outcome::Pass,
             (Some(Fwd::Stale | Fwd::Request), Some(304)) => Outcome::Revalidated,
@@ -327,7 +328,11 @@ impl CacheStatus {
         }
         let name = http::header::HeaderName::from_static("cache-status");
         let reused = LAST
-            .try_with(|l| l.try_borrow().ok().and_then(|l| l.as_ref().filter(|(s, _, _)| s == self).map(|(_, t, v)| (t.clone(), v.clone()))))
+            .try_with(|l| {
+                l.try_borrow().ok().and_then(|l| {
+                    l.as_ref().filter(|(s, _, _)| s == self).map(|(_, t, v)| (t.clone(), v.clone()))
+                })
+            })
             .ok()
             .flatten();
         if let Some((text, value)) = reused {
@@ -337,7 +342,9 @@ impl CacheStatus {
         let text: std::sync::Arc<str> = self.to_field_value(CACHE_NAME).into();
         if let Ok(v) = http::HeaderValue::from_str(&text) {
             headers.insert(name, v.clone());
-            let _ = LAST.try_with(|l| l.try_borrow_mut().map(|mut l| *l = Some((self.clone(), text.clone(), v))));
+            let _ = LAST.try_with(|l| {
+                l.try_borrow_mut().map(|mut l| *l = Some((self.clone(), text.clone(), v)))
+            });
         }
         text
     }
@@ -430,14 +437,30 @@ mod tests {
     #[test]
     fn errors_are_told_apart_from_refusals() {
         let upstream = CacheStatus::forward(Fwd::UriMiss).with_detail(Detail::UpstreamError);
-        assert_eq!((upstream.outcome(), upstream.outcome_for(502), upstream.outcome_for(504)), (Outcome::Refused, Outcome::Error, Outcome::Error));
-        assert_eq!(CacheStatus::forward(Fwd::Miss).with_detail(Detail::OnlyIfCached).outcome_for(504), Outcome::Refused);
-        assert_eq!(CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline).outcome_for(504), Outcome::Refused);
-        assert_eq!(CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Robots).outcome_for(403), Outcome::Refused);
+        assert_eq!(
+            (upstream.outcome(), upstream.outcome_for(502), upstream.outcome_for(504)),
+            (Outcome::Refused, Outcome::Error, Outcome::Error)
+        );
+        assert_eq!(
+            CacheStatus::forward(Fwd::Miss).with_detail(Detail::OnlyIfCached).outcome_for(504),
+            Outcome::Refused
+        );
+        assert_eq!(
+            CacheStatus::forward(Fwd::Miss).with_detail(Detail::Offline).outcome_for(504),
+            Outcome::Refused
+        );
+        assert_eq!(
+            CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Robots).outcome_for(403),
+            Outcome::Refused
+        );
         assert_eq!(CacheStatus::default().outcome_for(503), Outcome::Refused);
         assert_eq!(CacheStatus::default().outcome_for(500), Outcome::Error);
         assert_eq!(CacheStatus::default().outcome_for(400), Outcome::Refused);
-        let origin_500 = CacheStatus { fwd: Some(Fwd::UriMiss), fwd_status: Some(500), ..CacheStatus::default() };
+        let origin_500 = CacheStatus {
+            fwd: Some(Fwd::UriMiss),
+            fwd_status: Some(500),
+            ..CacheStatus::default()
+        };
         assert_eq!(origin_500.outcome_for(500), Outcome::Miss);
         assert_eq!(Outcome::Error.as_str(), "error");
     }
@@ -446,14 +469,23 @@ mod tests {
     fn serializes_the_spec_examples() {
         assert_eq!(CacheStatus::hit(120).to_field_value("crawlcache"), "crawlcache; hit; ttl=120");
         let revalidated = CacheStatus { fwd_status: Some(304), ..CacheStatus::forward(Fwd::Stale) };
-        assert_eq!(revalidated.to_field_value("crawlcache"), "crawlcache; fwd=stale; fwd-status=304");
+        assert_eq!(
+            revalidated.to_field_value("crawlcache"),
+            "crawlcache; fwd=stale; fwd-status=304"
+        );
         let stored = CacheStatus { stored: true, ..CacheStatus::forward(Fwd::UriMiss) };
         assert_eq!(stored.to_field_value("crawlcache"), "crawlcache; fwd=uri-miss; stored");
     }
 
     #[test]
     fn strings_are_quoted_and_escaped() {
-        let s = CacheStatus { key: Some("http://e/\"\u{e9}".into()), ..CacheStatus::hit(-5).with_detail(Detail::StaleIfError) };
-        assert_eq!(s.to_field_value("my cache"), "\"my cache\"; hit; ttl=-5; key=\"http://e/\\\"?\"; detail=stale-if-error");
+        let s = CacheStatus {
+            key: Some("http://e/\"\u{e9}".into()),
+            ..CacheStatus::hit(-5).with_detail(Detail::StaleIfError)
+        };
+        assert_eq!(
+            s.to_field_value("my cache"),
+            "\"my cache\"; hit; ttl=-5; key=\"http://e/\\\"?\"; detail=stale-if-error"
+        );
     }
 }

@@ -13,7 +13,12 @@ pub fn via_pseudonym() -> &'static str {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
         format!("crawlcache-{:08x}", h.finish() as u32)
     })
 }
@@ -37,11 +42,14 @@ fn via_value() -> &'static HeaderValue {
 /// has already passed through it (a loop).
 pub fn via_names_us(headers: &HeaderMap) -> bool {
     let me = via_pseudonym().as_bytes();
-    headers.get_all(http::header::VIA).iter().flat_map(|v| v.as_bytes().split(|&b| b == b',')).any(|member| {
-        // received-protocol RWS received-by [ RWS comment ]
-        let mut words = member.trim_ascii().split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
-        words.nth(1).is_some_and(|by| by.eq_ignore_ascii_case(me))
-    })
+    headers.get_all(http::header::VIA).iter().flat_map(|v| v.as_bytes().split(|&b| b == b',')).any(
+        |member| {
+            // received-protocol RWS received-by [ RWS comment ]
+            let mut words =
+                member.trim_ascii().split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
+            words.nth(1).is_some_and(|by| by.eq_ignore_ascii_case(me))
+        },
+    )
 }
 
 /// Fields that describe one connection and are never forwarded nor stored
@@ -85,7 +93,8 @@ pub fn connection_named(headers: &HeaderMap) -> Vec<String> {
 /// this runs on every miss and revalidation, for the request and for the
 /// response).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let present: Vec<HeaderName> = headers.keys().filter(|k| is_hop_by_hop(k.as_str())).cloned().collect();
+    let present: Vec<HeaderName> =
+        headers.keys().filter(|k| is_hop_by_hop(k.as_str())).cloned().collect();
     if present.is_empty() {
         return;
     }
@@ -129,7 +138,9 @@ pub fn single_content_length(headers: &mut HeaderMap) {
     let mut valid = true;
     for member in values.flat_map(|v| v.as_bytes().split(|&b| b == b',')) {
         let digits = member.trim_ascii();
-        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok()).flatten();
+        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
+            .flatten();
         match (n, length) {
             (Some(n), None) => length = Some(n),
             (Some(n), Some(l)) if n == l => {}
@@ -184,12 +195,15 @@ pub fn other_transfer_codings(headers: &HeaderMap) -> Option<String> {
 /// names compared case-insensitively).
 pub fn is_websocket_upgrade(method: &http::Method, headers: &http::HeaderMap) -> bool {
     let has_token = |name: http::header::HeaderName, token: &str| {
-        headers
-            .get_all(name)
-            .iter()
-            .any(|v| String::from_utf8_lossy(v.as_bytes()).split(',').any(|t| t.split('/').next().unwrap_or("").trim().eq_ignore_ascii_case(token)))
+        headers.get_all(name).iter().any(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .split(',')
+                .any(|t| t.split('/').next().unwrap_or("").trim().eq_ignore_ascii_case(token))
+        })
     };
-    method == http::Method::GET && has_token(http::header::UPGRADE, "websocket") && has_token(http::header::CONNECTION, "upgrade")
+    method == http::Method::GET
+        && has_token(http::header::UPGRADE, "websocket")
+        && has_token(http::header::CONNECTION, "upgrade")
 }
 
 #[cfg(test)]
@@ -249,7 +263,11 @@ mod tests {
         add_via(&mut h);
         assert!(via_names_us(&h));
         let mut h = HeaderMap::new();
-        h.append("via", HeaderValue::from_str(&format!("1.0 squid, 1.1 {} (comment)", via_pseudonym())).unwrap());
+        h.append(
+            "via",
+            HeaderValue::from_str(&format!("1.0 squid, 1.1 {} (comment)", via_pseudonym()))
+                .unwrap(),
+        );
         assert!(via_names_us(&h));
     }
 

@@ -81,7 +81,9 @@ impl KeyRule {
             })
             .collect();
         if self.sort_params {
-            params.sort_by(|a, b| a.split('=').next().unwrap_or("").cmp(b.split('=').next().unwrap_or("")));
+            params.sort_by(|a, b| {
+                a.split('=').next().unwrap_or("").cmp(b.split('=').next().unwrap_or(""))
+            });
         }
         if params.is_empty() {
             base.to_string()
@@ -110,7 +112,12 @@ mod tests {
     use super::*;
 
     fn utm() -> KeyRule {
-        KeyRule { host: "*".into(), path_prefix: "/".into(), drop_params: vec!["utm_*".into(), "fbclid".into(), "gclid".into()], sort_params: false }
+        KeyRule {
+            host: "*".into(),
+            path_prefix: "/".into(),
+            drop_params: vec!["utm_*".into(), "fbclid".into(), "gclid".into()],
+            sort_params: false,
+        }
     }
 
     #[test]
@@ -134,9 +141,20 @@ mod tests {
 
     #[test]
     fn sorting_host_and_prefix_and_first_match() {
-        let sort = KeyRule { host: "*.shop.example".into(), path_prefix: "/items/".into(), drop_params: vec![], sort_params: true };
+        let sort = KeyRule {
+            host: "*.shop.example".into(),
+            path_prefix: "/items/".into(),
+            drop_params: vec![],
+            sort_params: true,
+        };
         let rules = vec![sort, utm()];
-        assert_eq!(apply(&rules, "http://www.shop.example/items/1?b=2&a=1&utm_x=3"), "http://www.shop.example/items/1?a=1&b=2&utm_x=3");
-        assert_eq!(apply(&rules, "http://www.shop.example/other?b=2&a=1&utm_x=3"), "http://www.shop.example/other?b=2&a=1");
+        assert_eq!(
+            apply(&rules, "http://www.shop.example/items/1?b=2&a=1&utm_x=3"),
+            "http://www.shop.example/items/1?a=1&b=2&utm_x=3"
+        );
+        assert_eq!(
+            apply(&rules, "http://www.shop.example/other?b=2&a=1&utm_x=3"),
+            "http://www.shop.example/other?b=2&a=1"
+        );
     }
 }

@@ -73,7 +73,9 @@ impl Eq for PathRegex {}
 impl<'de> Deserialize<'de> for PathRegex {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        regex::Regex::new(&text).map(PathRegex).map_err(|e| serde::de::Error::custom(format!("{text:?} is not a regular expression: {e}")))
+        regex::Regex::new(&text).map(PathRegex).map_err(|e| {
+            serde::de::Error::custom(format!("{text:?} is not a regular expression: {e}"))
+        })
     }
 }
 
@@ -162,7 +164,12 @@ pub fn reuse_decision(
 /// stored under the cache key `key` (for a record, the URL it was recorded
 /// for), bounded by the first of `rules` matching `key` (`min_ttl`,
 /// `max_ttl`).
-pub fn freshness_lifetime(rules: &[PolicyRule], key: &str, stored: &crate::cache::StoredResponse, policy: &crate::cache::PolicyConfig) -> Duration {
+pub fn freshness_lifetime(
+    rules: &[PolicyRule],
+    key: &str,
+    stored: &crate::cache::StoredResponse,
+    policy: &crate::cache::PolicyConfig,
+) -> Duration {
     let lifetime = crate::cache::freshness_lifetime(stored, policy);
     match find(rules, key) {
         Some(r) => r.bound(lifetime).unwrap_or(lifetime),
@@ -201,9 +208,16 @@ mod tests {
 
     #[test]
     fn a_path_regex_narrows_the_path_prefix() {
-        let rules = parse("[[r]]\npath_regex = '^/news/[0-9]+$'\nmax_ttl = \"1m\"\n[[r]]\nname = \"rest\"\n").unwrap();
+        let rules = parse(
+            "[[r]]\npath_regex = '^/news/[0-9]+$'\nmax_ttl = \"1m\"\n[[r]]\nname = \"rest\"\n",
+        )
+        .unwrap();
         assert_eq!(find(&rules, "http://a/news/12").unwrap().label(), "*/~^/news/[0-9]+$");
-        assert_eq!(find(&rules, "http://a/news/12?page=2").unwrap().max_ttl, Some(Duration::from_secs(60)), "the path, not the query");
+        assert_eq!(
+            find(&rules, "http://a/news/12?page=2").unwrap().max_ttl,
+            Some(Duration::from_secs(60)),
+            "the path, not the query"
+        );
         assert_eq!(find(&rules, "http://a/news/latest").unwrap().label(), "rest");
         let both = parse("[[r]]\npath_prefix = \"/a/\"\npath_regex = 'x'\n").unwrap();
         assert!(find(&both, "http://h/a/x").is_some());
@@ -226,7 +240,13 @@ mod tests {
         };
         let policy = crate::cache::PolicyConfig::default();
         let rules = parse("[[r]]\npath_regex = '^/news/'\nmax_ttl = \"10s\"\n").unwrap();
-        assert_eq!(freshness_lifetime(&rules, "http://a/news/1", &stored, &policy), Duration::from_secs(10));
-        assert_eq!(freshness_lifetime(&rules, "http://a/other", &stored, &policy), Duration::from_secs(3600));
+        assert_eq!(
+            freshness_lifetime(&rules, "http://a/news/1", &stored, &policy),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            freshness_lifetime(&rules, "http://a/other", &stored, &policy),
+            Duration::from_secs(3600)
+        );
     }
 }

@@ -87,7 +87,11 @@ impl RecordKey {
     /// The record key of a `method` request for the cache key `url`;
     /// `request_body_sha256` for methods other than GET and HEAD.
     pub fn new(method: &Method, url: &str, request_body_sha256: Option<&str>) -> RecordKey {
-        RecordKey { method: method.clone(), url: url.to_string(), request_body_sha256: request_body_sha256.map(str::to_string) }
+        RecordKey {
+            method: method.clone(),
+            url: url.to_string(),
+            request_body_sha256: request_body_sha256.map(str::to_string),
+        }
     }
 
     /// The record key of a GET of `url`.
@@ -97,7 +101,9 @@ impl RecordKey {
 
     /// The store's primary key: `record:METHOD URL[ sha256=H]`.
     pub fn primary(&self) -> String {
-        let mut out = String::with_capacity(RECORD_PREFIX.len() + self.method.as_str().len() + 1 + self.url.len() + 72);
+        let mut out = String::with_capacity(
+            RECORD_PREFIX.len() + self.method.as_str().len() + 1 + self.url.len() + 72,
+        );
         out.push_str(RECORD_PREFIX);
         out.push_str(self.method.as_str());
         out.push(' ');
@@ -135,11 +141,17 @@ impl StoreKey {
     /// Reads a primary key. Errors: a key in the record namespace that
     /// names no method and URL (never written by crawlcache).
     pub fn parse(primary: &str) -> Result<StoreKey, KeyError> {
-        let Some(rest) = primary.strip_prefix(RECORD_PREFIX) else { return Ok(StoreKey::Cache(primary.to_string())) };
-        let (method, rest) = rest.split_once(' ').ok_or_else(|| KeyError::NoMethod(primary.to_string()))?;
-        let method = Method::from_bytes(method.as_bytes()).map_err(|_| KeyError::BadMethod(primary.to_string()))?;
+        let Some(rest) = primary.strip_prefix(RECORD_PREFIX) else {
+            return Ok(StoreKey::Cache(primary.to_string()));
+        };
+        let (method, rest) =
+            rest.split_once(' ').ok_or_else(|| KeyError::NoMethod(primary.to_string()))?;
+        let method = Method::from_bytes(method.as_bytes())
+            .map_err(|_| KeyError::BadMethod(primary.to_string()))?;
         let (url, hash) = match rest.rsplit_once(BODY_HASH) {
-            Some((u, h)) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()) => (u, Some(h.to_string())),
+            Some((u, h)) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                (u, Some(h.to_string()))
+            }
             _ => (rest, None),
         };
         Ok(StoreKey::Record(RecordKey { method, url: url.to_string(), request_body_sha256: hash }))
@@ -210,7 +222,10 @@ pub enum Selection {
 impl Selection {
     /// The selection of a response with `response_headers` recorded for a
     /// request with `request_headers`.
-    pub fn of_request(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Selection {
+    pub fn of_request(
+        response_headers: &http::HeaderMap,
+        request_headers: &http::HeaderMap,
+    ) -> Selection {
         match key::secondary_key(response_headers, request_headers) {
             Some(sk) => Selection::Fields(sk),
             None => Selection::Identical(identity(request_headers)),
@@ -236,7 +251,11 @@ impl Selection {
     /// forms (see the module docs): an empty secondary key beside a `Vary`
     /// that names fields is a record from before variants were kept, and
     /// its selection is rebuilt from the request fields stored with it.
-    pub fn of_entry(secondary_key: &[u8], stored: &StoredResponse, response_headers: &http::HeaderMap) -> Selection {
+    pub fn of_entry(
+        secondary_key: &[u8],
+        stored: &StoredResponse,
+        response_headers: &http::HeaderMap,
+    ) -> Selection {
         if secondary_key.first() == Some(&IDENTICAL) {
             if let Ok(h) = <[u8; 32]>::try_from(&secondary_key[1..]) {
                 return Selection::Identical(h);
@@ -248,15 +267,23 @@ impl Selection {
         match key::vary_names(response_headers) {
             None => Selection::Unknown,
             Some(names) if names.is_empty() => Selection::Fields(Vec::new()),
-            Some(names) => Selection::Fields(key::secondary_key_of(&names, &fields_map(&stored.vary_request))),
+            Some(names) => {
+                Selection::Fields(key::secondary_key_of(&names, &fields_map(&stored.vary_request)))
+            }
         }
     }
 
     /// Whether the recorded response (its field lines `response_headers`)
     /// answers a request with `request_headers`.
-    pub fn admits(&self, response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> bool {
+    pub fn admits(
+        &self,
+        response_headers: &http::HeaderMap,
+        request_headers: &http::HeaderMap,
+    ) -> bool {
         match self {
-            Selection::Fields(sk) => key::secondary_key(response_headers, request_headers).is_some_and(|k| &k == sk),
+            Selection::Fields(sk) => {
+                key::secondary_key(response_headers, request_headers).is_some_and(|k| &k == sk)
+            }
             Selection::Identical(h) => identity(request_headers) == *h,
             Selection::Unknown => true,
         }
@@ -266,7 +293,8 @@ impl Selection {
 /// The SHA-256 identifying a request by all its end-to-end fields: the
 /// secondary key over every such field name, sorted.
 fn identity(request_headers: &http::HeaderMap) -> [u8; 32] {
-    let mut names: Vec<String> = key::end_to_end_fields(request_headers).into_iter().map(|(n, _)| n).collect();
+    let mut names: Vec<String> =
+        key::end_to_end_fields(request_headers).into_iter().map(|(n, _)| n).collect();
     names.sort();
     names.dedup();
     Sha256::digest(key::secondary_key_of(&names, request_headers)).into()
@@ -276,7 +304,10 @@ fn identity(request_headers: &http::HeaderMap) -> [u8; 32] {
 pub fn fields_map(fields: &[(String, Vec<u8>)]) -> http::HeaderMap {
     let mut map = http::HeaderMap::with_capacity(fields.len());
     for (name, value) in fields {
-        if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(name.as_bytes()), http::header::HeaderValue::from_bytes(value)) {
+        if let (Ok(n), Ok(v)) = (
+            http::header::HeaderName::from_bytes(name.as_bytes()),
+            http::header::HeaderValue::from_bytes(value),
+        ) {
             map.append(n, v);
         }
     }
@@ -286,12 +317,21 @@ pub fn fields_map(fields: &[(String, Vec<u8>)]) -> http::HeaderMap {
 /// The request fields a stored response was selected by, for messages and
 /// listings: `accept: "text/html", accept-encoding absent`; `Vary: *` for
 /// a response only an identical request gets; empty without `Vary`.
-pub fn describe_variant(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> String {
-    let Some(names) = key::vary_names(response_headers) else { return "Vary: * (only an identical request)".to_string() };
+pub fn describe_variant(
+    response_headers: &http::HeaderMap,
+    request_headers: &http::HeaderMap,
+) -> String {
+    let Some(names) = key::vary_names(response_headers) else {
+        return "Vary: * (only an identical request)".to_string();
+    };
     names
         .iter()
         .map(|n| {
-            let values: Vec<String> = request_headers.get_all(n.as_str()).iter().map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).collect();
+            let values: Vec<String> = request_headers
+                .get_all(n.as_str())
+                .iter()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .collect();
             if values.is_empty() {
                 format!("{n} absent")
             } else {
@@ -310,7 +350,10 @@ mod tests {
     fn hm(fields: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (n, v) in fields {
-            map.append(HeaderName::from_bytes(n.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            map.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
         }
         map
     }
@@ -322,7 +365,10 @@ mod tests {
             request_time_ms: 1,
             response_time_ms: 2,
             url: "http://a.test/x".into(),
-            vary_request: vary_request.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect(),
+            vary_request: vary_request
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+                .collect(),
         }
     }
 
@@ -333,11 +379,18 @@ mod tests {
         assert_eq!(StoreKey::parse(&get.primary()), Ok(StoreKey::Record(get.clone())));
         let post = RecordKey::new(&Method::POST, "http://a/f?q= sha256=x", Some("ab01"));
         assert_eq!(post.primary(), "record:POST http://a/f?q= sha256=x sha256=ab01");
-        assert_eq!(StoreKey::parse(&post.primary()), Ok(StoreKey::Record(post.clone())), "the last ` sha256=` is the body's");
+        assert_eq!(
+            StoreKey::parse(&post.primary()),
+            Ok(StoreKey::Record(post.clone())),
+            "the last ` sha256=` is the body's"
+        );
         assert_eq!(StoreKey::url_of(&post.primary()), "http://a/f?q= sha256=x");
         assert_eq!(StoreKey::url_of(&get.primary()), "http://a/x");
         assert!(StoreKey::is_record(&get.primary()) && !StoreKey::is_record("http://record:80/"));
-        assert_eq!(StoreKey::parse("http://record:80/"), Ok(StoreKey::Cache("http://record:80/".into())));
+        assert_eq!(
+            StoreKey::parse("http://record:80/"),
+            Ok(StoreKey::Cache("http://record:80/".into()))
+        );
         assert_eq!(StoreKey::parse("http://a/x").unwrap().url(), "http://a/x");
         assert!(matches!(StoreKey::parse("record:nothing"), Err(KeyError::NoMethod(_))));
         assert!(matches!(StoreKey::parse("record:B@D http://a/"), Err(KeyError::BadMethod(_))));
@@ -349,9 +402,16 @@ mod tests {
     fn section_4_1_a_record_variant_admits_only_the_requests_that_select_it() {
         let resp = hm(&[("vary", "Accept")]);
         let html = Selection::of_request(&resp, &hm(&[("accept", "text/html")]));
-        assert_eq!(html.secondary_key(), key::secondary_key(&resp, &hm(&[("accept", "text/html")])).unwrap(), "the cache's secondary key");
+        assert_eq!(
+            html.secondary_key(),
+            key::secondary_key(&resp, &hm(&[("accept", "text/html")])).unwrap(),
+            "the cache's secondary key"
+        );
         assert!(html.admits(&resp, &hm(&[("accept", "text/html")])));
-        assert!(html.admits(&resp, &hm(&[("accept", " text/html ")])), "normalised as RFC 9111 section 4.1 allows");
+        assert!(
+            html.admits(&resp, &hm(&[("accept", " text/html ")])),
+            "normalised as RFC 9111 section 4.1 allows"
+        );
         assert!(!html.admits(&resp, &hm(&[("accept", "application/json")])));
         assert!(!html.admits(&resp, &HeaderMap::new()));
         let none = Selection::of_request(&HeaderMap::new(), &hm(&[("accept", "x")]));
@@ -366,15 +426,25 @@ mod tests {
         let sel = Selection::of_request(&resp, &req);
         assert!(matches!(sel, Selection::Identical(_)));
         assert_eq!(sel.secondary_key().len(), 33);
-        assert!(sel.admits(&resp, &hm(&[("user-agent", "u"), ("accept", "a")])), "field order and hop-by-hop fields do not matter");
+        assert!(
+            sel.admits(&resp, &hm(&[("user-agent", "u"), ("accept", "a")])),
+            "field order and hop-by-hop fields do not matter"
+        );
         assert!(!sel.admits(&resp, &hm(&[("accept", "a")])), "a field fewer");
-        assert!(!sel.admits(&resp, &hm(&[("accept", "a"), ("user-agent", "u"), ("cookie", "c")])), "a field more");
+        assert!(
+            !sel.admits(&resp, &hm(&[("accept", "a"), ("user-agent", "u"), ("cookie", "c")])),
+            "a field more"
+        );
         assert!(!sel.admits(&resp, &hm(&[("accept", "b"), ("user-agent", "u")])));
         // Read back from the store, and rebuilt from the fields kept with it.
         let s = stored(&[("vary", "*")], &[]);
         assert_eq!(Selection::of_entry(&sel.secondary_key(), &s, &resp), sel);
         let kept = key::nominated_fields(&resp, &req);
-        assert_eq!(Selection::of_request(&resp, &fields_map(&kept)), sel, "an export's request record gives the same selection");
+        assert_eq!(
+            Selection::of_request(&resp, &fields_map(&kept)),
+            sel,
+            "an export's request record gives the same selection"
+        );
     }
 
     #[test]
@@ -385,9 +455,16 @@ mod tests {
         let sel = Selection::of_entry(b"", &old, &resp);
         assert!(sel.admits(&resp, &hm(&[("accept-encoding", "gzip")])));
         assert!(!sel.admits(&resp, &hm(&[("accept-encoding", "identity")])));
-        assert_eq!(sel, Selection::of_request(&resp, &hm(&[("accept-encoding", "gzip")])), "the same key a new record gets");
+        assert_eq!(
+            sel,
+            Selection::of_request(&resp, &hm(&[("accept-encoding", "gzip")])),
+            "the same key a new record gets"
+        );
         // No Vary: one record for every request, as before.
-        assert_eq!(Selection::of_entry(b"", &stored(&[], &[]), &HeaderMap::new()), Selection::Fields(Vec::new()));
+        assert_eq!(
+            Selection::of_entry(b"", &stored(&[], &[]), &HeaderMap::new()),
+            Selection::Fields(Vec::new())
+        );
         // Vary: * with the request unknown: still replayed.
         let star = hm(&[("vary", "*")]);
         let sel = Selection::of_entry(b"", &stored(&[("vary", "*")], &[]), &star);
@@ -398,7 +475,10 @@ mod tests {
     #[test]
     fn variants_are_described_by_their_selecting_fields() {
         let resp = hm(&[("vary", "Accept, Accept-Language")]);
-        assert_eq!(describe_variant(&resp, &hm(&[("accept", "text/csv")])), "accept: \"text/csv\", accept-language absent");
+        assert_eq!(
+            describe_variant(&resp, &hm(&[("accept", "text/csv")])),
+            "accept: \"text/csv\", accept-language absent"
+        );
         assert_eq!(describe_variant(&HeaderMap::new(), &HeaderMap::new()), "");
         assert!(describe_variant(&hm(&[("vary", "*")]), &HeaderMap::new()).contains("identical"));
     }

@@ -70,7 +70,9 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::Unknown { coding } => write!(f, "unknown Content-Encoding `{coding}`"),
-            DecodeError::Corrupt { coding, detail } => write!(f, "body does not decode as Content-Encoding `{coding}`: {detail}"),
+            DecodeError::Corrupt { coding, detail } => {
+                write!(f, "body does not decode as Content-Encoding `{coding}`: {detail}")
+            }
         }
     }
 }
@@ -89,7 +91,12 @@ pub struct Decoded {
 /// The codings of one or more `Content-Encoding` field values, in order of
 /// listing, lower-case, `identity` and empty members dropped.
 pub fn parse_content_encoding<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    values.into_iter().flat_map(|v| v.split(',')).map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty() && c != "identity").collect()
+    values
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "identity")
+        .collect()
 }
 
 fn coding(name: &str) -> Option<Coding> {
@@ -121,13 +128,20 @@ pub fn decode(codings: &[String], body: &[u8], limit: usize) -> Result<Decoded, 
     }
 }
 
-fn run(codings: &[(Coding, &str)], body: &[u8], limit: usize, raw_deflate: bool) -> Result<Decoded, DecodeError> {
+fn run(
+    codings: &[(Coding, &str)],
+    body: &[u8],
+    limit: usize,
+    raw_deflate: bool,
+) -> Result<Decoded, DecodeError> {
     let reader = layers(codings, Box::new(body), raw_deflate)?;
     let mut out = Vec::new();
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    reader.take(cap).read_to_end(&mut out).map_err(|e| match e.get_ref().and_then(|i| i.downcast_ref::<DecodeError>()) {
-        Some(d) => d.clone(),
-        None => corrupt(codings.first().map_or("identity", |c| c.1), &e),
+    reader.take(cap).read_to_end(&mut out).map_err(|e| {
+        match e.get_ref().and_then(|i| i.downcast_ref::<DecodeError>()) {
+            Some(d) => d.clone(),
+            None => corrupt(codings.first().map_or("identity", |c| c.1), &e),
+        }
     })?;
     let truncated = out.len() > limit;
     out.truncate(limit);
@@ -137,7 +151,11 @@ fn run(codings: &[(Coding, &str)], body: &[u8], limit: usize, raw_deflate: bool)
 /// The decoding layers over `reader`: the last coding listed was applied
 /// last, so it is undone first. Errors: `Corrupt` when a deflate stream
 /// cannot even be started.
-fn layers<'a>(codings: &[(Coding, &str)], mut reader: Box<dyn Read + Send + 'a>, raw_deflate: bool) -> Result<Box<dyn Read + Send + 'a>, DecodeError> {
+fn layers<'a>(
+    codings: &[(Coding, &str)],
+    mut reader: Box<dyn Read + Send + 'a>,
+    raw_deflate: bool,
+) -> Result<Box<dyn Read + Send + 'a>, DecodeError> {
     for &(c, name) in codings.iter().rev() {
         let inner: Box<dyn Read + Send + 'a> = match c {
             Coding::Gzip => Box::new(MultiGzDecoder::new(reader)),
@@ -165,7 +183,10 @@ fn layers<'a>(codings: &[(Coding, &str)], mut reader: Box<dyn Read + Send + 'a>,
 /// body). Errors: `Unknown` for a coding it cannot undo (before anything
 /// is read); later, a read error whose inner error is the [`DecodeError`]
 /// naming the coding whose data is bad.
-pub fn reader<'a>(codings: &[String], body: impl Read + Send + 'a) -> Result<Box<dyn Read + Send + 'a>, DecodeError> {
+pub fn reader<'a>(
+    codings: &[String],
+    body: impl Read + Send + 'a,
+) -> Result<Box<dyn Read + Send + 'a>, DecodeError> {
     let mut known = Vec::with_capacity(codings.len());
     for c in codings {
         match coding(c) {
@@ -214,7 +235,9 @@ struct Labelled<'a> {
 impl Read for Labelled<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.read(buf).map_err(|e| {
-            if e.kind() == io::ErrorKind::Interrupted || e.get_ref().is_some_and(|i| i.is::<DecodeError>()) {
+            if e.kind() == io::ErrorKind::Interrupted
+                || e.get_ref().is_some_and(|i| i.is::<DecodeError>())
+            {
                 return e;
             }
             let detail = e.to_string();
@@ -264,10 +287,22 @@ pub(crate) mod tests {
     fn rfc9110_8_4_each_known_coding_is_undone() {
         assert_eq!(decode(&codings("gzip"), &gzip(TEXT), 1000), Ok(ok(TEXT)));
         assert_eq!(decode(&codings("x-gzip"), &gzip(TEXT), 1000), Ok(ok(TEXT)));
-        assert_eq!(decode(&codings("deflate"), &zlib(TEXT), 1000), Ok(ok(TEXT)), "zlib-wrapped deflate");
-        assert_eq!(decode(&codings("deflate"), &raw_deflate(TEXT), 1000), Ok(ok(TEXT)), "raw deflate");
+        assert_eq!(
+            decode(&codings("deflate"), &zlib(TEXT), 1000),
+            Ok(ok(TEXT)),
+            "zlib-wrapped deflate"
+        );
+        assert_eq!(
+            decode(&codings("deflate"), &raw_deflate(TEXT), 1000),
+            Ok(ok(TEXT)),
+            "raw deflate"
+        );
         assert_eq!(decode(&codings("br"), &brotli(TEXT), 1000), Ok(ok(TEXT)));
-        assert_eq!(decode(&codings("GZip"), &gzip(TEXT), 1000), Ok(ok(TEXT)), "codings are case-insensitive");
+        assert_eq!(
+            decode(&codings("GZip"), &gzip(TEXT), 1000),
+            Ok(ok(TEXT)),
+            "codings are case-insensitive"
+        );
         // Concatenated gzip members (RFC 1952 §2.2).
         let mut two = gzip(b"User-agent: *\n");
         two.extend(gzip(b"Disallow: /private/\n"));
@@ -320,7 +355,10 @@ pub(crate) mod tests {
         let e = decode(&codings("zstd-x"), TEXT, 1000).unwrap_err();
         assert_eq!(e, DecodeError::Unknown { coding: "zstd-x".into() });
         assert!(e.to_string().contains("zstd-x"));
-        assert_eq!(decode(&codings("gzip, compress"), &gzip(TEXT), 1000).unwrap_err().coding(), "compress");
+        assert_eq!(
+            decode(&codings("gzip, compress"), &gzip(TEXT), 1000).unwrap_err().coding(),
+            "compress"
+        );
     }
 
     #[test]

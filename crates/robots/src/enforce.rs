@@ -126,14 +126,35 @@ impl RobotsCheck {
     /// `disposition`) at `now` under `windows`. With
     /// [`Disposition::Offline`] the windows do not apply: the rules are used
     /// whatever their age (C44).
-    pub fn new(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, agent: impl AsRef<str>, url: &str) -> RobotsCheck {
-        RobotsCheck::with_names(rules, disposition, windows, now, &CheckNames::new(rules, agent.as_ref()), url)
+    pub fn new(
+        rules: &Rules,
+        disposition: Disposition,
+        windows: &Windows,
+        now: SystemTime,
+        agent: impl AsRef<str>,
+        url: &str,
+    ) -> RobotsCheck {
+        RobotsCheck::with_names(
+            rules,
+            disposition,
+            windows,
+            now,
+            &CheckNames::new(rules, agent.as_ref()),
+            url,
+        )
     }
 
     /// [`RobotsCheck::new`] with the names of `rules` and the product token
     /// made beforehand (`names`, from [`CheckNames::new`] for the same
     /// rules): the check shares them instead of copying.
-    pub fn with_names(rules: &Rules, disposition: Disposition, windows: &Windows, now: SystemTime, names: &CheckNames, url: &str) -> RobotsCheck {
+    pub fn with_names(
+        rules: &Rules,
+        disposition: Disposition,
+        windows: &Windows,
+        now: SystemTime,
+        names: &CheckNames,
+        url: &str,
+    ) -> RobotsCheck {
         let state = rules.snapshot.state(windows, now);
         let judged = if disposition == Disposition::Offline { State::Fresh } else { state };
         RobotsCheck {
@@ -196,7 +217,10 @@ impl RobotsCheck {
         };
         Action::Refuse {
             status: 403,
-            body: format!("blocked by robots.txt: {why}\nrobots.txt: {}\nagent: {}\nsha256: {}\n", self.robots_url, self.agent, self.sha256),
+            body: format!(
+                "blocked by robots.txt: {why}\nrobots.txt: {}\nagent: {}\nsha256: {}\n",
+                self.robots_url, self.agent, self.sha256
+            ),
         }
     }
 
@@ -262,7 +286,13 @@ mod tests {
     use std::time::Duration;
 
     fn rules(status: RobotsStatus, body: &str, at: SystemTime) -> Rules {
-        let s = Snapshot::new(Origin::new("http", "example.org", 80), status, body.as_bytes().to_vec(), FetchOutcome::Ok { status: 200 }, at);
+        let s = Snapshot::new(
+            Origin::new("http", "example.org", 80),
+            status,
+            body.as_bytes().to_vec(),
+            FetchOutcome::Ok { status: 200 },
+            at,
+        );
         Rules::new(Snapshot { failures: 0, fetched_as: Some("Bot/1.0".into()), ..s })
     }
 
@@ -279,19 +309,26 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /private\n", t);
         let w = Windows::default();
-        let c = RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/private/a");
+        let c =
+            RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/private/a");
         assert!(!c.verdict.allowed);
         assert_eq!(c.action(RobotsMode::Annotate), Action::Forward);
         assert_eq!(c.action(RobotsMode::Off), Action::Forward);
         match c.action(RobotsMode::Enforce) {
             Action::Refuse { status, body } => {
                 assert_eq!(status, 403);
-                assert!(body.contains("Disallow: /private") && body.contains("line 2") && body.contains("http://example.org/robots.txt"), "{body}");
+                assert!(
+                    body.contains("Disallow: /private")
+                        && body.contains("line 2")
+                        && body.contains("http://example.org/robots.txt"),
+                    "{body}"
+                );
             }
             a => panic!("{a:?}"),
         }
         assert_eq!(c.status_header(), format!("disallowed; rule=\"Disallow: /private\"; line=2; sha256=\"{}\"; disposition=cached", r.snapshot.sha256));
-        let ok = RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/public");
+        let ok =
+            RobotsCheck::new(&r, Disposition::Cached, &w, t, "Bot", "http://example.org/public");
         assert_eq!(ok.action(RobotsMode::Enforce), Action::Forward);
         assert!(ok.status_header().starts_with("allowed; sha256="));
     }
@@ -302,15 +339,20 @@ mod tests {
         let w = Windows::default();
         let later = t + Duration::from_secs(4 * 86_400);
         let r = rules(RobotsStatus::Absent, "", t);
-        let c = RobotsCheck::new(&r, Disposition::Expired, &w, later, "Bot", "http://example.org/a");
+        let c =
+            RobotsCheck::new(&r, Disposition::Expired, &w, later, "Bot", "http://example.org/a");
         match c.action(RobotsMode::Enforce) {
-            Action::Refuse { status: 503, body } => assert!(body.starts_with("host not crawlable: rules too old"), "{body}"),
+            Action::Refuse { status: 503, body } => {
+                assert!(body.starts_with("host not crawlable: rules too old"), "{body}")
+            }
             a => panic!("{a:?}"),
         }
         let r = rules(RobotsStatus::Unavailable, "", t);
         let c = RobotsCheck::new(&r, Disposition::Fetched, &w, t, "Bot", "http://example.org/a");
         match c.action(RobotsMode::Enforce) {
-            Action::Refuse { status: 403, body } => assert!(body.contains("could not be fetched"), "{body}"),
+            Action::Refuse { status: 403, body } => {
+                assert!(body.contains("could not be fetched"), "{body}")
+            }
             a => panic!("{a:?}"),
         }
         assert!(c.status_header().starts_with("disallowed; rule=\"rules unavailable\"; sha256="));
@@ -322,15 +364,31 @@ mod tests {
         let w = Windows::default();
         let later = t + Duration::from_secs(30 * 86_400);
         let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /private\n", t);
-        let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/public");
+        let c = RobotsCheck::new(
+            &r,
+            Disposition::Offline,
+            &w,
+            later,
+            "Bot",
+            "http://example.org/public",
+        );
         assert_eq!(c.state, State::Expired, "the snapshot's own state is kept for display");
         assert_eq!(c.judged_state(), State::Fresh);
         assert!(c.verdict.allowed);
         assert_eq!(c.action(RobotsMode::Enforce), Action::Forward);
         assert!(c.status_header().ends_with("disposition=offline"), "{}", c.status_header());
-        let c = RobotsCheck::new(&r, Disposition::Offline, &w, later, "Bot", "http://example.org/private/a");
+        let c = RobotsCheck::new(
+            &r,
+            Disposition::Offline,
+            &w,
+            later,
+            "Bot",
+            "http://example.org/private/a",
+        );
         match c.action(RobotsMode::Enforce) {
-            Action::Refuse { status: 403, body } => assert!(body.contains("Disallow: /private"), "{body}"),
+            Action::Refuse { status: 403, body } => {
+                assert!(body.contains("Disallow: /private"), "{body}")
+            }
             a => panic!("{a:?}"),
         }
     }
@@ -340,19 +398,36 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH;
         let mut r = rules(RobotsStatus::Unavailable, "", t);
         r.snapshot.redirects.refused = Some("http://b.test/robots.txt".into());
-        r.snapshot.last_outcome = FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() };
-        let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
-        assert!(c.status_header().starts_with("disallowed; rule=\"redirect refused\""), "{}", c.status_header());
+        r.snapshot.last_outcome =
+            FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() };
+        let c = RobotsCheck::new(
+            &r,
+            Disposition::Fetched,
+            &Windows::default(),
+            t,
+            "Bot",
+            "http://example.org/a",
+        );
+        assert!(
+            c.status_header().starts_with("disallowed; rule=\"redirect refused\""),
+            "{}",
+            c.status_header()
+        );
         match c.action(RobotsMode::Enforce) {
             Action::Refuse { status: 403, body } => {
-                assert!(body.contains("redirect of the robots.txt was refused") && body.contains("http://b.test/robots.txt"), "{body}")
+                assert!(
+                    body.contains("redirect of the robots.txt was refused")
+                        && body.contains("http://b.test/robots.txt"),
+                    "{body}"
+                )
             }
             a => panic!("{a:?}"),
         }
     }
 
     #[test]
-    fn unavailable_rules_name_the_cause_and_the_fix_in_the_refusal_the_header_and_the_audit_warning() {
+    fn unavailable_rules_name_the_cause_and_the_fix_in_the_refusal_the_header_and_the_audit_warning(
+    ) {
         let t = SystemTime::UNIX_EPOCH;
         for (outcome, cause, fix) in [
             (
@@ -389,7 +464,14 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH;
         let mut r = rules(RobotsStatus::Unavailable, "", t);
         r.snapshot.last_outcome = FetchOutcome::Other { detail: "é".repeat(3000) };
-        let c = RobotsCheck::new(&r, Disposition::Fetched, &Windows::default(), t, "Bot", "http://example.org/a");
+        let c = RobotsCheck::new(
+            &r,
+            Disposition::Fetched,
+            &Windows::default(),
+            t,
+            "Bot",
+            "http://example.org/a",
+        );
         let h = c.status_header();
         assert!(h.ends_with("...\"") && h.len() < 3 * MAX_REASON_BYTES + 200, "{}", h.len());
         assert!(c.reason.as_deref().is_some_and(|r| r.len() > 6000));
@@ -400,7 +482,8 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH;
         let r = rules(RobotsStatus::Fetched, "User-agent: *\nDisallow: /ä\"\\\t\n", t);
         let mut c = RobotsCheck::new(&r, Disposition::Cached, &Windows::default(), t, "Bot", "/x");
-        c.verdict = Verdict { allowed: false, rule: Some("Disallow: /ä\"\\\t".into()), line: Some(2) };
+        c.verdict =
+            Verdict { allowed: false, rule: Some("Disallow: /ä\"\\\t".into()), line: Some(2) };
         let h = c.status_header();
         assert!(h.contains("rule=\"Disallow: /%C3%A4\\\"\\\\%09\""), "{h}");
         assert!(h.bytes().all(|b| (0x20..0x7f).contains(&b)), "{h}");

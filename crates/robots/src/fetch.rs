@@ -9,7 +9,8 @@
 
 use crate::pattern::path_params_query;
 use crate::snapshot::{
-    sha256_hex, FetchOutcome, Origin, RedirectDetails, RedirectGiveUp, RobotsStatus, Snapshot, State, Validators, Windows, MAX_ROBOTS_BYTES,
+    sha256_hex, FetchOutcome, Origin, RedirectDetails, RedirectGiveUp, RobotsStatus, Snapshot,
+    State, Validators, Windows, MAX_ROBOTS_BYTES,
 };
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -101,7 +102,9 @@ impl RedirectPolicy {
             "same-host" => Ok(RedirectPolicy::SameHost),
             "same-origin" => Ok(RedirectPolicy::SameOrigin),
             "any" => Ok(RedirectPolicy::Any),
-            other => Err(format!("'{other}' is not a redirect policy (use same-host, same-origin or any)")),
+            other => Err(format!(
+                "'{other}' is not a redirect policy (use same-host, same-origin or any)"
+            )),
         }
     }
 
@@ -182,7 +185,12 @@ impl Backoff {
     /// The earliest automatic retry after `failures` consecutive failures
     /// at `now`: `now + delay(failures)`, and never before `retry_after`
     /// (RFC 9110 §10.2.3).
-    pub fn next_retry(&self, failures: u32, retry_after: Option<SystemTime>, now: SystemTime) -> SystemTime {
+    pub fn next_retry(
+        &self,
+        failures: u32,
+        retry_after: Option<SystemTime>,
+        now: SystemTime,
+    ) -> SystemTime {
         let backoff = now.checked_add(self.delay(failures)).unwrap_or(now);
         match retry_after {
             Some(r) if r > backoff => r,
@@ -234,7 +242,13 @@ fn chain_identity(url: &str) -> String {
 /// The last two give up the chain ([`RedirectDetails::gave_up`]); the rules
 /// are then `absent` ([`apply_fetch`]). Never fails: every transport error
 /// becomes an outcome.
-pub async fn fetch_robots(fetcher: &dyn RobotsFetch, origin: &Origin, validators: Option<Validators>, policy: RedirectPolicy, user_agent: &str) -> FetchResult {
+pub async fn fetch_robots(
+    fetcher: &dyn RobotsFetch,
+    origin: &Origin,
+    validators: Option<Validators>,
+    policy: RedirectPolicy,
+    user_agent: &str,
+) -> FetchResult {
     let mut url = origin.robots_url();
     let mut redirects = RedirectDetails::default();
     let mut seen = vec![chain_identity(&url)];
@@ -258,19 +272,32 @@ pub async fn fetch_robots(fetcher: &dyn RobotsFetch, origin: &Origin, validators
             if let Some(target) = resp.location.as_deref().and_then(|l| resolve_location(&url, l)) {
                 let target_origin = Origin::from_url(&target);
                 let identity = chain_identity(&target);
-                let (outcome, reason, gave_up) = if !target_origin.as_ref().is_some_and(|t| policy.allows(origin, t)) {
-                    (FetchOutcome::RedirectRefused { to: target.clone() }, format!("outside the {} redirect policy", policy.as_str()), None)
-                } else if seen.contains(&identity) {
-                    (FetchOutcome::RedirectLoop { to: target.clone() }, "a redirect loop: already in the chain".to_string(), Some(RedirectGiveUp::Loop))
-                } else if redirects.hops.len() >= MAX_REDIRECT_HOPS {
-                    (FetchOutcome::TooManyRedirects { to: target.clone() }, format!("more than {MAX_REDIRECT_HOPS} redirects"), Some(RedirectGiveUp::Limit))
-                } else {
-                    seen.push(identity);
-                    redirects.hops.push(target.clone());
-                    redirects.final_url = Some(target.clone());
-                    url = target;
-                    continue;
-                };
+                let (outcome, reason, gave_up) =
+                    if !target_origin.as_ref().is_some_and(|t| policy.allows(origin, t)) {
+                        (
+                            FetchOutcome::RedirectRefused { to: target.clone() },
+                            format!("outside the {} redirect policy", policy.as_str()),
+                            None,
+                        )
+                    } else if seen.contains(&identity) {
+                        (
+                            FetchOutcome::RedirectLoop { to: target.clone() },
+                            "a redirect loop: already in the chain".to_string(),
+                            Some(RedirectGiveUp::Loop),
+                        )
+                    } else if redirects.hops.len() >= MAX_REDIRECT_HOPS {
+                        (
+                            FetchOutcome::TooManyRedirects { to: target.clone() },
+                            format!("more than {MAX_REDIRECT_HOPS} redirects"),
+                            Some(RedirectGiveUp::Limit),
+                        )
+                    } else {
+                        seen.push(identity);
+                        redirects.hops.push(target.clone());
+                        redirects.final_url = Some(target.clone());
+                        url = target;
+                        continue;
+                    };
                 redirects.refused = Some(target);
                 redirects.refused_reason = Some(reason);
                 redirects.gave_up = gave_up;
@@ -312,7 +339,14 @@ pub fn classify_status(status: u16) -> FetchOutcome {
 ///   and not expired under `windows`, with the failure recorded and a retry
 ///   scheduled; otherwise a new `unavailable` snapshot. Retries follow `backoff`,
 ///   never before `Retry-After`.
-pub fn apply_fetch(origin: &Origin, previous: Option<&Snapshot>, result: FetchResult, windows: &Windows, backoff: &Backoff, now: SystemTime) -> Snapshot {
+pub fn apply_fetch(
+    origin: &Origin,
+    previous: Option<&Snapshot>,
+    result: FetchResult,
+    windows: &Windows,
+    backoff: &Backoff,
+    now: SystemTime,
+) -> Snapshot {
     let FetchResult { outcome, response, redirects, fetched_as } = result;
     let response = response.unwrap_or_default();
     let good_previous = previous.filter(|p| p.status.is_good());
@@ -341,8 +375,12 @@ pub fn apply_fetch(origin: &Origin, previous: Option<&Snapshot>, result: FetchRe
         }
     };
     match &outcome {
-        FetchOutcome::Ok { .. } => return fresh(RobotsStatus::Fetched, response.body.clone(), response.truncated),
-        FetchOutcome::ClientError { .. } | FetchOutcome::TooManyRedirects { .. } | FetchOutcome::RedirectLoop { .. } => {
+        FetchOutcome::Ok { .. } => {
+            return fresh(RobotsStatus::Fetched, response.body.clone(), response.truncated)
+        }
+        FetchOutcome::ClientError { .. }
+        | FetchOutcome::TooManyRedirects { .. }
+        | FetchOutcome::RedirectLoop { .. } => {
             let mut s = fresh(RobotsStatus::Absent, Vec::new(), false);
             s.etag = None;
             s.last_modified = None;
@@ -417,7 +455,11 @@ mod tests {
             if let Ok(mut a) = self.asked.lock() {
                 a.push(url.to_string());
             }
-            let r = self.answers.get(url).cloned().unwrap_or(Err(FetchError::Connect("no script".into())));
+            let r = self
+                .answers
+                .get(url)
+                .cloned()
+                .unwrap_or(Err(FetchError::Connect("no script".into())));
             Box::pin(async move { r })
         }
     }
@@ -431,7 +473,10 @@ mod tests {
     }
 
     fn script(pairs: Vec<(&str, Result<RawRobotsResponse, FetchError>)>) -> Script {
-        Script { answers: pairs.into_iter().map(|(u, r)| (u.to_string(), r)).collect(), asked: Mutex::new(vec![]) }
+        Script {
+            answers: pairs.into_iter().map(|(u, r)| (u.to_string(), r)).collect(),
+            asked: Mutex::new(vec![]),
+        }
     }
 
     fn run<F: Future>(f: F) -> F::Output {
@@ -472,7 +517,10 @@ mod tests {
         assert_eq!(r.outcome, FetchOutcome::TooManyRedirects { to: "http://a.test/r6".into() });
         assert_eq!(r.redirects.refused.as_deref(), Some("http://a.test/r6"));
         assert_eq!(r.redirects.gave_up, Some(RedirectGiveUp::Limit));
-        assert!(!s.asked.lock().unwrap().contains(&"http://a.test/r6".to_string()), "the sixth target is never contacted");
+        assert!(
+            !s.asked.lock().unwrap().contains(&"http://a.test/r6".to_string()),
+            "the sixth target is never contacted"
+        );
         let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
         assert_eq!(snap.status, RobotsStatus::Absent, "given up like a 4xx: everything allowed");
         assert_eq!((snap.failures, snap.next_retry), (0, None), "not a failure: no back-off");
@@ -481,9 +529,26 @@ mod tests {
             "http://a.test/robots.txt -> http://a.test/r1 -> http://a.test/r2 -> http://a.test/r3 -> http://a.test/r4 -> http://a.test/r5 -> http://a.test/r6"
         );
         let reason = snap.verdict_reason().unwrap();
-        assert!(reason.starts_with("more than 5 redirects: http://a.test/robots.txt -> ") && reason.contains("treated as absent"), "{reason}");
-        let v = crate::snapshot::verdict_for(&snap, &crate::RobotsTxt::parse(b""), State::Fresh, "Bot", "http://a.test/private/x");
-        assert_eq!(v, crate::Verdict { allowed: true, rule: Some(crate::snapshot::RULE_REDIRECT_LIMIT.into()), line: None });
+        assert!(
+            reason.starts_with("more than 5 redirects: http://a.test/robots.txt -> ")
+                && reason.contains("treated as absent"),
+            "{reason}"
+        );
+        let v = crate::snapshot::verdict_for(
+            &snap,
+            &crate::RobotsTxt::parse(b""),
+            State::Fresh,
+            "Bot",
+            "http://a.test/private/x",
+        );
+        assert_eq!(
+            v,
+            crate::Verdict {
+                allowed: true,
+                rule: Some(crate::snapshot::RULE_REDIRECT_LIMIT.into()),
+                line: None
+            }
+        );
     }
 
     #[test]
@@ -495,12 +560,19 @@ mod tests {
             ("http://example.com/robots-b.txt", redirect("/robots-a.txt")),
         ]);
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
-        assert_eq!(r.outcome, FetchOutcome::RedirectLoop { to: "http://example.com/robots-a.txt".into() });
+        assert_eq!(
+            r.outcome,
+            FetchOutcome::RedirectLoop { to: "http://example.com/robots-a.txt".into() }
+        );
         assert_eq!(r.redirects.gave_up, Some(RedirectGiveUp::Loop));
         let asked = s.asked.lock().unwrap().clone();
         assert_eq!(
             asked,
-            ["http://example.com/robots.txt", "http://example.com/robots-a.txt", "http://example.com/robots-b.txt"],
+            [
+                "http://example.com/robots.txt",
+                "http://example.com/robots-a.txt",
+                "http://example.com/robots-b.txt"
+            ],
             "the repeated URL is not fetched again"
         );
         let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
@@ -514,7 +586,10 @@ mod tests {
 
         // Back to the robots.txt itself, spelled with another case and the
         // default port: still the same URL.
-        let s = script(vec![("http://example.com/robots.txt", redirect("HTTP://EXAMPLE.com:80/robots.txt"))]);
+        let s = script(vec![(
+            "http://example.com/robots.txt",
+            redirect("HTTP://EXAMPLE.com:80/robots.txt"),
+        )]);
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
         assert!(matches!(r.outcome, FetchOutcome::RedirectLoop { .. }), "{:?}", r.outcome);
         assert_eq!(s.asked.lock().unwrap().len(), 1);
@@ -532,7 +607,10 @@ mod tests {
             ("http://a.test/r5", redirect("http://b.test/robots.txt")),
         ]);
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, ""));
-        assert_eq!(r.outcome, FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() });
+        assert_eq!(
+            r.outcome,
+            FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() }
+        );
         assert_eq!(r.redirects.gave_up, None);
         let snap = apply_fetch(&o, None, r, &Windows::default(), &Backoff::default(), t0());
         assert_eq!(snap.status, RobotsStatus::Unavailable);
@@ -542,17 +620,32 @@ mod tests {
     #[test]
     fn redirect_scope_by_policy() {
         let o = Origin::new("http", "a.test", 80);
-        let s = script(vec![("http://a.test/robots.txt", redirect("http://b.test/robots.txt")), ("http://b.test/robots.txt", ok("x"))]);
+        let s = script(vec![
+            ("http://a.test/robots.txt", redirect("http://b.test/robots.txt")),
+            ("http://b.test/robots.txt", ok("x")),
+        ]);
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, ""));
-        assert_eq!(r.outcome, FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() });
+        assert_eq!(
+            r.outcome,
+            FetchOutcome::RedirectRefused { to: "http://b.test/robots.txt".into() }
+        );
         assert_eq!(r.redirects.refused.as_deref(), Some("http://b.test/robots.txt"));
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
         assert_eq!(r.outcome, FetchOutcome::Ok { status: 200 });
         assert_eq!(r.redirects.final_url.as_deref(), Some("http://b.test/robots.txt"));
 
-        let s = script(vec![("http://a.test/robots.txt", redirect("https://a.test/robots.txt")), ("https://a.test/robots.txt", ok("x"))]);
-        assert_eq!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, "")).outcome, FetchOutcome::Ok { status: 200 });
-        assert!(matches!(run(fetch_robots(&s, &o, None, RedirectPolicy::SameOrigin, "")).outcome, FetchOutcome::RedirectRefused { .. }));
+        let s = script(vec![
+            ("http://a.test/robots.txt", redirect("https://a.test/robots.txt")),
+            ("https://a.test/robots.txt", ok("x")),
+        ]);
+        assert_eq!(
+            run(fetch_robots(&s, &o, None, RedirectPolicy::SameHost, "")).outcome,
+            FetchOutcome::Ok { status: 200 }
+        );
+        assert!(matches!(
+            run(fetch_robots(&s, &o, None, RedirectPolicy::SameOrigin, "")).outcome,
+            FetchOutcome::RedirectRefused { .. }
+        ));
     }
 
     #[test]
@@ -576,7 +669,10 @@ mod tests {
     #[test]
     fn an_undecodable_body_is_a_failed_fetch_never_rules_c40() {
         let o = Origin::new("http", "a.test", 80);
-        let s = script(vec![("http://a.test/robots.txt", Err(FetchError::Undecodable("Content-Encoding `gzip`: invalid gzip header".into())))]);
+        let s = script(vec![(
+            "http://a.test/robots.txt",
+            Err(FetchError::Undecodable("Content-Encoding `gzip`: invalid gzip header".into())),
+        )]);
         let r = run(fetch_robots(&s, &o, None, RedirectPolicy::Any, ""));
         assert_eq!(r.outcome.label(), "undecodable");
         assert!(r.outcome.to_string().contains("gzip"), "{}", r.outcome);
@@ -594,7 +690,11 @@ mod tests {
         let snap = |status: u16| {
             let r = FetchResult {
                 outcome: classify_status(status),
-                response: Some(RawRobotsResponse { status, body: b"User-agent: *\nDisallow: /\n".to_vec(), ..Default::default() }),
+                response: Some(RawRobotsResponse {
+                    status,
+                    body: b"User-agent: *\nDisallow: /\n".to_vec(),
+                    ..Default::default()
+                }),
                 redirects: RedirectDetails::default(),
                 fetched_as: None,
             };
@@ -647,17 +747,29 @@ mod tests {
         assert_eq!(b.next_retry(1, None, t0()), t0() + Duration::from_secs(60));
         let ra = t0() + Duration::from_secs(7200);
         assert_eq!(b.next_retry(1, Some(ra), t0()), ra);
-        assert_eq!(b.next_retry(1, Some(t0() + Duration::from_secs(5)), t0()), t0() + Duration::from_secs(60));
+        assert_eq!(
+            b.next_retry(1, Some(t0() + Duration::from_secs(5)), t0()),
+            t0() + Duration::from_secs(60)
+        );
     }
 
     #[test]
     fn location_resolution() {
         let base = "http://a.test:8080/dir/robots.txt?x";
         assert_eq!(resolve_location(base, "/x").as_deref(), Some("http://a.test:8080/x"));
-        assert_eq!(resolve_location(base, "y.txt").as_deref(), Some("http://a.test:8080/dir/y.txt"));
+        assert_eq!(
+            resolve_location(base, "y.txt").as_deref(),
+            Some("http://a.test:8080/dir/y.txt")
+        );
         assert_eq!(resolve_location(base, "//b.test/z").as_deref(), Some("http://b.test/z"));
-        assert_eq!(resolve_location(base, "HTTPS://b.test/z#f").as_deref(), Some("HTTPS://b.test/z"));
-        assert_eq!(resolve_location(base, "?q").as_deref(), Some("http://a.test:8080/dir/robots.txt?q"));
+        assert_eq!(
+            resolve_location(base, "HTTPS://b.test/z#f").as_deref(),
+            Some("HTTPS://b.test/z")
+        );
+        assert_eq!(
+            resolve_location(base, "?q").as_deref(),
+            Some("http://a.test:8080/dir/robots.txt?q")
+        );
         assert_eq!(resolve_location(base, "ftp://b.test/"), None);
         assert_eq!(resolve_location(base, ""), None);
         assert_eq!(resolve_location(base, "http://:99999/"), None);

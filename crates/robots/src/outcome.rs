@@ -156,7 +156,9 @@ impl fmt::Display for FetchOutcome {
             FetchOutcome::Undecodable { detail } => write!(f, "undecodable body: {detail}"),
             FetchOutcome::Other { detail } => write!(f, "fetch failure: {detail}"),
             FetchOutcome::RedirectRefused { to } => write!(f, "redirect to {to} refused"),
-            FetchOutcome::TooManyRedirects { to } => write!(f, "more than 5 redirects (next: {to})"),
+            FetchOutcome::TooManyRedirects { to } => {
+                write!(f, "more than 5 redirects (next: {to})")
+            }
             FetchOutcome::RedirectLoop { to } => write!(f, "redirect loop (back to {to})"),
         }
     }
@@ -168,18 +170,47 @@ mod tests {
 
     #[test]
     fn each_failure_names_its_cause_and_what_fixes_it() {
-        let tls = FetchOutcome::Tls { detail: "the origin's certificate is not trusted: UnknownIssuer".into() };
+        let tls = FetchOutcome::Tls {
+            detail: "the origin's certificate is not trusted: UnknownIssuer".into(),
+        };
         let c = tls.failure_cause().unwrap();
-        assert!(c.starts_with("certificate: ") && c.contains("UnknownIssuer") && c.contains("`upstream.extra_ca_file`"), "{c}");
-        let c = FetchOutcome::Dns { detail: "could not resolve origin host nowhere.test".into() }.failure_cause().unwrap();
-        assert!(c.starts_with("DNS: ") && c.contains("nowhere.test") && c.contains("the origin is unreachable"), "{c}");
-        let c = FetchOutcome::Connect { detail: "could not connect to origin 127.0.0.1:9: Connection refused".into() }.failure_cause().unwrap();
-        assert!(c.starts_with("connection: ") && c.contains("Connection refused") && c.contains("the origin is unreachable"), "{c}");
+        assert!(
+            c.starts_with("certificate: ")
+                && c.contains("UnknownIssuer")
+                && c.contains("`upstream.extra_ca_file`"),
+            "{c}"
+        );
+        let c = FetchOutcome::Dns { detail: "could not resolve origin host nowhere.test".into() }
+            .failure_cause()
+            .unwrap();
+        assert!(
+            c.starts_with("DNS: ")
+                && c.contains("nowhere.test")
+                && c.contains("the origin is unreachable"),
+            "{c}"
+        );
+        let c = FetchOutcome::Connect {
+            detail: "could not connect to origin 127.0.0.1:9: Connection refused".into(),
+        }
+        .failure_cause()
+        .unwrap();
+        assert!(
+            c.starts_with("connection: ")
+                && c.contains("Connection refused")
+                && c.contains("the origin is unreachable"),
+            "{c}"
+        );
         let c = FetchOutcome::ServerError { status: 503 }.failure_cause().unwrap();
         assert_eq!(c, "status: the origin answered 503 (server error)");
         assert!(FetchOutcome::TooManyRequests.failure_cause().unwrap().contains("429"));
-        assert!(FetchOutcome::Timeout.failure_cause().unwrap().contains("`upstream.response_timeout`"));
-        assert!(FetchOutcome::RedirectRefused { to: "http://b.test/r".into() }.failure_cause().unwrap().contains("`robots.redirects`"));
+        assert!(FetchOutcome::Timeout
+            .failure_cause()
+            .unwrap()
+            .contains("`upstream.response_timeout`"));
+        assert!(FetchOutcome::RedirectRefused { to: "http://b.test/r".into() }
+            .failure_cause()
+            .unwrap()
+            .contains("`robots.redirects`"));
         for rules in [
             FetchOutcome::Ok { status: 200 },
             FetchOutcome::ClientError { status: 404 },
@@ -192,9 +223,14 @@ mod tests {
 
     #[test]
     fn outcomes_stored_before_tls_and_loops_were_told_apart_still_load() {
-        let old: FetchOutcome = serde_json::from_str(r#"{"kind":"connect","detail":"TLS with origin a.test failed"}"#).unwrap();
+        let old: FetchOutcome =
+            serde_json::from_str(r#"{"kind":"connect","detail":"TLS with origin a.test failed"}"#)
+                .unwrap();
         assert_eq!(old.label(), "connect");
         let tls = FetchOutcome::Tls { detail: "x".into() };
-        assert_eq!(serde_json::from_str::<FetchOutcome>(&serde_json::to_string(&tls).unwrap()).unwrap(), tls);
+        assert_eq!(
+            serde_json::from_str::<FetchOutcome>(&serde_json::to_string(&tls).unwrap()).unwrap(),
+            tls
+        );
     }
 }

@@ -143,10 +143,19 @@ impl Line<'_> {
     /// The report for this line, without a compiler note.
     pub(crate) fn report(&self) -> LineReport {
         let (key, value) = match self.directive {
-            Some((_, k, v)) => (Some(octets_text(k).into_owned()), Some(octets_text(v).into_owned())),
+            Some((_, k, v)) => {
+                (Some(octets_text(k).into_owned()), Some(octets_text(v).into_owned()))
+            }
             None => (None, None),
         };
-        LineReport { line: self.number, tag: self.tag(), metadata: self.metadata, key, value, note: None }
+        LineReport {
+            line: self.number,
+            tag: self.tag(),
+            metadata: self.metadata,
+            key,
+            value,
+            note: None,
+        }
     }
 }
 
@@ -198,7 +207,8 @@ fn trim(mut s: &[u8]) -> &[u8] {
 
 /// Splits one raw line into metadata and, when present, key and value.
 fn tokenize(number: u32, raw: &[u8]) -> Line<'_> {
-    let mut metadata = LineMetadata { is_line_too_long: raw.len() > MAX_LINE_BYTES, ..Default::default() };
+    let mut metadata =
+        LineMetadata { is_line_too_long: raw.len() > MAX_LINE_BYTES, ..Default::default() };
     let mut line = &raw[..raw.len().min(MAX_LINE_BYTES)];
     // Google's parser handles the line as a C string: a NUL byte ends it.
     if let Some(nul) = line.iter().position(|&b| b == 0) {
@@ -294,7 +304,11 @@ const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 /// assert_eq!(&*escape_pattern(b"/%7ejoe"), b"/%7Ejoe");
 /// ```
 pub fn escape_pattern(src: &[u8]) -> Cow<'_, [u8]> {
-    let is_escape = |i: usize| src[i] == b'%' && src.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && src.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
+    let is_escape = |i: usize| {
+        src[i] == b'%'
+            && src.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+            && src.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+    };
     let mut needs_work = false;
     let mut i = 0;
     while i < src.len() {
@@ -319,12 +333,20 @@ pub fn escape_pattern(src: &[u8]) -> Cow<'_, [u8]> {
     let mut i = 0;
     while i < src.len() {
         if is_escape(i) {
-            out.extend_from_slice(&[b'%', src[i + 1].to_ascii_uppercase(), src[i + 2].to_ascii_uppercase()]);
+            out.extend_from_slice(&[
+                b'%',
+                src[i + 1].to_ascii_uppercase(),
+                src[i + 2].to_ascii_uppercase(),
+            ]);
             i += 3;
         } else {
             let b = src[i];
             if b >= 0x80 {
-                out.extend_from_slice(&[b'%', HEX_UPPER[usize::from(b >> 4)], HEX_UPPER[usize::from(b & 0xF)]]);
+                out.extend_from_slice(&[
+                    b'%',
+                    HEX_UPPER[usize::from(b >> 4)],
+                    HEX_UPPER[usize::from(b & 0xF)],
+                ]);
             } else {
                 out.push(b);
             }
@@ -371,7 +393,13 @@ mod tests {
 
     fn lines(body: &[u8]) -> Vec<Owned> {
         let mut out = Vec::new();
-        for_each_line(body, |l| out.push((l.number, l.metadata, l.directive.map(|(t, k, v)| (t, k.to_vec(), v.to_vec())))));
+        for_each_line(body, |l| {
+            out.push((
+                l.number,
+                l.metadata,
+                l.directive.map(|(t, k, v)| (t, k.to_vec(), v.to_vec())),
+            ))
+        });
         out
     }
 

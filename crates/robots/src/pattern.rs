@@ -110,7 +110,11 @@ impl Pattern {
         for piece in body[prefix_len..].split(|&b| b == b'*') {
             pairs.extend(piece);
         }
-        let screen = Screen { head: head_of(&body[..head_len]), head_mask: u64::MAX.checked_shr(64 - 8 * head_len as u32).unwrap_or(0), pairs };
+        let screen = Screen {
+            head: head_of(&body[..head_len]),
+            head_mask: u64::MAX.checked_shr(64 - 8 * head_len as u32).unwrap_or(0),
+            pairs,
+        };
         Pattern { body: body.into(), prefix_len, has_star: star.is_some(), anchored, screen }
     }
 
@@ -145,7 +149,11 @@ impl Pattern {
         while let Some(piece) = pieces.next() {
             let rest = &path[pos..];
             if pieces.peek().is_none() {
-                return if self.anchored { rest.len() >= piece.len() && rest.ends_with(piece) } else { find(rest, piece).is_some() };
+                return if self.anchored {
+                    rest.len() >= piece.len() && rest.ends_with(piece)
+                } else {
+                    find(rest, piece).is_some()
+                };
             }
             match find(rest, piece) {
                 Some(at) => pos += at + piece.len(),
@@ -205,7 +213,9 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
     let b = url.as_bytes();
     let search_start = if b.starts_with(b"//") { 2 } else { 0 };
     let is_path_start = |c: &u8| matches!(c, b'/' | b'?' | b';');
-    let first_path_char = |from: usize| b.get(from..).and_then(|rest| rest.iter().position(is_path_start)).map(|p| p + from);
+    let first_path_char = |from: usize| {
+        b.get(from..).and_then(|rest| rest.iter().position(is_path_start)).map(|p| p + from)
+    };
 
     let Some(early_path) = first_path_char(search_start) else {
         return Cow::Borrowed("/");
@@ -226,7 +236,10 @@ pub fn path_params_query(url: &str) -> Cow<'_, str> {
         return Cow::Borrowed("/");
     }
     // The fragment is dropped; a NUL ends the path (Google reads a C string).
-    let end = b[path_start..].iter().position(|&c| c == b'#' || c == 0).map_or(b.len(), |p| p + path_start);
+    let end = b[path_start..]
+        .iter()
+        .position(|&c| c == b'#' || c == 0)
+        .map_or(b.len(), |p| p + path_start);
     let path = &url[path_start..end];
     if path.starts_with('/') {
         Cow::Borrowed(path)
@@ -245,10 +258,15 @@ mod tests {
     fn reference_path_params_query(url: &str) -> String {
         let b = url.as_bytes();
         let start = if b.starts_with(b"//") { 2 } else { 0 };
-        let find = |from: usize, pred: &dyn Fn(u8) -> bool| b.get(from..).and_then(|r| r.iter().position(|&c| pred(c))).map(|p| p + from);
+        let find = |from: usize, pred: &dyn Fn(u8) -> bool| {
+            b.get(from..).and_then(|r| r.iter().position(|&c| pred(c))).map(|p| p + from)
+        };
         let is_path = |c: u8| matches!(c, b'/' | b'?' | b';');
         let early_path = find(start, &is_path).unwrap_or(usize::MAX);
-        let mut protocol_end = b.get(start..).and_then(|r| r.windows(3).position(|w| w == b"://")).map_or(usize::MAX, |p| p + start);
+        let mut protocol_end = b
+            .get(start..)
+            .and_then(|r| r.windows(3).position(|w| w == b"://"))
+            .map_or(usize::MAX, |p| p + start);
         if early_path < protocol_end {
             protocol_end = usize::MAX;
         }
@@ -279,7 +297,8 @@ mod tests {
     fn m(pattern: &str, path: &str) -> bool {
         let p = Pattern::new(pattern.as_bytes());
         let s = p.screen();
-        let screened = head_of(path.as_bytes()) & s.head_mask == s.head && PairMask::of(path.as_bytes()).contains(&s.pairs);
+        let screened = head_of(path.as_bytes()) & s.head_mask == s.head
+            && PairMask::of(path.as_bytes()).contains(&s.pairs);
         let full = p.matches(path.as_bytes());
         assert!(screened || !full, "screen rejects a match: {pattern:?} {path:?}");
         full

@@ -19,7 +19,11 @@ use std::time::{Duration, SystemTime};
 /// crawl_delay)` capped at `max_delay`. A missing, negative, NaN or
 /// infinite `crawl_delay` (seconds) is ignored, giving `min_delay` (capped
 /// at `max_delay`).
-pub fn effective_delay(crawl_delay: Option<f64>, min_delay: Duration, max_delay: Duration) -> Duration {
+pub fn effective_delay(
+    crawl_delay: Option<f64>,
+    min_delay: Duration,
+    max_delay: Duration,
+) -> Duration {
     let asked = crawl_delay
         .filter(|d| d.is_finite() && *d >= 0.0)
         .map(|d| if d >= max_delay.as_secs_f64() { max_delay } else { Duration::from_secs_f64(d) })
@@ -31,7 +35,11 @@ pub fn effective_delay(crawl_delay: Option<f64>, min_delay: Duration, max_delay:
 /// `next_allowed` (`None`: no earlier request) may start at the returned
 /// `start`, and the following one at the returned next allowed time
 /// (`start + delay`).
-pub fn next_slot(next_allowed: Option<SystemTime>, delay: Duration, now: SystemTime) -> (SystemTime, SystemTime) {
+pub fn next_slot(
+    next_allowed: Option<SystemTime>,
+    delay: Duration,
+    now: SystemTime,
+) -> (SystemTime, SystemTime) {
     let start = match next_allowed {
         Some(t) if t > now => t,
         _ => now,
@@ -78,7 +86,9 @@ mod tests {
     #[test]
     fn c34_crawl_delay_bounded_by_min_and_max() {
         let (min, max) = (Duration::from_secs(2), Duration::from_secs(30));
-        let d = |v: &str| effective_delay(engine_delay(&format!("User-agent: *\nCrawl-delay: {v}\n")), min, max);
+        let d = |v: &str| {
+            effective_delay(engine_delay(&format!("User-agent: *\nCrawl-delay: {v}\n")), min, max)
+        };
         assert_eq!(d("0.2"), Duration::from_secs(2));
         assert_eq!(d("10"), Duration::from_secs(10));
         assert_eq!(d("0"), Duration::from_secs(2));

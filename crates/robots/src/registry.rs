@@ -60,7 +60,9 @@ pub type FetchHook = Arc<dyn Fn(&Origin) + Send + Sync>;
 /// The fetch a [`SharedSnapshots`] may run: fetches the origin's robots.txt
 /// now, with the given previous snapshot (for validators, and to keep on a
 /// failure), and gives the snapshot to use.
-pub type FetchOnce<'a> = Box<dyn FnOnce(Option<Snapshot>) -> Pin<Box<dyn Future<Output = Snapshot> + Send + 'a>> + Send + 'a>;
+pub type FetchOnce<'a> = Box<
+    dyn FnOnce(Option<Snapshot>) -> Pin<Box<dyn Future<Output = Snapshot> + Send + 'a>> + Send + 'a,
+>;
 
 /// Where the nodes of a fleet share robots.txt snapshots (fleet mode,
 /// implemented by `crawlcache::fleet`). The registry calls [`SharedSnapshots::obtain`]
@@ -125,14 +127,19 @@ pub struct RobotsRegistry {
 pub fn load_snapshot(tree: &sled::Tree, origin: &Origin) -> Result<Option<Snapshot>, String> {
     match tree.get(origin.key().as_bytes()) {
         Ok(None) => Ok(None),
-        Ok(Some(bytes)) => serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("the stored robots.txt snapshot of {origin} cannot be decoded: {e}")),
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            format!("the stored robots.txt snapshot of {origin} cannot be decoded: {e}")
+        }),
         Err(e) => Err(format!("cannot read the robots.txt snapshot of {origin}: {e}")),
     }
 }
 
 /// Every snapshot in `tree`, in key order; undecodable records are skipped.
 pub fn list_snapshots(tree: &sled::Tree) -> Vec<Snapshot> {
-    tree.iter().filter_map(|r| r.ok()).filter_map(|(_, v)| serde_json::from_slice(&v).ok()).collect()
+    tree.iter()
+        .filter_map(|r| r.ok())
+        .filter_map(|(_, v)| serde_json::from_slice(&v).ok())
+        .collect()
 }
 
 /// A human-readable description of `snapshot` at `now` for `crawlcache
@@ -145,7 +152,11 @@ pub fn list_snapshots(tree: &sled::Tree) -> Vec<Snapshot> {
 pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let state = if snapshot.status == RobotsStatus::Unavailable { "unavailable" } else { snapshot.state(windows, now).as_str() };
+    let state = if snapshot.status == RobotsStatus::Unavailable {
+        "unavailable"
+    } else {
+        snapshot.state(windows, now).as_str()
+    };
     let _ = writeln!(s, "origin:        {}", snapshot.origin);
     let _ = writeln!(s, "robots url:    {}", snapshot.origin.robots_url());
     let _ = writeln!(s, "state:         {state}");
@@ -160,13 +171,19 @@ pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> Stri
     let _ = writeln!(s, "fetched as:    {}", snapshot.fetched_as.as_deref().unwrap_or("-"));
     let _ = writeln!(s, "sha256:        {}", snapshot.sha256);
     if let Some(c) = &snapshot.content_encoding {
-        let _ = writeln!(s, "coding:        {c} (decoded; body and sha256 are of the decoded text)");
+        let _ =
+            writeln!(s, "coding:        {c} (decoded; body and sha256 are of the decoded text)");
     }
     let _ = writeln!(s, "etag:          {}", snapshot.etag.as_deref().unwrap_or("-"));
     let _ = writeln!(s, "last-modified: {}", snapshot.last_modified.as_deref().unwrap_or("-"));
     let _ = writeln!(s, "fetched at:    {}", httpdate::fmt_http_date(snapshot.fetched_at));
     let _ = writeln!(s, "validated at:  {}", httpdate::fmt_http_date(snapshot.validated_at));
-    let _ = writeln!(s, "last attempt:  {} ({})", httpdate::fmt_http_date(snapshot.last_attempt), snapshot.last_outcome);
+    let _ = writeln!(
+        s,
+        "last attempt:  {} ({})",
+        httpdate::fmt_http_date(snapshot.last_attempt),
+        snapshot.last_outcome
+    );
     if let Some(why) = snapshot.verdict_reason() {
         let _ = writeln!(s, "why:           {why}");
     }
@@ -186,9 +203,18 @@ pub fn describe(snapshot: &Snapshot, windows: &Windows, now: SystemTime) -> Stri
         let _ = writeln!(s, "final url:     {f}");
     }
     if let Some(d) = &r.refused {
-        let _ = writeln!(s, "refused:       {d} ({})", r.refused_reason.as_deref().unwrap_or("outside scope"));
+        let _ = writeln!(
+            s,
+            "refused:       {d} ({})",
+            r.refused_reason.as_deref().unwrap_or("outside scope")
+        );
     }
-    let _ = writeln!(s, "body:          {} bytes{}", snapshot.body.len(), if snapshot.truncated { " (truncated)" } else { "" });
+    let _ = writeln!(
+        s,
+        "body:          {} bytes{}",
+        snapshot.body.len(),
+        if snapshot.truncated { " (truncated)" } else { "" }
+    );
     if !snapshot.body.is_empty() {
         s.push('\n');
         s.push_str(&crate::octets_text(&snapshot.body));
@@ -205,7 +231,11 @@ impl RobotsRegistry {
     /// windows, redirect policy, size limit and back-off of `config`.
     /// Snapshots already in `tree` are loaded lazily, on first use of their
     /// origin.
-    pub fn new(tree: sled::Tree, fetcher: Arc<dyn RobotsFetch>, config: RobotsConfig) -> RobotsRegistry {
+    pub fn new(
+        tree: sled::Tree,
+        fetcher: Arc<dyn RobotsFetch>,
+        config: RobotsConfig,
+    ) -> RobotsRegistry {
         RobotsRegistry {
             inner: Arc::new(Inner {
                 tree,
@@ -270,7 +300,12 @@ impl RobotsRegistry {
     /// [`RobotsRegistry::rules_for`] for a request whose `User-Agent` is
     /// `client_user_agent`: a fetch this call starts is sent under the
     /// identity derived from it ([`fetch_identity`]).
-    pub async fn rules_for_client(&self, origin: &Origin, now: SystemTime, client_user_agent: Option<&str>) -> (Arc<Rules>, Disposition) {
+    pub async fn rules_for_client(
+        &self,
+        origin: &Origin,
+        now: SystemTime,
+        client_user_agent: Option<&str>,
+    ) -> (Arc<Rules>, Disposition) {
         let windows = self.windows(origin);
         let (rx, expired) = {
             let mut slots = lock(&self.inner.slots);
@@ -281,9 +316,11 @@ impl RobotsRegistry {
                 // certificate, DNS, the origin itself) may have been fixed
                 // before the restart (there is no reload).
                 let retry_now = slot.from_before && cur.snapshot.failures > 0;
-                if slot.inflight.is_none() && (retry_now || cur.snapshot.refresh_due(&windows, now)) {
+                if slot.inflight.is_none() && (retry_now || cur.snapshot.refresh_due(&windows, now))
+                {
                     let id = self.identity(Some(&cur), client_user_agent);
-                    slot.inflight = Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now, id, false));
+                    slot.inflight =
+                        Some(self.spawn_fetch(origin.clone(), Some(cur.clone()), now, id, false));
                 }
                 // Rules unknown since before the restart: wait for that
                 // retry, as at first sight (rules of the file, if any, are
@@ -304,7 +341,13 @@ impl RobotsRegistry {
                 match &slot.inflight {
                     Some(rx) => (rx.clone(), None),
                     None => {
-                        let rx = self.spawn_fetch(origin.clone(), None, now, self.identity(None, client_user_agent), false);
+                        let rx = self.spawn_fetch(
+                            origin.clone(),
+                            None,
+                            now,
+                            self.identity(None, client_user_agent),
+                            false,
+                        );
                         slot.inflight = Some(rx.clone());
                         (rx, None)
                     }
@@ -315,7 +358,9 @@ impl RobotsRegistry {
         if let Some(old) = expired {
             // The refresh failed: the host stays "not crawlable: rules too
             // old" for this request, as the expired snapshot says.
-            if rules.snapshot.status == RobotsStatus::Unavailable || rules.snapshot.state(&windows, now) == State::Expired {
+            if rules.snapshot.status == RobotsStatus::Unavailable
+                || rules.snapshot.state(&windows, now) == State::Expired
+            {
                 return (old, Disposition::Expired);
             }
         }
@@ -366,7 +411,11 @@ impl RobotsRegistry {
     /// `robots_snapshot_age_seconds{origin}` gauge).
     pub fn ages(&self, now: SystemTime) -> Vec<(Origin, Duration)> {
         let slots = lock(&self.inner.slots);
-        let mut v: Vec<_> = slots.values().filter_map(|s| s.current.as_ref()).map(|r| (r.snapshot.origin.clone(), r.snapshot.age(now))).collect();
+        let mut v: Vec<_> = slots
+            .values()
+            .filter_map(|s| s.current.as_ref())
+            .map(|r| (r.snapshot.origin.clone(), r.snapshot.age(now)))
+            .collect();
         v.sort();
         v
     }
@@ -392,7 +441,11 @@ impl RobotsRegistry {
 
     /// Flushes the tree to disk.
     pub fn flush(&self) -> Result<(), String> {
-        self.inner.tree.flush().map(|_| ()).map_err(|e| format!("cannot flush robots.txt snapshots: {e}"))
+        self.inner
+            .tree
+            .flush()
+            .map(|_| ())
+            .map_err(|e| format!("cannot flush robots.txt snapshots: {e}"))
     }
 
     /// The slot of `origin`, loading its snapshot from the tree the first
@@ -423,7 +476,9 @@ impl RobotsRegistry {
                 // The fetch task ended without an answer (it cannot, short of
                 // a panic): the rules are unknown.
                 let previous = self.current(origin);
-                previous.unwrap_or_else(|| Arc::new(Rules::new(unavailable(origin, "robots.txt fetch task ended", now))))
+                previous.unwrap_or_else(|| {
+                    Arc::new(Rules::new(unavailable(origin, "robots.txt fetch task ended", now)))
+                })
             }
         }
     }
@@ -432,10 +487,22 @@ impl RobotsRegistry {
     /// `client_user_agent`, given the rules in force (`previous`).
     fn identity(&self, previous: Option<&Rules>, client_user_agent: Option<&str>) -> String {
         let c = &self.inner.config;
-        fetch_identity(&c.user_agent, &c.agent, client_user_agent, previous.and_then(|p| p.snapshot.fetched_as.as_deref()))
+        fetch_identity(
+            &c.user_agent,
+            &c.agent,
+            client_user_agent,
+            previous.and_then(|p| p.snapshot.fetched_as.as_deref()),
+        )
     }
 
-    fn spawn_fetch(&self, origin: Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: String, forced: bool) -> Inflight {
+    fn spawn_fetch(
+        &self,
+        origin: Origin,
+        previous: Option<Arc<Rules>>,
+        now: SystemTime,
+        identity: String,
+        forced: bool,
+    ) -> Inflight {
         let (tx, rx) = watch::channel(None);
         let inner = self.inner.clone();
         tokio::spawn(async move {
@@ -477,34 +544,73 @@ impl Drop for InflightGuard {
 }
 
 fn unavailable(origin: &Origin, detail: &str, now: SystemTime) -> Snapshot {
-    Snapshot::new(origin.clone(), RobotsStatus::Unavailable, Vec::new(), FetchOutcome::Other { detail: detail.to_string() }, now)
+    Snapshot::new(
+        origin.clone(),
+        RobotsStatus::Unavailable,
+        Vec::new(),
+        FetchOutcome::Other { detail: detail.to_string() },
+        now,
+    )
 }
 
 impl Inner {
     /// The rules after one attempt as `identity` (or, in fleet mode, the
     /// snapshot another node fetched): persisted, parsed.
-    async fn fetch(&self, origin: &Origin, previous: Option<Arc<Rules>>, now: SystemTime, identity: &str, forced: bool) -> Arc<Rules> {
+    async fn fetch(
+        &self,
+        origin: &Origin,
+        previous: Option<Arc<Rules>>,
+        now: SystemTime,
+        identity: &str,
+        forced: bool,
+    ) -> Arc<Rules> {
         let shared = lock(&self.shared).clone();
         let snapshot = match shared {
-            None => self.fetch_snapshot(origin, previous.as_ref().map(|p| p.snapshot.clone()), now, identity).await,
+            None => {
+                self.fetch_snapshot(
+                    origin,
+                    previous.as_ref().map(|p| p.snapshot.clone()),
+                    now,
+                    identity,
+                )
+                .await
+            }
             Some(shared) => {
                 let windows = self.config.windows_for(&origin.host);
-                let fetch: FetchOnce<'_> = Box::new(move |prev| Box::pin(self.fetch_snapshot(origin, prev, now, identity)));
-                shared.obtain(origin, previous.as_ref().map(|p| p.snapshot.clone()), windows, now, forced, fetch).await
+                let fetch: FetchOnce<'_> = Box::new(move |prev| {
+                    Box::pin(self.fetch_snapshot(origin, prev, now, identity))
+                });
+                shared
+                    .obtain(
+                        origin,
+                        previous.as_ref().map(|p| p.snapshot.clone()),
+                        windows,
+                        now,
+                        forced,
+                        fetch,
+                    )
+                    .await
             }
         };
         self.keep(origin, previous, snapshot)
     }
 
     /// One attempt as `identity`: hook, fetch with redirects, cap, map.
-    async fn fetch_snapshot(&self, origin: &Origin, previous: Option<Snapshot>, now: SystemTime, identity: &str) -> Snapshot {
+    async fn fetch_snapshot(
+        &self,
+        origin: &Origin,
+        previous: Option<Snapshot>,
+        now: SystemTime,
+        identity: &str,
+    ) -> Snapshot {
         self.fetches.fetch_add(1, Ordering::Relaxed);
         let hook = lock(&self.hook).clone();
         if let Some(h) = hook {
             h(origin);
         }
         let validators = previous.as_ref().and_then(|p| p.validators());
-        let mut result = fetch_robots(&*self.fetcher, origin, validators, self.config.redirects, identity).await;
+        let mut result =
+            fetch_robots(&*self.fetcher, origin, validators, self.config.redirects, identity).await;
         let max = usize::try_from(self.config.max_size).unwrap_or(usize::MAX);
         if let Some(r) = result.response.as_mut() {
             if r.body.len() > max {
@@ -515,7 +621,8 @@ impl Inner {
         *lock(&self.outcomes).entry(result.outcome.label()).or_insert(0) += 1;
         tracing::debug!(origin = %origin, outcome = %result.outcome, user_agent = identity, "robots.txt fetch");
         let windows = self.config.windows_for(&origin.host);
-        let snapshot = apply_fetch(origin, previous.as_ref(), result, &windows, &self.config.backoff(), now);
+        let snapshot =
+            apply_fetch(origin, previous.as_ref(), result, &windows, &self.config.backoff(), now);
         if let Some(w) = snapshot.identity_warning() {
             tracing::warn!("{origin}: {w}");
         }
@@ -524,7 +631,12 @@ impl Inner {
 
     /// Persists `snapshot` as `origin`'s local copy and parses it (reusing
     /// `previous`'s parsed rules when the body is the same).
-    fn keep(&self, origin: &Origin, previous: Option<Arc<Rules>>, snapshot: Snapshot) -> Arc<Rules> {
+    fn keep(
+        &self,
+        origin: &Origin,
+        previous: Option<Arc<Rules>>,
+        snapshot: Snapshot,
+    ) -> Arc<Rules> {
         match serde_json::to_vec(&snapshot) {
             Ok(bytes) => {
                 if let Err(e) = self.tree.insert(origin.key().as_bytes(), bytes) {
@@ -535,7 +647,11 @@ impl Inner {
         }
         // Reuse the parsed rules when the body did not change (304, kept).
         match previous {
-            Some(p) if p.snapshot.status == snapshot.status && p.snapshot.sha256 == snapshot.sha256 => Arc::new(Rules::with_parsed(snapshot, p.robots.clone())),
+            Some(p)
+                if p.snapshot.status == snapshot.status && p.snapshot.sha256 == snapshot.sha256 =>
+            {
+                Arc::new(Rules::with_parsed(snapshot, p.robots.clone()))
+            }
             _ => Arc::new(Rules::new(snapshot)),
         }
     }

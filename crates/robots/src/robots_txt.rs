@@ -57,7 +57,9 @@ impl RobotsTxt {
     /// for the allocation-free form.
     pub fn check(&self, product_token: &str, url: &str) -> Verdict {
         match self.decide(product_token, url) {
-            Some((allowed, rule, line)) => Verdict { allowed, rule: Some(rule.to_owned()), line: Some(line) },
+            Some((allowed, rule, line)) => {
+                Verdict { allowed, rule: Some(rule.to_owned()), line: Some(line) }
+            }
             None => Verdict::ALLOWED_NO_RULE,
         }
     }
@@ -111,7 +113,10 @@ mod tests {
     #[test]
     fn rfc9309_2_2_2_robots_txt_is_implicitly_allowed() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\n");
-        assert_eq!(r.check("FooBot", "http://x/robots.txt"), Verdict { allowed: true, rule: None, line: None });
+        assert_eq!(
+            r.check("FooBot", "http://x/robots.txt"),
+            Verdict { allowed: true, rule: None, line: None }
+        );
         assert!(r.is_allowed("FooBot", "/robots.txt"));
         // Only that exact URI: other paths and queries follow the rules.
         assert!(!r.is_allowed("FooBot", "http://x/robots.txt?x=1"));
@@ -122,18 +127,37 @@ mod tests {
     #[test]
     fn verdict_names_the_deciding_rule_and_line() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /\nAllow: /pub\n");
-        assert_eq!(r.check("x", "http://e/private"), Verdict { allowed: false, rule: Some("Disallow: /".into()), line: Some(2) });
-        assert_eq!(r.check("x", "/pub/a"), Verdict { allowed: true, rule: Some("Allow: /pub".into()), line: Some(3) });
+        assert_eq!(
+            r.check("x", "http://e/private"),
+            Verdict { allowed: false, rule: Some("Disallow: /".into()), line: Some(2) }
+        );
+        assert_eq!(
+            r.check("x", "/pub/a"),
+            Verdict { allowed: true, rule: Some("Allow: /pub".into()), line: Some(3) }
+        );
     }
 
     #[test]
     fn a_rule_whose_bytes_are_not_utf8_is_named_by_its_octets_percent_encoded() {
         let r = RobotsTxt::parse(b"User-agent: *\nDisallow: /caf\xe9\nDisallow: /d%E9j\xe0/\xff\xfe\nAllow: /ok/\xc3\xa9t\xc3\xa9\n");
         // The rule matches the URL's percent-encoded form (Google's escaping).
-        assert_eq!(r.check("x", "http://e/caf%E9"), Verdict { allowed: false, rule: Some("Disallow: /caf%E9".into()), line: Some(2) });
-        assert_eq!(r.check("x", "http://e/d%E9j%E0/%FF%FE"), Verdict { allowed: false, rule: Some("Disallow: /d%E9j%E0/%FF%FE".into()), line: Some(3) });
+        assert_eq!(
+            r.check("x", "http://e/caf%E9"),
+            Verdict { allowed: false, rule: Some("Disallow: /caf%E9".into()), line: Some(2) }
+        );
+        assert_eq!(
+            r.check("x", "http://e/d%E9j%E0/%FF%FE"),
+            Verdict {
+                allowed: false,
+                rule: Some("Disallow: /d%E9j%E0/%FF%FE".into()),
+                line: Some(3)
+            }
+        );
         // Valid UTF-8 stays as written.
-        assert_eq!(r.check("x", "http://e/ok/%C3%A9t%C3%A9").rule.as_deref(), Some("Allow: /ok/été"));
+        assert_eq!(
+            r.check("x", "http://e/ok/%C3%A9t%C3%A9").rule.as_deref(),
+            Some("Allow: /ok/été")
+        );
         let report = &r.line_reports()[1];
         assert_eq!(report.value.as_deref(), Some("/caf%E9"));
         let r = RobotsTxt::parse(b"Sitemap: http://e/s\xe9.xml\n");

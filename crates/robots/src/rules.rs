@@ -122,7 +122,9 @@ impl RuleSet {
             if head & c.head_mask != c.head {
                 continue;
             }
-            if !c.pairs.is_empty() && !path_pairs.get_or_insert_with(|| PairMask::of(path)).contains(&c.pairs) {
+            if !c.pairs.is_empty()
+                && !path_pairs.get_or_insert_with(|| PairMask::of(path)).contains(&c.pairs)
+            {
                 continue;
             }
             if let Some(rule) = rules.get(c.id as usize) {
@@ -214,7 +216,10 @@ struct CrawlDelay {
 /// Cuts a `User-agent` value at the first byte outside `[A-Za-z_-]`
 /// (Google's `ExtractUserAgent`): `Googlebot/2.1` gives `Googlebot`.
 pub(crate) fn extract_product_token(value: &[u8]) -> &[u8] {
-    let end = value.iter().position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_')).unwrap_or(value.len());
+    let end = value
+        .iter()
+        .position(|&b| !(b.is_ascii_alphabetic() || b == b'-' || b == b'_'))
+        .unwrap_or(value.len());
     &value[..end]
 }
 
@@ -268,7 +273,12 @@ impl Compiled {
                             group_has_rules = true;
                             let allow = key_type == KeyType::Allow;
                             let escaped = escape_pattern(value);
-                            let text: Box<str> = format!("{}: {}", if allow { "Allow" } else { "Disallow" }, parse::octets_text(value)).into();
+                            let text: Box<str> = format!(
+                                "{}: {}",
+                                if allow { "Allow" } else { "Disallow" },
+                                parse::octets_text(value)
+                            )
+                            .into();
                             if escaped.is_empty() {
                                 report.note = Some("empty pattern: matches nothing");
                             }
@@ -298,11 +308,23 @@ impl Compiled {
                     KeyType::Unknown => {
                         if key.eq_ignore_ascii_case(b"crawl-delay") {
                             match (groups.last_mut(), parse_crawl_delay(value)) {
-                                (None, _) => report.note = Some("ignored: no User-agent line before this Crawl-delay"),
-                                (Some(_), None) => report.note = Some("ignored: Crawl-delay is not a number of seconds"),
+                                (None, _) => {
+                                    report.note =
+                                        Some("ignored: no User-agent line before this Crawl-delay")
+                                }
+                                (Some(_), None) => {
+                                    report.note =
+                                        Some("ignored: Crawl-delay is not a number of seconds")
+                                }
                                 (Some(g), Some(seconds)) => {
-                                    g.crawl_delays.push(CrawlDelay { seconds, agents_above: g.agents.len(), global_above: g.global });
-                                    report.note = Some("Crawl-delay recorded for the User-agent lines above it");
+                                    g.crawl_delays.push(CrawlDelay {
+                                        seconds,
+                                        agents_above: g.agents.len(),
+                                        global_above: g.global,
+                                    });
+                                    report.note = Some(
+                                        "Crawl-delay recorded for the User-agent lines above it",
+                                    );
                                 }
                             }
                         }
@@ -333,7 +355,8 @@ impl Compiled {
             if let Some(&i) = set_of.get(group_ids) {
                 return i;
             }
-            let rules = group_ids.iter().flat_map(|&g| groups[g as usize].rules.iter().copied()).collect();
+            let rules =
+                group_ids.iter().flat_map(|&g| groups[g as usize].rules.iter().copied()).collect();
             sets.push(RuleSet::new(&self.rules, rules));
             let i = (sets.len() - 1) as u32;
             set_of.insert(group_ids.to_vec(), i);
@@ -349,7 +372,9 @@ impl Compiled {
         let mut agents: Vec<Agent> = by_agent
             .into_iter()
             .map(|(name, ids)| {
-                let crawl_delay = delay_for(&ids, &|g, d| g.agents[..d.agents_above].iter().any(|a| a.as_slice() == name));
+                let crawl_delay = delay_for(&ids, &|g, d| {
+                    g.agents[..d.agents_above].iter().any(|a| a.as_slice() == name)
+                });
                 let set = set_for(&ids, &mut self.sets);
                 Agent { name: name.into(), applicable: Applicable { set, crawl_delay } }
             })
@@ -357,7 +382,10 @@ impl Compiled {
         agents.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         self.agents = agents;
         if !global.is_empty() {
-            self.global = Some(Applicable { set: set_for(&global, &mut self.sets), crawl_delay: delay_for(&global, &|_, d| d.global_above) });
+            self.global = Some(Applicable {
+                set: set_for(&global, &mut self.sets),
+                crawl_delay: delay_for(&global, &|_, d| d.global_above),
+            });
         }
     }
 
@@ -367,7 +395,9 @@ impl Compiled {
     pub(crate) fn applicable(&self, product_token: &str) -> Option<Applicable> {
         let token = product_token.as_bytes();
         self.agents
-            .binary_search_by(|a| a.name.iter().copied().cmp(token.iter().map(u8::to_ascii_lowercase)))
+            .binary_search_by(|a| {
+                a.name.iter().copied().cmp(token.iter().map(u8::to_ascii_lowercase))
+            })
             .ok()
             .map(|i| self.agents[i].applicable)
             .or(self.global)
@@ -433,7 +463,9 @@ mod tests {
 
     #[test]
     fn dispatch_lists_keep_decision_order() {
-        let body: String = (0..40).map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char)).collect();
+        let body: String = (0..40)
+            .map(|i| format!("Disallow: /{}x{i}\n", (b'a' + (i % 5) as u8) as char))
+            .collect();
         let c = Compiled::parse(format!("User-agent: *\nAllow: /*q\n{body}").as_bytes());
         let set = c.rule_set("anybot").unwrap();
         assert!(set.dispatch.is_some());

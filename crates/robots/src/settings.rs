@@ -145,13 +145,19 @@ impl RobotsConfig {
     /// The windows for `host` (case-insensitive; a trailing dot ignored):
     /// the global ones with that host's overrides laid over them.
     pub fn windows_for(&self, host: &str) -> Windows {
-        let mut w = Windows { fresh: self.fresh, stale_usable: self.stale_usable, hard_max: self.hard_max };
+        let mut w =
+            Windows { fresh: self.fresh, stale_usable: self.stale_usable, hard_max: self.hard_max };
         if self.hosts.is_empty() {
             // The usual case, checked for every proxied request: nothing to look up.
             return w;
         }
         let host = host.trim_end_matches('.');
-        let o = self.hosts.get(host).or_else(|| self.hosts.iter().find(|(k, _)| k.trim_end_matches('.').eq_ignore_ascii_case(host)).map(|(_, v)| v));
+        let o = self.hosts.get(host).or_else(|| {
+            self.hosts
+                .iter()
+                .find(|(k, _)| k.trim_end_matches('.').eq_ignore_ascii_case(host))
+                .map(|(_, v)| v)
+        });
         if let Some(o) = o {
             w.fresh = o.fresh.unwrap_or(w.fresh);
             w.stale_usable = o.stale_usable.unwrap_or(w.stale_usable);
@@ -181,13 +187,20 @@ impl RobotsConfig {
             check(self.windows_for(h), &format!("robots.hosts.\"{h}\""))?;
         }
         if self.max_size == 0 || self.max_size > MAX_ROBOTS_BYTES as u64 {
-            return Err(format!("bad value for key `robots.max_size`: {} (must be 1 to 512000 bytes)", self.max_size));
+            return Err(format!(
+                "bad value for key `robots.max_size`: {} (must be 1 to 512000 bytes)",
+                self.max_size
+            ));
         }
         if http::HeaderValue::from_str(self.user_agent.trim()).is_err() {
-            return Err("bad value for key `robots.user_agent`: not a valid User-Agent field value".into());
+            return Err(
+                "bad value for key `robots.user_agent`: not a valid User-Agent field value".into(),
+            );
         }
         if self.min_delay > self.max_delay {
-            return Err("bad value for key `robots.min_delay`: larger than `robots.max_delay`".into());
+            return Err(
+                "bad value for key `robots.min_delay`: larger than `robots.max_delay`".into()
+            );
         }
         Ok(())
     }
@@ -220,7 +233,10 @@ mod tests {
         assert_eq!(c.max_size, 102_400);
         assert_eq!(c.windows_for("other").fresh, Duration::from_secs(2));
         let w = c.windows_for("slow.example.");
-        assert_eq!((w.fresh, w.stale_usable, w.hard_max), (Duration::from_secs(3600), Duration::from_secs(7200), Duration::from_secs(86_400)));
+        assert_eq!(
+            (w.fresh, w.stale_usable, w.hard_max),
+            (Duration::from_secs(3600), Duration::from_secs(7200), Duration::from_secs(86_400))
+        );
         c.validate().unwrap();
     }
 

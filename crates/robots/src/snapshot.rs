@@ -53,7 +53,11 @@ impl Origin {
     /// An origin from its parts; the scheme and host are lower-cased and a
     /// trailing dot of the host removed.
     pub fn new(scheme: &str, host: &str, port: u16) -> Origin {
-        Origin { scheme: scheme.to_ascii_lowercase(), host: host.trim_end_matches('.').to_ascii_lowercase(), port }
+        Origin {
+            scheme: scheme.to_ascii_lowercase(),
+            host: host.trim_end_matches('.').to_ascii_lowercase(),
+            port,
+        }
     }
 
     /// The default port of `scheme` (80 for `http`, 443 for `https`).
@@ -306,7 +310,13 @@ impl Snapshot {
     /// content coding, no retry scheduled; one failure counted when the
     /// status is [`RobotsStatus::Unavailable`]. The other fields are set by
     /// name over it (`Snapshot { etag, ..Snapshot::new(...) }`).
-    pub fn new(origin: Origin, status: RobotsStatus, body: Vec<u8>, last_outcome: FetchOutcome, now: SystemTime) -> Snapshot {
+    pub fn new(
+        origin: Origin,
+        status: RobotsStatus,
+        body: Vec<u8>,
+        last_outcome: FetchOutcome,
+        now: SystemTime,
+    ) -> Snapshot {
         let http_status = match &last_outcome {
             FetchOutcome::Ok { status }
             | FetchOutcome::ClientError { status }
@@ -396,7 +406,9 @@ impl Snapshot {
     /// `None` for `fetched` and for an ordinary `absent` (a 4xx).
     pub fn verdict_reason(&self) -> Option<String> {
         match (self.status, self.redirects.gave_up) {
-            (RobotsStatus::Unavailable, _) => Some(self.last_outcome.failure_cause().unwrap_or_else(|| self.last_outcome.to_string())),
+            (RobotsStatus::Unavailable, _) => Some(
+                self.last_outcome.failure_cause().unwrap_or_else(|| self.last_outcome.to_string()),
+            ),
             (RobotsStatus::Absent, Some(why)) => {
                 let what = match why {
                     RedirectGiveUp::Limit => format!("more than {MAX_REDIRECT_HOPS} redirects"),
@@ -435,7 +447,9 @@ impl Snapshot {
     /// only for a `fetched` snapshot that has at least one: `absent` and
     /// `unavailable` snapshots are always fetched unconditionally.
     pub fn validators(&self) -> Option<Validators> {
-        if self.status != RobotsStatus::Fetched || (self.etag.is_none() && self.last_modified.is_none()) {
+        if self.status != RobotsStatus::Fetched
+            || (self.etag.is_none() && self.last_modified.is_none())
+        {
             return None;
         }
         Some(Validators { etag: self.etag.clone(), last_modified: self.last_modified.clone() })
@@ -470,7 +484,11 @@ pub struct Windows {
 
 impl Default for Windows {
     fn default() -> Windows {
-        Windows { fresh: Duration::from_secs(6 * 3600), stale_usable: Duration::from_secs(24 * 3600), hard_max: Duration::from_secs(3 * 86_400) }
+        Windows {
+            fresh: Duration::from_secs(6 * 3600),
+            stale_usable: Duration::from_secs(24 * 3600),
+            hard_max: Duration::from_secs(3 * 86_400),
+        }
     }
 }
 
@@ -588,14 +606,26 @@ pub const RULE_REDIRECT_LOOP: &str = "redirect loop";
 ///   [`RULE_REDIRECT_LIMIT`] / [`RULE_REDIRECT_LOOP`] when a redirect chain
 ///   was given up (§2.3.1.2);
 /// - `fetched` → [`RobotsTxt::check`].
-pub fn verdict_for(snapshot: &Snapshot, rules: &RobotsTxt, state: State, product_token: &str, url: &str) -> Verdict {
+pub fn verdict_for(
+    snapshot: &Snapshot,
+    rules: &RobotsTxt,
+    state: State,
+    product_token: &str,
+    url: &str,
+) -> Verdict {
     if path_params_query(url) == "/robots.txt" {
         return Verdict { allowed: true, rule: None, line: None };
     }
     match (snapshot.status, state) {
-        (RobotsStatus::Unavailable, _) => Verdict { allowed: false, rule: Some(snapshot.unavailable_rule().into()), line: None },
-        (_, State::Expired) => Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None },
-        (RobotsStatus::Absent, _) => Verdict { allowed: true, rule: snapshot.absent_rule().map(Into::into), line: None },
+        (RobotsStatus::Unavailable, _) => {
+            Verdict { allowed: false, rule: Some(snapshot.unavailable_rule().into()), line: None }
+        }
+        (_, State::Expired) => {
+            Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None }
+        }
+        (RobotsStatus::Absent, _) => {
+            Verdict { allowed: true, rule: snapshot.absent_rule().map(Into::into), line: None }
+        }
         (RobotsStatus::Fetched, _) => rules.check(product_token, url),
     }
 }
@@ -615,7 +645,9 @@ impl ClientAnswer {
     /// The answer for a snapshot in `state`.
     pub fn for_snapshot(snapshot: &Snapshot, state: State) -> ClientAnswer {
         match (snapshot.status, state) {
-            (RobotsStatus::Unavailable, _) => ClientAnswer::Unavailable(snapshot.unavailable_rule()),
+            (RobotsStatus::Unavailable, _) => {
+                ClientAnswer::Unavailable(snapshot.unavailable_rule())
+            }
             (_, State::Expired) => ClientAnswer::Unavailable(RULE_TOO_OLD),
             (RobotsStatus::Absent, _) => ClientAnswer::NotFound,
             (RobotsStatus::Fetched, _) => ClientAnswer::Body(snapshot.body.clone()),
@@ -644,7 +676,13 @@ mod tests {
 
     /// A snapshot of a fetched robots.txt `body` at `at` (test fixture).
     fn fetched(body: &[u8], at: SystemTime) -> Snapshot {
-        let s = Snapshot::new(Origin::new("http", "example.org", 80), RobotsStatus::Fetched, body.to_vec(), FetchOutcome::Ok { status: 200 }, at);
+        let s = Snapshot::new(
+            Origin::new("http", "example.org", 80),
+            RobotsStatus::Fetched,
+            body.to_vec(),
+            FetchOutcome::Ok { status: 200 },
+            at,
+        );
         Snapshot { etag: Some("\"v1\"".into()), fetched_as: Some("Bot/1.0".into()), ..s }
     }
 
@@ -684,14 +722,22 @@ mod tests {
         let rules = RobotsTxt::parse(body);
         let mut s = fetched(body, t0());
         let v = verdict_for(&s, &rules, State::Fresh, "Bot", "http://example.org/private/a");
-        assert_eq!(v, Verdict { allowed: false, rule: Some("Disallow: /private".into()), line: Some(2) });
+        assert_eq!(
+            v,
+            Verdict { allowed: false, rule: Some("Disallow: /private".into()), line: Some(2) }
+        );
         assert!(verdict_for(&s, &rules, State::StaleDegraded, "Bot", "/public").allowed);
         let v = verdict_for(&s, &rules, State::Expired, "Bot", "/public");
         assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_TOO_OLD.into()), line: None });
         // RFC 9309 §2.2.2: /robots.txt is always allowed, even when expired.
-        assert!(verdict_for(&s, &rules, State::Expired, "Bot", "http://example.org/robots.txt").allowed);
+        assert!(
+            verdict_for(&s, &rules, State::Expired, "Bot", "http://example.org/robots.txt").allowed
+        );
         s.status = RobotsStatus::Absent;
-        assert_eq!(verdict_for(&s, &rules, State::Fresh, "Bot", "/private"), Verdict { allowed: true, rule: None, line: None });
+        assert_eq!(
+            verdict_for(&s, &rules, State::Fresh, "Bot", "/private"),
+            Verdict { allowed: true, rule: None, line: None }
+        );
         s.status = RobotsStatus::Unavailable;
         let v = verdict_for(&s, &rules, State::Fresh, "Bot", "/public");
         assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_UNAVAILABLE.into()), line: None });
@@ -700,7 +746,10 @@ mod tests {
     #[test]
     fn client_answers() {
         let mut s = fetched(b"User-agent: *\n", t0());
-        assert_eq!(ClientAnswer::for_snapshot(&s, State::Fresh), ClientAnswer::Body(b"User-agent: *\n".to_vec()));
+        assert_eq!(
+            ClientAnswer::for_snapshot(&s, State::Fresh),
+            ClientAnswer::Body(b"User-agent: *\n".to_vec())
+        );
         assert_eq!(ClientAnswer::for_snapshot(&s, State::Expired).status(), 503);
         s.status = RobotsStatus::Absent;
         assert_eq!(ClientAnswer::for_snapshot(&s, State::StaleUsable).status(), 404);
@@ -710,12 +759,27 @@ mod tests {
 
     #[test]
     fn origins_from_urls() {
-        assert_eq!(Origin::from_url("http://Example.ORG/a?b"), Some(Origin::new("http", "example.org", 80)));
-        assert_eq!(Origin::from_url("HTTPS://example.org:8443"), Some(Origin::new("https", "example.org", 8443)));
-        assert_eq!(Origin::from_url("https://u:p@example.org./x"), Some(Origin::new("https", "example.org", 443)));
-        assert_eq!(Origin::from_url("http://[::1]:8080/x"), Some(Origin::new("http", "[::1]", 8080)));
+        assert_eq!(
+            Origin::from_url("http://Example.ORG/a?b"),
+            Some(Origin::new("http", "example.org", 80))
+        );
+        assert_eq!(
+            Origin::from_url("HTTPS://example.org:8443"),
+            Some(Origin::new("https", "example.org", 8443))
+        );
+        assert_eq!(
+            Origin::from_url("https://u:p@example.org./x"),
+            Some(Origin::new("https", "example.org", 443))
+        );
+        assert_eq!(
+            Origin::from_url("http://[::1]:8080/x"),
+            Some(Origin::new("http", "[::1]", 8080))
+        );
         assert_eq!(Origin::from_url("http://[::1]/x"), Some(Origin::new("http", "[::1]", 80)));
-        assert_eq!(Origin::from_url("example.org:81"), Some(Origin::new("http", "example.org", 81)));
+        assert_eq!(
+            Origin::from_url("example.org:81"),
+            Some(Origin::new("http", "example.org", 81))
+        );
         assert_eq!(Origin::from_url("ftp://example.org/"), None);
         assert_eq!(Origin::from_url("http://example.org:99999/"), None);
         assert_eq!(Origin::from_url("http:///x"), None);
@@ -745,8 +809,14 @@ mod tests {
         assert_eq!(s.unavailable_rule(), RULE_UNAVAILABLE);
         s.redirects.refused = Some("http://elsewhere.test/robots.txt".into());
         let v = verdict_for(&s, &rules, State::Fresh, "Bot", "/public");
-        assert_eq!(v, Verdict { allowed: false, rule: Some(RULE_REDIRECT_REFUSED.into()), line: None });
-        assert_eq!(ClientAnswer::for_snapshot(&s, State::Fresh), ClientAnswer::Unavailable(RULE_REDIRECT_REFUSED));
+        assert_eq!(
+            v,
+            Verdict { allowed: false, rule: Some(RULE_REDIRECT_REFUSED.into()), line: None }
+        );
+        assert_eq!(
+            ClientAnswer::for_snapshot(&s, State::Fresh),
+            ClientAnswer::Unavailable(RULE_REDIRECT_REFUSED)
+        );
     }
 
     #[test]

@@ -29,10 +29,21 @@ mod tests {
 
     #[test]
     fn product_token_from_user_agent_takes_first_product_name() {
-        assert_eq!(product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(), Some("ExampleBot"));
+        assert_eq!(
+            product_token_from_user_agent("ExampleBot/2.1 (+http://example.org)").as_deref(),
+            Some("ExampleBot")
+        );
         assert_eq!(product_token_from_user_agent("examplebot").as_deref(), Some("examplebot"));
-        assert_eq!(product_token_from_user_agent("Example-Bot_x (x)").as_deref(), Some("Example-Bot_x"));
-        assert_eq!(product_token_from_user_agent("Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"), None);
+        assert_eq!(
+            product_token_from_user_agent("Example-Bot_x (x)").as_deref(),
+            Some("Example-Bot_x")
+        );
+        assert_eq!(
+            product_token_from_user_agent(
+                "Mozilla/5.0 (compatible; ExampleBot/2.1; +http://e.org)"
+            ),
+            None
+        );
         assert_eq!(product_token_from_user_agent("Bot2/1.0"), None);
         assert_eq!(product_token_from_user_agent(""), None);
     }

@@ -75,12 +75,16 @@ impl Index {
                 Op::Put { key, slot, expect, create } => {
                     let old = self.current(&mem, &mut slots, key)?;
                     // The expected record is checked before the body is acquired.
-                    if (expect.is_some() && old.map(|s| s.loc) != *expect) || !self.acquire(&mem, &mut refs, &mut state, &slot.body, *create)? {
+                    if (expect.is_some() && old.map(|s| s.loc) != *expect)
+                        || !self.acquire(&mem, &mut refs, &mut state, &slot.body, *create)?
+                    {
                         false
                     } else {
                         state.referenced += slot.body.len();
                         match old {
-                            Some(o) => self.release(&mem, &mut refs, &mut state, &o, &mut applied)?,
+                            Some(o) => {
+                                self.release(&mem, &mut refs, &mut state, &o, &mut applied)?
+                            }
                             None => {
                                 state.entries += 1;
                                 // A new key, before its row can be read
@@ -92,17 +96,26 @@ impl Index {
                         }
                         state.pack_live += slot.loc.len as u64;
                         state.max_stamp = state.max_stamp.max(slot.stamp);
-                        state.log_end = state.log_end.max(Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
+                        state.log_end = state.log_end.max(Pos {
+                            seg: slot.loc.seg,
+                            off: slot.loc.off + slot.loc.len as u64,
+                        });
                         slots.insert(key.clone(), Some(*slot));
                         true
                     }
                 }
-                Op::Share { owner, owner_loc, hash, len, body } => match self.current(&mem, &mut slots, owner)? {
-                    Some(o) if o.loc == *owner_loc && o.body == (SlotBody::Inline { len: *len }) => {
+                Op::Share { owner, owner_loc, hash, len, body } => match self
+                    .current(&mem, &mut slots, owner)?
+                {
+                    Some(o)
+                        if o.loc == *owner_loc && o.body == (SlotBody::Inline { len: *len }) =>
+                    {
                         let row = match self.ref_row(&mem, &mut refs, hash)? {
                             None => {
                                 state.pack_live += body.len as u64;
-                                state.log_end = state.log_end.max(Pos { seg: body.seg, off: body.off + body.len as u64 });
+                                state.log_end = state
+                                    .log_end
+                                    .max(Pos { seg: body.seg, off: body.off + body.len as u64 });
                                 RefRow { count: 1, len: *len, place: Place::Packed(*body) }
                             }
                             Some(r) => {
@@ -113,15 +126,20 @@ impl Index {
                             }
                         };
                         refs.insert(*hash, Some(row));
-                        slots.insert(owner.clone(), Some(Slot { body: SlotBody::Ref { hash: *hash, len: *len }, ..o }));
+                        slots.insert(
+                            owner.clone(),
+                            Some(Slot { body: SlotBody::Ref { hash: *hash, len: *len }, ..o }),
+                        );
                         true
                     }
                     _ => false,
                 },
                 Op::MoveShared { hash, from, to } => match self.ref_row(&mem, &mut refs, hash)? {
                     Some(r) if r.place == Place::Packed(*from) => {
-                        state.pack_live = state.pack_live.saturating_sub(from.len as u64) + to.len as u64;
-                        state.log_end = state.log_end.max(Pos { seg: to.seg, off: to.off + to.len as u64 });
+                        state.pack_live =
+                            state.pack_live.saturating_sub(from.len as u64) + to.len as u64;
+                        state.log_end =
+                            state.log_end.max(Pos { seg: to.seg, off: to.off + to.len as u64 });
                         refs.insert(*hash, Some(RefRow { place: Place::Packed(*to), ..r }));
                         true
                     }
@@ -173,11 +191,21 @@ impl Index {
     }
 
     /// The slot of `key` as the ops being applied see it.
-    fn current(&self, mem: &Mem, slots: &mut HashMap<Vec<u8>, Option<Slot>>, key: &[u8]) -> Result<Option<Slot>, StoreError> {
+    fn current(
+        &self,
+        mem: &Mem,
+        slots: &mut HashMap<Vec<u8>, Option<Slot>>,
+        key: &[u8],
+    ) -> Result<Option<Slot>, StoreError> {
         if let Some(s) = slots.get(key) {
             return Ok(*s);
         }
-        let over = mem.active.slots.get(key).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.slots.get(key).copied()));
+        let over = mem
+            .active
+            .slots
+            .get(key)
+            .copied()
+            .or_else(|| mem.flushing.as_ref().and_then(|f| f.slots.get(key).copied()));
         if let Some(s) = over {
             return Ok(s);
         }
@@ -202,17 +230,29 @@ impl Index {
     }
 
     /// The reference-count row of `hash` as the ops being applied see it.
-    fn ref_row(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, hash: &Hash) -> Result<Option<RefRow>, StoreError> {
+    fn ref_row(
+        &self,
+        mem: &Mem,
+        refs: &mut HashMap<Hash, Option<RefRow>>,
+        hash: &Hash,
+    ) -> Result<Option<RefRow>, StoreError> {
         if let Some(r) = refs.get(hash) {
             return Ok(*r);
         }
-        let over = mem.active.refs.get(hash).copied().or_else(|| mem.flushing.as_ref().and_then(|f| f.refs.get(hash).copied()));
+        let over = mem
+            .active
+            .refs
+            .get(hash)
+            .copied()
+            .or_else(|| mem.flushing.as_ref().and_then(|f| f.refs.get(hash).copied()));
         if let Some(r) = over {
             return Ok(r);
         }
         let r = match self.tree.get(refs_key(hash)).map_err(sled_err)? {
             None => None,
-            Some(v) => Some(RefRow::decode(&v).ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash))))?),
+            Some(v) => Some(RefRow::decode(&v).ok_or_else(|| {
+                corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))
+            })?),
         };
         refs.insert(*hash, r);
         Ok(r)
@@ -243,7 +283,9 @@ impl Index {
                         state.bytes += len;
                         if let Place::Packed(loc) = place {
                             state.pack_live += loc.len as u64;
-                            state.log_end = state.log_end.max(Pos { seg: loc.seg, off: loc.off + loc.len as u64 });
+                            state.log_end = state
+                                .log_end
+                                .max(Pos { seg: loc.seg, off: loc.off + loc.len as u64 });
                         }
                         RefRow { count: 1, len: *len, place }
                     }
@@ -258,7 +300,14 @@ impl Index {
     /// Drops the reference (and the record) of the entry `old`; a body
     /// whose last reference this was is counted in `applied.freed` (and a
     /// body file in `applied.zero`).
-    fn release(&self, mem: &Mem, refs: &mut HashMap<Hash, Option<RefRow>>, state: &mut State, old: &Slot, applied: &mut Applied) -> Result<(), StoreError> {
+    fn release(
+        &self,
+        mem: &Mem,
+        refs: &mut HashMap<Hash, Option<RefRow>>,
+        state: &mut State,
+        old: &Slot,
+        applied: &mut Applied,
+    ) -> Result<(), StoreError> {
         state.pack_live = state.pack_live.saturating_sub(old.loc.len as u64);
         state.referenced = state.referenced.saturating_sub(old.body.len());
         match old.body {
@@ -280,7 +329,9 @@ impl Index {
                     applied.freed += r.len;
                     match r.place {
                         Place::File => applied.zero.push(hash),
-                        Place::Packed(loc) => state.pack_live = state.pack_live.saturating_sub(loc.len as u64),
+                        Place::Packed(loc) => {
+                            state.pack_live = state.pack_live.saturating_sub(loc.len as u64)
+                        }
                     }
                 }
                 Some(r) => {

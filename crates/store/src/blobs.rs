@@ -244,7 +244,9 @@ impl Blobs {
                 }
                 for (n3, p3, d3) in list(&p2)? {
                     match parse_hash(&n3) {
-                        Some(h) if !d3 && n3[..2] == n1 && n3[2..4] == n2 => out.push(BodyFile::Valid(h, p3)),
+                        Some(h) if !d3 && n3[..2] == n1 && n3[2..4] == n2 => {
+                            out.push(BodyFile::Valid(h, p3))
+                        }
                         _ => out.push(BodyFile::Stray(p3)),
                     }
                 }

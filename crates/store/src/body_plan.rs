@@ -61,20 +61,32 @@ impl Inner {
     /// as the start and the end of the build are) go into the new filter
     /// as well. Errors: `Index` (the
     /// build is given up; the filter answers as before).
-    pub(crate) fn build_body_filter_step(&self, build: &mut Option<BodyFilterBuild>) -> Result<(), StoreError> {
+    pub(crate) fn build_body_filter_step(
+        &self,
+        build: &mut Option<BodyFilterBuild>,
+    ) -> Result<(), StoreError> {
         if build.is_none() {
             let _log = lock(&self.log_lock);
             let Some(fresh) = self.body_filter.start_build() else { return Ok(()) };
-            *build = Some(BodyFilterBuild { fresh, segments: self.hints.segments(), next: 0, refs_after: None });
+            *build = Some(BodyFilterBuild {
+                fresh,
+                segments: self.hints.segments(),
+                next: 0,
+                refs_after: None,
+            });
             return Ok(());
         }
         let Some(b) = build.as_mut() else { return Ok(()) };
         if let Some(&seg) = b.segments.get(b.next) {
-            self.hints.for_each_fingerprint(seg, |fp| presence::add_to(&b.fresh, &fp.to_le_bytes()));
+            self.hints
+                .for_each_fingerprint(seg, |fp| presence::add_to(&b.fresh, &fp.to_le_bytes()));
             b.next += 1;
             return Ok(());
         }
-        let step = self.index.spill().and_then(|()| self.index.ref_hashes_step(b.refs_after.as_deref(), 8192));
+        let step = self
+            .index
+            .spill()
+            .and_then(|()| self.index.ref_hashes_step(b.refs_after.as_deref(), 8192));
         let (hashes, after) = match step {
             Ok(found) => found,
             Err(e) => {
@@ -107,7 +119,10 @@ impl Inner {
     /// Errors: `MissingBody` when the body is neither pinned nor stored.
     pub(crate) fn plan_body(&self, key: &[u8], hash: &Hash, len: u64) -> Result<Plan, StoreError> {
         let pinned = self.blobs.take_small(hash);
-        if pinned.is_none() && (len >= self.inline_max || self.blobs.path(hash).is_file()) && self.hold_for_insert(hash).is_ok() {
+        if pinned.is_none()
+            && (len >= self.inline_max || self.blobs.path(hash).is_file())
+            && self.hold_for_insert(hash).is_ok()
+        {
             return Ok(Plan::Ref { hash: *hash, len, create: Some(Place::File), bytes: None });
         }
         let bytes = match pinned.or_else(|| self.packed_bytes(hash)) {
@@ -115,7 +130,9 @@ impl Inner {
             _ => {
                 // A body only a reference-count row knows (shared).
                 return match self.index.ref_row_of(hash)? {
-                    Some(r) if r.len == len => Ok(Plan::Ref { hash: *hash, len, create: None, bytes: None }),
+                    Some(r) if r.len == len => {
+                        Ok(Plan::Ref { hash: *hash, len, create: None, bytes: None })
+                    }
                     _ => Err(StoreError::MissingBody(hex::encode(hash))),
                 };
             }
@@ -137,7 +154,13 @@ impl Inner {
     /// the location seen last and at the hints (only those in memory with
     /// `memory_only`), reading each candidate record. Errors: `Index` when
     /// the index cannot be read.
-    pub(crate) fn find_owner(&self, key: &[u8], hash: &Hash, len: u64, memory_only: bool) -> Result<Option<(Vec<u8>, Loc)>, StoreError> {
+    pub(crate) fn find_owner(
+        &self,
+        key: &[u8],
+        hash: &Hash,
+        len: u64,
+        memory_only: bool,
+    ) -> Result<Option<(Vec<u8>, Loc)>, StoreError> {
         let recent = lock(&self.recent).get(hash).copied();
         let mut tried = Vec::new();
         for loc in recent.into_iter().chain(self.hints.candidates(hash, memory_only)) {
@@ -164,14 +187,21 @@ impl Inner {
     /// shared body went, the owner was replaced, an owner of the same bytes
     /// appeared) is redone under the log's lock, ending in new bytes of the
     /// entry's own when nothing else holds.
-    pub(crate) fn write_planned(&self, key: &[u8], meta: &[u8], plan: Plan) -> Result<Applied, StoreError> {
+    pub(crate) fn write_planned(
+        &self,
+        key: &[u8],
+        meta: &[u8],
+        plan: Plan,
+    ) -> Result<Applied, StoreError> {
         let _log = lock(&self.log_lock);
         let mut plan = plan;
         // A failed share and the search that finds the owner again take
         // two rounds.
         for _ in 0..6 {
             plan = match plan {
-                Plan::None => return self.write_record_locked(key, meta, &RecBody::None, None, None),
+                Plan::None => {
+                    return self.write_record_locked(key, meta, &RecBody::None, None, None)
+                }
                 Plan::Owner { hash, bytes } => {
                     // An owner of the same bytes written since the plan was
                     // made is in the hints held in memory.
@@ -182,23 +212,54 @@ impl Inner {
                             continue;
                         }
                     }
-                    return self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None);
+                    return self.write_record_locked(
+                        key,
+                        meta,
+                        &RecBody::Inline { hash, bytes },
+                        None,
+                        None,
+                    );
                 }
                 Plan::Ref { hash, len, create, bytes } => {
-                    let applied = self.write_record_locked(key, meta, &RecBody::Ref { hash, len }, None, create)?;
+                    let applied = self.write_record_locked(
+                        key,
+                        meta,
+                        &RecBody::Ref { hash, len },
+                        None,
+                        create,
+                    )?;
                     match bytes {
                         // The shared body went meanwhile: store the bytes anew.
-                        Some(bytes) if applied.done.first() == Some(&false) => Plan::Owner { hash, bytes },
+                        Some(bytes) if applied.done.first() == Some(&false) => {
+                            Plan::Owner { hash, bytes }
+                        }
                         _ => return Ok(applied),
                     }
                 }
                 Plan::Share { hash, bytes, owner, owner_loc } => {
                     let len = bytes.len() as u64;
                     self.note_body_stored(&hash);
-                    let (_, body_loc) = self.packs.append(&self.next_stamp, b"", b"", &RecBody::Shared { hash, bytes: bytes.clone() })?;
-                    let (stamp, loc) = self.packs.append(&self.next_stamp, key, meta, &RecBody::Ref { hash, len })?;
-                    let put = Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: SlotBody::Ref { hash, len } }, expect: None, create: None };
-                    let applied = self.index.apply(&[Op::Share { owner, owner_loc, hash, len, body: body_loc }, put])?;
+                    let (_, body_loc) = self.packs.append(
+                        &self.next_stamp,
+                        b"",
+                        b"",
+                        &RecBody::Shared { hash, bytes: bytes.clone() },
+                    )?;
+                    let (stamp, loc) = self.packs.append(
+                        &self.next_stamp,
+                        key,
+                        meta,
+                        &RecBody::Ref { hash, len },
+                    )?;
+                    let put = Op::Put {
+                        key: key.to_vec(),
+                        slot: Slot { stamp, loc, body: SlotBody::Ref { hash, len } },
+                        expect: None,
+                        create: None,
+                    };
+                    let applied = self
+                        .index
+                        .apply(&[Op::Share { owner, owner_loc, hash, len, body: body_loc }, put])?;
                     match applied.done.as_slice() {
                         [true, true] => {
                             lock(&self.recent).put(hash, body_loc);
@@ -212,8 +273,12 @@ impl Inner {
             };
         }
         match plan {
-            Plan::Owner { hash, bytes } | Plan::Share { hash, bytes, .. } => self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None),
-            Plan::Ref { hash, len, create, .. } => self.write_record_locked(key, meta, &RecBody::Ref { hash, len }, None, create),
+            Plan::Owner { hash, bytes } | Plan::Share { hash, bytes, .. } => {
+                self.write_record_locked(key, meta, &RecBody::Inline { hash, bytes }, None, None)
+            }
+            Plan::Ref { hash, len, create, .. } => {
+                self.write_record_locked(key, meta, &RecBody::Ref { hash, len }, None, create)
+            }
             Plan::None => self.write_record_locked(key, meta, &RecBody::None, None, None),
         }
     }
@@ -221,7 +286,14 @@ impl Inner {
     /// Appends a record for `key` and writes its index row (with `expect`,
     /// only if the entry's current record is still there; a reference with
     /// `create` to a body without a row gives it one).
-    pub(crate) fn write_record(&self, key: &[u8], meta: &[u8], body: &RecBody, expect: Option<Loc>, create: Option<Place>) -> Result<Applied, StoreError> {
+    pub(crate) fn write_record(
+        &self,
+        key: &[u8],
+        meta: &[u8],
+        body: &RecBody,
+        expect: Option<Loc>,
+        create: Option<Place>,
+    ) -> Result<Applied, StoreError> {
         let _log = lock(&self.log_lock);
         self.write_record_locked(key, meta, body, expect, create)
     }
@@ -248,7 +320,12 @@ impl Inner {
             // "certainly not" to the filter.
             self.note_body_stored(hash);
         }
-        let applied = self.index.apply(&[Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect, create }])?;
+        let applied = self.index.apply(&[Op::Put {
+            key: key.to_vec(),
+            slot: Slot { stamp, loc, body: slot_body },
+            expect,
+            create,
+        }])?;
         if let (RecBody::Inline { hash, .. }, Some(true)) = (body, applied.done.first()) {
             lock(&self.recent).put(*hash, loc);
             self.hints.add(loc, hash);

@@ -116,7 +116,10 @@ impl BodyWriter {
     /// already removed and every further call fails.
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         if self.failed {
-            return Err(StoreError::Io { what: format!("write {}", self.shown()), source: io::Error::other("the body writer already failed") });
+            return Err(StoreError::Io {
+                what: format!("write {}", self.shown()),
+                source: io::Error::other("the body writer already failed"),
+            });
         }
         let new_len = self.len + chunk.len() as u64;
         let max_size = self.inner.max_size;
@@ -125,13 +128,16 @@ impl BodyWriter {
             return Err(StoreError::TooLarge { len: new_len, max_size });
         }
         #[cfg(test)]
-        let injected = self.fail_after.filter(|&n| new_len > n).map(|_| io::Error::from_raw_os_error(28));
+        let injected =
+            self.fail_after.filter(|&n| new_len > n).map(|_| io::Error::from_raw_os_error(28));
         #[cfg(not(test))]
         let injected: Option<io::Error> = None;
         let inline_max = self.inner.inline_max;
         let result = if let Some(e) = injected {
             Err(e)
-        } else if let Some(mem) = self.mem.as_mut().filter(|_| new_len < inline_max || new_len <= SPILL_AT) {
+        } else if let Some(mem) =
+            self.mem.as_mut().filter(|_| new_len < inline_max || new_len <= SPILL_AT)
+        {
             mem.extend_from_slice(chunk);
             Ok(())
         } else if self.mem.is_some() {
@@ -175,15 +181,23 @@ impl BodyWriter {
     /// removed and nothing was stored.
     pub fn finish(mut self) -> Result<CommittedBody, StoreError> {
         if self.failed {
-            return Err(StoreError::Io { what: format!("finish {}", self.shown()), source: io::Error::other("the body writer already failed") });
+            return Err(StoreError::Io {
+                what: format!("finish {}", self.shown()),
+                source: io::Error::other("the body writer already failed"),
+            });
         }
         if self.mem.is_some() {
             return self.finish_held(false);
         }
         let Some(buffered) = self.file.take() else {
-            return Err(StoreError::Io { what: format!("finish {}", self.shown()), source: io::Error::other("the body writer already failed") });
+            return Err(StoreError::Io {
+                what: format!("finish {}", self.shown()),
+                source: io::Error::other("the body writer already failed"),
+            });
         };
-        let file = buffered.into_inner().map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
+        let file = buffered
+            .into_inner()
+            .map_err(|e| io_err("write temporary body file", &self.tmp_path)(e.into_error()))?;
         // Not synced here: the background committer syncs it before any
         // checkpoint covering its entry (group commit, `maintenance.rs`).
         drop(file);
@@ -203,7 +217,8 @@ impl BodyWriter {
             }
         } else {
             blobs.ensure_parent(&target)?;
-            fs::rename(&self.tmp_path, &target).map_err(io_err("rename body into place at", &target))?;
+            fs::rename(&self.tmp_path, &target)
+                .map_err(io_err("rename body into place at", &target))?;
             // From here the temporary file is gone: the target is a complete
             // body (possibly not yet referenced, which the sweeps handle).
             self.closed = true;
@@ -225,7 +240,10 @@ impl BodyWriter {
     /// writes its cache files from its event loop. `Err(self)`, nothing
     /// done, when the body is in a temporary file or maintenance (verify,
     /// compaction) holds the store: call `finish` from a blocking thread.
-    #[allow(clippy::result_large_err, reason = "the writer is handed back to be finished elsewhere, moved once per body")]
+    #[allow(
+        clippy::result_large_err,
+        reason = "the writer is handed back to be finished elsewhere, moved once per body"
+    )]
     pub fn finish_quick(self) -> Result<Result<CommittedBody, StoreError>, BodyWriter> {
         if self.failed || self.mem.is_none() {
             return Err(self);
@@ -271,9 +289,16 @@ impl BodyWriter {
         let mut pins = blobs.lock_stripe(Blobs::stripe_of(hash));
         let intact = fs::metadata(&target).map(|m| m.is_file() && m.len() == len).unwrap_or(false);
         if !intact {
-            let written = fs::OpenOptions::new().write(true).create_new(true).open(&self.tmp_path).and_then(|mut f| f.write_all(bytes));
+            let written = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&self.tmp_path)
+                .and_then(|mut f| f.write_all(bytes));
             let placed = match written {
-                Ok(()) => blobs.ensure_parent(&target).and_then(|()| fs::rename(&self.tmp_path, &target).map_err(io_err("rename body into place at", &target))),
+                Ok(()) => blobs.ensure_parent(&target).and_then(|()| {
+                    fs::rename(&self.tmp_path, &target)
+                        .map_err(io_err("rename body into place at", &target))
+                }),
                 Err(e) => Err(io_err("write temporary body file", &self.tmp_path)(e)),
             };
             if let Err(e) = placed {

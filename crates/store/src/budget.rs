@@ -122,7 +122,10 @@ impl Inner {
         for e in entries {
             // Only over the record it was made for: a later insert has a larger stamp.
             let newer = index::with_entry_key(&e.primary_key, &e.secondary_key, |key| {
-                pending.get(key).filter(|p| p.stamp > e.last_used).map(|p| (p.stamp, p.meta.clone()))
+                pending
+                    .get(key)
+                    .filter(|p| p.stamp > e.last_used)
+                    .map(|p| (p.stamp, p.meta.clone()))
             });
             if let Some((stamp, meta)) = newer {
                 e.last_used = stamp;
@@ -138,7 +141,8 @@ impl Inner {
     /// lost touch only makes an entry look older than it is, a lost
     /// freshening staler.
     pub(super) fn apply_touches(&self) {
-        let batch: Vec<(Vec<u8>, Pending)> = std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
+        let batch: Vec<(Vec<u8>, Pending)> =
+            std::mem::take(&mut *lock(&self.pending)).into_iter().collect();
         let mut touches = Vec::new();
         for (key, p) in batch {
             match p.meta {
@@ -172,7 +176,13 @@ impl Inner {
                 Err(ReadError::Gone) => continue,
                 Err(e) => return Err(e.into_store_error(&slot.loc)),
             };
-            let applied = self.write_record(key, meta, &carried_body(rec.body, &slot.body), Some(slot.loc), None)?;
+            let applied = self.write_record(
+                key,
+                meta,
+                &carried_body(rec.body, &slot.body),
+                Some(slot.loc),
+                None,
+            )?;
             self.queue_reap(&applied.zero);
             if applied.done.first() == Some(&true) {
                 return Ok(());
@@ -194,7 +204,10 @@ impl Inner {
                 Step::Evicted => evicted += 1,
                 Step::Moved | Step::Skipped => {}
                 Step::End => {
-                    tracing::warn!(bytes = self.index.state().bytes, "bytes stored exceed the budget but no entry is left (run cache verify)");
+                    tracing::warn!(
+                        bytes = self.index.state().bytes,
+                        "bytes stored exceed the budget but no entry is left (run cache verify)"
+                    );
                     break;
                 }
             }
@@ -254,7 +267,10 @@ impl Inner {
             let st = self.index.state();
             let log = self.log_bytes();
             walked = start.saturating_sub(log).max(walked);
-            if log * 2 <= 3 * st.pack_live + 2 * SEGMENT_SIZE || walked >= COMPACT_STEP || st.tail.seg >= self.packs.head_seg() {
+            if log * 2 <= 3 * st.pack_live + 2 * SEGMENT_SIZE
+                || walked >= COMPACT_STEP
+                || st.tail.seg >= self.packs.head_seg()
+            {
                 return Ok(walked);
             }
             if self.tail_step(false)? == Step::End {
@@ -309,7 +325,9 @@ impl Inner {
         // The entry's last use, kept in its row when the record moves.
         let last_used = pending.as_ref().map_or(slot.stamp, |p| p.stamp.max(slot.stamp));
         if evict && !used {
-            let applied = self.index.apply(&[Op::Remove { key: rec.key.clone(), expect: Some(loc) }, Op::Tail(next)])?;
+            let applied = self
+                .index
+                .apply(&[Op::Remove { key: rec.key.clone(), expect: Some(loc) }, Op::Tail(next)])?;
             if applied.done.first() == Some(&true) {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
                 if let Some((pk, _)) = split_entry_key(&rec.key) {
@@ -325,7 +343,12 @@ impl Inner {
         let meta = pending.as_ref().and_then(|p| p.meta.clone()).unwrap_or(rec.meta);
         let body = carried_body(rec.body, &slot.body);
         let (_, new_loc) = self.packs.append(&self.next_stamp, &rec.key, &meta, &body)?;
-        let put = Op::Put { key: rec.key, slot: Slot { stamp: last_used, loc: new_loc, body: slot.body }, expect: Some(loc), create: None };
+        let put = Op::Put {
+            key: rec.key,
+            slot: Slot { stamp: last_used, loc: new_loc, body: slot.body },
+            expect: Some(loc),
+            create: None,
+        };
         let applied = self.index.apply(&[put, Op::Tail(next)])?;
         self.queue_reap(&applied.zero);
         if applied.done.first() != Some(&true) {
@@ -346,7 +369,13 @@ impl Inner {
     /// The tail step over the shared body record `rec` of `hash` at `loc`
     /// (the log's lock held): copied to the head while its reference-count
     /// row names it, else passed (dead: its last reference went).
-    fn shared_step(&self, rec: &Record, hash: Hash, loc: Loc, next: Pos) -> Result<Step, StoreError> {
+    fn shared_step(
+        &self,
+        rec: &Record,
+        hash: Hash,
+        loc: Loc,
+        next: Pos,
+    ) -> Result<Step, StoreError> {
         let live = match self.index.ref_row_of(&hash) {
             Ok(Some(r)) => r.place == Place::Packed(loc),
             Ok(None) => false,
@@ -360,7 +389,8 @@ impl Inner {
             return Ok(Step::Skipped);
         }
         let (_, new_loc) = self.packs.append(&self.next_stamp, b"", b"", &rec.body)?;
-        let applied = self.index.apply(&[Op::MoveShared { hash, from: loc, to: new_loc }, Op::Tail(next)])?;
+        let applied =
+            self.index.apply(&[Op::MoveShared { hash, from: loc, to: new_loc }, Op::Tail(next)])?;
         if applied.done.first() != Some(&true) {
             return Ok(Step::Skipped);
         }
@@ -385,7 +415,9 @@ impl Inner {
 /// is shared since becomes a reference (the shared body record holds it).
 fn carried_body(body: RecBody, slot: &SlotBody) -> RecBody {
     match (body, slot) {
-        (RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => RecBody::Ref { hash: *hash, len: *len },
+        (RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => {
+            RecBody::Ref { hash: *hash, len: *len }
+        }
         (body, _) => body,
     }
 }

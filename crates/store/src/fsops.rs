@@ -39,10 +39,13 @@ pub(crate) fn drop_cached_pages(file: &File, from: u64, to: Option<u64>) {
             Some(to) => to - from,
             None => 0, // to the end of the file
         };
-        let (Ok(off), Ok(len)) = (libc::off_t::try_from(from), libc::off_t::try_from(len)) else { return };
+        let (Ok(off), Ok(len)) = (libc::off_t::try_from(from), libc::off_t::try_from(len)) else {
+            return;
+        };
         // SAFETY: posix_fadvise only reads its arguments; the descriptor is
         // open for as long as `file` is borrowed.
-        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
+        let rc =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
         if rc != 0 {
             tracing::debug!(error = %io::Error::from_raw_os_error(rc), "posix_fadvise(DONTNEED) failed");
         }
@@ -67,7 +70,9 @@ pub(crate) mod page_test {
         let pages = map.len().div_ceil(4096);
         let mut resident = vec![0u8; pages];
         // SAFETY: `resident` has one byte per page of the mapped range.
-        let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), resident.as_mut_ptr()) };
+        let rc = unsafe {
+            libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), resident.as_mut_ptr())
+        };
         assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
         (resident.iter().filter(|b| **b & 1 == 1).count(), pages)
     }

@@ -6,7 +6,9 @@ pub(crate) type Hash = [u8; 32];
 /// Parses a lower-case hex SHA-256 as found in a file name or a
 /// [`super::CommittedBody`].
 pub(crate) fn parse_hash(hex_str: &str) -> Option<Hash> {
-    if hex_str.len() != 64 || !hex_str.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if hex_str.len() != 64
+        || !hex_str.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return None;
     }
     let mut out = [0u8; 32];

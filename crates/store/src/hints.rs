@@ -170,7 +170,11 @@ impl Sealed {
 
 fn decode_item(b: &[u8]) -> Hint {
     let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
-    Hint { fp: u64_at(0), off: u64_at(8), len: u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])) }
+    Hint {
+        fp: u64_at(0),
+        off: u64_at(8),
+        len: u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])),
+    }
 }
 
 /// The hints of one store's pack (see the module comment).
@@ -207,7 +211,8 @@ fn check_file(b: &[u8]) -> Option<u64> {
         return None;
     }
     let crc_at = b.len() - 4;
-    (crc32fast::hash(&b[..crc_at]) == u32::from_le_bytes(b[crc_at..].try_into().ok()?)).then_some(covered)
+    (crc32fast::hash(&b[..crc_at]) == u32::from_le_bytes(b[crc_at..].try_into().ok()?))
+        .then_some(covered)
 }
 
 /// Maps the hints file `path` if it is valid: (its map, the length it covers).
@@ -224,7 +229,9 @@ fn map_file(path: &Path) -> Option<(memmap2::Mmap, u64)> {
 /// a file lost or torn by a crash is found invalid and made again).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let tmp = path.with_extension("hints.tmp");
-    fs::File::create(&tmp).and_then(|mut f| f.write_all(bytes)).map_err(io_err("write pack hints", &tmp))?;
+    fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(io_err("write pack hints", &tmp))?;
     fs::rename(&tmp, path).map_err(io_err("rename pack hints into place at", path))
 }
 
@@ -384,7 +391,8 @@ impl Hints {
             .collect();
         for (seg, hints) in pending {
             let path = self.dir.join(hints_name(seg));
-            let covered = fs::metadata(self.dir.join(packs::segment_name(seg))).map(|m| m.len()).unwrap_or(0);
+            let covered =
+                fs::metadata(self.dir.join(packs::segment_name(seg))).map(|m| m.len()).unwrap_or(0);
             write_file(&path, &encode_file(covered, &hints))?;
             if let Some((map, _)) = map_file(&path) {
                 let mut sealed = locks::write(&self.sealed);
@@ -438,7 +446,8 @@ impl Hints {
     /// Hints held, in memory and in files (tests, reports).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        lock(&self.active).hints.len() + locks::read(&self.sealed).values().map(Sealed::count).sum::<usize>()
+        lock(&self.active).hints.len()
+            + locks::read(&self.sealed).values().map(Sealed::count).sum::<usize>()
     }
 }
 
@@ -455,7 +464,11 @@ mod tests {
 
     #[test]
     fn files_round_trip_and_damage_is_refused() {
-        let hints = vec![Hint { fp: 1, off: 0, len: 70 }, Hint { fp: 1, off: 90, len: 80 }, Hint { fp: 7, off: 200, len: 100 }];
+        let hints = vec![
+            Hint { fp: 1, off: 0, len: 70 },
+            Hint { fp: 1, off: 90, len: 80 },
+            Hint { fp: 7, off: 200, len: 100 },
+        ];
         let b = encode_file(300, &hints);
         assert_eq!(check_file(&b), Some(300));
         for i in [0, 9, 17, 30, b.len() - 1] {
@@ -489,7 +502,14 @@ mod tests {
             // Segments roll at 1 MiB in tests: 1,500 records of ~1.2 KiB.
             for i in 0..1500u32 {
                 let (hash, bytes) = body(i);
-                let (_, loc) = packs.append(&stamps, format!("k{i}").as_bytes(), b"m", &RecBody::Inline { hash, bytes }).unwrap();
+                let (_, loc) = packs
+                    .append(
+                        &stamps,
+                        format!("k{i}").as_bytes(),
+                        b"m",
+                        &RecBody::Inline { hash, bytes },
+                    )
+                    .unwrap();
                 hints.add(loc, &hash);
                 placed.push((hash, loc));
                 if i % 400 == 0 {
@@ -514,7 +534,10 @@ mod tests {
             let hints = Hints::open(&packs, 1).unwrap();
             assert_eq!(hints.len(), placed.len());
             for (hash, loc) in &placed {
-                assert!(hints.candidates(hash, false).contains(loc), "{loc:?} after a reopen (file removed: {remove})");
+                assert!(
+                    hints.candidates(hash, false).contains(loc),
+                    "{loc:?} after a reopen (file removed: {remove})"
+                );
             }
         }
         // Hints files of segments before the tail are deleted at open.

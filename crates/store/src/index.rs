@@ -187,13 +187,19 @@ impl Index {
         let tree = db.open_tree(TREE).map_err(sled_err)?;
         let state = match tree.get(STATE_KEY).map_err(sled_err)? {
             None => State::default(),
-            Some(v) => State::decode(&v).ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
+            Some(v) => State::decode(&v)
+                .ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
         };
         let generations = (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect();
         Ok(Index {
             db,
             tree,
-            mem: Mutex::new(Mem { state, active: Overlay::default(), flushing: None, committing: false }),
+            mem: Mutex::new(Mem {
+                state,
+                active: Overlay::default(),
+                flushing: None,
+                committing: false,
+            }),
             commit_writes: Mutex::new(()),
             generations,
             presence: presence::Presence::new(presence_bytes),
@@ -238,7 +244,11 @@ impl Index {
     /// background thread a step per round, so a large index never holds
     /// up its group commits. Errors: `Index` when sled cannot be read (the
     /// build is given up; the filter keeps answering as before).
-    pub fn build_presence_step(&self, build: &mut Option<PresenceBuild>, rows: usize) -> Result<bool, StoreError> {
+    pub fn build_presence_step(
+        &self,
+        build: &mut Option<PresenceBuild>,
+        rows: usize,
+    ) -> Result<bool, StoreError> {
         if build.is_none() {
             let mem = lock(&self.mem);
             let Some(fresh) = self.presence.start_build() else { return Ok(true) };
@@ -253,7 +263,10 @@ impl Index {
         let Some(b) = build.as_mut() else { return Ok(true) };
         let range = match &b.after {
             None => self.tree.range(..&ENTRIES_END[..]),
-            Some(k) => self.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(&ENTRIES_END[..]))),
+            Some(k) => self.tree.range::<&[u8], _>((
+                std::ops::Bound::Excluded(k.as_slice()),
+                std::ops::Bound::Excluded(&ENTRIES_END[..]),
+            )),
         };
         let mut seen = 0;
         for item in range {
@@ -331,7 +344,9 @@ impl Index {
         }
         match self.tree.get(key).map_err(sled_err)? {
             None => Ok(None),
-            Some(v) => Slot::decode(&v).map(Some).ok_or_else(|| corrupt(format!("the index row of {:?} is corrupt", String::from_utf8_lossy(key)))),
+            Some(v) => Slot::decode(&v).map(Some).ok_or_else(|| {
+                corrupt(format!("the index row of {:?} is corrupt", String::from_utf8_lossy(key)))
+            }),
         }
     }
 
@@ -346,7 +361,9 @@ impl Index {
         {
             let mem = lock(&self.mem);
             let mut lay = |rows: &BTreeMap<Vec<u8>, Option<Slot>>| {
-                for (k, v) in rows.range::<[u8], _>(range).take_while(|(k, _)| k.starts_with(prefix)) {
+                for (k, v) in
+                    rows.range::<[u8], _>(range).take_while(|(k, _)| k.starts_with(prefix))
+                {
                     match over.iter_mut().find(|(o, _)| o == k) {
                         Some(o) => o.1 = *v,
                         None => over.push((k.clone(), *v)),
@@ -397,7 +414,8 @@ impl Index {
         }
         let mut all = Overlay::default();
         if let Some(f) = mem.flushing.take() {
-            let f = Arc::try_unwrap(f).unwrap_or_else(|a| Overlay { slots: a.slots.clone(), refs: a.refs.clone() });
+            let f = Arc::try_unwrap(f)
+                .unwrap_or_else(|a| Overlay { slots: a.slots.clone(), refs: a.refs.clone() });
             all.absorb(f);
         }
         all.absorb(std::mem::take(&mut mem.active));
@@ -421,7 +439,8 @@ impl Index {
         let overlay = match mem.flushing.take() {
             // A commit that failed: its changes go again, under the newer ones.
             Some(f) => {
-                let mut older = Arc::try_unwrap(f).unwrap_or_else(|a| Overlay { slots: a.slots.clone(), refs: a.refs.clone() });
+                let mut older = Arc::try_unwrap(f)
+                    .unwrap_or_else(|a| Overlay { slots: a.slots.clone(), refs: a.refs.clone() });
                 older.absorb(active);
                 Arc::new(older)
             }
@@ -434,7 +453,9 @@ impl Index {
     /// Ends a commit that had nothing to write.
     pub fn cancel_commit(&self, commit: CommitBatch) {
         let mut mem = lock(&self.mem);
-        if mem.flushing.as_ref().is_some_and(|f| Arc::ptr_eq(f, &commit.overlay)) && commit.overlay.is_empty() {
+        if mem.flushing.as_ref().is_some_and(|f| Arc::ptr_eq(f, &commit.overlay))
+            && commit.overlay.is_empty()
+        {
             mem.flushing = None;
         }
     }
@@ -452,12 +473,17 @@ impl Index {
     /// reading and applying changes meanwhile: the rows being written are
     /// read from `flushing` until it is done), under `commit_writes`, which
     /// every other writer of sled rows takes first.
-    pub fn finish_commit(&self, commit: CommitBatch, checkpoint: Checkpoint) -> Result<(), StoreError> {
+    pub fn finish_commit(
+        &self,
+        commit: CommitBatch,
+        checkpoint: Checkpoint,
+    ) -> Result<(), StoreError> {
         {
             let _writes = lock(&self.commit_writes);
             let mine = {
                 let mut mem = lock(&self.mem);
-                let mine = mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false);
+                let mine =
+                    mem.flushing.as_ref().map(|f| Arc::ptr_eq(f, &commit.overlay)).unwrap_or(false);
                 mem.committing = mine;
                 mine
             };
@@ -472,7 +498,10 @@ impl Index {
             let written = self.tree.apply_batch(batch).map_err(sled_err);
             let mut mem = lock(&self.mem);
             mem.committing = false;
-            if mine && written.is_ok() && mem.flushing.as_ref().is_some_and(|f| Arc::ptr_eq(f, &commit.overlay)) {
+            if mine
+                && written.is_ok()
+                && mem.flushing.as_ref().is_some_and(|f| Arc::ptr_eq(f, &commit.overlay))
+            {
                 mem.flushing = None;
             }
             written?;
@@ -507,7 +536,9 @@ impl Index {
         }
         match self.tree.get(refs_key(hash)).map_err(sled_err)? {
             None => Ok(None),
-            Some(v) => RefRow::decode(&v).map(Some).ok_or_else(|| corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))),
+            Some(v) => RefRow::decode(&v).map(Some).ok_or_else(|| {
+                corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))
+            }),
         }
     }
 
@@ -516,7 +547,11 @@ impl Index {
     /// (`None` when the rows are done). For building the filter of stored
     /// bodies a step at a time; callers move the overlay into sled first.
     /// Errors: `Index`.
-    pub fn ref_hashes_step(&self, after: Option<&[u8]>, n: usize) -> Result<(Vec<Hash>, Option<Vec<u8>>), StoreError> {
+    pub fn ref_hashes_step(
+        &self,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<(Vec<Hash>, Option<Vec<u8>>), StoreError> {
         use std::ops::Bound;
         let end = [0xFF, b'r' + 1];
         let start = match after {
@@ -546,7 +581,8 @@ impl Index {
     /// The last commit checkpoint (zero when none was written).
     pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
         Ok(match self.tree.get(CHECKPOINT_KEY).map_err(sled_err)? {
-            Some(v) => Checkpoint::decode(&v).ok_or_else(|| corrupt("the commit checkpoint row is corrupt".into()))?,
+            Some(v) => Checkpoint::decode(&v)
+                .ok_or_else(|| corrupt("the commit checkpoint row is corrupt".into()))?,
             None => Checkpoint::default(),
         })
     }
@@ -619,13 +655,23 @@ mod tests {
     #[test]
     fn slots_round_trip_and_garbage_is_rejected_not_panicked_on() {
         let loc = Loc { seg: 3, off: 70_000_000, len: 1300 };
-        for body in [SlotBody::None, SlotBody::Inline { len: 1024 }, SlotBody::Ref { hash: [7; 32], len: 1 << 33 }] {
+        for body in [
+            SlotBody::None,
+            SlotBody::Inline { len: 1024 },
+            SlotBody::Ref { hash: [7; 32], len: 1 << 33 },
+        ] {
             let s = Slot { stamp: 1 << 40, loc, body };
             assert_eq!(Slot::decode(&s.encode()), Some(s));
         }
         let small = Slot { stamp: 900_000, loc, body: SlotBody::Inline { len: 1024 } }.encode();
         assert!(small.len() <= 14, "an inline entry's row stays small: {} bytes", small.len());
-        for garbage in [&b""[..], &b"\x01"[..], &b"\x32\x80"[..], &[0x33, 1, 1, 1, 1, 1][..], &[0x31, 1, 1, 1, 1, 9][..]] {
+        for garbage in [
+            &b""[..],
+            &b"\x01"[..],
+            &b"\x32\x80"[..],
+            &[0x33, 1, 1, 1, 1, 1][..],
+            &[0x31, 1, 1, 1, 1, 9][..],
+        ] {
             assert_eq!(Slot::decode(garbage), None);
         }
         let st = State {
@@ -645,7 +691,11 @@ mod tests {
             let r = RefRow { count: 3, len: 1 << 20, place };
             assert_eq!(RefRow::decode(&r.encode()), Some(r));
         }
-        assert_eq!(RefRow { count: 1, len: 2, place: Place::File }.encode().len(), 16, "a file's row is format 3's");
+        assert_eq!(
+            RefRow { count: 1, len: 2, place: Place::File }.encode().len(),
+            16,
+            "a file's row is format 3's"
+        );
         assert_eq!(RefRow::decode(b"short"), None);
         assert_eq!(State::decode(b""), None);
     }

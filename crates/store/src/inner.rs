@@ -89,7 +89,10 @@ impl Inner {
     /// a shared body record), checked against its hash; `None` when it is
     /// not a shared short body.
     pub(crate) fn shared_bytes(&self, hash: &Hash) -> Result<Option<Arc<Vec<u8>>>, StoreError> {
-        let Some(index::RefRow { place: Place::Packed(loc), .. }) = self.index.ref_row_of(hash)? else { return Ok(None) };
+        let Some(index::RefRow { place: Place::Packed(loc), .. }) = self.index.ref_row_of(hash)?
+        else {
+            return Ok(None);
+        };
         match self.read_record(&loc).as_deref() {
             Ok(Record { body: RecBody::Shared { hash: h, bytes }, .. }) if h == hash => {
                 lock(&self.recent).put(*hash, loc);
@@ -120,7 +123,10 @@ impl Inner {
         }
         let loc = *lock(&self.recent).get(hash)?;
         match self.read_record(&loc).as_deref() {
-            Ok(Record { body: RecBody::Inline { hash: h, bytes } | RecBody::Shared { hash: h, bytes }, .. }) if h == hash => Some(bytes.clone()),
+            Ok(Record {
+                body: RecBody::Inline { hash: h, bytes } | RecBody::Shared { hash: h, bytes },
+                ..
+            }) if h == hash => Some(bytes.clone()),
             _ => {
                 lock(&self.recent).pop(hash);
                 None
@@ -150,7 +156,11 @@ impl Inner {
 
     /// [`Inner::read_entry`], with the hash and location of the entry's
     /// short body when it has one in its record.
-    pub(crate) fn read_entry_located(&self, key: &[u8], value: &[u8]) -> Result<Option<record_cache::Located>, StoreError> {
+    pub(crate) fn read_entry_located(
+        &self,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<record_cache::Located>, StoreError> {
         let Some((primary_key, secondary_key)) = split_entry_key(key) else {
             tracing::warn!(key = ?String::from_utf8_lossy(key), "skipping an index entry with a malformed key");
             return Ok(None);
@@ -179,7 +189,10 @@ impl Inner {
             }
         };
         if rec.key != key {
-            tracing::warn!(primary_key, "skipping an entry whose record belongs to another key (run cache verify)");
+            tracing::warn!(
+                primary_key,
+                "skipping an entry whose record belongs to another key (run cache verify)"
+            );
             return Ok(None);
         }
         let mut packed = None;
@@ -192,9 +205,20 @@ impl Inner {
                 packed = Some((*hash, slot.loc));
                 Some(CommittedBody { sha256: hex::encode(hash), len: bytes.len() as u64 })
             }
-            RecBody::Ref { hash, len } => Some(CommittedBody { sha256: hex::encode(hash), len: *len }),
+            RecBody::Ref { hash, len } => {
+                Some(CommittedBody { sha256: hex::encode(hash), len: *len })
+            }
         };
-        Ok(Some((Entry { primary_key, secondary_key, meta: rec.meta.clone(), body, last_used: slot.stamp }, packed)))
+        Ok(Some((
+            Entry {
+                primary_key,
+                secondary_key,
+                meta: rec.meta.clone(),
+                body,
+                last_used: slot.stamp,
+            },
+            packed,
+        )))
     }
 }
 

@@ -73,7 +73,9 @@ mod tests {
         assert_eq!(Record::decode(&r.encode()), Some(r));
         let r = Record { stamp: 1, body: None, meta: vec![] };
         assert_eq!(Record::decode(&r.encode()), Some(r));
-        for garbage in [&b""[..], &b"\x02"[..], &b"\x01\x00"[..], &[1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 9][..]] {
+        for garbage in
+            [&b""[..], &b"\x02"[..], &b"\x01\x00"[..], &[1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 9][..]]
+        {
             assert_eq!(Record::decode(garbage), None);
         }
     }

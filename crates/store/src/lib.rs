@@ -132,7 +132,10 @@ pub use maintenance::COMMIT_INTERVAL;
 pub use scan::{Page, PageCursor, Scan};
 pub use stamp::clock_micros;
 pub use store::Store;
-pub use types::{BodyData, BodyReader, CommittedBody, Compaction, Entry, LookupVersion, Removal, StoreOptions, StoreStats};
+pub use types::{
+    BodyData, BodyReader, CommittedBody, Compaction, Entry, LookupVersion, Removal, StoreOptions,
+    StoreStats,
+};
 pub use verify::VerifyReport;
 
 #[cfg(test)]

@@ -93,7 +93,12 @@ pub(super) struct Recovered {
 /// segments the tail has passed. Consumes the clean-shutdown marker.
 /// Errors: `Io` when a file cannot be listed, read or removed, `Index` when
 /// sled fails.
-pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs) -> Result<Recovered, StoreError> {
+pub(super) fn open_sweep(
+    dir: &Path,
+    blobs: &Blobs,
+    index: &Index,
+    packs: &Packs,
+) -> Result<Recovered, StoreError> {
     let marker = dir.join(CLEAN_MARKER);
     let clean = marker.exists();
     if clean {
@@ -120,7 +125,10 @@ pub(super) fn open_sweep(dir: &Path, blobs: &Blobs, index: &Index, packs: &Packs
             }
         }
         if orphans > 0 {
-            tracing::info!(count = orphans, "removed orphan body files left by an unclean shutdown");
+            tracing::info!(
+                count = orphans,
+                "removed orphan body files left by an unclean shutdown"
+            );
         }
     }
     let tail = index.state().tail;
@@ -148,7 +156,8 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
                     pos.off = loc.off + loc.len as u64;
                     if let RecBody::Shared { hash, .. } = &rec.body {
                         // The shared body its row names must be whole.
-                        if matches!(index.ref_row_of(hash), Ok(Some(RefRow { place: Place::Packed(l), .. })) if l == loc) {
+                        if matches!(index.ref_row_of(hash), Ok(Some(RefRow { place: Place::Packed(l), .. })) if l == loc)
+                        {
                             checked += 1;
                             let whole = inline_intact(&rec.body);
                             bodies.insert(*hash, whole);
@@ -189,7 +198,9 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
         tracing::warn!("the index knows of pack records past what reached the disk (lost at a power loss); reading every index row");
         index.spill()?;
         for (k, row) in index.ref_rows()? {
-            if let (Ok(h), Some(RefRow { place: Place::Packed(l), .. })) = (<Hash>::try_from(k.as_slice()), row) {
+            if let (Ok(h), Some(RefRow { place: Place::Packed(l), .. })) =
+                (<Hash>::try_from(k.as_slice()), row)
+            {
                 if (Pos { seg: l.seg, off: l.off + l.len as u64 }) > valid_end {
                     broken_shared.insert(h);
                 }
@@ -207,8 +218,10 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
         for item in index.entry_rows() {
             let (k, v) = item.map_err(sled_err)?;
             let Some(slot) = Slot::decode(&v) else { continue };
-            let past = (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end;
-            let on_broken = matches!(slot.body, SlotBody::Ref { hash, .. } if broken_shared.contains(&hash));
+            let past =
+                (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end;
+            let on_broken =
+                matches!(slot.body, SlotBody::Ref { hash, .. } if broken_shared.contains(&hash));
             if (past || on_broken) && !doomed_keys.contains(k.as_ref()) {
                 if let Some((pk, _)) = split_entry_key(&k) {
                     tracing::warn!(primary_key = pk, "dropping an entry whose record or body did not reach the disk before the crash");
@@ -223,7 +236,11 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
         index.db.flush().map_err(sled_err)?;
     }
     if checked > 0 || !doomed.is_empty() {
-        tracing::info!(checked, dropped = doomed.len(), "re-checked the entries stored after the last commit");
+        tracing::info!(
+            checked,
+            dropped = doomed.len(),
+            "re-checked the entries stored after the last commit"
+        );
     }
     Ok(max_stamp)
 }
@@ -231,7 +248,14 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
 /// Whether the record `rec` of the entry `slot` is whole: it agrees with
 /// the row about its body, and the body hashes to its name (a body file
 /// or shared body record is hashed once, memoised in `bodies`).
-fn record_whole(blobs: &Blobs, index: &Index, packs: &Packs, rec: &packs::Record, slot: &Slot, bodies: &mut HashMap<Hash, bool>) -> bool {
+fn record_whole(
+    blobs: &Blobs,
+    index: &Index,
+    packs: &Packs,
+    rec: &packs::Record,
+    slot: &Slot,
+    bodies: &mut HashMap<Hash, bool>,
+) -> bool {
     if !inline_intact(&rec.body) {
         return false;
     }
@@ -244,7 +268,9 @@ fn record_whole(blobs: &Blobs, index: &Index, packs: &Packs, rec: &packs::Record
                 return false;
             }
             let (hash, len) = (*hash, *len);
-            *bodies.entry(hash).or_insert_with(|| referenced_body_whole(blobs, index, packs, &hash, len))
+            *bodies
+                .entry(hash)
+                .or_insert_with(|| referenced_body_whole(blobs, index, packs, &hash, len))
         }
         _ => false,
     }
@@ -252,9 +278,18 @@ fn record_whole(blobs: &Blobs, index: &Index, packs: &Packs, rec: &packs::Record
 
 /// Whether the referenced body `hash` of `len` bytes (a body file or a
 /// shared body record, as its reference-count row says) is whole.
-fn referenced_body_whole(blobs: &Blobs, index: &Index, packs: &Packs, hash: &Hash, len: u64) -> bool {
+fn referenced_body_whole(
+    blobs: &Blobs,
+    index: &Index,
+    packs: &Packs,
+    hash: &Hash,
+    len: u64,
+) -> bool {
     match index.ref_row_of(hash) {
-        Ok(Some(RefRow { place: Place::File, len: l, .. })) => l == len && matches!(hash_file(&blobs.path(hash)), Ok((got, n)) if got == *hash && n == len),
+        Ok(Some(RefRow { place: Place::File, len: l, .. })) => {
+            l == len
+                && matches!(hash_file(&blobs.path(hash)), Ok((got, n)) if got == *hash && n == len)
+        }
         Ok(Some(RefRow { place: Place::Packed(loc), len: l, .. })) => {
             l == len
                 && matches!(packs.read(&loc), Ok(r) if matches!(&r.body, RecBody::Shared { hash: h, bytes } if h == hash && bytes.len() as u64 == len) && inline_intact(&r.body))
@@ -265,11 +300,17 @@ fn referenced_body_whole(blobs: &Blobs, index: &Index, packs: &Packs, hash: &Has
 
 /// Starts the background thread over `inner`; it stops when `wake` receives
 /// `false` or `inner` is gone. Errors: `Io` when the thread cannot start.
-pub(super) fn spawn(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) -> Result<std::thread::JoinHandle<()>, StoreError> {
+pub(super) fn spawn(
+    inner: Weak<Inner>,
+    wake: mpsc::Receiver<bool>,
+) -> Result<std::thread::JoinHandle<()>, StoreError> {
     std::thread::Builder::new()
         .name("crawlcache-store".into())
         .spawn(move || maintenance_loop(inner, wake))
-        .map_err(|source| StoreError::Io { what: "start the store's background thread".into(), source })
+        .map_err(|source| StoreError::Io {
+            what: "start the store's background thread".into(),
+            source,
+        })
 }
 
 /// Stops and joins the background thread when the last `Store` clone goes.
@@ -308,7 +349,9 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
         };
         let Some(inner) = inner.upgrade() else { return };
         if presence_build.is_some() || inner.index.presence_needs_build() {
-            if let Err(e) = inner.index.build_presence_step(&mut presence_build, PRESENCE_ROWS_PER_STEP) {
+            if let Err(e) =
+                inner.index.build_presence_step(&mut presence_build, PRESENCE_ROWS_PER_STEP)
+            {
                 tracing::warn!(error = %e, "building the filter of stored keys failed; lookups read the index meanwhile");
             }
         }
@@ -318,7 +361,9 @@ fn maintenance_loop(inner: Weak<Inner>, wake: mpsc::Receiver<bool>) {
             }
         }
         let due = woken || last_maintenance.elapsed() >= MAINTENANCE_INTERVAL;
-        let written = inner.next_stamp.load(Ordering::Acquire) != inner.checkpointed.load(Ordering::Acquire) || inner.index.has_changes();
+        let written = inner.next_stamp.load(Ordering::Acquire)
+            != inner.checkpointed.load(Ordering::Acquire)
+            || inner.index.has_changes();
         if !due && !written && lock(&inner.unsynced).is_empty() {
             continue;
         }
@@ -376,8 +421,13 @@ impl Inner {
         let batch: Vec<Hash> = std::mem::take(&mut *lock(&self.unsynced));
         // Stamps issued without a record appended (touches: a hit, a
         // freshening waiting for `apply_touches`) move no checkpoint.
-        let stamps_moved = n != self.checkpointed.load(Ordering::Acquire) && end != *lock(&self.end_committed);
-        if batch.is_empty() && changes.is_empty() && !stamps_moved && tail == *lock(&self.tail_committed) {
+        let stamps_moved =
+            n != self.checkpointed.load(Ordering::Acquire) && end != *lock(&self.end_committed);
+        if batch.is_empty()
+            && changes.is_empty()
+            && !stamps_moved
+            && tail == *lock(&self.tail_committed)
+        {
             self.index.cancel_commit(changes);
             return Ok(());
         }
@@ -488,17 +538,21 @@ impl Inner {
         stripes.sort_unstable();
         stripes.dedup();
         // Ascending order; no other code holds more than one stripe at a time.
-        let guards: HashMap<usize, _> = stripes.iter().map(|&i| (i, self.blobs.lock_stripe(i))).collect();
+        let guards: HashMap<usize, _> =
+            stripes.iter().map(|&i| (i, self.blobs.lock_stripe(i))).collect();
         let mut doomed = Vec::new();
         for h in &queued {
-            let pinned = guards.get(&Blobs::stripe_of(h)).map(|g| Blobs::pinned(g, h)).unwrap_or(true);
+            let pinned =
+                guards.get(&Blobs::stripe_of(h)).map(|g| Blobs::pinned(g, h)).unwrap_or(true);
             if pinned {
                 continue;
             }
             match self.index.file_referenced(h) {
                 Ok(false) => doomed.push(*h),
                 Ok(true) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot read a reference count; keeping the body"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read a reference count; keeping the body")
+                }
             }
         }
         if doomed.is_empty() {
@@ -515,7 +569,9 @@ impl Inner {
             match fs::remove_file(&path) {
                 Ok(()) => tracing::debug!(body = %hex::encode(h), "deleted unreferenced body"),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot delete unreferenced body"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot delete unreferenced body")
+                }
             }
         }
         drop(guards);

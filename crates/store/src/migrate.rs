@@ -50,19 +50,32 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// Migrates the store of format 1 or 2 in `dir` (whose sled database `db`
 /// is open) to the layout of format 3. Errors: `Io` when a file cannot be read or written, `Index` when sled
 /// fails; the old store is then untouched and the next open tries again.
-pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> Result<(), StoreError> {
+pub(crate) fn run(
+    dir: &Path,
+    db: &sled::Db,
+    blobs: &Blobs,
+    inline_max: u64,
+) -> Result<(), StoreError> {
     let from = format::read(dir)?.unwrap_or(1);
     let started = Instant::now();
     let old_entries = db.open_tree("entries").map_err(sled_err)?;
     let counters = db.open_tree("counters").map_err(sled_err)?;
     let total = old_entries.len();
-    eprintln!("crawlcache: migrating the cache in {} from store format {from} to {} ({total} entries)", dir.display(), format::FORMAT);
+    eprintln!(
+        "crawlcache: migrating the cache in {} from store format {from} to {} ({total} entries)",
+        dir.display(),
+        format::FORMAT
+    );
     const LAYOUT: u32 = 3;
     // Format 2 without a clean close: bodies of entries stamped at or after
     // its checkpoint may not have reached the disk.
     let clean = dir.join("clean-shutdown").exists();
     let suspect_from = match (from, clean) {
-        (2, false) => counters.get(legacy::CHECKPOINT_KEY).map_err(sled_err)?.and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes)).unwrap_or(0),
+        (2, false) => counters
+            .get(legacy::CHECKPOINT_KEY)
+            .map_err(sled_err)?
+            .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
+            .unwrap_or(0),
         _ => u64::MAX,
     };
 
@@ -95,7 +108,10 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
                 let path = blobs.path(&hash);
                 if len < inline_max {
                     match fs::read(&path) {
-                        Ok(bytes) if bytes.len() as u64 == len && Sha256::digest(&bytes).as_slice() == hash => {
+                        Ok(bytes)
+                            if bytes.len() as u64 == len
+                                && Sha256::digest(&bytes).as_slice() == hash =>
+                        {
                             inlined += 1;
                             Some(RecBody::Inline { hash, bytes: std::sync::Arc::new(bytes) })
                         }
@@ -118,17 +134,27 @@ pub(crate) fn run(dir: &Path, db: &sled::Db, blobs: &Blobs, inline_max: u64) -> 
         let (stamp, loc) = packs.append(&stamps, &key, &rec.meta, &body)?;
         let (slot_body, create) = match &body {
             RecBody::Inline { bytes, .. } => (SlotBody::Inline { len: bytes.len() as u64 }, None),
-            RecBody::Ref { hash, len } => (SlotBody::Ref { hash: *hash, len: *len }, Some(Place::File)),
+            RecBody::Ref { hash, len } => {
+                (SlotBody::Ref { hash: *hash, len: *len }, Some(Place::File))
+            }
             RecBody::None | RecBody::Shared { .. } => (SlotBody::None, None),
         };
-        ops.push(Op::Put { key: key.to_vec(), slot: Slot { stamp, loc, body: slot_body }, expect: None, create });
+        ops.push(Op::Put {
+            key: key.to_vec(),
+            slot: Slot { stamp, loc, body: slot_body },
+            expect: None,
+            create,
+        });
         if ops.len() >= BATCH {
             index.apply(&ops)?;
             ops.clear();
         }
         if last_progress.elapsed() >= PROGRESS_EVERY {
             last_progress = Instant::now();
-            eprintln!("crawlcache: migrating: {done} of {total} entries ({:.0} s)", started.elapsed().as_secs_f64());
+            eprintln!(
+                "crawlcache: migrating: {done} of {total} entries ({:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     index.apply(&ops)?;
@@ -167,7 +193,8 @@ pub(crate) fn finish(db: &sled::Db, blobs: &Blobs) -> Result<(), StoreError> {
     for f in blobs.walk()? {
         if let BodyFile::Valid(h, path) = f {
             if !index.file_referenced(&h)? {
-                fs::remove_file(&path).map_err(io_err("remove the file of a body moved into the pack", &path))?;
+                fs::remove_file(&path)
+                    .map_err(io_err("remove the file of a body moved into the pack", &path))?;
             }
         }
     }
@@ -191,7 +218,12 @@ pub(crate) fn finish(db: &sled::Db, blobs: &Blobs) -> Result<(), StoreError> {
 /// Memory: a count per distinct short body while it runs (about 50 bytes
 /// each), plus the location of each duplicated one.
 /// Errors: `Io` / `Index`; the store is then as a crash would leave it.
-pub(crate) fn merge_duplicates(dir: &Path, index: &Index, packs: &Packs, next_stamp: u64) -> Result<u64, StoreError> {
+pub(crate) fn merge_duplicates(
+    dir: &Path,
+    index: &Index,
+    packs: &Packs,
+    next_stamp: u64,
+) -> Result<u64, StoreError> {
     let started = Instant::now();
     let total = index.state().entries;
     eprintln!("crawlcache: migrating the cache in {} to store format {}: sharing duplicate short bodies ({total} entries)", dir.display(), format::FORMAT);
@@ -215,7 +247,10 @@ pub(crate) fn merge_duplicates(dir: &Path, index: &Index, packs: &Packs, next_st
         seen += 1;
         if last_progress.elapsed() >= PROGRESS_EVERY {
             last_progress = Instant::now();
-            eprintln!("crawlcache: migrating: read {seen} of {total} entries ({:.0} s)", started.elapsed().as_secs_f64());
+            eprintln!(
+                "crawlcache: migrating: read {seen} of {total} entries ({:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     counts.retain(|h, n| *n > 1 || index.ref_row_of(h).ok().flatten().is_some());
@@ -237,7 +272,12 @@ pub(crate) fn merge_duplicates(dir: &Path, index: &Index, packs: &Packs, next_st
             }
             if pass == 0 {
                 if !records.contains_key(hash) && index.ref_row_of(hash)?.is_none() {
-                    let (_, loc) = packs.append(&stamps, b"", b"", &RecBody::Shared { hash: *hash, bytes: bytes.clone() })?;
+                    let (_, loc) = packs.append(
+                        &stamps,
+                        b"",
+                        b"",
+                        &RecBody::Shared { hash: *hash, bytes: bytes.clone() },
+                    )?;
                     records.insert(*hash, loc);
                 }
                 continue;

@@ -45,7 +45,9 @@ pub(crate) fn index_segment_size(index_dir: &Path) -> usize {
         Err(_) => SLED_DEFAULT_SEGMENT_SIZE,
         Ok(conf) => String::from_utf8_lossy(&conf)
             .lines()
-            .find_map(|l| l.strip_prefix("segment_size:").and_then(|v| v.trim().parse::<usize>().ok()))
+            .find_map(|l| {
+                l.strip_prefix("segment_size:").and_then(|v| v.trim().parse::<usize>().ok())
+            })
             .filter(|n| n.is_power_of_two())
             .unwrap_or(SLED_DEFAULT_SEGMENT_SIZE),
     }
@@ -63,24 +65,26 @@ fn keep_index_reserve(path: &Path, len: u64) {
     if fs::metadata(path).is_ok_and(|m| m.len() == len) {
         return;
     }
-    let made = fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).and_then(|f| {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-            // SAFETY: `f` is an open descriptor for the whole call.
-            match unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len) } {
-                0 => Ok(()),
-                e => Err(std::io::Error::from_raw_os_error(e)),
+    let made =
+        fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).and_then(|f| {
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::fd::AsRawFd;
+                let len = libc::off_t::try_from(len)
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+                // SAFETY: `f` is an open descriptor for the whole call.
+                match unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len) } {
+                    0 => Ok(()),
+                    e => Err(std::io::Error::from_raw_os_error(e)),
+                }
             }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            use std::io::Write as _;
-            let mut f = f;
-            f.write_all(&vec![0u8; len as usize])
-        }
-    });
+            #[cfg(not(target_os = "linux"))]
+            {
+                use std::io::Write as _;
+                let mut f = f;
+                f.write_all(&vec![0u8; len as usize])
+            }
+        });
     if let Err(e) = made {
         let _ = fs::remove_file(path);
         tracing::warn!(path = %path.display(), error = %e, "cannot set aside disk space for the cache index; opening the cache on a full disk may fail until space is freed");
@@ -106,21 +110,32 @@ pub(crate) fn open_index(dir: &Path, cache: u64) -> Result<sled::Db, StoreError>
 
 /// [`open_index`] with `segment_size` ([`index_segment_size`]), using the
 /// reserve when the disk is full.
-fn open_index_with_reserve(dir: &Path, cache: u64, segment_size: usize) -> Result<sled::Db, StoreError> {
+fn open_index_with_reserve(
+    dir: &Path,
+    cache: u64,
+    segment_size: usize,
+) -> Result<sled::Db, StoreError> {
     let closed_at = lock(&CLOSED).iter().find(|(d, _)| d == dir).map(|(_, t)| *t);
     let index_dir = dir.join("index");
     let conf = index_dir.join("conf");
     let new_index = !conf.exists();
     let mut released = false;
     loop {
-        match sled::Config::new().path(&index_dir).cache_capacity(cache.max(1 << 20)).segment_size(segment_size).open() {
+        match sled::Config::new()
+            .path(&index_dir)
+            .cache_capacity(cache.max(1 << 20))
+            .segment_size(segment_size)
+            .open()
+        {
             Ok(db) => {
                 if new_index {
                     // sled writes `conf` without syncing it, and an index whose
                     // `conf` is lost or empty would be opened with sled's
                     // default segment size (`index_segment_size`): made
                     // durable before anything is stored in the index.
-                    fs::File::open(&conf).and_then(|f| f.sync_all()).map_err(io_err("sync", &conf))?;
+                    fs::File::open(&conf)
+                        .and_then(|f| f.sync_all())
+                        .map_err(io_err("sync", &conf))?;
                     sync_dir(&index_dir)?;
                 }
                 return Ok(db);
@@ -132,12 +147,25 @@ fn open_index_with_reserve(dir: &Path, cache: u64, segment_size: usize) -> Resul
                 }
                 return Err(StoreError::InUse { dir: dir.to_path_buf() });
             }
-            Err(sled::Error::Io(ref io)) if io.raw_os_error() == Some(libc::ENOSPC) && !released && dir.join(INDEX_RESERVE).exists() => {
-                tracing::warn!("the disk holding {} is full: using the space set aside for the cache index", dir.display());
-                fs::remove_file(dir.join(INDEX_RESERVE)).map_err(io_err("remove", &dir.join(INDEX_RESERVE)))?;
+            Err(sled::Error::Io(ref io))
+                if io.raw_os_error() == Some(libc::ENOSPC)
+                    && !released
+                    && dir.join(INDEX_RESERVE).exists() =>
+            {
+                tracing::warn!(
+                    "the disk holding {} is full: using the space set aside for the cache index",
+                    dir.display()
+                );
+                fs::remove_file(dir.join(INDEX_RESERVE))
+                    .map_err(io_err("remove", &dir.join(INDEX_RESERVE)))?;
                 released = true;
             }
-            Err(e) => return Err(StoreError::Index(format!("cannot open {}: {e}", dir.join("index").display()))),
+            Err(e) => {
+                return Err(StoreError::Index(format!(
+                    "cannot open {}: {e}",
+                    dir.join("index").display()
+                )))
+            }
         }
     }
 }

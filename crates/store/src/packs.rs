@@ -129,7 +129,9 @@ impl RecBody {
     pub fn hash_len(&self) -> Option<(Hash, u64)> {
         match self {
             RecBody::None => None,
-            RecBody::Inline { hash, bytes } | RecBody::Shared { hash, bytes } => Some((*hash, bytes.len() as u64)),
+            RecBody::Inline { hash, bytes } | RecBody::Shared { hash, bytes } => {
+                Some((*hash, bytes.len() as u64))
+            }
             RecBody::Ref { hash, len } => Some((*hash, *len)),
         }
     }
@@ -168,8 +170,14 @@ impl ReadError {
     /// As a store error naming the record.
     pub fn into_store_error(self, loc: &Loc) -> StoreError {
         match self {
-            ReadError::Gone => StoreError::Index(format!("pack segment {} is gone (record at {})", loc.seg, loc.off)),
-            ReadError::Invalid(m) => StoreError::Index(format!("pack record at segment {} offset {} is damaged: {m}", loc.seg, loc.off)),
+            ReadError::Gone => StoreError::Index(format!(
+                "pack segment {} is gone (record at {})",
+                loc.seg, loc.off
+            )),
+            ReadError::Invalid(m) => StoreError::Index(format!(
+                "pack record at segment {} offset {} is damaged: {m}",
+                loc.seg, loc.off
+            )),
             ReadError::Io(e) => e,
         }
     }
@@ -246,8 +254,14 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
     let body_len = be_u64(bytes, 24);
     let mut hash = [0u8; 32];
     hash.copy_from_slice(&bytes[32..64]);
-    let inline_len = if matches!(bytes[2], 1 | 3) { usize::try_from(body_len).unwrap_or(usize::MAX) } else { 0 };
-    if HEADER_LEN.checked_add(key_len).and_then(|n| n.checked_add(meta_len)).and_then(|n| n.checked_add(inline_len)) != Some(crc_at) {
+    let inline_len =
+        if matches!(bytes[2], 1 | 3) { usize::try_from(body_len).unwrap_or(usize::MAX) } else { 0 };
+    if HEADER_LEN
+        .checked_add(key_len)
+        .and_then(|n| n.checked_add(meta_len))
+        .and_then(|n| n.checked_add(inline_len))
+        != Some(crc_at)
+    {
         return Err("field lengths disagree with the record length".into());
     }
     let key = bytes[HEADER_LEN..HEADER_LEN + key_len].to_vec();
@@ -271,7 +285,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
 /// SHA-256 it names (always true for the other kinds).
 pub(crate) fn inline_intact(body: &RecBody) -> bool {
     match body {
-        RecBody::Inline { hash, bytes } | RecBody::Shared { hash, bytes } => Sha256::digest(bytes.as_slice()).as_slice() == hash,
+        RecBody::Inline { hash, bytes } | RecBody::Shared { hash, bytes } => {
+            Sha256::digest(bytes.as_slice()).as_slice() == hash
+        }
         RecBody::None | RecBody::Ref { .. } => true,
     }
 }
@@ -285,7 +301,8 @@ fn read_exact_at(f: &File, buf: &mut [u8], off: u64) -> io::Result<()> {
     {
         let mut done = 0;
         while done < buf.len() {
-            let n = std::os::windows::fs::FileExt::seek_read(f, &mut buf[done..], off + done as u64)?;
+            let n =
+                std::os::windows::fs::FileExt::seek_read(f, &mut buf[done..], off + done as u64)?;
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
@@ -412,7 +429,9 @@ pub(crate) fn parse_hints_name(name: &str) -> Option<u32> {
 /// `NNNNNNNN<suffix>` -> NNNNNNNN.
 fn parse_numbered(name: &str, suffix: &str) -> Option<u32> {
     let digits = name.strip_suffix(suffix)?;
-    (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+    (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 /// Removes the hints file of segment `seg`, if there is one.
@@ -461,7 +480,13 @@ impl Packs {
         let (segs, _) = list_segments(dir)?;
         let (seg, len) = segs.last().copied().unwrap_or((1, 0));
         let path = dir.join(segment_name(seg));
-        let file = fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io_err("open pack segment", &path))?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err("open pack segment", &path))?;
         let bytes = segs.iter().map(|s| s.1).sum::<u64>().max(len);
         Ok(Packs {
             dir: dir.to_path_buf(),
@@ -493,7 +518,11 @@ impl Packs {
         }
         remove_hints(&self.dir, seg)?;
         let path = self.dir.join(segment_name(seg));
-        let file = fs::OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("open pack segment", &path))?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err("open pack segment", &path))?;
         file.set_len(len).map_err(io_err("truncate pack segment", &path))?;
         file.sync_all().map_err(io_err("sync pack segment", &path))?;
         lock(&self.readers).clear();
@@ -512,7 +541,13 @@ impl Packs {
     /// Returns the record's stamp and location.
     /// Errors: `Io` when a new segment cannot be created, or the buffer
     /// cannot be written while [`PENDING_MAX`] bytes are pending.
-    pub fn append(&self, stamps: &AtomicU64, key: &[u8], meta: &[u8], body: &RecBody) -> Result<(u64, Loc), StoreError> {
+    pub fn append(
+        &self,
+        stamps: &AtomicU64,
+        key: &[u8],
+        meta: &[u8],
+        body: &RecBody,
+    ) -> Result<(u64, Loc), StoreError> {
         let mut w = lock(&self.writer);
         let rec_len = record_len(key, meta, body) as u64;
         if w.len > 0 && w.len + rec_len > SEGMENT_SIZE {
@@ -522,7 +557,10 @@ impl Packs {
         if w.pending.len() >= PENDING_FLUSH {
             if let Err(e) = w.flush() {
                 if w.pending.len() >= PENDING_MAX {
-                    return Err(io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e));
+                    return Err(io_err(
+                        "append to pack segment",
+                        &self.dir.join(segment_name(w.seg)),
+                    )(e));
                 }
                 tracing::warn!(error = %e, segment = w.seg, "cannot write the pack segment; its last records stay in memory and are retried");
             }
@@ -544,7 +582,8 @@ impl Packs {
 
     /// [`Packs::flush`] with the writer's lock already held.
     fn flush_locked(&self, w: &mut Writer) -> Result<(), StoreError> {
-        w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))
+        w.flush()
+            .map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))
     }
 
     /// The end of the log and the next stamp, read together (see
@@ -570,7 +609,8 @@ impl Packs {
         let (segs, head) = {
             let mut w = lock(&self.writer);
             self.flush_locked(&mut w)?;
-            let segs: Vec<(u32, u64)> = std::mem::take(&mut *lock(&self.unsynced)).into_iter().collect();
+            let segs: Vec<(u32, u64)> =
+                std::mem::take(&mut *lock(&self.unsynced)).into_iter().collect();
             (segs, (w.seg, w.len))
         };
         // A segment created since the last call: its name too (a record in
@@ -584,7 +624,10 @@ impl Packs {
         }
         for (i, (seg, from)) in segs.iter().enumerate() {
             let synced = match self.handle(*seg) {
-                Ok(f) => f.sync_data().map(|()| Some(f)).map_err(io_err("sync pack segment", &self.dir.join(segment_name(*seg)))),
+                Ok(f) => f
+                    .sync_data()
+                    .map(|()| Some(f))
+                    .map_err(io_err("sync pack segment", &self.dir.join(segment_name(*seg)))),
                 Err(ReadError::Gone) => Ok(None),
                 Err(e) => Err(e.into_store_error(&Loc { seg: *seg, off: 0, len: 0 })),
             };
@@ -645,8 +688,15 @@ impl Packs {
         let mut buf = vec![0u8; loc.len as usize];
         match self.read_bytes(loc.seg, loc.off, &mut buf)? {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(ReadError::Invalid("the segment ends before the record".into())),
-            Err(e) => return Err(ReadError::Io(io_err("read pack segment", &self.dir.join(segment_name(loc.seg)))(e))),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Err(ReadError::Invalid("the segment ends before the record".into()))
+            }
+            Err(e) => {
+                return Err(ReadError::Io(io_err(
+                    "read pack segment",
+                    &self.dir.join(segment_name(loc.seg)),
+                )(e)))
+            }
         }
         decode(&buf).map_err(ReadError::Invalid)
     }
@@ -682,7 +732,8 @@ impl Packs {
         if pos.off + 8 > seg_len || self.read_bytes(pos.seg, pos.off, &mut head)?.is_err() {
             return Err(ReadError::Invalid("a partial record header".into()));
         }
-        let total = announced_len(&head).ok_or_else(|| ReadError::Invalid("no record header".into()))?;
+        let total =
+            announced_len(&head).ok_or_else(|| ReadError::Invalid("no record header".into()))?;
         if total > MAX_RECORD || pos.off + total > seg_len {
             return Err(ReadError::Invalid("the record runs past the end of its segment".into()));
         }
@@ -719,7 +770,8 @@ impl Packs {
             match fs::remove_file(&p) {
                 Ok(()) => {
                     n += 1;
-                    self.bytes.fetch_sub(len.min(self.bytes.load(Ordering::Acquire)), Ordering::AcqRel);
+                    self.bytes
+                        .fetch_sub(len.min(self.bytes.load(Ordering::Acquire)), Ordering::AcqRel);
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_err("remove pack segment", &p)(e)),
@@ -746,10 +798,18 @@ impl Packs {
     /// Writes the records pending for the segment of `w` to it and starts
     /// the next segment (the writer's lock held).
     fn start_segment(&self, w: &mut Writer) -> Result<(), StoreError> {
-        w.flush().map_err(|e| io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e))?;
+        w.flush().map_err(|e| {
+            io_err("append to pack segment", &self.dir.join(segment_name(w.seg)))(e)
+        })?;
         let seg = w.seg + 1;
         let path = self.dir.join(segment_name(seg));
-        let file = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).map_err(io_err("create pack segment", &path))?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(io_err("create pack segment", &path))?;
         lock(&self.unsynced).entry(w.seg).or_insert(0);
         // Its name reaches the disk with the next sync.
         self.dir_unsynced.store(true, Ordering::Release);
@@ -800,7 +860,10 @@ mod tests {
         let file = encode(7, b"k", b"", &RecBody::Ref { hash: [9; 32], len: 1 << 40 });
         assert_eq!(decode(&file).unwrap().body, RecBody::Ref { hash: [9; 32], len: 1 << 40 });
         let shared_bytes = Arc::new(b"shared".to_vec());
-        let shared = RecBody::Shared { hash: Sha256::digest(shared_bytes.as_slice()).into(), bytes: shared_bytes };
+        let shared = RecBody::Shared {
+            hash: Sha256::digest(shared_bytes.as_slice()).into(),
+            bytes: shared_bytes,
+        };
         let d = decode(&encode(8, b"", b"", &shared)).unwrap();
         assert_eq!((d.key.len(), d.meta.len(), &d.body), (0, 0, &shared));
         assert!(inline_intact(&d.body));
@@ -824,7 +887,10 @@ mod tests {
         let (s2, l2) = packs.append(&stamps, b"b", b"mm", &RecBody::None).unwrap();
         assert!(s2 > s1 && l2.off == l1.off + l1.len as u64);
         assert_eq!(packs.read(&l2).unwrap().key, b"b");
-        let (rec, loc) = packs.read_at(Pos { seg: l1.seg, off: 0 }, packs.seg_len(l1.seg).unwrap()).unwrap().unwrap();
+        let (rec, loc) = packs
+            .read_at(Pos { seg: l1.seg, off: 0 }, packs.seg_len(l1.seg).unwrap())
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.key.as_slice(), loc), (&b"a"[..], l1));
         assert!(packs.read(&Loc { seg: 99, off: 0, len: 70 }).is_err());
         assert_eq!(parse_segment_name(&segment_name(12)), Some(12));
@@ -839,24 +905,38 @@ mod tests {
         let packs = Packs::open(dir.path()).unwrap();
         let body = Arc::new(vec![7u8; 3000]);
         let hash: Hash = Sha256::digest(body.as_slice()).into();
-        let (_, l1) = packs.append(&stamps, b"k1", b"m1", &RecBody::Inline { hash, bytes: body.clone() }).unwrap();
+        let (_, l1) = packs
+            .append(&stamps, b"k1", b"m1", &RecBody::Inline { hash, bytes: body.clone() })
+            .unwrap();
         let (_, l2) = packs.append(&stamps, b"k2", b"m2", &RecBody::None).unwrap();
         // Not written yet, but readable, by location and by walking.
         assert_eq!(seg_file(l1.seg).len(), 0);
         assert_eq!(packs.read(&l1).unwrap().body, RecBody::Inline { hash, bytes: body.clone() });
-        let (rec, loc) = packs.read_at(Pos { seg: l2.seg, off: l2.off }, packs.seg_len(l2.seg).unwrap()).unwrap().unwrap();
+        let (rec, loc) = packs
+            .read_at(Pos { seg: l2.seg, off: l2.off }, packs.seg_len(l2.seg).unwrap())
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.key.as_slice(), loc), (&b"k2"[..], l2));
         // A sync writes them, whole and in order.
         packs.sync().unwrap();
         let on_disk = seg_file(l1.seg);
         assert_eq!(on_disk.len() as u64, l2.off + l2.len as u64);
-        assert_eq!(decode(&on_disk[l1.off as usize..(l1.off + l1.len as u64) as usize]).unwrap().key, b"k1");
+        assert_eq!(
+            decode(&on_disk[l1.off as usize..(l1.off + l1.len as u64) as usize]).unwrap().key,
+            b"k1"
+        );
         // Past the flush threshold the appender writes them itself.
         let big = Arc::new(vec![1u8; PENDING_FLUSH]);
         let big_hash: Hash = Sha256::digest(big.as_slice()).into();
-        let (_, l3) = packs.append(&stamps, b"k3", b"", &RecBody::Inline { hash: big_hash, bytes: big }).unwrap();
+        let (_, l3) = packs
+            .append(&stamps, b"k3", b"", &RecBody::Inline { hash: big_hash, bytes: big })
+            .unwrap();
         let (_, l4) = packs.append(&stamps, b"k4", b"", &RecBody::None).unwrap();
-        assert_eq!(seg_file(l3.seg).len() as u64, l3.off + l3.len as u64, "the first append past the threshold wrote what was pending");
+        assert_eq!(
+            seg_file(l3.seg).len() as u64,
+            l3.off + l3.len as u64,
+            "the first append past the threshold wrote what was pending"
+        );
         // Closing writes the rest (a clean shutdown).
         drop(packs);
         assert_eq!(seg_file(l4.seg).len() as u64, l4.off + l4.len as u64);
@@ -872,10 +952,13 @@ mod tests {
         let packs = Packs::open(dir.path()).unwrap();
         let big = Arc::new(vec![3u8; PENDING_FLUSH]);
         let hash: Hash = Sha256::digest(big.as_slice()).into();
-        let (_, l1) = packs.append(&stamps, b"k1", b"m", &RecBody::Inline { hash, bytes: big.clone() }).unwrap();
+        let (_, l1) = packs
+            .append(&stamps, b"k1", b"m", &RecBody::Inline { hash, bytes: big.clone() })
+            .unwrap();
         // The segment's handle cannot write (as with EIO or a full disk).
         let path = dir.path().join(segment_name(l1.seg));
-        let writable = std::mem::replace(&mut lock(&packs.writer).file, Arc::new(File::open(&path).unwrap()));
+        let writable =
+            std::mem::replace(&mut lock(&packs.writer).file, Arc::new(File::open(&path).unwrap()));
         assert!(packs.sync().is_err());
         // Appends go on meanwhile (this one's write past the threshold
         // fails too), and every record stays readable.
@@ -888,7 +971,10 @@ mod tests {
         packs.sync().unwrap();
         let on_disk = std::fs::read(&path).unwrap();
         assert_eq!(on_disk.len() as u64, l2.off + l2.len as u64);
-        assert_eq!(decode(&on_disk[l1.off as usize..(l1.off + l1.len as u64) as usize]).unwrap().body, RecBody::Inline { hash, bytes: big });
+        assert_eq!(
+            decode(&on_disk[l1.off as usize..(l1.off + l1.len as u64) as usize]).unwrap().body,
+            RecBody::Inline { hash, bytes: big }
+        );
         assert_eq!(decode(&on_disk[l2.off as usize..]).unwrap().key, b"k2");
     }
 
@@ -906,7 +992,9 @@ mod tests {
                         let bytes = Arc::new(vec![t; 1000 + (i as usize * 37) % 20_000]);
                         let hash: Hash = Sha256::digest(bytes.as_slice()).into();
                         let key = format!("{t}-{i}").into_bytes();
-                        let (_, loc) = packs.append(stamps, &key, b"m", &RecBody::Inline { hash, bytes }).unwrap();
+                        let (_, loc) = packs
+                            .append(stamps, &key, b"m", &RecBody::Inline { hash, bytes })
+                            .unwrap();
                         // Readable at once, pending or in the file.
                         assert_eq!(packs.read(&loc).unwrap().key, key);
                         if i % 50 == 0 {
@@ -945,7 +1033,14 @@ mod tests {
             for round in 0..3 {
                 for i in 0..40 {
                     let key = format!("k{round}-{i}");
-                    let (_, loc) = packs.append(&stamps, key.as_bytes(), b"m", &RecBody::Inline { hash, bytes: body.clone() }).unwrap();
+                    let (_, loc) = packs
+                        .append(
+                            &stamps,
+                            key.as_bytes(),
+                            b"m",
+                            &RecBody::Inline { hash, bytes: body.clone() },
+                        )
+                        .unwrap();
                     locs.push(loc);
                 }
                 packs.sync().unwrap();
@@ -954,7 +1049,12 @@ mod tests {
                 let (mut resident, mut pages) = (0, 0);
                 for entry in std::fs::read_dir(&packs_dir).unwrap() {
                     let path = entry.unwrap().path();
-                    if path.file_name().and_then(|n| n.to_str()).and_then(parse_segment_name).is_some() {
+                    if path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(parse_segment_name)
+                        .is_some()
+                    {
                         let (r, p) = resident_pages(&path);
                         (resident, pages) = (resident + r, pages + p);
                     }
@@ -965,12 +1065,18 @@ mod tests {
                 } else {
                     // Only the page the last record ends in may stay (it is
                     // not whole yet); the next sync drops it.
-                    assert!(resident <= 1, "{resident} of {pages} pages still cached after round {round}");
+                    assert!(
+                        resident <= 1,
+                        "{resident} of {pages} pages still cached after round {round}"
+                    );
                 }
             }
             // Dropped pages are read back from the disk.
             for loc in [locs[0], locs[locs.len() / 2], locs[locs.len() - 1]] {
-                assert_eq!(packs.read(&loc).unwrap().body, RecBody::Inline { hash, bytes: body.clone() });
+                assert_eq!(
+                    packs.read(&loc).unwrap().body,
+                    RecBody::Inline { hash, bytes: body.clone() }
+                );
             }
         }
     }

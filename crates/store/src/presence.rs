@@ -66,7 +66,9 @@ impl Bits {
     }
 
     fn test(&self, h: (u64, u64)) -> bool {
-        self.probes(h).all(|bit| self.words[(bit / 64) as usize].load(Ordering::Acquire) & (1 << (bit % 64)) != 0)
+        self.probes(h).all(|bit| {
+            self.words[(bit / 64) as usize].load(Ordering::Acquire) & (1 << (bit % 64)) != 0
+        })
     }
 }
 
@@ -96,7 +98,12 @@ impl Presence {
     /// A filter of `bytes` bytes (rounded to a power of two), not built yet
     /// (it says "maybe" until [`Presence::finish_build`]).
     pub fn new(bytes: usize) -> Presence {
-        Presence { bytes, current: RwLock::new(Arc::new(Bits::new(bytes))), building: Mutex::new(None), rebuilding: AtomicBool::new(false) }
+        Presence {
+            bytes,
+            current: RwLock::new(Arc::new(Bits::new(bytes))),
+            building: Mutex::new(None),
+            rebuilding: AtomicBool::new(false),
+        }
     }
 
     /// How many keys the filter is sized for.
@@ -131,7 +138,8 @@ impl Presence {
             return false;
         }
         let cur = crawlcache_base::locks::read(&self.current);
-        let new_keys = cur.added.load(Ordering::Relaxed).saturating_sub(cur.at_build.load(Ordering::Relaxed));
+        let new_keys =
+            cur.added.load(Ordering::Relaxed).saturating_sub(cur.at_build.load(Ordering::Relaxed));
         !cur.ready.load(Ordering::Acquire) || new_keys > self.capacity() / 2
     }
 
@@ -200,7 +208,8 @@ mod tests {
             assert!(p.may_contain(format!("http://built/{i}").as_bytes()));
             assert!(p.may_contain(format!("http://added/{i}").as_bytes()));
         }
-        let false_positives = (0..10_000).filter(|i| p.may_contain(format!("http://other/{i}").as_bytes())).count();
+        let false_positives =
+            (0..10_000).filter(|i| p.may_contain(format!("http://other/{i}").as_bytes())).count();
         assert!(false_positives < 300, "{false_positives} of 10,000 absent keys said maybe");
     }
 

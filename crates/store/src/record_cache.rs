@@ -70,7 +70,13 @@ pub(crate) type Found = Arc<[Located]>;
 /// The bytes a cached lookup is counted for (the key twice: as the map's
 /// key and in each entry).
 fn found_cost(found: &(u64, Found)) -> usize {
-    found.1.iter().map(|(e, _)| 2 * e.primary_key.len() + e.secondary_key.len() + e.meta.len() + 64 + OVERHEAD).sum()
+    found
+        .1
+        .iter()
+        .map(|(e, _)| {
+            2 * e.primary_key.len() + e.secondary_key.len() + e.meta.len() + 64 + OVERHEAD
+        })
+        .sum()
 }
 
 /// Results of recent [`crate::Store::lookup`]s by primary key, each with
@@ -116,7 +122,12 @@ mod tests {
     use crate::packs::RecBody;
 
     fn rec(i: u64, meta: usize) -> Record {
-        Record { stamp: i, key: format!("k{i}").into_bytes(), meta: vec![b'm'; meta], body: RecBody::None }
+        Record {
+            stamp: i,
+            key: format!("k{i}").into_bytes(),
+            meta: vec![b'm'; meta],
+            body: RecBody::None,
+        }
     }
 
     #[test]

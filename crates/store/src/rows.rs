@@ -36,7 +36,11 @@ pub(crate) fn entry_key(primary_key: &str, secondary_key: &[u8]) -> Vec<u8> {
 /// Calls `f` with [`entry_key`] of `(primary_key, secondary_key)`, built in
 /// a buffer this thread reuses (the hit path looks entries up by it on
 /// every request).
-pub(crate) fn with_entry_key<R>(primary_key: &str, secondary_key: &[u8], mut f: impl FnMut(&[u8]) -> R) -> R {
+pub(crate) fn with_entry_key<R>(
+    primary_key: &str,
+    secondary_key: &[u8],
+    mut f: impl FnMut(&[u8]) -> R,
+) -> R {
     thread_local! {
         static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -231,8 +235,12 @@ impl RefRow {
     }
 
     pub fn decode(bytes: &[u8]) -> Option<RefRow> {
-        let u64_at = |at: usize| bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
-        let u32_at = |at: usize| bytes.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
+        let u64_at = |at: usize| {
+            bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
+        };
+        let u32_at = |at: usize| {
+            bytes.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
+        };
         let place = match bytes.len() {
             16 => Place::File,
             32 => Place::Packed(Loc { seg: u32_at(16)?, off: u64_at(20)?, len: u32_at(28)? }),
@@ -275,7 +283,15 @@ impl State {
     /// has no `referenced` (read as 0; the migration counts it).
     pub fn encode(&self) -> [u8; 72] {
         let mut out = [0u8; 72];
-        let words = [self.entries, self.bodies, self.bytes, self.pack_live, self.tail.off, self.max_stamp, self.log_end.off];
+        let words = [
+            self.entries,
+            self.bodies,
+            self.bytes,
+            self.pack_live,
+            self.tail.off,
+            self.max_stamp,
+            self.log_end.off,
+        ];
         for (i, v) in words.iter().enumerate() {
             out[i * 8..i * 8 + 8].copy_from_slice(&v.to_be_bytes());
         }
@@ -326,7 +342,10 @@ impl Checkpoint {
         }
         Some(Checkpoint {
             stamp: u64::from_be_bytes(b[..8].try_into().ok()?),
-            end: Pos { seg: u32::from_be_bytes(b[8..12].try_into().ok()?), off: u64::from_be_bytes(b[12..].try_into().ok()?) },
+            end: Pos {
+                seg: u32::from_be_bytes(b[8..12].try_into().ok()?),
+                off: u64::from_be_bytes(b[12..].try_into().ok()?),
+            },
         })
     }
 }

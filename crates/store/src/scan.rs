@@ -25,7 +25,12 @@ pub struct Scan {
 impl Scan {
     /// A scan of `rows` (the index's entry rows) keeping those under
     /// `prefix`; `failed` is reported first.
-    pub(crate) fn new(rows: sled::Iter, prefix: &str, inner: Arc<Inner>, failed: Option<StoreError>) -> Scan {
+    pub(crate) fn new(
+        rows: sled::Iter,
+        prefix: &str,
+        inner: Arc<Inner>,
+        failed: Option<StoreError>,
+    ) -> Scan {
         Scan { rows, prefix: prefix.as_bytes().to_vec(), inner, failed }
     }
 }
@@ -42,7 +47,9 @@ impl Iterator for Scan {
                 Ok(row) => row,
                 Err(e) => return Some(Err(sled_err(e))),
             };
-            if !self.prefix.is_empty() && !index::primary_key_bytes(&k).is_some_and(|pk| pk.starts_with(&self.prefix)) {
+            if !self.prefix.is_empty()
+                && !index::primary_key_bytes(&k).is_some_and(|pk| pk.starts_with(&self.prefix))
+            {
                 continue;
             }
             match self.inner.read_entry(&k, &v) {
@@ -79,20 +86,31 @@ pub struct Page {
 }
 
 /// [`crate::Store::page`] over `inner`.
-pub(crate) fn page(inner: &Inner, after: Option<&PageCursor>, limit: usize, budget: usize, mut keep: impl FnMut(&str) -> bool) -> Result<Page, StoreError> {
+pub(crate) fn page(
+    inner: &Inner,
+    after: Option<&PageCursor>,
+    limit: usize,
+    budget: usize,
+    mut keep: impl FnMut(&str) -> bool,
+) -> Result<Page, StoreError> {
     inner.index.spill()?;
     let end = &crate::rows::ENTRIES_END[..];
     let start = after.map(|c| crate::rows::entry_key(&c.primary_key, &c.secondary_key));
     let rows = match &start {
         None => inner.index.entry_rows(),
-        Some(k) => inner.index.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))),
+        Some(k) => inner.index.tree.range::<&[u8], _>((
+            std::ops::Bound::Excluded(k.as_slice()),
+            std::ops::Bound::Excluded(end),
+        )),
     };
     let mut page = Page::default();
     let mut last: Option<Vec<u8>> = None;
     for row in rows {
         let (k, v) = row.map_err(sled_err)?;
         page.examined += 1;
-        let kept = index::primary_key_bytes(&k).and_then(|pk| std::str::from_utf8(pk).ok()).is_some_and(&mut keep);
+        let kept = index::primary_key_bytes(&k)
+            .and_then(|pk| std::str::from_utf8(pk).ok())
+            .is_some_and(&mut keep);
         if kept {
             if let Some(mut e) = inner.read_entry(&k, &v)? {
                 inner.overlay_pending(std::slice::from_mut(&mut e));
@@ -105,11 +123,21 @@ pub(crate) fn page(inner: &Inner, after: Option<&PageCursor>, limit: usize, budg
         }
     }
     let more = match &last {
-        Some(k) => inner.index.tree.range::<&[u8], _>((std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))).next().is_some(),
+        Some(k) => inner
+            .index
+            .tree
+            .range::<&[u8], _>((
+                std::ops::Bound::Excluded(k.as_slice()),
+                std::ops::Bound::Excluded(end),
+            ))
+            .next()
+            .is_some(),
         None => false,
     };
-    page.next =
-        last.filter(|_| more).and_then(|k| crate::rows::split_entry_key(&k)).map(|(primary_key, secondary_key)| PageCursor { primary_key, secondary_key });
+    page.next = last
+        .filter(|_| more)
+        .and_then(|k| crate::rows::split_entry_key(&k))
+        .map(|(primary_key, secondary_key)| PageCursor { primary_key, secondary_key });
     Ok(page)
 }
 
@@ -147,7 +175,8 @@ mod tests {
         // look at more rows than the budget, and still find every match.
         let (mut found, mut after, mut pages) = (0, None, 0);
         loop {
-            let page = store.page(after.as_ref(), 10, 3, |k| k.starts_with("http://b.test/")).unwrap();
+            let page =
+                store.page(after.as_ref(), 10, 3, |k| k.starts_with("http://b.test/")).unwrap();
             assert!(page.examined <= 3);
             found += page.entries.len();
             pages += 1;

@@ -9,7 +9,8 @@ pub(crate) const CLOCK_STAMPS_FROM: u64 = 978_307_200_000_000;
 
 /// `t` in microseconds since the Unix epoch (0 before it).
 pub fn clock_micros(t: std::time::SystemTime) -> u64 {
-    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// Issues a stamp from `counter` (which holds the next stamp): the current
@@ -19,7 +20,9 @@ pub fn clock_micros(t: std::time::SystemTime) -> u64 {
 /// ([`Entry::last_used_at`]); the counter ends one past the stamp returned.
 pub(crate) fn issue_stamp(counter: &AtomicU64) -> u64 {
     let now = clock_micros(std::time::SystemTime::now());
-    match counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.max(now).saturating_add(1))) {
+    match counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.max(now).saturating_add(1)))
+    {
         Ok(prev) | Err(prev) => prev.max(now),
     }
 }

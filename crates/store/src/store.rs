@@ -39,7 +39,10 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.inner.dir).field("max_size", &self.inner.max_size).finish()
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .field("max_size", &self.inner.max_size)
+            .finish()
     }
 }
 
@@ -82,12 +85,14 @@ impl Store {
         // cache's size each (a thirty-second of `store.memory_ceiling`).
         let filter_bytes = usize::try_from(options.record_cache / 2).unwrap_or(usize::MAX);
         let index = Index::new(db, filter_bytes)?;
-        let packs = Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
+        let packs =
+            Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
         let mut recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
         if let format::Found::Previous(_) = found {
             // Format 3 (also what a format 1 or 2 store became above) kept
             // a copy of a short body in every entry that had it.
-            recovered.next_stamp = migrate::merge_duplicates(dir, &index, &packs, recovered.next_stamp)?;
+            recovered.next_stamp =
+                migrate::merge_duplicates(dir, &index, &packs, recovered.next_stamp)?;
             format::write(dir)?;
         }
         let hints = hints::Hints::open(&packs, index.state().tail.seg)?;
@@ -124,19 +129,26 @@ impl Store {
             tail_committed: Mutex::new(recovered.tail),
             end_committed: Mutex::new(packs::Pos::default()),
             commits_paused: AtomicBool::new(false),
-            recent: Mutex::new(lru::LruCache::new(NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN))),
+            recent: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(RECENT_PACKED).unwrap_or(NonZeroUsize::MIN),
+            )),
             records: Mutex::new(record_cache::RecordCache::new(options.record_cache)),
             lookups: Mutex::new(record_cache::LookupCache::new(options.record_cache / 2)),
             hints,
             body_filter: presence::Presence::new(filter_bytes),
         });
         let thread = maintenance::spawn(Arc::downgrade(&inner), wake_rx)?;
-        let store = Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
+        let store =
+            Store { _closer: Arc::new(Closer { wake: wake_tx, thread: Some(thread) }), inner };
         // A crash between an insert and its eviction, or a smaller budget
         // than last time, leaves more bytes than the budget allows.
         let evicted = store.inner.evict_to_budget()?;
         if evicted > 0 {
-            tracing::info!(evicted, max_size = options.max_size, "evicted entries to fit the size budget at start-up");
+            tracing::info!(
+                evicted,
+                max_size = options.max_size,
+                "evicted entries to fit the size budget at start-up"
+            );
             store.inner.wake_if_reaping();
         }
         Ok(store)
@@ -168,7 +180,11 @@ impl Store {
     /// read first may use that answer while the version is unchanged.
     pub fn lookup_version(&self, primary_key: &str) -> LookupVersion {
         let inner = &self.inner;
-        LookupVersion { store: inner.id, generation: inner.index.generation(primary_key), freshenings: inner.freshenings.load(Ordering::Acquire) }
+        LookupVersion {
+            store: inner.id,
+            generation: inner.index.generation(primary_key),
+            freshenings: inner.freshenings.load(Ordering::Acquire),
+        }
     }
 
     /// All variants stored under `primary_key`, in no particular order.
@@ -215,7 +231,11 @@ impl Store {
     /// returns it, if stored: one index row read (no scan of the key's
     /// variants), then its record.
     /// Errors: as [`crate::Store::lookup`].
-    pub fn lookup_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<Option<Entry>, StoreError> {
+    pub fn lookup_variant(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+    ) -> Result<Option<Entry>, StoreError> {
         let key = entry_key(primary_key, secondary_key);
         let Some(slot) = self.inner.index.get(&key)? else { return Ok(None) };
         let Some(e) = self.inner.read_entry(&key, &slot.encode())? else { return Ok(None) };
@@ -240,7 +260,13 @@ impl Store {
     /// store is left unchanged, the body released); `MissingBody` when the
     /// body is not in the store; `Index` on sled failures, `Io` when the
     /// pack cannot be written.
-    pub fn insert(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: Option<&CommittedBody>) -> Result<u64, StoreError> {
+    pub fn insert(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+        meta: &[u8],
+        body: Option<&CommittedBody>,
+    ) -> Result<u64, StoreError> {
         let _m = self.inner.read_maintenance();
         self.insert_locked(primary_key, secondary_key, meta, body)
     }
@@ -255,7 +281,13 @@ impl Store {
     /// call it without blocking for long. `None` (nothing done, `body` still
     /// pinned) when it is not quick: call [`crate::Store::insert`] from a blocking
     /// thread instead.
-    pub fn try_insert_quick(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: &CommittedBody) -> Option<Result<u64, StoreError>> {
+    pub fn try_insert_quick(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+        meta: &[u8],
+        body: &CommittedBody,
+    ) -> Option<Result<u64, StoreError>> {
         let inner = &self.inner;
         if inner.index.state().bytes.saturating_add(body.len) > inner.max_size {
             return None;
@@ -270,26 +302,40 @@ impl Store {
         // stored yet or stored where it is found without reading a pack
         // segment (shared: its reference-count row says so; or its record
         // cached): what a miss for a body many URLs serve meets.
-        if body.len < inner.inline_max && (!inner.blobs.is_small_pinned(&hash) || (inner.body_maybe_stored(&hash) && !inner.body_in_memory(&hash))) {
+        if body.len < inner.inline_max
+            && (!inner.blobs.is_small_pinned(&hash)
+                || (inner.body_maybe_stored(&hash) && !inner.body_in_memory(&hash)))
+        {
             return None;
         }
         Some(self.insert_locked(primary_key, secondary_key, meta, Some(body)))
     }
 
     /// [`crate::Store::insert`], the maintenance lock held (read) by the caller.
-    fn insert_locked(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8], body: Option<&CommittedBody>) -> Result<u64, StoreError> {
+    fn insert_locked(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+        meta: &[u8],
+        body: Option<&CommittedBody>,
+    ) -> Result<u64, StoreError> {
         let inner = &self.inner;
         if primary_key.len() >= index::MAX_PRIMARY_KEY {
             if let Some(b) = body {
                 self.release_committed(b);
             }
-            return Err(StoreError::Index(format!("a primary key of {} bytes is too long to store", primary_key.len())));
+            return Err(StoreError::Index(format!(
+                "a primary key of {} bytes is too long to store",
+                primary_key.len()
+            )));
         }
         let key = entry_key(primary_key, secondary_key);
         let plan = match body {
             None => Plan::None,
             Some(b) => {
-                let h = parse_hash(&b.sha256).ok_or_else(|| StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256)))?;
+                let h = parse_hash(&b.sha256).ok_or_else(|| {
+                    StoreError::Index(format!("{:?} is not a lower-case hex SHA-256", b.sha256))
+                })?;
                 if b.len > inner.max_size {
                     self.release_committed(b);
                     return Err(StoreError::TooLarge { len: b.len, max_size: inner.max_size });
@@ -344,7 +390,12 @@ impl Store {
     /// seen by [`crate::Store::lookup`] at once) and written with the next batch of
     /// touches, like [`crate::Store::touch`]. A crash can lose a freshening of the
     /// last second; the entry is then merely staler than it was.
-    pub fn update_meta(&self, primary_key: &str, secondary_key: &[u8], meta: &[u8]) -> Result<bool, StoreError> {
+    pub fn update_meta(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+        meta: &[u8],
+    ) -> Result<bool, StoreError> {
         let key = entry_key(primary_key, secondary_key);
         if self.inner.index.get(&key)?.is_none() {
             return Ok(false);
@@ -357,7 +408,9 @@ impl Store {
     /// in memory and written with the next batch (see [`crate::TOUCH_BATCH`]), by
     /// [`crate::Store::flush`], or at close. Touching a missing variant does nothing.
     pub fn touch(&self, primary_key: &str, secondary_key: &[u8]) {
-        index::with_entry_key(primary_key, secondary_key, |key| self.inner.record_pending(key, None));
+        index::with_entry_key(primary_key, secondary_key, |key| {
+            self.inner.record_pending(key, None)
+        });
     }
 
     /// Opens a stored body for reading, by its SHA-256. A body file is
@@ -381,12 +434,18 @@ impl Store {
         }
         let bytes = match self.inner.packed_bytes(&hash) {
             Some(b) => b,
-            None => self.inner.shared_bytes(&hash)?.ok_or_else(|| StoreError::MissingBody(sha256.to_string()))?,
+            None => self
+                .inner
+                .shared_bytes(&hash)?
+                .ok_or_else(|| StoreError::MissingBody(sha256.to_string()))?,
         };
         let tmp = &self.inner.blobs.tmp;
-        let mut f = tempfile::tempfile_in(tmp).map_err(io_err("create a temporary copy of a body in", tmp))?;
+        let mut f = tempfile::tempfile_in(tmp)
+            .map_err(io_err("create a temporary copy of a body in", tmp))?;
         use std::io::{Seek, Write};
-        f.write_all(&bytes).and_then(|_| f.rewind()).map_err(io_err("write a temporary copy of a body in", tmp))?;
+        f.write_all(&bytes)
+            .and_then(|_| f.rewind())
+            .map_err(io_err("write a temporary copy of a body in", tmp))?;
         Ok(f)
     }
 
@@ -398,7 +457,8 @@ impl Store {
     /// read.
     pub fn read_body(&self, entry: &Entry) -> Result<BodyData, StoreError> {
         let Some(body) = &entry.body else { return Ok(BodyData::Bytes(Vec::new())) };
-        let hash = parse_hash(&body.sha256).ok_or_else(|| StoreError::MissingBody(body.sha256.clone()))?;
+        let hash =
+            parse_hash(&body.sha256).ok_or_else(|| StoreError::MissingBody(body.sha256.clone()))?;
         if let Some(bytes) = self.inner.packed_bytes(&hash) {
             return Ok(BodyData::Bytes(bytes.to_vec()));
         }
@@ -407,7 +467,9 @@ impl Store {
         if let Some(slot) = self.inner.index.get(&key)? {
             match slot.body {
                 SlotBody::Inline { .. } => {
-                    if let Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) = self.inner.packs.read(&slot.loc) {
+                    if let Ok(Record { body: RecBody::Inline { hash: h, bytes }, .. }) =
+                        self.inner.packs.read(&slot.loc)
+                    {
                         if h == hash {
                             return Ok(BodyData::Bytes(bytes.to_vec()));
                         }
@@ -424,7 +486,9 @@ impl Store {
         let path = self.body_path(&body.sha256);
         match fs::File::open(&path) {
             Ok(f) => Ok(BodyData::File(f)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::MissingBody(body.sha256.clone())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StoreError::MissingBody(body.sha256.clone()))
+            }
             Err(e) => Err(io_err("open body", &path)(e)),
         }
     }
@@ -457,7 +521,11 @@ impl Store {
 
     /// Removes one variant. Returns whether it existed.
     /// Errors: `Index` on sled failures.
-    pub fn remove_variant(&self, primary_key: &str, secondary_key: &[u8]) -> Result<bool, StoreError> {
+    pub fn remove_variant(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+    ) -> Result<bool, StoreError> {
         Ok(self.remove_variant_freeing(primary_key, secondary_key)?.entries > 0)
     }
 
@@ -465,10 +533,16 @@ impl Store {
     /// only when no other entry references that body (`freed`; the pack
     /// space itself is reclaimed by compaction, a body file deleted in the
     /// background). Errors: `Index` on sled failures.
-    pub fn remove_variant_freeing(&self, primary_key: &str, secondary_key: &[u8]) -> Result<Removal, StoreError> {
+    pub fn remove_variant_freeing(
+        &self,
+        primary_key: &str,
+        secondary_key: &[u8],
+    ) -> Result<Removal, StoreError> {
         let inner = &self.inner;
         let _m = inner.read_maintenance();
-        let applied = inner.index.apply(&[Op::Remove { key: entry_key(primary_key, secondary_key), expect: None }])?;
+        let applied = inner
+            .index
+            .apply(&[Op::Remove { key: entry_key(primary_key, secondary_key), expect: None }])?;
         inner.queue_reap(&applied.zero);
         inner.wake_if_reaping();
         Ok(Removal { entries: applied.removed, freed: applied.freed })
@@ -489,7 +563,11 @@ impl Store {
         let before = inner.packs.bytes();
         let moved = inner.compact_all()?;
         inner.commit()?;
-        Ok(Compaction { pack_bytes_before: before, pack_bytes_after: inner.packs.bytes(), records_moved: moved })
+        Ok(Compaction {
+            pack_bytes_before: before,
+            pack_bytes_after: inner.packs.bytes(),
+            records_moved: moved,
+        })
     }
 
     /// Every entry in the index, collected ([`crate::Store::scan`] without the
@@ -522,7 +600,13 @@ impl Store {
     /// entries were found. Entries inserted or removed meanwhile may or may
     /// not appear. Errors: `Index` when sled cannot be read, `Io` when a
     /// pack cannot.
-    pub fn page(&self, after: Option<&PageCursor>, limit: usize, budget: usize, keep: impl FnMut(&str) -> bool) -> Result<Page, StoreError> {
+    pub fn page(
+        &self,
+        after: Option<&PageCursor>,
+        limit: usize,
+        budget: usize,
+        keep: impl FnMut(&str) -> bool,
+    ) -> Result<Page, StoreError> {
         crate::scan::page(&self.inner, after, limit, budget, keep)
     }
 
@@ -552,7 +636,11 @@ impl Store {
 
     /// [`crate::Store::verify`], calling `progress(hashed, total)` after each body
     /// file is hashed (for a progress bar).
-    pub fn verify_with_progress(&self, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
+    pub fn verify_with_progress(
+        &self,
+        repair: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<VerifyReport, StoreError> {
         let inner = &self.inner;
         let _m = crawlcache_base::locks::write(&inner.maintenance);
         inner.apply_touches();

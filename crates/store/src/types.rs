@@ -48,7 +48,8 @@ impl Entry {
     /// microsecond per use made within the same microsecond, so this is
     /// never much earlier than the real time of the last use.
     pub fn last_used_at(&self) -> Option<std::time::SystemTime> {
-        (self.last_used >= CLOCK_STAMPS_FROM).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_micros(self.last_used))
+        (self.last_used >= CLOCK_STAMPS_FROM)
+            .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_micros(self.last_used))
     }
 }
 
@@ -153,7 +154,13 @@ impl StoreOptions {
     /// `cache` commands take theirs from the configuration
     /// (`Config::store_options`: inline bodies under 32 KiB by default).
     pub fn new(max_size: u64) -> StoreOptions {
-        StoreOptions { max_size, inline_max: 4096, index_cache: 8 << 20, record_cache: 16 << 20, keep_written_pages: false }
+        StoreOptions {
+            max_size,
+            inline_max: 4096,
+            index_cache: 8 << 20,
+            record_cache: 16 << 20,
+            keep_written_pages: false,
+        }
     }
 }
 

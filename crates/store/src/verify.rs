@@ -117,7 +117,11 @@ struct Check<'a> {
 /// Runs verify with the maintenance lock held exclusively by the caller
 /// (after a commit: everything synced). `progress(hashed, total)` is called
 /// after each body file is hashed.
-pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport, StoreError> {
+pub(crate) fn run(
+    inner: &Inner,
+    repair: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, StoreError> {
     let mut check = Check::new(inner, progress)?;
     for item in inner.index.entry_rows() {
         let (k, v) = item.map_err(sled_err)?;
@@ -135,8 +139,12 @@ pub(crate) fn run(inner: &Inner, repair: bool, progress: &mut dyn FnMut(u64, u64
 
 impl<'a> Check<'a> {
     /// Lists what is on disk and the stored reference counts.
-    fn new(inner: &'a Inner, progress: &'a mut dyn FnMut(u64, u64)) -> Result<Check<'a>, StoreError> {
-        let report = VerifyReport { leftover_tmp: inner.blobs.sweep_tmp(false)?, ..Default::default() };
+    fn new(
+        inner: &'a Inner,
+        progress: &'a mut dyn FnMut(u64, u64),
+    ) -> Result<Check<'a>, StoreError> {
+        let report =
+            VerifyReport { leftover_tmp: inner.blobs.sweep_tmp(false)?, ..Default::default() };
         let mut check = Check {
             inner,
             progress,
@@ -170,7 +178,10 @@ impl<'a> Check<'a> {
                 (Ok(h), Some(row)) => {
                     check.stored.insert(h, row);
                 }
-                _ => check.report.index_problems.push(format!("undecodable reference-count row {}", hex::encode(&k))),
+                _ => check
+                    .report
+                    .index_problems
+                    .push(format!("undecodable reference-count row {}", hex::encode(&k))),
             }
         }
         Ok(check)
@@ -189,7 +200,11 @@ impl<'a> Check<'a> {
         let (digest, len) = hash_file(path).map_err(io_err("read body", path))?;
         self.files_hashed += 1;
         (self.progress)(self.files_hashed, self.files_total);
-        let (state, out) = if digest == *h { (FileState::Intact(len), Some(len)) } else { (FileState::Corrupt, None) };
+        let (state, out) = if digest == *h {
+            (FileState::Intact(len), Some(len))
+        } else {
+            (FileState::Corrupt, None)
+        };
         self.files.insert(*h, state);
         Ok(out)
     }
@@ -199,11 +214,15 @@ impl<'a> Check<'a> {
         if let Some(s) = self.shared.get(h) {
             return Ok(*s);
         }
-        let Some(RefRow { place: Place::Packed(loc), .. }) = self.stored.get(h) else { return Ok(None) };
+        let Some(RefRow { place: Place::Packed(loc), .. }) = self.stored.get(h) else {
+            return Ok(None);
+        };
         self.report.bodies_checked += 1;
         let found = match self.inner.packs.read(loc) {
             Ok(rec) => match &rec.body {
-                RecBody::Shared { hash, bytes } if hash == h && inline_intact(&rec.body) => Some(bytes.len() as u64),
+                RecBody::Shared { hash, bytes } if hash == h && inline_intact(&rec.body) => {
+                    Some(bytes.len() as u64)
+                }
                 _ => None,
             },
             Err(ReadError::Io(e)) => return Err(e),
@@ -233,27 +252,44 @@ impl<'a> Check<'a> {
             Ok(rec) => rec,
             Err(ReadError::Io(e)) => return Err(e),
             Err(e) => {
-                self.broken(k, Some(format!("entry {:?}: {}", display_key(k), e.into_store_error(&slot.loc))));
+                self.broken(
+                    k,
+                    Some(format!("entry {:?}: {}", display_key(k), e.into_store_error(&slot.loc))),
+                );
                 return Ok(());
             }
         };
         if rec.key != k {
-            self.broken(k, Some(format!("entry {:?} points at the record of another key", display_key(k))));
+            self.broken(
+                k,
+                Some(format!("entry {:?} points at the record of another key", display_key(k))),
+            );
             return Ok(());
         }
         if (slot.loc.seg, slot.loc.off) < (tail.seg, tail.off) && tail.seg != 0 {
-            self.broken(k, Some(format!("entry {:?} has its record behind the log's tail", display_key(k))));
+            self.broken(
+                k,
+                Some(format!("entry {:?} has its record behind the log's tail", display_key(k))),
+            );
             return Ok(());
         }
         let agrees = match (&rec.body, &slot.body) {
             (RecBody::None, SlotBody::None) => true,
             (RecBody::Inline { bytes, .. }, SlotBody::Inline { len }) => bytes.len() as u64 == *len,
             // A reference, or the inline copy of a body shared since.
-            (RecBody::Ref { .. } | RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => rec.body.hash_len() == Some((*hash, *len)),
+            (RecBody::Ref { .. } | RecBody::Inline { .. }, SlotBody::Ref { hash, len }) => {
+                rec.body.hash_len() == Some((*hash, *len))
+            }
             _ => false,
         };
         if !agrees {
-            self.broken(k, Some(format!("entry {:?}: its index row and its record disagree about the body", display_key(k))));
+            self.broken(
+                k,
+                Some(format!(
+                    "entry {:?}: its index row and its record disagree about the body",
+                    display_key(k)
+                )),
+            );
             return Ok(());
         }
         if let RecBody::Inline { hash, .. } = &rec.body {
@@ -281,7 +317,9 @@ impl<'a> Check<'a> {
         d.referenced += slot.body.len();
         d.pack_live += slot.loc.len as u64;
         d.max_stamp = d.max_stamp.max(slot.stamp).max(rec.stamp);
-        d.log_end = d.log_end.max(packs::Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
+        d.log_end = d
+            .log_end
+            .max(packs::Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 });
         Ok(())
     }
 
@@ -298,7 +336,11 @@ impl<'a> Check<'a> {
         };
         let problem = match found {
             Some(n) if n == len => return Ok(true),
-            Some(n) => Some(format!("entry {:?} records {len} bytes for body {} but the file has {n}", display_key(k), hex::encode(hash))),
+            Some(n) => Some(format!(
+                "entry {:?} records {len} bytes for body {} but the file has {n}",
+                display_key(k),
+                hex::encode(hash)
+            )),
             None => {
                 let damaged = match place {
                     Place::File => self.on_disk.contains_key(hash),
@@ -334,7 +376,9 @@ impl<'a> Check<'a> {
         self.report.missing_bodies = std::mem::take(&mut self.missing).into_iter().collect();
         self.report.corrupt_bodies = std::mem::take(&mut self.corrupt).into_iter().collect();
         for (h, f) in &self.files {
-            if matches!(f, FileState::Corrupt) && !self.report.corrupt_bodies.contains(&hex::encode(h)) {
+            if matches!(f, FileState::Corrupt)
+                && !self.report.corrupt_bodies.contains(&hex::encode(h))
+            {
                 self.report.corrupt_bodies.push(hex::encode(h));
             }
         }
@@ -344,7 +388,9 @@ impl<'a> Check<'a> {
             .chain(named.keys())
             .collect::<HashSet<_>>()
             .into_iter()
-            .filter(|h| stored.get(*h).map(|r| r.count).unwrap_or(0) != named.get(*h).copied().unwrap_or(0))
+            .filter(|h| {
+                stored.get(*h).map(|r| r.count).unwrap_or(0) != named.get(*h).copied().unwrap_or(0)
+            })
             .map(hex::encode)
             .collect();
         mismatched.sort();
@@ -360,14 +406,22 @@ impl<'a> Check<'a> {
     /// be), strays, and segments the tail has passed, in the report.
     /// Returns the paths a repair removes besides orphan files.
     fn orphans(&mut self) -> Result<Vec<PathBuf>, StoreError> {
-        let mut orphans: Vec<String> = self.on_disk.keys().filter(|h| !self.file_named(h) && !self.pinned.contains(*h)).map(hex::encode).collect();
+        let mut orphans: Vec<String> = self
+            .on_disk
+            .keys()
+            .filter(|h| !self.file_named(h) && !self.pinned.contains(*h))
+            .map(hex::encode)
+            .collect();
         orphans.sort();
         orphans.extend(self.strays.iter().map(|p| p.display().to_string()));
         let packs = &self.inner.packs;
         let tail = self.derived.tail;
         let (segs, pack_strays) = list_segments(&packs.dir)?;
-        let mut leftovers: Vec<PathBuf> =
-            segs.iter().filter(|(s, _)| *s < tail.seg && *s < packs.head_seg()).map(|(s, _)| packs.dir.join(packs::segment_name(*s))).collect();
+        let mut leftovers: Vec<PathBuf> = segs
+            .iter()
+            .filter(|(s, _)| *s < tail.seg && *s < packs.head_seg())
+            .map(|(s, _)| packs.dir.join(packs::segment_name(*s)))
+            .collect();
         leftovers.extend(pack_strays);
         orphans.extend(leftovers.iter().map(|p| p.display().to_string()));
         self.report.orphan_bodies = orphans;
@@ -378,9 +432,14 @@ impl<'a> Check<'a> {
     /// The kept totals against the derived ones, in the report.
     fn totals(&mut self) {
         let kept = self.inner.index.state();
-        let d = State { max_stamp: kept.max_stamp.max(self.derived.max_stamp), log_end: kept.log_end.max(self.derived.log_end), ..self.derived };
+        let d = State {
+            max_stamp: kept.max_stamp.max(self.derived.max_stamp),
+            log_end: kept.log_end.max(self.derived.log_end),
+            ..self.derived
+        };
         self.derived = d;
-        if (kept.entries, kept.bodies, kept.bytes, kept.referenced, kept.pack_live) != (d.entries, d.bodies, d.bytes, d.referenced, d.pack_live)
+        if (kept.entries, kept.bodies, kept.bytes, kept.referenced, kept.pack_live)
+            != (d.entries, d.bodies, d.bytes, d.referenced, d.pack_live)
             && self.bad_keys.is_empty()
         {
             self.report.index_problems.push(format!(
@@ -390,7 +449,9 @@ impl<'a> Check<'a> {
             ));
         }
         if d.log_end > kept.log_end {
-            self.report.index_problems.push("an entry's record lies past the log's end the index keeps".into());
+            self.report
+                .index_problems
+                .push("an entry's record lies past the log's end the index keeps".into());
         }
     }
 

@@ -1,7 +1,10 @@
 //! `crawlcache robots check` and `crawlcache robots batch`: the command-line
 //! faces of the robots engine, over files and stdin (no data directory).
 
-use crawlcache_robots::{is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag, RobotsTxt, Verdict};
+use crawlcache_robots::{
+    is_valid_product_token, path_params_query, product_token_from_user_agent, LineReport, LineTag,
+    RobotsTxt, Verdict,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -47,8 +50,14 @@ pub struct CheckArgs {
 /// disallowed (`--exit-code` turns any into exit 1).
 ///
 /// Errors: the robots file cannot be read, or `out` cannot be written.
-pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<usize, CliError> {
-    let body = std::fs::read(&args.robots).map_err(|e| CliError(format!("cannot read robots.txt file '{}': {e}", args.robots.display())))?;
+pub fn check(
+    args: &CheckArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<usize, CliError> {
+    let body = std::fs::read(&args.robots).map_err(|e| {
+        CliError(format!("cannot read robots.txt file '{}': {e}", args.robots.display()))
+    })?;
     let robots = RobotsTxt::parse(&body);
 
     if !is_valid_product_token(&args.agent) {
@@ -81,7 +90,9 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         let v = robots.check(&args.agent, url);
         let why = match (&v.rule, v.line) {
             (Some(rule), Some(line)) => format!("{rule} (line {line})"),
-            _ if v.allowed && path_params_query(url) == "/robots.txt" => "/robots.txt is always allowed (RFC 9309 §2.2.2)".to_owned(),
+            _ if v.allowed && path_params_query(url) == "/robots.txt" => {
+                "/robots.txt is always allowed (RFC 9309 §2.2.2)".to_owned()
+            }
             _ => "no rule matched".to_owned(),
         };
         let verdict = if v.allowed { "allowed" } else { "disallowed" };
@@ -176,12 +187,16 @@ pub fn batch(dir: &Path, input: &mut dyn BufRead, out: &mut dyn Write) -> io::Re
         summary.inputs += 1;
         match answer(dir, &buf, &mut cache) {
             Ok(v) => {
-                let line = BatchVerdict { allowed: v.allowed, rule: v.rule.as_deref(), line: v.line };
+                let line =
+                    BatchVerdict { allowed: v.allowed, rule: v.rule.as_deref(), line: v.line };
                 serde_json::to_writer(&mut *out, &line)?;
             }
             Err(e) => {
                 summary.errors += 1;
-                serde_json::to_writer(&mut *out, &serde_json::json!({ "error": format!("input line {number}: {e}") }))?;
+                serde_json::to_writer(
+                    &mut *out,
+                    &serde_json::json!({ "error": format!("input line {number}: {e}") }),
+                )?;
             }
         }
         out.write_all(b"\n")?;
@@ -197,7 +212,11 @@ enum Source {
     File(String),
 }
 
-fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> Result<Verdict, String> {
+fn answer(
+    dir: &Path,
+    line: &[u8],
+    cache: &mut Option<(Source, RobotsTxt)>,
+) -> Result<Verdict, String> {
     let value: Value = serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
     let obj = value.as_object().ok_or("expected a JSON object")?;
     let text = |key: &str| -> Result<Option<&str>, String> {
@@ -217,7 +236,9 @@ fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> R
     } else if let Some(file) = text("file")? {
         Source::File(file.to_owned())
     } else {
-        return Err("missing \"robots\" (the body, a string) or \"file\" (a name under --dir)".to_owned());
+        return Err(
+            "missing \"robots\" (the body, a string) or \"file\" (a name under --dir)".to_owned()
+        );
     };
     let robots = match cache {
         Some((cached, robots)) if *cached == source => robots,
@@ -226,7 +247,9 @@ fn answer(dir: &Path, line: &[u8], cache: &mut Option<(Source, RobotsTxt)>) -> R
                 Source::Body(b) => b.as_bytes().to_vec(),
                 Source::File(f) => {
                     let path = dir.join(f);
-                    std::fs::read(&path).map_err(|e| format!("cannot read robots.txt file '{}': {e}", path.display()))?
+                    std::fs::read(&path).map_err(|e| {
+                        format!("cannot read robots.txt file '{}': {e}", path.display())
+                    })?
                 }
             };
             &mut cache.insert((source, RobotsTxt::parse(&body))).1

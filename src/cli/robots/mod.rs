@@ -85,14 +85,17 @@ pub fn run(command: RobotsCommand) -> Result<ExitCode, String> {
     match command {
         RobotsCommand::Check { robots, agent, lines, exit_code, urls } => {
             let args = CheckArgs { robots, agent, urls, lines };
-            let disallowed = check(&args, &mut std::io::stdout().lock(), &mut std::io::stderr().lock()).map_err(|e| e.to_string())?;
+            let disallowed =
+                check(&args, &mut std::io::stdout().lock(), &mut std::io::stderr().lock())
+                    .map_err(|e| e.to_string())?;
             if exit_code && disallowed > 0 {
                 return Ok(ExitCode::from(1));
             }
         }
         RobotsCommand::Batch { dir } => {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            batch(&dir, &mut std::io::stdin().lock(), &mut out).map_err(|e| format!("robots batch: {e}"))?;
+            batch(&dir, &mut std::io::stdin().lock(), &mut out)
+                .map_err(|e| format!("robots batch: {e}"))?;
         }
         RobotsCommand::Show { common, origin } => return snapshots::show(&common, &origin),
         RobotsCommand::Refresh { common, origins } => return snapshots::refresh(&common, &origins),

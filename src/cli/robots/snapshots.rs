@@ -17,7 +17,9 @@ use std::time::SystemTime;
 
 /// Parses an origin argument (`https://example.org`, `http://host:8080`).
 fn parse_origin(s: &str) -> Result<Origin, String> {
-    Origin::from_url(s).ok_or_else(|| format!("'{s}' is not an origin (expected e.g. https://example.org or http://host:8080)"))
+    Origin::from_url(s).ok_or_else(|| {
+        format!("'{s}' is not an origin (expected e.g. https://example.org or http://host:8080)")
+    })
 }
 
 /// Prints the snapshot of `origin` (state, age, status, SHA-256, ETag,
@@ -42,7 +44,11 @@ pub fn show(common: &Common, origin: &str) -> Result<ExitCode, String> {
             }
         }
         StoreAccess::Daemon(a) => {
-            let (status, body) = admin_request(&a, "GET", &format!("/robots/show?origin={}", encode(&origin.to_string())))?;
+            let (status, body) = admin_request(
+                &a,
+                "GET",
+                &format!("/robots/show?origin={}", encode(&origin.to_string())),
+            )?;
             out!("{body}");
             Ok(if status == 200 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
@@ -61,7 +67,11 @@ pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> 
                 out!("{}", admin_request(&a, "POST", "/robots/refresh")?.1);
             }
             for o in &parsed {
-                let (status, body) = admin_request(&a, "POST", &format!("/robots/refresh?origin={}", encode(&o.to_string())))?;
+                let (status, body) = admin_request(
+                    &a,
+                    "POST",
+                    &format!("/robots/refresh?origin={}", encode(&o.to_string())),
+                )?;
                 if status != 200 {
                     return Err(body.trim().to_string());
                 }
@@ -82,7 +92,10 @@ pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> 
 /// this process and returns the description of each resulting snapshot,
 /// one after the other.
 fn refresh_direct(cfg: &Config, store: &Store, origins: Vec<Origin>) -> Result<String, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async {
         let robots = robots_registry(cfg, store)?;
         let targets = if origins.is_empty() {
@@ -94,7 +107,11 @@ fn refresh_direct(cfg: &Config, store: &Store, origins: Vec<Origin>) -> Result<S
         let mut out = String::new();
         for o in targets {
             let rules = robots.refresh(&o, SystemTime::now()).await;
-            out.push_str(&registry::describe(&rules.snapshot, &robots.windows(&o), SystemTime::now()));
+            out.push_str(&registry::describe(
+                &rules.snapshot,
+                &robots.windows(&o),
+                SystemTime::now(),
+            ));
             out.push('\n');
         }
         robots.flush()?;

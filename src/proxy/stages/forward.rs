@@ -100,11 +100,24 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd, collapse:
 
 /// Fleet mode: the fleet tier before the origin (`crawlcache_fleet::tier`),
 /// asked with the request's URL, header fields and reuse decision.
-async fn fleet_tier(state: &ProxyState, fleet: &Arc<Fleet>, ex: &Exchange, lead: Option<Lead>) -> BeforeOrigin {
+async fn fleet_tier(
+    state: &ProxyState,
+    fleet: &Arc<Fleet>,
+    ex: &Exchange,
+    lead: Option<Lead>,
+) -> BeforeOrigin {
     let (primary, request_cc) = (ex.primary(), &ex.request_cc);
     let decide = |stored: &crawlcache_policy::cache::StoredResponse| {
         let fresh = crawlcache_policy::cache::Freshness::of(stored, &state.policy);
-        crawlcache_policy::policy_rules::reuse_decision(primary, request_cc, &fresh, SystemTime::now(), &state.policy, &state.config.cache.rules).reuse
+        crawlcache_policy::policy_rules::reuse_decision(
+            primary,
+            request_cc,
+            &fresh,
+            SystemTime::now(),
+            &state.policy,
+            &state.config.cache.rules,
+        )
+        .reuse
     };
     let req = FleetRequest { primary, headers: &ex.parts.headers, decide: &decide };
     crawlcache_fleet::tier::before_origin(fleet, &req, lead).await
@@ -113,7 +126,13 @@ async fn fleet_tier(state: &ProxyState, fleet: &Arc<Fleet>, ex: &Exchange, lead:
 /// Forwards the request and streams the response back, storing it when it
 /// is storable. `lead` is released once the outcome is known; `replaces`
 /// is the stored variant a full response replaces.
-pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead>, fwd: Fwd, replaces: Option<&Entry>) -> Response<ProxyBody> {
+pub async fn fetch(
+    state: &Arc<ProxyState>,
+    ex: &mut Exchange,
+    lead: Option<Lead>,
+    fwd: Fwd,
+    replaces: Option<&Entry>,
+) -> Response<ProxyBody> {
     super::robots::pace(state, ex).await;
     let request_time = SystemTime::now();
     let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
@@ -127,7 +146,12 @@ pub async fn fetch(state: &Arc<ProxyState>, ex: &mut Exchange, lead: Option<Lead
 }
 
 /// The origin failed: an error response naming the cause.
-pub fn upstream_failure(state: &ProxyState, ex: &mut Exchange, e: &UpstreamError, fwd: Fwd) -> Response<ProxyBody> {
+pub fn upstream_failure(
+    state: &ProxyState,
+    ex: &mut Exchange,
+    e: &UpstreamError,
+    fwd: Fwd,
+) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.upstream_errors);
     tracing::info!("upstream error: {e}");
     ex.status = CacheStatus::forward(fwd).with_detail(Detail::UpstreamError);
@@ -152,7 +176,14 @@ fn why_not_stored(
 ) -> (Option<Detail>, bool) {
     let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
         Some(Detail::Method)
-    } else if let Err(why) = cache::storable(&ex.parts.method, &ex.request_cc, &ex.parts.headers, status, headers, &state.policy) {
+    } else if let Err(why) = cache::storable(
+        &ex.parts.method,
+        &ex.request_cc,
+        &ex.parts.headers,
+        status,
+        headers,
+        &state.policy,
+    ) {
         Some(not_storable_detail(why))
     } else if !has_secondary_key {
         Some(Detail::VaryStar)
@@ -201,7 +232,9 @@ async fn tee_response(
             }
             Err(e) => {
                 let (tx, rx) = mpsc::channel(1);
-                let _ = tx.try_send(Err(std::io::Error::other(format!("copying the origin's body failed: {e}"))));
+                let _ = tx.try_send(Err(std::io::Error::other(format!(
+                    "copying the origin's body failed: {e}"
+                ))));
                 ProxyBody::Channel { rx, len: None }
             }
         };
@@ -245,10 +278,22 @@ pub async fn respond_with_upstream(
     // length beside it is neither stored nor forwarded.
     crawlcache_policy::hop_by_hop::drop_length_beside_transfer_coding(&mut rparts.headers);
     let status = rparts.status.as_u16();
-    let content_length: Option<u64> = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let content_length: Option<u64> = rparts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
 
     let secondary = key::secondary_key(&rparts.headers, &ex.parts.headers);
-    let (mut not_stored, never_store) = why_not_stored(state, ex, &primary, status, &rparts.headers, secondary.is_some(), content_length);
+    let (mut not_stored, never_store) = why_not_stored(
+        state,
+        ex,
+        &primary,
+        status,
+        &rparts.headers,
+        secondary.is_some(),
+        content_length,
+    );
     // A successful full response replaces the stored variant it matches
     // even when it is not itself storable (RFC 9111 section 4.3.3 wants the
     // newest response used); an error status keeps the old one.
@@ -307,10 +352,23 @@ pub async fn respond_with_upstream(
     match (writer, secondary) {
         (Some(writer), Some(secondary_key)) => {
             let lead = match record_key {
-                Some(rk) => Some(crate::record::relay_lead(state.store.clone(), lead, primary.clone(), secondary_key.clone(), rk)),
+                Some(rk) => Some(crate::record::relay_lead(
+                    state.store.clone(),
+                    lead,
+                    primary.clone(),
+                    secondary_key.clone(),
+                    rk,
+                )),
                 None => lead,
             };
-            let job = TeeJob { state: state.clone(), primary, secondary_key, meta, request_time_ms, lead };
+            let job = TeeJob {
+                state: state.clone(),
+                primary,
+                secondary_key,
+                meta,
+                request_time_ms,
+                lead,
+            };
             tee_response(ex, job, rparts, body, writer, content_length).await
         }
         _ => {
@@ -321,8 +379,20 @@ pub async fn respond_with_upstream(
             match record_key {
                 Some(rk) => {
                     // The variant this request selects (RFC 9111 section 4.1).
-                    let selection = crawlcache_policy::store_key::Selection::of_request(&rparts.headers, &ex.parts.headers);
-                    record_only(state, ex.is_head(), (rk, selection), meta, request_time_ms, rparts, body, content_length)
+                    let selection = crawlcache_policy::store_key::Selection::of_request(
+                        &rparts.headers,
+                        &ex.parts.headers,
+                    );
+                    record_only(
+                        state,
+                        ex.is_head(),
+                        (rk, selection),
+                        meta,
+                        request_time_ms,
+                        rparts,
+                        body,
+                        content_length,
+                    )
                 }
                 None => Response::from_parts(rparts, ProxyBody::Upstream(body)),
             }
@@ -340,7 +410,10 @@ pub async fn respond_with_upstream(
 pub fn record_only(
     state: &Arc<ProxyState>,
     head: bool,
-    (record_key, selection): (crawlcache_policy::store_key::RecordKey, crawlcache_policy::store_key::Selection),
+    (record_key, selection): (
+        crawlcache_policy::store_key::RecordKey,
+        crawlcache_policy::store_key::Selection,
+    ),
     meta: Vec<u8>,
     request_time_ms: u64,
     rparts: http::response::Parts,
@@ -369,7 +442,14 @@ pub fn record_only(
         }
     };
     let (tx, rx) = mpsc::channel(8);
-    let job = TeeJob { state: state.clone(), primary: record_key.primary(), secondary_key, meta, request_time_ms, lead: None };
+    let job = TeeJob {
+        state: state.clone(),
+        primary: record_key.primary(),
+        secondary_key,
+        meta,
+        request_time_ms,
+        lead: None,
+    };
     tokio::spawn(tee::run(job, body, writer, tx));
     Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
 }

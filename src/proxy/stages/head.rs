@@ -32,7 +32,12 @@ use std::time::SystemTime;
 /// answer (RFC 9111 section 4.3.5).
 /// `fwd` is `stale`, or `request` when the request's directives alone
 /// made the validation (RFC 9211 section 2.2).
-pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd: Fwd) -> Response<ProxyBody> {
+pub async fn run(
+    state: &Arc<ProxyState>,
+    ex: &mut Exchange,
+    found: &Found,
+    fwd: Fwd,
+) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.validation_requests);
     let req = ex.upstream_request(&ex.parts.method, ProxyBody::empty());
     let request_time = SystemTime::now();
@@ -43,9 +48,17 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
         }
         Err(e) => {
             let now = SystemTime::now();
-            if cache::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, error_kind(&e), now, &state.policy) {
-                let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
-                ex.status = CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
+            if cache::may_serve_stale_on_error(
+                &ex.request_cc,
+                &found.decoded.stored,
+                error_kind(&e),
+                now,
+                &state.policy,
+            ) {
+                let detail =
+                    if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
+                ex.status =
+                    CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
                 if let Some(r) = serve_stale(state, ex, found, now) {
                     return r;
                 }
@@ -59,9 +72,20 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
     };
     let now = SystemTime::now();
     let status = resp.status();
-    if cache::may_serve_stale_on_error(&ex.request_cc, &found.decoded.stored, OriginError::Status(status.as_u16()), now, &state.policy) {
+    if cache::may_serve_stale_on_error(
+        &ex.request_cc,
+        &found.decoded.stored,
+        OriginError::Status(status.as_u16()),
+        now,
+        &state.policy,
+    ) {
         drop(resp);
-        ex.status = CacheStatus { fwd: Some(fwd), fwd_status: Some(status.as_u16()), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+        ex.status = CacheStatus {
+            fwd: Some(fwd),
+            fwd_status: Some(status.as_u16()),
+            ..CacheStatus::default()
+        }
+        .with_detail(Detail::StaleIfError);
         if let Some(r) = serve_stale(state, ex, found, now) {
             return r;
         }
@@ -94,6 +118,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: &Found, fwd:
     }
     let (mut rparts, body) = resp.into_parts();
     client_response_fields(&mut rparts.headers);
-    ex.status = CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(fwd) };
+    ex.status =
+        CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(fwd) };
     Response::from_parts(rparts, ProxyBody::Upstream(body))
 }

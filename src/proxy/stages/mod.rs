@@ -33,7 +33,10 @@ use crate::wire::body::ProxyBody;
 use http::Response;
 
 /// What a stage did with the request.
-#[allow(clippy::large_enum_variant, reason = "one per request, moved once: boxing the response would allocate on every hit")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per request, moved once: boxing the response would allocate on every hit"
+)]
 pub enum Step {
     /// The response to send.
     Done(Response<ProxyBody>),

@@ -58,13 +58,19 @@ pub enum MaxForwards {
 pub fn max_forwards(headers: &HeaderMap) -> MaxForwards {
     let mut lines = headers.get_all(MAX_FORWARDS).iter();
     let (Some(value), None) = (lines.next(), lines.next()) else {
-        return if headers.contains_key(MAX_FORWARDS) { MaxForwards::Invalid } else { MaxForwards::Absent };
+        return if headers.contains_key(MAX_FORWARDS) {
+            MaxForwards::Invalid
+        } else {
+            MaxForwards::Absent
+        };
     };
     let digits = value.as_bytes().trim_ascii();
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return MaxForwards::Invalid;
     }
-    let n = digits.iter().try_fold(0u64, |n, d| n.checked_mul(10).and_then(|n| n.checked_add(u64::from(d - b'0'))));
+    let n = digits
+        .iter()
+        .try_fold(0u64, |n, d| n.checked_mul(10).and_then(|n| n.checked_add(u64::from(d - b'0'))));
     MaxForwards::Remaining(n.unwrap_or(u64::MAX))
 }
 
@@ -148,8 +154,14 @@ mod tests {
         assert_eq!(max_forwards(&headers(&["0"])), MaxForwards::Remaining(0));
         assert_eq!(max_forwards(&headers(&["007"])), MaxForwards::Remaining(7));
         assert_eq!(max_forwards(&headers(&[" 3 "])), MaxForwards::Remaining(3));
-        assert_eq!(max_forwards(&headers(&["18446744073709551615"])), MaxForwards::Remaining(u64::MAX));
-        assert_eq!(max_forwards(&headers(&["99999999999999999999999"])), MaxForwards::Remaining(u64::MAX));
+        assert_eq!(
+            max_forwards(&headers(&["18446744073709551615"])),
+            MaxForwards::Remaining(u64::MAX)
+        );
+        assert_eq!(
+            max_forwards(&headers(&["99999999999999999999999"])),
+            MaxForwards::Remaining(u64::MAX)
+        );
         for bad in ["", "-1", "+1", "1.0", "one", "1, 2", "0x10", "1 2"] {
             assert_eq!(max_forwards(&headers(&[bad])), MaxForwards::Invalid, "{bad:?}");
         }
@@ -159,7 +171,13 @@ mod tests {
     /// RFC 9110 section 7.6.2: N > 0 is forwarded as N − 1; nothing else changes.
     #[test]
     fn max_forwards_is_decremented_before_forwarding_rfc9110_7_6_2() {
-        for (before, after) in [("5", "4"), ("1", "0"), ("0", "0"), ("99999999999999999999999", "18446744073709551614"), ("abc", "abc")] {
+        for (before, after) in [
+            ("5", "4"),
+            ("1", "0"),
+            ("0", "0"),
+            ("99999999999999999999999", "18446744073709551614"),
+            ("abc", "abc"),
+        ] {
             let mut h = headers(&[before]);
             update_max_forwards(&mut h);
             assert_eq!(h.get(MAX_FORWARDS).unwrap(), after, "{before}");
@@ -173,7 +191,9 @@ mod tests {
     /// query may have been written with an empty path.
     #[test]
     fn only_an_options_for_slash_may_be_about_the_whole_server_rfc9112_3_2_4() {
-        let request = |method: &str, uri: &str| http::Request::builder().method(method).uri(uri).body(()).unwrap();
+        let request = |method: &str, uri: &str| {
+            http::Request::builder().method(method).uri(uri).body(()).unwrap()
+        };
         for (method, uri, candidate) in [
             ("OPTIONS", "http://example.com", Some("http://example.com")),
             ("OPTIONS", "http://example.com:8080/", Some("http://example.com:8080")),
@@ -184,7 +204,11 @@ mod tests {
             ("OPTIONS", "*", None),
             ("GET", "http://example.com", None),
         ] {
-            assert_eq!(whole_server_candidate(&request(method, uri)).as_deref(), candidate, "{method} {uri}");
+            assert_eq!(
+                whole_server_candidate(&request(method, uri)).as_deref(),
+                candidate,
+                "{method} {uri}"
+            );
         }
     }
 }

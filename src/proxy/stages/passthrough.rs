@@ -25,7 +25,12 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
     let recording = fwd == Fwd::Method && state.config.record.records_method(&ex.parts.method);
     let request_time = SystemTime::now();
     let (body, body_hash) = if recording {
-        let len = ex.parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+        let len = ex
+            .parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
         let (b, rx) = crate::record::hash_request_body(ex.body.take(), len);
         (b, Some(rx))
     } else {
@@ -37,7 +42,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
     if ex.parts.method == Method::OPTIONS {
         super::options_trace::update_max_forwards(up.headers_mut());
     }
-    let sent = if whole_server { state.upstream.send_server_options(up).await } else { state.upstream.send(up).await };
+    let sent = if whole_server {
+        state.upstream.send_server_options(up).await
+    } else {
+        state.upstream.send(up).await
+    };
     ex.upstream_version = sent.as_ref().ok().map(|r| r.version());
     match sent {
         Err(e) => upstream_failure(state, ex, &e, fwd),
@@ -45,9 +54,16 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
             let response_time = SystemTime::now();
             let status = resp.status().as_u16();
             let primary = ex.primary();
-            for target in cache::invalidation_targets(&ex.parts.method, status, primary, resp.headers()) {
-                match state.invalidations.invalidate(&target, to_millis(SystemTime::now()), || state.store.remove(&target)) {
-                    Ok(n) if n > 0 => tracing::debug!("invalidated {target} ({n} variants) after {} {primary}", ex.parts.method),
+            for target in
+                cache::invalidation_targets(&ex.parts.method, status, primary, resp.headers())
+            {
+                match state.invalidations.invalidate(&target, to_millis(SystemTime::now()), || {
+                    state.store.remove(&target)
+                }) {
+                    Ok(n) if n > 0 => tracing::debug!(
+                        "invalidated {target} ({n} variants) after {} {primary}",
+                        ex.parts.method
+                    ),
                     Ok(_) => {}
                     Err(e) => tracing::warn!("invalidating {target} failed: {e}"),
                 }
@@ -66,10 +82,20 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                     // origin that answers before reading it is not recorded.
                     match tokio::time::timeout(std::time::Duration::from_secs(5), rx).await {
                         Ok(Ok(hash)) => {
-                            let key = crawlcache_policy::store_key::RecordKey::new(&ex.parts.method, ex.primary(), Some(&hash));
+                            let key = crawlcache_policy::store_key::RecordKey::new(
+                                &ex.parts.method,
+                                ex.primary(),
+                                Some(&hash),
+                            );
                             // The variant this request selects (RFC 9111 section 4.1).
-                            let selection = crawlcache_policy::store_key::Selection::of_request(&origin_headers, &ex.parts.headers);
-                            let vary_request = crawlcache_policy::cache::key::nominated_fields(&origin_headers, &ex.parts.headers);
+                            let selection = crawlcache_policy::store_key::Selection::of_request(
+                                &origin_headers,
+                                &ex.parts.headers,
+                            );
+                            let vary_request = crawlcache_policy::cache::key::nominated_fields(
+                                &origin_headers,
+                                &ex.parts.headers,
+                            );
                             let meta = crawlcache_policy::cache::encode_head(
                                 status,
                                 to_millis(request_time),
@@ -78,10 +104,27 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
                                 cache::fields_to_store(&origin_headers, &state.policy).into_iter(),
                                 vary_request.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
                             );
-                            let len = rparts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
-                            return super::forward::record_only(state, false, (key, selection), meta, to_millis(request_time), rparts, body, len);
+                            let len = rparts
+                                .headers
+                                .get(http::header::CONTENT_LENGTH)
+                                .and_then(|v| v.to_str().ok())
+                                .and_then(|v| v.trim().parse().ok());
+                            return super::forward::record_only(
+                                state,
+                                false,
+                                (key, selection),
+                                meta,
+                                to_millis(request_time),
+                                rparts,
+                                body,
+                                len,
+                            );
                         }
-                        _ => tracing::info!("not recording {} {}: the request body was not read whole", ex.parts.method, ex.primary()),
+                        _ => tracing::info!(
+                            "not recording {} {}: the request body was not read whole",
+                            ex.parts.method,
+                            ex.primary()
+                        ),
                     }
                 }
             }

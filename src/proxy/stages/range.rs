@@ -73,7 +73,9 @@ pub fn select(request_headers: &HeaderMap, stored: &StoredResponse, len: u64) ->
     let satisfiable: Vec<(u64, u64)> = specs
         .iter()
         .filter_map(|spec| match *spec {
-            RangeSpec::Int { first, last } if first < len => Some((first, last.unwrap_or(u64::MAX).min(len - 1))),
+            RangeSpec::Int { first, last } if first < len => {
+                Some((first, last.unwrap_or(u64::MAX).min(len - 1)))
+            }
             RangeSpec::Int { .. } => None,
             RangeSpec::Suffix(0) => None,
             RangeSpec::Suffix(n) => Some((len - n.min(len), len - 1)),
@@ -149,11 +151,16 @@ fn if_range_matches(value: &[u8], stored: &StoredResponse) -> bool {
         // Strong comparison: neither may be weak.
         return !value.starts_with(b"W/") && field("etag").is_some_and(|etag| etag == value);
     }
-    let date = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|s| httpdate::parse_http_date(s.trim()).ok());
-    let (Some(wanted), Some(last_modified)) = (date(value), field("last-modified").and_then(date)) else {
+    let date = |v: &[u8]| {
+        std::str::from_utf8(v).ok().and_then(|s| httpdate::parse_http_date(s.trim()).ok())
+    };
+    let (Some(wanted), Some(last_modified)) = (date(value), field("last-modified").and_then(date))
+    else {
         return false;
     };
-    let strong = field("date").and_then(date).is_some_and(|d: SystemTime| d.duration_since(last_modified).unwrap_or(Duration::ZERO) >= Duration::from_secs(1));
+    let strong = field("date").and_then(date).is_some_and(|d: SystemTime| {
+        d.duration_since(last_modified).unwrap_or(Duration::ZERO) >= Duration::from_secs(1)
+    });
     strong && wanted == last_modified
 }
 
@@ -163,8 +170,15 @@ fn if_range_matches(value: &[u8], stored: &StoredResponse) -> bool {
 /// `Content-Range` and the selected bytes, a `416`, or `resp` unchanged
 /// (no `Range`, another method or status, several ranges, failed
 /// `If-Range`, or a body that is not a whole stored body).
-pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody>) -> Response<ProxyBody> {
-    if request.method != Method::GET || resp.status() != StatusCode::OK || !request.headers.contains_key(http::header::RANGE) {
+pub fn narrow(
+    request: &Parts,
+    stored: &StoredResponse,
+    resp: Response<ProxyBody>,
+) -> Response<ProxyBody> {
+    if request.method != Method::GET
+        || resp.status() != StatusCode::OK
+        || !request.headers.contains_key(http::header::RANGE)
+    {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
@@ -187,7 +201,9 @@ pub fn narrow(request: &Parts, stored: &StoredResponse, resp: Response<ProxyBody
                     ProxyBody::File { file, remaining: count }
                 }
                 // `select` keeps first <= last < len.
-                ProxyBody::Full(Some(bytes)) if first <= last && last < len => ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize))),
+                ProxyBody::Full(Some(bytes)) if first <= last && last < len => {
+                    ProxyBody::Full(Some(bytes.slice(first as usize..=last as usize)))
+                }
                 other => return Response::from_parts(parts, other),
             };
             parts.status = StatusCode::PARTIAL_CONTENT;
@@ -259,7 +275,10 @@ mod tests {
     #[test]
     fn section_14_1_2_last_pos_beyond_the_end_is_clamped() {
         assert_eq!(answer("bytes=5-1000", 11), RangeAnswer::Partial { first: 5, last: 10 });
-        assert_eq!(answer("bytes=5-99999999999999999999999", 11), RangeAnswer::Partial { first: 5, last: 10 });
+        assert_eq!(
+            answer("bytes=5-99999999999999999999999", 11),
+            RangeAnswer::Partial { first: 5, last: 10 }
+        );
     }
 
     #[test]
@@ -283,7 +302,16 @@ mod tests {
 
     #[test]
     fn section_14_2_malformed_or_foreign_ranges_are_ignored() {
-        for r in ["bytes=5-1", "bytes=a-b", "bytes=", "bytes=1", "items=0-1", "bytes 0-1", "bytes=--1", "bytes=+1-2"] {
+        for r in [
+            "bytes=5-1",
+            "bytes=a-b",
+            "bytes=",
+            "bytes=1",
+            "items=0-1",
+            "bytes 0-1",
+            "bytes=--1",
+            "bytes=+1-2",
+        ] {
             assert_eq!(answer(r, 11), RangeAnswer::Full, "{r}");
         }
     }
@@ -310,12 +338,16 @@ mod tests {
     #[test]
     fn section_13_1_5_if_range_etag_needs_a_strong_match() {
         let s = stored(&[("etag", "\"abc\"")]);
-        let with = |v: &'static str| select(&req(&[("range", "bytes=0-1"), ("if-range", v)]), &s, 11);
+        let with =
+            |v: &'static str| select(&req(&[("range", "bytes=0-1"), ("if-range", v)]), &s, 11);
         assert_eq!(with("\"abc\""), RangeAnswer::Partial { first: 0, last: 1 });
         assert_eq!(with("\"other\""), RangeAnswer::Full);
         assert_eq!(with("W/\"abc\""), RangeAnswer::Full);
         let weak = stored(&[("etag", "W/\"abc\"")]);
-        assert_eq!(select(&req(&[("range", "bytes=0-1"), ("if-range", "W/\"abc\"")]), &weak, 11), RangeAnswer::Full);
+        assert_eq!(
+            select(&req(&[("range", "bytes=0-1"), ("if-range", "W/\"abc\"")]), &weak, 11),
+            RangeAnswer::Full
+        );
     }
 
     #[test]

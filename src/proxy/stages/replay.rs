@@ -46,20 +46,24 @@ pub fn find(state: &ProxyState, key: &str, request_headers: &http::HeaderMap) ->
         }
     };
     let mut missed: Option<String> = None;
-    let decoded = entries.into_iter().filter_map(|entry| Some((state.meta_cache.decode(&entry.meta)?, entry)));
+    let decoded = entries
+        .into_iter()
+        .filter_map(|entry| Some((state.meta_cache.decode(&entry.meta)?, entry)));
     let admits = |(decoded, entry): &(Arc<Decoded>, Entry)| {
-        let selection = Selection::of_entry(&entry.secondary_key, &decoded.stored, &decoded.headers);
+        let selection =
+            Selection::of_entry(&entry.secondary_key, &decoded.stored, &decoded.headers);
         let admitted = selection.admits(&decoded.headers, request_headers);
         if !admitted && missed.is_none() {
-            missed = Some(crawlcache_policy::store_key::describe_variant(&decoded.headers, request_headers));
+            missed = Some(crawlcache_policy::store_key::describe_variant(
+                &decoded.headers,
+                request_headers,
+            ));
         }
         admitted
     };
-    let best = crawlcache_policy::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored).map(|(decoded, entry)| Found {
-        entry: Arc::new(entry),
-        decoded,
-        hot: None,
-    });
+    let best =
+        crawlcache_policy::cache::variant::select(decoded, admits, |(decoded, _)| &decoded.stored)
+            .map(|(decoded, entry)| Found { entry: Arc::new(entry), decoded, hot: None });
     match (best, missed) {
         (Some(f), _) => Recorded::Found(f),
         (None, Some(m)) => Recorded::OtherVariants(m),
@@ -69,17 +73,35 @@ pub fn find(state: &ProxyState, key: &str, request_headers: &http::HeaderMap) ->
 
 /// Answers `ex` with the recorded response `found`, stored under `key`.
 /// A record whose body file has vanished is dropped and answered with 504.
-pub fn serve(state: &ProxyState, ex: &mut Exchange, found: &Found, key: &str) -> Response<ProxyBody> {
+pub fn serve(
+    state: &ProxyState,
+    ex: &mut Exchange,
+    found: &Found,
+    key: &str,
+) -> Response<ProxyBody> {
     let stored = &found.decoded.stored;
     let mut headers = found.decoded.headers.clone();
     let age = to_millis(SystemTime::now()).saturating_sub(stored.response_time_ms) / 1000;
     headers.insert(http::header::AGE, HeaderValue::from(age));
     add_via(&mut headers);
     state.store.touch(key, &found.entry.secondary_key);
-    let Ok(body) = super::serve::stored_body(state, ex.is_head(), key, &found.entry, None, stored.status, &mut headers) else {
+    let Ok(body) = super::serve::stored_body(
+        state,
+        ex.is_head(),
+        key,
+        &found.entry,
+        None,
+        stored.status,
+        &mut headers,
+    ) else {
         return missing(ex, &[key.to_string()], None);
     };
-    ex.status = CacheStatus { hit: true, key: Some(key.to_string()), detail: Some(Detail::Offline), ..CacheStatus::default() };
+    ex.status = CacheStatus {
+        hit: true,
+        key: Some(key.to_string()),
+        detail: Some(Detail::Offline),
+        ..CacheStatus::default()
+    };
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     *resp.headers_mut() = headers;
@@ -123,7 +145,11 @@ pub async fn with_body(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<P
                 }
                 Err(e) => {
                     ex.status = CacheStatus::forward(Fwd::Method).with_detail(Detail::Offline);
-                    return error_response(StatusCode::BAD_REQUEST, &format!("crawlcache: reading the request body failed: {e}"), &ex.status);
+                    return error_response(
+                        StatusCode::BAD_REQUEST,
+                        &format!("crawlcache: reading the request body failed: {e}"),
+                        &ex.status,
+                    );
                 }
             }
         }

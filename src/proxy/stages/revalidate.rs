@@ -25,7 +25,13 @@ use std::time::SystemTime;
 /// waits for the current leader when `collapse`), then validates.
 /// `fwd` is `stale`, or `request` when the request's directives alone
 /// made the validation (RFC 9211 section 2.2).
-pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, collapse: bool, fwd: Fwd) -> Step {
+pub async fn run(
+    state: &Arc<ProxyState>,
+    ex: &mut Exchange,
+    found: Found,
+    collapse: bool,
+    fwd: Fwd,
+) -> Step {
     let mut lead = None;
     if collapse {
         match state.inflight.join(ex.primary()) {
@@ -42,7 +48,13 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, colla
 }
 
 /// Sends the conditional GET for `found` and answers the client.
-async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead: Option<Lead>, fwd: Fwd) -> Response<ProxyBody> {
+async fn validate(
+    state: &Arc<ProxyState>,
+    ex: &mut Exchange,
+    found: Found,
+    lead: Option<Lead>,
+    fwd: Fwd,
+) -> Response<ProxyBody> {
     Metrics::inc(&state.metrics.validation_requests);
     super::robots::pace(state, ex).await;
     let stored = &found.decoded.stored;
@@ -60,9 +72,17 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
     let now = SystemTime::now();
     match result {
         Err(e) => {
-            if cache::may_serve_stale_on_error(&ex.request_cc, stored, error_kind(&e), now, &state.policy) {
-                let detail = if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
-                ex.status = CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
+            if cache::may_serve_stale_on_error(
+                &ex.request_cc,
+                stored,
+                error_kind(&e),
+                now,
+                &state.policy,
+            ) {
+                let detail =
+                    if e.unreachable() { Detail::Disconnected } else { Detail::StaleIfError };
+                ex.status =
+                    CacheStatus { fwd: Some(fwd), ..CacheStatus::default() }.with_detail(detail);
                 if let Some(r) = serve_stale(state, ex, &found, now) {
                     return r;
                 }
@@ -85,7 +105,11 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
                 // Fleet mode: the freshened head goes to the fleet tier too.
                 Ok(true) => {
                     if let Some(f) = &state.fleet {
-                        crawlcache_fleet::tier::publish_later(f, ex.primary(), &found.entry.secondary_key);
+                        crawlcache_fleet::tier::publish_later(
+                            f,
+                            ex.primary(),
+                            &found.entry.secondary_key,
+                        );
                     }
                 }
                 Ok(false) => {}
@@ -109,23 +133,45 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
             }
             let age = cache::current_age(&fresh.stored, now).as_secs();
             let ttl = lifetime(state, ex.primary(), &fresh.stored).as_secs() as i64 - age as i64;
-            ex.status = CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(fwd) };
-            match super::serve::stored(state, ex, &found, &fresh.stored, Some(&fresh.headers), age) {
+            ex.status =
+                CacheStatus { fwd_status: Some(304), ttl: Some(ttl), ..CacheStatus::forward(fwd) };
+            match super::serve::stored(state, ex, &found, &fresh.stored, Some(&fresh.headers), age)
+            {
                 Step::Done(r) => r,
-                Step::LookAgain => error_response(StatusCode::BAD_GATEWAY, "crawlcache: stored body vanished during revalidation", &ex.status),
+                Step::LookAgain => error_response(
+                    StatusCode::BAD_GATEWAY,
+                    "crawlcache: stored body vanished during revalidation",
+                    &ex.status,
+                ),
             }
         }
         Ok(resp) => {
             let status = resp.status().as_u16();
-            if cache::may_serve_stale_on_error(&ex.request_cc, stored, OriginError::Status(status), now, &state.policy) {
+            if cache::may_serve_stale_on_error(
+                &ex.request_cc,
+                stored,
+                OriginError::Status(status),
+                now,
+                &state.policy,
+            ) {
                 drop(resp);
-                ex.status = CacheStatus { fwd: Some(fwd), fwd_status: Some(status), ..CacheStatus::default() }.with_detail(Detail::StaleIfError);
+                ex.status = CacheStatus {
+                    fwd: Some(fwd),
+                    fwd_status: Some(status),
+                    ..CacheStatus::default()
+                }
+                .with_detail(Detail::StaleIfError);
                 if let Some(r) = serve_stale(state, ex, &found, now) {
                     return r;
                 }
-                return error_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), "crawlcache: origin error", &ex.status);
+                return error_response(
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+                    "crawlcache: origin error",
+                    &ex.status,
+                );
             }
-            respond_with_upstream(state, ex, resp, request_time, lead, fwd, Some(&found.entry)).await
+            respond_with_upstream(state, ex, resp, request_time, lead, fwd, Some(&found.entry))
+                .await
         }
     }
 }
@@ -133,7 +179,12 @@ async fn validate(state: &Arc<ProxyState>, ex: &mut Exchange, found: Found, lead
 /// The freshness lifetime of `stored` under `primary`, bounded by the
 /// matching `[[cache.rules]]` (as the reuse decision bounds it).
 fn lifetime(state: &ProxyState, primary: &str, stored: &StoredResponse) -> std::time::Duration {
-    crawlcache_policy::policy_rules::freshness_lifetime(&state.config.cache.rules, primary, stored, &state.policy)
+    crawlcache_policy::policy_rules::freshness_lifetime(
+        &state.config.cache.rules,
+        primary,
+        stored,
+        &state.policy,
+    )
 }
 
 /// What an upstream failure counts as for the stale-serving rules.
@@ -148,7 +199,12 @@ pub(super) fn error_kind(e: &UpstreamError) -> OriginError {
 /// Serves the stale stored response after an origin error; `ex.status`
 /// already says why. `None` when its body has vanished. A HEAD gets the
 /// stored GET's header fields without the body (RFC 9110 section 9.3.2).
-pub(super) fn serve_stale(state: &ProxyState, ex: &mut Exchange, found: &Found, now: SystemTime) -> Option<Response<ProxyBody>> {
+pub(super) fn serve_stale(
+    state: &ProxyState,
+    ex: &mut Exchange,
+    found: &Found,
+    now: SystemTime,
+) -> Option<Response<ProxyBody>> {
     let stored: &StoredResponse = &found.decoded.stored;
     let age = cache::current_age(stored, now).as_secs();
     ex.status.hit = true;

@@ -39,7 +39,8 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
     let url = ex.primary();
     let now = SystemTime::now();
     let version = state.robots.version();
-    let fresh = if state.offline { None } else { FreshRules::recall(version, url, ex.user_agent(), now) };
+    let fresh =
+        if state.offline { None } else { FreshRules::recall(version, url, ex.user_agent(), now) };
     let fresh = match fresh {
         Some(f) => f,
         None => {
@@ -50,14 +51,24 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
                 // in the store, or run without rules if there is neither.
                 let rules = match state.robots.current(&origin) {
                     Some(r) => r,
-                    None => crate::robots::archive::rules(&state.store, &state.config.cache.key_rules, cfg, &origin).await?,
+                    None => {
+                        crate::robots::archive::rules(
+                            &state.store,
+                            &state.config.cache.key_rules,
+                            cfg,
+                            &origin,
+                        )
+                        .await?
+                    }
                 };
                 (rules, Disposition::Offline)
             } else {
                 Box::pin(state.robots.rules_for_client(&origin, now, ex.user_agent())).await
             };
             let windows = state.robots.windows(&origin);
-            if disposition == Disposition::Fetched && rules.snapshot.status == RobotsStatus::Unavailable {
+            if disposition == Disposition::Fetched
+                && rules.snapshot.status == RobotsStatus::Unavailable
+            {
                 tracing::warn!(
                     "robots.txt of {origin} could not be fetched ({}); its URLs count as disallowed until a retry succeeds (after the back-off, at the first request after a restart, or now with `crawlcache robots refresh {origin}`)",
                     rules.snapshot.verdict_reason().unwrap_or_else(|| rules.snapshot.last_outcome.to_string())
@@ -66,9 +77,17 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
             let agent = enforce::product_token(&cfg.agent, ex.user_agent());
             let names = enforce::CheckNames::new(&rules, &agent);
             let until = rules.snapshot.validated_at.checked_add(windows.fresh);
-            let fresh =
-                std::sync::Arc::new(FreshRules { origin: std::sync::Arc::new(origin), rules, windows, names, disposition, until: until.unwrap_or(now) });
-            if let (Disposition::Cached, true, Some(_)) = (disposition, fresh.rules.snapshot.status != RobotsStatus::Unavailable, until) {
+            let fresh = std::sync::Arc::new(FreshRules {
+                origin: std::sync::Arc::new(origin),
+                rules,
+                windows,
+                names,
+                disposition,
+                until: until.unwrap_or(now),
+            });
+            if let (Disposition::Cached, true, Some(_)) =
+                (disposition, fresh.rules.snapshot.status != RobotsStatus::Unavailable, until)
+            {
                 FreshRules::keep(version, url, ex.user_agent(), fresh.clone());
             }
             fresh
@@ -82,16 +101,24 @@ pub async fn gate(state: &ProxyState, ex: &Exchange) -> Option<RobotsGate> {
 
     let is_robots_url = url.ends_with("/robots.txt") && url == origin.robots_url();
     let action = if is_robots_url && ex.is_cacheable_method() {
-        RobotsAction::AnswerSnapshot(ClientAnswer::for_snapshot(&rules.snapshot, check.judged_state()))
+        RobotsAction::AnswerSnapshot(ClientAnswer::for_snapshot(
+            &rules.snapshot,
+            check.judged_state(),
+        ))
     } else {
         match check.action(cfg.mode) {
             Action::Refuse { status, body } => RobotsAction::Refuse { status, body },
             Action::Forward => RobotsAction::Forward,
         }
     };
-    let pace = cfg
-        .honor_crawl_delay
-        .then(|| Pace { origin_key: origin.key(), delay: politeness::effective_delay(rules.robots.crawl_delay(&check.agent), cfg.min_delay, cfg.max_delay) });
+    let pace = cfg.honor_crawl_delay.then(|| Pace {
+        origin_key: origin.key(),
+        delay: politeness::effective_delay(
+            rules.robots.crawl_delay(&check.agent),
+            cfg.min_delay,
+            cfg.max_delay,
+        ),
+    });
     Some(RobotsGate { check, action, pace, origin: origin.clone() })
 }
 
@@ -123,7 +150,10 @@ struct FreshRules {
 const FRESH_ORIGINS: usize = 256;
 
 /// Per registry version: origin part of the primary key -> (User-Agent, rules).
-type FreshMemo = ((u64, u64), std::collections::HashMap<String, Vec<(Option<String>, std::sync::Arc<FreshRules>)>>);
+type FreshMemo = (
+    (u64, u64),
+    std::collections::HashMap<String, Vec<(Option<String>, std::sync::Arc<FreshRules>)>>,
+);
 
 thread_local! {
     static FRESH: std::cell::RefCell<FreshMemo> = std::cell::RefCell::new(((u64::MAX, 0), std::collections::HashMap::new()));
@@ -140,7 +170,12 @@ impl FreshRules {
 
     /// The fresh rules kept for `url`'s origin and `user_agent` under
     /// `version`, if still fresh at `now`.
-    fn recall(version: (u64, u64), url: &str, user_agent: Option<&str>, now: SystemTime) -> Option<std::sync::Arc<FreshRules>> {
+    fn recall(
+        version: (u64, u64),
+        url: &str,
+        user_agent: Option<&str>,
+        now: SystemTime,
+    ) -> Option<std::sync::Arc<FreshRules>> {
         let part = Self::origin_part(url)?;
         FRESH
             .try_with(|m| {
@@ -157,7 +192,12 @@ impl FreshRules {
 
     /// Keeps `fresh` for `url`'s origin and `user_agent` under `version`
     /// (read before the rules were asked for).
-    fn keep(version: (u64, u64), url: &str, user_agent: Option<&str>, fresh: std::sync::Arc<FreshRules>) {
+    fn keep(
+        version: (u64, u64),
+        url: &str,
+        user_agent: Option<&str>,
+        fresh: std::sync::Arc<FreshRules>,
+    ) {
         let Some(part) = Self::origin_part(url) else { return };
         let _ = FRESH.try_with(|m| {
             let Ok(mut m) = m.try_borrow_mut() else { return };
@@ -181,12 +221,20 @@ impl FreshRules {
 /// the enforcement refusal, or the client's `/robots.txt` from the snapshot.
 pub fn answer(ex: &mut Exchange) -> Response<ProxyBody> {
     let Some(g) = ex.robots.as_ref() else {
-        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "crawlcache: no robots verdict", &CacheStatus::default());
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "crawlcache: no robots verdict",
+            &CacheStatus::default(),
+        );
     };
     match &g.action {
         RobotsAction::Refuse { status, body } => {
             ex.status = CacheStatus::forward(Fwd::Bypass).with_detail(Detail::Robots);
-            error_response(StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN), body.trim_end(), &ex.status)
+            error_response(
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN),
+                body.trim_end(),
+                &ex.status,
+            )
         }
         RobotsAction::AnswerSnapshot(answer) => {
             let origin = &g.origin;
@@ -203,21 +251,28 @@ pub fn answer(ex: &mut Exchange) -> Response<ProxyBody> {
                 ))),
                 ClientAnswer::Unavailable(why) => Response::new(ProxyBody::full(format!("crawlcache: robots.txt of {origin}: {why}\n"))),
             };
-            *response.status_mut() = StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            *response.status_mut() =
+                StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
             let h = response.headers_mut();
             h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             add_via(h);
-            ex.status = CacheStatus { hit: true, ..CacheStatus::default() }.with_detail(match g.check.disposition {
-                Disposition::Fetched => Detail::RobotsSnapshotFetched,
-                Disposition::Cached => Detail::RobotsSnapshotCached,
-                Disposition::StaleUsable => Detail::RobotsSnapshotStaleUsable,
-                Disposition::StaleDegraded => Detail::RobotsSnapshotStaleDegraded,
-                Disposition::Expired => Detail::RobotsSnapshotExpired,
-                Disposition::Offline => Detail::Offline,
-            });
+            ex.status = CacheStatus { hit: true, ..CacheStatus::default() }.with_detail(
+                match g.check.disposition {
+                    Disposition::Fetched => Detail::RobotsSnapshotFetched,
+                    Disposition::Cached => Detail::RobotsSnapshotCached,
+                    Disposition::StaleUsable => Detail::RobotsSnapshotStaleUsable,
+                    Disposition::StaleDegraded => Detail::RobotsSnapshotStaleDegraded,
+                    Disposition::Expired => Detail::RobotsSnapshotExpired,
+                    Disposition::Offline => Detail::Offline,
+                },
+            );
             response
         }
-        RobotsAction::Forward => error_response(StatusCode::INTERNAL_SERVER_ERROR, "crawlcache: robots said forward", &CacheStatus::default()),
+        RobotsAction::Forward => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "crawlcache: robots said forward",
+            &CacheStatus::default(),
+        ),
     }
 }
 
@@ -248,11 +303,21 @@ pub fn annotate(response: &mut Response<ProxyBody>, check: &RobotsCheck) {
             && r.sha256 == check.sha256
             && r.reason == check.reason
     };
-    let reused = LAST.try_with(|last| last.try_borrow().ok().and_then(|l| l.as_ref().filter(|r| same(r)).map(|r| r.value.clone()))).ok().flatten();
+    let reused = LAST
+        .try_with(|last| {
+            last.try_borrow()
+                .ok()
+                .and_then(|l| l.as_ref().filter(|r| same(r)).map(|r| r.value.clone()))
+        })
+        .ok()
+        .flatten();
     let value = match reused {
         Some(v) => v,
         None => {
-            let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(check.status_header())) else { return };
+            let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(check.status_header()))
+            else {
+                return;
+            };
             let rendered = Rendered {
                 allowed: check.verdict.allowed,
                 rule: check.verdict.rule.clone(),

@@ -17,7 +17,14 @@ use http::{Response, StatusCode};
 /// `prebuilt`: its header map when already decoded) at `age` seconds.
 /// [`Step::LookAgain`] when the body file has vanished (the entry is then
 /// dropped).
-pub fn stored(state: &ProxyState, ex: &mut Exchange, found: &Found, stored: &StoredResponse, prebuilt: Option<&HeaderMap>, age: u64) -> Step {
+pub fn stored(
+    state: &ProxyState,
+    ex: &mut Exchange,
+    found: &Found,
+    stored: &StoredResponse,
+    prebuilt: Option<&HeaderMap>,
+    age: u64,
+) -> Step {
     let primary = ex.primary();
     let entry = &found.entry;
     let mut headers = match prebuilt {
@@ -30,10 +37,19 @@ pub fn stored(state: &ProxyState, ex: &mut Exchange, found: &Found, stored: &Sto
         state.store.touch(primary, &entry.secondary_key);
     }
 
-    if (200..300).contains(&stored.status) && cache::client_not_modified(&ex.parts.headers, stored) {
+    if (200..300).contains(&stored.status) && cache::client_not_modified(&ex.parts.headers, stored)
+    {
         return Step::Done(not_modified_response(&headers));
     }
-    let Ok(body) = stored_body(state, ex.is_head(), primary, entry, found.hot.as_deref(), stored.status, &mut headers) else {
+    let Ok(body) = stored_body(
+        state,
+        ex.is_head(),
+        primary,
+        entry,
+        found.hot.as_deref(),
+        stored.status,
+        &mut headers,
+    ) else {
         return Step::LookAgain;
     };
     let mut resp = Response::new(body);
@@ -76,17 +92,25 @@ pub fn stored_body(
             }
             if let Some(bytes) = state.body_cache.get(&b.sha256) {
                 Metrics::add(&state.metrics.bytes_from_cache, b.len);
-                if let Some(h) = hot.filter(|_| b.len <= HOT_BODY_MAX && bytes.len() as u64 == b.len) {
+                if let Some(h) =
+                    hot.filter(|_| b.len <= HOT_BODY_MAX && bytes.len() as u64 == b.len)
+                {
                     // Shared with the body cache, or a copy of the
                     // memo's own (see `HotKey::make_own` in route.rs).
-                    let _ = h.body.set(if h.own { bytes::Bytes::copy_from_slice(&bytes) } else { bytes.clone() });
+                    let _ = h.body.set(if h.own {
+                        bytes::Bytes::copy_from_slice(&bytes)
+                    } else {
+                        bytes.clone()
+                    });
                 }
                 return Ok(ProxyBody::Full(Some(bytes)));
             }
             // Intercepted HTTPS (`https` keys) is encrypted: copied.
             let sendable = state.config.server.sendfile && !key.starts_with("https:");
             if !sendable {
-                if let Some(bytes) = state.body_cache.live_map(&b.sha256).filter(|m| m.len() as u64 == b.len) {
+                if let Some(bytes) =
+                    state.body_cache.live_map(&b.sha256).filter(|m| m.len() as u64 == b.len)
+                {
                     Metrics::add(&state.metrics.bytes_from_cache, b.len);
                     return Ok(ProxyBody::Full(Some(bytes)));
                 }
@@ -101,7 +125,9 @@ pub fn stored_body(
                         }
                         // Shorter than the index says: the file reader below
                         // would abort the response; drop the entry instead.
-                        tracing::warn!("stored body for {key} is shorter than recorded; dropping the entry");
+                        tracing::warn!(
+                            "stored body for {key} is shorter than recorded; dropping the entry"
+                        );
                         let _ = state.store.remove_variant(key, &entry.secondary_key);
                         return Err(BodyDropped);
                     }
@@ -111,7 +137,8 @@ pub fn stored_body(
                     let mapped = match (b.len >= MAP_FROM, sendable) {
                         (false, _) => None,
                         (true, true) => crate::wire::sendfile::MappedBody::bytes(&file, b.len),
-                        (true, false) => crate::wire::sendfile::copy_map(&file, b.len).map(|m| state.body_cache.share_map(&b.sha256, m)),
+                        (true, false) => crate::wire::sendfile::copy_map(&file, b.len)
+                            .map(|m| state.body_cache.share_map(&b.sha256, m)),
                     };
                     match mapped {
                         Some(bytes) => Ok(ProxyBody::Full(Some(bytes))),
@@ -153,7 +180,17 @@ fn not_modified_response(stored_headers: &HeaderMap) -> Response<ProxyBody> {
     let mut resp = Response::new(ProxyBody::empty());
     *resp.status_mut() = StatusCode::NOT_MODIFIED;
     let h = resp.headers_mut();
-    for name in ["cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified", "age", "via"] {
+    for name in [
+        "cache-control",
+        "content-location",
+        "date",
+        "etag",
+        "expires",
+        "vary",
+        "last-modified",
+        "age",
+        "via",
+    ] {
         for v in stored_headers.get_all(name) {
             if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
                 h.append(n, v.clone());

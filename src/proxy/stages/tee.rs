@@ -73,7 +73,12 @@ impl Client {
 /// abandons the store but not the client's transfer. If the client goes
 /// away the download continues into the store, bounded by
 /// `cache.max_object_size`.
-pub async fn run(job: TeeJob, body: Incoming, writer: BodyWriter, tx: mpsc::Sender<Result<Bytes, std::io::Error>>) {
+pub async fn run(
+    job: TeeJob,
+    body: Incoming,
+    writer: BodyWriter,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
     let state = job.state.clone();
     let _task = state.tasks.enter();
     let mut client = Client::Channel { tx, open: true };
@@ -92,7 +97,12 @@ pub async fn run(job: TeeJob, body: Incoming, writer: BodyWriter, tx: mpsc::Send
 /// Publishing is quick for a short body (no blocking trip unless the store
 /// must evict first); a body file of up to [`BUFFER_MAX`] bytes is one
 /// write to the page cache and a rename before the response goes out.
-pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: Option<u64>) -> (ProxyBody, bool) {
+pub async fn buffered(
+    job: TeeJob,
+    body: Incoming,
+    mut writer: BodyWriter,
+    len: Option<u64>,
+) -> (ProxyBody, bool) {
     if let Some(len) = len {
         writer.expect_len(len);
     }
@@ -122,7 +132,12 @@ pub async fn buffered(job: TeeJob, body: Incoming, mut writer: BodyWriter, len: 
 /// The copy loop: each data frame into the writer (while it is still
 /// wanted) and to the client. Returns whether the body arrived complete and
 /// the writer if the store still wants it.
-async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut Client) -> (bool, Option<BodyWriter>) {
+async fn copy(
+    job: &TeeJob,
+    mut body: Incoming,
+    writer: BodyWriter,
+    client: &mut Client,
+) -> (bool, Option<BodyWriter>) {
     use http_body_util::BodyExt;
     let state = &job.state;
     let max = state.config.cache.max_object_size;
@@ -131,7 +146,10 @@ async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut
     let complete = loop {
         let frame = match tokio::time::timeout(idle, body.frame()).await {
             Err(_) => {
-                let msg = format!("origin stalled for {} s in the middle of the body", idle.as_secs_f64());
+                let msg = format!(
+                    "origin stalled for {} s in the middle of the body",
+                    idle.as_secs_f64()
+                );
                 client.send(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, msg))).await;
                 break false;
             }
@@ -145,7 +163,10 @@ async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut
         let Ok(data) = frame.into_data() else { continue };
         if let Some(w) = writer.as_mut() {
             let result = if w.len() + data.len() as u64 > max {
-                tracing::info!("{} is larger than cache.max_object_size; not storing it", job.primary);
+                tracing::info!(
+                    "{} is larger than cache.max_object_size; not storing it",
+                    job.primary
+                );
                 Err(None)
             } else {
                 w.write(&data).map_err(Some)
@@ -153,7 +174,10 @@ async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut
             if let Err(e) = result {
                 if let Some(e) = e {
                     Metrics::inc(&state.metrics.store_errors);
-                    tracing::warn!("storing {} failed, passing it through instead: {e}", job.primary);
+                    tracing::warn!(
+                        "storing {} failed, passing it through instead: {e}",
+                        job.primary
+                    );
                 }
                 writer = None;
             }
@@ -169,7 +193,12 @@ async fn copy(job: &TeeJob, mut body: Incoming, writer: BodyWriter, client: &mut
 /// Publishes a complete body and releases the collapsed-forwarding lead
 /// with the outcome, which it returns (`Stored` when the entry was
 /// committed).
-async fn conclude(state: &Arc<ProxyState>, job: TeeJob, complete: bool, writer: Option<BodyWriter>) -> Outcome {
+async fn conclude(
+    state: &Arc<ProxyState>,
+    job: TeeJob,
+    complete: bool,
+    writer: Option<BodyWriter>,
+) -> Outcome {
     let outcome = if !complete {
         Metrics::inc(&state.metrics.incomplete_bodies);
         tracing::info!("body of {} ended early; nothing stored", job.primary);
@@ -201,7 +230,9 @@ async fn publish(state: &Arc<ProxyState>, job: &TeeJob, writer: BodyWriter) -> O
         Ok(finished) => match finished {
             Err(e) => Err(Some(e)),
             Ok(committed) => {
-                match state.invalidations.publish(&job.primary, sent_ms, || state.store.try_insert_quick(&job.primary, &job.secondary_key, meta, &committed)) {
+                match state.invalidations.publish(&job.primary, sent_ms, || {
+                    state.store.try_insert_quick(&job.primary, &job.secondary_key, meta, &committed)
+                }) {
                     None => {
                         state.store.discard_body(&committed);
                         return Outcome::NotShared;
@@ -254,7 +285,9 @@ async fn insert_blocking(
             Err(writer) => writer.finish().map_err(Some)?,
         };
         // Not when the URL was invalidated after the request was sent (RFC 9111 section 4.4).
-        let r = st.invalidations.publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
+        let r = st
+            .invalidations
+            .publish(&primary, sent_ms, || st.store.insert(&primary, &sk, &meta, Some(&committed)));
         if !matches!(r, Some(Ok(_))) {
             // Release the finished body now rather than at close.
             st.store.discard_body(&committed);

@@ -52,16 +52,40 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         );
     }
     let https = uri.scheme_str() == Some("https");
-    let Some(host) = uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()) else {
-        return fail(ex, StatusCode::BAD_REQUEST, format!("the upgrade target {uri} names no host"));
+    let Some(host) =
+        uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
+    else {
+        return fail(
+            ex,
+            StatusCode::BAD_REQUEST,
+            format!("the upgrade target {uri} names no host"),
+        );
     };
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let timeout = state.config.upstream.connect_timeout;
-    let tcp = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port))).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return fail(ex, StatusCode::BAD_GATEWAY, format!("could not connect to {host}:{port} for a WebSocket upgrade: {e}")),
-        Err(_) => return fail(ex, StatusCode::GATEWAY_TIMEOUT, format!("connecting to {host}:{port} timed out after {} s", timeout.as_secs_f64())),
-    };
+    let tcp =
+        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port)))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return fail(
+                    ex,
+                    StatusCode::BAD_GATEWAY,
+                    format!("could not connect to {host}:{port} for a WebSocket upgrade: {e}"),
+                )
+            }
+            Err(_) => {
+                return fail(
+                    ex,
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "connecting to {host}:{port} timed out after {} s",
+                        timeout.as_secs_f64()
+                    ),
+                )
+            }
+        };
     let _ = tcp.set_nodelay(true);
     let mut origin: Box<dyn OriginIo> = if https {
         match tls_to_origin(state, &host, tcp).await {
@@ -73,7 +97,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
     };
     let head = request_head(&uri, &ex.parts.headers);
     if let Err(e) = origin.write_all(&head).await {
-        return fail(ex, StatusCode::BAD_GATEWAY, format!("could not send the WebSocket handshake to {host}:{port}: {e}"));
+        return fail(
+            ex,
+            StatusCode::BAD_GATEWAY,
+            format!("could not send the WebSocket handshake to {host}:{port}: {e}"),
+        );
     }
     let response_timeout = state.config.upstream.response_timeout;
     let (status, headers, leftover) = match tokio::time::timeout(response_timeout, read_head(&mut origin)).await {
@@ -95,10 +123,16 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
     if status != StatusCode::SWITCHING_PROTOCOLS {
         // The origin refused the upgrade: its answer, as an ordinary one.
         let mut body = leftover;
-        let len = headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<usize>().ok());
+        let len = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
         if let Some(len) = len.map(|l| l.min(MAX_REFUSAL_BODY)) {
             let mut rest = vec![0u8; len.saturating_sub(body.len())];
-            if tokio::time::timeout(response_timeout, origin.read_exact(&mut rest)).await.is_ok_and(|r| r.is_ok()) {
+            if tokio::time::timeout(response_timeout, origin.read_exact(&mut rest))
+                .await
+                .is_ok_and(|r| r.is_ok())
+            {
                 body.extend_from_slice(&rest);
             }
             body.truncate(len);
@@ -110,7 +144,11 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         return resp;
     }
     let Some(mut req) = ex.take_request() else {
-        return fail(ex, StatusCode::INTERNAL_SERVER_ERROR, "the request was already consumed".into());
+        return fail(
+            ex,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request was already consumed".into(),
+        );
     };
     let target = uri.clone();
     let tasks = state.tasks.clone();
@@ -124,11 +162,15 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
                     return;
                 }
                 match tokio::io::copy_bidirectional(&mut client, &mut origin).await {
-                    Ok((up, down)) => tracing::debug!("WebSocket relay to {target} closed ({up} bytes up, {down} down)"),
+                    Ok((up, down)) => tracing::debug!(
+                        "WebSocket relay to {target} closed ({up} bytes up, {down} down)"
+                    ),
                     Err(e) => tracing::debug!("WebSocket relay to {target} ended: {e}"),
                 }
             }
-            Err(e) => tracing::debug!("the client of the WebSocket upgrade to {target} did not switch protocols: {e}"),
+            Err(e) => tracing::debug!(
+                "the client of the WebSocket upgrade to {target} did not switch protocols: {e}"
+            ),
         }
     });
     let mut resp = Response::new(ProxyBody::empty());
@@ -140,15 +182,21 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
 /// TLS to the origin `host` over `tcp`, verified as every origin is
 /// (public roots plus `upstream.extra_ca_file`). Errors: a sentence naming
 /// the cause.
-async fn tls_to_origin(state: &ProxyState, host: &str, tcp: tokio::net::TcpStream) -> Result<Box<dyn OriginIo>, String> {
+async fn tls_to_origin(
+    state: &ProxyState,
+    host: &str,
+    tcp: tokio::net::TcpStream,
+) -> Result<Box<dyn OriginIo>, String> {
     let extra = &state.config.upstream.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
     let config = crate::tls::upstream_client_config(extra).map_err(|e| e.to_string())?;
-    let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| format!("{host} cannot be a TLS server name: {e}"))?;
-    let stream = tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| crate::tls::describe_tls_error(&e).unwrap_or_else(|| format!("the TLS handshake with {host} failed: {e}")))?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host} cannot be a TLS server name: {e}"))?;
+    let stream =
+        tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| {
+            crate::tls::describe_tls_error(&e)
+                .unwrap_or_else(|| format!("the TLS handshake with {host} failed: {e}"))
+        })?;
     Ok(Box::new(stream))
 }
 
@@ -166,7 +214,13 @@ fn request_head(uri: &http::Uri, headers: &HeaderMap) -> Vec<u8> {
     }
     for (name, value) in headers {
         let n = name.as_str();
-        if n == "host" || n.starts_with("proxy-") || n == "keep-alive" || n == "te" || n == "transfer-encoding" || n == "content-length" {
+        if n == "host"
+            || n.starts_with("proxy-")
+            || n == "keep-alive"
+            || n == "te"
+            || n == "transfer-encoding"
+            || n == "content-length"
+        {
             continue;
         }
         head.extend_from_slice(name.as_str().as_bytes());
@@ -194,17 +248,25 @@ async fn read_head(io: &mut Box<dyn OriginIo>) -> Result<(StatusCode, HeaderMap,
         let mut parsed = httparse::Response::new(&mut fields);
         match parsed.parse(&buf) {
             Ok(httparse::Status::Complete(end)) => {
-                let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or("no valid status code")?;
+                let status = parsed
+                    .code
+                    .and_then(|c| StatusCode::from_u16(c).ok())
+                    .ok_or("no valid status code")?;
                 let mut headers = HeaderMap::new();
                 for f in parsed.headers.iter() {
-                    if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(f.name.as_bytes()), http::HeaderValue::from_bytes(f.value)) {
+                    if let (Ok(n), Ok(v)) = (
+                        http::header::HeaderName::from_bytes(f.name.as_bytes()),
+                        http::HeaderValue::from_bytes(f.value),
+                    ) {
                         headers.append(n, v);
                     }
                 }
                 return Ok((status, headers, buf[end..].to_vec()));
             }
             Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
-            Ok(httparse::Status::Partial) => return Err(format!("the response head is larger than {MAX_HEAD} bytes")),
+            Ok(httparse::Status::Partial) => {
+                return Err(format!("the response head is larger than {MAX_HEAD} bytes"))
+            }
             Err(e) => return Err(e.to_string()),
         }
     }
@@ -217,7 +279,10 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (n, v) in pairs {
-            h.append(http::header::HeaderName::from_bytes(n.as_bytes()).unwrap(), http::HeaderValue::from_str(v).unwrap());
+            h.append(
+                http::header::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
         }
         h
     }
@@ -229,7 +294,10 @@ mod tests {
         assert!(is_websocket_upgrade(&http::Method::GET, &ws));
         assert!(!is_websocket_upgrade(&http::Method::POST, &ws));
         assert!(!is_websocket_upgrade(&http::Method::GET, &headers(&[("upgrade", "websocket")])));
-        assert!(!is_websocket_upgrade(&http::Method::GET, &headers(&[("upgrade", "h2c"), ("connection", "upgrade")])));
+        assert!(!is_websocket_upgrade(
+            &http::Method::GET,
+            &headers(&[("upgrade", "h2c"), ("connection", "upgrade")])
+        ));
     }
 
     #[test]
@@ -243,8 +311,14 @@ mod tests {
             ("proxy-authorization", "Basic eA=="),
         ]);
         let head = String::from_utf8(request_head(&uri, &h)).unwrap();
-        assert!(head.starts_with("GET /chat?room=1 HTTP/1.1\r\nHost: example.com:8080\r\n"), "{head}");
-        assert!(head.contains("upgrade: websocket\r\n") && head.contains("connection: Upgrade\r\n"), "{head}");
+        assert!(
+            head.starts_with("GET /chat?room=1 HTTP/1.1\r\nHost: example.com:8080\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains("upgrade: websocket\r\n") && head.contains("connection: Upgrade\r\n"),
+            "{head}"
+        );
         assert!(head.contains("sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n"), "{head}");
         assert!(!head.contains("evil.example") && !head.contains("proxy-authorization"), "{head}");
         assert!(head.ends_with("\r\n\r\n"));

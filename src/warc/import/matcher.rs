@@ -71,8 +71,17 @@ impl Matcher {
             .get(&req.id)
             .copied()
             .filter(|i| self.pending[*i].is_some())
-            .or_else(|| req.concurrent.iter().find_map(|c| self.pending_by_id.get(c).copied()).filter(|i| self.pending[*i].is_some()))
-            .or_else(|| self.pending_by_uri.get(&req.uri).and_then(|q| q.iter().copied().find(|i| self.pending[*i].is_some())));
+            .or_else(|| {
+                req.concurrent
+                    .iter()
+                    .find_map(|c| self.pending_by_id.get(c).copied())
+                    .filter(|i| self.pending[*i].is_some())
+            })
+            .or_else(|| {
+                self.pending_by_uri
+                    .get(&req.uri)
+                    .and_then(|q| q.iter().copied().find(|i| self.pending[*i].is_some()))
+            });
         match found.and_then(|i| self.pending[i].take()) {
             Some(p) => Some((p, req)),
             None => {

@@ -167,7 +167,13 @@ impl<'s> Import<'s> {
     /// gets one line per record skipped (file, offset, reason); `progress`
     /// the file offset reached after each record. Errors: the file cannot
     /// be opened (nothing of it was imported then).
-    pub fn file(&mut self, path: &Path, name: &str, problem: &mut dyn FnMut(String), progress: &mut dyn FnMut(u64)) -> io::Result<()> {
+    pub fn file(
+        &mut self,
+        path: &Path,
+        name: &str,
+        problem: &mut dyn FnMut(String),
+        progress: &mut dyn FnMut(u64),
+    ) -> io::Result<()> {
         let mut reader = WarcReader::open(path)?;
         let file = self.files.len() as u32;
         self.files.push(path.to_path_buf());
@@ -186,8 +192,12 @@ impl<'s> Import<'s> {
             let kind = head.record_type();
             let outcome = match kind.as_str() {
                 "request" => read_request(&mut reader, &head).map(Outcome::Request),
-                "response" => read_response(self.store, &mut reader, &head, file).map(Outcome::Response),
-                "resource" => read_resource(self.store, &mut reader, &head, file).map(Outcome::Resource),
+                "response" => {
+                    read_response(self.store, &mut reader, &head, file).map(Outcome::Response)
+                }
+                "resource" => {
+                    read_resource(self.store, &mut reader, &head, file).map(Outcome::Resource)
+                }
                 "revisit" => read_revisit(&mut reader, &head, file).map(Outcome::Response),
                 _ => Ok(Outcome::Ignored),
             };
@@ -210,7 +220,12 @@ impl<'s> Import<'s> {
                 }
                 // Nothing to replay: counted by type (a request also when
                 // it gives its response the method and variant).
-                Ok(Outcome::Ignored | Outcome::Response(None) | Outcome::Resource(None) | Outcome::Request(None)) => self.summary.skip(&kind),
+                Ok(
+                    Outcome::Ignored
+                    | Outcome::Response(None)
+                    | Outcome::Resource(None)
+                    | Outcome::Request(None),
+                ) => self.summary.skip(&kind),
                 Ok(Outcome::Request(Some(req))) => {
                     self.summary.skip(&kind);
                     if let Some((p, req)) = state.add_request(req) {
@@ -263,14 +278,21 @@ impl<'s> Import<'s> {
     /// request, if any), or reports why not; releases its body either
     /// way. A revisit whose payload is not found waits (`last`: is
     /// reported instead).
-    fn settle(&mut self, mut p: Pending, req: Option<Request>, last: bool, problem: &mut dyn FnMut(String)) {
+    fn settle(
+        &mut self,
+        mut p: Pending,
+        req: Option<Request>,
+        last: bool,
+        problem: &mut dyn FnMut(String),
+    ) {
         let name = self.name(p.file);
         let payload = match &p.revisit {
             None => None,
             Some(_) => match self.resolve(&p, req.as_ref()) {
                 Some(payload) => Some(payload),
                 None if !last && self.deferred_bytes < MAX_DEFERRED_BYTES => {
-                    self.deferred_bytes += fields_bytes(&p.fields) + req.as_ref().map_or(0, |r| fields_bytes(&r.fields));
+                    self.deferred_bytes += fields_bytes(&p.fields)
+                        + req.as_ref().map_or(0, |r| fields_bytes(&r.fields));
                     self.deferred.push((p, req));
                     return;
                 }
@@ -344,7 +366,8 @@ impl<'s> Import<'s> {
             }
         }
         if let Ok((exact, _)) = client_form(&p.uri, None) {
-            self.by_capture.insert(map_key(&[exact.as_bytes(), &(p.date_ms / 1000).to_be_bytes()]), i);
+            self.by_capture
+                .insert(map_key(&[exact.as_bytes(), &(p.date_ms / 1000).to_be_bytes()]), i);
         }
     }
 
@@ -365,7 +388,9 @@ impl<'s> Import<'s> {
         let line = if r.target.is_none() { req.map(Request::line) } else { None };
         let exact = client_form(target, line.as_ref()).ok().map(|(e, _)| e);
         if let (Some(exact), Some(date)) = (&exact, r.date_ms) {
-            if let Some(&i) = self.by_capture.get(&map_key(&[exact.as_bytes(), &(date / 1000).to_be_bytes()])) {
+            if let Some(&i) =
+                self.by_capture.get(&map_key(&[exact.as_bytes(), &(date / 1000).to_be_bytes()]))
+            {
                 return Some(Payload::InImport(self.sources[i as usize]));
             }
         }
@@ -376,7 +401,10 @@ impl<'s> Import<'s> {
             }
             if let (Some(h), Some(len)) = (d.sha256_hex(), wh::content_length(&p.fields)) {
                 if len >= self.store.inline_max() && self.store.body_path(h).is_file() {
-                    return Some(Payload::Stored { body: Some(CommittedBody { sha256: h.to_string(), len }), head: None });
+                    return Some(Payload::Stored {
+                        body: Some(CommittedBody { sha256: h.to_string(), len }),
+                        head: None,
+                    });
                 }
             }
         }
@@ -386,8 +414,10 @@ impl<'s> Import<'s> {
         let method = http::Method::from_bytes(method.as_bytes()).ok()?;
         let key = RecordKey::new(&method, &primary, None).primary();
         let entries = self.store.lookup(&key).ok()?;
-        let mut candidates: Vec<(crawlcache_store::Entry, StoredResponse)> =
-            entries.into_iter().filter_map(|e| StoredResponse::from_bytes(&e.meta).map(|s| (e, s))).collect();
+        let mut candidates: Vec<(crawlcache_store::Entry, StoredResponse)> = entries
+            .into_iter()
+            .filter_map(|e| StoredResponse::from_bytes(&e.meta).map(|s| (e, s)))
+            .collect();
         if let Some(date) = r.date_ms {
             candidates.retain(|(_, s)| s.response_time_ms / 1000 == date / 1000);
         }
@@ -428,7 +458,11 @@ impl<'s> Import<'s> {
 
     /// The digest of a stored entry's body in the algorithm of `like`
     /// (`None`: an algorithm not computed here, or the body unreadable).
-    fn body_digest(&self, e: &crawlcache_store::Entry, like: &PayloadDigest) -> Option<PayloadDigest> {
+    fn body_digest(
+        &self,
+        e: &crawlcache_store::Entry,
+        like: &PayloadDigest,
+    ) -> Option<PayloadDigest> {
         let mut r = self.store.read_body(e).ok()?.into_reader();
         let (mut s1, mut s256) = (sha1_smol::Sha1::new(), Sha256::new());
         let mut buf = vec![0u8; 64 * 1024];
@@ -445,15 +479,26 @@ impl<'s> Import<'s> {
 
     /// Stores `p` (its body, or for a revisit the `payload`), unless a
     /// newer capture of the same variant is stored.
-    fn store_pending(&mut self, p: &mut Pending, req: Option<&Request>, payload: Option<Payload>) -> Result<Stored, String> {
+    fn store_pending(
+        &mut self,
+        p: &mut Pending,
+        req: Option<&Request>,
+        payload: Option<Payload>,
+    ) -> Result<Stored, String> {
         let is_head = req.is_some_and(|r| r.method == "HEAD");
         // A revisit's head: its own, or the original's freshened by it.
-        let original_head = match (&payload, p.revisit.as_ref().is_some_and(|r| r.not_modified || p.status == 304)) {
-            (Some(Payload::Stored { head: Some(h), .. }), true) => Some((h.status, h.headers.clone())),
-            (Some(Payload::InImport(src)), true) => Some(self.reread_head(src)?),
-            (_, true) => return Err("a not-modified revisit whose original head is not known".into()),
-            _ => None,
-        };
+        let original_head =
+            match (&payload, p.revisit.as_ref().is_some_and(|r| r.not_modified || p.status == 304))
+            {
+                (Some(Payload::Stored { head: Some(h), .. }), true) => {
+                    Some((h.status, h.headers.clone()))
+                }
+                (Some(Payload::InImport(src)), true) => Some(self.reread_head(src)?),
+                (_, true) => {
+                    return Err("a not-modified revisit whose original head is not known".into())
+                }
+                _ => None,
+            };
         if let Some((status, fields)) = original_head {
             p.status = status;
             p.fields = freshen(&fields, &p.fields);
@@ -480,7 +525,11 @@ impl<'s> Import<'s> {
             (_, b) => Source {
                 file: p.file,
                 offset: p.offset,
-                body: b.as_ref().and_then(|b| <[u8; 32]>::try_from(hex::decode(&b.sha256).ok()?.as_slice()).ok().map(|h| (h, b.len))),
+                body: b.as_ref().and_then(|b| {
+                    <[u8; 32]>::try_from(hex::decode(&b.sha256).ok()?.as_slice())
+                        .ok()
+                        .map(|h| (h, b.len))
+                }),
             },
         };
         if normalised {
@@ -490,7 +539,8 @@ impl<'s> Import<'s> {
         // Several captures: the newest is kept; the same one again is not
         // stored twice.
         if let Ok(Some(existing)) = self.store.lookup_variant(&primary, &secondary_key) {
-            let older = StoredResponse::from_bytes(&existing.meta).is_some_and(|s| crawlcache_policy::cache::variant::newer(&s, &stored));
+            let older = StoredResponse::from_bytes(&existing.meta)
+                .is_some_and(|s| crawlcache_policy::cache::variant::newer(&s, &stored));
             let same = existing.meta == meta && existing.body == body;
             if older || same {
                 if let (None, Some(b)) = (&payload, &body) {
@@ -526,8 +576,16 @@ impl<'s> Import<'s> {
     }
 
     /// Keeps the payload digest of a stored response in [`DIGEST_TREE`].
-    fn note_digest(&self, p: &Pending, primary: &str, secondary_key: &[u8], body: Option<&CommittedBody>) {
-        let (Some(tree), Some(d), Some(b)) = (&self.digests, &p.payload_digest, body) else { return };
+    fn note_digest(
+        &self,
+        p: &Pending,
+        primary: &str,
+        secondary_key: &[u8],
+        body: Option<&CommittedBody>,
+    ) {
+        let (Some(tree), Some(d), Some(b)) = (&self.digests, &p.payload_digest, body) else {
+            return;
+        };
         let Ok(sha) = hex::decode(&b.sha256) else { return };
         let mut row = Vec::with_capacity(41 + primary.len() + secondary_key.len());
         row.extend_from_slice(&sha);
@@ -544,8 +602,10 @@ impl<'s> Import<'s> {
     fn reopen(&self, src: &Source) -> Result<(WarcReader<BufReader<Window>>, RecordHead), String> {
         let path = self.files.get(src.file as usize).ok_or("no such file in this import")?;
         let name = path.display();
-        let window = Window::open(path, src.offset.file).map_err(|e| format!("cannot read {name} again: {e}"))?;
-        let mut reader = WarcReader::new(BufReader::new(window)).map_err(|e| format!("cannot read {name} again: {e}"))?;
+        let window = Window::open(path, src.offset.file)
+            .map_err(|e| format!("cannot read {name} again: {e}"))?;
+        let mut reader = WarcReader::new(BufReader::new(window))
+            .map_err(|e| format!("cannot read {name} again: {e}"))?;
         let within = src.offset.within_member.unwrap_or(0);
         while let Some(next) = reader.next_record() {
             let head = next.map_err(|e| format!("{name}: {e}"))?;
@@ -570,7 +630,11 @@ impl<'s> Import<'s> {
         let body = p.body.ok_or("the record has no body")?;
         if src.committed().as_ref() != Some(&body) {
             self.store.discard_body(&body);
-            return Err(format!("{}: the record at {} changed since it was read", self.name(src.file), src.offset));
+            return Err(format!(
+                "{}: the record at {} changed since it was read",
+                self.name(src.file),
+                src.offset
+            ));
         }
         Ok(body)
     }
@@ -624,9 +688,17 @@ fn unresolved(p: &Pending) -> String {
 /// 3.2): each field `update` carries replaces the stored lines of that
 /// name, except the framing ones.
 fn freshen(stored: &[Field], update: &[Field]) -> Vec<Field> {
-    const KEEP: &[&str] = &["content-length", "transfer-encoding", "content-encoding", "content-range", "content-type"];
-    let replaced: Vec<&str> = update.iter().map(|(n, _)| n.as_str()).filter(|n| !KEEP.contains(n)).collect();
-    let mut out: Vec<Field> = stored.iter().filter(|(n, _)| !replaced.contains(&n.as_str())).cloned().collect();
+    const KEEP: &[&str] = &[
+        "content-length",
+        "transfer-encoding",
+        "content-encoding",
+        "content-range",
+        "content-type",
+    ];
+    let replaced: Vec<&str> =
+        update.iter().map(|(n, _)| n.as_str()).filter(|n| !KEEP.contains(n)).collect();
+    let mut out: Vec<Field> =
+        stored.iter().filter(|(n, _)| !replaced.contains(&n.as_str())).cloned().collect();
     out.extend(update.iter().filter(|(n, _)| replaced.contains(&n.as_str())).cloned());
     out
 }
@@ -635,7 +707,13 @@ fn freshen(stored: &[Field], update: &[Field]) -> Vec<Field> {
 /// [`Import`] of one file). `problem` gets one line per record skipped
 /// (file, offset, reason); `progress` the file offset reached after each
 /// record. Errors: the file cannot be opened.
-pub fn import_file(store: &Store, path: &Path, opts: &Options, problem: &mut dyn FnMut(String), progress: &mut dyn FnMut(u64)) -> io::Result<Summary> {
+pub fn import_file(
+    store: &Store,
+    path: &Path,
+    opts: &Options,
+    problem: &mut dyn FnMut(String),
+    progress: &mut dyn FnMut(u64),
+) -> io::Result<Summary> {
     let mut import = Import::new(store, opts.clone());
     import.file(path, &path.display().to_string(), problem, progress)?;
     Ok(import.finish(problem))
@@ -646,8 +724,20 @@ mod tests {
     use super::super::writer::WarcWriter;
     use super::*;
 
-    fn record(w: &mut WarcWriter<Vec<u8>>, kind: &str, id: &str, uri: &str, concurrent: Option<&str>, block: &[u8]) {
-        let mut fields = vec![("WARC-Type", kind), ("WARC-Record-ID", id), ("WARC-Target-URI", uri), ("WARC-Date", "2024-05-01T12:00:00Z")];
+    fn record(
+        w: &mut WarcWriter<Vec<u8>>,
+        kind: &str,
+        id: &str,
+        uri: &str,
+        concurrent: Option<&str>,
+        block: &[u8],
+    ) {
+        let mut fields = vec![
+            ("WARC-Type", kind),
+            ("WARC-Record-ID", id),
+            ("WARC-Target-URI", uri),
+            ("WARC-Date", "2024-05-01T12:00:00Z"),
+        ];
         if let Some(c) = concurrent {
             fields.push(("WARC-Concurrent-To", c));
         }
@@ -658,7 +748,8 @@ mod tests {
         let e = store.lookup(key).unwrap().into_iter().next()?;
         let body = e.body.as_ref().map(|_| {
             let mut out = Vec::new();
-            std::io::Read::read_to_end(&mut store.read_body(&e).unwrap().into_reader(), &mut out).unwrap();
+            std::io::Read::read_to_end(&mut store.read_body(&e).unwrap().into_reader(), &mut out)
+                .unwrap();
             out
         });
         Some((StoredResponse::from_bytes(&e.meta).unwrap(), body))
@@ -676,35 +767,104 @@ mod tests {
             None,
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\nSet-Cookie: s=1\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
         );
-        record(&mut w, "request", "<urn:q1>", "http://a.test/form", Some("<urn:r1>"), b"POST /form HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nq=1");
+        record(
+            &mut w,
+            "request",
+            "<urn:q1>",
+            "http://a.test/form",
+            Some("<urn:r1>"),
+            b"POST /form HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nq=1",
+        );
         // A body shorter than its Content-Length.
-        record(&mut w, "request", "<urn:q2>", "http://a.test/x", None, b"GET /x HTTP/1.1\r\nHost: a.test\r\n\r\n");
-        record(&mut w, "response", "<urn:r2>", "http://a.test/x", Some("<urn:q2>"), b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd");
+        record(
+            &mut w,
+            "request",
+            "<urn:q2>",
+            "http://a.test/x",
+            None,
+            b"GET /x HTTP/1.1\r\nHost: a.test\r\n\r\n",
+        );
+        record(
+            &mut w,
+            "response",
+            "<urn:r2>",
+            "http://a.test/x",
+            Some("<urn:q2>"),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd",
+        );
         // An answer to HEAD: a length, no body.
-        record(&mut w, "request", "<urn:q3>", "http://a.test/h", None, b"HEAD /h HTTP/1.1\r\nHost: a.test\r\n\r\n");
-        record(&mut w, "response", "<urn:r3>", "http://a.test/h", None, b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+        record(
+            &mut w,
+            "request",
+            "<urn:q3>",
+            "http://a.test/h",
+            None,
+            b"HEAD /h HTTP/1.1\r\nHost: a.test\r\n\r\n",
+        );
+        record(
+            &mut w,
+            "response",
+            "<urn:r3>",
+            "http://a.test/h",
+            None,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        );
         // Not HTTP: ignored.
-        record(&mut w, "response", "<urn:r4>", "dns:a.test", None, b"20240501 a.test. 300 IN A 192.0.2.1");
+        record(
+            &mut w,
+            "response",
+            "<urn:r4>",
+            "dns:a.test",
+            None,
+            b"20240501 a.test. 300 IN A 192.0.2.1",
+        );
         let bytes = w.finish().unwrap();
 
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("t.warc.gz");
         std::fs::write(&file, &bytes).unwrap();
         let store = Store::open(&tmp.path().join("data"), 1 << 30).unwrap();
-        let opts = Options { key_rules: Vec::new(), policy: crate::config::Config::defaults().unwrap().policy() };
+        let opts = Options {
+            key_rules: Vec::new(),
+            policy: crate::config::Config::defaults().unwrap().policy(),
+        };
         let mut problems = Vec::new();
         let s = import_file(&store, &file, &opts, &mut |p| problems.push(p), &mut |_| {}).unwrap();
         let skipped_by_type = [("request".to_string(), 3), ("response".to_string(), 1)].into();
-        assert_eq!(s, Summary { records: 7, imported: 2, failed: 1, skipped_by_type, ..Summary::default() }, "{problems:?}");
-        assert!(problems.len() == 1 && problems[0].contains("cut short") && problems[0].contains("offset"), "{problems:?}");
+        assert_eq!(
+            s,
+            Summary { records: 7, imported: 2, failed: 1, skipped_by_type, ..Summary::default() },
+            "{problems:?}"
+        );
+        assert!(
+            problems.len() == 1
+                && problems[0].contains("cut short")
+                && problems[0].contains("offset"),
+            "{problems:?}"
+        );
 
-        let key = RecordKey::new(&http::Method::POST, "http://a.test/form", Some(&hex::encode(Sha256::digest(b"q=1")))).primary();
+        let key = RecordKey::new(
+            &http::Method::POST,
+            "http://a.test/form",
+            Some(&hex::encode(Sha256::digest(b"q=1"))),
+        )
+        .primary();
         let (stored, body) = body_of(&store, &key).expect("the POST is keyed by its body's hash");
         assert_eq!(body.as_deref(), Some(&b"hello"[..]), "de-chunked");
-        assert!(stored.headers.iter().all(|(n, _)| n != "content-length" && n != "transfer-encoding" && n != "set-cookie"), "{:?}", stored.headers);
+        assert!(
+            stored.headers.iter().all(|(n, _)| n != "content-length"
+                && n != "transfer-encoding"
+                && n != "set-cookie"),
+            "{:?}",
+            stored.headers
+        );
         assert_eq!(stored.response_time_ms, 1_714_564_800_000);
         assert!(body_of(&store, &RecordKey::get("http://a.test/x").primary()).is_none());
-        let (head, body) = body_of(&store, &RecordKey::new(&http::Method::HEAD, "http://a.test/h", None).primary()).unwrap();
+        let (head, body) = body_of(
+            &store,
+            &RecordKey::new(&http::Method::HEAD, "http://a.test/h", None).primary(),
+        )
+        .unwrap();
         assert_eq!((head.status, body), (200, None));
         let report = store.verify(false).unwrap();
         assert!(report.is_clean(), "{report:?}");
@@ -712,11 +872,29 @@ mod tests {
 
     fn open(tmp: &tempfile::TempDir) -> (Store, Options) {
         let store = Store::open(&tmp.path().join("data"), 1 << 30).unwrap();
-        (store, Options { key_rules: Vec::new(), policy: crate::config::Config::defaults().unwrap().policy() })
+        (
+            store,
+            Options {
+                key_rules: Vec::new(),
+                policy: crate::config::Config::defaults().unwrap().policy(),
+            },
+        )
     }
 
-    fn revisit_fields<'a>(id: &'a str, uri: &'a str, date: &'a str, digest: &'a str, refers: &'a [(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-        let mut f = vec![("WARC-Type", "revisit"), ("WARC-Record-ID", id), ("WARC-Target-URI", uri), ("WARC-Date", date), ("WARC-Payload-Digest", digest)];
+    fn revisit_fields<'a>(
+        id: &'a str,
+        uri: &'a str,
+        date: &'a str,
+        digest: &'a str,
+        refers: &'a [(&'a str, &'a str)],
+    ) -> Vec<(&'a str, &'a str)> {
+        let mut f = vec![
+            ("WARC-Type", "revisit"),
+            ("WARC-Record-ID", id),
+            ("WARC-Target-URI", uri),
+            ("WARC-Date", date),
+            ("WARC-Payload-Digest", digest),
+        ];
         f.extend_from_slice(refers);
         f
     }
@@ -733,18 +911,34 @@ mod tests {
         assert_eq!(PayloadDigest::parse(&b64), Some(want.clone()));
         assert_eq!(PayloadDigest::parse(b32.trim_end_matches('=')), Some(want));
         assert_eq!(PayloadDigest::parse("nonsense"), None);
-        assert_eq!(PayloadDigest::parse("x-other:Zz").unwrap().0, "x-other:zz", "unknown forms are kept as written");
+        assert_eq!(
+            PayloadDigest::parse("x-other:Zz").unwrap().0,
+            "x-other:zz",
+            "unknown forms are kept as written"
+        );
     }
 
     #[test]
     fn target_uris_become_the_uri_a_client_sends() {
-        assert_eq!(client_form("http://a.test/x?y", None), Ok(("http://a.test/x?y".to_string(), false)));
+        assert_eq!(
+            client_form("http://a.test/x?y", None),
+            Ok(("http://a.test/x?y".to_string(), false))
+        );
         // An IRI: the WHATWG serialisation (punycode host, UTF-8 percent-encoded path).
-        assert_eq!(client_form("http://bücher.example/café?q=ü", None), Ok(("http://xn--bcher-kva.example/caf%C3%A9?q=%C3%BC".to_string(), true)));
-        assert_eq!(client_form("http://a.test/b c", None), Ok(("http://a.test/b%20c".to_string(), true)));
+        assert_eq!(
+            client_form("http://bücher.example/café?q=ü", None),
+            Ok(("http://xn--bcher-kva.example/caf%C3%A9?q=%C3%BC".to_string(), true))
+        );
+        assert_eq!(
+            client_form("http://a.test/b c", None),
+            Ok(("http://a.test/b%20c".to_string(), true))
+        );
         // With a request record, what the client put on its request line.
         let line = RequestLine { target: "/caf%c3%a9", host: Some("a.test") };
-        assert_eq!(client_form("http://a.test/café", Some(&line)), Ok(("http://a.test/caf%c3%a9".to_string(), true)));
+        assert_eq!(
+            client_form("http://a.test/café", Some(&line)),
+            Ok(("http://a.test/caf%c3%a9".to_string(), true))
+        );
         assert!(client_form("http://", None).is_err());
         assert!(client_form("not a url", None).is_err());
     }
@@ -752,7 +946,10 @@ mod tests {
     #[test]
     fn revisits_resolve_by_refers_to_by_digest_and_by_uri_and_date_in_either_order() {
         let page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nAAA\n";
-        let digest = format!("sha1:{}", data_encoding::BASE32.encode(&sha1_smol::Sha1::from(b"AAA\n").digest().bytes()));
+        let digest = format!(
+            "sha1:{}",
+            data_encoding::BASE32.encode(&sha1_smol::Sha1::from(b"AAA\n").digest().bytes())
+        );
         let revisit_head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Second: yes\r\nContent-Length: 4\r\n\r\n";
         let mut first = WarcWriter::new(Vec::new());
         let f = [
@@ -765,11 +962,17 @@ mod tests {
         first.write_record(&f, page.len() as u64, &mut &page[..]).unwrap();
         let mut second = WarcWriter::new(Vec::new());
         // By WARC-Refers-To, another URL (as wget --warc-dedup writes them).
-        let r =
-            revisit_fields("<urn:v1>", "http://a.test/two", "2024-05-02T12:00:00Z", &digest, &[("WARC-Refers-To", "<urn:o1>"), ("WARC-Truncated", "length")]);
+        let r = revisit_fields(
+            "<urn:v1>",
+            "http://a.test/two",
+            "2024-05-02T12:00:00Z",
+            &digest,
+            &[("WARC-Refers-To", "<urn:o1>"), ("WARC-Truncated", "length")],
+        );
         second.write_record(&r, revisit_head.len() as u64, &mut &revisit_head[..]).unwrap();
         // By the digest alone.
-        let r = revisit_fields("<urn:v2>", "http://a.test/three", "2024-05-02T12:00:00Z", &digest, &[]);
+        let r =
+            revisit_fields("<urn:v2>", "http://a.test/three", "2024-05-02T12:00:00Z", &digest, &[]);
         second.write_record(&r, revisit_head.len() as u64, &mut &revisit_head[..]).unwrap();
         // By URI and date, the server-not-modified profile: the original's head.
         let r = revisit_fields(
@@ -805,24 +1008,53 @@ mod tests {
             let mut problems = Vec::new();
             let mut import = Import::new(&store, opts);
             for i in order {
-                import.file(&files[i], &files[i].display().to_string(), &mut |p| problems.push(p), &mut |_| {}).unwrap();
+                import
+                    .file(
+                        &files[i],
+                        &files[i].display().to_string(),
+                        &mut |p| problems.push(p),
+                        &mut |_| {},
+                    )
+                    .unwrap();
             }
             let s = import.finish(&mut |p| problems.push(p));
             // The revisit of /one is a newer capture of the original it
             // resolves to: that original is kept out, in either order.
-            assert_eq!((s.imported, s.older_kept_out, s.revisits_resolved, s.failed), (3, 1, 3, 0), "order {order:?}: {s:?} {problems:?}");
-            assert_eq!((s.skipped_by_type.get("revisit"), s.accounted()), (Some(&1), s.records), "the lost revisit, by its type: {s:?}");
-            assert!(problems.len() == 1 && problems[0].contains("/lost") && problems[0].contains("second.warc.gz"), "{problems:?}");
+            assert_eq!(
+                (s.imported, s.older_kept_out, s.revisits_resolved, s.failed),
+                (3, 1, 3, 0),
+                "order {order:?}: {s:?} {problems:?}"
+            );
+            assert_eq!(
+                (s.skipped_by_type.get("revisit"), s.accounted()),
+                (Some(&1), s.records),
+                "the lost revisit, by its type: {s:?}"
+            );
+            assert!(
+                problems.len() == 1
+                    && problems[0].contains("/lost")
+                    && problems[0].contains("second.warc.gz"),
+                "{problems:?}"
+            );
             for path in ["/one", "/two", "/three"] {
-                let (head, body) = body_of(&store, &RecordKey::get(&format!("http://a.test{path}")).primary()).unwrap();
+                let (head, body) =
+                    body_of(&store, &RecordKey::get(&format!("http://a.test{path}")).primary())
+                        .unwrap();
                 assert_eq!(body.as_deref(), Some(&b"AAA\n"[..]), "order {order:?}: {path}");
                 assert_eq!(head.status, 200, "{path}");
             }
             let (two, _) = body_of(&store, &RecordKey::get("http://a.test/two").primary()).unwrap();
             assert!(two.headers.iter().any(|(n, _)| n == "x-second"), "the revisit's own head");
             let (one, _) = body_of(&store, &RecordKey::get("http://a.test/one").primary()).unwrap();
-            assert_eq!(one.response_time_ms, 1_714_737_600_000, "the newer capture (the 304 revisit) is kept");
-            assert!(one.headers.iter().any(|(n, v)| n == "etag" && v == b"\"e2\""), "freshened by the 304: {:?}", one.headers);
+            assert_eq!(
+                one.response_time_ms, 1_714_737_600_000,
+                "the newer capture (the 304 revisit) is kept"
+            );
+            assert!(
+                one.headers.iter().any(|(n, v)| n == "etag" && v == b"\"e2\""),
+                "freshened by the 304: {:?}",
+                one.headers
+            );
             assert!(store.verify(false).unwrap().is_clean());
 
             // Against what is already stored: the revisits alone, in a new import.
@@ -830,9 +1062,11 @@ mod tests {
             let (store2, opts) = open(&tmp2);
             import_file(&store2, &files[0], &opts, &mut |_| {}, &mut |_| {}).unwrap();
             let mut problems = Vec::new();
-            let s = import_file(&store2, &files[1], &opts, &mut |p| problems.push(p), &mut |_| {}).unwrap();
+            let s = import_file(&store2, &files[1], &opts, &mut |p| problems.push(p), &mut |_| {})
+                .unwrap();
             assert_eq!((s.imported, s.revisits_resolved), (3, 3), "{s:?} {problems:?}");
-            let (_, body) = body_of(&store2, &RecordKey::get("http://a.test/three").primary()).unwrap();
+            let (_, body) =
+                body_of(&store2, &RecordKey::get("http://a.test/three").primary()).unwrap();
             assert_eq!(body.as_deref(), Some(&b"AAA\n"[..]));
         }
     }
@@ -841,12 +1075,22 @@ mod tests {
     fn the_newest_capture_is_kept_whatever_the_order() {
         let capture = |date: &str, body: &[u8]| {
             let mut w = WarcWriter::new(Vec::new());
-            let block = [format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body.to_vec()].concat();
-            let f = [("WARC-Type", "response"), ("WARC-Record-ID", "<urn:x>"), ("WARC-Target-URI", "http://a.test/p"), ("WARC-Date", date)];
+            let block = [
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(),
+                body.to_vec(),
+            ]
+            .concat();
+            let f = [
+                ("WARC-Type", "response"),
+                ("WARC-Record-ID", "<urn:x>"),
+                ("WARC-Target-URI", "http://a.test/p"),
+                ("WARC-Date", date),
+            ];
             w.write_record(&f, block.len() as u64, &mut &block[..]).unwrap();
             w.finish().unwrap()
         };
-        let (old, new) = (capture("2023-01-01T00:00:00Z", b"old"), capture("2024-01-01T00:00:00Z", b"new"));
+        let (old, new) =
+            (capture("2023-01-01T00:00:00Z", b"old"), capture("2024-01-01T00:00:00Z", b"new"));
         for (a, b) in [(&old, &new), (&new, &old)] {
             let tmp = tempfile::tempdir().unwrap();
             let (fa, fb) = (tmp.path().join("a.warc.gz"), tmp.path().join("b.warc.gz"));
@@ -857,7 +1101,11 @@ mod tests {
             import.file(&fa, "a", &mut |_| {}, &mut |_| {}).unwrap();
             import.file(&fb, "b", &mut |_| {}, &mut |_| {}).unwrap();
             let s = import.finish(&mut |_| {});
-            assert_eq!((s.imported, s.older_kept_out), (1, 1), "whatever the order of the captures: {s}");
+            assert_eq!(
+                (s.imported, s.older_kept_out),
+                (1, 1),
+                "whatever the order of the captures: {s}"
+            );
             let (_, body) = body_of(&store, &RecordKey::get("http://a.test/p").primary()).unwrap();
             assert_eq!(body.as_deref(), Some(&b"new"[..]));
         }
@@ -875,7 +1123,13 @@ mod tests {
         w.finish().unwrap()
     }
 
-    fn import_bytes(store: &Store, opts: &Options, dir: &std::path::Path, name: &str, bytes: &[u8]) -> (Summary, Vec<String>) {
+    fn import_bytes(
+        store: &Store,
+        opts: &Options,
+        dir: &std::path::Path,
+        name: &str,
+        bytes: &[u8],
+    ) -> (Summary, Vec<String>) {
         let file = dir.join(name);
         std::fs::write(&file, bytes).unwrap();
         let mut problems = Vec::new();
@@ -884,7 +1138,12 @@ mod tests {
     }
 
     fn typed<'a>(kind: &'a str, uri: &'a str, id: &'a str) -> Vec<(&'a str, &'a str)> {
-        vec![("WARC-Type", kind), ("WARC-Record-ID", id), ("WARC-Target-URI", uri), ("WARC-Date", "2024-05-01T12:00:00Z")]
+        vec![
+            ("WARC-Type", kind),
+            ("WARC-Record-ID", id),
+            ("WARC-Target-URI", uri),
+            ("WARC-Date", "2024-05-01T12:00:00Z"),
+        ]
     }
 
     #[test]
@@ -898,38 +1157,72 @@ mod tests {
         let bytes = warc_of(&[
             (with_type("resource", "http://a.test/logo.png", "<urn:s1>", "image/png"), png),
             // A body that looks like an HTTP message is still the body.
-            (with_type("resource", "https://a.test/notes.txt", "<urn:s2>", "text/plain; charset=utf-8"), b"HTTP/1.1 200 OK\r\n\r\nnot a head"),
+            (
+                with_type(
+                    "resource",
+                    "https://a.test/notes.txt",
+                    "<urn:s2>",
+                    "text/plain; charset=utf-8",
+                ),
+                b"HTTP/1.1 200 OK\r\n\r\nnot a head",
+            ),
             (typed("resource", "http://a.test/untyped", "<urn:s3>"), b"bytes"),
             (typed("resource", "http://a.test/empty", "<urn:s4>"), b""),
             // Cut short by the crawler: not replayed.
             (
                 {
-                    let mut f = with_type("resource", "http://a.test/cut", "<urn:s5>", "text/plain");
+                    let mut f =
+                        with_type("resource", "http://a.test/cut", "<urn:s5>", "text/plain");
                     f.push(("WARC-Truncated", "length"));
                     f
                 },
                 b"part",
             ),
             // Not http(s): nothing to replay.
-            (with_type("resource", "urn:pageinfo:http://a.test/", "<urn:s6>", "application/json"), b"{}"),
-            (with_type("resource", "dns:a.test", "<urn:s7>", "text/dns"), b"20240501 a.test. 300 IN A 192.0.2.1"),
+            (
+                with_type(
+                    "resource",
+                    "urn:pageinfo:http://a.test/",
+                    "<urn:s6>",
+                    "application/json",
+                ),
+                b"{}",
+            ),
+            (
+                with_type("resource", "dns:a.test", "<urn:s7>", "text/dns"),
+                b"20240501 a.test. 300 IN A 192.0.2.1",
+            ),
         ]);
         let tmp = tempfile::tempdir().unwrap();
         let (store, opts) = open(&tmp);
         let (s, problems) = import_bytes(&store, &opts, tmp.path(), "r.warc.gz", &bytes);
-        assert_eq!((s.records, s.imported, s.failed, s.skipped_by_type.get("resource")), (7, 4, 1, Some(&2)), "{s:?} {problems:?}");
+        assert_eq!(
+            (s.records, s.imported, s.failed, s.skipped_by_type.get("resource")),
+            (7, 4, 1, Some(&2)),
+            "{s:?} {problems:?}"
+        );
         assert!(problems.len() == 1 && problems[0].contains("WARC-Truncated"), "{problems:?}");
         let expect = [
             ("http://a.test/logo.png", Some("image/png"), png),
-            ("https://a.test/notes.txt", Some("text/plain; charset=utf-8"), &b"HTTP/1.1 200 OK\r\n\r\nnot a head"[..]),
+            (
+                "https://a.test/notes.txt",
+                Some("text/plain; charset=utf-8"),
+                &b"HTTP/1.1 200 OK\r\n\r\nnot a head"[..],
+            ),
             ("http://a.test/untyped", None, &b"bytes"[..]),
             ("http://a.test/empty", None, &b""[..]),
         ];
         for (url, ct, body) in expect {
-            let (head, stored) = body_of(&store, &RecordKey::get(url).primary()).unwrap_or_else(|| panic!("{url} is stored"));
+            let (head, stored) = body_of(&store, &RecordKey::get(url).primary())
+                .unwrap_or_else(|| panic!("{url} is stored"));
             assert_eq!(head.status, 200, "{url}");
-            let got: Vec<(&str, &[u8])> = head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
-            assert_eq!(got, ct.map(|c| vec![("content-type", c.as_bytes())]).unwrap_or_default(), "{url}: the record's Content-Type only");
+            let got: Vec<(&str, &[u8])> =
+                head.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
+            assert_eq!(
+                got,
+                ct.map(|c| vec![("content-type", c.as_bytes())]).unwrap_or_default(),
+                "{url}: the record's Content-Type only"
+            );
             assert_eq!(stored.unwrap_or_default(), body, "{url}: the block is the body");
             assert_eq!(head.response_time_ms, 1_714_564_800_000, "{url}: WARC-Date");
         }
@@ -938,16 +1231,30 @@ mod tests {
     }
 
     #[test]
-    fn every_record_is_counted_once_imported_present_failed_or_skipped_by_type_warc_1_1_section_6() {
+    fn every_record_is_counted_once_imported_present_failed_or_skipped_by_type_warc_1_1_section_6()
+    {
         let page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nAAA\n";
         let nowhere = {
             let mut f = typed("revisit", "http://a.test/gone", "<urn:v1>");
-            f.extend([("WARC-Refers-To", "<urn:never>"), ("WARC-Payload-Digest", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")]);
+            f.extend([
+                ("WARC-Refers-To", "<urn:never>"),
+                ("WARC-Payload-Digest", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+            ]);
             f
         };
         let records: Vec<TestRecord<'_>> = vec![
-            (vec![("WARC-Type", "warcinfo"), ("WARC-Record-ID", "<urn:i>"), ("WARC-Date", "2024-05-01T12:00:00Z")], b"software: test\r\n"),
-            (typed("request", "http://a.test/", "<urn:q>"), b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            (
+                vec![
+                    ("WARC-Type", "warcinfo"),
+                    ("WARC-Record-ID", "<urn:i>"),
+                    ("WARC-Date", "2024-05-01T12:00:00Z"),
+                ],
+                b"software: test\r\n",
+            ),
+            (
+                typed("request", "http://a.test/", "<urn:q>"),
+                b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+            ),
             (typed("response", "http://a.test/", "<urn:r>"), page),
             (typed("metadata", "http://a.test/", "<urn:m>"), b"outlink: http://a.test/x\r\n"),
             (typed("conversion", "http://a.test/", "<urn:c>"), b"converted"),
@@ -957,16 +1264,23 @@ mod tests {
             (typed("response", "dns:a.test", "<urn:d>"), b"20240501 a.test. 300 IN A 192.0.2.1"),
             (typed("request", "dns:a.test", "<urn:dq>"), b""),
             (typed("X-Custom-Type", "http://a.test/", "<urn:x>"), b"?"),
-            (vec![("WARC-Record-ID", "<urn:none>"), ("WARC-Date", "2024-05-01T12:00:00Z")], b"no type"),
+            (
+                vec![("WARC-Record-ID", "<urn:none>"), ("WARC-Date", "2024-05-01T12:00:00Z")],
+                b"no type",
+            ),
             (nowhere, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n"),
             // A response whose body is cut short: failed.
-            (typed("response", "http://a.test/short", "<urn:f>"), b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd"),
+            (
+                typed("response", "http://a.test/short", "<urn:f>"),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd",
+            ),
         ];
         let bytes = warc_of(&records);
         let tmp = tempfile::tempdir().unwrap();
         let (store, opts) = open(&tmp);
         let (s, problems) = import_bytes(&store, &opts, tmp.path(), "all.warc.gz", &bytes);
-        let by_type: Vec<(&str, u64)> = s.skipped_by_type.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        let by_type: Vec<(&str, u64)> =
+            s.skipped_by_type.iter().map(|(k, n)| (k.as_str(), *n)).collect();
         assert_eq!(
             by_type,
             [
@@ -983,7 +1297,11 @@ mod tests {
             ],
             "{s}"
         );
-        assert_eq!((s.records, s.imported, s.failed, s.already_present, s.older_kept_out), (14, 2, 1, 0, 0), "{s}");
+        assert_eq!(
+            (s.records, s.imported, s.failed, s.already_present, s.older_kept_out),
+            (14, 2, 1, 0, 0),
+            "{s}"
+        );
         assert_eq!(s.accounted(), s.records, "every record in one category: {s}");
         // Reported: the failed record and the revisit found nowhere; the rest is counted silently.
         assert_eq!(problems.len(), 2, "{problems:?}");
@@ -1002,7 +1320,13 @@ mod tests {
 
         // The same URL with another body, at the same date, is not "present": it replaces.
         let other = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nBBB\n";
-        let (third, _) = import_bytes(&store, &opts, tmp.path(), "other.warc.gz", &warc_of(&[(typed("response", "http://a.test/", "<urn:r2>"), other)]));
+        let (third, _) = import_bytes(
+            &store,
+            &opts,
+            tmp.path(),
+            "other.warc.gz",
+            &warc_of(&[(typed("response", "http://a.test/", "<urn:r2>"), other)]),
+        );
         assert_eq!((third.imported, third.already_present), (1, 0), "{third}");
         let (_, body) = body_of(&store, &RecordKey::get("http://a.test/").primary()).unwrap();
         assert_eq!(body.as_deref(), Some(&b"BBB\n"[..]));
@@ -1022,9 +1346,13 @@ mod tests {
         let mut total = Summary { records: 2, imported: 1, ..Default::default() };
         total.skip("request");
         total.add(&total.clone());
-        assert_eq!((total.records, total.imported, total.skipped_by_type["request"], total.accounted()), (4, 2, 2, 4));
+        assert_eq!(
+            (total.records, total.imported, total.skipped_by_type["request"], total.accounted()),
+            (4, 2, 2, 4)
+        );
         // The release before per-type counts called failures `skipped`.
-        let old: Summary = serde_json::from_str(r#"{"records":3,"imported":2,"skipped":1}"#).unwrap();
+        let old: Summary =
+            serde_json::from_str(r#"{"records":3,"imported":2,"skipped":1}"#).unwrap();
         assert_eq!((old.failed, old.skipped_total()), (1, 0));
     }
 
@@ -1033,15 +1361,24 @@ mod tests {
         // What `crawlcache export --revisits` wrote before SHA-1: sha256,
         // base32 with `=` padding; a revisit that names its original by
         // the payload digest alone, in another file.
-        let old_label = |bytes: &[u8]| format!("sha256:{}", data_encoding::BASE32.encode(&Sha256::digest(bytes)));
+        let old_label = |bytes: &[u8]| {
+            format!("sha256:{}", data_encoding::BASE32.encode(&Sha256::digest(bytes)))
+        };
         let page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nAAA\n";
         let (payload, block) = (old_label(b"AAA\n"), old_label(page));
         assert!(payload.ends_with("===="), "{payload}");
         let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\n";
         let mut original = typed("response", "http://a.test/one", "<urn:o>");
-        original.extend([("WARC-Payload-Digest", payload.as_str()), ("WARC-Block-Digest", block.as_str())]);
+        original.extend([
+            ("WARC-Payload-Digest", payload.as_str()),
+            ("WARC-Block-Digest", block.as_str()),
+        ]);
         let mut revisit = typed("revisit", "http://a.test/two", "<urn:v>");
-        revisit.extend([("WARC-Payload-Digest", payload.as_str()), ("WARC-Profile", crate::warc::export::REVISIT_PROFILE), ("WARC-Truncated", "length")]);
+        revisit.extend([
+            ("WARC-Payload-Digest", payload.as_str()),
+            ("WARC-Profile", crate::warc::export::REVISIT_PROFILE),
+            ("WARC-Truncated", "length"),
+        ]);
         let (first, second) = (warc_of(&[(original, page)]), warc_of(&[(revisit, head)]));
         for together in [true, false] {
             let tmp = tempfile::tempdir().unwrap();
@@ -1059,8 +1396,13 @@ mod tests {
                 import_bytes(&store, &opts, tmp.path(), "a.warc.gz", &first);
                 import_bytes(&store, &opts, tmp.path(), "b.warc.gz", &second).0
             };
-            assert_eq!((s.failed, s.revisits_resolved, s.skipped_total()), (0, 1, 0), "together={together}: {s}");
-            let (_, body) = body_of(&store, &RecordKey::get("http://a.test/two").primary()).unwrap();
+            assert_eq!(
+                (s.failed, s.revisits_resolved, s.skipped_total()),
+                (0, 1, 0),
+                "together={together}: {s}"
+            );
+            let (_, body) =
+                body_of(&store, &RecordKey::get("http://a.test/two").primary()).unwrap();
             assert_eq!(body.as_deref(), Some(&b"AAA\n"[..]), "together={together}");
         }
     }

@@ -72,7 +72,11 @@ pub fn client_form(uri: &str, req: Option<&RequestLine<'_>>) -> Result<(String, 
             return Ok((k, false));
         }
     }
-    let scheme = if uri.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("https://")) { "https" } else { "http" };
+    let scheme = if uri.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("https://")) {
+        "https"
+    } else {
+        "http"
+    };
     if let Some(r) = req {
         if let Some(host) = r.host.filter(|h| h.is_ascii() && !h.is_empty()) {
             if r.target.starts_with('/') && r.target.is_ascii() {
@@ -83,15 +87,14 @@ pub fn client_form(uri: &str, req: Option<&RequestLine<'_>>) -> Result<(String, 
             }
         }
     }
-    let parsed = url::Url::parse(uri.trim()).map_err(|e| format!("WARC-Target-URI {uri:?} is not a URL a client can send ({e})"))?;
+    let parsed = url::Url::parse(uri.trim())
+        .map_err(|e| format!("WARC-Target-URI {uri:?} is not a URL a client can send ({e})"))?;
     let mut whatwg = parsed.clone();
     whatwg.set_fragment(None);
-    let k = whatwg
-        .as_str()
-        .parse::<http::Uri>()
-        .ok()
-        .and_then(|u| key::primary_key(&u))
-        .ok_or_else(|| format!("WARC-Target-URI {uri:?} is not a URL a client can send (as {whatwg})"))?;
+    let k =
+        whatwg.as_str().parse::<http::Uri>().ok().and_then(|u| key::primary_key(&u)).ok_or_else(
+            || format!("WARC-Target-URI {uri:?} is not a URL a client can send (as {whatwg})"),
+        )?;
     Ok((k, true))
 }
 
@@ -106,18 +109,27 @@ pub struct RequestLine<'a> {
 
 impl Request {
     pub(super) fn line(&self) -> RequestLine<'_> {
-        let host = self.fields.iter().find(|(n, _)| n == "host").and_then(|(_, v)| std::str::from_utf8(v).ok()).map(str::trim);
+        let host = self
+            .fields
+            .iter()
+            .find(|(n, _)| n == "host")
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .map(str::trim);
         RequestLine { target: &self.target, host }
     }
 }
 
 /// Reads a request record's block: method, body hash. `Ok(None)` for a
 /// request that is not HTTP(S).
-pub(super) fn read_request<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: &RecordHead) -> Result<Option<Request>, String> {
+pub(super) fn read_request<R: BufRead + Seek>(
+    reader: &mut WarcReader<R>,
+    head: &RecordHead,
+) -> Result<Option<Request>, String> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     let mut block = reader.block();
     let raw = wh::read_head(&mut block).map_err(|e| format!("request record: {e}"))?;
-    let (method, target, fields) = wh::parse_request_head(&raw).map_err(|e| format!("request record: {e}"))?;
+    let (method, target, fields) =
+        wh::parse_request_head(&raw).map_err(|e| format!("request record: {e}"))?;
     let body_sha256 = if method == "GET" || method == "HEAD" {
         None
     } else if let Some(h) = head.get(REQUEST_BODY_SHA256) {
@@ -129,7 +141,9 @@ pub(super) fn read_request<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: 
         } else if let Some(n) = wh::content_length(&fields) {
             let c = io::copy(&mut (&mut block).take(n), &mut HashWriter(&mut h));
             match c {
-                Ok(c) if c < n => return Err(format!("the request body is cut short ({c} of {n} bytes)")),
+                Ok(c) if c < n => {
+                    return Err(format!("the request body is cut short ({c} of {n} bytes)"))
+                }
                 other => other,
             }
         } else {
@@ -138,8 +152,18 @@ pub(super) fn read_request<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: 
         copied.map_err(|e| format!("request body: {e}"))?;
         Some(hex::encode(h.finalize()))
     };
-    let concurrent = head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
-    Ok(Some(Request { id: record_id(head), uri, method, target, body_sha256, date_ms: head.get("WARC-Date").and_then(parse_warc_date), fields, concurrent }))
+    let concurrent =
+        head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
+    Ok(Some(Request {
+        id: record_id(head),
+        uri,
+        method,
+        target,
+        body_sha256,
+        date_ms: head.get("WARC-Date").and_then(parse_warc_date),
+        fields,
+        concurrent,
+    }))
 }
 
 pub(super) struct HashWriter<'a>(&'a mut Sha256);
@@ -171,12 +195,18 @@ pub(super) fn final_head<R: BufRead>(block: &mut R) -> Result<(u16, Vec<Field>),
 /// Reads a response record: its final head, and its body into the store
 /// (finished, so pinned, only when the whole body was read). `Ok(None)` for
 /// a response that is not HTTP(S).
-pub(super) fn read_response<R: BufRead + Seek>(store: &Store, reader: &mut WarcReader<R>, head: &RecordHead, file: u32) -> Result<Option<Pending>, String> {
+pub(super) fn read_response<R: BufRead + Seek>(
+    store: &Store,
+    reader: &mut WarcReader<R>,
+    head: &RecordHead,
+    file: u32,
+) -> Result<Option<Pending>, String> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     if let Some(t) = head.get("WARC-Truncated") {
         return Err(format!("the crawler cut this response short (WARC-Truncated: {t}); only whole responses are replayed"));
     }
-    let date_ms = head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
+    let date_ms =
+        head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
     let mut block = reader.block();
     let (status, fields) = final_head(&mut block)?;
     let no_body = (100..200).contains(&status) || status == 204 || status == 304;
@@ -185,20 +215,25 @@ pub(super) fn read_response<R: BufRead + Seek>(store: &Store, reader: &mut WarcR
     if !no_body {
         let mut sink = BodySink(&mut writer);
         if wh::is_chunked(&fields) {
-            io::copy(&mut ChunkedDecoder::new(&mut block), &mut sink).map_err(|e| format!("the chunked body is broken: {e}"))?;
+            io::copy(&mut ChunkedDecoder::new(&mut block), &mut sink)
+                .map_err(|e| format!("the chunked body is broken: {e}"))?;
         } else if let Some(n) = wh::content_length(&fields) {
-            let got = io::copy(&mut (&mut block).take(n), &mut sink).map_err(|e| format!("the body: {e}"))?;
+            let got = io::copy(&mut (&mut block).take(n), &mut sink)
+                .map_err(|e| format!("the body: {e}"))?;
             if got == 0 && n > 0 {
                 body_missing = Some(n);
             } else if got < n {
-                return Err(format!("the body is cut short: Content-Length says {n} bytes, the record holds {got}"));
+                return Err(format!(
+                    "the body is cut short: Content-Length says {n} bytes, the record holds {got}"
+                ));
             }
         } else {
             io::copy(&mut block, &mut sink).map_err(|e| format!("the body: {e}"))?;
         }
     }
     let body = writer.finish().map_err(|e| e.to_string())?;
-    let concurrent = head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
+    let concurrent =
+        head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
     Ok(Some(Pending {
         file,
         offset: head.offset,
@@ -222,16 +257,26 @@ pub(super) fn read_response<R: BufRead + Seek>(store: &Store, reader: &mut WarcR
 /// body. Its payload digest is `WARC-Payload-Digest`, else the block's
 /// (the block is the payload). `Ok(None)` for another scheme (`dns:`,
 /// `urn:`, `file:`). Errors: `WARC-Truncated`, or the block cut short.
-pub(super) fn read_resource<R: BufRead + Seek>(store: &Store, reader: &mut WarcReader<R>, head: &RecordHead, file: u32) -> Result<Option<Pending>, String> {
+pub(super) fn read_resource<R: BufRead + Seek>(
+    store: &Store,
+    reader: &mut WarcReader<R>,
+    head: &RecordHead,
+    file: u32,
+) -> Result<Option<Pending>, String> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     if let Some(t) = head.get("WARC-Truncated") {
         return Err(format!("the crawler cut this resource short (WARC-Truncated: {t}); only whole records are replayed"));
     }
-    let date_ms = head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
+    let date_ms =
+        head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
     let mut writer = store.begin_body().map_err(|e| e.to_string())?;
-    let got = io::copy(&mut reader.block(), &mut BodySink(&mut writer)).map_err(|e| format!("the resource's block: {e}"))?;
+    let got = io::copy(&mut reader.block(), &mut BodySink(&mut writer))
+        .map_err(|e| format!("the resource's block: {e}"))?;
     if got < head.content_length {
-        return Err(format!("the block is cut short: Content-Length says {} bytes, the record holds {got}", head.content_length));
+        return Err(format!(
+            "the block is cut short: Content-Length says {} bytes, the record holds {got}",
+            head.content_length
+        ));
     }
     let body = writer.finish().map_err(|e| e.to_string())?;
     let digest = head.get("WARC-Payload-Digest").or_else(|| head.get("WARC-Block-Digest"));
@@ -254,15 +299,22 @@ pub(super) fn read_resource<R: BufRead + Seek>(store: &Store, reader: &mut WarcR
 
 /// The HTTP fields a `resource` record replays with: its `Content-Type`.
 pub(super) fn resource_fields(head: &RecordHead) -> Vec<Field> {
-    head.get("Content-Type").map(|ct| vec![("content-type".to_string(), ct.trim().as_bytes().to_vec())]).unwrap_or_default()
+    head.get("Content-Type")
+        .map(|ct| vec![("content-type".to_string(), ct.trim().as_bytes().to_vec())])
+        .unwrap_or_default()
 }
 
 /// Reads a revisit record (WARC/1.1 section 6.7): what it refers to, and
 /// the HTTP head its block holds (none: the original's, as for the
 /// `server-not-modified` profile). `Ok(None)` when it is not HTTP(S).
-pub(super) fn read_revisit<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: &RecordHead, file: u32) -> Result<Option<Pending>, String> {
+pub(super) fn read_revisit<R: BufRead + Seek>(
+    reader: &mut WarcReader<R>,
+    head: &RecordHead,
+    file: u32,
+) -> Result<Option<Pending>, String> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
-    let date_ms = head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
+    let date_ms =
+        head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
     let profile = head.get("WARC-Profile").unwrap_or("").to_ascii_lowercase();
     let (status, fields, had_head) = if head.content_length == 0 {
         (0, Vec::new(), false)
@@ -272,12 +324,19 @@ pub(super) fn read_revisit<R: BufRead + Seek>(reader: &mut WarcReader<R>, head: 
         (s, f, true)
     };
     let revisit = RevisitOf {
-        refers_to: head.get("WARC-Refers-To").map(|v| strip_angle_brackets(v).to_string()).filter(|v| !v.is_empty()),
-        target: head.get("WARC-Refers-To-Target-URI").map(|v| strip_angle_brackets(v).to_string()).filter(|v| !v.is_empty()),
+        refers_to: head
+            .get("WARC-Refers-To")
+            .map(|v| strip_angle_brackets(v).to_string())
+            .filter(|v| !v.is_empty()),
+        target: head
+            .get("WARC-Refers-To-Target-URI")
+            .map(|v| strip_angle_brackets(v).to_string())
+            .filter(|v| !v.is_empty()),
         date_ms: head.get("WARC-Refers-To-Date").and_then(parse_warc_date),
         not_modified: profile.ends_with("server-not-modified") || !had_head,
     };
-    let concurrent = head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
+    let concurrent =
+        head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
     Ok(Some(Pending {
         file,
         offset: head.offset,
@@ -310,18 +369,30 @@ impl io::Write for BodySink<'_> {
 
 /// The record key, its variant's secondary key and the stored head of a
 /// response, and whether its target URI had to be normalised.
-pub(super) fn stored_form(opts: &Options, p: &Pending, req: Option<&Request>) -> Result<(RecordKey, Vec<u8>, StoredResponse, bool), String> {
+pub(super) fn stored_form(
+    opts: &Options,
+    p: &Pending,
+    req: Option<&Request>,
+) -> Result<(RecordKey, Vec<u8>, StoredResponse, bool), String> {
     let method_name = req.map(|r| r.method.clone()).unwrap_or_else(|| "GET".to_string());
-    let method = http::Method::from_bytes(method_name.as_bytes()).map_err(|_| format!("bad request method {method_name:?}"))?;
+    let method = http::Method::from_bytes(method_name.as_bytes())
+        .map_err(|_| format!("bad request method {method_name:?}"))?;
     if let (Some(n), false) = (p.body_missing, method == http::Method::HEAD) {
-        return Err(format!("the body is missing: Content-Length says {n} bytes, the record holds none"));
+        return Err(format!(
+            "the body is missing: Content-Length says {n} bytes, the record holds none"
+        ));
     }
     let line = req.map(Request::line);
     let (exact, normalised) = client_form(&p.uri, line.as_ref())?;
     let primary = crawlcache_policy::key_rules::apply(&opts.key_rules, &exact);
     let body_hash = match method {
         http::Method::GET | http::Method::HEAD => None,
-        _ => Some(p.body_sha256.clone().or_else(|| req.and_then(|r| r.body_sha256.clone())).unwrap_or_else(|| hex::encode(Sha256::digest(b"")))),
+        _ => Some(
+            p.body_sha256
+                .clone()
+                .or_else(|| req.and_then(|r| r.body_sha256.clone()))
+                .unwrap_or_else(|| hex::encode(Sha256::digest(b""))),
+        ),
     };
     let record_key = RecordKey::new(&method, &primary, body_hash.as_deref());
     let response_headers = header_map(&p.fields);
@@ -348,7 +419,10 @@ pub(super) fn header_map(fields: &[Field]) -> http::HeaderMap {
         if chunked && name == "content-length" {
             continue;
         }
-        if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(name.as_bytes()), http::header::HeaderValue::from_bytes(value)) {
+        if let (Ok(n), Ok(v)) = (
+            http::header::HeaderName::from_bytes(name.as_bytes()),
+            http::header::HeaderValue::from_bytes(value),
+        ) {
             map.append(n, v);
         }
     }

@@ -92,7 +92,13 @@ impl Summary {
     }
 
     fn skip_n(&mut self, kind: &str, n: u64) {
-        let mut name: String = kind.trim().chars().filter(|c| c.is_ascii_graphic()).take(40).collect::<String>().to_ascii_lowercase();
+        let mut name: String = kind
+            .trim()
+            .chars()
+            .filter(|c| c.is_ascii_graphic())
+            .take(40)
+            .collect::<String>()
+            .to_ascii_lowercase();
         if name.is_empty() {
             name = "none".into();
         }
@@ -111,7 +117,11 @@ impl Summary {
     /// already_present + older_kept_out + failed + skipped_by_type`, which equals
     /// `records` once a whole import is done ([`super::Import::finish`]).
     pub fn accounted(&self) -> u64 {
-        self.imported + self.already_present + self.older_kept_out + self.failed + self.skipped_total()
+        self.imported
+            + self.already_present
+            + self.older_kept_out
+            + self.failed
+            + self.skipped_total()
     }
 }
 
@@ -132,10 +142,15 @@ impl std::fmt::Display for Summary {
             self.skipped_total()
         )?;
         if !self.skipped_by_type.is_empty() {
-            let kinds: Vec<String> = self.skipped_by_type.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let kinds: Vec<String> =
+                self.skipped_by_type.iter().map(|(k, n)| format!("{k} {n}")).collect();
             write!(f, " ({})", kinds.join(", "))?;
         }
-        write!(f, "; {} revisits resolved, {} target URIs normalised", self.revisits_resolved, self.uris_normalised)
+        write!(
+            f,
+            "; {} revisits resolved, {} target URIs normalised",
+            self.revisits_resolved, self.uris_normalised
+        )
     }
 }
 
@@ -177,15 +192,24 @@ impl PayloadDigest {
 
     /// The digest of `bytes` in the same algorithm, when it is one
     /// crawlcache computes (SHA-1, SHA-256) and this one decoded.
-    pub(super) fn of(&self, bytes_sha1: &sha1_smol::Sha1, bytes_sha256: &Sha256) -> Option<PayloadDigest> {
+    pub(super) fn of(
+        &self,
+        bytes_sha1: &sha1_smol::Sha1,
+        bytes_sha256: &Sha256,
+    ) -> Option<PayloadDigest> {
         let (algo, digest) = self.0.split_once(':')?;
         // A value that did not decode cannot be checked.
         if !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
         match algo {
-            "sha1" if digest.len() == 40 => Some(PayloadDigest(format!("sha1:{}", bytes_sha1.digest()))),
-            "sha256" if digest.len() == 64 => Some(PayloadDigest(format!("sha256:{}", hex::encode(bytes_sha256.clone().finalize())))),
+            "sha1" if digest.len() == 40 => {
+                Some(PayloadDigest(format!("sha1:{}", bytes_sha1.digest())))
+            }
+            "sha256" if digest.len() == 64 => Some(PayloadDigest(format!(
+                "sha256:{}",
+                hex::encode(bytes_sha256.clone().finalize())
+            ))),
             _ => None,
         }
     }

@@ -62,7 +62,9 @@ impl CacheControl {
     /// in a response. For responses use [`CacheControl::from_response_headers`].
     pub fn from_headers(headers: &http::HeaderMap) -> CacheControl {
         let mut cc = CacheControl::from_response_headers(headers);
-        if !headers.contains_key(http::header::CACHE_CONTROL) && headers.get_all(http::header::PRAGMA).iter().any(|v| pragma_no_cache(v.as_bytes())) {
+        if !headers.contains_key(http::header::CACHE_CONTROL)
+            && headers.get_all(http::header::PRAGMA).iter().any(|v| pragma_no_cache(v.as_bytes()))
+        {
             cc.no_cache = true;
         }
         cc
@@ -71,13 +73,17 @@ impl CacheControl {
     /// Parses every `Cache-Control` field line in `headers`, ignoring `Pragma`
     /// (RFC 9111 section 5.4 defines it for requests only).
     pub fn from_response_headers(headers: &http::HeaderMap) -> CacheControl {
-        CacheControl::from_lines(headers.get_all(http::header::CACHE_CONTROL).iter().map(|v| v.as_bytes()))
+        CacheControl::from_lines(
+            headers.get_all(http::header::CACHE_CONTROL).iter().map(|v| v.as_bytes()),
+        )
     }
 
     /// Parses the `Cache-Control` lines of stored field lines (names
     /// lower-case, as in [`super::StoredResponse::headers`]); `Pragma` ignored.
     pub fn from_stored(headers: &[(String, Vec<u8>)]) -> CacheControl {
-        CacheControl::from_lines(headers.iter().filter(|(n, _)| n == "cache-control").map(|(_, v)| v.as_slice()))
+        CacheControl::from_lines(
+            headers.iter().filter(|(n, _)| n == "cache-control").map(|(_, v)| v.as_slice()),
+        )
     }
 
     /// Parses `Cache-Control` field values (one per field line). Never fails.
@@ -140,7 +146,8 @@ impl CacheControl {
         } else if is("stale-while-revalidate") {
             // Invalid: ignored (no permission to serve stale is granted).
             if let Some(n) = arg.as_deref().and_then(delta_seconds) {
-                self.stale_while_revalidate = Some(self.stale_while_revalidate.map_or(n, |m| m.min(n)));
+                self.stale_while_revalidate =
+                    Some(self.stale_while_revalidate.map_or(n, |m| m.min(n)));
             }
         } else if is("stale-if-error") {
             if let Some(n) = arg.as_deref().and_then(delta_seconds) {
@@ -269,7 +276,8 @@ impl<'a> Iterator for Directives<'a> {
                         match b {
                             b'"' => break,
                             b'\\' if self.i < s.len() => {
-                                let v = escaped.get_or_insert_with(|| s[start..self.i - 1].to_vec());
+                                let v =
+                                    escaped.get_or_insert_with(|| s[start..self.i - 1].to_vec());
                                 v.push(s[self.i]);
                                 self.i += 1;
                             }
@@ -284,7 +292,11 @@ impl<'a> Iterator for Directives<'a> {
                         Some(v) => Cow::Owned(v),
                         // Closing quote excluded (absent when unterminated).
                         None => {
-                            let end = if s[self.i - 1] == b'"' && self.i > start { self.i - 1 } else { self.i };
+                            let end = if s[self.i - 1] == b'"' && self.i > start {
+                                self.i - 1
+                            } else {
+                                self.i
+                            };
                             Cow::Borrowed(&s[start..end])
                         }
                     });
@@ -345,7 +357,16 @@ mod tests {
 
     #[test]
     fn invalid_delta_seconds_count_as_zero_for_freshness() {
-        for v in ["max-age=600s", "max-age=-1", "max-age=1.5", "max-age='5'", "max-age=", "max-age", "max-age =5", "max-age= 5"] {
+        for v in [
+            "max-age=600s",
+            "max-age=-1",
+            "max-age=1.5",
+            "max-age='5'",
+            "max-age=",
+            "max-age",
+            "max-age =5",
+            "max-age= 5",
+        ] {
             assert_eq!(cc(v).max_age, Some(0), "{v}");
         }
         assert_eq!(cc("max-age=\"3600\"").max_age, Some(3600));
@@ -372,7 +393,20 @@ mod tests {
 
     #[test]
     fn junk_never_fails() {
-        for v in ["", ",,,", "=", "\"", "=\"", "max-age=\"", "\\", "a=\"\\", ";;;", "max-age=1;x=2", "no-cache=\"", "\u{7f}"] {
+        for v in [
+            "",
+            ",,,",
+            "=",
+            "\"",
+            "=\"",
+            "max-age=\"",
+            "\\",
+            "a=\"\\",
+            ";;;",
+            "max-age=1;x=2",
+            "no-cache=\"",
+            "\u{7f}",
+        ] {
             let _ = cc(v);
         }
         assert!(cc("junk\"x\", no-store").no_store);

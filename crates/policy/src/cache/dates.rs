@@ -131,7 +131,10 @@ fn instant(year: i64, month: u32, day: u32, (h, m, s): (u32, u32, u32)) -> Optio
     if day == 0 || day > days_in_month(year, month) {
         return None;
     }
-    let secs = days_from_civil(year, month, day) * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
+    let secs = days_from_civil(year, month, day) * 86_400
+        + i64::from(h) * 3600
+        + i64::from(m) * 60
+        + i64::from(s);
     if secs >= 0 {
         UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
     } else {
@@ -146,9 +149,19 @@ fn instant(year: i64, month: u32, day: u32, (h, m, s): (u32, u32, u32)) -> Optio
 /// accepts a date either reading would reject or read differently.
 fn imf_fixdate(v: &[u8]) -> Option<SystemTime> {
     let v: &[u8; 29] = v.try_into().ok()?;
-    let digits =
-        |i: usize, n: usize| -> Option<u32> { v[i..i + n].iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))) };
-    if &v[3..5] != b", " || v[7] != b' ' || v[11] != b' ' || v[16] != b' ' || v[19] != b':' || v[22] != b':' || &v[25..] != b" GMT" {
+    let digits = |i: usize, n: usize| -> Option<u32> {
+        v[i..i + n]
+            .iter()
+            .try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0')))
+    };
+    if &v[3..5] != b", "
+        || v[7] != b' '
+        || v[11] != b' '
+        || v[16] != b' '
+        || v[19] != b':'
+        || v[22] != b':'
+        || &v[25..] != b" GMT"
+    {
         return None;
     }
     if !DAYS.iter().any(|d| v[..3].eq_ignore_ascii_case(d.as_bytes())) {
@@ -277,7 +290,8 @@ impl Cursor<'_> {
         if n < min || n > max {
             return None;
         }
-        let value = self.s[self.i..self.i + n].iter().fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0'));
+        let value =
+            self.s[self.i..self.i + n].iter().fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0'));
         self.i += n;
         Some(value)
     }
@@ -294,8 +308,10 @@ impl Cursor<'_> {
 }
 
 const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
-const LONG_DAYS: [&str; 7] = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
-const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const LONG_DAYS: [&str; 7] =
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
+const MONTHS: [&str; 12] =
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 
 fn is_day_name(name: &[u8]) -> bool {
     DAYS.iter().chain(LONG_DAYS.iter()).any(|d| name.eq_ignore_ascii_case(d.as_bytes()))
@@ -372,7 +388,8 @@ mod tests {
     }
 
     fn parse(s: &str) -> Option<u64> {
-        parse_http_date(s.as_bytes(), received()).map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+        parse_http_date(s.as_bytes(), received())
+            .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
     }
 
     #[test]
@@ -475,7 +492,8 @@ mod tests {
     }
 
     fn strict(s: &str) -> Option<u64> {
-        parse_http_date_strict(s.as_bytes(), received()).map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+        parse_http_date_strict(s.as_bytes(), received())
+            .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
     }
 
     /// RFC 9110 section 5.6.7: the three forms as the grammar has them, in
@@ -502,8 +520,14 @@ mod tests {
         assert_eq!(strict("Thu Nov 16 08:49:37 1994"), Some(EXAMPLE + 10 * 86_400));
         assert_eq!(strict("Sat, 31 Dec 2016 23:59:60 GMT"), Some(1_483_228_800), "leap second");
         // The RFC 850 year is placed within 50 years of the receipt (2023).
-        assert_eq!(strict("Thursday, 18-Aug-50 02:01:18 GMT"), strict("Thu, 18 Aug 2050 02:01:18 GMT"));
-        assert_eq!(strict("Thursday, 18-Aug-50 02:01:18 GMT").map(|t| t > 1_700_000_000), Some(true));
+        assert_eq!(
+            strict("Thursday, 18-Aug-50 02:01:18 GMT"),
+            strict("Thu, 18 Aug 2050 02:01:18 GMT")
+        );
+        assert_eq!(
+            strict("Thursday, 18-Aug-50 02:01:18 GMT").map(|t| t > 1_700_000_000),
+            Some(true)
+        );
     }
 
     /// RFC 9111 section 5.3: what is not one of the three forms is invalid
@@ -557,7 +581,11 @@ mod tests {
         ] {
             assert_eq!(strict(s), None, "{s:?}");
         }
-        assert_eq!(parse("Fri, 01-Jan-2100 00:00:00 GMT"), strict("Fri, 01 Jan 2100 00:00:00 GMT"), "the robust reading takes it");
+        assert_eq!(
+            parse("Fri, 01-Jan-2100 00:00:00 GMT"),
+            strict("Fri, 01 Jan 2100 00:00:00 GMT"),
+            "the robust reading takes it"
+        );
     }
 
     /// The IMF-fixdate fast path agrees with the general reading on valid
@@ -592,7 +620,12 @@ mod tests {
                     assert_eq!(Some(fast), general, "{:?}", String::from_utf8_lossy(&m));
                     n += 1;
                 }
-                assert_eq!(parse_http_date(&m, received()), general, "{:?}", String::from_utf8_lossy(&m));
+                assert_eq!(
+                    parse_http_date(&m, received()),
+                    general,
+                    "{:?}",
+                    String::from_utf8_lossy(&m)
+                );
                 // The strict reading takes a subset, as the same instant.
                 if let Some(t) = parse_http_date_strict(&m, received()) {
                     assert_eq!(Some(t), general, "{:?}", String::from_utf8_lossy(&m));
@@ -607,7 +640,11 @@ mod tests {
     /// of them: never a panic.
     #[test]
     fn never_panics_on_garbage() {
-        let valid = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"];
+        let valid = [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ];
         let mut inputs: Vec<Vec<u8>> = Vec::new();
         for v in valid {
             let v = v.as_bytes();
@@ -640,10 +677,20 @@ mod tests {
             inputs.push(bytes);
         }
         for input in &inputs {
-            for received in [UNIX_EPOCH, received(), at(253_402_300_799), UNIX_EPOCH - Duration::from_secs(86_400)] {
+            for received in [
+                UNIX_EPOCH,
+                received(),
+                at(253_402_300_799),
+                UNIX_EPOCH - Duration::from_secs(86_400),
+            ] {
                 let _ = parse_http_date(input, received);
                 if let Some(t) = parse_http_date_strict(input, received) {
-                    assert_eq!(parse_http_date(input, received), Some(t), "{:?}", String::from_utf8_lossy(input));
+                    assert_eq!(
+                        parse_http_date(input, received),
+                        Some(t),
+                        "{:?}",
+                        String::from_utf8_lossy(input)
+                    );
                 }
             }
         }

@@ -35,5 +35,6 @@ pub(super) fn stored_date(stored: &StoredResponse, name: &str) -> Option<SystemT
 /// 5.6.7, in any letter case); `None` when absent, repeated or invalid,
 /// which RFC 9111 section 5.3 makes a time in the past.
 pub(super) fn stored_expires(stored: &StoredResponse) -> Option<SystemTime> {
-    stored_value(&stored.headers, "expires").and_then(|v| parse_http_date_strict(v, from_millis(stored.response_time_ms)))
+    stored_value(&stored.headers, "expires")
+        .and_then(|v| parse_http_date_strict(v, from_millis(stored.response_time_ms)))
 }

@@ -31,7 +31,8 @@ fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig)
     if let Some(m) = cc.max_age {
         return Duration::from_secs(m);
     }
-    let date = || stored_date(stored, "date").unwrap_or_else(|| from_millis(stored.response_time_ms));
+    let date =
+        || stored_date(stored, "date").unwrap_or_else(|| from_millis(stored.response_time_ms));
     if headers.iter().any(|(n, _)| n == "expires") {
         // Section 5.3: an invalid Expires (or several) is a time in the
         // past; outside the grammar of RFC 9110 section 5.6.7 is invalid.
@@ -47,7 +48,11 @@ fn lifetime_with(stored: &StoredResponse, cc: &CacheControl, cfg: &PolicyConfig)
     match stored_date(stored, "last-modified") {
         Some(lm) => {
             let since = date().duration_since(lm).unwrap_or(Duration::ZERO);
-            let fraction = if cfg.heuristic_fraction.is_finite() { cfg.heuristic_fraction.max(0.0) } else { 0.0 };
+            let fraction = if cfg.heuristic_fraction.is_finite() {
+                cfg.heuristic_fraction.max(0.0)
+            } else {
+                0.0
+            };
             let secs = (since.as_secs_f64() * fraction).min(cfg.heuristic_max.as_secs_f64());
             Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO).min(cfg.heuristic_max)
         }
@@ -108,7 +113,8 @@ impl Freshness {
     /// `current_age` at `now` (section 4.2.3): the same as [`current_age`]
     /// of the stored response.
     pub fn current_age(&self, now: SystemTime) -> Duration {
-        self.corrected_initial_age + now.duration_since(self.response_time).unwrap_or(Duration::ZERO)
+        self.corrected_initial_age
+            + now.duration_since(self.response_time).unwrap_or(Duration::ZERO)
     }
 }
 
@@ -166,7 +172,12 @@ pub struct Decision {
 /// `Cache-Control` (and `Pragma`) is `req` at `now` (RFC 9111 section 4.2 and 4.2.4; request directives of 5.2.1;
 /// response `no-cache`, `must-revalidate`, `proxy-revalidate`; RFC 5861
 /// `stale-while-revalidate`).
-pub fn decide(req: &CacheControl, stored: &StoredResponse, now: SystemTime, cfg: &PolicyConfig) -> Decision {
+pub fn decide(
+    req: &CacheControl,
+    stored: &StoredResponse,
+    now: SystemTime,
+    cfg: &PolicyConfig,
+) -> Decision {
     decide_bounded(req, stored, now, cfg, None, None)
 }
 
@@ -185,7 +196,14 @@ pub fn decide_bounded(
 
 /// [`decide_bounded`] from a stored response's [`Freshness`] (computed
 /// under the same `cfg`), so a cache hit does not parse the stored fields.
-pub fn decide_with(req: &CacheControl, fresh: &Freshness, now: SystemTime, cfg: &PolicyConfig, min: Option<Duration>, max: Option<Duration>) -> Decision {
+pub fn decide_with(
+    req: &CacheControl,
+    fresh: &Freshness,
+    now: SystemTime,
+    cfg: &PolicyConfig,
+    min: Option<Duration>,
+    max: Option<Duration>,
+) -> Decision {
     let cc = &fresh.cc;
     let mut lifetime = fresh.freshness_lifetime;
     if let Some(m) = max {
@@ -266,7 +284,13 @@ pub enum OriginError {
 /// implies `proxy-revalidate`). Never for `must-revalidate`,
 /// `proxy-revalidate` (shared), `no-cache` responses, or a request with
 /// `no-cache`. A fresh response is trivially allowed (staleness 0).
-pub fn may_serve_stale_on_error(req: &CacheControl, stored: &StoredResponse, error: OriginError, now: SystemTime, cfg: &PolicyConfig) -> bool {
+pub fn may_serve_stale_on_error(
+    req: &CacheControl,
+    stored: &StoredResponse,
+    error: OriginError,
+    now: SystemTime,
+    cfg: &PolicyConfig,
+) -> bool {
     let cc = CacheControl::from_stored(&stored.headers);
     if req.no_cache || forbids_stale(&cc, cfg) {
         return false;

@@ -8,7 +8,12 @@ use http::{HeaderMap, Method};
 /// and `Location` / `Content-Location` when same-origin (relative references
 /// resolved against the target). Empty for safe methods and for error
 /// statuses (only 2xx and 3xx invalidate).
-pub fn invalidation_targets(method: &Method, status: u16, primary_key: &str, response_headers: &HeaderMap) -> Vec<String> {
+pub fn invalidation_targets(
+    method: &Method,
+    status: u16,
+    primary_key: &str,
+    response_headers: &HeaderMap,
+) -> Vec<String> {
     if is_safe(method) || !(200..400).contains(&status) {
         return Vec::new();
     }
@@ -16,8 +21,16 @@ pub fn invalidation_targets(method: &Method, status: u16, primary_key: &str, res
     for name in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
         for value in response_headers.get_all(name) {
             let Ok(reference) = std::str::from_utf8(value.as_bytes()) else { continue };
-            let Some(resolved) = crawlcache_base::url::resolve(primary_key, reference.trim()) else { continue };
-            let Some(key) = resolved.parse::<http::Uri>().ok().as_ref().and_then(crate::cache::key::primary_key) else {
+            let Some(resolved) = crawlcache_base::url::resolve(primary_key, reference.trim())
+            else {
+                continue;
+            };
+            let Some(key) = resolved
+                .parse::<http::Uri>()
+                .ok()
+                .as_ref()
+                .and_then(crate::cache::key::primary_key)
+            else {
                 continue;
             };
             if same_origin(&key, primary_key) && !out.contains(&key) {

@@ -24,7 +24,9 @@ pub fn primary_key(uri: &http::Uri) -> Option<String> {
     if host.is_empty() {
         return None;
     }
-    let mut key = String::with_capacity(scheme.len() + host.len() + uri.path().len() + uri.query().map_or(0, str::len) + 16);
+    let mut key = String::with_capacity(
+        scheme.len() + host.len() + uri.path().len() + uri.query().map_or(0, str::len) + 16,
+    );
     key.push_str(scheme);
     key.push_str("://");
     key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
@@ -147,7 +149,10 @@ fn normalized_value(request_headers: &http::HeaderMap, name: &str) -> Option<Vec
 /// Encoding (unambiguous): for each nominated field, the name's length as
 /// 4 bytes big-endian, the name, then `0xFF` when the request lacks the
 /// field, or `0x01`, the value's length as 4 bytes big-endian, the value.
-pub fn secondary_key(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Option<Vec<u8>> {
+pub fn secondary_key(
+    response_headers: &http::HeaderMap,
+    request_headers: &http::HeaderMap,
+) -> Option<Vec<u8>> {
     let names = vary_names(response_headers)?;
     Some(secondary_key_of(&names, request_headers))
 }
@@ -177,8 +182,13 @@ pub fn secondary_key_of(names: &[String], request_headers: &http::HeaderMap) -> 
 /// `Vary: *`, which nominates the whole request (RFC 9111 section 4.1),
 /// every end-to-end field line ([`end_to_end_fields`]): what a record of
 /// such a response is replayed for (`crate::store_key::Selection`).
-pub fn nominated_fields(response_headers: &http::HeaderMap, request_headers: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
-    let Some(names) = vary_names(response_headers) else { return end_to_end_fields(request_headers) };
+pub fn nominated_fields(
+    response_headers: &http::HeaderMap,
+    request_headers: &http::HeaderMap,
+) -> Vec<(String, Vec<u8>)> {
+    let Some(names) = vary_names(response_headers) else {
+        return end_to_end_fields(request_headers);
+    };
     let mut out = Vec::new();
     for name in names {
         for v in request_headers.get_all(name.as_str()) {
@@ -190,8 +200,17 @@ pub fn nominated_fields(response_headers: &http::HeaderMap, request_headers: &ht
 
 /// Hop-by-hop fields (RFC 9110 section 7.6.1) and the proxy's own: never
 /// part of what identifies a request end to end.
-const HOP_BY_HOP: &[&str] =
-    &["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"];
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
 
 /// The request's end-to-end field lines (names lower-case, lines as
 /// received, in order): every field but the hop-by-hop ones and those the
@@ -200,11 +219,18 @@ pub fn end_to_end_fields(request_headers: &http::HeaderMap) -> Vec<(String, Vec<
     let connection: Vec<String> = request_headers
         .get_all(http::header::CONNECTION)
         .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b',').map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase()).collect::<Vec<_>>())
+        .flat_map(|v| {
+            v.as_bytes()
+                .split(|&b| b == b',')
+                .map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
         .collect();
     request_headers
         .iter()
-        .filter(|(n, _)| !HOP_BY_HOP.contains(&n.as_str()) && !connection.iter().any(|c| c == n.as_str()))
+        .filter(|(n, _)| {
+            !HOP_BY_HOP.contains(&n.as_str()) && !connection.iter().any(|c| c == n.as_str())
+        })
         .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
         .collect()
 }
@@ -221,7 +247,10 @@ mod tests {
     fn hm(fields: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (n, v) in fields {
-            map.append(HeaderName::from_bytes(n.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            map.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
         }
         map
     }
@@ -229,7 +258,10 @@ mod tests {
     #[test]
     fn primary_key_normalises_scheme_host_port_and_fragment() {
         assert_eq!(key("HTTP://Example.COM:80/a?b").as_deref(), Some("http://example.com/a?b"));
-        assert_eq!(key("https://Example.com:443/A/%7e?Q=1").as_deref(), Some("https://example.com/A/%7e?Q=1"));
+        assert_eq!(
+            key("https://Example.com:443/A/%7e?Q=1").as_deref(),
+            Some("https://example.com/A/%7e?Q=1")
+        );
         assert_eq!(key("http://example.com:443/").as_deref(), Some("http://example.com:443/"));
         assert_eq!(key("https://example.com:80/").as_deref(), Some("https://example.com:80/"));
         assert_eq!(key("http://example.com").as_deref(), Some("http://example.com/"));
@@ -237,9 +269,16 @@ mod tests {
         assert_eq!(key("http://user:pw@example.com/p").as_deref(), Some("http://example.com/p"));
         assert_eq!(key("http://[::1]:8080/p").as_deref(), Some("http://[::1]:8080/p"));
         for port in ["1", "9", "10", "99", "100", "8080", "65535"] {
-            assert_eq!(key(&format!("http://e.org:{port}/p")), Some(format!("http://e.org:{port}/p")));
+            assert_eq!(
+                key(&format!("http://e.org:{port}/p")),
+                Some(format!("http://e.org:{port}/p"))
+            );
         }
-        assert_eq!(key("http://e.org:0080/p").as_deref(), Some("http://e.org/p"), "leading zeros: the default port");
+        assert_eq!(
+            key("http://e.org:0080/p").as_deref(),
+            Some("http://e.org/p"),
+            "leading zeros: the default port"
+        );
         assert_eq!(key("ftp://example.com/"), None);
         assert_eq!(key("/relative"), None);
     }
@@ -247,9 +286,11 @@ mod tests {
     #[test]
     fn primary_key_drops_the_fragment() {
         // A fragment never reaches the key, whether the URI parser keeps it or not.
-        let uri: http::Uri = "http://example.com/a?b#c".parse().expect("a URI with a fragment parses");
+        let uri: http::Uri =
+            "http://example.com/a?b#c".parse().expect("a URI with a fragment parses");
         assert_eq!(primary_key(&uri).as_deref(), Some("http://example.com/a?b"));
-        let uri: http::Uri = "http://example.com/a#c".parse().expect("a URI with a fragment parses");
+        let uri: http::Uri =
+            "http://example.com/a#c".parse().expect("a URI with a fragment parses");
         assert_eq!(primary_key(&uri).as_deref(), Some("http://example.com/a"));
     }
 
@@ -258,7 +299,10 @@ mod tests {
         assert_eq!(secondary_key(&HeaderMap::new(), &hm(&[("accept", "x")])), Some(vec![]));
         assert_eq!(secondary_key(&hm(&[("vary", "")]), &hm(&[("accept", "x")])), Some(vec![]));
         assert_eq!(secondary_key(&hm(&[("vary", "Accept, *")]), &HeaderMap::new()), None);
-        assert_eq!(secondary_key(&hm(&[("vary", "accept"), ("vary", "*")]), &HeaderMap::new()), None);
+        assert_eq!(
+            secondary_key(&hm(&[("vary", "accept"), ("vary", "*")]), &HeaderMap::new()),
+            None
+        );
     }
 
     #[test]
@@ -272,8 +316,14 @@ mod tests {
         assert_ne!(absent, empty);
         assert_ne!(json, absent);
         // Whitespace folded, lines combined with ", ".
-        assert_eq!(secondary_key(&vary, &hm(&[("accept", "  text/plain,   text/html ")])), secondary_key(&vary, &hm(&[("accept", "text/plain, text/html")])));
-        assert_eq!(secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])), secondary_key(&vary, &hm(&[("accept", "a, b")])));
+        assert_eq!(
+            secondary_key(&vary, &hm(&[("accept", "  text/plain,   text/html ")])),
+            secondary_key(&vary, &hm(&[("accept", "text/plain, text/html")]))
+        );
+        assert_eq!(
+            secondary_key(&vary, &hm(&[("accept", "a"), ("accept", "b")])),
+            secondary_key(&vary, &hm(&[("accept", "a, b")]))
+        );
     }
 
     #[test]
@@ -293,14 +343,20 @@ mod tests {
     #[test]
     fn section_4_1_case_is_normalised_only_for_case_insensitive_fields() {
         let lang = hm(&[("vary", "Accept-Language")]);
-        assert_eq!(secondary_key(&lang, &hm(&[("accept-language", "eN, De")])), secondary_key(&lang, &hm(&[("accept-language", "en,de")])));
+        assert_eq!(
+            secondary_key(&lang, &hm(&[("accept-language", "eN, De")])),
+            secondary_key(&lang, &hm(&[("accept-language", "en,de")]))
+        );
         assert_ne!(
             secondary_key(&lang, &hm(&[("accept-language", "de, en")])),
             secondary_key(&lang, &hm(&[("accept-language", "en, de")])),
             "preference order is kept"
         );
         let foo = hm(&[("vary", "Foo")]);
-        assert_ne!(secondary_key(&foo, &hm(&[("foo", "A")])), secondary_key(&foo, &hm(&[("foo", "a")])));
+        assert_ne!(
+            secondary_key(&foo, &hm(&[("foo", "A")])),
+            secondary_key(&foo, &hm(&[("foo", "a")]))
+        );
     }
 
     #[test]
@@ -313,17 +369,31 @@ mod tests {
         // Names case-insensitive and deduplicated; three-way mismatch detected.
         let v3 = hm(&[("vary", "Foo, BAR"), ("vary", "foo, Baz")]);
         let req = hm(&[("foo", "1"), ("bar", "abc"), ("baz", "789")]);
-        assert_eq!(secondary_key(&v3, &req), secondary_key(&hm(&[("vary", "foo, bar, baz")]), &req));
-        assert_ne!(secondary_key(&v3, &req), secondary_key(&v3, &hm(&[("foo", "1"), ("bar", "abc4"), ("baz", "789")])));
+        assert_eq!(
+            secondary_key(&v3, &req),
+            secondary_key(&hm(&[("vary", "foo, bar, baz")]), &req)
+        );
+        assert_ne!(
+            secondary_key(&v3, &req),
+            secondary_key(&v3, &hm(&[("foo", "1"), ("bar", "abc4"), ("baz", "789")]))
+        );
     }
 
     #[test]
     fn nominated_fields_lists_present_lines() {
         let vary = hm(&[("vary", "Accept, X-Absent")]);
         let req = hm(&[("accept", "a"), ("accept", "b"), ("other", "c")]);
-        assert_eq!(nominated_fields(&vary, &req), vec![("accept".to_string(), b"a".to_vec()), ("accept".to_string(), b"b".to_vec())]);
-        assert_eq!(nominated_fields(&hm(&[("vary", "*")]), &req).len(), 3, "Vary: * nominates every end-to-end field");
-        let hop = hm(&[("connection", "x-hop"), ("x-hop", "1"), ("keep-alive", "5"), ("accept", "a")]);
+        assert_eq!(
+            nominated_fields(&vary, &req),
+            vec![("accept".to_string(), b"a".to_vec()), ("accept".to_string(), b"b".to_vec())]
+        );
+        assert_eq!(
+            nominated_fields(&hm(&[("vary", "*")]), &req).len(),
+            3,
+            "Vary: * nominates every end-to-end field"
+        );
+        let hop =
+            hm(&[("connection", "x-hop"), ("x-hop", "1"), ("keep-alive", "5"), ("accept", "a")]);
         assert_eq!(end_to_end_fields(&hop), vec![("accept".to_string(), b"a".to_vec())]);
     }
 }

@@ -81,11 +81,17 @@ mod validation;
 pub use config::PolicyConfig;
 pub use dates::{parse_http_date, parse_http_date_strict};
 pub use freshness::{
-    age_value, current_age, decide, decide_bounded, decide_with, freshness_lifetime, may_serve_stale_on_error, Decision, Freshness, OriginError, Reuse,
+    age_value, current_age, decide, decide_bounded, decide_with, freshness_lifetime,
+    may_serve_stale_on_error, Decision, Freshness, OriginError, Reuse,
 };
 pub use invalidation::invalidation_targets;
-pub use storable::{fields_to_store, headers_to_store, heuristically_cacheable, status_understood, storable, NotStorable};
-pub use validation::{client_not_modified, conditional_headers, freshen, head_matches, not_modified_matches};
+pub use storable::{
+    fields_to_store, headers_to_store, heuristically_cacheable, status_understood, storable,
+    NotStorable,
+};
+pub use validation::{
+    client_not_modified, conditional_headers, freshen, head_matches, not_modified_matches,
+};
 
 #[cfg(test)]
 mod tests;

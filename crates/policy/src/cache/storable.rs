@@ -57,7 +57,10 @@ pub fn storable(
     if cfg.shared && cc.private {
         return Err(NotStorable::Private);
     }
-    if cfg.shared && request_headers.contains_key(http::header::AUTHORIZATION) && !(cc.public || cc.s_maxage.is_some() || cc.must_revalidate) {
+    if cfg.shared
+        && request_headers.contains_key(http::header::AUTHORIZATION)
+        && !(cc.public || cc.s_maxage.is_some() || cc.must_revalidate)
+    {
         return Err(NotStorable::Authorization);
     }
     if crate::cache::key::vary_names(response_headers).is_none() {
@@ -79,15 +82,24 @@ pub fn storable(
 /// `Set-Cookie2` (never replayed from a shared cache), and fields named by
 /// qualified `no-cache="..."` and, in a shared cache, `private="..."`.
 /// Names lower-cased, order and repetitions kept.
-pub fn headers_to_store(response_headers: &HeaderMap, cfg: &PolicyConfig) -> Vec<(String, Vec<u8>)> {
-    fields_to_store(response_headers, cfg).into_iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect()
+pub fn headers_to_store(
+    response_headers: &HeaderMap,
+    cfg: &PolicyConfig,
+) -> Vec<(String, Vec<u8>)> {
+    fields_to_store(response_headers, cfg)
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v.to_vec()))
+        .collect()
 }
 
 /// [`headers_to_store`] borrowing the names and values from
 /// `response_headers` (one allocation, not two per field line: the miss
 /// path encodes them into the stored head at once,
 /// [`crate::cache::encode_head`]).
-pub fn fields_to_store<'a>(response_headers: &'a HeaderMap, cfg: &PolicyConfig) -> Vec<(&'a str, &'a [u8])> {
+pub fn fields_to_store<'a>(
+    response_headers: &'a HeaderMap,
+    cfg: &PolicyConfig,
+) -> Vec<(&'a str, &'a [u8])> {
     let cc = CacheControl::from_response_headers(response_headers);
     let connection = crate::hop_by_hop::connection_named(response_headers);
     let mut out = Vec::with_capacity(response_headers.len());

@@ -34,7 +34,10 @@ impl StoredResponse {
     pub fn header_map(&self) -> http::HeaderMap {
         let mut map = http::HeaderMap::with_capacity(self.headers.len());
         for (name, value) in &self.headers {
-            if let (Ok(n), Ok(v)) = (http::header::HeaderName::from_bytes(name.as_bytes()), http::header::HeaderValue::from_bytes(value)) {
+            if let (Ok(n), Ok(v)) = (
+                http::header::HeaderName::from_bytes(name.as_bytes()),
+                http::header::HeaderValue::from_bytes(value),
+            ) {
                 map.append(n, v);
             }
         }
@@ -78,13 +81,20 @@ impl StoredResponse {
 /// each, milliseconds since the Unix epoch), then `url`, the `headers` and
 /// the `vary_request` fields, each string as a LEB128 length and its
 /// bytes, each list as a LEB128 count and its pairs.
-pub fn encode_head<'a, H, V>(status: u16, request_time_ms: u64, response_time_ms: u64, url: &str, headers: H, vary_request: V) -> Vec<u8>
+pub fn encode_head<'a, H, V>(
+    status: u16,
+    request_time_ms: u64,
+    response_time_ms: u64,
+    url: &str,
+    headers: H,
+    vary_request: V,
+) -> Vec<u8>
 where
     H: ExactSizeIterator<Item = (&'a str, &'a [u8])> + Clone,
     V: ExactSizeIterator<Item = (&'a str, &'a [u8])> + Clone,
 {
-    let fields: usize =
-        headers.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>() + vary_request.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
+    let fields: usize = headers.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>()
+        + vary_request.clone().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
     let mut out = Vec::with_capacity(2 + 2 + 16 + url.len() + 4 + fields + 4);
     out.extend_from_slice(&HEAD_MAGIC);
     out.extend_from_slice(&status.to_be_bytes());
@@ -197,7 +207,11 @@ mod encoding_tests {
     fn sample() -> StoredResponse {
         StoredResponse {
             status: 200,
-            headers: vec![("etag".into(), b"\"a\"".to_vec()), ("x-bin".into(), vec![0, 255, 10]), ("etag".into(), vec![])],
+            headers: vec![
+                ("etag".into(), b"\"a\"".to_vec()),
+                ("x-bin".into(), vec![0, 255, 10]),
+                ("etag".into(), vec![]),
+            ],
             request_time_ms: 1_700_000_000_123,
             response_time_ms: 1_700_000_000_456,
             url: "http://example.com/\u{e9}?q=1".into(),
@@ -227,7 +241,12 @@ mod encoding_tests {
         let mut extra = bin.clone();
         extra.push(0);
         assert_eq!(StoredResponse::from_bytes(&extra), None);
-        for garbage in [&b""[..], b"not json", &[0xC1, 0x03, 0, 200][..], &[0xC1, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff][..]] {
+        for garbage in [
+            &b""[..],
+            b"not json",
+            &[0xC1, 0x03, 0, 200][..],
+            &[0xC1, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff][..],
+        ] {
             assert_eq!(StoredResponse::from_bytes(garbage), None);
         }
     }

@@ -14,7 +14,9 @@ use std::time::SystemTime;
 /// RFC 9111 section 4.3.1: the validators to send when revalidating `stored`:
 /// `If-None-Match` with the stored `ETag`, and `If-Modified-Since` with the
 /// stored `Last-Modified` (only when there is one).
-pub fn conditional_headers(stored: &StoredResponse) -> Vec<(http::header::HeaderName, http::HeaderValue)> {
+pub fn conditional_headers(
+    stored: &StoredResponse,
+) -> Vec<(http::header::HeaderName, http::HeaderValue)> {
     let mut out = Vec::with_capacity(2);
     if let Some(etag) = stored_value(&stored.headers, "etag") {
         if let Ok(v) = http::HeaderValue::from_bytes(etag) {
@@ -39,7 +41,9 @@ pub fn not_modified_matches(stored: &StoredResponse, response_headers: &HeaderMa
     let new_etag = response_headers.get(http::header::ETAG).map(|v| v.as_bytes());
     if let Some(new_etag) = new_etag {
         return match (stored_value(&stored.headers, "etag"), parse_etag(new_etag)) {
-            (Some(old), Some(new)) if !new.weak => parse_etag(old).is_some_and(|old| !old.weak && old.tag == new.tag),
+            (Some(old), Some(new)) if !new.weak => {
+                parse_etag(old).is_some_and(|old| !old.weak && old.tag == new.tag)
+            }
             // A weak validator in the 304: weak comparison (section 4.3.4
             // selects by weak validators only when no strong one is sent).
             (Some(old), Some(new)) => parse_etag(old).is_some_and(|old| old.tag == new.tag),
@@ -69,12 +73,16 @@ pub fn head_matches(stored: &StoredResponse, head_headers: &HeaderMap, body_len:
             _ => Err(()),
         }
     };
-    let (Ok(etag), Ok(last_modified), Ok(length)) = (single(http::header::ETAG), single(http::header::LAST_MODIFIED), single(http::header::CONTENT_LENGTH))
-    else {
+    let (Ok(etag), Ok(last_modified), Ok(length)) = (
+        single(http::header::ETAG),
+        single(http::header::LAST_MODIFIED),
+        single(http::header::CONTENT_LENGTH),
+    ) else {
         return false;
     };
     if let Some(etag) = etag {
-        if stored_value(&stored.headers, "etag").map(|v| v.trim_ascii()) != Some(etag.trim_ascii()) {
+        if stored_value(&stored.headers, "etag").map(|v| v.trim_ascii()) != Some(etag.trim_ascii())
+        {
             return false;
         }
     }
@@ -85,7 +93,9 @@ pub fn head_matches(stored: &StoredResponse, head_headers: &HeaderMap, body_len:
         }
     }
     match length {
-        Some(l) => std::str::from_utf8(l).ok().and_then(|l| l.trim().parse::<u64>().ok()) == Some(body_len),
+        Some(l) => {
+            std::str::from_utf8(l).ok().and_then(|l| l.trim().parse::<u64>().ok()) == Some(body_len)
+        }
         None => true,
     }
 }
@@ -103,7 +113,8 @@ pub fn freshen(
 ) -> StoredResponse {
     let mut headers: Vec<(String, Vec<u8>)> = Vec::with_capacity(stored.headers.len() + 4);
     let update = headers_to_store(response_headers, cfg);
-    let updates = |name: &str| !NOT_UPDATED_BY_304.contains(&name) && update.iter().any(|(n, _)| n == name);
+    let updates =
+        |name: &str| !NOT_UPDATED_BY_304.contains(&name) && update.iter().any(|(n, _)| n == name);
     let mut placed: Vec<&str> = Vec::new();
     for (name, value) in &stored.headers {
         if updates(name) {
@@ -117,7 +128,9 @@ pub fn freshen(
         }
     }
     for (name, value) in &update {
-        if !NOT_UPDATED_BY_304.contains(&name.as_str()) && !stored.headers.iter().any(|(n, _)| n == name) {
+        if !NOT_UPDATED_BY_304.contains(&name.as_str())
+            && !stored.headers.iter().any(|(n, _)| n == name)
+        {
             headers.push((name.clone(), value.clone()));
         }
     }
@@ -152,7 +165,8 @@ pub fn freshen(
 /// when `If-Modified-Since` is not earlier than the stored `Last-Modified`
 /// (or `Date`) and the status is 200.
 pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse) -> bool {
-    let inm: Vec<&[u8]> = request_headers.get_all(http::header::IF_NONE_MATCH).iter().map(|v| v.as_bytes()).collect();
+    let inm: Vec<&[u8]> =
+        request_headers.get_all(http::header::IF_NONE_MATCH).iter().map(|v| v.as_bytes()).collect();
     if !inm.is_empty() {
         let stored_etag = stored_value(&stored.headers, "etag").and_then(parse_etag);
         return inm.iter().flat_map(|line| split_etag_list(line)).any(|candidate| {
@@ -166,7 +180,10 @@ pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse)
     if stored.status != 200 {
         return false;
     }
-    let Some(ims) = request_headers.get(http::header::IF_MODIFIED_SINCE).and_then(|v| date_about(stored, v.as_bytes())) else {
+    let Some(ims) = request_headers
+        .get(http::header::IF_MODIFIED_SINCE)
+        .and_then(|v| date_about(stored, v.as_bytes()))
+    else {
         return false;
     };
     let validator = stored_date(stored, "last-modified").or_else(|| stored_date(stored, "date"));
@@ -176,7 +193,16 @@ pub fn client_not_modified(request_headers: &HeaderMap, stored: &StoredResponse)
 /// Fields a 304 never changes in the stored response (RFC 9111 section 3.2):
 /// they describe the stored content itself (its length, coding, digest,
 /// range, and the validator that identifies it).
-const NOT_UPDATED_BY_304: &[&str] = &["content-length", "content-encoding", "content-md5", "content-range", "digest", "content-digest", "repr-digest", "etag"];
+const NOT_UPDATED_BY_304: &[&str] = &[
+    "content-length",
+    "content-encoding",
+    "content-md5",
+    "content-range",
+    "digest",
+    "content-digest",
+    "repr-digest",
+    "etag",
+];
 
 /// An entity tag (RFC 9110 section 8.8.3).
 struct EntityTag<'a> {

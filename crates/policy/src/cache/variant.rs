@@ -15,7 +15,11 @@ use http::HeaderMap;
 /// Whether a variant stored under `stored_secondary_key`, whose response
 /// carried `response_headers` (its `Vary`), matches a request with
 /// `request_headers`. `Vary: *` matches nothing.
-pub fn matches(stored_secondary_key: &[u8], response_headers: &HeaderMap, request_headers: &HeaderMap) -> bool {
+pub fn matches(
+    stored_secondary_key: &[u8],
+    response_headers: &HeaderMap,
+    request_headers: &HeaderMap,
+) -> bool {
     secondary_key(response_headers, request_headers).is_some_and(|sk| sk == stored_secondary_key)
 }
 
@@ -30,7 +34,11 @@ pub fn newer(a: &StoredResponse, b: &StoredResponse) -> bool {
 /// (the first of equals), `None` when it accepts none. `stored` gives a
 /// variant's decoded response. `admits` is called once per variant, in
 /// order, so it may also note why one was refused.
-pub fn select<T>(variants: impl IntoIterator<Item = T>, mut admits: impl FnMut(&T) -> bool, stored: impl Fn(&T) -> &StoredResponse) -> Option<T> {
+pub fn select<T>(
+    variants: impl IntoIterator<Item = T>,
+    mut admits: impl FnMut(&T) -> bool,
+    stored: impl Fn(&T) -> &StoredResponse,
+) -> Option<T> {
     let mut best: Option<T> = None;
     for v in variants {
         if !admits(&v) {
@@ -48,7 +56,14 @@ mod tests {
     use super::*;
 
     fn at(ms: u64) -> StoredResponse {
-        StoredResponse { status: 200, headers: Vec::new(), request_time_ms: ms, response_time_ms: ms, url: "http://a/".into(), vary_request: Vec::new() }
+        StoredResponse {
+            status: 200,
+            headers: Vec::new(),
+            request_time_ms: ms,
+            response_time_ms: ms,
+            url: "http://a/".into(),
+            vary_request: Vec::new(),
+        }
     }
 
     #[test]
