@@ -72,98 +72,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
         .tempfile_in(&dir)
         .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
     let (exchanges, records, bytes, skipped) = match open_store(&cfg)? {
-        StoreAccess::Direct(store) => {
-            let (plan, undecodable) = export::plan(&store, &filter).map_err(|e| e.to_string())?;
-            let progress =
-                Progress::new("export", Some(plan.len() as u64), Unit::Items("exchanges"));
-            for u in &undecodable {
-                progress.println(&format!("export: leaving out {u}"));
-            }
-            let opts = export::WriteOptions {
-                filename: filename.clone(),
-                description: export::description(&filter),
-                revisits: args.revisits,
-            };
-            let out = std::io::BufWriter::new(tmp.as_file());
-            let result = export::write(&store, &plan, out, &opts, &mut |n| progress.set(n));
-            let (out, summary) = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    progress.finish(&format!(
-                        "export: failed after writing part of {}",
-                        args.warc.display()
-                    ));
-                    return Err(format!("cannot write {}: {e}", args.warc.display()));
-                }
-            };
-            drop(out);
-            for s in &summary.skipped {
-                progress.println(&format!("export: left out {s}"));
-            }
-            progress.clear();
-            (
-                summary.exchanges,
-                summary.records,
-                summary.bytes,
-                summary.skipped.len() as u64 + undecodable.len() as u64,
-            )
-        }
-        StoreAccess::Daemon(admin) => {
-            let mut path = format!("/cache/export?filename={}", encode(&filename));
-            if let Some(h) = &args.host {
-                path.push_str(&format!("&host={}", encode(h)));
-            }
-            if let Some(p) = &args.prefix {
-                path.push_str(&format!("&prefix={}", encode(p)));
-            }
-            if args.revisits {
-                path.push_str("&revisits=1");
-            }
-            let progress = Progress::new("export", None, Unit::Bytes);
-            progress.message(format!("from the running proxy at {}", admin.addr));
-            let mut out = std::io::BufWriter::new(tmp.as_file());
-            let mut bytes = 0u64;
-            let head =
-                admin_stream(&admin, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
-                    out.write_all(chunk)?;
-                    bytes += chunk.len() as u64;
-                    progress.set(bytes);
-                    Ok(())
-                });
-            let head = match head {
-                Ok(head) => head,
-                Err(e) => {
-                    progress.finish("export: failed");
-                    return Err(match e.status {
-                        Some(status) => format!(
-                            "the running proxy refused the export ({status}): {}",
-                            e.message
-                        ),
-                        None => format!(
-                            "the running proxy's export failed ({}); see its log",
-                            e.message
-                        ),
-                    });
-                }
-            };
-            let planned: u64 = head
-                .headers
-                .get(crate::admin::respond::EXCHANGES_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
-            drop(out);
-            progress.clear();
-            // Count what arrived: each exchange is one response (or revisit) record.
-            let (responses, records) = count_records(tmp.path())
-                .map_err(|e| format!("cannot read back {}: {e}", tmp.path().display()))?;
-            let skipped = planned.saturating_sub(responses);
-            if skipped > 0 {
-                eprintln!("export: the proxy left out {skipped} exchange(s) (see its log)");
-            }
-            (responses, records, bytes, skipped)
-        }
+        StoreAccess::Direct(store) => export_direct(&store, &args, &filter, &filename, &tmp)?,
+        StoreAccess::Daemon(admin) => export_from_daemon(&admin, &args, &filename, &tmp)?,
     };
     tmp.as_file().sync_all().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
     tmp.persist(&args.warc)
@@ -173,6 +83,107 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
         eprintln!("export: nothing stored matches {}", filter.describe());
     }
     Ok(if skipped > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Writes the WARC of `filter` from the store opened directly into `tmp`:
+/// (exchanges, records, bytes, exchanges left out).
+fn export_direct(
+    store: &crawlcache_store::Store,
+    args: &ExportArgs,
+    filter: &export::Filter,
+    filename: &str,
+    tmp: &tempfile::NamedTempFile,
+) -> Result<(u64, u64, u64, u64), String> {
+    let (plan, undecodable) = export::plan(store, filter).map_err(|e| e.to_string())?;
+    let progress = Progress::new("export", Some(plan.len() as u64), Unit::Items("exchanges"));
+    for u in &undecodable {
+        progress.println(&format!("export: leaving out {u}"));
+    }
+    let opts = export::WriteOptions {
+        filename: filename.to_string(),
+        description: export::description(filter),
+        revisits: args.revisits,
+    };
+    let out = std::io::BufWriter::new(tmp.as_file());
+    let result = export::write(store, &plan, out, &opts, &mut |n| progress.set(n));
+    let (out, summary) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            progress
+                .finish(&format!("export: failed after writing part of {}", args.warc.display()));
+            return Err(format!("cannot write {}: {e}", args.warc.display()));
+        }
+    };
+    drop(out);
+    for s in &summary.skipped {
+        progress.println(&format!("export: left out {s}"));
+    }
+    progress.clear();
+    Ok((
+        summary.exchanges,
+        summary.records,
+        summary.bytes,
+        summary.skipped.len() as u64 + undecodable.len() as u64,
+    ))
+}
+
+/// Streams the WARC from the running proxy's admin endpoint into `tmp`:
+/// (exchanges, records, bytes, exchanges the proxy left out).
+fn export_from_daemon(
+    admin: &super::access::Admin,
+    args: &ExportArgs,
+    filename: &str,
+    tmp: &tempfile::NamedTempFile,
+) -> Result<(u64, u64, u64, u64), String> {
+    let mut path = format!("/cache/export?filename={}", encode(filename));
+    if let Some(h) = &args.host {
+        path.push_str(&format!("&host={}", encode(h)));
+    }
+    if let Some(p) = &args.prefix {
+        path.push_str(&format!("&prefix={}", encode(p)));
+    }
+    if args.revisits {
+        path.push_str("&revisits=1");
+    }
+    let progress = Progress::new("export", None, Unit::Bytes);
+    progress.message(format!("from the running proxy at {}", admin.addr));
+    let mut out = std::io::BufWriter::new(tmp.as_file());
+    let mut bytes = 0u64;
+    let head = admin_stream(admin, "GET", &path, STREAM_IDLE_TIMEOUT, &mut |chunk: &[u8]| {
+        out.write_all(chunk)?;
+        bytes += chunk.len() as u64;
+        progress.set(bytes);
+        Ok(())
+    });
+    let head = match head {
+        Ok(head) => head,
+        Err(e) => {
+            progress.finish("export: failed");
+            return Err(match e.status {
+                Some(status) => {
+                    format!("the running proxy refused the export ({status}): {}", e.message)
+                }
+                None => format!("the running proxy's export failed ({}); see its log", e.message),
+            });
+        }
+    };
+    let planned: u64 = head
+        .headers
+        .get(crate::admin::respond::EXCHANGES_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    out.flush().map_err(|e| format!("cannot write {}: {e}", args.warc.display()))?;
+    drop(out);
+    progress.clear();
+    // Count what arrived: each exchange is one response (or revisit) record.
+    let (responses, records) = count_records(tmp.path())
+        .map_err(|e| format!("cannot read back {}: {e}", tmp.path().display()))?;
+    let skipped = planned.saturating_sub(responses);
+    if skipped > 0 {
+        eprintln!("export: the proxy left out {skipped} exchange(s) (see its log)");
+    }
+    Ok((responses, records, bytes, skipped))
 }
 
 /// (response and revisit records, all records) in the WARC file at `path`.

@@ -153,24 +153,7 @@ pub async fn run(
     state.endpoints = endpoints;
     state.overload =
         Arc::new(overload::Overload::new(state.config.server.max_connections, file_limit));
-    let (max, nofile) = (state.overload.max_connections, file_limit.map_or(0, |l| l.soft));
-    let needed = (max as u64)
-        .saturating_mul(overload::FDS_PER_CONNECTION)
-        .saturating_add(overload::reserve(nofile));
-    if state.config.server.max_connections != 0 && nofile != 0 && needed > nofile {
-        tracing::warn!(
-            "server.max_connections = {max} may need about {needed} open files, more than the open-file limit of {nofile}: \
-             beyond that accepting waits, and the store may fail to open files; lower it or raise the limit (LimitNOFILE=, ulimit -n)"
-        );
-    }
-    tracing::info!(
-        "serving at most {max} client connections at once (server.max_connections{})",
-        if state.config.server.max_connections == 0 {
-            ", derived from the open-file limit"
-        } else {
-            ""
-        }
-    );
+    log_connection_limit(&state, file_limit);
     let mut receivers = Vec::with_capacity(threads);
     let mut handoff = Vec::with_capacity(threads);
     for _ in 0..threads {
@@ -227,32 +210,68 @@ pub async fn run(
     crate::access::spawn_reopener(state.access_log.as_ref(), state.closing.subscribe())
         .map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?;
     ready(local_addr);
-    // The status page's history: the counters sampled once a second.
-    let sampler = {
-        let st = state.clone();
-        let mut closing = state.closing.subscribe();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(crate::metrics::history::SAMPLE_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => st.metrics.sample(std::time::SystemTime::now()),
-                    _ = closing.wait_for(|c| *c) => break,
-                }
-            }
-        })
-    };
+    let sampler = spawn_sampler(&state);
     if !stop_at_once {
         shutdown.await;
     }
     let _ = state.closing.send(true);
     let _ = sampler.await;
+    finish(&state, &addr_file).await
+}
+
+/// Says in the log how many client connections are served at once, and
+/// warns when `server.max_connections` may need more open files than the
+/// process may have (`file_limit`, from [`raise_file_limit`]).
+fn log_connection_limit(state: &ProxyState, file_limit: Option<overload::FileLimit>) {
+    let (max, nofile) = (state.overload.max_connections, file_limit.map_or(0, |l| l.soft));
+    let needed = (max as u64)
+        .saturating_mul(overload::FDS_PER_CONNECTION)
+        .saturating_add(overload::reserve(nofile));
+    if state.config.server.max_connections != 0 && nofile != 0 && needed > nofile {
+        tracing::warn!(
+            "server.max_connections = {max} may need about {needed} open files, more than the open-file limit of {nofile}: \
+             beyond that accepting waits, and the store may fail to open files; lower it or raise the limit (LimitNOFILE=, ulimit -n)"
+        );
+    }
+    tracing::info!(
+        "serving at most {max} client connections at once (server.max_connections{})",
+        if state.config.server.max_connections == 0 {
+            ", derived from the open-file limit"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The status page's history: the counters sampled once a second
+/// ([`crate::metrics::history::SAMPLE_INTERVAL`]) until the proxy closes.
+fn spawn_sampler(state: &Arc<ProxyState>) -> tokio::task::JoinHandle<()> {
+    let st = state.clone();
+    let mut closing = state.closing.subscribe();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::metrics::history::SAMPLE_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => st.metrics.sample(std::time::SystemTime::now()),
+                _ = closing.wait_for(|c| *c) => break,
+            }
+        }
+    })
+}
+
+/// The end of [`run`]: finishes what is in flight (at most
+/// `server.shutdown_timeout`), flushes the robots cache, the audit and
+/// access logs and the index, and removes the address file.
+///
+/// Errors: the index cannot be flushed.
+async fn finish(state: &Arc<ProxyState>, addr_file: &std::path::Path) -> Result<(), String> {
     let grace = state.config.server.shutdown_timeout;
     tracing::info!(
         "shutting down: finishing responses in flight (at most {} s)",
         grace.as_secs_f64()
     );
-    if !drain(&state).await {
+    if !drain(state).await {
         tracing::warn!("shutdown timeout reached; unfinished store writes are dropped (nothing partial is kept)");
     }
     if let Err(e) = state.robots.flush() {
@@ -265,7 +284,7 @@ pub async fn run(
         log.flush_within(grace).await;
     }
     state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
-    let _ = std::fs::remove_file(&addr_file);
+    let _ = std::fs::remove_file(addr_file);
     tracing::info!("cache index flushed; bye");
     Ok(())
 }

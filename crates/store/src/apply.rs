@@ -171,6 +171,21 @@ impl Index {
             };
             applied.done.push(done);
         }
+        self.publish(&mut mem, slots, refs, state)?;
+        Ok(applied)
+    }
+
+    /// Makes what [`Self::apply`] worked out visible: the changed rows go
+    /// to the overlay and the counters to `mem`, while the lock is held;
+    /// the overlay spills to sled when it has grown past `SPILL_ROWS`.
+    /// Errors: `Index` when the spill cannot write to sled.
+    fn publish(
+        &self,
+        mem: &mut Mem,
+        slots: HashMap<Vec<u8>, Option<Slot>>,
+        refs: HashMap<Hash, Option<RefRow>>,
+        state: State,
+    ) -> Result<(), StoreError> {
         // Counters move while the lock is held, before the rows change: a
         // reader that sees the new value reads the rows after the lock is
         // released. (Rows only read by the ops are left alone.)
@@ -185,9 +200,9 @@ impl Index {
         // Not while a commit writes to sled (it ends within milliseconds;
         // the next apply spills).
         if mem.active.slots.len() + mem.active.refs.len() > SPILL_ROWS && !mem.committing {
-            self.spill_locked(&mut mem)?;
+            self.spill_locked(mem)?;
         }
-        Ok(applied)
+        Ok(())
     }
 
     /// The slot of `key` as the ops being applied see it.

@@ -102,31 +102,8 @@ pub(crate) fn run(
             dropped += 1;
             continue;
         };
-        let body = match rec.body {
-            None => Some(RecBody::None),
-            Some((hash, len)) => {
-                let path = blobs.path(&hash);
-                if len < inline_max {
-                    match fs::read(&path) {
-                        Ok(bytes)
-                            if bytes.len() as u64 == len
-                                && Sha256::digest(&bytes).as_slice() == hash =>
-                        {
-                            inlined += 1;
-                            Some(RecBody::Inline { hash, bytes: std::sync::Arc::new(bytes) })
-                        }
-                        _ => None,
-                    }
-                } else {
-                    let whole = if rec.stamp >= suspect_from {
-                        matches!(hash_file(&path), Ok((got, n)) if got == hash && n == len)
-                    } else {
-                        fs::metadata(&path).map(|m| m.is_file() && m.len() == len).unwrap_or(false)
-                    };
-                    whole.then_some(RecBody::Ref { hash, len })
-                }
-            }
-        };
+        let body = old_body(&rec, blobs, inline_max, suspect_from);
+        inlined += u64::from(matches!(body, Some(RecBody::Inline { .. })));
         let Some(body) = body else {
             dropped += 1;
             continue;
@@ -177,6 +154,38 @@ pub(crate) fn run(
         done - dropped
     );
     Ok(())
+}
+
+/// The body of the old entry `rec` as the new layout holds it: short
+/// bodies (under `inline_max` bytes) read into the pack when their file is
+/// whole, longer ones kept as files; files of entries stamped at or after
+/// `suspect_from` (format 2 without a clean close) are hashed, others only
+/// sized. `None` when the body is missing or damaged: the entry is dropped.
+fn old_body(rec: &Record, blobs: &Blobs, inline_max: u64, suspect_from: u64) -> Option<RecBody> {
+    match rec.body {
+        None => Some(RecBody::None),
+        Some((hash, len)) => {
+            let path = blobs.path(&hash);
+            if len < inline_max {
+                match fs::read(&path) {
+                    Ok(bytes)
+                        if bytes.len() as u64 == len
+                            && Sha256::digest(&bytes).as_slice() == hash =>
+                    {
+                        Some(RecBody::Inline { hash, bytes: std::sync::Arc::new(bytes) })
+                    }
+                    _ => None,
+                }
+            } else {
+                let whole = if rec.stamp >= suspect_from {
+                    matches!(hash_file(&path), Ok((got, n)) if got == hash && n == len)
+                } else {
+                    fs::metadata(&path).map(|m| m.is_file() && m.len() == len).unwrap_or(false)
+                };
+                whole.then_some(RecBody::Ref { hash, len })
+            }
+        }
+    }
 }
 
 /// Whether `db` still holds trees of an earlier format.

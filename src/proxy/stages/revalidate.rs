@@ -98,33 +98,8 @@ async fn validate(
                 drop(resp);
                 return fetch(state, ex, lead, fwd, Some(&found.entry)).await;
             }
-            let fresh = cache::freshen(stored, resp.headers(), request_time, now, &state.policy);
-            let meta = fresh.to_bytes();
-            match state.store.update_meta(ex.primary(), &found.entry.secondary_key, &meta) {
-                Err(e) => tracing::warn!("freshening {} failed: {e}", ex.primary()),
-                // Fleet mode: the freshened head goes to the fleet tier too.
-                Ok(true) => {
-                    if let Some(f) = &state.fleet {
-                        crawlcache_fleet::tier::publish_later(
-                            f,
-                            ex.primary(),
-                            &found.entry.secondary_key,
-                        );
-                    }
-                }
-                Ok(false) => {}
-            }
-            // The record copy of this response gets the same new fields.
-            let refreshed = crate::record::freshen_record(
-                &state.store,
-                ex.primary(),
-                &found.entry,
-                |r| cache::not_modified_matches(r, resp.headers()),
-                |r| cache::freshen(r, resp.headers(), request_time, now, &state.policy),
-            );
-            if let Err(e) = refreshed {
-                tracing::warn!("freshening the record of {} failed: {e}", ex.primary());
-            }
+            let (meta, fresh) =
+                store_freshened(state, ex.primary(), &found, resp.headers(), request_time, now);
             // The freshened head, decoded once: for this answer and for the
             // next look-up of the entry (which reads these bytes).
             let fresh = state.meta_cache.replace(&found.decoded, meta, fresh);
@@ -174,6 +149,46 @@ async fn validate(
                 .await
         }
     }
+}
+
+/// Freshens the stored head of `found` with the fields of a 304 (RFC 9111
+/// section 4.3.4) and writes it back: to the index, to the fleet tier in
+/// fleet mode, and to the record copy of the same response. A failure to
+/// write is logged; the answer goes on from the freshened head, returned
+/// encoded and decoded.
+fn store_freshened(
+    state: &Arc<ProxyState>,
+    primary: &str,
+    found: &Found,
+    headers: &http::HeaderMap,
+    request_time: SystemTime,
+    now: SystemTime,
+) -> (Vec<u8>, StoredResponse) {
+    let stored = &found.decoded.stored;
+    let fresh = cache::freshen(stored, headers, request_time, now, &state.policy);
+    let meta = fresh.to_bytes();
+    match state.store.update_meta(primary, &found.entry.secondary_key, &meta) {
+        Err(e) => tracing::warn!("freshening {} failed: {e}", primary),
+        // Fleet mode: the freshened head goes to the fleet tier too.
+        Ok(true) => {
+            if let Some(f) = &state.fleet {
+                crawlcache_fleet::tier::publish_later(f, primary, &found.entry.secondary_key);
+            }
+        }
+        Ok(false) => {}
+    }
+    // The record copy of this response gets the same new fields.
+    let refreshed = crate::record::freshen_record(
+        &state.store,
+        primary,
+        &found.entry,
+        |r| cache::not_modified_matches(r, headers),
+        |r| cache::freshen(r, headers, request_time, now, &state.policy),
+    );
+    if let Err(e) = refreshed {
+        tracing::warn!("freshening the record of {} failed: {e}", primary);
+    }
+    (meta, fresh)
 }
 
 /// The freshness lifetime of `stored` under `primary`, bounded by the

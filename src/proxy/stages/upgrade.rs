@@ -51,49 +51,9 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
             format!("cannot relay the WebSocket upgrade to {uri}: upgrades are not sent through the parent proxy (upstream.proxy)"),
         );
     }
-    let https = uri.scheme_str() == Some("https");
-    let Some(host) =
-        uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
-    else {
-        return fail(
-            ex,
-            StatusCode::BAD_REQUEST,
-            format!("the upgrade target {uri} names no host"),
-        );
-    };
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let timeout = state.config.upstream.connect_timeout;
-    let tcp =
-        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port)))
-            .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return fail(
-                    ex,
-                    StatusCode::BAD_GATEWAY,
-                    format!("could not connect to {host}:{port} for a WebSocket upgrade: {e}"),
-                )
-            }
-            Err(_) => {
-                return fail(
-                    ex,
-                    StatusCode::GATEWAY_TIMEOUT,
-                    format!(
-                        "connecting to {host}:{port} timed out after {} s",
-                        timeout.as_secs_f64()
-                    ),
-                )
-            }
-        };
-    let _ = tcp.set_nodelay(true);
-    let mut origin: Box<dyn OriginIo> = if https {
-        match tls_to_origin(state, &host, tcp).await {
-            Ok(s) => s,
-            Err(msg) => return fail(ex, StatusCode::BAD_GATEWAY, msg),
-        }
-    } else {
-        Box::new(tcp)
+    let (mut origin, host, port) = match connect(state, &uri).await {
+        Ok(c) => c,
+        Err((status, msg)) => return fail(ex, status, msg),
     };
     let head = request_head(&uri, &ex.parts.headers);
     if let Err(e) = origin.write_all(&head).await {
@@ -143,14 +103,81 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         crawlcache_policy::hop_by_hop::client_response_fields(resp.headers_mut());
         return resp;
     }
-    let Some(mut req) = ex.take_request() else {
+    let Some(req) = ex.take_request() else {
         return fail(
             ex,
             StatusCode::INTERNAL_SERVER_ERROR,
             "the request was already consumed".into(),
         );
     };
-    let target = uri.clone();
+    spawn_relay(state, req, origin, leftover, uri.clone());
+    let mut resp = Response::new(ProxyBody::empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// A connection to the origin of `uri` for a WebSocket handshake: TCP
+/// within `upstream.connect_timeout`, then TLS for `https`/`wss` targets.
+/// Returns the connection with the host and port it reached.
+///
+/// Errors: the status to answer with (400 no host, 502 refused or TLS
+/// failure, 504 timeout) and a sentence naming the cause.
+async fn connect(
+    state: &Arc<ProxyState>,
+    uri: &http::Uri,
+) -> Result<(Box<dyn OriginIo>, String, u16), (StatusCode, String)> {
+    let https = uri.scheme_str() == Some("https");
+    let Some(host) =
+        uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
+    else {
+        return Err((StatusCode::BAD_REQUEST, format!("the upgrade target {uri} names no host")));
+    };
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let timeout = state.config.upstream.connect_timeout;
+    let tcp =
+        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port)))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err((
+                    StatusCode::BAD_GATEWAY,
+                    format!("could not connect to {host}:{port} for a WebSocket upgrade: {e}"),
+                ))
+            }
+            Err(_) => {
+                return Err((
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "connecting to {host}:{port} timed out after {} s",
+                        timeout.as_secs_f64()
+                    ),
+                ))
+            }
+        };
+    let _ = tcp.set_nodelay(true);
+    let origin: Box<dyn OriginIo> = if https {
+        match tls_to_origin(state, &host, tcp).await {
+            Ok(s) => s,
+            Err(msg) => return Err((StatusCode::BAD_GATEWAY, msg)),
+        }
+    } else {
+        Box::new(tcp)
+    };
+    Ok((origin, host, port))
+}
+
+/// Relays the WebSocket's bytes both ways once the client has switched
+/// protocols: first what the origin sent right behind its 101
+/// (`leftover`), then both directions until either side closes.
+fn spawn_relay(
+    state: &Arc<ProxyState>,
+    mut req: http::Request<hyper::body::Incoming>,
+    mut origin: Box<dyn OriginIo>,
+    leftover: Vec<u8>,
+    target: http::Uri,
+) {
     let tasks = state.tasks.clone();
     tokio::spawn(async move {
         let _task = tasks.enter();
@@ -173,10 +200,6 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
             ),
         }
     });
-    let mut resp = Response::new(ProxyBody::empty());
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    *resp.headers_mut() = headers;
-    resp
 }
 
 /// TLS to the origin `host` over `tcp`, verified as every origin is
