@@ -323,7 +323,7 @@ pub struct UpstreamConfig {
     pub max_head_bytes: u64,
     /// Most fields in an origin response head (heads are parsed with room
     /// for 256 first; an origin that sends more is remembered and given
-    /// this much room: `crate::wire::origin::Upstream`).
+    /// this much room: `crate::upstream::origin::Upstream`).
     pub max_head_fields: usize,
     /// Parent proxy that origins are reached through,
     /// `http://[user:password@]host:port`; empty for none. Never taken from

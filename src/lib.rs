@@ -1,9 +1,12 @@
 //! crawlcache: a local caching forward proxy for web crawlers.
 //!
 //! A request flows down the modules once: [`proxy`] asks [`robots`] for the
-//! verdict, asks `crawlcache_policy::cache` for the decision, asks `crawlcache_store` for the bytes, and
-//! only the upstream client (used by the proxy and by the robots fetcher)
-//! talks to origins.
+//! verdict, asks `crawlcache_policy::cache` for the decision, asks
+//! `crawlcache_store` for the bytes, and only the origin client
+//! ([`upstream`], used by the proxy and by the robots fetcher) talks to
+//! origins. The modules are floors, each using only those below it
+//! (docs/architecture.md lists and draws them; tests/architecture.rs
+//! holds them).
 //!
 //! [`cli`] is the command line (`main.rs` only parses and dispatches);
 //! `crawlcache_base::units` and `crawlcache_base::fsutil` are leaves every module may use.
@@ -24,9 +27,11 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod metrics;
+pub mod ops;
 pub mod proxy;
 pub mod record;
 pub mod robots;
 pub mod tls;
+pub mod upstream;
 pub mod warc;
 pub mod wire;

@@ -109,8 +109,8 @@ impl LocalOrigin {
 }
 
 fn fetcher(response_timeout: Duration) -> UpstreamRobotsFetch {
-    let tls = crawlcache::tls::upstream_client_config(None).unwrap();
-    let up = crawlcache::wire::origin::Upstream::new(
+    let tls = crawlcache::upstream::upstream_client_config(None).unwrap();
+    let up = crawlcache::upstream::origin::Upstream::new(
         tls,
         Duration::from_secs(2),
         response_timeout,

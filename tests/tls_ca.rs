@@ -248,7 +248,7 @@ async fn a_leaf_for_another_host_does_not_verify_for_localhost() {
     let server = ca.server_config_for("example.com").unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     let err = handshake(server, client_trusting(&ca), name).await.unwrap_err();
-    let text = crawlcache::tls::describe_tls_error(&err).unwrap();
+    let text = crawlcache::upstream::describe_tls_error(&err).unwrap();
     assert!(text.contains("not valid for name localhost"), "{text}");
 }
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use crawlcache::tls::{describe_tls_error, upstream_client_config, upstream_connector, TlsError};
+use crawlcache::tls::TlsError;
+use crawlcache::upstream::{describe_tls_error, upstream_client_config, upstream_connector};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::service::service_fn;
 use hyper::{Request, Response};

@@ -18,9 +18,9 @@
 //! admin rules of [`super::auth`] let it through and no other page can).
 //! Everything is rendered with maud, which escapes every value.
 
-use super::inspect::{KeyFilter, ListSpec, Listing};
 use super::respond::{query_param, text};
 use super::status::{answer, duration, frame, query_escape, thousands};
+use crate::ops::inspect::{KeyFilter, ListSpec, Listing};
 use crate::proxy::ProxyState;
 use crate::wire::body::ProxyBody;
 use crawlcache_store::PageCursor;
@@ -146,11 +146,15 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     };
     let listed = tokio::task::spawn_blocking(move || {
         // The host filter parsed once, not once per key read.
-        let host =
-            spec.filter.host.as_deref().map(super::host_filter::HostFilter::parse).transpose()?;
+        let host = spec
+            .filter
+            .host
+            .as_deref()
+            .map(crate::ops::host_filter::HostFilter::parse)
+            .transpose()?;
         let prefix = spec.filter.prefix.clone();
         let keep = |k: &str| {
-            let url = super::inspect::key_url(k);
+            let url = crate::ops::inspect::key_url(k);
             prefix.as_deref().is_none_or(|p| url.starts_with(p))
                 && host.as_ref().is_none_or(|h| h.matches_url(url))
         };
@@ -263,7 +267,7 @@ pub async fn entry(state: &ProxyState, query: &str) -> Response<ProxyBody> {
     let Some(url) = query_param(query, "url") else {
         return text(StatusCode::BAD_REQUEST, "crawlcache: /cache/entry needs ?url=URL\n".into());
     };
-    let key = match super::lookup::cache_key(&url, &state.config.cache.key_rules) {
+    let key = match crate::ops::lookup::cache_key(&url, &state.config.cache.key_rules) {
         Ok(k) => k,
         Err(e) => return text(e.status(), format!("crawlcache: {e}\n")),
     };

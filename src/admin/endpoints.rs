@@ -1,10 +1,10 @@
 //! One function per admin endpoint (the table is [`super::handle`]).
 
-use super::lookup::{show_json, url_keys};
 use super::respond::{
     json, message, query_param, removal_answer, stream_blocking, text, text_ok, EXCHANGES_HEADER,
 };
-use super::{inspect, maintain};
+use crate::ops::lookup::{show_json, url_keys};
+use crate::ops::{inspect, maintain};
 use crate::proxy::ProxyState;
 use crate::wire::body::ProxyBody;
 use http::header::HeaderValue;

@@ -11,16 +11,16 @@
 //! - `GET /stats`: JSON counters and store figures.
 //! - `GET /cache/show?url=URL`: the stored variants of a URL, as JSON.
 //! - `GET /cache/ls[?host=H][&prefix=URL][&json=1]`: the stored responses,
-//!   one line each, streamed ([`inspect`]).
+//!   one line each, streamed ([`crate::ops::inspect`]).
 //! - `GET /cache/cat?url=URL[&decode=1]`: a stored body, streamed
-//!   ([`inspect::pick`]).
+//!   ([`crate::ops::inspect::pick`]).
 //! - `POST /cache/purge?url=URL|host=H|prefix=URL|older_than=DURATION`:
 //!   removes the selected responses from the cache and the record
-//!   ([`maintain`]), answering with the counts as JSON; `GET` with the
+//!   ([`crate::ops::maintain`]), answering with the counts as JSON; `GET` with the
 //!   same query counts what it would remove and removes nothing
 //!   (`cache purge --dry-run`).
 //! - `POST /cache/prune[?unused_for=DURATION][&records=1]`: removes stale
-//!   responses not used for that long ([`maintain::prune`]).
+//!   responses not used for that long ([`crate::ops::maintain::prune`]).
 //! - `GET /cache/verify`: checks the store's invariants; `POST
 //!   /cache/verify?repair=1` also repairs (a `GET` with `repair` is answered
 //!   `405`: nothing changes state over `GET`).
@@ -40,11 +40,7 @@
 pub mod auth;
 pub mod browse;
 pub mod endpoints;
-pub mod host_filter;
 pub mod import;
-pub mod inspect;
-pub mod lookup;
-pub mod maintain;
 pub mod origin_figures;
 pub mod respond;
 pub mod stats;

@@ -1,7 +1,7 @@
 //! The shapes of an admin answer: text, JSON and bodies streamed from
 //! the blocking pool, each `Cache-Control: no-store`.
 
-use super::maintain;
+use crate::ops::maintain;
 use crate::wire::body::ProxyBody;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};

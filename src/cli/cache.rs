@@ -1,7 +1,7 @@
 //! `crawlcache cache stats|show|ls|cat|purge|prune|compact|verify`:
 //! inspect and maintain the store, directly or through the running proxy
 //! ([`super::access`]), with the same result either way. The work itself
-//! is in [`crate::admin::inspect`] and [`crate::admin::maintain`], shared
+//! is in [`crate::ops::inspect`] and [`crate::ops::maintain`], shared
 //! with the admin endpoints.
 //!
 //! Output is for people by default (sizes in KiB/MiB/GiB, durations as
@@ -20,8 +20,8 @@ use super::access::{
 };
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
-use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
-use crate::admin::maintain::{self, PruneSpec, PurgeSelection, Removed};
+use crate::ops::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
+use crate::ops::maintain::{self, PruneSpec, PurgeSelection, Removed};
 use clap::Subcommand;
 use crawlcache_base::units::{format_age, format_bytes};
 use std::io::Write;
@@ -33,10 +33,10 @@ fn duration_arg(s: &str) -> Result<Duration, String> {
     crawlcache_base::units::parse_duration(s)
 }
 
-/// Checks a `--host` value ([`crate::admin::host_filter::HostFilter::parse`])
+/// Checks a `--host` value ([`crate::ops::host_filter::HostFilter::parse`])
 /// and keeps it as given (the running proxy parses it the same way).
 pub fn host_arg(s: &str) -> Result<String, String> {
-    crate::admin::host_filter::HostFilter::parse(s).map(|_| s.trim().to_string())
+    crate::ops::host_filter::HostFilter::parse(s).map(|_| s.trim().to_string())
 }
 
 /// The `--help` text of `--host` (cache ls, cache purge, export).
@@ -392,7 +392,7 @@ pub fn stats_text(v: &serde_json::Value) -> String {
 fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, String> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
-        StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules)
+        StoreAccess::Direct(s) => crate::ops::lookup::show_json(&s, url, &cfg.cache.key_rules)
             .map_err(|e| e.to_string())?,
         StoreAccess::Daemon(a) => {
             let (status, body) =
@@ -486,7 +486,7 @@ fn purge(
             let mut selection =
                 PurgeSelection { filter: filter.clone(), older_than, ..Default::default() };
             if let Some(u) = url {
-                selection.urls = crate::admin::lookup::url_keys(u, &cfg.cache.key_rules)
+                selection.urls = crate::ops::lookup::url_keys(u, &cfg.cache.key_rules)
                     .map_err(|e| e.to_string())?;
             }
             if output.dry_run {
@@ -846,7 +846,7 @@ fn cat(common: &Common, url: &str, decode: bool) -> Result<ExitCode, String> {
     };
     match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
-            let Some(picked) = crate::admin::inspect::pick(&s, url, &cfg.cache.key_rules)
+            let Some(picked) = crate::ops::inspect::pick(&s, url, &cfg.cache.key_rules)
                 .map_err(|e| e.to_string())?
             else {
                 eprintln!(

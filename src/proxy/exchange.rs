@@ -197,14 +197,14 @@ impl Exchange {
 
     /// The upstream request for this exchange: `method` on the upstream
     /// target with the client's fields (see
-    /// [`crate::wire::origin::forward_request`]), relaying the origin's 1xx
+    /// [`crate::upstream::origin::forward_request`]), relaying the origin's 1xx
     /// interim responses to the client.
     pub fn upstream_request(
         &self,
         method: &Method,
         body: crate::wire::body::ProxyBody,
     ) -> Request<crate::wire::body::ProxyBody> {
-        let mut req = crate::wire::origin::forward_request(
+        let mut req = crate::upstream::origin::forward_request(
             method,
             self.upstream_target(),
             &self.parts.headers,

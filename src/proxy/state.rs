@@ -7,8 +7,8 @@ use super::shutdown::Tasks;
 use super::{body_cache, invalidate, meta_cache, overload};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::upstream::origin as upstream;
 use crate::wire::body::ProxyBody;
-use crate::wire::origin as upstream;
 use crawlcache_base::collapse;
 use crawlcache_policy::cache::PolicyConfig;
 use crawlcache_store::Store;
@@ -169,9 +169,9 @@ impl ProxyState {
                 &config.robots.agent,
             ),
             bucket_connector: &|| {
-                let tls = crate::tls::upstream_client_config(None)
+                let tls = crate::upstream::upstream_client_config(None)
                     .map_err(|e| format!("fleet bucket TLS: {e}"))?;
-                Ok(crate::tls::upstream_connector(tls, config.fleet.timeout))
+                Ok(crate::upstream::upstream_connector(tls, config.fleet.timeout))
             },
         })
         .map_err(|e| e.to_string())?;
@@ -244,13 +244,13 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
     let up = &config.upstream;
     let extra = &up.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-    let tls = crate::tls::upstream_client_config(extra)
+    let tls = crate::upstream::upstream_client_config(extra)
         .map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
     let parent = if up.proxy.is_empty() {
         None
     } else {
         let no_proxy: Vec<String> = up.no_proxy.iter().map(|e| e.to_string()).collect();
-        let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
+        let parent = crate::upstream::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
             .map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
         tracing::info!(parent = parent.name(), no_proxy = ?no_proxy, "origins are reached through the parent proxy");
         Some(parent)

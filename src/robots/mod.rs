@@ -4,7 +4,7 @@
 //! what needs the proxy's own pieces stays here:
 //!
 //! - [`http_fetch`]: the [`crawlcache_robots::fetch::RobotsFetch`] over the proxy's upstream
-//!   client (`crate::wire::origin`);
+//!   client (`crate::upstream::origin`);
 //! - [`archive`]: offline, the rules of the robots.txt captures an
 //!   imported archive left in the store.
 

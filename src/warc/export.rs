@@ -53,7 +53,7 @@ use crawlcache_policy::store_key::{Selection, StoreKey};
 use crawlcache_store::{Entry, Store, StoreError};
 
 /// Which entries to export: the `cache ls` filters (`host`, `prefix`).
-pub type Filter = crate::admin::inspect::KeyFilter;
+pub type Filter = crate::ops::inspect::KeyFilter;
 
 /// The warcinfo `description` of an export selected by `filter`: what was
 /// exported, never where it came from on this machine (no local path goes

@@ -6,15 +6,9 @@
 //!
 //! - [`body`]: the one response body type sent to clients.
 //! - [`error`]: plain-text error responses that name their cause.
-//! - [`origin`]: the one client for origins, used by the proxy and by the
-//!   robots.txt fetcher.
 //! - [`interim`]: 1xx interim responses relayed to the client.
 //! - [`sendfile`]: large stored bodies sent with `sendfile(2)` on plain
 //!   client connections.
-//! - [`parent`]: the parent (upstream) proxy the origin client may go
-//!   through, and the connector that goes direct or via it.
-//! - [`asterisk`]: OPTIONS for a whole server, sent as `OPTIONS *` on a
-//!   connection of its own (RFC 9112 section 3.2.4).
 //! - [`request_line`]: what the URI type forgets of an OPTIONS request
 //!   line (an empty path), noted as a client connection's bytes arrive.
 //! - [`net`]: the one loopback test for socket addresses.
@@ -22,13 +16,10 @@
 //! - [`coarse_timer`]: the timer behind the client connections'
 //!   header-read timeout (fires within a quarter second of its deadline).
 
-pub mod asterisk;
 pub mod body;
 pub mod coarse_timer;
 pub mod error;
 pub mod interim;
 pub mod net;
-pub mod origin;
-pub mod parent;
 pub mod request_line;
 pub mod sendfile;

@@ -24,7 +24,7 @@
 //!   server as a whole, not about `/` ([`WholeServer`]): it goes to the
 //!   origin as `OPTIONS *` (asterisk-form), and to a parent proxy in
 //!   absolute form with the empty path, for the last proxy to do the same
-//!   ([`crate::wire::origin::Upstream::send_server_options`]). So does
+//!   ([`crate::upstream::origin::Upstream::send_server_options`]). So does
 //!   `OPTIONS *` received inside an intercepted tunnel.
 
 use super::super::exchange::Exchange;

@@ -212,12 +212,12 @@ async fn tls_to_origin(
 ) -> Result<Box<dyn OriginIo>, String> {
     let extra = &state.config.upstream.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-    let config = crate::tls::upstream_client_config(extra).map_err(|e| e.to_string())?;
+    let config = crate::upstream::upstream_client_config(extra).map_err(|e| e.to_string())?;
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|e| format!("{host} cannot be a TLS server name: {e}"))?;
     let stream =
         tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| {
-            crate::tls::describe_tls_error(&e)
+            crate::upstream::describe_tls_error(&e)
                 .unwrap_or_else(|| format!("the TLS handshake with {host} failed: {e}"))
         })?;
     Ok(Box::new(stream))

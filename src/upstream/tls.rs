@@ -15,9 +15,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::UnixTime;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
-use super::error::TlsError;
 use super::pinned::PinnedSelfSigned;
-use crate::wire::parent::{OriginConnector, ParentProxy};
+use crate::tls::TlsError;
+use crate::upstream::parent::{OriginConnector, ParentProxy};
 
 /// A rustls client configuration for talking to origins: the public roots
 /// of `webpki-roots` plus, when given, every certificate in
@@ -97,7 +97,7 @@ pub fn upstream_connector(
 }
 
 /// [`upstream_connector`] going through `parent` (see
-/// [`crate::wire::parent`]) for the origins it routes: `http://` requests
+/// [`crate::upstream::parent`]) for the origins it routes: `http://` requests
 /// to the parent in absolute form, `https://` through a `CONNECT` tunnel
 /// with TLS to the origin over it, verified with `cfg` as for a direct
 /// connection. Without a parent, every origin is contacted directly.

@@ -2,8 +2,8 @@
 //! the proxy and by the robots.txt fetcher (an OPTIONS for a whole server
 //! takes a connection of its own through [`super::asterisk`]).
 
-use super::body::ProxyBody;
 use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
+use crate::wire::body::ProxyBody;
 use crawlcache_base::locks::lock;
 use crawlcache_policy::upstream_fields::upstream_fields;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
@@ -167,7 +167,7 @@ impl Upstream {
         parent: Option<ParentProxy>,
     ) -> Upstream {
         let parent = parent.map(Arc::new);
-        let connector = crate::tls::origin_connector(tls, connect_timeout, parent.clone());
+        let connector = crate::upstream::origin_connector(tls, connect_timeout, parent.clone());
         let pools = Arc::new(PoolSettings {
             connector,
             pool_idle_timeout,
@@ -628,7 +628,7 @@ fn classify(
         }
         src = e.source();
     }
-    if let Some(sentence) = crate::tls::describe_tls_error(err) {
+    if let Some(sentence) = crate::upstream::describe_tls_error(err) {
         return UpstreamError {
             kind: UpstreamErrorKind::Tls,
             message: format!("TLS with origin {host} failed: {sentence}"),

@@ -17,7 +17,7 @@
 //! (`TargetRewrite`), the one spelling no URI value writes. The
 //! connection closes after the exchange; it is never pooled.
 
-use super::body::ProxyBody;
+use crate::wire::body::ProxyBody;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::rt::{Read, ReadBufCursor, Write};
