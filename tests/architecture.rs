@@ -676,3 +676,163 @@ fn no_module_of_the_root_re_exports_another_crates_items() {
         found.join("\n")
     );
 }
+
+/// The root crate's floors as docs/architecture.md declares them (its
+/// fenced block marked `floors`), bottom first; the names on one line share
+/// a floor.
+fn declared_floors(doc: &str) -> Vec<Vec<String>> {
+    let block = doc.split("```floors\n").nth(1).and_then(|rest| rest.split("```").next());
+    let lines = block.unwrap_or("").lines();
+    lines
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .filter(|names| !names.is_empty())
+        .collect()
+}
+
+/// Every import of `src` from one top-level module into another that does
+/// not go to a lower floor of `floors`, as a sentence naming both files
+/// and both floors; and every top-level module (a `mod` of `lib.rs`)
+/// without a floor.
+fn floor_violations(src: &Path, floors: &[Vec<String>]) -> Vec<String> {
+    let floor_of = |top: &str| floors.iter().position(|f| f.iter().any(|n| n == top));
+    let files: BTreeMap<String, PathBuf> =
+        rust_files(src).into_iter().map(|f| (module_of(src, &f).join("/"), f)).collect();
+    let shown = |module: &str| -> String {
+        let file = files.get(module).map(|f| f.strip_prefix(src).unwrap_or(f).to_path_buf());
+        format!("src/{}", file.unwrap_or_else(|| PathBuf::from(module)).display())
+    };
+    let mut out = Vec::new();
+    let lib = code_before_tests(&fs::read_to_string(src.join("lib.rs")).unwrap_or_default());
+    let mod_re = regex::Regex::new(r"(?m)^\s*(?:pub\s+)?mod\s+(\w+)\s*;").unwrap();
+    for c in mod_re.captures_iter(&lib) {
+        if floor_of(&c[1]).is_none() {
+            out.push(format!(
+                "src/lib.rs declares `mod {}`, which has no floor in docs/architecture.md",
+                &c[1]
+            ));
+        }
+    }
+    for (from, tos) in import_graph(src) {
+        let Some(top) = from.split('/').next().filter(|t| !t.is_empty()) else { continue };
+        for to in tos {
+            let Some(to_top) = to.split('/').next().filter(|t| !t.is_empty()) else { continue };
+            if to_top == top {
+                continue;
+            }
+            let (Some(a), Some(b)) = (floor_of(top), floor_of(to_top)) else { continue };
+            if b >= a {
+                out.push(format!(
+                    "{} (floor {}, {top}) uses {} (floor {}, {to_top}): a floor may use only the \
+                     floors below it",
+                    shown(&from),
+                    a + 1,
+                    shown(&to),
+                    b + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The root's top-level modules keep the floors docs/architecture.md
+/// declares: no import upwards or sideways (so no two modules import each
+/// other), and no module without a floor.
+#[test]
+fn the_root_modules_import_only_the_floors_below_them() {
+    let doc =
+        fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
+    let floors = declared_floors(&doc);
+    assert!(floors.len() >= 10, "docs/architecture.md declares the floors in a ```floors block");
+    let found = floor_violations(&root().join("src"), &floors);
+    assert!(found.is_empty(), "imports against the floors:\n{}", found.join("\n"));
+}
+
+/// The floor check itself, on a small tree: an upward import and a
+/// two-way pair on one floor are found and named by file; a downward
+/// import is not; a module without a floor is.
+#[test]
+fn the_floor_checker_finds_an_upward_import_and_a_two_way_pair() {
+    let dir = std::env::temp_dir().join(format!("cc-floors-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("wire")).unwrap();
+    fs::create_dir_all(dir.join("proxy")).unwrap();
+    fs::write(dir.join("lib.rs"), "pub mod wire;\npub mod proxy;\npub mod a;\npub mod b;\n")
+        .unwrap();
+    fs::write(dir.join("wire/mod.rs"), "pub mod body;\n").unwrap();
+    fs::write(dir.join("wire/body.rs"), "pub fn f() { crate::proxy::state::g(); }\n").unwrap();
+    fs::write(dir.join("proxy/mod.rs"), "pub mod state;\n").unwrap();
+    fs::write(dir.join("proxy/state.rs"), "use crate::wire::body;\npub fn g() { body::f(); }\n")
+        .unwrap();
+    fs::write(dir.join("a.rs"), "pub fn x() { crate::b::y(); }\n").unwrap();
+    fs::write(dir.join("b.rs"), "pub fn y() { crate::a::x(); }\n").unwrap();
+    let floors = declared_floors("x\n```floors\nwire\na b\nproxy\n```\n");
+    assert_eq!(floors.len(), 3);
+    let found = floor_violations(&dir, &floors);
+    let joined = found.join("\n");
+    assert!(
+        joined
+            .contains("src/wire/body.rs (floor 1, wire) uses src/proxy/state.rs (floor 3, proxy)"),
+        "{joined}"
+    );
+    assert!(joined.contains("src/a.rs (floor 2, a) uses src/b.rs (floor 2, b)"), "{joined}");
+    assert!(joined.contains("src/b.rs (floor 2, b) uses src/a.rs (floor 2, a)"), "{joined}");
+    assert!(!joined.contains("(floor 3, proxy) uses"), "a downward import is fine: {joined}");
+    assert_eq!(found.len(), 3, "{joined}");
+    let fewer = declared_floors("```floors\nwire\nproxy\n```\n");
+    let found = floor_violations(&dir, &fewer);
+    assert!(found.iter().any(|f| f.contains("`mod a`, which has no floor")), "{found:?}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The picture of the floors in docs/architecture.md, drawn from the
+/// crates' floors and the root's declared ones: one band per floor,
+/// bottom up.
+fn floors_svg(floors: &[Vec<String>]) -> String {
+    let crates: [(&str, bool); 3] = [
+        ("crates/base", true),
+        ("crates/policy · crates/store · crates/robots", true),
+        ("crates/fleet", true),
+    ];
+    let mut bands: Vec<(String, bool)> = crates.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+    bands.extend(floors.iter().map(|f| (f.join(" · "), false)));
+    let (w, h, gap) = (440, 26, 4);
+    let height = bands.len() * (h + gap) + gap;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"13\">\n"
+    );
+    for (i, (name, is_crate)) in bands.iter().enumerate() {
+        let y = height - (i + 1) * (h + gap);
+        let (fill, label) =
+            if *is_crate { ("#d9d9d9", name.clone()) } else { ("#cfe2f3", format!("src/ {name}")) };
+        svg.push_str(&format!(
+            "<rect x=\"4\" y=\"{y}\" width=\"{}\" height=\"{h}\" rx=\"4\" fill=\"{fill}\"/>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}</text>\n",
+            w - 8,
+            w / 2,
+            y + 17
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// docs/architecture-floors.svg is the picture of the declared floors
+/// (`CRAWLCACHE_WRITE_DOCS=1` rewrites it).
+#[test]
+fn the_picture_of_the_floors_is_up_to_date() {
+    let doc =
+        fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
+    let svg = floors_svg(&declared_floors(&doc));
+    let path = root().join("docs/architecture-floors.svg");
+    if std::env::var_os("CRAWLCACHE_WRITE_DOCS").is_some() {
+        fs::write(&path, &svg).unwrap();
+    }
+    let on_disk = fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == svg,
+        "{} is out of date: CRAWLCACHE_WRITE_DOCS=1 cargo test --test architecture rewrites it",
+        path.display()
+    );
+}
