@@ -18,12 +18,62 @@ use std::time::Duration;
 /// The duration units of [`parse_duration`], for its error messages.
 const DURATION_UNITS: &str = "use e.g. 30s, 10m, 6h, 3d, 1w, 1h30m";
 
+/// The size units of [`parse_size`], for its error messages.
+const SIZE_UNITS: &str = "use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB";
+
+/// `": reason"`, or nothing for an empty reason.
+fn colon(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
+}
+
+/// Why [`parse_duration`] or [`parse_size`] refused a text. `Display`
+/// quotes the text and says which forms are accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    /// Not a number with a duration unit (`reason`: what `humantime` said,
+    /// empty when the text does not start with a number).
+    #[error("'{text}' is not a duration{} ({DURATION_UNITS})", colon(.reason))]
+    NotADuration {
+        /// The text as given.
+        text: String,
+        /// Why, when more can be said than that.
+        reason: String,
+    },
+    /// A month or year unit, whose length is a convention.
+    #[error("'{text}': unit '{unit}' (months or years) is not accepted; write days or weeks ({DURATION_UNITS})")]
+    CalendarUnit {
+        /// The text as given.
+        text: String,
+        /// The unit found (`M`, `months`, `y`, ...).
+        unit: String,
+    },
+    /// Not a number with a size unit.
+    #[error("'{0}' is not a size (use e.g. 512KiB, 100MiB, 10GiB)")]
+    NotASize(String),
+    /// A number with a unit that is not a size unit.
+    #[error("'{text}': unknown size unit '{unit}' ({SIZE_UNITS})")]
+    UnknownSizeUnit {
+        /// The text as given.
+        text: String,
+        /// The unit found.
+        unit: String,
+    },
+    /// Negative, not finite, or beyond 10^12 seconds or 1.8 * 10^19 bytes.
+    #[error("'{0}' is out of range")]
+    OutOfRange(String),
+}
+
 /// Parses a duration: a number with `ms`, `s`, `m` (or `min`), `h`, `d`
 /// or `w` (a bare number is seconds; fractions are accepted: `1.5s`), or
 /// several spans (`1h30m`, `2d 12h`, `1w2d`) and the unit names
 /// `humantime` knows (`90min`, `2days`, `3weeks`). Months and years are
-/// refused. Errors: a message quoting `s` and the accepted forms.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+/// refused. Errors: [`UnitError`] (`NotADuration`, `CalendarUnit`,
+/// `OutOfRange`), quoting `s` and the accepted forms.
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -37,28 +87,30 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => None,
     };
     let Some(scale) = scale else { return parse_spans(s, t) };
-    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration ({DURATION_UNITS})"))?;
+    let not_a_duration = || UnitError::NotADuration { text: s.to_string(), reason: String::new() };
+    let n: f64 = num.parse().map_err(|_| not_a_duration())?;
     let secs = n * scale;
     if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
-        return Err(format!("'{s}' is out of range"));
+        return Err(UnitError::OutOfRange(s.to_string()));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 /// Several spans or spelled-out units, read by `humantime`; months and
 /// years refused. `s` is the text as given, `t` trimmed.
-fn parse_spans(s: &str, t: &str) -> Result<Duration, String> {
+fn parse_spans(s: &str, t: &str) -> Result<Duration, UnitError> {
+    let text = s.to_string();
     if t.is_empty() || !t.starts_with(|c: char| c.is_ascii_digit()) {
-        return Err(format!("'{s}' is not a duration ({DURATION_UNITS})"));
+        return Err(UnitError::NotADuration { text, reason: String::new() });
     }
     let calendar = ["M", "month", "months", "y", "year", "years"];
     if let Some(unit) = t.split(|c: char| !c.is_ascii_alphabetic()).find(|u| calendar.contains(u)) {
-        return Err(format!("'{s}': unit '{unit}' (months or years) is not accepted; write days or weeks ({DURATION_UNITS})"));
+        return Err(UnitError::CalendarUnit { text, unit: unit.to_string() });
     }
     let d = humantime::parse_duration(t)
-        .map_err(|e| format!("'{s}' is not a duration: {e} ({DURATION_UNITS})"))?;
+        .map_err(|e| UnitError::NotADuration { text: text.clone(), reason: e.to_string() })?;
     if d.as_secs() > 1_000_000_000_000 {
-        return Err(format!("'{s}' is out of range"));
+        return Err(UnitError::OutOfRange(text));
     }
     Ok(d)
 }
@@ -127,12 +179,12 @@ pub fn format_bytes(n: u64) -> String {
 
 /// Parses a size in bytes: a bare integer, or a number with `B`, `KB`, `MB`,
 /// `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+/// Errors: [`UnitError`] (`NotASize`, `UnknownSizeUnit`, `OutOfRange`).
+pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 =
-        num.parse().map_err(|_| format!("'{s}' is not a size (use e.g. 512KiB, 100MiB, 10GiB)"))?;
+    let n: f64 = num.parse().map_err(|_| UnitError::NotASize(s.to_string()))?;
     let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "kb" | "k" => 1e3,
@@ -144,14 +196,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         other => {
-            return Err(format!(
-                "'{s}': unknown size unit '{other}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            ))
+            return Err(UnitError::UnknownSizeUnit { text: s.to_string(), unit: other.to_string() })
         }
     };
     let bytes = n * scale;
     if !bytes.is_finite() || !(0.0..=1.8e19).contains(&bytes) {
-        return Err(format!("'{s}' is out of range"));
+        return Err(UnitError::OutOfRange(s.to_string()));
     }
     Ok(bytes as u64)
 }

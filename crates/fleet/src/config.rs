@@ -71,16 +71,41 @@ impl RedisUrl {
     }
 }
 
-/// Checks one Redis URL: `redis://` or `rediss://` and a host.
-fn check_redis_url(u: &str) -> Result<String, String> {
+/// A `[fleet]` value or combination of keys that cannot be used; `Display`
+/// names the key (or quotes the Redis URL) and says what to set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FleetConfigError {
+    /// A Redis URL that is not `redis://` or `rediss://`.
+    #[error("'{0}' is not a redis:// or rediss:// URL")]
+    RedisScheme(String),
+    /// A Redis URL without a host.
+    #[error("'{0}' names no host")]
+    RedisHost(String),
+    /// `fleet.s3_bucket` without `fleet.redis_url`.
+    #[error("bad value for key `fleet.s3_bucket`: the fleet tier keeps its entries' metadata in Redis; set `fleet.redis_url` too")]
+    BucketWithoutRedis,
+    /// `fleet.s3_endpoint` without `fleet.s3_bucket`.
+    #[error("bad value for key `fleet.s3_endpoint`: set `fleet.s3_bucket` too (an endpoint without a bucket stores nothing)")]
+    EndpointWithoutBucket,
+    /// `fleet.s3_endpoint` is not an `http://` or `https://` URL.
+    #[error("bad value for key `fleet.s3_endpoint`: '{0}' is not an http:// or https:// URL")]
+    EndpointScheme(String),
+    /// `fleet.timeout` is zero.
+    #[error("bad value for key `fleet.timeout`: must be more than 0")]
+    ZeroTimeout,
+}
+
+/// Checks one Redis URL: `redis://` or `rediss://` and a host. Errors:
+/// [`FleetConfigError::RedisScheme`] or [`FleetConfigError::RedisHost`].
+fn check_redis_url(u: &str) -> Result<String, FleetConfigError> {
     let u = u.trim();
     let rest = u
         .strip_prefix("redis://")
         .or_else(|| u.strip_prefix("rediss://"))
-        .ok_or_else(|| format!("'{u}' is not a redis:// or rediss:// URL"))?;
+        .ok_or_else(|| FleetConfigError::RedisScheme(u.to_string()))?;
     let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
     if host.is_empty() || host.starts_with('/') || host.starts_with(':') {
-        return Err(format!("'{u}' names no host"));
+        return Err(FleetConfigError::RedisHost(u.to_string()));
     }
     Ok(u.to_string())
 }
@@ -111,22 +136,21 @@ impl FleetConfig {
     /// Checks the combination of keys: the bucket needs Redis (its entries'
     /// metadata lives there), an endpoint needs a bucket and must be an
     /// `http://` or `https://` URL, the timeout must be above zero.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Errors: [`FleetConfigError`], naming the key.
+    pub fn validate(&self) -> Result<(), FleetConfigError> {
         let bucket = !self.s3_bucket.trim().is_empty();
         if bucket && !self.redis_url.is_set() {
-            return Err("bad value for key `fleet.s3_bucket`: the fleet tier keeps its entries' metadata in Redis; set `fleet.redis_url` too".into());
+            return Err(FleetConfigError::BucketWithoutRedis);
         }
         if !bucket && !self.s3_endpoint.trim().is_empty() {
-            return Err("bad value for key `fleet.s3_endpoint`: set `fleet.s3_bucket` too (an endpoint without a bucket stores nothing)".into());
+            return Err(FleetConfigError::EndpointWithoutBucket);
         }
         let e = self.s3_endpoint.trim();
         if !(e.is_empty() || e.starts_with("http://") || e.starts_with("https://")) {
-            return Err(format!(
-                "bad value for key `fleet.s3_endpoint`: '{e}' is not an http:// or https:// URL"
-            ));
+            return Err(FleetConfigError::EndpointScheme(e.to_string()));
         }
         if self.timeout.is_zero() {
-            return Err("bad value for key `fleet.timeout`: must be more than 0".into());
+            return Err(FleetConfigError::ZeroTimeout);
         }
         Ok(())
     }
@@ -156,13 +180,12 @@ impl FleetConfig {
 mod tests {
     use super::*;
 
-    fn parse(toml_text: &str) -> Result<FleetConfig, String> {
+    fn parse(toml_text: &str) -> Result<FleetConfig, Box<dyn std::error::Error>> {
         let base = "redis_url = \"\"\ns3_endpoint = \"\"\ns3_bucket = \"\"\ns3_region = \"\"\nnode = \"\"\ntimeout = \"1s\"\nentry_ttl = \"7d\"\n";
-        let mut t: toml::Table = toml::from_str(base).map_err(|e| e.to_string())?;
-        let over: toml::Table = toml::from_str(toml_text).map_err(|e| e.to_string())?;
+        let mut t: toml::Table = toml::from_str(base)?;
+        let over: toml::Table = toml::from_str(toml_text)?;
         t.extend(over);
-        let c: FleetConfig =
-            toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| e.to_string())?;
+        let c: FleetConfig = toml::Value::Table(t).try_into()?;
         c.validate()?;
         Ok(c)
     }
@@ -187,12 +210,12 @@ mod tests {
     #[test]
     fn a_bucket_needs_redis_and_an_endpoint_needs_a_bucket() {
         let e = parse("s3_bucket = \"b\"").unwrap_err();
-        assert!(e.contains("fleet.redis_url"), "{e}");
+        assert!(e.to_string().contains("fleet.redis_url"), "{e}");
         let e = parse("redis_url = \"redis://a\"\ns3_endpoint = \"http://s3\"").unwrap_err();
-        assert!(e.contains("fleet.s3_bucket"), "{e}");
+        assert!(e.to_string().contains("fleet.s3_bucket"), "{e}");
         let e = parse("redis_url = \"redis://a\"\ns3_bucket = \"b\"\ns3_endpoint = \"s3.example\"")
             .unwrap_err();
-        assert!(e.contains("fleet.s3_endpoint"), "{e}");
+        assert!(e.to_string().contains("fleet.s3_endpoint"), "{e}");
         let c = parse(
             "redis_url = \"redis://a\"\ns3_bucket = \"b\"\ns3_endpoint = \"http://127.0.0.1:9000\"",
         )

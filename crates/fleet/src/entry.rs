@@ -21,6 +21,71 @@ use crawlcache_policy::cache::StoredResponse;
 
 const MAGIC: &[u8; 4] = b"CCE1";
 
+/// Why a record read from Redis (an entry, [`FleetEntry::decode`], or a
+/// robots.txt snapshot, [`crate::robots::decode`]) is not used: it is
+/// counted in `crawlcache_fleet_invalid_total` and logged, never trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidRecord {
+    /// The bytes do not start with the magic of a record of this kind
+    /// (`fleet` or `robots`).
+    #[error("not a crawlcache {0} record (magic)")]
+    Magic(&'static str),
+    /// The bytes end inside the part named.
+    #[error("record cut short ({0})")]
+    CutShort(&'static str),
+    /// The record or its body (`what`) is larger than this kind of record
+    /// may be, in bytes.
+    #[error("{what} of {len} bytes (more than {max})")]
+    TooLarge {
+        /// `record` or `body`.
+        what: &'static str,
+        /// Its length in bytes.
+        len: u64,
+        /// The most accepted, bytes.
+        max: u64,
+    },
+    /// The body is larger than `cache.max_object_size` (both in bytes).
+    #[error("body of {len} bytes is over cache.max_object_size ({max})")]
+    OverMaxObjectSize {
+        /// The body's length, bytes.
+        len: u64,
+        /// `cache.max_object_size`, bytes.
+        max: u64,
+    },
+    /// The byte saying whether a body follows is neither 0 nor 1.
+    #[error("bad body flag {0}")]
+    BodyFlag(u8),
+    /// A snapshot's head length is longer than the record or 64 KiB.
+    #[error("bad head length {0}")]
+    HeadLength(usize),
+    /// The stored head (or the snapshot's JSON head) does not decode; the
+    /// decoder's message when it gave one.
+    #[error("the {what} does not decode{}", if .reason.is_empty() { String::new() } else { format!(": {}", .reason) })]
+    Undecodable {
+        /// `stored head` or `snapshot head`.
+        what: &'static str,
+        /// What the decoder said (may be empty).
+        reason: String,
+    },
+    /// The record is about another URL or origin than the one asked for.
+    #[error("the {what} is for {found}, not {wanted}")]
+    Elsewhere {
+        /// `stored head` or `snapshot`.
+        what: &'static str,
+        /// The URL or origin the record names.
+        found: String,
+        /// The URL or origin asked for.
+        wanted: String,
+    },
+    /// A snapshot of a status that has no body (absent, unreachable) came
+    /// with one.
+    #[error("a {0} snapshot with a body")]
+    UnexpectedBody(&'static str),
+    /// The body does not hash to the SHA-256 the record names.
+    #[error("the body does not hash to the snapshot's sha256")]
+    Hash,
+}
+
 /// Most variants one URL keeps in the fleet tier; a node publishing one
 /// more first drops the others (a URL varying on that many request fields
 /// is not worth sharing).
@@ -68,39 +133,46 @@ impl FleetEntry {
 
     /// Reads and checks a record for `primary` (its URL must be the one the
     /// head names) under `secondary_key`, with a body of at most `max_len`
-    /// bytes. Errors name what is wrong.
+    /// bytes. Errors: [`InvalidRecord`], saying what is wrong.
     pub fn decode(
         primary: &str,
         secondary_key: &[u8],
         bytes: &[u8],
         max_len: u64,
-    ) -> Result<(FleetEntry, StoredResponse), String> {
+    ) -> Result<(FleetEntry, StoredResponse), InvalidRecord> {
+        use InvalidRecord::CutShort;
         if bytes.len() > MAX_RECORD_BYTES {
-            return Err(format!("record of {} bytes (more than {MAX_RECORD_BYTES})", bytes.len()));
+            return Err(InvalidRecord::TooLarge {
+                what: "record",
+                len: bytes.len() as u64,
+                max: MAX_RECORD_BYTES as u64,
+            });
         }
-        let rest =
-            bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache fleet record (magic)")?;
-        let (at, rest) = split(rest, 8).ok_or("record cut short (stored time)")?;
-        let stored_at_ms = u64::from_be_bytes(at.try_into().map_err(|_| "stored time")?);
-        let (flag, rest) = split(rest, 1).ok_or("record cut short (body flag)")?;
+        let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(InvalidRecord::Magic("fleet"))?;
+        let (at, rest) = split(rest, 8).ok_or(CutShort("stored time"))?;
+        let stored_at_ms = u64::from_be_bytes(at.try_into().map_err(|_| CutShort("stored time"))?);
+        let (flag, rest) = split(rest, 1).ok_or(CutShort("body flag"))?;
         let (body, meta) = match flag[0] {
             0 => (None, rest),
             1 => {
-                let (sha, rest) = split(rest, 32).ok_or("record cut short (body hash)")?;
-                let (len, rest) = split(rest, 8).ok_or("record cut short (body length)")?;
-                let len = u64::from_be_bytes(len.try_into().map_err(|_| "body length")?);
+                let (sha, rest) = split(rest, 32).ok_or(CutShort("body hash"))?;
+                let (len, rest) = split(rest, 8).ok_or(CutShort("body length"))?;
+                let len = u64::from_be_bytes(len.try_into().map_err(|_| CutShort("body length"))?);
                 if len > max_len {
-                    return Err(format!(
-                        "body of {len} bytes is over cache.max_object_size ({max_len})"
-                    ));
+                    return Err(InvalidRecord::OverMaxObjectSize { len, max: max_len });
                 }
                 (Some((hex::encode(sha), len)), rest)
             }
-            f => return Err(format!("bad body flag {f}")),
+            f => return Err(InvalidRecord::BodyFlag(f)),
         };
-        let stored = StoredResponse::from_bytes(meta).ok_or("the stored head does not decode")?;
+        let stored = StoredResponse::from_bytes(meta)
+            .ok_or(InvalidRecord::Undecodable { what: "stored head", reason: String::new() })?;
         if stored.url != primary {
-            return Err(format!("the stored head is for {}, not {primary}", stored.url));
+            return Err(InvalidRecord::Elsewhere {
+                what: "stored head",
+                found: stored.url,
+                wanted: primary.to_string(),
+            });
         }
         let entry = FleetEntry {
             secondary_key: secondary_key.to_vec(),
@@ -166,8 +238,11 @@ mod tests {
             );
         }
         let e = FleetEntry::decode("http://e.test/other", b"", &good, 1 << 20).unwrap_err();
-        assert!(e.contains("not http://e.test/other"), "{e}");
-        assert!(FleetEntry::decode(u, b"", &good, 9).unwrap_err().contains("max_object_size"));
+        assert!(e.to_string().contains("not http://e.test/other"), "{e}");
+        assert!(matches!(
+            FleetEntry::decode(u, b"", &good, 9),
+            Err(InvalidRecord::OverMaxObjectSize { len: 10, max: 9 })
+        ));
         let mut bad = good.clone();
         bad[12] = 7;
         assert!(FleetEntry::decode(u, b"", &bad, 1 << 20).is_err());

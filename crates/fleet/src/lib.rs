@@ -71,9 +71,10 @@ pub struct NodeSettings<'a> {
     /// The robots.txt fetch identity ([`keys::identity_id`] of
     /// `robots.user_agent` and `robots.agent`).
     pub robots_identity: String,
-    /// Makes the connector the bucket's client dials with (errors: why
-    /// not, for a person); called only when a bucket is configured.
-    pub bucket_connector: &'a dyn Fn() -> Result<bucket::Connector, String>,
+    /// Makes the connector the bucket's client dials with (errors:
+    /// [`redis::FleetError::Setup`], saying why not); called only when a
+    /// bucket is configured.
+    pub bucket_connector: &'a dyn Fn() -> Result<bucket::Connector, redis::FleetError>,
 }
 
 /// One node's view of the fleet.
@@ -117,10 +118,7 @@ impl Fleet {
         }
         let redis = redis::Redis::new(&fc.redis_url, fc.timeout)?;
         let bucket = match fc.has_bucket() {
-            true => Some(bucket::Bucket::new(
-                fc,
-                (node.bucket_connector)().map_err(redis::FleetError::Setup)?,
-            )?),
+            true => Some(bucket::Bucket::new(fc, (node.bucket_connector)()?)?),
             false => None,
         };
         let (fetch_time, store, config) = (node.fetch_time, node.store, node);

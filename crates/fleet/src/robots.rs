@@ -27,6 +27,7 @@
 //! the origin, the body length (at most 500 KiB), its SHA-256, and that only
 //! a `fetched` snapshot has a body.
 
+use super::entry::InvalidRecord;
 use super::keys;
 use super::metrics::FleetMetrics;
 use super::redis::FleetError;
@@ -73,32 +74,40 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
     out
 }
 
-/// Decodes and checks a snapshot read from Redis for `origin`.
-pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, String> {
-    let rest =
-        bytes.strip_prefix(MAGIC.as_slice()).ok_or("not a crawlcache robots record (magic)")?;
+/// Decodes and checks a snapshot read from Redis for `origin`. Errors:
+/// [`InvalidRecord`], saying what is wrong.
+pub fn decode(origin: &Origin, bytes: &[u8]) -> Result<Snapshot, InvalidRecord> {
+    let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(InvalidRecord::Magic("robots"))?;
     if rest.len() < 4 {
-        return Err("record cut short".into());
+        return Err(InvalidRecord::CutShort("head length"));
     }
     let (len, rest) = rest.split_at(4);
     let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
     if len > rest.len() || len > 64 * 1024 {
-        return Err(format!("bad head length {len}"));
+        return Err(InvalidRecord::HeadLength(len));
     }
     let (json, body) = rest.split_at(len);
     let mut s: Snapshot = serde_json::from_slice(json)
-        .map_err(|e| format!("the snapshot head does not decode: {e}"))?;
+        .map_err(|e| InvalidRecord::Undecodable { what: "snapshot head", reason: e.to_string() })?;
     if &s.origin != origin {
-        return Err(format!("the snapshot is for {}, not {origin}", s.origin));
+        return Err(InvalidRecord::Elsewhere {
+            what: "snapshot",
+            found: s.origin.to_string(),
+            wanted: origin.to_string(),
+        });
     }
     if body.len() > MAX_ROBOTS_BYTES {
-        return Err(format!("body of {} bytes (more than {MAX_ROBOTS_BYTES})", body.len()));
+        return Err(InvalidRecord::TooLarge {
+            what: "body",
+            len: body.len() as u64,
+            max: MAX_ROBOTS_BYTES as u64,
+        });
     }
     if s.status != RobotsStatus::Fetched && !body.is_empty() {
-        return Err(format!("a {} snapshot with a body", s.status.as_str()));
+        return Err(InvalidRecord::UnexpectedBody(s.status.as_str()));
     }
     if sha256_hex(body) != s.sha256 {
-        return Err("the body does not hash to the snapshot's sha256".into());
+        return Err(InvalidRecord::Hash);
     }
     s.body = body.to_vec();
     Ok(s)
@@ -334,11 +343,12 @@ mod tests {
         }
         assert!(decode(&Origin::new("http", "other.test", 80), &enc)
             .unwrap_err()
+            .to_string()
             .contains("not http://other.test"));
         let mut tampered = enc.clone();
         let last = tampered.len() - 2;
         tampered[last] = b'y';
-        assert!(decode(&o, &tampered).unwrap_err().contains("hash"));
+        assert!(matches!(decode(&o, &tampered), Err(InvalidRecord::Hash)));
         let mut absent = snap(b"", t(0));
         absent.status = RobotsStatus::Absent;
         let mut with_body = encode(&absent);

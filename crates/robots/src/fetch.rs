@@ -95,16 +95,20 @@ pub enum RedirectPolicy {
     Any,
 }
 
+/// A text [`RedirectPolicy::parse`] does not know (trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a redirect policy (use same-host, same-origin or any)")]
+pub struct UnknownRedirectPolicy(pub String);
+
 impl RedirectPolicy {
-    /// Parses `same-host`, `same-origin` or `any`.
-    pub fn parse(s: &str) -> Result<RedirectPolicy, String> {
+    /// Parses `same-host`, `same-origin` or `any`. Errors:
+    /// [`UnknownRedirectPolicy`].
+    pub fn parse(s: &str) -> Result<RedirectPolicy, UnknownRedirectPolicy> {
         match s.trim() {
             "same-host" => Ok(RedirectPolicy::SameHost),
             "same-origin" => Ok(RedirectPolicy::SameOrigin),
             "any" => Ok(RedirectPolicy::Any),
-            other => Err(format!(
-                "'{other}' is not a redirect policy (use same-host, same-origin or any)"
-            )),
+            other => Err(UnknownRedirectPolicy(other.to_string())),
         }
     }
 

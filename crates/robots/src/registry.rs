@@ -121,16 +121,45 @@ pub struct RobotsRegistry {
     inner: Arc<Inner>,
 }
 
+/// Why a stored snapshot could not be read or the snapshots flushed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The tree could not be read.
+    #[error("cannot read the robots.txt snapshot of {origin}: {source}")]
+    Read {
+        /// The origin whose snapshot was asked for.
+        origin: Origin,
+        /// sled's error.
+        source: sled::Error,
+    },
+    /// The stored bytes are not a snapshot this version reads.
+    #[error("the stored robots.txt snapshot of {origin} cannot be decoded: {source}")]
+    Undecodable {
+        /// The origin whose snapshot was asked for.
+        origin: Origin,
+        /// What the JSON decoder said.
+        source: serde_json::Error,
+    },
+    /// The tree could not be written to disk.
+    #[error("cannot flush robots.txt snapshots: {0}")]
+    Flush(sled::Error),
+}
+
 /// Reads one origin's snapshot from `tree` (the store's `robots` tree),
 /// without a registry: for `crawlcache robots show` while the proxy is
-/// stopped. `Ok(None)` when there is none; an error names the origin.
-pub fn load_snapshot(tree: &sled::Tree, origin: &Origin) -> Result<Option<Snapshot>, String> {
+/// stopped. `Ok(None)` when there is none. Errors:
+/// [`SnapshotError::Read`] or [`SnapshotError::Undecodable`], naming the
+/// origin.
+pub fn load_snapshot(
+    tree: &sled::Tree,
+    origin: &Origin,
+) -> Result<Option<Snapshot>, SnapshotError> {
     match tree.get(origin.key().as_bytes()) {
         Ok(None) => Ok(None),
-        Ok(Some(bytes)) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            format!("the stored robots.txt snapshot of {origin} cannot be decoded: {e}")
-        }),
-        Err(e) => Err(format!("cannot read the robots.txt snapshot of {origin}: {e}")),
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| SnapshotError::Undecodable { origin: origin.clone(), source }),
+        Err(source) => Err(SnapshotError::Read { origin: origin.clone(), source }),
     }
 }
 
@@ -439,13 +468,9 @@ impl RobotsRegistry {
         lock(&self.inner.slots).get(&origin.key()).is_some_and(|s| s.inflight.is_some())
     }
 
-    /// Flushes the tree to disk.
-    pub fn flush(&self) -> Result<(), String> {
-        self.inner
-            .tree
-            .flush()
-            .map(|_| ())
-            .map_err(|e| format!("cannot flush robots.txt snapshots: {e}"))
+    /// Flushes the tree to disk. Errors: [`SnapshotError::Flush`].
+    pub fn flush(&self) -> Result<(), SnapshotError> {
+        self.inner.tree.flush().map(|_| ()).map_err(SnapshotError::Flush)
     }
 
     /// The slot of `origin`, loading its snapshot from the tree the first

@@ -173,11 +173,12 @@ impl RobotsConfig {
 
     /// Checks that the windows are ordered (`fresh` ≤ `stale_usable` ≤
     /// `hard_max`, globally and per host), `max_size` is 1..=500 KiB and
-    /// `user_agent` is a valid field value. The message names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    /// `user_agent` is a valid field value. Errors: [`SettingsError`],
+    /// naming the key.
+    pub fn validate(&self) -> Result<(), SettingsError> {
         let check = |w: Windows, at: &str| {
             if w.fresh > w.stale_usable || w.stale_usable > w.hard_max {
-                Err(format!("bad windows for `{at}`: need fresh <= stale_usable <= hard_max"))
+                Err(SettingsError::Windows { at: at.to_string() })
             } else {
                 Ok(())
             }
@@ -187,23 +188,38 @@ impl RobotsConfig {
             check(self.windows_for(h), &format!("robots.hosts.\"{h}\""))?;
         }
         if self.max_size == 0 || self.max_size > MAX_ROBOTS_BYTES as u64 {
-            return Err(format!(
-                "bad value for key `robots.max_size`: {} (must be 1 to 512000 bytes)",
-                self.max_size
-            ));
+            return Err(SettingsError::MaxSize(self.max_size));
         }
         if http::HeaderValue::from_str(self.user_agent.trim()).is_err() {
-            return Err(
-                "bad value for key `robots.user_agent`: not a valid User-Agent field value".into(),
-            );
+            return Err(SettingsError::UserAgent);
         }
         if self.min_delay > self.max_delay {
-            return Err(
-                "bad value for key `robots.min_delay`: larger than `robots.max_delay`".into()
-            );
+            return Err(SettingsError::Delays);
         }
         Ok(())
     }
+}
+
+/// A `[robots]` configuration [`RobotsConfig::validate`] refuses; `Display`
+/// names the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// The windows of `at` (`robots` or `robots.hosts."HOST"`) are not
+    /// ordered.
+    #[error("bad windows for `{at}`: need fresh <= stale_usable <= hard_max")]
+    Windows {
+        /// The table the windows are set in.
+        at: String,
+    },
+    /// `robots.max_size` (bytes) is 0 or over 512000.
+    #[error("bad value for key `robots.max_size`: {0} (must be 1 to 512000 bytes)")]
+    MaxSize(u64),
+    /// `robots.user_agent` cannot be sent as a field value.
+    #[error("bad value for key `robots.user_agent`: not a valid User-Agent field value")]
+    UserAgent,
+    /// `robots.min_delay` is larger than `robots.max_delay`.
+    #[error("bad value for key `robots.min_delay`: larger than `robots.max_delay`")]
+    Delays,
 }
 
 fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -246,10 +262,10 @@ mod tests {
         assert!(toml::from_str::<RobotsConfig>("fresh = \"soon\"").is_err());
         assert!(toml::from_str::<RobotsConfig>("[hosts.h]\nfreshness = \"1h\"").is_err());
         let c: RobotsConfig = toml::from_str("fresh = \"2d\"").unwrap();
-        assert!(c.validate().unwrap_err().contains("fresh"));
+        assert!(c.validate().unwrap_err().to_string().contains("fresh"));
         let c: RobotsConfig = toml::from_str("max_size = \"1MiB\"").unwrap();
-        assert!(c.validate().unwrap_err().contains("robots.max_size"));
+        assert!(c.validate().unwrap_err().to_string().contains("robots.max_size"));
         let c: RobotsConfig = toml::from_str("user_agent = \"bad\\u0001\"").unwrap();
-        assert!(c.validate().unwrap_err().contains("robots.user_agent"));
+        assert!(c.validate().unwrap_err().to_string().contains("robots.user_agent"));
     }
 }

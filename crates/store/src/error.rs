@@ -47,3 +47,40 @@ pub enum StoreError {
     #[error("{0}")]
     Format(String),
 }
+
+/// What is wrong with the bytes where a pack record should be (a record
+/// torn by a crash, overwritten, or past the end of its segment). Inside
+/// the crate only: a reader turns it into [`StoreError::Index`] naming the
+/// record, or skips the rest of the segment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Damage {
+    /// The first bytes are not a record header (magic, kind).
+    #[error("no record header")]
+    NoHeader,
+    /// Fewer than the 8 bytes a header starts with are there.
+    #[error("a partial record header")]
+    PartialHeader,
+    /// The header announces another length than the bytes read.
+    #[error("record announces {announced} bytes, {read} read")]
+    Length {
+        /// The length in the header, bytes.
+        announced: usize,
+        /// The bytes read, bytes.
+        read: usize,
+    },
+    /// The record is longer than the segment holds after it.
+    #[error("the record runs past the end of its segment")]
+    PastSegmentEnd,
+    /// The segment file ends before the record does.
+    #[error("the segment ends before the record")]
+    SegmentEnds,
+    /// The CRC-32 does not match the bytes.
+    #[error("checksum mismatch")]
+    Checksum,
+    /// The key, metadata and body lengths do not add up to the record's.
+    #[error("field lengths disagree with the record length")]
+    FieldLengths,
+    /// A shared body record carries a key or metadata.
+    #[error("a shared body record with a key or metadata")]
+    SharedWithKey,
+}

@@ -64,7 +64,7 @@ use sha2::{Digest, Sha256};
 
 use crawlcache_base::locks::lock;
 
-use crate::error::StoreError;
+use crate::error::{Damage, StoreError};
 use crate::fsops::{drop_cached_pages, io_err, sync_dir};
 use crate::hash::Hash;
 use crate::stamp::issue_stamp;
@@ -161,7 +161,7 @@ pub(crate) enum ReadError {
     Gone,
     /// The bytes there are not a whole, valid record (torn, overwritten,
     /// past the end of the file).
-    Invalid(String),
+    Invalid(Damage),
     /// The read itself failed.
     Io(StoreError),
 }
@@ -239,14 +239,14 @@ pub(crate) fn announced_len(head: &[u8]) -> Option<u64> {
 }
 
 /// Decodes a whole record; an error says what is wrong with it.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
-    let total = announced_len(bytes).ok_or("no record header")? as usize;
+pub(crate) fn decode(bytes: &[u8]) -> Result<Record, Damage> {
+    let total = announced_len(bytes).ok_or(Damage::NoHeader)? as usize;
     if total != bytes.len() {
-        return Err(format!("record announces {total} bytes, {} read", bytes.len()));
+        return Err(Damage::Length { announced: total, read: bytes.len() });
     }
     let crc_at = total - TRAILER_LEN;
     if crc32fast::hash(&bytes[..crc_at]) != be_u32(bytes, crc_at) {
-        return Err("checksum mismatch".into());
+        return Err(Damage::Checksum);
     }
     let stamp = be_u64(bytes, 8);
     let key_len = be_u32(bytes, 16) as usize;
@@ -262,7 +262,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
         .and_then(|n| n.checked_add(inline_len))
         != Some(crc_at)
     {
-        return Err("field lengths disagree with the record length".into());
+        return Err(Damage::FieldLengths);
     }
     let key = bytes[HEADER_LEN..HEADER_LEN + key_len].to_vec();
     let meta = bytes[HEADER_LEN + key_len..HEADER_LEN + key_len + meta_len].to_vec();
@@ -273,7 +273,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, String> {
         2 => RecBody::Ref { hash, len: body_len },
         _ => {
             if key_len != 0 || meta_len != 0 {
-                return Err("a shared body record with a key or metadata".into());
+                return Err(Damage::SharedWithKey);
             }
             RecBody::Shared { hash, bytes: held() }
         }
@@ -689,7 +689,7 @@ impl Packs {
         match self.read_bytes(loc.seg, loc.off, &mut buf)? {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Err(ReadError::Invalid("the segment ends before the record".into()))
+                return Err(ReadError::Invalid(Damage::SegmentEnds))
             }
             Err(e) => {
                 return Err(ReadError::Io(io_err(
@@ -730,12 +730,11 @@ impl Packs {
         }
         let mut head = [0u8; 8];
         if pos.off + 8 > seg_len || self.read_bytes(pos.seg, pos.off, &mut head)?.is_err() {
-            return Err(ReadError::Invalid("a partial record header".into()));
+            return Err(ReadError::Invalid(Damage::PartialHeader));
         }
-        let total =
-            announced_len(&head).ok_or_else(|| ReadError::Invalid("no record header".into()))?;
+        let total = announced_len(&head).ok_or(ReadError::Invalid(Damage::NoHeader))?;
         if total > MAX_RECORD || pos.off + total > seg_len {
-            return Err(ReadError::Invalid("the record runs past the end of its segment".into()));
+            return Err(ReadError::Invalid(Damage::PastSegmentEnd));
         }
         let loc = Loc { seg: pos.seg, off: pos.off, len: total as u32 };
         Ok(Some((self.read(&loc)?, loc)))
