@@ -20,7 +20,8 @@
 //! `https://`, so no online lookup (which looks up exactly the cache key)
 //! can ever see a record, and a record can never be served online.
 //!
-//! **What is recorded** ([`RecordConfig::wants`]): with `record.mode =
+//! **What is recorded** ([`RecordConfig::wants`], decided with what the
+//! cache stores by [`crawlcache_policy::keep()`]): with `record.mode =
 //! "all"`, every final response to a method in `record.methods` (GET and
 //! HEAD by default): 2xx, 3xx (each redirect hop is its own request, so a
 //! chain replays hop by hop), 4xx, 5xx, `private`, `no-cache`, answers to
@@ -57,6 +58,7 @@
 use bytes::Bytes;
 use crawlcache_base::collapse::{self, Lead, Outcome};
 use crawlcache_policy::cache::cache_control::CacheControl;
+use crawlcache_policy::keep::RecordRules;
 use crawlcache_policy::store_key::RecordKey;
 use crawlcache_store::Store;
 use http::Method;
@@ -98,27 +100,32 @@ impl RecordConfig {
         Ok(())
     }
 
-    /// True when responses to `method` are recorded at all.
+    /// `[record]` as the storable decision reads it
+    /// ([`crawlcache_policy::keep()`]).
+    pub fn rules(&self) -> RecordRules<'_> {
+        RecordRules {
+            all: self.mode == RecordMode::All,
+            methods: &self.methods,
+            no_store: self.no_store,
+        }
+    }
+
+    /// True when responses to `method` are recorded at all
+    /// ([`RecordRules::records_method`]).
     pub fn records_method(&self, method: &Method) -> bool {
-        self.mode == RecordMode::All
-            && self.methods.iter().any(|m| m.as_bytes() == method.as_str().as_bytes())
+        self.rules().records_method(method)
     }
 
     /// True when the final response (`response_cc` being its
-    /// `Cache-Control`) to a `method` request with `request_cc` is recorded.
+    /// `Cache-Control`) to a `method` request with `request_cc` is recorded
+    /// ([`RecordRules::wants`]).
     pub fn wants(
         &self,
         method: &Method,
         request_cc: &CacheControl,
         response_headers: &http::HeaderMap,
     ) -> bool {
-        if !self.records_method(method) {
-            return false;
-        }
-        if self.no_store {
-            return true;
-        }
-        !request_cc.no_store && !CacheControl::from_headers(response_headers).no_store
+        self.rules().wants(method, request_cc, response_headers)
     }
 }
 

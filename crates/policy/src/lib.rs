@@ -7,6 +7,9 @@
 //!
 //! - [`cache`]: RFC 9111 decisions (`cache::decide`, `cache::storable`, ...), the `Cache-Control`
 //!   parser, the primary and secondary cache keys, and the stored head;
+//! - [`keep()`] ([`mod@keep`]): what becomes of a response from the origin,
+//!   stored for the cache, recorded for replay, both or neither (RFC 9111
+//!   section 3 with the per-URL rules, the size limit and `[record]`);
 //! - [`store_key`]: the typed key of a stored entry, a cache entry or a
 //!   record, the only writer and reader of those keys' bytes;
 //! - [`key_rules`] and [`policy_rules`]: the user's per-URL key rules
@@ -18,7 +21,10 @@
 pub mod cache;
 pub mod cache_status;
 pub mod hop_by_hop;
+pub mod keep;
 pub mod key_rules;
 pub mod policy_rules;
 pub mod store_key;
 pub mod upstream_fields;
+
+pub use keep::{keep, Keep};

@@ -13,10 +13,11 @@ use crate::wire::error::error_response;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};
 use crawlcache_fleet::tier::{BeforeOrigin, FleetRequest};
 use crawlcache_fleet::Fleet;
-use crawlcache_policy::cache::{self, NotStorable};
-use crawlcache_policy::cache::{key, to_millis};
+use crawlcache_policy::cache::{self, key, to_millis};
 use crawlcache_policy::cache_status::{CacheStatus, Detail, Fwd};
 use crawlcache_policy::hop_by_hop::client_response_fields;
+use crawlcache_policy::keep::{self, Keep};
+use crawlcache_policy::store_key::RecordKey;
 use crawlcache_store::Entry;
 use http::{Method, Response, Version};
 use hyper::body::Incoming;
@@ -158,54 +159,28 @@ pub fn upstream_failure(
     error_response(e.status(), &format!("crawlcache: {e}"), &ex.status)
 }
 
-/// Why the origin's response (`status`, `headers`, `content_length` bytes
-/// when given) to `ex` is not stored under `primary` (`None`: it is), and
-/// whether a per-URL rule keeps the URL off the disk altogether
-/// (`never_store`: out of the record too). `has_secondary_key` is false
-/// for `Vary: *`. RFC 9111 section 3, then the per-URL policy rules (SPEC
-/// section 6), which may forbid storing or store a status RFC 9111 finds
-/// no freshness information for.
-fn why_not_stored(
+/// What becomes of the origin's `response` to `ex` (cache key `primary`):
+/// the one storable decision of the miss path, [`crawlcache_policy::keep()`] (RFC 9111
+/// section 3, `[[cache.rules]]`, `cache.max_object_size`, `[record]`).
+fn keep_or_not(
     state: &ProxyState,
     ex: &Exchange,
     primary: &str,
-    status: u16,
-    headers: &http::HeaderMap,
-    has_secondary_key: bool,
-    content_length: Option<u64>,
-) -> (Option<Detail>, bool) {
-    let mut not_stored: Option<Detail> = if ex.parts.method != Method::GET {
-        Some(Detail::Method)
-    } else if let Err(why) = cache::storable(
-        &ex.parts.method,
-        &ex.request_cc,
-        &ex.parts.headers,
-        status,
-        headers,
-        &state.policy,
-    ) {
-        Some(not_storable_detail(why))
-    } else if !has_secondary_key {
-        Some(Detail::VaryStar)
-    } else if content_length.is_some_and(|l| l > state.config.cache.max_object_size) {
-        Some(Detail::TooLarge)
-    } else {
-        None
+    response: &keep::Response<'_>,
+) -> Keep {
+    let request = keep::Request {
+        method: &ex.parts.method,
+        headers: &ex.parts.headers,
+        cache_control: &ex.request_cc,
+        primary,
     };
-    let rule = crawlcache_policy::policy_rules::find(&state.config.cache.rules, primary);
-    let never_store = rule.is_some_and(|r| r.never_store);
-    if let Some(rule) = rule {
-        if rule.never_store || rule.skip_status.contains(&status) {
-            not_stored = not_stored.or(Some(Detail::Rule));
-        } else if matches!(not_stored, Some(Detail::NoFreshnessInformation) | Some(Detail::Status))
-            && (rule.store_status.contains(&status) || rule.min_ttl.is_some())
-            && ex.parts.method == Method::GET
-            && has_secondary_key
-        {
-            not_stored = None;
-        }
-    }
-    (not_stored, never_store)
+    let rules = keep::Rules {
+        policy: &state.policy,
+        url_rules: &state.config.cache.rules,
+        record: state.config.record.rules(),
+    };
+    let limits = keep::Limits { max_object_size: state.config.cache.max_object_size };
+    crawlcache_policy::keep(&request, response, &rules, &limits)
 }
 
 /// The response to the client while `body` is copied into the store by
@@ -245,19 +220,6 @@ async fn tee_response(
     Response::from_parts(rparts, ProxyBody::Channel { rx, len: content_length })
 }
 
-/// The `detail` token for a response that is not stored.
-fn not_storable_detail(why: NotStorable) -> Detail {
-    match why {
-        NotStorable::Method => Detail::Method,
-        NotStorable::Status => Detail::Status,
-        NotStorable::NoStore => Detail::NoStore,
-        NotStorable::Private => Detail::Private,
-        NotStorable::Authorization => Detail::Authorization,
-        NotStorable::NoFreshnessOrValidator => Detail::NoFreshnessInformation,
-        NotStorable::VaryStar => Detail::VaryStar,
-    }
-}
-
 /// Turns an upstream response into the client's response, teeing the body
 /// into the store when the response may be stored (RFC 9111 section 3). A
 /// stored body announced at most `tee::BUFFER_MAX` bytes long is read
@@ -284,54 +246,35 @@ pub async fn respond_with_upstream(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
 
-    let secondary = key::secondary_key(&rparts.headers, &ex.parts.headers);
-    let (mut not_stored, never_store) = why_not_stored(
-        state,
-        ex,
-        &primary,
-        status,
-        &rparts.headers,
-        secondary.is_some(),
-        content_length,
-    );
+    let response = keep::Response { status, headers: &rparts.headers, content_length };
+    let keep = keep_or_not(state, ex, &primary, &response);
     // A successful full response replaces the stored variant it matches
     // even when it is not itself storable (RFC 9111 section 4.3.3 wants the
     // newest response used); an error status keeps the old one.
-    if not_stored.is_some() && (200..400).contains(&status) {
+    if keep.not_stored().is_some() && (200..400).contains(&status) {
         if let Some(old) = replaces {
             let _ = state.store.remove_variant(&primary, &old.secondary_key);
         }
     }
-
-    let writer = if not_stored.is_none() {
-        match state.store.begin_body() {
-            Ok(w) => Some(w),
+    // Record and replay (SPEC section 6): the key this response is kept
+    // under for offline replay besides the cache, if it is.
+    let record_key = keep.records().then(|| RecordKey::new(&ex.parts.method, &primary, None));
+    let (tee_into, not_stored) = match keep {
+        Keep::Store { secondary_key, .. } => match state.store.begin_body() {
+            Ok(writer) => (Some((writer, secondary_key)), None),
             Err(e) => {
                 Metrics::inc(&state.metrics.store_errors);
                 tracing::warn!("not storing {primary}: {e}");
-                not_stored = Some(Detail::StoreError);
-                None
+                (None, Some(Detail::StoreError))
             }
-        }
-    } else {
-        None
+        },
+        _ => (None, keep.not_stored()),
     };
     ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(fwd) };
-    // Record and replay (SPEC section 6): the key this response is kept
-    // under for offline replay besides the cache, if it is.
-    let record_key = state
-        .config
-        .record
-        .wants(&ex.parts.method, &ex.request_cc, &rparts.headers)
-        // A 304 or 206 answers the client's own conditional or range
-        // request: not a response to replay for the URL.
-        .then_some(())
-        .filter(|_| status != 304 && status != 206 && !never_store)
-        .map(|_| crawlcache_policy::store_key::RecordKey::new(&ex.parts.method, &primary, None));
     let request_time_ms = to_millis(request_time);
     // The head to store, encoded from the origin's field lines before they
     // are changed for the client, when anything will be stored.
-    let meta = if (writer.is_some() && secondary.is_some()) || record_key.is_some() {
+    let meta = if tee_into.is_some() || record_key.is_some() {
         let fields = cache::fields_to_store(&rparts.headers, &state.policy);
         let vary_request = key::nominated_fields(&rparts.headers, &ex.parts.headers);
         crawlcache_policy::cache::encode_head(
@@ -349,8 +292,8 @@ pub async fn respond_with_upstream(
     rparts.version = Version::HTTP_11;
     client_response_fields(&mut rparts.headers);
 
-    match (writer, secondary) {
-        (Some(writer), Some(secondary_key)) => {
+    match tee_into {
+        Some((writer, secondary_key)) => {
             let lead = match record_key {
                 Some(rk) => Some(crate::record::relay_lead(
                     state.store.clone(),
@@ -371,7 +314,7 @@ pub async fn respond_with_upstream(
             };
             tee_response(ex, job, rparts, body, writer, content_length).await
         }
-        _ => {
+        None => {
             ex.status.detail = not_stored;
             if let Some(l) = lead {
                 l.finish(Outcome::NotShared);
