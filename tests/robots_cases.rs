@@ -2,7 +2,7 @@
 //! C32, C34, C36 and C37 parsing parts, C39), the `robots` command-line
 //! functions, and the robustness promises of `RobotsTxt::parse`.
 
-#[path = "common/corpus.rs"]
+#[path = "../crates/robots/tests/common/corpus.rs"]
 mod corpus;
 
 use crawlcache::cli::robots::{self as cli, BatchSummary, CheckArgs};

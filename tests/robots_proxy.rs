@@ -1,7 +1,7 @@
 //! robots.txt as a first-class resource, through the real proxy against
 //! scripted origins on loopback (issue 5, "It must show" items 2-4, and
 //! the proxy side of item 1). The window arithmetic itself is tested with
-//! an injected clock in `crates/robots/src/snapshot.rs` and `tests/robots_registry.rs`.
+//! an injected clock in `crates/robots/src/snapshot.rs` and `crates/robots/tests/robots_registry.rs`.
 
 mod common;
 

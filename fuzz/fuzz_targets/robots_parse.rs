@@ -4,7 +4,7 @@
 //! Run: `RUSTC_BOOTSTRAP=1 cargo fuzz run robots_parse` from the crate root;
 //! seed `fuzz/corpus/robots_parse/` with the robots corpus kept in the
 //! repository: `mkdir -p fuzz/corpus/robots_parse && tar -xzf
-//! tests/data/robots/corpus.tar.gz --strip-components=2 -C
+//! testdata/robots/corpus.tar.gz --strip-components=2 -C
 //! fuzz/corpus/robots_parse corpus/files`.
 #![no_main]
 

@@ -20,7 +20,6 @@
 //!   HTTP/1.1 client that reports multi-valued fields and whether the body
 //!   arrived whole; [`wire`] is the message parsing both sides share;
 //! - [`crawl`]: the Rust book, `wget -r` and file-tree comparison;
-//! - [`corpus`]: the robots.txt corpus, unpacked from the repository;
 //! - [`tmpfs`]: a small tmpfs for the disk-full tests (root only);
 //! - [`warc_records`]: `response` records written into a test's WARC file;
 //! - [`tls`]: a test CA and leaf for TLS origins (and a self-signed one);
@@ -38,15 +37,14 @@
 //! The HTTP-level helpers compile against nothing but the binary (they spawn
 //! it) and use only std and tokio; `tls` uses rcgen and rustls, `bulk_store`
 //! the crawlcache library. Every wait is bounded; every failure message says
-//! what was being done and shows the relevant log. `corpus`, `tmpfs`, `tls`
-//! and `bulk_store` use nothing from the other files,
+//! what was being done and shows the relevant log. `tmpfs`, `tls` and
+//! `bulk_store` use nothing from the other files,
 //! so a test binary may include one of them alone with `#[path]`.
 #![allow(dead_code, unused_imports)]
 
 pub mod browser;
 pub mod bulk_store;
 pub mod client;
-pub mod corpus;
 pub mod crawl;
 pub mod dirs;
 pub mod nginx;

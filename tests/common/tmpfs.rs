@@ -3,7 +3,8 @@
 //! on stderr and the test returns; as root a mount that fails fails the test.
 //!
 //! Only std: test binaries that need nothing else include this file alone
-//! (`#[path = "common/tmpfs.rs"] mod tmpfs;`).
+//! (`crates/store/tests/store_behaviour.rs`: `#[path =
+//! "../../../tests/common/tmpfs.rs"] mod tmpfs;`).
 #![allow(dead_code)]
 
 use std::io::Write as _;

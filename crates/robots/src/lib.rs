@@ -50,13 +50,14 @@
 //!    library applies the rules to it. The verdict then has no rule and no
 //!    line. `/robots.txt?x` and `/robots.txt/x` follow the rules. Tested by
 //!    `robots_txt::tests::rfc9309_2_2_2_robots_txt_is_implicitly_allowed` and by
-//!    `tests/robots_vectors.rs`
+//!    `crates/robots/tests/robots_vectors.rs`
 //!    `google_probe_vectors_agree_except_documented_robots_txt_deviation`,
 //!    which expects the opposite of Google's answer for exactly that record
 //!    (`robots_txt_disallow_all`).
 //!
-//! Nothing else deviates: the vector, probe and corpus tests in the workspace's `tests/`
-//! compare every verdict with Google's.
+//! Nothing else deviates: the vector, probe and corpus tests in this
+//! crate's `tests/` compare every verdict with Google's (their data is in
+//! `testdata/robots/` at the workspace's root).
 //!
 //! # Layout
 //! The synchronous engine, built with `default-features = false` (what the

@@ -8,7 +8,9 @@ use crawlcache_robots::{
 };
 use serde_json::{json, Value};
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots");
+/// Google's assertions and the probe cases, in `testdata/robots/` at the
+/// workspace's root.
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/robots");
 
 fn records(name: &str) -> Vec<Value> {
     let path = format!("{DATA}/{name}");

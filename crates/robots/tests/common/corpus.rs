@@ -1,11 +1,13 @@
 //! The robots.txt differential corpus (2,978 real robots.txt files and
 //! 108,584 verdicts of Google's library; formats in
-//! `tests/data/robots/CORPUS_README.md`), kept in the repository as
-//! `tests/data/robots/corpus.tar.gz` and unpacked with the system `tar` on
-//! first use under `CARGO_TARGET_TMPDIR`.
+//! `testdata/robots/CORPUS_README.md`), kept in the repository as
+//! `testdata/robots/corpus.tar.gz` at the workspace's root and unpacked
+//! with the system `tar` on first use under `CARGO_TARGET_TMPDIR`.
 //!
-//! Only std: test binaries that need nothing else include this file alone
-//! (`#[path = "common/corpus.rs"] mod corpus;`).
+//! Only std, included with `#[path]` by the test binaries that read the
+//! corpus: `crates/robots/tests/robots_corpus.rs` (`#[path =
+//! "common/corpus.rs"] mod corpus;`) and the root crate's
+//! `tests/robots_cases.rs`.
 //!
 //! Several test threads and test binaries may ask at once: each unpacks into
 //! a private temporary folder, writes a marker file there, and renames the
@@ -21,9 +23,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The archive in the repository.
-pub const CORPUS_ARCHIVE: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/robots/corpus.tar.gz");
+/// The archive, from the workspace's root.
+pub const CORPUS_ARCHIVE: &str = "testdata/robots/corpus.tar.gz";
+
+/// [`CORPUS_ARCHIVE`] in the workspace this test binary was built from:
+/// the nearest folder at or above the manifest folder of the crate whose
+/// test includes this file (the root crate, or `crates/robots`) that
+/// holds it.
+pub fn corpus_archive() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .map(|dir| dir.join(CORPUS_ARCHIVE))
+        .find(|archive| archive.is_file())
+        .unwrap_or_else(|| manifest.join(CORPUS_ARCHIVE))
+}
 
 /// Written last into an unpacked copy, before it is renamed into place.
 const MARKER: &str = ".unpacked";
@@ -33,8 +47,7 @@ const MARKER: &str = ".unpacked";
 /// when the archive is missing or cannot be unpacked.
 pub fn robots_corpus_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| unpack(Path::new(CORPUS_ARCHIVE), Path::new(env!("CARGO_TARGET_TMPDIR"))))
-        .clone()
+    DIR.get_or_init(|| unpack(&corpus_archive(), Path::new(env!("CARGO_TARGET_TMPDIR")))).clone()
 }
 
 /// Unpacks `archive` (a gzip'd tar holding `corpus/`) under `parent` once,
@@ -43,7 +56,7 @@ fn unpack(archive: &Path, parent: &Path) -> PathBuf {
     let bytes = fs::read(archive).unwrap_or_else(|e| {
         panic!(
             "the robots corpus archive {} cannot be read ({e}); it is part of the repository \
-             (restore it with `git checkout -- tests/data/robots/corpus.tar.gz`)",
+             (restore it with `git checkout -- testdata/robots/corpus.tar.gz`)",
             archive.display()
         )
     });

@@ -1,9 +1,9 @@
 //! Differential test against Google's library on real files: 2,978
 //! robots.txt bodies captured from websites and 108,584 verdicts Google's
 //! `OneAgentAllowedByRobots` gave on them (see
-//! `tests/data/robots/CORPUS_README.md`).
+//! `testdata/robots/CORPUS_README.md`).
 //!
-//! The corpus is kept compressed in `tests/data/robots/corpus.tar.gz` and
+//! The corpus is kept compressed in `testdata/robots/corpus.tar.gz` and
 //! unpacked once under `target/tmp/`. If it is missing the test fails, it
 //! never skips.
 
@@ -30,7 +30,7 @@ fn google_corpus_every_verdict_agrees() {
         corpus.join("checks.jsonl").is_file() && corpus.join("files").is_dir(),
         "robots corpus not found at {} (expected checks.jsonl and files/, unpacked from {})",
         corpus.display(),
-        corpus::CORPUS_ARCHIVE
+        corpus::corpus_archive().display()
     );
     let checks = std::fs::read_to_string(corpus.join("checks.jsonl"))
         .unwrap_or_else(|e| panic!("cannot read {}/checks.jsonl: {e}", corpus.display()));

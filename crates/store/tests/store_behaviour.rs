@@ -10,7 +10,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
-#[path = "common/tmpfs.rs"]
+#[path = "../../../tests/common/tmpfs.rs"]
 mod tmpfs;
 
 use crawlcache_store::{CommittedBody, Store, StoreError};
