@@ -16,6 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod record;
 pub mod sources;
 
 /// The embedded default configuration (the text of `config/crawlcache.toml`).
@@ -36,7 +37,7 @@ pub struct Config {
     /// `[tls]`: HTTPS interception.
     pub tls: TlsConfig,
     /// `[record]`: what is kept for offline replay.
-    pub record: crate::record::RecordConfig,
+    pub record: record::RecordConfig,
     /// `[robots]`: robots.txt snapshots, enforcement, politeness.
     pub robots: crawlcache_robots::settings::RobotsConfig,
     /// `[fleet]`: what a fleet of nodes shares through Redis and a bucket
