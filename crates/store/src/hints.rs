@@ -39,7 +39,8 @@ use crawlcache_base::locks::{self, lock};
 use crate::error::StoreError;
 use crate::fsops::io_err;
 use crate::hash::Hash;
-use crate::packs::{self, hints_name, Loc, Packs, Pos, ReadError, RecBody};
+use crate::packs::{Loc, Packs, Pos, ReadError, RecBody};
+use crate::segment_files::{self, hints_name};
 
 const MAGIC: &[u8; 8] = b"CCHINT01";
 const HEADER: usize = 24;
@@ -267,14 +268,14 @@ impl Hints {
     /// cannot be read or written.
     pub fn open(packs: &Packs, tail_seg: u32) -> Result<Hints, StoreError> {
         let dir = packs.dir.clone();
-        let (segs, _) = packs::list_segments(&dir)?;
+        let (segs, _) = segment_files::list_segments(&dir)?;
         let head = packs.head_seg();
         let tail_seg = tail_seg.max(1);
         // Hints files of segments that are gone.
         if let Ok(rd) = fs::read_dir(&dir) {
             for ent in rd.flatten() {
                 let name = ent.file_name().to_string_lossy().into_owned();
-                let stale = match packs::parse_hints_name(&name) {
+                let stale = match segment_files::parse_hints_name(&name) {
                     Some(s) => s < tail_seg || !segs.iter().any(|(n, _)| *n == s),
                     None => name.ends_with(".hints.tmp"),
                 };
@@ -391,8 +392,9 @@ impl Hints {
             .collect();
         for (seg, hints) in pending {
             let path = self.dir.join(hints_name(seg));
-            let covered =
-                fs::metadata(self.dir.join(packs::segment_name(seg))).map(|m| m.len()).unwrap_or(0);
+            let covered = fs::metadata(self.dir.join(segment_files::segment_name(seg)))
+                .map(|m| m.len())
+                .unwrap_or(0);
             write_file(&path, &encode_file(covered, &hints))?;
             if let Some((map, _)) = map_file(&path) {
                 let mut sealed = locks::write(&self.sealed);

@@ -85,6 +85,7 @@
 //!   arrives, spilled to a file when long), `body_plan.rs` (how a new
 //!   record carries its body: its own, a reference, or shared);
 //! - where bytes live: `packs.rs` (pack segments and their records),
+//!   `segment_files.rs` (the names of segment and hints files, listing),
 //!   `hints.rs` (which short bodies a segment holds), `blobs.rs` (body
 //!   files and their pins), `record_cache.rs` (records read recently),
 //!   `hash.rs` (SHA-256 names), `fsops.rs` (file operations that name their
@@ -120,6 +121,7 @@ mod presence;
 mod record_cache;
 mod rows;
 mod scan;
+mod segment_files;
 mod stamp;
 mod store;
 mod types;

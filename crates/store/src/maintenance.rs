@@ -62,7 +62,8 @@ use crate::hash::Hash;
 use crate::index::{sled_err, split_entry_key, Checkpoint, Index, Place, RefRow, Slot, SlotBody};
 use crate::inner::Inner;
 use crate::open::note_closed;
-use crate::packs::{self, inline_intact, list_segments, Packs, Pos, ReadError, RecBody};
+use crate::packs::{self, inline_intact, Packs, Pos, ReadError, RecBody};
+use crate::segment_files::list_segments;
 
 /// How often the background thread writes touches, reaps bodies and
 /// considers compaction.

@@ -53,6 +53,7 @@
 //! the records of the last commit interval, never a record the index
 //! committed.
 
+use crate::segment_files::{list_segments, remove_hints, segment_name};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io;
@@ -405,71 +406,6 @@ pub(crate) struct Packs {
 /// Offsets are rounded down to this before pages are dropped, so a page a
 /// record ends in is dropped by the next commit, once it is whole.
 const PAGE: u64 = 4096;
-
-/// The file name of segment `seg`.
-pub(crate) fn segment_name(seg: u32) -> String {
-    format!("{seg:08}.pack")
-}
-
-/// The segment number of a file name, if it is one.
-pub(crate) fn parse_segment_name(name: &str) -> Option<u32> {
-    parse_numbered(name, ".pack")
-}
-
-/// The file name of the hints of segment `seg` (`hints.rs`).
-pub(crate) fn hints_name(seg: u32) -> String {
-    format!("{seg:08}.hints")
-}
-
-/// The segment number of a hints file name, if it is one.
-pub(crate) fn parse_hints_name(name: &str) -> Option<u32> {
-    parse_numbered(name, ".hints")
-}
-
-/// `NNNNNNNN<suffix>` -> NNNNNNNN.
-fn parse_numbered(name: &str, suffix: &str) -> Option<u32> {
-    let digits = name.strip_suffix(suffix)?;
-    (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
-}
-
-/// Removes the hints file of segment `seg`, if there is one.
-fn remove_hints(dir: &Path, seg: u32) -> Result<(), StoreError> {
-    let p = dir.join(hints_name(seg));
-    match fs::remove_file(&p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err("remove the hints of a pack segment", &p)(e)),
-    }
-}
-
-/// Segments found (number, length in bytes), sorted, and any other file.
-pub(crate) type Segments = (Vec<(u32, u64)>, Vec<PathBuf>);
-
-/// Lists the segments in `dir` (sorted) and anything else found there
-/// except hints files (`hints.rs` keeps those).
-pub(crate) fn list_segments(dir: &Path) -> Result<Segments, StoreError> {
-    let mut segs = Vec::new();
-    let mut strays = Vec::new();
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((segs, strays)),
-        Err(e) => return Err(io_err("list", dir)(e)),
-    };
-    for ent in rd {
-        let ent = ent.map_err(io_err("list", dir))?;
-        let name = ent.file_name().to_string_lossy().into_owned();
-        match (parse_segment_name(&name), ent.metadata()) {
-            (Some(seg), Ok(m)) if m.is_file() => segs.push((seg, m.len())),
-            _ if parse_hints_name(&name).is_some() => {}
-            _ => strays.push(ent.path()),
-        }
-    }
-    segs.sort_unstable();
-    strays.sort();
-    Ok((segs, strays))
-}
 
 impl Packs {
     /// Opens the segments in `dir` (creating it and a first segment):
@@ -835,6 +771,7 @@ impl Drop for Packs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::segment_files::parse_segment_name;
 
     /// Encodes a record with `stamp`.
     fn encode(stamp: u64, key: &[u8], meta: &[u8], body: &RecBody) -> Vec<u8> {

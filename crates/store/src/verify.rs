@@ -39,7 +39,8 @@ use crate::fsops::io_err;
 use crate::hash::Hash;
 use crate::index::{sled_err, split_entry_key, Place, RefRow, Slot, SlotBody, State};
 use crate::inner::Inner;
-use crate::packs::{self, inline_intact, list_segments, ReadError, RecBody};
+use crate::packs::{self, inline_intact, ReadError, RecBody};
+use crate::segment_files::{list_segments, segment_name};
 
 /// What [`Store::verify`](crate::Store::verify) found (and, with `repair`,
 /// fixed).
@@ -420,7 +421,7 @@ impl<'a> Check<'a> {
         let mut leftovers: Vec<PathBuf> = segs
             .iter()
             .filter(|(s, _)| *s < tail.seg && *s < packs.head_seg())
-            .map(|(s, _)| packs.dir.join(packs::segment_name(*s)))
+            .map(|(s, _)| packs.dir.join(segment_name(*s)))
             .collect();
         leftovers.extend(pack_strays);
         orphans.extend(leftovers.iter().map(|p| p.display().to_string()));
