@@ -32,6 +32,7 @@ pub mod export;
 pub mod http;
 pub mod import;
 pub mod reader;
+pub mod stream;
 pub mod writer;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -8,7 +8,8 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::warc::http::{self as wh, ChunkedDecoder, Field, HeadError};
-use crate::warc::reader::{Offset, ReadError, RecordHead, WarcReader};
+use crate::warc::reader::{ReadError, RecordHead, WarcReader};
+use crate::warc::stream::Offset;
 use crate::warc::{parse_warc_date, strip_angle_brackets, REQUEST_BODY_SHA256};
 use crawlcache_policy::cache::{key, StoredResponse};
 use crawlcache_policy::store_key::{RecordKey, Selection};

@@ -4,7 +4,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::warc::http::Field;
-use crate::warc::reader::Offset;
+use crate::warc::stream::Offset;
 use crawlcache_policy::cache::PolicyConfig;
 use crawlcache_policy::cache::StoredResponse;
 use crawlcache_policy::key_rules::KeyRule;
