@@ -574,9 +574,9 @@ impl Config {
                 self.store.memory_ceiling
             ));
         }
-        self.robots.validate()?;
+        self.robots.validate().map_err(|e| e.to_string())?;
         self.record.validate()?;
-        self.fleet.validate()?;
+        self.fleet.validate().map_err(|e| e.to_string())?;
         Ok(())
     }
 

@@ -117,12 +117,29 @@ pub struct AccessLog {
     shared: Arc<Shared>,
 }
 
+/// Why the access log could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessLogError {
+    /// The file `server.access_log` names cannot be opened for appending.
+    #[error("cannot open the access log {} (server.access_log): {source}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The writing thread could not be started.
+    #[error("cannot start the access log writer: {0}")]
+    Writer(io::Error),
+}
+
 impl AccessLog {
     /// The writer `server` asks for: `None` when `access_log` is `off` or
     /// the old level form (which is logged through tracing; a warning
     /// saying so is logged once, here). Starts the writing thread.
-    /// Errors: the file cannot be opened (the message names it and the key).
-    pub fn open(server: &ServerConfig) -> Result<Option<AccessLog>, String> {
+    /// Errors: [`AccessLogError`], the file cannot be opened (the message
+    /// names it and the key) or the thread started.
+    pub fn open(server: &ServerConfig) -> Result<Option<AccessLog>, AccessLogError> {
         let sink = match &server.access_log {
             AccessLogTarget::Off => return Ok(None),
             AccessLogTarget::Level(level) => {
@@ -136,18 +153,12 @@ impl AccessLog {
             }
             AccessLogTarget::Stdout => Sink::Stdout,
             AccessLogTarget::File(path) => {
-                let file = open_append(path).map_err(|e| {
-                    format!(
-                        "cannot open the access log {} (server.access_log): {e}",
-                        path.display()
-                    )
-                })?;
+                let file = open_append(path)
+                    .map_err(|source| AccessLogError::Open { path: path.clone(), source })?;
                 Sink::File { path: path.clone(), file }
             }
         };
-        AccessLog::start(sink, server.access_log_format)
-            .map(Some)
-            .map_err(|e| format!("cannot start the access log writer: {e}"))
+        AccessLog::start(sink, server.access_log_format).map(Some).map_err(AccessLogError::Writer)
     }
 
     fn start(sink: Sink, format: AccessLogFormat) -> io::Result<AccessLog> {

@@ -154,8 +154,9 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
             prefix.as_deref().is_none_or(|p| url.starts_with(p))
                 && host.as_ref().is_none_or(|h| h.matches_url(url))
         };
-        let page =
-            store.page(after.as_ref(), PAGE_ROWS, SCAN_BUDGET, keep).map_err(|e| e.to_string())?;
+        let page = store
+            .page(after.as_ref(), PAGE_ROWS, SCAN_BUDGET, keep)
+            .map_err(super::inspect::InspectError::from)?;
         let listing = Listing::new(&store, spec);
         let mut rows = Vec::new();
         for e in page.entries {
@@ -163,7 +164,7 @@ pub async fn browse(state: &ProxyState, query: &str) -> Response<ProxyBody> {
                 rows.push(row);
             }
         }
-        Ok::<_, String>((rows, page.next, page.examined))
+        Ok::<_, super::inspect::InspectError>((rows, page.next, page.examined))
     })
     .await;
     let (rows, next, examined) = match listed {

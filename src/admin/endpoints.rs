@@ -10,14 +10,29 @@ use crate::wire::body::ProxyBody;
 use http::header::HeaderValue;
 use http::{Response, StatusCode};
 
+/// Why a purge query selects nothing it may run: answered `400 Bad
+/// Request` with this message.
+#[derive(Debug, thiserror::Error)]
+pub enum PurgeQueryError {
+    /// `url` is not an absolute http(s) URL.
+    #[error(transparent)]
+    Url(#[from] super::lookup::LookupError),
+    /// `older_than` is not a duration.
+    #[error("older_than: {0}")]
+    OlderThan(crawlcache_base::units::UnitError),
+    /// Nothing selected, or a bad `host`.
+    #[error(transparent)]
+    Selection(#[from] maintain::MaintainError),
+}
+
 /// The selection of a `POST /cache/purge` query: `url` (its cache key under
 /// `rules`, and the exact URL when that differs), `host`, `prefix`,
-/// `older_than` (a duration). Errors: a bad URL or duration, or nothing
-/// selected.
+/// `older_than` (a duration). Errors: [`PurgeQueryError`], a bad URL or
+/// duration, or nothing selected.
 pub fn purge_selection(
     query: &str,
     rules: &[crawlcache_policy::key_rules::KeyRule],
-) -> Result<maintain::PurgeSelection, String> {
+) -> Result<maintain::PurgeSelection, PurgeQueryError> {
     let mut selection = maintain::PurgeSelection {
         filter: inspect::KeyFilter {
             host: query_param(query, "host"),
@@ -26,12 +41,11 @@ pub fn purge_selection(
         ..Default::default()
     };
     if let Some(url) = query_param(query, "url") {
-        selection.urls = url_keys(&url, rules).map_err(|e| e.to_string())?;
+        selection.urls = url_keys(&url, rules)?;
     }
     if let Some(d) = query_param(query, "older_than") {
-        selection.older_than = Some(
-            crawlcache_base::units::parse_duration(&d).map_err(|e| format!("older_than: {e}"))?,
-        );
+        selection.older_than =
+            Some(crawlcache_base::units::parse_duration(&d).map_err(PurgeQueryError::OlderThan)?);
     }
     selection.validate()?;
     Ok(selection)

@@ -28,14 +28,24 @@ pub struct HostFilter {
 pub const HOST_SPELLINGS: &str =
     "a host (example.com), host:port (127.0.0.1:8080) or a URL (http://127.0.0.1:8080/)";
 
+/// A `--host` value [`HostFilter::parse`] refuses; `Display` quotes it,
+/// says why and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--host '{value}': {why}; expected {HOST_SPELLINGS}")]
+pub struct HostFilterError {
+    /// The value as given.
+    pub value: String,
+    /// What is wrong with it (`no host`, `'x' is not a port (1 to 65535)`).
+    pub why: String,
+}
+
 impl HostFilter {
     /// Parses `value` in one of the three spellings (surrounding white
     /// space ignored). Errors: no host, a port that is not a number from
     /// 1 to 65535, an unclosed `[`, or characters no host has (white
-    /// space, `/` before the host); the message quotes the value and says
-    /// what is accepted.
-    pub fn parse(value: &str) -> Result<HostFilter, String> {
-        let bad = |why: &str| format!("--host '{value}': {why}; expected {HOST_SPELLINGS}");
+    /// space, `/` before the host): a [`HostFilterError`].
+    pub fn parse(value: &str) -> Result<HostFilter, HostFilterError> {
+        let bad = |why: &str| HostFilterError { value: value.to_string(), why: why.to_string() };
         let v = value.trim();
         let authority = match v.split_once("://") {
             Some((scheme, rest))
@@ -180,7 +190,7 @@ mod tests {
             "://a.test",
         ] {
             let e = HostFilter::parse(bad).expect_err(bad);
-            assert!(e.contains(HOST_SPELLINGS), "{bad}: {e}");
+            assert!(e.to_string().contains(HOST_SPELLINGS), "{bad}: {e}");
         }
     }
 

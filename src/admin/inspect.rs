@@ -13,10 +13,37 @@ use crawlcache_policy::cache::{self, PolicyConfig};
 use crawlcache_policy::cache::{from_millis, StoredResponse};
 use crawlcache_policy::policy_rules::PolicyRule;
 use crawlcache_policy::store_key::{RecordKey, Selection, StoreKey};
-use crawlcache_store::{Entry, Scan, Store};
+use crawlcache_store::{Entry, Scan, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::time::SystemTime;
+
+/// Why a listing or a stored body could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    /// The `--host` filter is not a host.
+    #[error(transparent)]
+    HostFilter(#[from] super::host_filter::HostFilterError),
+    /// The index could not be read.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The body of the entry under `key` could not be read.
+    #[error("{key}: {source}")]
+    Body {
+        /// The store key.
+        key: String,
+        /// The store's error (most often: the body file is missing).
+        source: StoreError,
+    },
+    /// A content coding of the body under `key` cannot be undone.
+    #[error("{key}: {source}")]
+    Coding {
+        /// The store key.
+        key: String,
+        /// The coding and why.
+        source: crawlcache_robots::decode::DecodeError,
+    },
+}
 
 /// The URL a store key stands for: a cache key as is; a record key
 /// (`record:METHOD URL[ sha256=...]`) without its method and body hash
@@ -57,9 +84,9 @@ impl KeyFilter {
         true
     }
 
-    /// Checks the `host` filter's spelling. Errors: the message of
-    /// [`super::host_filter::HostFilter::parse`].
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the `host` filter's spelling. Errors: the
+    /// [`super::host_filter::HostFilterError`] of its parse.
+    pub fn validate(&self) -> Result<(), super::host_filter::HostFilterError> {
         match &self.host {
             Some(h) => super::host_filter::HostFilter::parse(h).map(|_| ()),
             None => Ok(()),
@@ -247,7 +274,8 @@ impl Listing {
 
     /// The row for `e`, or `None` when it is listed elsewhere (a GET record
     /// whose URL the cache holds) or filtered out.
-    pub fn row(&self, e: Entry) -> Result<Option<LsRow>, String> {
+    /// Errors: [`InspectError::Store`], the index cannot be read.
+    pub fn row(&self, e: Entry) -> Result<Option<LsRow>, InspectError> {
         if !self.spec.filter.matches(&e.primary_key) {
             return Ok(None);
         }
@@ -266,18 +294,12 @@ impl Listing {
         let (cache, record) = match method.as_deref() {
             None => {
                 let rk = RecordKey::get(&url).primary();
-                let records = self.store.lookup(&rk).map_err(|e| e.to_string())?;
+                let records = self.store.lookup(&rk)?;
                 (true, records.iter().any(|r| record_secondary_key(r) == e.secondary_key))
             }
             Some("GET") => {
                 let mine = record_secondary_key(&e);
-                if self
-                    .store
-                    .lookup(&url)
-                    .map_err(|e| e.to_string())?
-                    .iter()
-                    .any(|c| c.secondary_key == mine)
-                {
+                if self.store.lookup(&url)?.iter().any(|c| c.secondary_key == mine) {
                     return Ok(None);
                 }
                 (false, true)
@@ -342,13 +364,13 @@ fn variant_of(stored: &StoredResponse, secondary_key: &[u8]) -> String {
 }
 
 impl Iterator for Listing {
-    type Item = Result<LsRow, String>;
+    type Item = Result<LsRow, InspectError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             let e = match self.scan.next()? {
                 Ok(e) => e,
-                Err(e) => return Some(Err(e.to_string())),
+                Err(e) => return Some(Err(e.into())),
             };
             match self.row(e) {
                 Ok(Some(row)) => return Some(Ok(row)),
@@ -393,14 +415,15 @@ impl Picked {
 
     /// The body as stored, or with its content codings undone (`decode`;
     /// gzip, deflate, br, also stacked). Errors: the body file is missing,
-    /// or a coding cannot be undone (named). A body that turns out not to
-    /// decode fails later, as a read error naming the coding.
-    pub fn body(&self, store: &Store, decode: bool) -> Result<Box<dyn Read + Send>, String> {
+    /// ([`InspectError::Body`]), or a coding cannot be undone
+    /// ([`InspectError::Coding`]). A body that turns out not to decode
+    /// fails later, as a read error naming the coding.
+    pub fn body(&self, store: &Store, decode: bool) -> Result<Box<dyn Read + Send>, InspectError> {
         let raw: Box<dyn Read + Send> = match &self.entry.body {
             Some(_) => Box::new(
                 store
                     .read_body(&self.entry)
-                    .map_err(|e| format!("{}: {e}", self.key))?
+                    .map_err(|source| InspectError::Body { key: self.key.clone(), source })?
                     .into_reader(),
             ),
             None => Box::new(std::io::empty()),
@@ -409,7 +432,7 @@ impl Picked {
             return Ok(raw);
         }
         crawlcache_robots::decode::reader(&self.codings(), raw)
-            .map_err(|e| format!("{}: {e}", self.key))
+            .map_err(|source| InspectError::Coding { key: self.key.clone(), source })
     }
 }
 

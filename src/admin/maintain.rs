@@ -11,7 +11,7 @@ use super::inspect::{key_url, KeyFilter};
 use crawlcache_policy::cache::{self, PolicyConfig};
 use crawlcache_policy::cache::{from_millis, StoredResponse};
 use crawlcache_policy::policy_rules::PolicyRule;
-use crawlcache_store::{Entry, Store};
+use crawlcache_store::{Entry, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
@@ -40,6 +40,28 @@ impl std::fmt::Display for Removed {
     }
 }
 
+/// Why a purge or prune removed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintainError {
+    /// A purge with no criterion (it never removes everything).
+    #[error("purge needs a URL, --host, --prefix or --older-than")]
+    NothingSelected,
+    /// The `--host` filter is not a host.
+    #[error(transparent)]
+    HostFilter(#[from] super::host_filter::HostFilterError),
+    /// The index could not be read.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The entries under `key` could not be removed.
+    #[error("{key}: {source}")]
+    Remove {
+        /// The store key.
+        key: String,
+        /// The store's error.
+        source: StoreError,
+    },
+}
+
 /// Which entries `cache purge` removes: every criterion given must hold.
 /// At least one must be given (a purge never removes everything by
 /// default).
@@ -56,17 +78,18 @@ pub struct PurgeSelection {
 }
 
 impl PurgeSelection {
-    /// Checks that something was asked for. Errors: a message saying what
-    /// can be given.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks that something was asked for. Errors:
+    /// [`MaintainError::NothingSelected`], or the host filter's
+    /// [`MaintainError::HostFilter`].
+    pub fn validate(&self) -> Result<(), MaintainError> {
         if self.urls.is_empty()
             && self.filter.host.is_none()
             && self.filter.prefix.is_none()
             && self.older_than.is_none()
         {
-            return Err("purge needs a URL, --host, --prefix or --older-than".into());
+            return Err(MaintainError::NothingSelected);
         }
-        self.filter.validate()
+        Ok(self.filter.validate()?)
     }
 
     /// Whether `e` is selected at `now`.
@@ -95,7 +118,7 @@ pub fn purge(
     store: &Store,
     selection: &PurgeSelection,
     now: SystemTime,
-) -> Result<Removed, String> {
+) -> Result<Removed, MaintainError> {
     selection.validate()?;
     remove_where(store, |e| selection.selects(e, now))
 }
@@ -108,11 +131,11 @@ pub fn would_purge(
     store: &Store,
     selection: &PurgeSelection,
     now: SystemTime,
-) -> Result<Removed, String> {
+) -> Result<Removed, MaintainError> {
     selection.validate()?;
     let mut would = Removed::default();
     for e in store.scan("") {
-        let e = e.map_err(|e| e.to_string())?;
+        let e = e?;
         if selection.selects(&e, now) {
             would.entries += 1;
             would.bytes += e.body.as_ref().map_or(0, |b| b.len);
@@ -168,21 +191,24 @@ impl PruneSpec {
 
 /// Removes the entries `spec` prunes at `now`. Errors: the index cannot be
 /// read or written.
-pub fn prune(store: &Store, spec: &PruneSpec, now: SystemTime) -> Result<Removed, String> {
+pub fn prune(store: &Store, spec: &PruneSpec, now: SystemTime) -> Result<Removed, MaintainError> {
     remove_where(store, |e| spec.prunes(e, now))
 }
 
 /// One pass over the index removing every entry `select` accepts.
-fn remove_where(store: &Store, mut select: impl FnMut(&Entry) -> bool) -> Result<Removed, String> {
+fn remove_where(
+    store: &Store,
+    mut select: impl FnMut(&Entry) -> bool,
+) -> Result<Removed, MaintainError> {
     let mut removed = Removed::default();
     for e in store.scan("") {
-        let e = e.map_err(|e| e.to_string())?;
+        let e = e?;
         if !select(&e) {
             continue;
         }
         let gone = store
             .remove_variant_freeing(&e.primary_key, &e.secondary_key)
-            .map_err(|err| format!("{}: {err}", e.primary_key))?;
+            .map_err(|source| MaintainError::Remove { key: e.primary_key.clone(), source })?;
         if gone.entries > 0 {
             removed.entries += gone.entries;
             removed.bytes += e.body.as_ref().map_or(0, |b| b.len);

@@ -55,18 +55,18 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
 
 /// The answer to a purge or prune run on the blocking pool.
 pub fn removal_answer(
-    done: Result<Result<maintain::Removed, String>, tokio::task::JoinError>,
+    done: Result<Result<maintain::Removed, maintain::MaintainError>, tokio::task::JoinError>,
 ) -> Response<ProxyBody> {
     match done {
         Ok(Ok(removed)) => json(StatusCode::OK, &serde_json::to_value(removed).unwrap_or_default()),
         Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, message(&e)),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, message(&e.to_string())),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, message(&e)),
     }
 }
 
 /// An error line for an admin answer: `crawlcache: ` once, then `e`.
-pub fn message(e: &str) -> String {
-    format!("crawlcache: {}\n", e.trim_start_matches("crawlcache: "))
+pub fn message(e: &dyn std::fmt::Display) -> String {
+    format!("crawlcache: {}\n", e.to_string().trim_start_matches("crawlcache: "))
 }
 
 /// A response whose body `produce` writes on the blocking pool, sent as it

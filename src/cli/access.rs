@@ -2,6 +2,8 @@
 //! running, through the running proxy's admin endpoints when it is (sled
 //! locks the index to one process).
 
+use super::error::CommandError;
+pub use super::error::{AdminError, StreamError, UploadError};
 use crate::config::Config;
 use crawlcache_store::Store;
 use std::io::{Read, Write};
@@ -30,15 +32,17 @@ pub struct Admin {
 /// [`crate::proxy::ADDR_FILE`]).
 ///
 /// Errors: the data directory does not exist, or the store cannot be opened
-/// and no proxy answers at the recorded address.
-pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
+/// and no proxy answers at the recorded address, or the proxy there refuses
+/// ([`AdminError::Refused`]: the message says which token to set).
+pub fn open_store(cfg: &Config) -> Result<StoreAccess, CommandError> {
     let dir = &cfg.server.data_dir;
     super::common::check_data_dir(dir)?;
     if !dir.join("index").exists() && !dir.exists() {
         return Err(format!(
             "no cache at {} (nothing stored yet, or wrong --data-dir)",
             dir.display()
-        ));
+        )
+        .into());
     }
     match Store::open_with(dir, &cfg.store_options()) {
         Ok(s) => Ok(StoreAccess::Direct(s)),
@@ -56,10 +60,10 @@ pub fn open_store(cfg: &Config) -> Result<StoreAccess, String> {
                     Ok(_) => Ok(StoreAccess::Daemon(a)),
                     // The proxy runs but wants a token this command lacks:
                     // say that, not that the index is locked.
-                    Err(why) if why.starts_with(REFUSED) => Err(why),
-                    Err(_) => Err(cannot()),
+                    Err(refused @ AdminError::Refused { .. }) => Err(refused.into()),
+                    Err(_) => Err(cannot().into()),
                 },
-                None => Err(cannot()),
+                None => Err(cannot().into()),
             }
         }
     }
@@ -75,8 +79,9 @@ pub fn encode(url: &str) -> String {
 /// configured) and returns the status code and
 /// the body (connect timeout 2 s, read timeout 30 s).
 ///
-/// Errors: the proxy cannot be reached or read, or its answer has no status.
-pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, String), String> {
+/// Errors: [`AdminError`]: the proxy cannot be reached or read, its answer
+/// has no status, or it refuses the request (`401`, `403`).
+pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, String), AdminError> {
     let addr = admin.addr;
     let auth = if admin.token.is_empty() {
         String::new()
@@ -85,33 +90,25 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     };
     let timeout = std::time::Duration::from_secs(30);
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
-        .map_err(|e| format!("cannot reach the proxy at {addr}: {e}"))?;
+        .map_err(|source| AdminError::Unreachable { addr, source })?;
     let _ = s.set_read_timeout(Some(timeout));
     write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Length: 0\r\n\r\n")
-        .map_err(|e| format!("cannot talk to the proxy at {addr}: {e}"))?;
+        .map_err(|source| AdminError::Talk { addr, source })?;
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(|e| format!("cannot read the proxy's answer: {e}"))?;
+    s.read_to_end(&mut raw).map_err(AdminError::Read)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or("malformed answer from the proxy")?;
-    if let Some(why) = refusal(admin, status, body) {
-        return Err(why);
+    let status =
+        head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(AdminError::Malformed)?;
+    if let Some(refused) = refusal(admin, status, body) {
+        return Err(refused);
     }
     Ok((status, body.to_string()))
 }
 
-/// How [`refusal`]'s messages begin.
-const REFUSED: &str = "the proxy at";
-
-/// The message for an admin request the proxy refused (`401` or `403`:
-/// a token is needed or does not match, or the request does not address
-/// the proxy: docs/CASES.md C54), naming what to set; `None` for any other
-/// status.
-fn refusal(admin: &Admin, status: u16, body: &str) -> Option<String> {
+/// The error for an admin request the proxy refused (`401` or `403`), as
+/// [`AdminError::Refused`]; `None` for any other status.
+fn refusal(admin: &Admin, status: u16, body: &str) -> Option<AdminError> {
     if status != 401 && status != 403 {
         return None;
     }
@@ -128,25 +125,7 @@ fn refusal(admin: &Admin, status: u16, body: &str) -> Option<String> {
     } else {
         "check that server.admin_token (or CRAWLCACHE_SERVER__ADMIN_TOKEN) is the proxy's"
     };
-    Some(format!(
-        "{REFUSED} {} refused the admin request ({status}{}{said}); {hint}",
-        admin.addr,
-        if said.is_empty() { "" } else { ": " }
-    ))
-}
-
-/// Why [`admin_upload`] did not get an answer: the local file could not
-/// be read before anything of it was sent (the caller may skip it and go
-/// on), or the upload failed (the caller stops).
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    /// The file could not be opened or read.
-    #[error("{0}")]
-    Unreadable(String),
-    /// The proxy could not be reached, stopped reading or answered nothing
-    /// usable, or the file got shorter while it was sent.
-    #[error("{0}")]
-    Failed(String),
+    Some(AdminError::Refused { addr: admin.addr, status, said, hint })
 }
 
 /// Sends `POST path` to the running proxy's admin endpoints with the file
@@ -241,33 +220,6 @@ pub struct StreamedHead {
     pub status: u16,
     /// The response header fields.
     pub headers: http::HeaderMap,
-}
-
-/// Why a streamed admin request failed.
-#[derive(Debug)]
-pub struct StreamError {
-    /// The proxy's status code, when it answered with another than 200.
-    pub status: Option<u16>,
-    /// What went wrong (for a status: the proxy's message).
-    pub message: String,
-}
-
-impl std::fmt::Display for StreamError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<String> for StreamError {
-    fn from(message: String) -> Self {
-        StreamError { status: None, message }
-    }
-}
-
-impl From<StreamError> for String {
-    fn from(e: StreamError) -> Self {
-        e.message
-    }
 }
 
 /// How long a streamed admin answer may stay silent before it is given up.

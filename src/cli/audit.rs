@@ -1,6 +1,7 @@
 //! `crawlcache audit skips`: the requests robots.txt disallowed.
 
 use super::common::{load_config, Common};
+use crate::cli::error::CommandError;
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ pub enum AuditCommand {
 }
 
 /// Runs an `audit` subcommand.
-pub fn run(command: AuditCommand) -> Result<ExitCode, String> {
+pub fn run(command: AuditCommand) -> Result<ExitCode, CommandError> {
     match command {
         AuditCommand::Skips { common, since, json } => skips(common, &since, json),
     }
@@ -38,7 +39,7 @@ pub fn run(command: AuditCommand) -> Result<ExitCode, String> {
 /// `6h`) on stdout, a line each for people or JSON lines with `json`, and
 /// their count on stderr. Errors: a bad `--since`, or an unreadable audit
 /// directory.
-fn skips(common: Common, since: &str, json: bool) -> Result<ExitCode, String> {
+fn skips(common: Common, since: &str, json: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(&common)?;
     super::common::check_data_dir(&cfg.server.data_dir)?;
     let d = crawlcache_base::units::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
@@ -48,7 +49,8 @@ fn skips(common: Common, since: &str, json: bool) -> Result<ExitCode, String> {
         return Err(format!(
             "no audit log at {} (nothing proxied yet, or wrong --data-dir)",
             dir.display()
-        ));
+        )
+        .into());
     }
     let read = crate::audit::skips(&dir, from)
         .map_err(|e| format!("cannot read the audit log in {}: {e}", dir.display()))?;

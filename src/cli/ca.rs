@@ -15,6 +15,7 @@
 //! saying on stderr which subcommand replaces it.
 
 use super::common::{load_config, Common};
+use crate::cli::error::CommandError;
 use crate::tls::CertificateAuthority;
 use clap::{Args, Subcommand};
 use rustls::pki_types::pem::PemObject;
@@ -290,7 +291,7 @@ on Windows: certutil -addstore Root CA_FILE; elsewhere, copy CA_FILE where the s
 /// hint so that it names the same CA. Errors: no known
 /// store; the certificate cannot be written or removed (not root); the
 /// store's command fails.
-fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<(), String> {
+fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<(), CommandError> {
     let store = choose_store(&SYSTEM_STORES, |p| p.is_dir(), on_path).ok_or_else(|| {
         let known: Vec<String> = SYSTEM_STORES
             .iter()
@@ -325,7 +326,7 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
                 );
                 return Ok(());
             }
-            Err(e) => return Err(as_root(e)),
+            Err(e) => return Err(as_root(e).into()),
         }
     } else {
         write_file(&target, pem.as_bytes()).map_err(as_root)?;
@@ -345,7 +346,8 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
             out.status,
             String::from_utf8_lossy(&out.stderr).trim(),
             String::from_utf8_lossy(&out.stdout).trim()
-        ));
+        )
+        .into());
     }
     if uninstall {
         eprintln!(
@@ -375,7 +377,7 @@ fn install(cert_path: &Path, pem: &str, uninstall: bool, flags: &str) -> Result<
 /// Errors: the CA cannot be created or read; the bundle's roots cannot be
 /// found or read, or the bundle cannot be written; the trust store cannot
 /// be changed.
-pub fn run(args: CaArgs) -> Result<ExitCode, String> {
+pub fn run(args: CaArgs) -> Result<ExitCode, CommandError> {
     let (common, init, action) = match args.command {
         Some(CaCommand::Path { common, pem }) => (common, false, Action::Path { pem }),
         Some(CaCommand::Init { common }) => (common, true, Action::Path { pem: false }),
@@ -513,7 +515,7 @@ pub fn find_roots(
     explicit: Option<&Path>,
     ssl_cert_file: Option<OsString>,
     candidates: &[&str],
-) -> Result<Roots, String> {
+) -> Result<Roots, CommandError> {
     if let Some(p) = explicit {
         return Ok(Roots { path: p.to_path_buf(), source: RootsSource::Option });
     }
@@ -526,7 +528,7 @@ pub fn find_roots(
     Err(format!(
         "no system root certificates found: SSL_CERT_FILE is not set and none of {} exists; name a file of PEM root certificates with --roots FILE",
         candidates.join(", ")
-    ))
+    ).into())
 }
 
 /// The bundle: the roots file as it is, then (unless the roots already hold
@@ -540,7 +542,7 @@ pub fn bundle_contents(
     roots: &Roots,
     ca_pem: &str,
     ca_path: &Path,
-) -> Result<(Vec<u8>, usize), String> {
+) -> Result<(Vec<u8>, usize), CommandError> {
     let certs = pem_certs(roots_text)
         .map_err(|e| format!("{}: not a PEM certificate file: {e}", roots.describe()))?;
     let ca_der = pem_certs(ca_pem.as_bytes())
@@ -553,7 +555,8 @@ pub fn bundle_contents(
             "{} holds no root certificate{}; name the system roots with --roots FILE",
             roots.describe(),
             if certs.is_empty() { "" } else { " besides crawlcache's own CA" }
-        ));
+        )
+        .into());
     }
     let mut out = roots_text.to_vec();
     if !certs.contains(&ca_der) {
@@ -631,8 +634,9 @@ mod tests {
 
     #[test]
     fn no_roots_file_is_an_error_naming_every_path_tried() {
-        let err =
-            find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"]).unwrap_err();
+        let err = find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("SSL_CERT_FILE is not set"), "{err}");
         assert!(err.contains("/nonexistent/a.crt, /nonexistent/b.pem"), "{err}");
         assert!(err.contains("--roots FILE"), "{err}");
@@ -666,11 +670,14 @@ mod tests {
     fn roots_without_a_certificate_besides_the_ca_are_refused() {
         let ca = pem_of("ca.test");
         let env = Roots { path: "/d/ca/ca.pem".into(), source: RootsSource::SslCertFile };
-        let err = bundle_contents(ca.as_bytes(), &env, &ca, Path::new("/d/ca/ca.pem")).unwrap_err();
+        let err = bundle_contents(ca.as_bytes(), &env, &ca, Path::new("/d/ca/ca.pem"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/d/ca/ca.pem (from SSL_CERT_FILE) holds no root certificate besides crawlcache's own CA"), "{err}");
         let err =
             bundle_contents(b"not a certificate\n", &roots("r.pem"), &ca, Path::new("ca.pem"))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(err.starts_with("r.pem holds no root certificate;"), "{err}");
     }
 

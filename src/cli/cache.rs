@@ -22,6 +22,7 @@ use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
 use crate::admin::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
 use crate::admin::maintain::{self, PruneSpec, PurgeSelection, Removed};
+use crate::cli::error::CommandError;
 use clap::Subcommand;
 use crawlcache_base::units::{format_age, format_bytes};
 use std::io::Write;
@@ -29,13 +30,13 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 /// Parses a `--older-than` / `--unused-for` value ([`crawlcache_base::units::parse_duration`]).
-fn duration_arg(s: &str) -> Result<Duration, String> {
+fn duration_arg(s: &str) -> Result<Duration, crawlcache_base::units::UnitError> {
     crawlcache_base::units::parse_duration(s)
 }
 
 /// Checks a `--host` value ([`crate::admin::host_filter::HostFilter::parse`])
 /// and keeps it as given (the running proxy parses it the same way).
-pub fn host_arg(s: &str) -> Result<String, String> {
+pub fn host_arg(s: &str) -> Result<String, crate::admin::host_filter::HostFilterError> {
     crate::admin::host_filter::HostFilter::parse(s).map(|_| s.trim().to_string())
 }
 
@@ -202,7 +203,7 @@ pub enum CacheCommand {
 }
 
 /// Runs a `cache` subcommand.
-pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
+pub fn run(command: CacheCommand) -> Result<ExitCode, CommandError> {
     match command {
         CacheCommand::Stats { common, json } => stats(&common, json),
         CacheCommand::Show { common, url, json } => show(&common, &url, json),
@@ -227,7 +228,7 @@ pub fn run(command: CacheCommand) -> Result<ExitCode, String> {
 
 /// Compacts the pack (directly or through the running proxy) and says how
 /// much it gave back.
-fn compact(common: &Common, json: bool) -> Result<ExitCode, String> {
+fn compact(common: &Common, json: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let c: crawlcache_store::Compaction = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
@@ -268,7 +269,7 @@ fn compact(common: &Common, json: bool) -> Result<ExitCode, String> {
 /// Prints the store's figures, and the running proxy's request counters,
 /// for people ([`stats_text`]) or as one JSON object ([`stats_object`]),
 /// the same whether the store is opened here or the proxy answers.
-fn stats(common: &Common, json: bool) -> Result<ExitCode, String> {
+fn stats(common: &Common, json: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
         StoreAccess::Direct(s) => stats_object(
@@ -389,7 +390,7 @@ pub fn stats_text(v: &serde_json::Value) -> String {
 
 /// Prints the stored variants of `url` for people, or as pretty JSON with
 /// `json`; exit 1 when none.
-fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, String> {
+fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let v = match open_store(&cfg)? {
         StoreAccess::Direct(s) => crate::admin::lookup::show_json(&s, url, &cfg.cache.key_rules)
@@ -398,7 +399,7 @@ fn show(common: &Common, url: &str, json: bool) -> Result<ExitCode, String> {
             let (status, body) =
                 admin_request(&a, "GET", &format!("/cache/show?url={}", encode(url)))?;
             if status != 200 {
-                return Err(body.trim().to_string());
+                return Err(body.trim().into());
             }
             serde_json::from_str(&body)
                 .map_err(|e| format!("unexpected answer from the proxy: {e}"))?
@@ -479,7 +480,7 @@ fn purge(
     filter: KeyFilter,
     older_than: Option<Duration>,
     output: Output,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
@@ -576,7 +577,7 @@ fn prune(
     unused_for: Duration,
     records: bool,
     json: bool,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let removed = match open_store(&cfg)? {
         StoreAccess::Direct(s) => {
@@ -612,19 +613,24 @@ fn prune(
 const REMOVAL_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// A purge or prune through the running proxy: its JSON answer.
-fn removal(admin: &super::access::Admin, method: &str, path: &str) -> Result<Removed, String> {
+fn removal(
+    admin: &super::access::Admin,
+    method: &str,
+    path: &str,
+) -> Result<Removed, CommandError> {
     let mut body = Vec::new();
     admin_stream(admin, method, path, REMOVAL_TIMEOUT, &mut |chunk: &[u8]| {
         body.extend_from_slice(chunk);
         Ok(())
     })?;
-    serde_json::from_slice(&body).map_err(|e| format!("unexpected answer from the proxy: {e}"))
+    Ok(serde_json::from_slice(&body)
+        .map_err(|e| format!("unexpected answer from the proxy: {e}"))?)
 }
 
 /// Checks the store; prints one summary line when every invariant holds,
 /// the problems found and the summary when not (exit 1, repaired or not),
 /// or with `json` one object `{"version": 1, "clean", "report"}`.
-fn verify(common: &Common, repair: bool, json: bool) -> Result<ExitCode, String> {
+fn verify(common: &Common, repair: bool, json: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     // Hashing every body file is the long part: a bar counts them.
     let progress = Progress::new("cache verify", None, Unit::Items("bodies hashed"));
@@ -726,7 +732,7 @@ pub fn verify_text(clean: bool, repair: bool, report: &serde_json::Value) -> Str
 /// Lists the stored responses passing `filter`, one line each as they are
 /// read (through the proxy: as they arrive), then a summary on stderr. A
 /// closed stdout (`| head`) ends the listing quietly.
-fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String> {
+fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let (filter_set, filter_words) = (filter.is_set(), filter.describe());
     let stdout = std::io::stdout();
@@ -778,13 +784,13 @@ fn ls(common: &Common, filter: KeyFilter, json: bool) -> Result<ExitCode, String
                 Ok(())
             })?;
             if let Some(e) = bad_line {
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
     if let Err(e) = out.flush() {
         if !closed(&e) {
-            return Err(e.to_string());
+            return Err(e.to_string().into());
         }
     }
     eprintln!("cache ls: {}", ls_summary(&summary));
@@ -836,7 +842,7 @@ fn ls_summary(s: &LsSummary) -> String {
 
 /// Prints the stored body of `url` on stdout (decoded with `decode`) and
 /// says on stderr where it came from; exit 1 when it is not stored.
-fn cat(common: &Common, url: &str, decode: bool) -> Result<ExitCode, String> {
+fn cat(common: &Common, url: &str, decode: bool) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -2,6 +2,7 @@
 //! elvish or PowerShell, generated from the command line's definition
 //! (`crawlcache::cli::Cli`, handed in) by `clap_complete`.
 
+use crate::cli::error::CommandError;
 use clap::Args;
 use clap_complete::Shell;
 use std::io::Write as _;
@@ -19,7 +20,7 @@ pub struct CompletionsArgs {
 /// `clap_complete` panics on a failed write, and a closed stdout should end
 /// the output quietly.
 /// `cmd` is the command line's definition (`Cli::command()`).
-pub fn run(args: CompletionsArgs, mut cmd: clap::Command) -> Result<ExitCode, String> {
+pub fn run(args: CompletionsArgs, mut cmd: clap::Command) -> Result<ExitCode, CommandError> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "crawlcache", &mut script);
     let _ = std::io::stdout().write_all(&script);

@@ -12,6 +12,7 @@
 //!   value came from; `--json` for programs.
 
 use super::common::{load_layered, Common};
+use crate::cli::error::CommandError;
 use crate::config::sources::{self, Entry, Layer, Source};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -67,7 +68,7 @@ pub enum ConfigCommand {
 
 /// Runs `config`. Errors: the configuration cannot be read (the message
 /// names the file and line, or the variable, and the key).
-pub fn run(args: ConfigArgs) -> Result<ExitCode, String> {
+pub fn run(args: ConfigArgs) -> Result<ExitCode, CommandError> {
     let command = match (args.command, args.defaults) {
         (Some(c), _) => c,
         (None, true) => {

@@ -3,6 +3,7 @@
 
 use super::access::{admin_request, Admin};
 use super::common::{load_config, Common};
+use crate::cli::error::CommandError;
 use clap::Args;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
@@ -25,7 +26,7 @@ pub struct HealthArgs {
 /// printing the status; exits 1 with the reason on standard error when it
 /// cannot be reached or its answer is not HTTP (1, not 2, because Docker
 /// reserves 2 in a health check). Errors: the configuration cannot be read.
-pub fn run(args: HealthArgs) -> Result<ExitCode, String> {
+pub fn run(args: HealthArgs) -> Result<ExitCode, CommandError> {
     let cfg = load_config(&args.common)?;
     let mut addr = args.addr.unwrap_or(cfg.server.listen);
     match addr.ip() {

@@ -12,6 +12,7 @@
 //! SUBCOMMANDS, then EXAMPLES (the command's `after_help`, which `--help`
 //! shows too), ENVIRONMENT, FILES and SEE ALSO, written here.
 
+use crate::cli::error::CommandError;
 use clap::Args;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -57,7 +58,7 @@ const FILES: [(&str, &str); 6] = [
 /// missing) and names them on stderr. Errors: the directory or a page
 /// cannot be written (the message names it).
 /// `cmd` is the command line's definition (`Cli::command()`).
-pub fn run(args: ManArgs, cmd: clap::Command) -> Result<ExitCode, String> {
+pub fn run(args: ManArgs, cmd: clap::Command) -> Result<ExitCode, CommandError> {
     let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
     match args.dir {

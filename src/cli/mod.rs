@@ -61,6 +61,7 @@ pub mod cache;
 pub mod common;
 pub mod completions;
 pub mod config;
+pub mod error;
 pub mod health;
 pub mod man;
 pub mod progress;
@@ -69,6 +70,7 @@ pub mod serve;
 pub mod warc;
 
 pub use common::{deprecated, load_config, Common, CONFIG_HINT};
+pub use error::CommandError;
 
 /// The examples of `crawlcache --help` and of crawlcache(1).
 const EXAMPLES: &str = "Examples:

@@ -7,6 +7,7 @@
 )]
 
 use super::common::{load_config, Common};
+use crate::cli::error::CommandError;
 use crate::config::Config;
 use clap::Args;
 use std::net::SocketAddr;
@@ -42,7 +43,7 @@ pub struct ServeArgs {
 /// Runs the proxy with `--listen` and `--offline` laid over the
 /// configuration. Errors: the configuration, the runtime, or the proxy
 /// failing to start (the message says which).
-pub fn run(args: ServeArgs) -> Result<ExitCode, String> {
+pub fn run(args: ServeArgs) -> Result<ExitCode, CommandError> {
     let mut cfg = load_config(&args.common)?;
     if let Some(l) = args.listen {
         cfg.server.listen = l;

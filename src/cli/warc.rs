@@ -11,6 +11,7 @@
 use super::access::{admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
+use crate::cli::error::CommandError;
 use crate::warc::{export, import};
 use clap::Args;
 use std::io::Write;
@@ -52,7 +53,7 @@ pub struct ImportArgs {
 }
 
 /// Writes the WARC file; exit 1 when an exchange had to be left out.
-pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
+pub fn export(args: ExportArgs) -> Result<ExitCode, CommandError> {
     let cfg = load_config(&args.common)?;
     let filter = export::Filter { host: args.host.clone(), prefix: args.prefix.clone() };
     let filename =
@@ -93,7 +94,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
                         "export: failed after writing part of {}",
                         args.warc.display()
                     ));
-                    return Err(format!("cannot write {}: {e}", args.warc.display()));
+                    return Err(format!("cannot write {}: {e}", args.warc.display()).into());
                 }
             };
             drop(out);
@@ -143,7 +144,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode, String> {
                             "the running proxy's export failed ({}); see its log",
                             e.message
                         ),
-                    });
+                    }
+                    .into());
                 }
             };
             let planned: u64 = head
@@ -200,7 +202,7 @@ fn count_records(path: &Path) -> std::io::Result<(u64, u64)> {
 /// endpoints when it holds the store ([`crate::admin::import`]), which
 /// then serves the records at once. Exit 1 when a record was skipped or a
 /// file could not be read.
-pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
+pub fn import(args: ImportArgs) -> Result<ExitCode, CommandError> {
     let cfg = load_config(&args.common)?;
     let dir = &cfg.server.data_dir;
     // A new data directory is made; an existing one is opened as the
@@ -210,7 +212,7 @@ pub fn import(args: ImportArgs) -> Result<ExitCode, String> {
     } else {
         match crawlcache_store::Store::open_with(dir, &cfg.store_options()) {
             Ok(s) => StoreAccess::Direct(s),
-            Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display())),
+            Err(e) => return Err(format!("cannot open the cache in {}: {e}", dir.display()).into()),
         }
     };
     let sizes: Vec<u64> =
@@ -239,7 +241,7 @@ fn import_direct(
     store: &crawlcache_store::Store,
     files: &[PathBuf],
     sizes: &[u64],
-) -> Result<(import::Summary, u64, u64), String> {
+) -> Result<(import::Summary, u64, u64), CommandError> {
     let opts = import::Options { key_rules: cfg.cache.key_rules.clone(), policy: cfg.policy() };
     let progress = Progress::new("import", Some(sizes.iter().sum()), Unit::Bytes);
     let mut run = import::Import::new(store, opts);
@@ -277,7 +279,7 @@ fn import_through(
     admin: &super::access::Admin,
     files: &[PathBuf],
     sizes: &[u64],
-) -> Result<(import::Summary, u64, u64), String> {
+) -> Result<(import::Summary, u64, u64), CommandError> {
     let progress = Progress::new("import", Some(sizes.iter().sum::<u64>() * 2), Unit::Bytes);
     progress.message(format!("uploading to the running proxy at {}", admin.addr));
     let mut uploads = Vec::new();
@@ -302,13 +304,15 @@ fn import_through(
             }
             Ok((status, body)) => {
                 let text = body.trim().trim_start_matches("crawlcache: ").to_string();
-                return Err(format!("the running proxy refused the import ({status}): {text}"));
+                return Err(
+                    format!("the running proxy refused the import ({status}): {text}").into()
+                );
             }
             Err(super::access::UploadError::Unreadable(e)) => {
                 unreadable += 1;
                 progress.println(&format!("import: {e}"));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
         done_before += size;
     }
@@ -346,13 +350,14 @@ fn import_through(
     progress.clear();
     match result {
         Ok(_) => summary.map(|s| (s, unreadable, reported)).ok_or_else(|| {
-            "the running proxy's import ended without a summary (see its log)".to_string()
+            "the running proxy's import ended without a summary (see its log)".into()
         }),
         Err(e) => Err(match e.status {
             Some(status) => {
                 format!("the running proxy refused the import ({status}): {}", e.message)
             }
             None => format!("the running proxy's import failed ({}); see its log", e.message),
-        }),
+        }
+        .into()),
     }
 }

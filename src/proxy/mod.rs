@@ -29,4 +29,6 @@ pub use conn::client_http1;
 pub use server::{run, ADDR_FILE, BLOCKING_THREADS};
 pub use shares::{serving_threads, Shares, SHARE_SLACK};
 pub use shutdown::{serve_until_closing, shutdown_signal, TaskGuard, Tasks};
-pub use state::{no_endpoints, origin_client, robots_registry, ProxyState, SelfEndpoints};
+pub use state::{
+    no_endpoints, origin_client, robots_registry, ProxyState, SelfEndpoints, ServeError,
+};

@@ -5,7 +5,7 @@ use super::overflow;
 use super::overload;
 use super::placement::{place, serve_connection};
 use super::shares::{serving_threads, OpenConnection, Shares};
-use super::state::{ProxyState, SelfEndpoints};
+use super::state::{ProxyState, SelfEndpoints, ServeError};
 use crate::config::Config;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,7 +135,7 @@ pub async fn run(
     endpoints: SelfEndpoints,
     shutdown: impl std::future::Future<Output = ()>,
     ready: impl FnOnce(SocketAddr),
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     // Polled once now, so that a signal handler it installs is in place
     // before the proxy answers anyone (a SIGTERM right after start must
     // shut down gracefully, not kill).
@@ -143,11 +143,11 @@ pub async fn run(
     let stop_at_once = futures_util::future::poll_immediate(&mut shutdown).await.is_some();
     let file_limit = raise_file_limit();
     let listen = config.server.listen;
-    let listener = std::net::TcpListener::bind(listen)
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let cannot_listen = |source| ServeError::Listen { addr: listen, source };
+    let listener = std::net::TcpListener::bind(listen).map_err(cannot_listen)?;
+    listener.set_nonblocking(true).map_err(cannot_listen)?;
     let local_addr =
-        listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
+        listener.local_addr().map_err(ServeError::threads("read the listening address"))?;
     let threads = serving_threads(config.server.threads);
     let mut state = ProxyState::new(config, local_addr)?;
     state.endpoints = endpoints;
@@ -194,9 +194,8 @@ pub async fn run(
             .enable_all()
             .max_blocking_threads((BLOCKING_THREADS / threads).max(4))
             .build()
-            .map_err(|e| format!("cannot start a serving thread's runtime: {e}"))?;
-        let l =
-            listener.try_clone().map_err(|e| format!("cannot share the listening socket: {e}"))?;
+            .map_err(ServeError::threads("start a serving thread's runtime"))?;
+        let l = listener.try_clone().map_err(ServeError::threads("share the listening socket"))?;
         runtimes.push((rt, l));
     }
     drop(listener);
@@ -220,12 +219,12 @@ pub async fn run(
             .spawn(move || rt.block_on(serve_thread(st, l, i, sh, handed)));
         if let Err(e) = spawned {
             let _ = state.closing.send(true);
-            return Err(format!("cannot start a serving thread: {e}"));
+            return Err(ServeError::threads("start a serving thread")(e));
         }
     }
     // logrotate renames the access log's file and sends SIGHUP.
     crate::access::spawn_reopener(state.access_log.as_ref(), state.closing.subscribe())
-        .map_err(|e| format!("cannot handle SIGHUP for the access log: {e}"))?;
+        .map_err(ServeError::threads("handle SIGHUP for the access log"))?;
     ready(local_addr);
     // The status page's history: the counters sampled once a second.
     let sampler = {
@@ -264,7 +263,7 @@ pub async fn run(
     if let Some(log) = state.access_log.clone() {
         log.flush_within(grace).await;
     }
-    state.store.flush().map_err(|e| format!("flushing the cache index failed: {e}"))?;
+    state.store.flush().map_err(ServeError::Flush)?;
     let _ = std::fs::remove_file(&addr_file);
     tracing::info!("cache index flushed; bye");
     Ok(())

@@ -11,7 +11,7 @@ use crate::wire::body::ProxyBody;
 use crate::wire::origin as upstream;
 use crawlcache_base::collapse;
 use crawlcache_policy::cache::PolicyConfig;
-use crawlcache_store::Store;
+use crawlcache_store::{Store, StoreError};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use std::net::SocketAddr;
@@ -140,21 +140,102 @@ impl crate::wire::body::HasAuditLog for ProxyState {
     }
 }
 
+/// Why the proxy did not start, or did not stop cleanly
+/// ([`ProxyState::new`], [`crate::proxy::server::run`]). `Display` names
+/// the directory, file, key or address, and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The data directory could not be created.
+    #[error("cannot create data directory {}: {source}", path.display())]
+    DataDir {
+        /// `server.data_dir`.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The store could not be opened (another process holds it, or it is
+    /// damaged or of another format).
+    #[error("cannot open the cache in {}: {source}", path.display())]
+    Store {
+        /// `server.data_dir`.
+        path: std::path::PathBuf,
+        /// The store's error.
+        source: StoreError,
+    },
+    /// The interception CA could not be loaded or created.
+    #[error(transparent)]
+    Ca(crate::tls::TlsError),
+    /// `upstream.extra_ca_file` cannot be used.
+    #[error("configuration key `upstream.extra_ca_file`: {0}")]
+    ExtraCa(crate::tls::TlsError),
+    /// `upstream.proxy` is not a usable proxy URL.
+    #[error("configuration key `upstream.proxy`: {0}")]
+    ParentProxy(crate::wire::parent::NotAProxyUrl),
+    /// The robots.txt snapshots' tree could not be opened.
+    #[error("cannot open the robots.txt snapshots: {0}")]
+    Robots(StoreError),
+    /// The fleet could not be set up from `[fleet]`.
+    #[error("{0}")]
+    Fleet(#[from] crawlcache_fleet::redis::FleetError),
+    /// The audit log directory could not be opened.
+    #[error("cannot open the audit log in {}: {source}", path.display())]
+    Audit {
+        /// The audit log's directory.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The access log could not be started.
+    #[error(transparent)]
+    AccessLog(#[from] crate::access::AccessLogError),
+    /// `server.listen` could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// `server.listen`.
+        addr: SocketAddr,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A step of starting the serving threads failed (`what`: `read the
+    /// listening address`, `start a serving thread`, ...).
+    #[error("cannot {what}: {source}")]
+    Threads {
+        /// What could not be done.
+        what: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The index could not be flushed at shutdown.
+    #[error("flushing the cache index failed: {0}")]
+    Flush(StoreError),
+}
+
+impl ServeError {
+    /// A [`ServeError::Threads`] for `what`, to `map_err` with.
+    pub fn threads(what: &'static str) -> impl FnOnce(std::io::Error) -> ServeError {
+        move |source| ServeError::Threads { what, source }
+    }
+}
+
 impl ProxyState {
     /// Opens the store in `config.server.data_dir` and builds the state.
-    pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, String> {
+    /// Errors: [`ServeError`].
+    pub fn new(config: Config, local_addr: SocketAddr) -> Result<ProxyState, ServeError> {
         let dir = &config.server.data_dir;
         crawlcache_base::fsutil::create_private_dir(dir)
-            .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+            .map_err(|source| ServeError::DataDir { path: dir.clone(), source })?;
         let store = Store::open_with(dir, &config.store_options())
-            .map_err(|e| format!("cannot open the cache in {}: {e}", dir.display()))?;
+            .map_err(|source| ServeError::Store { path: dir.clone(), source })?;
         Self::build(config, store, local_addr)
     }
 
-    fn build(config: Config, store: Store, local_addr: SocketAddr) -> Result<ProxyState, String> {
+    fn build(
+        config: Config,
+        store: Store,
+        local_addr: SocketAddr,
+    ) -> Result<ProxyState, ServeError> {
         let dir = &config.server.data_dir;
-        let ca =
-            crate::tls::CertificateAuthority::load_or_create(dir).map_err(|e| e.to_string())?;
+        let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(ServeError::Ca)?;
         let upstream = origin_client(&config)?;
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crawlcache_robots::politeness::Pacer::new());
@@ -169,12 +250,12 @@ impl ProxyState {
                 &config.robots.agent,
             ),
             bucket_connector: &|| {
-                let tls = crate::tls::upstream_client_config(None)
-                    .map_err(|e| format!("fleet bucket TLS: {e}"))?;
+                let tls = crate::tls::upstream_client_config(None).map_err(|e| {
+                    crawlcache_fleet::redis::FleetError::Setup(format!("fleet bucket TLS: {e}"))
+                })?;
                 Ok(crate::tls::upstream_connector(tls, config.fleet.timeout))
             },
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         if let Some(f) = &fleet {
             robots.set_shared(Arc::new(crawlcache_fleet::robots::FleetRobots {
                 fleet: f.clone(),
@@ -196,9 +277,7 @@ impl ProxyState {
         let audit_dir = crate::audit::audit_dir(dir);
         let audit = Arc::new(
             crate::audit::AuditLog::open_with(&audit_dir, config.audit.mode, config.audit.keep)
-                .map_err(|e| {
-                    format!("cannot open the audit log in {}: {e}", audit_dir.display())
-                })?,
+                .map_err(|source| ServeError::Audit { path: audit_dir.clone(), source })?,
         );
         let access_log = crate::access::AccessLog::open(&config.server)?.map(Arc::new);
         let config_max_connections = config.server.max_connections;
@@ -239,19 +318,19 @@ impl ProxyState {
 /// The client for origins as `[upstream]` configures it (timeouts, pool,
 /// head limits, `extra_ca_file`, the parent `proxy` and its `no_proxy`
 /// list; never the proxy environment variables). Errors: the extra CA file
-/// or the parent proxy cannot be used.
-pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
+/// or the parent proxy cannot be used ([`ServeError::ExtraCa`],
+/// [`ServeError::ParentProxy`]).
+pub fn origin_client(config: &Config) -> Result<upstream::Upstream, ServeError> {
     let up = &config.upstream;
     let extra = &up.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-    let tls = crate::tls::upstream_client_config(extra)
-        .map_err(|e| format!("configuration key `upstream.extra_ca_file`: {e}"))?;
+    let tls = crate::tls::upstream_client_config(extra).map_err(ServeError::ExtraCa)?;
     let parent = if up.proxy.is_empty() {
         None
     } else {
         let no_proxy: Vec<String> = up.no_proxy.iter().map(|e| e.to_string()).collect();
         let parent = crate::wire::parent::ParentProxy::new(up.proxy.as_str(), &no_proxy)
-            .map_err(|e| format!("configuration key `upstream.proxy`: {e}"))?;
+            .map_err(ServeError::ParentProxy)?;
         tracing::info!(parent = parent.name(), no_proxy = ?no_proxy, "origins are reached through the parent proxy");
         Some(parent)
     };
@@ -268,15 +347,14 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, String> {
     ))
 }
 
-/// The robots.txt registry over the store's index, fetching through `upstream`.
+/// The robots.txt registry over the store's index, fetching through
+/// `upstream`. Errors: [`ServeError::Robots`], its tree cannot be opened.
 pub fn robots_registry(
     config: &Config,
     store: &Store,
     upstream: upstream::Upstream,
-) -> Result<crawlcache_robots::registry::RobotsRegistry, String> {
-    let tree = store
-        .extra_tree("robots")
-        .map_err(|e| format!("cannot open the robots.txt snapshots: {e}"))?;
+) -> Result<crawlcache_robots::registry::RobotsRegistry, ServeError> {
+    let tree = store.extra_tree("robots").map_err(ServeError::Robots)?;
     let fetch = crate::robots::http_fetch::UpstreamRobotsFetch::new(
         upstream,
         format!("crawlcache/{}", env!("CARGO_PKG_VERSION")),

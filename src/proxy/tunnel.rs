@@ -346,23 +346,34 @@ enum Leaf {
     Minting(tokio::task::JoinHandle<Result<Arc<rustls::ServerConfig>, crate::tls::TlsError>>),
 }
 
+/// Why no leaf configuration could be had for a host (logged; the client's
+/// handshake fails).
+#[derive(Debug, thiserror::Error)]
+enum LeafError {
+    /// The certificate authority could not mint or load the leaf.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The blocking task minting it panicked or was cancelled.
+    #[error("the minting task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 impl Leaf {
-    /// The configuration, once minted. Errors: a sentence for the log.
-    async fn get(self) -> Result<Arc<rustls::ServerConfig>, String> {
+    /// The configuration, once minted. Errors: [`LeafError`].
+    async fn get(self) -> Result<Arc<rustls::ServerConfig>, LeafError> {
         match self {
             Leaf::Ready(c) => Ok(c),
-            Leaf::Minting(job) => match job.await {
-                Ok(Ok(c)) => Ok(c),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(format!("the minting task failed: {e}")),
-            },
+            Leaf::Minting(job) => Ok(job.await??),
         }
     }
 }
 
 /// The leaf for the TLS server name `sni`: cached, else minted on a
-/// blocking thread. Errors: a sentence for the log.
-async fn leaf_for_sni(state: &ProxyState, sni: &str) -> Result<Arc<rustls::ServerConfig>, String> {
+/// blocking thread. Errors: [`LeafError`].
+async fn leaf_for_sni(
+    state: &ProxyState,
+    sni: &str,
+) -> Result<Arc<rustls::ServerConfig>, LeafError> {
     match state.ca.cached_config_for(sni) {
         Ok(Some(c)) => Ok(c),
         Ok(None) => {
@@ -371,7 +382,7 @@ async fn leaf_for_sni(state: &ProxyState, sni: &str) -> Result<Arc<rustls::Serve
                 .get()
                 .await
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -153,20 +153,37 @@ pub fn relay_lead(
 }
 
 /// Indexes the cache entry `(primary, secondary_key)` under `record_key`
-/// and the same secondary key.
+/// and the same secondary key. Errors: the store's (logged).
 fn copy_entry(
     store: &Store,
     primary: &str,
     secondary_key: &[u8],
     record_key: &RecordKey,
-) -> Result<(), String> {
-    let entries = store.lookup(primary).map_err(|e| e.to_string())?;
+) -> Result<(), RecordingError> {
+    let entries = store.lookup(primary)?;
     if let Some(e) = entries.into_iter().find(|e| e.secondary_key == secondary_key) {
         store
             .insert(&record_key.primary(), secondary_key, &e.meta, e.body.as_ref())
-            .map_err(|e| format!("{record_key}: {e}"))?;
+            .map_err(|source| RecordingError::Key { key: record_key.to_string(), source })?;
     }
     Ok(())
+}
+
+/// Why a response was not recorded, or its record not freshened (logged:
+/// the cache entry is served and kept either way).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    /// The index could not be read.
+    #[error("{0}")]
+    Store(#[from] crawlcache_store::StoreError),
+    /// The record under `key` could not be read or written.
+    #[error("{key}: {source}")]
+    Key {
+        /// The record's store key.
+        key: String,
+        /// The store's error.
+        source: crawlcache_store::StoreError,
+    },
 }
 
 /// After a `304` (or a `200` answering a HEAD, RFC 9111 section 4.3.5)
@@ -179,7 +196,8 @@ fn copy_entry(
 /// (the same body, by SHA-256) and `selects` (the caller's validator check
 /// on the record's stored head) accepts it; a record of another response
 /// (a later answer that was recorded but not cached) is left alone.
-/// Returns whether the record was updated. Errors: the store's message.
+/// Returns whether the record was updated. Errors: the store's
+/// ([`RecordingError::Key`]).
 pub fn freshen_record(
     store: &Store,
     primary: &str,
@@ -188,11 +206,12 @@ pub fn freshen_record(
     freshen: impl Fn(
         &crawlcache_policy::cache::StoredResponse,
     ) -> crawlcache_policy::cache::StoredResponse,
-) -> Result<bool, String> {
+) -> Result<bool, RecordingError> {
     let key = RecordKey::get(primary).primary();
     // One index row read: most cached responses have no record.
-    let Some(record) =
-        store.lookup_variant(&key, &cached.secondary_key).map_err(|e| format!("{key}: {e}"))?
+    let Some(record) = store
+        .lookup_variant(&key, &cached.secondary_key)
+        .map_err(|source| RecordingError::Key { key: key.clone(), source })?
     else {
         return Ok(false);
     };
@@ -207,7 +226,7 @@ pub fn freshen_record(
     }
     store
         .update_meta(&key, &cached.secondary_key, &freshen(&stored).to_bytes())
-        .map_err(|e| format!("{key}: {e}"))
+        .map_err(|source| RecordingError::Key { key, source })
 }
 
 /// Forwards a request body as it arrives while hashing it: returns the body

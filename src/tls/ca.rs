@@ -329,11 +329,11 @@ fn load_or_create_files(
             let key = read_key(key_path)?;
             let (cert_pem, cert_der) = read_cert(cert_path)?;
             let issuer = issuer_for(&key, provider, now)?;
-            check_pair(&cert_der, &issuer, &key, provider, now).map_err(|cause| {
+            check_pair(&cert_der, &issuer, &key, provider, now).map_err(|e| {
                 TlsError::KeyMismatch {
                     cert_path: cert_path.to_owned(),
                     key_path: key_path.to_owned(),
-                    cause,
+                    cause: e.to_string(),
                 }
             })?;
             tracing::debug!(cert = %cert_path.display(), "loaded the local CA");
@@ -396,32 +396,49 @@ fn issuer_for(
 
 /// Signs a probe leaf with `key` and verifies it against the stored CA
 /// certificate, so a key and certificate from different CAs are caught at
-/// start-up rather than by every client.
+/// start-up rather than by every client. Errors: [`PairError`].
 fn check_pair(
     cert_der: &CertificateDer<'static>,
     issuer: &Certificate,
     key: &KeyPair,
     provider: &Arc<CryptoProvider>,
     now: SystemTime,
-) -> Result<(), String> {
+) -> Result<(), PairError> {
     let mut roots = RootCertStore::empty();
-    roots
-        .add(cert_der.clone())
-        .map_err(|err| format!("the CA certificate is not usable as a trust anchor: {err}"))?;
+    roots.add(cert_der.clone()).map_err(PairError::Anchor)?;
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|err| err.to_string())?;
+        .map_err(PairError::Verifier)?;
     let probe = LeafName::Dns(PROBE_NAME.to_owned());
-    let (leaf_der, _, _) =
-        sign_leaf(&probe, issuer, key, provider, now).map_err(|err| err.to_string())?;
-    let server_name =
-        ServerName::try_from(PROBE_NAME).map_err(|err| format!("probe name: {err}"))?;
+    let (leaf_der, _, _) = sign_leaf(&probe, issuer, key, provider, now)?;
+    let server_name = ServerName::try_from(PROBE_NAME).map_err(PairError::ProbeName)?;
     let unix_now =
         UnixTime::since_unix_epoch(now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default());
     verifier
         .verify_server_cert(&leaf_der, &[], &server_name, &[], unix_now)
         .map(|_| ())
-        .map_err(|err| format!("a certificate signed with the key does not verify: {err}"))
+        .map_err(PairError::Mismatch)
+}
+
+/// Why [`check_pair`] found the CA key and certificate unusable together
+/// (the `cause` of [`TlsError::KeyMismatch`]).
+#[derive(Debug, thiserror::Error)]
+enum PairError {
+    /// The certificate cannot be a trust anchor.
+    #[error("the CA certificate is not usable as a trust anchor: {0}")]
+    Anchor(rustls::Error),
+    /// No verifier could be built over it.
+    #[error("{0}")]
+    Verifier(rustls::server::VerifierBuilderError),
+    /// The probe leaf could not be signed.
+    #[error("{0}")]
+    Sign(#[from] TlsError),
+    /// The probe name is refused (never: it is a constant).
+    #[error("probe name: {0}")]
+    ProbeName(rustls::pki_types::InvalidDnsNameError),
+    /// A leaf signed with the key does not verify against the certificate.
+    #[error("a certificate signed with the key does not verify: {0}")]
+    Mismatch(rustls::Error),
 }
 
 fn exists(path: &Path) -> Result<bool, TlsError> {

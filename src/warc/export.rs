@@ -281,6 +281,32 @@ fn request_record(
     Some((fields, request))
 }
 
+/// Why an exchange is left out of the archive (listed in
+/// [`Summary::skipped`]; nothing of it was written).
+#[derive(Debug, thiserror::Error)]
+pub enum LeftOut {
+    /// A revisit was planned for an entry without a body.
+    #[error("no body to refer to")]
+    NoBody,
+    /// The stored URL is not an absolute `http(s)` URL (quoted).
+    #[error("{0:?} is not an absolute http(s) URL")]
+    NotAbsolute(String),
+    /// The store could not open the body.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// Reading the body (named by its SHA-256) failed.
+    #[error("reading body {sha256}: {source}")]
+    ReadBody {
+        /// The body's name.
+        sha256: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The body's bytes do not hash to its name.
+    #[error("body {0} does not hash to its name (run `crawlcache cache verify`)")]
+    Damaged(String),
+}
+
 /// Writes `x` as its request and a `revisit` record referring to the
 /// response record `earlier`, which holds the same body (WARC/1.1 section
 /// 6.7.2). Errors as [`write_exchange`].
@@ -289,12 +315,12 @@ fn write_revisit<W: Write>(
     x: &Exchange,
     info_id: &str,
     earlier: &Written,
-) -> io::Result<Result<(), String>> {
-    let Some(b) = &x.entry.body else { return Ok(Err("no body to refer to".into())) };
+) -> io::Result<Result<(), LeftOut>> {
+    let Some(b) = &x.entry.body else { return Ok(Err(LeftOut::NoBody)) };
     let (request_id, revisit_id) = (new_record_id(), new_record_id());
     let Some((request_fields, request)) = request_record(x, info_id, &request_id, &revisit_id)
     else {
-        return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
+        return Ok(Err(LeftOut::NotAbsolute(x.url.clone())));
     };
     let head = response_head(
         x.stored.status,
@@ -342,14 +368,14 @@ fn write_exchange<W: Write>(
     w: &mut WarcWriter<W>,
     x: &Exchange,
     info_id: &str,
-) -> io::Result<Result<Written, String>> {
+) -> io::Result<Result<Written, LeftOut>> {
     let is_head = x.method.eq_ignore_ascii_case("HEAD");
     let body_len = x.entry.body.as_ref().map_or(0, |b| b.len);
     let head = response_head(x.stored.status, &x.stored.headers, body_len, is_head);
     let (request_id, response_id) = (new_record_id(), new_record_id());
     let Some((request_fields, request)) = request_record(x, info_id, &request_id, &response_id)
     else {
-        return Ok(Err(format!("{:?} is not an absolute http(s) URL", x.url)));
+        return Ok(Err(LeftOut::NotAbsolute(x.url.clone())));
     };
     // First pass over the body: the payload digest (checked against the
     // body's name) and the block digest. The same open file is then read
@@ -361,7 +387,7 @@ fn write_exchange<W: Write>(
         Some(b) => {
             let mut f = match store.read_body(&x.entry) {
                 Ok(f) => f.into_reader(),
-                Err(e) => return Ok(Err(e.to_string())),
+                Err(e) => return Ok(Err(e.into())),
             };
             let mut buf = vec![0u8; 64 * 1024];
             let mut len = 0u64;
@@ -370,7 +396,9 @@ fn write_exchange<W: Write>(
                     Ok(0) => break,
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Ok(Err(format!("reading body {}: {e}", b.sha256))),
+                    Err(source) => {
+                        return Ok(Err(LeftOut::ReadBody { sha256: b.sha256.clone(), source }))
+                    }
                 };
                 payload_hash.update(&buf[..n]);
                 block_hash.update(&buf[..n]);
@@ -379,13 +407,10 @@ fn write_exchange<W: Write>(
             }
             let digest = name_hash.finalize();
             if len != b.len || hex::encode(digest) != b.sha256 {
-                return Ok(Err(format!(
-                    "body {} does not hash to its name (run `crawlcache cache verify`)",
-                    b.sha256
-                )));
+                return Ok(Err(LeftOut::Damaged(b.sha256.clone())));
             }
-            if let Err(e) = f.seek(SeekFrom::Start(0)) {
-                return Ok(Err(format!("reading body {}: {e}", b.sha256)));
+            if let Err(source) = f.seek(SeekFrom::Start(0)) {
+                return Ok(Err(LeftOut::ReadBody { sha256: b.sha256.clone(), source }));
             }
             Some(f)
         }

@@ -105,11 +105,32 @@ fn parse_fields(raw: &[httparse::Header<'_>]) -> Vec<Field> {
     raw.iter().map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec())).collect()
 }
 
+/// Why [`parse_response_head`] or [`parse_request_head`] refused a head.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    /// The head ends before its blank line (`what`: `request` or
+    /// `response`).
+    #[error("incomplete HTTP {what} head")]
+    Incomplete {
+        /// `request` or `response`.
+        what: &'static str,
+    },
+    /// Not an HTTP/1.x head of that kind; the parser's reason.
+    #[error("bad HTTP {what} head: {reason}")]
+    Malformed {
+        /// `request` or `response`.
+        what: &'static str,
+        /// What `httparse` said.
+        reason: httparse::Error,
+    },
+}
+
 /// Parses a response head: the status code and the field lines (names
 /// lower-cased, in order). Obsolete line folding and whitespace before a
-/// colon are tolerated (RFC 9112 section 5). Errors: not an HTTP/1.x
-/// response head.
-pub fn parse_response_head(head: &[u8]) -> Result<(u16, Vec<Field>), String> {
+/// colon are tolerated (RFC 9112 section 5). Errors: [`HeadError`], not an
+/// HTTP/1.x response head.
+pub fn parse_response_head(head: &[u8]) -> Result<(u16, Vec<Field>), HeadError> {
+    let what = "response";
     let mut n = 128;
     loop {
         let mut headers = vec![httparse::EMPTY_HEADER; n];
@@ -121,16 +142,17 @@ pub fn parse_response_head(head: &[u8]) -> Result<(u16, Vec<Field>), String> {
             Ok(httparse::Status::Complete(_)) => {
                 return Ok((resp.code.unwrap_or(0), parse_fields(resp.headers)))
             }
-            Ok(httparse::Status::Partial) => return Err("incomplete HTTP response head".into()),
+            Ok(httparse::Status::Partial) => return Err(HeadError::Incomplete { what }),
             Err(httparse::Error::TooManyHeaders) if n < 8192 => n *= 4,
-            Err(e) => return Err(format!("bad HTTP response head: {e}")),
+            Err(reason) => return Err(HeadError::Malformed { what, reason }),
         }
     }
 }
 
 /// Parses a request head: method, request target, field lines (names
-/// lower-cased). Errors: not an HTTP/1.x request head.
-pub fn parse_request_head(head: &[u8]) -> Result<(String, String, Vec<Field>), String> {
+/// lower-cased). Errors: [`HeadError`], not an HTTP/1.x request head.
+pub fn parse_request_head(head: &[u8]) -> Result<(String, String, Vec<Field>), HeadError> {
+    let what = "request";
     let mut n = 128;
     loop {
         let mut headers = vec![httparse::EMPTY_HEADER; n];
@@ -143,9 +165,9 @@ pub fn parse_request_head(head: &[u8]) -> Result<(String, String, Vec<Field>), S
                     parse_fields(req.headers),
                 ))
             }
-            Ok(httparse::Status::Partial) => return Err("incomplete HTTP request head".into()),
+            Ok(httparse::Status::Partial) => return Err(HeadError::Incomplete { what }),
             Err(httparse::Error::TooManyHeaders) if n < 8192 => n *= 4,
-            Err(e) => return Err(format!("bad HTTP request head: {e}")),
+            Err(reason) => return Err(HeadError::Malformed { what, reason }),
         }
     }
 }

@@ -474,15 +474,11 @@ impl<R: BufRead + Seek> WarcReader<R> {
             }
         }
         self.state = State::Header;
-        match self.terminator(offset) {
-            Ok(()) => Ok(()),
-            Err(message) => {
-                if matches!(self.state, State::Header) {
-                    self.state = State::Resync;
-                }
-                Err(ReadError { offset, message })
+        self.terminator(offset).inspect_err(|_| {
+            if matches!(self.state, State::Header) {
+                self.state = State::Resync;
             }
-        }
+        })
     }
 
     /// The current record's block (empty when there is none), read up to
@@ -525,9 +521,10 @@ impl<R: BufRead + Seek> WarcReader<R> {
     }
 
     /// Skips the CRLF CRLF after a block (leniently: any run of CR and LF,
-    /// possibly none at the very end) of the record at `record`. Err names
-    /// what was found instead, or that the record's gzip member is cut.
-    fn terminator(&mut self, record: Offset) -> Result<(), String> {
+    /// possibly none at the very end) of the record at `record`. Err (at
+    /// `record`) names what was found instead, or that the record's gzip
+    /// member is cut.
+    fn terminator(&mut self, record: Offset) -> Result<(), ReadError> {
         let mut seen = 0;
         loop {
             match self.stream.ensure(1) {
@@ -545,7 +542,7 @@ impl<R: BufRead + Seek> WarcReader<R> {
                     let offset = self.stream.offset_of(self.stream.pos);
                     let err = self.source_error(offset, &e);
                     self.after_failure();
-                    return Err(err.message);
+                    return Err(ReadError { offset: record, message: err.message });
                 }
             }
             let b = self.stream.available()[0];
@@ -568,7 +565,7 @@ impl<R: BufRead + Seek> WarcReader<R> {
                 .take(16)
                 .map(|&b| if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' })
                 .collect();
-            return Err(format!("the block is not followed by CRLF CRLF (found {found:?}); its Content-Length is wrong"));
+            return Err(ReadError { offset: record, message: format!("the block is not followed by CRLF CRLF (found {found:?}); its Content-Length is wrong") });
         }
     }
 
@@ -696,10 +693,10 @@ impl<R: BufRead + Seek> WarcReader<R> {
                 };
                 Some(Ok(head))
             }
-            Err(message) => {
+            Err(e) => {
                 self.stream.consume(1);
                 self.state = State::Resync;
-                Some(Err(ReadError { offset, message }))
+                Some(Err(e))
             }
         }
     }
@@ -727,18 +724,21 @@ fn find_head_end(buf: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-/// Parses a record head (version line and fields, without the blank line).
-fn parse_head(bytes: &[u8], offset: Offset) -> Result<RecordHead, String> {
+/// Parses a record head (version line and fields, without the blank line)
+/// of the record at `offset`. Errors: a [`ReadError`] at `offset` saying
+/// what is wrong.
+fn parse_head(bytes: &[u8], offset: Offset) -> Result<RecordHead, ReadError> {
+    let bad = |message: String| ReadError { offset, message };
     let text = std::str::from_utf8(bytes)
-        .map_err(|_| "the record's head is not UTF-8 text".to_string())?;
+        .map_err(|_| bad("the record's head is not UTF-8 text".into()))?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let first = lines.next().unwrap_or("");
     let Some(version) = first.trim_end().strip_prefix("WARC/") else {
         let shown: String = first.chars().take(40).collect();
-        return Err(format!("no WARC version line (found {shown:?})"));
+        return Err(bad(format!("no WARC version line (found {shown:?})")));
     };
     if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return Err(format!("bad WARC version {version:?}"));
+        return Err(bad(format!("bad WARC version {version:?}")));
     }
     let mut fields: Vec<(String, String)> = Vec::new();
     for line in lines {
@@ -752,27 +752,28 @@ fn parse_head(bytes: &[u8], offset: Offset) -> Result<RecordHead, String> {
                     v.push_str(line.trim());
                     continue;
                 }
-                None => return Err("a continuation line before any field".into()),
+                None => return Err(bad("a continuation line before any field".into())),
             }
         }
         let Some((name, value)) = line.split_once(':') else {
             let shown: String = line.chars().take(40).collect();
-            return Err(format!("a field line without a colon: {shown:?}"));
+            return Err(bad(format!("a field line without a colon: {shown:?}")));
         };
         let name = name.trim();
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(format!("a bad field name {name:?}"));
+            return Err(bad(format!("a bad field name {name:?}")));
         }
         fields.push((name.to_string(), value.trim().to_string()));
     }
     let length = fields
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
-        .ok_or_else(|| "no Content-Length field".to_string())?
+        .ok_or_else(|| bad("no Content-Length field".into()))?
         .1
         .clone();
-    let content_length =
-        length.parse::<u64>().map_err(|_| format!("Content-Length {length:?} is not a number"))?;
+    let content_length = length
+        .parse::<u64>()
+        .map_err(|_| bad(format!("Content-Length {length:?} is not a number")))?;
     Ok(RecordHead { offset, version: version.to_string(), fields, content_length })
 }
 

@@ -49,18 +49,27 @@ impl fmt::Debug for ParentProxy {
     }
 }
 
+/// A parent proxy URL [`ParentProxy::new`] cannot use: `Display` quotes it
+/// without its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{redacted}' is not an http:// proxy URL")]
+pub struct NotAProxyUrl {
+    /// The URL as given, any password replaced by `***`.
+    pub redacted: String,
+}
+
 impl ParentProxy {
     /// The parent at `url` (`http://[user:password@]host:port`), bypassed
     /// for origins matching one of `no_proxy` (host names matching
     /// themselves and their subdomains, with or without a leading dot; IP
-    /// addresses; CIDR networks; `*`). Errors: `url` is not a usable
-    /// `http://` proxy URL.
-    pub fn new(url: &str, no_proxy: &[String]) -> Result<ParentProxy, String> {
+    /// addresses; CIDR networks; `*`). Errors: [`NotAProxyUrl`], `url` is
+    /// not a usable `http://` proxy URL.
+    pub fn new(url: &str, no_proxy: &[String]) -> Result<ParentProxy, NotAProxyUrl> {
         let probe = Matcher::builder().http(url.to_string()).build();
         let name = probe
             .intercept(&Uri::from_static("http://origin.invalid/"))
             .and_then(|i| i.uri().authority().map(|a| a.to_string()))
-            .ok_or_else(|| format!("'{}' is not an http:// proxy URL", redact(url)))?;
+            .ok_or_else(|| NotAProxyUrl { redacted: redact(url) })?;
         let matcher = Matcher::builder()
             .http(url.to_string())
             .https(url.to_string())
@@ -443,7 +452,7 @@ mod tests {
     #[test]
     fn bad_urls_are_refused_without_showing_credentials() {
         let e = ParentProxy::new("ftp://user:secret@parent.example:21", &[]).unwrap_err();
-        assert!(!e.contains("secret"), "{e}");
+        assert!(!e.to_string().contains("secret"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod snapshots;
 pub use check::{batch, check, BatchSummary, CheckArgs, CliError};
 
 use super::common::Common;
+use crate::cli::error::CommandError;
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,7 +82,7 @@ pub enum RobotsCommand {
 }
 
 /// Runs a `robots` subcommand.
-pub fn run(command: RobotsCommand) -> Result<ExitCode, String> {
+pub fn run(command: RobotsCommand) -> Result<ExitCode, CommandError> {
     match command {
         RobotsCommand::Check { robots, agent, lines, exit_code, urls } => {
             let args = CheckArgs { robots, agent, urls, lines };

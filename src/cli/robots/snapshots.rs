@@ -8,6 +8,7 @@
 
 use crate::cli::access::{admin_request, encode, open_store, StoreAccess};
 use crate::cli::common::{load_config, Common};
+use crate::cli::error::CommandError;
 use crate::config::Config;
 use crawlcache_robots::registry::{self, RobotsRegistry};
 use crawlcache_robots::snapshot::Origin;
@@ -16,16 +17,16 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 /// Parses an origin argument (`https://example.org`, `http://host:8080`).
-fn parse_origin(s: &str) -> Result<Origin, String> {
-    Origin::from_url(s).ok_or_else(|| {
+fn parse_origin(s: &str) -> Result<Origin, CommandError> {
+    Ok(Origin::from_url(s).ok_or_else(|| {
         format!("'{s}' is not an origin (expected e.g. https://example.org or http://host:8080)")
-    })
+    })?)
 }
 
 /// Prints the snapshot of `origin` (state, age, status, SHA-256, ETag,
 /// redirects, body). Exit 1 when there is none. Errors: a bad origin, or
 /// the data directory cannot be read.
-pub fn show(common: &Common, origin: &str) -> Result<ExitCode, String> {
+pub fn show(common: &Common, origin: &str) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let origin = parse_origin(origin)?;
     match open_store(&cfg)? {
@@ -58,7 +59,7 @@ pub fn show(common: &Common, origin: &str) -> Result<ExitCode, String> {
 /// Refreshes the snapshots of `origins` (every stored one when empty) now,
 /// conditionally, and prints each resulting snapshot. Errors: a bad origin,
 /// the data directory, `upstream.extra_ca_file`, or the proxy refusing.
-pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> {
+pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, CommandError> {
     let cfg = load_config(common)?;
     let parsed = origins.iter().map(|o| parse_origin(o)).collect::<Result<Vec<_>, _>>()?;
     match open_store(&cfg)? {
@@ -73,7 +74,7 @@ pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> 
                     &format!("/robots/refresh?origin={}", encode(&o.to_string())),
                 )?;
                 if status != 200 {
-                    return Err(body.trim().to_string());
+                    return Err(body.trim().into());
                 }
                 out!("{body}");
             }
@@ -91,7 +92,11 @@ pub fn refresh(common: &Common, origins: &[String]) -> Result<ExitCode, String> 
 /// Refreshes `origins` (every stored one when empty) in the store opened by
 /// this process and returns the description of each resulting snapshot,
 /// one after the other.
-fn refresh_direct(cfg: &Config, store: &Store, origins: Vec<Origin>) -> Result<String, String> {
+fn refresh_direct(
+    cfg: &Config,
+    store: &Store,
+    origins: Vec<Origin>,
+) -> Result<String, CommandError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -123,8 +128,8 @@ fn refresh_direct(cfg: &Config, store: &Store, origins: Vec<Origin>) -> Result<S
 /// configured as the proxy's would be (`[upstream]` timeouts and
 /// `upstream.extra_ca_file`). Errors: the extra CA file cannot be used, or
 /// the snapshot tree cannot be opened.
-fn robots_registry(cfg: &Config, store: &Store) -> Result<RobotsRegistry, String> {
-    crate::proxy::robots_registry(cfg, store, crate::proxy::origin_client(cfg)?)
+fn robots_registry(cfg: &Config, store: &Store) -> Result<RobotsRegistry, CommandError> {
+    Ok(crate::proxy::robots_registry(cfg, store, crate::proxy::origin_client(cfg)?)?)
 }
 
 #[cfg(test)]

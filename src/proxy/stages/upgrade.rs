@@ -28,6 +28,47 @@ const MAX_HEAD: usize = 64 * 1024;
 /// client, in bytes; the rest is dropped.
 const MAX_REFUSAL_BODY: usize = 1024 * 1024;
 
+/// Why the handshake with the origin gave no usable answer (a 502 naming
+/// it).
+#[derive(Debug, thiserror::Error)]
+enum OriginError {
+    /// The TLS client configuration (`upstream.extra_ca_file`) is unusable.
+    #[error(transparent)]
+    Config(#[from] crate::tls::TlsError),
+    /// The host is not a name TLS can verify.
+    #[error("{host} cannot be a TLS server name: {source}")]
+    ServerName {
+        /// The origin's host.
+        host: String,
+        /// rustls's reason.
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The TLS handshake failed (a certificate problem, named when it is
+    /// one).
+    #[error("{}", crate::tls::describe_tls_error(.source).unwrap_or_else(|| format!("the TLS handshake with {host} failed: {source}")))]
+    Handshake {
+        /// The origin's host.
+        host: String,
+        /// The handshake's error.
+        source: std::io::Error,
+    },
+    /// Reading the answer failed.
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    /// The connection closed before the head was whole.
+    #[error("the connection closed before a complete response head")]
+    Closed,
+    /// The head is larger than [`MAX_HEAD`] bytes.
+    #[error("the response head is larger than {MAX_HEAD} bytes")]
+    TooLarge,
+    /// The status line has no valid status code.
+    #[error("no valid status code")]
+    NoStatus,
+    /// Not an HTTP/1.x response head.
+    #[error("{0}")]
+    Malformed(#[from] httparse::Error),
+}
+
 /// An origin connection: TCP, or TLS over it.
 trait OriginIo: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> OriginIo for T {}
@@ -90,7 +131,7 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
     let mut origin: Box<dyn OriginIo> = if https {
         match tls_to_origin(state, &host, tcp).await {
             Ok(s) => s,
-            Err(msg) => return fail(ex, StatusCode::BAD_GATEWAY, msg),
+            Err(e) => return fail(ex, StatusCode::BAD_GATEWAY, e.to_string()),
         }
     } else {
         Box::new(tcp)
@@ -180,23 +221,22 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
 }
 
 /// TLS to the origin `host` over `tcp`, verified as every origin is
-/// (public roots plus `upstream.extra_ca_file`). Errors: a sentence naming
-/// the cause.
+/// (public roots plus `upstream.extra_ca_file`). Errors: [`OriginError`]
+/// (`Config`, `ServerName`, `Handshake`).
 async fn tls_to_origin(
     state: &ProxyState,
     host: &str,
     tcp: tokio::net::TcpStream,
-) -> Result<Box<dyn OriginIo>, String> {
+) -> Result<Box<dyn OriginIo>, OriginError> {
     let extra = &state.config.upstream.extra_ca_file;
     let extra = if extra.as_os_str().is_empty() { None } else { Some(extra.as_path()) };
-    let config = crate::tls::upstream_client_config(extra).map_err(|e| e.to_string())?;
+    let config = crate::tls::upstream_client_config(extra)?;
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|e| format!("{host} cannot be a TLS server name: {e}"))?;
-    let stream =
-        tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| {
-            crate::tls::describe_tls_error(&e)
-                .unwrap_or_else(|| format!("the TLS handshake with {host} failed: {e}"))
-        })?;
+        .map_err(|source| OriginError::ServerName { host: host.to_string(), source })?;
+    let stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|source| OriginError::Handshake { host: host.to_string(), source })?;
     Ok(Box::new(stream))
 }
 
@@ -234,14 +274,17 @@ fn request_head(uri: &http::Uri, headers: &HeaderMap) -> Vec<u8> {
 
 /// Reads the origin's response head: its status, fields, and the bytes
 /// read beyond it. Errors: the connection closed first, the head is larger
-/// than [`MAX_HEAD`], or it is not an HTTP/1.x response head.
-async fn read_head(io: &mut Box<dyn OriginIo>) -> Result<(StatusCode, HeaderMap, Vec<u8>), String> {
+/// than [`MAX_HEAD`], or it is not an HTTP/1.x response head
+/// ([`OriginError`]).
+async fn read_head(
+    io: &mut Box<dyn OriginIo>,
+) -> Result<(StatusCode, HeaderMap, Vec<u8>), OriginError> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     loop {
-        let n = io.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = io.read(&mut chunk).await?;
         if n == 0 {
-            return Err("the connection closed before a complete response head".into());
+            return Err(OriginError::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
         let mut fields = [httparse::EMPTY_HEADER; 128];
@@ -251,7 +294,7 @@ async fn read_head(io: &mut Box<dyn OriginIo>) -> Result<(StatusCode, HeaderMap,
                 let status = parsed
                     .code
                     .and_then(|c| StatusCode::from_u16(c).ok())
-                    .ok_or("no valid status code")?;
+                    .ok_or(OriginError::NoStatus)?;
                 let mut headers = HeaderMap::new();
                 for f in parsed.headers.iter() {
                     if let (Ok(n), Ok(v)) = (
@@ -264,10 +307,8 @@ async fn read_head(io: &mut Box<dyn OriginIo>) -> Result<(StatusCode, HeaderMap,
                 return Ok((status, headers, buf[end..].to_vec()));
             }
             Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
-            Ok(httparse::Status::Partial) => {
-                return Err(format!("the response head is larger than {MAX_HEAD} bytes"))
-            }
-            Err(e) => return Err(e.to_string()),
+            Ok(httparse::Status::Partial) => return Err(OriginError::TooLarge),
+            Err(e) => return Err(e.into()),
         }
     }
 }

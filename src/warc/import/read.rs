@@ -7,14 +7,135 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::warc::http::{self as wh, ChunkedDecoder, Field};
-use crate::warc::reader::{RecordHead, WarcReader};
+use crate::warc::http::{self as wh, ChunkedDecoder, Field, HeadError};
+use crate::warc::reader::{Offset, ReadError, RecordHead, WarcReader};
 use crate::warc::{parse_warc_date, strip_angle_brackets, REQUEST_BODY_SHA256};
 use crawlcache_policy::cache::{key, StoredResponse};
 use crawlcache_policy::store_key::{RecordKey, Selection};
-use crawlcache_store::Store;
+use crawlcache_store::{Store, StoreError};
 
 use super::types::*;
+
+/// Why one record of a WARC file is not imported: the import reports it
+/// (file, offset, this) and skips the record. Nothing branches on the kind
+/// but the count of failures; `Display` is the reason a person reads.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The WARC reader could not read the record's block or what follows
+    /// it (the reader's message; the report adds the offset).
+    #[error("{}", .0.message)]
+    Read(ReadError),
+    /// The HTTP head of a response block is cut short or not HTTP.
+    #[error("{0}")]
+    Head(#[from] HeadError),
+    /// The HTTP head of a request (`part`: `request record`) or response
+    /// block cannot be read or parsed.
+    #[error("{part}: {source}")]
+    HeadIn {
+        /// `request record` or `response record`.
+        part: &'static str,
+        /// Why.
+        source: Box<RecordError>,
+    },
+    /// Reading a part of the block failed (`part` says which: `request
+    /// body`, `the body`, `the chunked body is broken`, ...).
+    #[error("{part}: {source}")]
+    Io {
+        /// The part being read.
+        part: &'static str,
+        /// The error reading it.
+        source: io::Error,
+    },
+    /// The crawler marked the record truncated (`WARC-Truncated`, its
+    /// value); `what` is `response` or `resource`.
+    #[error("the crawler cut this {what} short (WARC-Truncated: {reason}); only whole {}s are replayed", if *.what == "response" { "response" } else { "record" })]
+    Truncated {
+        /// `response` or `resource`.
+        what: &'static str,
+        /// The field's value.
+        reason: String,
+    },
+    /// A request body shorter than its `Content-Length` (bytes).
+    #[error("the request body is cut short ({got} of {want} bytes)")]
+    RequestBodyShort {
+        /// Bytes the record holds.
+        got: u64,
+        /// Bytes `Content-Length` says.
+        want: u64,
+    },
+    /// A body or block (`what`) shorter than its `Content-Length` (bytes).
+    #[error("the {what} is cut short: Content-Length says {want} bytes, the record holds {got}")]
+    CutShort {
+        /// `body` or `block`.
+        what: &'static str,
+        /// Bytes the record holds.
+        got: u64,
+        /// Bytes `Content-Length` says.
+        want: u64,
+    },
+    /// A response to anything but HEAD whose body is absent though
+    /// `Content-Length` says it has this many bytes.
+    #[error("the body is missing: Content-Length says {0} bytes, the record holds none")]
+    BodyMissing(u64),
+    /// The request record's method is not an HTTP method (quoted).
+    #[error("bad request method {0:?}")]
+    BadMethod(String),
+    /// The target URI gives no absolute http(s) URI a client can send
+    /// (`why`: the URL parser's reason, or the form it came to).
+    #[error("WARC-Target-URI {uri:?} is not a URL a client can send ({why})")]
+    NotSendable {
+        /// The `WARC-Target-URI`.
+        uri: String,
+        /// Why.
+        why: String,
+    },
+    /// A not-modified revisit whose original's head is nowhere.
+    #[error("a not-modified revisit whose original head is not known")]
+    UnknownOriginalHead,
+    /// The store could not take the body or the entry.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// A record this import read before (in `name`) cannot be opened again.
+    #[error("cannot read {name} again: {source}")]
+    Reopen {
+        /// The file.
+        name: String,
+        /// The error opening it.
+        source: io::Error,
+    },
+    /// A record this import read before cannot be read again, or is
+    /// not there any more (`why`), in `name`.
+    #[error("{name}: {why}")]
+    Reread {
+        /// The file.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A record this import read before is no longer there, or holds
+    /// another body now (`what`: `is no longer there`, `changed since it
+    /// was read`).
+    #[error("{name}: the record at {offset} {what}")]
+    Changed {
+        /// The file.
+        name: String,
+        /// Where the record was.
+        offset: Offset,
+        /// What happened.
+        what: &'static str,
+    },
+    /// The record read again is not what it was (`what`).
+    #[error("the record {0}")]
+    NotAsBefore(&'static str),
+}
+
+impl RecordError {
+    /// `self` as found in the head of a `part` (`request record`,
+    /// `response record`).
+    fn within(self, part: &'static str) -> RecordError {
+        RecordError::HeadIn { part, source: Box::new(self) }
+    }
+}
 
 /// A file seen from `base` on: offset 0 is `base` (a record read again
 /// from its offset).
@@ -66,7 +187,10 @@ pub(super) fn is_http(uri: &str) -> bool {
 /// target and `Host`; else the WHATWG URL serialisation (IRIs: the host in
 /// punycode, path and query percent-encoded as UTF-8). Errors: none of
 /// these gives an absolute http(s) URI.
-pub fn client_form(uri: &str, req: Option<&RequestLine<'_>>) -> Result<(String, bool), String> {
+pub fn client_form(
+    uri: &str,
+    req: Option<&RequestLine<'_>>,
+) -> Result<(String, bool), RecordError> {
     if let Some(k) = uri.parse::<http::Uri>().ok().and_then(|u| key::primary_key(&u)) {
         if uri.is_ascii() {
             return Ok((k, false));
@@ -87,14 +211,16 @@ pub fn client_form(uri: &str, req: Option<&RequestLine<'_>>) -> Result<(String, 
             }
         }
     }
-    let parsed = url::Url::parse(uri.trim())
-        .map_err(|e| format!("WARC-Target-URI {uri:?} is not a URL a client can send ({e})"))?;
+    let not_sendable = |why: String| RecordError::NotSendable { uri: uri.to_string(), why };
+    let parsed = url::Url::parse(uri.trim()).map_err(|e| not_sendable(e.to_string()))?;
     let mut whatwg = parsed.clone();
     whatwg.set_fragment(None);
-    let k =
-        whatwg.as_str().parse::<http::Uri>().ok().and_then(|u| key::primary_key(&u)).ok_or_else(
-            || format!("WARC-Target-URI {uri:?} is not a URL a client can send (as {whatwg})"),
-        )?;
+    let k = whatwg
+        .as_str()
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| key::primary_key(&u))
+        .ok_or_else(|| not_sendable(format!("as {whatwg}")))?;
     Ok((k, true))
 }
 
@@ -124,12 +250,13 @@ impl Request {
 pub(super) fn read_request<R: BufRead + Seek>(
     reader: &mut WarcReader<R>,
     head: &RecordHead,
-) -> Result<Option<Request>, String> {
+) -> Result<Option<Request>, RecordError> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     let mut block = reader.block();
-    let raw = wh::read_head(&mut block).map_err(|e| format!("request record: {e}"))?;
+    let raw = wh::read_head(&mut block)
+        .map_err(|source| RecordError::Io { part: "request record", source })?;
     let (method, target, fields) =
-        wh::parse_request_head(&raw).map_err(|e| format!("request record: {e}"))?;
+        wh::parse_request_head(&raw).map_err(|e| RecordError::from(e).within("request record"))?;
     let body_sha256 = if method == "GET" || method == "HEAD" {
         None
     } else if let Some(h) = head.get(REQUEST_BODY_SHA256) {
@@ -141,15 +268,13 @@ pub(super) fn read_request<R: BufRead + Seek>(
         } else if let Some(n) = wh::content_length(&fields) {
             let c = io::copy(&mut (&mut block).take(n), &mut HashWriter(&mut h));
             match c {
-                Ok(c) if c < n => {
-                    return Err(format!("the request body is cut short ({c} of {n} bytes)"))
-                }
+                Ok(c) if c < n => return Err(RecordError::RequestBodyShort { got: c, want: n }),
                 other => other,
             }
         } else {
             io::copy(&mut block, &mut HashWriter(&mut h))
         };
-        copied.map_err(|e| format!("request body: {e}"))?;
+        copied.map_err(|source| RecordError::Io { part: "request body", source })?;
         Some(hex::encode(h.finalize()))
     };
     let concurrent =
@@ -180,9 +305,10 @@ impl io::Write for HashWriter<'_> {
 
 /// The final HTTP head of a response block (interim 1xx heads before it
 /// skipped).
-pub(super) fn final_head<R: BufRead>(block: &mut R) -> Result<(u16, Vec<Field>), String> {
+pub(super) fn final_head<R: BufRead>(block: &mut R) -> Result<(u16, Vec<Field>), RecordError> {
     loop {
-        let raw = wh::read_head(block).map_err(|e| format!("response record: {e}"))?;
+        let raw = wh::read_head(block)
+            .map_err(|source| RecordError::Io { part: "response record", source })?;
         let (status, fields) = wh::parse_response_head(&raw)?;
         // Interim responses (100 Continue, 103 Early Hints) before the final one.
         if (100..200).contains(&status) && status != 101 {
@@ -200,38 +326,37 @@ pub(super) fn read_response<R: BufRead + Seek>(
     reader: &mut WarcReader<R>,
     head: &RecordHead,
     file: u32,
-) -> Result<Option<Pending>, String> {
+) -> Result<Option<Pending>, RecordError> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     if let Some(t) = head.get("WARC-Truncated") {
-        return Err(format!("the crawler cut this response short (WARC-Truncated: {t}); only whole responses are replayed"));
+        return Err(RecordError::Truncated { what: "response", reason: t.to_string() });
     }
     let date_ms =
         head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
     let mut block = reader.block();
     let (status, fields) = final_head(&mut block)?;
     let no_body = (100..200).contains(&status) || status == 204 || status == 304;
-    let mut writer = store.begin_body().map_err(|e| e.to_string())?;
+    let mut writer = store.begin_body()?;
     let mut body_missing = None;
     if !no_body {
         let mut sink = BodySink(&mut writer);
         if wh::is_chunked(&fields) {
             io::copy(&mut ChunkedDecoder::new(&mut block), &mut sink)
-                .map_err(|e| format!("the chunked body is broken: {e}"))?;
+                .map_err(|source| RecordError::Io { part: "the chunked body is broken", source })?;
         } else if let Some(n) = wh::content_length(&fields) {
             let got = io::copy(&mut (&mut block).take(n), &mut sink)
-                .map_err(|e| format!("the body: {e}"))?;
+                .map_err(|source| RecordError::Io { part: "the body", source })?;
             if got == 0 && n > 0 {
                 body_missing = Some(n);
             } else if got < n {
-                return Err(format!(
-                    "the body is cut short: Content-Length says {n} bytes, the record holds {got}"
-                ));
+                return Err(RecordError::CutShort { what: "body", got, want: n });
             }
         } else {
-            io::copy(&mut block, &mut sink).map_err(|e| format!("the body: {e}"))?;
+            io::copy(&mut block, &mut sink)
+                .map_err(|source| RecordError::Io { part: "the body", source })?;
         }
     }
-    let body = writer.finish().map_err(|e| e.to_string())?;
+    let body = writer.finish()?;
     let concurrent =
         head.get_all("WARC-Concurrent-To").map(|c| strip_angle_brackets(c).to_string()).collect();
     Ok(Some(Pending {
@@ -262,23 +387,20 @@ pub(super) fn read_resource<R: BufRead + Seek>(
     reader: &mut WarcReader<R>,
     head: &RecordHead,
     file: u32,
-) -> Result<Option<Pending>, String> {
+) -> Result<Option<Pending>, RecordError> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     if let Some(t) = head.get("WARC-Truncated") {
-        return Err(format!("the crawler cut this resource short (WARC-Truncated: {t}); only whole records are replayed"));
+        return Err(RecordError::Truncated { what: "resource", reason: t.to_string() });
     }
     let date_ms =
         head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
-    let mut writer = store.begin_body().map_err(|e| e.to_string())?;
+    let mut writer = store.begin_body()?;
     let got = io::copy(&mut reader.block(), &mut BodySink(&mut writer))
-        .map_err(|e| format!("the resource's block: {e}"))?;
+        .map_err(|source| RecordError::Io { part: "the resource's block", source })?;
     if got < head.content_length {
-        return Err(format!(
-            "the block is cut short: Content-Length says {} bytes, the record holds {got}",
-            head.content_length
-        ));
+        return Err(RecordError::CutShort { what: "block", got, want: head.content_length });
     }
-    let body = writer.finish().map_err(|e| e.to_string())?;
+    let body = writer.finish()?;
     let digest = head.get("WARC-Payload-Digest").or_else(|| head.get("WARC-Block-Digest"));
     Ok(Some(Pending {
         file,
@@ -311,7 +433,7 @@ pub(super) fn read_revisit<R: BufRead + Seek>(
     reader: &mut WarcReader<R>,
     head: &RecordHead,
     file: u32,
-) -> Result<Option<Pending>, String> {
+) -> Result<Option<Pending>, RecordError> {
     let Some(uri) = target_uri(head).filter(|u| is_http(u)) else { return Ok(None) };
     let date_ms =
         head.get("WARC-Date").and_then(parse_warc_date).unwrap_or_else(crate::warc::now_ms);
@@ -373,14 +495,12 @@ pub(super) fn stored_form(
     opts: &Options,
     p: &Pending,
     req: Option<&Request>,
-) -> Result<(RecordKey, Vec<u8>, StoredResponse, bool), String> {
+) -> Result<(RecordKey, Vec<u8>, StoredResponse, bool), RecordError> {
     let method_name = req.map(|r| r.method.clone()).unwrap_or_else(|| "GET".to_string());
     let method = http::Method::from_bytes(method_name.as_bytes())
-        .map_err(|_| format!("bad request method {method_name:?}"))?;
+        .map_err(|_| RecordError::BadMethod(method_name.clone()))?;
     if let (Some(n), false) = (p.body_missing, method == http::Method::HEAD) {
-        return Err(format!(
-            "the body is missing: Content-Length says {n} bytes, the record holds none"
-        ));
+        return Err(RecordError::BodyMissing(n));
     }
     let line = req.map(Request::line);
     let (exact, normalised) = client_form(&p.uri, line.as_ref())?;
