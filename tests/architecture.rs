@@ -20,6 +20,10 @@
 //!   no `cfg(fuzzing)` in the robots engine.
 //! - Formatting: `cargo fmt --all --check` passes, so the line counts above
 //!   are those of rustfmt's layout.
+//! - Typed errors: a `Result<_, String>` only where its message ends at a
+//!   person (the command line and the configuration), at most
+//!   [`MAX_STRING_ERRORS`] in all; elsewhere a caller may branch on an
+//!   error, so it has a type of its own.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -835,4 +839,75 @@ fn the_picture_of_the_floors_is_up_to_date() {
         "{} is out of date: CRAWLCACHE_WRITE_DOCS=1 cargo test --test architecture rewrites it",
         path.display()
     );
+}
+
+/// Most `Result<_, String>` the code may hold (issue 42).
+const MAX_STRING_ERRORS: usize = 20;
+
+/// Where a `Result<_, String>` may stand: the message ends at a person, as
+/// a command's last words (`src/cli/`, `src/main.rs`) or as a
+/// configuration error naming the key (`src/config.rs`, `src/config/`).
+/// Paths relative to the workspace root; a directory ends in `/`.
+const STRING_ERRORS_ALLOWED_IN: &[&str] =
+    &["src/cli/", "src/config.rs", "src/config/", "src/main.rs"];
+
+/// The lines (1-based) and text of every `Result<_, String>` in `code`
+/// (the error type `String`, whatever the value type; one per line at
+/// most, as `grep` counts them).
+fn string_errors(code: &str) -> Vec<(usize, String)> {
+    let re = regex::Regex::new(r"Result<[^;{]*, String>").unwrap();
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| re.is_match(l))
+        .map(|(i, l)| (i + 1, l.trim().to_string()))
+        .collect()
+}
+
+/// Typed errors wherever a caller may branch on one (issue 42): every
+/// `Result<_, String>` in the code of `src/` and `crates/*/src/` (before
+/// the tests) stands in [`STRING_ERRORS_ALLOWED_IN`], and there are at most
+/// [`MAX_STRING_ERRORS`]. A new fallible function below the command line
+/// returns an error enum (`thiserror`), whose `Display` is the message.
+#[test]
+fn string_errors_only_where_a_person_reads_them() {
+    let mut misplaced = Vec::new();
+    let mut all = Vec::new();
+    for src in crate_sources() {
+        for file in rust_files(&src) {
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            let rel = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+            for (line, code) in string_errors(&code_before_tests(&text)) {
+                let allowed = STRING_ERRORS_ALLOWED_IN.iter().any(|p| rel.starts_with(p));
+                if !allowed {
+                    misplaced.push(format!("{rel}:{line}: {code}"));
+                }
+                all.push(format!("{rel}:{line}"));
+            }
+        }
+    }
+    assert!(
+        misplaced.is_empty(),
+        "`Result<_, String>` outside the command line and the configuration (give the error a type, a thiserror enum naming what failed):\n{}",
+        misplaced.join("\n")
+    );
+    assert!(
+        all.len() <= MAX_STRING_ERRORS,
+        "{} `Result<_, String>` (at most {MAX_STRING_ERRORS}); give some a type:\n{}",
+        all.len(),
+        all.join("\n")
+    );
+}
+
+/// The counter above finds the error type `String` whatever the value
+/// type, not a `String` value with another error, and not in tests.
+#[test]
+fn the_string_error_counter_finds_string_errors_only() {
+    let text = "fn a() -> Result<(u16, Vec<u8>), String> {}\n\
+                fn b() -> Result<String, io::Error> {}\n\
+                fn c() -> io::Result<Result<(), String>> {}\n\
+                // fn d() -> Result<(), String>\n\
+                #[cfg(test)]\nmod tests {\n    fn e() -> Result<(), String> {}\n}\n";
+    let found: Vec<usize> =
+        string_errors(&code_before_tests(text)).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(found, vec![1, 3]);
 }

@@ -65,7 +65,7 @@ pub fn removal_answer(
 }
 
 /// An error line for an admin answer: `crawlcache: ` once, then `e`.
-pub fn message(e: impl std::fmt::Display) -> String {
+pub fn message(e: &dyn std::fmt::Display) -> String {
     format!("crawlcache: {}\n", e.to_string().trim_start_matches("crawlcache: "))
 }
 

@@ -3,6 +3,7 @@
 //! locks the index to one process).
 
 use super::error::CommandError;
+pub use super::error::{AdminError, StreamError, UploadError};
 use crate::config::Config;
 use crawlcache_store::Store;
 use std::io::{Read, Write};
@@ -105,47 +106,6 @@ pub fn admin_request(admin: &Admin, method: &str, path: &str) -> Result<(u16, St
     Ok((status, body.to_string()))
 }
 
-/// Why an admin request got no usable answer.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    /// No connection could be made (within 2 s).
-    #[error("cannot reach the proxy at {addr}: {source}")]
-    Unreachable {
-        /// The proxy's address.
-        addr: SocketAddr,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// The request could not be sent.
-    #[error("cannot talk to the proxy at {addr}: {source}")]
-    Talk {
-        /// The proxy's address.
-        addr: SocketAddr,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// The answer could not be read (within 30 s).
-    #[error("cannot read the proxy's answer: {0}")]
-    Read(std::io::Error),
-    /// The answer has no status line.
-    #[error("malformed answer from the proxy")]
-    Malformed,
-    /// The proxy refused the request (`401` or `403`: a token is needed or
-    /// does not match, or the request does not address the proxy:
-    /// docs/CASES.md C54); `Display` names what to set.
-    #[error("the proxy at {addr} refused the admin request ({status}{}{said}); {hint}", if .said.is_empty() { "" } else { ": " })]
-    Refused {
-        /// The proxy's address.
-        addr: SocketAddr,
-        /// `401` or `403`.
-        status: u16,
-        /// The first line of the proxy's answer (at most 200 characters).
-        said: String,
-        /// What to set.
-        hint: &'static str,
-    },
-}
-
 /// The error for an admin request the proxy refused (`401` or `403`), as
 /// [`AdminError::Refused`]; `None` for any other status.
 fn refusal(admin: &Admin, status: u16, body: &str) -> Option<AdminError> {
@@ -166,20 +126,6 @@ fn refusal(admin: &Admin, status: u16, body: &str) -> Option<AdminError> {
         "check that server.admin_token (or CRAWLCACHE_SERVER__ADMIN_TOKEN) is the proxy's"
     };
     Some(AdminError::Refused { addr: admin.addr, status, said, hint })
-}
-
-/// Why [`admin_upload`] did not get an answer: the local file could not
-/// be read before anything of it was sent (the caller may skip it and go
-/// on), or the upload failed (the caller stops).
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    /// The file could not be opened or read.
-    #[error("{0}")]
-    Unreadable(String),
-    /// The proxy could not be reached, stopped reading or answered nothing
-    /// usable, or the file got shorter while it was sent.
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// Sends `POST path` to the running proxy's admin endpoints with the file
@@ -275,29 +221,6 @@ pub struct StreamedHead {
     /// The response header fields.
     pub headers: http::HeaderMap,
 }
-
-/// Why a streamed admin request failed.
-#[derive(Debug)]
-pub struct StreamError {
-    /// The proxy's status code, when it answered with another than 200.
-    pub status: Option<u16>,
-    /// What went wrong (for a status: the proxy's message).
-    pub message: String,
-}
-
-impl std::fmt::Display for StreamError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<String> for StreamError {
-    fn from(message: String) -> Self {
-        StreamError { status: None, message }
-    }
-}
-
-impl std::error::Error for StreamError {}
 
 /// How long a streamed admin answer may stay silent before it is given up.
 pub const STREAM_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);

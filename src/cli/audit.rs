@@ -1,7 +1,7 @@
 //! `crawlcache audit skips`: the requests robots.txt disallowed.
 
 use super::common::{load_config, Common};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;

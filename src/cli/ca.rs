@@ -15,7 +15,7 @@
 //! saying on stderr which subcommand replaces it.
 
 use super::common::{load_config, Common};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use crate::tls::CertificateAuthority;
 use clap::{Args, Subcommand};
 use rustls::pki_types::pem::PemObject;
@@ -634,8 +634,9 @@ mod tests {
 
     #[test]
     fn no_roots_file_is_an_error_naming_every_path_tried() {
-        let err =
-            find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"]).unwrap_err();
+        let err = find_roots(None, None, &["/nonexistent/a.crt", "/nonexistent/b.pem"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("SSL_CERT_FILE is not set"), "{err}");
         assert!(err.contains("/nonexistent/a.crt, /nonexistent/b.pem"), "{err}");
         assert!(err.contains("--roots FILE"), "{err}");
@@ -669,11 +670,14 @@ mod tests {
     fn roots_without_a_certificate_besides_the_ca_are_refused() {
         let ca = pem_of("ca.test");
         let env = Roots { path: "/d/ca/ca.pem".into(), source: RootsSource::SslCertFile };
-        let err = bundle_contents(ca.as_bytes(), &env, &ca, Path::new("/d/ca/ca.pem")).unwrap_err();
+        let err = bundle_contents(ca.as_bytes(), &env, &ca, Path::new("/d/ca/ca.pem"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/d/ca/ca.pem (from SSL_CERT_FILE) holds no root certificate besides crawlcache's own CA"), "{err}");
         let err =
             bundle_contents(b"not a certificate\n", &roots("r.pem"), &ca, Path::new("ca.pem"))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(err.starts_with("r.pem holds no root certificate;"), "{err}");
     }
 

@@ -20,7 +20,7 @@ use super::access::{
 };
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use crate::ops::inspect::{KeyFilter, ListSpec, Listing, LsRow, LsSummary};
 use crate::ops::maintain::{self, PruneSpec, PurgeSelection, Removed};
 use clap::Subcommand;

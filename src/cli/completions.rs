@@ -2,7 +2,7 @@
 //! elvish or PowerShell, generated from the command line's definition
 //! (`crawlcache::cli::Cli`, handed in) by `clap_complete`.
 
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use clap::Args;
 use clap_complete::Shell;
 use std::io::Write as _;

@@ -12,7 +12,7 @@
 //!   value came from; `--json` for programs.
 
 use super::common::{load_layered, Common};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use crate::config::sources::{self, Entry, Layer, Source};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 
 use super::access::{admin_request, Admin};
 use super::common::{load_config, Common};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use clap::Args;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;

@@ -12,7 +12,7 @@
 //! SUBCOMMANDS, then EXAMPLES (the command's `after_help`, which `--help`
 //! shows too), ENVIRONMENT, FILES and SEE ALSO, written here.
 
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use clap::Args;
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 )]
 
 use super::common::{load_config, Common};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use crate::config::Config;
 use clap::Args;
 use std::net::SocketAddr;

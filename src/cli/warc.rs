@@ -11,7 +11,7 @@
 use super::access::{admin_stream, encode, open_store, StoreAccess, STREAM_IDLE_TIMEOUT};
 use super::common::{load_config, Common};
 use super::progress::{Progress, Unit};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use crate::warc::{export, import};
 use clap::Args;
 use std::io::Write;

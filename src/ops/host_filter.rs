@@ -190,7 +190,7 @@ mod tests {
             "://a.test",
         ] {
             let e = HostFilter::parse(bad).expect_err(bad);
-            assert!(e.contains(HOST_SPELLINGS), "{bad}: {e}");
+            assert!(e.to_string().contains(HOST_SPELLINGS), "{bad}: {e}");
         }
     }
 

@@ -14,7 +14,7 @@ pub mod snapshots;
 pub use check::{batch, check, BatchSummary, CheckArgs, CliError};
 
 use super::common::Common;
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;

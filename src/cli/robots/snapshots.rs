@@ -8,7 +8,7 @@
 
 use crate::cli::access::{admin_request, encode, open_store, StoreAccess};
 use crate::cli::common::{load_config, Common};
-use crate::cli::CommandError;
+use crate::cli::error::CommandError;
 use crate::config::Config;
 use crawlcache_robots::registry::{self, RobotsRegistry};
 use crawlcache_robots::snapshot::Origin;

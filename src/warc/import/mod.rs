@@ -925,23 +925,23 @@ mod tests {
     #[test]
     fn target_uris_become_the_uri_a_client_sends() {
         assert_eq!(
-            client_form("http://a.test/x?y", None),
-            Ok(("http://a.test/x?y".to_string(), false))
+            client_form("http://a.test/x?y", None).ok(),
+            Some(("http://a.test/x?y".to_string(), false))
         );
         // An IRI: the WHATWG serialisation (punycode host, UTF-8 percent-encoded path).
         assert_eq!(
-            client_form("http://bücher.example/café?q=ü", None),
-            Ok(("http://xn--bcher-kva.example/caf%C3%A9?q=%C3%BC".to_string(), true))
+            client_form("http://bücher.example/café?q=ü", None).ok(),
+            Some(("http://xn--bcher-kva.example/caf%C3%A9?q=%C3%BC".to_string(), true))
         );
         assert_eq!(
-            client_form("http://a.test/b c", None),
-            Ok(("http://a.test/b%20c".to_string(), true))
+            client_form("http://a.test/b c", None).ok(),
+            Some(("http://a.test/b%20c".to_string(), true))
         );
         // With a request record, what the client put on its request line.
         let line = RequestLine { target: "/caf%c3%a9", host: Some("a.test") };
         assert_eq!(
-            client_form("http://a.test/café", Some(&line)),
-            Ok(("http://a.test/caf%c3%a9".to_string(), true))
+            client_form("http://a.test/café", Some(&line)).ok(),
+            Some(("http://a.test/caf%c3%a9".to_string(), true))
         );
         assert!(client_form("http://", None).is_err());
         assert!(client_form("not a url", None).is_err());
