@@ -58,6 +58,7 @@ pub mod access;
 pub mod audit;
 pub mod ca;
 pub mod cache;
+pub mod cache_text;
 pub mod common;
 pub mod completions;
 pub mod config;
