@@ -301,8 +301,17 @@ fn long_functions(code: &str, max: usize) -> Vec<(usize, String, usize)> {
     out
 }
 
+/// The functions allowed over [`MAX_FN_LINES`]: (file, function, why).
+/// At most two (issue 42).
+const SIZE_EXEMPTIONS: &[(&str, &str, &str)] = &[(
+    "src/proxy/route.rs",
+    "route",
+    "the one table of where a request goes: read as a whole, it is the map of the proxy",
+)];
+
 #[test]
 fn no_file_over_800_lines_and_no_function_over_120_but_route() {
+    assert!(SIZE_EXEMPTIONS.len() <= 2, "at most two exemptions from the size limits");
     let mut problems = Vec::new();
     for src in crate_sources() {
         for file in rust_files(&src) {
@@ -327,7 +336,8 @@ fn no_file_over_800_lines_and_no_function_over_120_but_route() {
                 ));
             }
             for (line, name, len) in long_functions(&text[..before], MAX_FN_LINES) {
-                if name != "route" {
+                let exempt = SIZE_EXEMPTIONS.iter().any(|(f, n, _)| rel == *f && name == *n);
+                if !exempt {
                     problems.push(format!(
                         "{rel}:{line}: fn {name} is {len} lines (at most {MAX_FN_LINES})"
                     ));

@@ -7,7 +7,7 @@ use crawlcache_base::units::{format_age, format_bytes};
 use std::time::Duration;
 
 /// `cache stats` for people: aligned lines with sizes in units, then one
-/// summary line. `v` is a [`stats_object`].
+/// summary line. `v` is a [`super::cache::stats_object`].
 pub fn stats_text(v: &serde_json::Value) -> String {
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     let st = &v["store"];
