@@ -276,7 +276,7 @@ pub struct CacheConfig {
     /// `[[cache.key_rules]]`: cache-key rewriting (SPEC section 6).
     pub key_rules: Vec<crawlcache_policy::key_rules::KeyRule>,
     /// `[[cache.rules]]`: per-URL policy rules (SPEC section 6).
-    pub rules: Vec<crawlcache_policy::policy_rules::PolicyRule>,
+    pub rules: Vec<crawlcache_policy::cache_rules::PolicyRule>,
 }
 
 /// `[store]`: how the cache is kept on disk and in memory (issue 13).

@@ -353,7 +353,7 @@ fn variant_card(state: &ProxyState, v: &Variant, now: SystemTime) -> Markup {
     let Some(s) = &v.stored else {
         return html! { div.variant { p.none { "a variant under " (v.key) " whose stored head cannot be read" } } };
     };
-    let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(
+    let lifetime = crawlcache_policy::cache_rules::freshness_lifetime(
         &state.config.cache.rules,
         &v.key,
         s,

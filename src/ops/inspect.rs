@@ -11,7 +11,7 @@
 
 use crawlcache_policy::cache::{self, PolicyConfig};
 use crawlcache_policy::cache::{from_millis, StoredResponse};
-use crawlcache_policy::policy_rules::PolicyRule;
+use crawlcache_policy::cache_rules::PolicyRule;
 use crawlcache_policy::store_key::{RecordKey, Selection, StoreKey};
 use crawlcache_store::{Entry, Scan, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -307,7 +307,7 @@ impl Listing {
             Some(_) => (false, true),
         };
         let ttl = stored.as_ref().map(|s| {
-            let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(
+            let lifetime = crawlcache_policy::cache_rules::freshness_lifetime(
                 &self.spec.rules,
                 &url,
                 s,

@@ -10,7 +10,7 @@
 use super::inspect::{key_url, KeyFilter};
 use crawlcache_policy::cache::{self, PolicyConfig};
 use crawlcache_policy::cache::{from_millis, StoredResponse};
-use crawlcache_policy::policy_rules::PolicyRule;
+use crawlcache_policy::cache_rules::PolicyRule;
 use crawlcache_store::{Entry, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
@@ -174,7 +174,7 @@ impl PruneSpec {
         }
         let Some(stored) = StoredResponse::from_bytes(&e.meta) else { return false };
         let url = key_url(&e.primary_key);
-        let lifetime = crawlcache_policy::policy_rules::freshness_lifetime(
+        let lifetime = crawlcache_policy::cache_rules::freshness_lifetime(
             &self.rules,
             url,
             &stored,

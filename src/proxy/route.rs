@@ -175,7 +175,7 @@ pub struct RouteContext<'a> {
     /// The time to decide at.
     pub now: SystemTime,
     /// Per-URL policy rules (`[[cache.rules]]`).
-    pub rules: &'a [crawlcache_policy::policy_rules::PolicyRule],
+    pub rules: &'a [crawlcache_policy::cache_rules::PolicyRule],
 }
 
 /// The route for `ex`, given what the store holds (`None`: not looked up).
@@ -289,7 +289,7 @@ pub fn route(ex: &Exchange, lookup: Option<&Lookup>, ctx: &RouteContext<'_>) -> 
     let Some(lookup) = lookup else { return Route::LookUp };
     let collapse = ex.lookups <= MAX_COLLAPSED_LOOKUPS;
     if let Some(found) = &lookup.found {
-        let decision = crawlcache_policy::policy_rules::reuse_decision(
+        let decision = crawlcache_policy::cache_rules::reuse_decision(
             ex.primary(),
             &ex.request_cc,
             found.decoded.freshness(ctx.policy),
@@ -414,7 +414,7 @@ fn validation_fwd(
         return Fwd::Stale;
     }
     let plain = crawlcache_policy::cache::cache_control::CacheControl::default();
-    let without = crawlcache_policy::policy_rules::reuse_decision(
+    let without = crawlcache_policy::cache_rules::reuse_decision(
         ex.primary(),
         &plain,
         found.decoded.freshness(ctx.policy),
@@ -746,7 +746,7 @@ fn finish(
         && ex.status.key.is_none()
     {
         ex.status.rule =
-            crawlcache_policy::policy_rules::find(&state.config.cache.rules, ex.primary())
+            crawlcache_policy::cache_rules::find(&state.config.cache.rules, ex.primary())
                 .map(|r| r.label());
     }
     // Built once: the response field and the audit line carry the same value.

@@ -10,7 +10,7 @@
 //!   miss with a [`FleetRequest`]): the variant the request selects
 //!   (`crawlcache_policy::cache::variant::select`) is judged by the same
 //!   policy code as a local entry (the request's `decide`, the proxy's
-//!   `policy_rules::reuse_decision`); if it may be served, or revalidated with its
+//!   `cache_rules::reuse_decision`); if it may be served, or revalidated with its
 //!   validators, its body is downloaded (verified against its name) into
 //!   the local store and the entry inserted; the request then finds it
 //!   locally and is served with `Cache-Status: crawlcache; hit; ...;

@@ -20,8 +20,8 @@
 
 use crate::cache::cache_control::CacheControl;
 use crate::cache::{storable, NotStorable, PolicyConfig};
+use crate::cache_rules::PolicyRule;
 use crate::cache_status::Detail;
-use crate::policy_rules::PolicyRule;
 use http::{HeaderMap, Method};
 
 /// The request a response answers, as [`keep`] reads it.
@@ -57,7 +57,7 @@ pub struct Rules<'a> {
     /// or a private one).
     pub policy: &'a PolicyConfig,
     /// The per-URL policy rules (`[[cache.rules]]`), tried in order.
-    pub url_rules: &'a [PolicyRule],
+    pub cache_rules: &'a [PolicyRule],
     /// What is recorded for offline replay (`[record]`).
     pub record: RecordRules<'a>,
 }
@@ -197,7 +197,7 @@ pub fn keep(
     } else {
         None
     };
-    let rule = crate::policy_rules::find(rules.url_rules, request.primary);
+    let rule = crate::cache_rules::find(rules.cache_rules, request.primary);
     let never_store = rule.is_some_and(|r| r.never_store);
     if let Some(rule) = rule {
         if rule.never_store || rule.skip_status.contains(&response.status) {
@@ -264,7 +264,7 @@ mod tests {
 
     /// One decision: `method` with `request` fields, answered `status`
     /// with `response` fields, under the default shared-cache policy, a
-    /// 1000-byte limit, `url_rules` and `record`.
+    /// 1000-byte limit, `cache_rules` and `record`.
     struct Case<'a> {
         method: Method,
         request: HeaderMap,
@@ -272,7 +272,7 @@ mod tests {
         response: HeaderMap,
         content_length: Option<u64>,
         policy: PolicyConfig,
-        url_rules: Vec<PolicyRule>,
+        cache_rules: Vec<PolicyRule>,
         record: RecordRules<'a>,
     }
 
@@ -287,7 +287,7 @@ mod tests {
             response: hm(response),
             content_length: None,
             policy: PolicyConfig::default(),
-            url_rules: Vec::new(),
+            cache_rules: Vec::new(),
             record: NO_RECORD,
         }
     }
@@ -307,7 +307,11 @@ mod tests {
                     headers: &self.response,
                     content_length: self.content_length,
                 },
-                &Rules { policy: &self.policy, url_rules: &self.url_rules, record: self.record },
+                &Rules {
+                    policy: &self.policy,
+                    cache_rules: &self.cache_rules,
+                    record: self.record,
+                },
                 &Limits { max_object_size: 1000 },
             )
         }
@@ -447,7 +451,7 @@ mod tests {
     fn spec_6_a_never_store_rule_keeps_the_url_out_of_the_cache_and_the_record() {
         let methods = get_head();
         let mut c = case(200, &[("cache-control", "max-age=60")]);
-        c.url_rules = vec![rule("never_store = true")];
+        c.cache_rules = vec![rule("never_store = true")];
         c.record = record_all(&methods);
         assert_eq!(c.keep(), Keep::Neither { why: Detail::Rule });
         // RFC 9111's own reason is kept.
@@ -458,9 +462,9 @@ mod tests {
     #[test]
     fn spec_6_a_rule_matches_the_host_and_path_of_the_primary_key() {
         let mut c = case(200, &[("cache-control", "max-age=60")]);
-        c.url_rules = vec![rule("host = \"other.example\"\nnever_store = true")];
+        c.cache_rules = vec![rule("host = \"other.example\"\nnever_store = true")];
         assert_eq!(c.not_stored(), None);
-        c.url_rules = vec![rule("host = \"*.com\"\npath_prefix = \"/a\"\nnever_store = true")];
+        c.cache_rules = vec![rule("host = \"*.com\"\npath_prefix = \"/a\"\nnever_store = true")];
         assert_eq!(c.not_stored(), Some(Detail::Rule));
     }
 
@@ -468,7 +472,7 @@ mod tests {
     fn spec_6_skip_status_is_not_stored_and_is_still_recorded() {
         let methods = get_head();
         let mut c = case(404, &[("cache-control", "max-age=60")]);
-        c.url_rules = vec![rule("skip_status = [404]")];
+        c.cache_rules = vec![rule("skip_status = [404]")];
         assert_eq!(c.keep(), Keep::Neither { why: Detail::Rule });
         c.record = record_all(&methods);
         assert_eq!(c.keep(), Keep::Record { why: Detail::Rule });
@@ -479,7 +483,7 @@ mod tests {
     #[test]
     fn spec_6_store_status_stores_what_rfc_9111_finds_no_freshness_information_for() {
         let mut c = case(302, &[]);
-        c.url_rules = vec![rule("store_status = [302]")];
+        c.cache_rules = vec![rule("store_status = [302]")];
         assert_eq!(c.not_stored(), None);
         c.status = 303;
         assert_eq!(c.not_stored(), Some(Detail::NoFreshnessInformation));
@@ -495,9 +499,9 @@ mod tests {
     #[test]
     fn spec_6_min_ttl_stores_any_status_rfc_9111_refused_for_its_status_or_freshness() {
         let mut c = case(302, &[]);
-        c.url_rules = vec![rule("min_ttl = \"1m\"")];
+        c.cache_rules = vec![rule("min_ttl = \"1m\"")];
         assert_eq!(c.not_stored(), None);
-        assert_eq!(c.url_rules[0].min_ttl, Some(Duration::from_secs(60)));
+        assert_eq!(c.cache_rules[0].min_ttl, Some(Duration::from_secs(60)));
         // A GET only.
         c.method = Method::HEAD;
         assert_eq!(c.not_stored(), Some(Detail::Method));

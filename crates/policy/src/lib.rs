@@ -12,18 +12,18 @@
 //!   section 3 with the per-URL rules, the size limit and `[record]`);
 //! - [`store_key`]: the typed key of a stored entry, a cache entry or a
 //!   record, the only writer and reader of those keys' bytes;
-//! - [`key_rules`] and [`policy_rules`]: the user's per-URL key rules
+//! - [`key_rules`] and [`cache_rules`]: the user's per-URL key rules
 //!   (`cache.key_rules`) and policy rules (`[[cache.rules]]`);
 //! - [`hop_by_hop`] and [`upstream_fields`]: hop-by-hop fields (RFC 9110
 //!   section 7.6.1) and the fields sent to origins;
 //! - [`cache_status`]: the `Cache-Status` field (RFC 9211).
 
 pub mod cache;
+pub mod cache_rules;
 pub mod cache_status;
 pub mod hop_by_hop;
 pub mod keep;
 pub mod key_rules;
-pub mod policy_rules;
 pub mod store_key;
 pub mod upstream_fields;
 

@@ -110,7 +110,7 @@ async fn fleet_tier(
     let (primary, request_cc) = (ex.primary(), &ex.request_cc);
     let decide = |stored: &crawlcache_policy::cache::StoredResponse| {
         let fresh = crawlcache_policy::cache::Freshness::of(stored, &state.policy);
-        crawlcache_policy::policy_rules::reuse_decision(
+        crawlcache_policy::cache_rules::reuse_decision(
             primary,
             request_cc,
             &fresh,
@@ -176,7 +176,7 @@ fn keep_or_not(
     };
     let rules = keep::Rules {
         policy: &state.policy,
-        url_rules: &state.config.cache.rules,
+        cache_rules: &state.config.cache.rules,
         record: state.config.record.rules(),
     };
     let limits = keep::Limits { max_object_size: state.config.cache.max_object_size };

@@ -194,7 +194,7 @@ fn store_freshened(
 /// The freshness lifetime of `stored` under `primary`, bounded by the
 /// matching `[[cache.rules]]` (as the reuse decision bounds it).
 fn lifetime(state: &ProxyState, primary: &str, stored: &StoredResponse) -> std::time::Duration {
-    crawlcache_policy::policy_rules::freshness_lifetime(
+    crawlcache_policy::cache_rules::freshness_lifetime(
         &state.config.cache.rules,
         primary,
         stored,
