@@ -26,9 +26,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use libfuzzer_sys::fuzz_target;
 
 // The policy crate (synchronous, no I/O) holds the code fuzzed here: the
-// same `cache::key`, `fields` and `upstream_fields` crawlcache uses.
+// same `cache::key`, `hop_by_hop` and `upstream_fields` crawlcache uses.
 use crawlcache_policy::cache::key;
-use crawlcache_policy::fields::{
+use crawlcache_policy::hop_by_hop::{
     client_response_fields, connection_named, remove_hop_by_hop, via_names_us, HOP_BY_HOP,
 };
 use crawlcache_policy::upstream_fields::{host_field, upstream_fields};
