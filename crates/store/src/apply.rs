@@ -88,7 +88,7 @@ impl Index {
                             None => {
                                 state.entries += 1;
                                 // A new key, before its row can be read
-                                // (src/store/presence.rs).
+                                // (crates/store/src/presence.rs).
                                 if let Some(p) = primary_key_bytes(key) {
                                     self.presence.add(p);
                                 }

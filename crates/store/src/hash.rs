@@ -17,7 +17,7 @@ pub(crate) fn parse_hash(hex_str: &str) -> Option<Hash> {
 }
 
 /// FNV-1a (64 bits) of `bytes`: the hash of primary keys for the change
-/// counters and the filter of stored keys (src/store/presence.rs).
+/// counters and the filter of stored keys (crates/store/src/presence.rs).
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {

@@ -217,7 +217,7 @@ impl Index {
     }
 
     /// Whether `primary_key` may have entry rows: `false` only when it
-    /// certainly has none (src/store/presence.rs; "maybe" until the filter
+    /// certainly has none (crates/store/src/presence.rs; "maybe" until the filter
     /// is built).
     pub fn may_contain(&self, primary_key: &str) -> bool {
         self.presence.may_contain(primary_key.as_bytes())

@@ -92,7 +92,7 @@
 //!   path in errors);
 //! - the index: `index.rs` (sled's tree and how a body is kept), `rows.rs`
 //!   (every row's encoding), `apply.rs` (changes as `Op`s applied under
-//!   the index lock), `presence.rs` (the Bloom filter of primary keys),
+//!   the index lock), `presence.rs` (the Bloom filters: of primary keys, and of stored short bodies),
 //!   `stamp.rs` (the store's hybrid clock);
 //! - work no caller waits for: `budget.rs` (touches, eviction, compaction),
 //!   `maintenance.rs` (group commit, crash recovery, the background thread,

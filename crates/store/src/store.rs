@@ -209,7 +209,7 @@ impl Store {
                 }
                 out
             }
-            // Never stored (src/store/presence.rs): nothing to read.
+            // Never stored (crates/store/src/presence.rs): nothing to read.
             None if !inner.index.may_contain(primary_key) => Vec::new(),
             None => {
                 let mut found = Vec::new();

@@ -202,7 +202,7 @@ fn late_body(i: usize) -> Vec<u8> {
 }
 
 /// The start of every record in a pack segment (the layout is documented in
-/// `src/store/packs.rs`: the record's total length is the big-endian u32 at
+/// `crates/store/src/packs.rs`: the record's total length is the big-endian u32 at
 /// offset 4).
 fn record_starts(segment: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();

@@ -23,7 +23,7 @@ use std::time::SystemTime;
 /// handling is off, or offline for an origin never seen. Waits only when
 /// the origin is seen for the first time (or its rules expired). A fetch it
 /// starts is sent under the identity derived from the request's
-/// `User-Agent` (`robots::identity`).
+/// `User-Agent` (`crawlcache_robots::identity`).
 ///
 /// Offline, nothing is fetched and the last snapshot is used whatever its
 /// age (disposition `offline`, C44): the windows bound how long rules go
