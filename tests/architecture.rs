@@ -662,25 +662,26 @@ fn the_dependency_check_tells_test_use_from_code_use() {
 /// `crawlcache_store::Store`. A crate is another's when its name is a
 /// dependency of the root's manifest.
 #[test]
-fn no_module_of_the_root_re_exports_another_crates_items() {
-    let deps: BTreeSet<String> = normal_dependencies(&root().join("Cargo.toml"))
-        .into_iter()
-        .map(|(name, _, _)| name)
-        .collect();
+fn no_module_re_exports_another_crates_items() {
     let re =
         regex::Regex::new(r"(?m)^\s*pub(?:\([a-z]+\))?\s+use\s+:{0,2}([A-Za-z_][A-Za-z0-9_]*)")
             .unwrap();
     let mut found = Vec::new();
-    for file in rust_files(&root().join("src")) {
-        let text = fs::read_to_string(&file).unwrap_or_default();
-        for c in re.captures_iter(&text) {
-            let first = &c[1];
-            if deps.contains(first) || first.starts_with("crawlcache_") {
-                let line = text[..c.get(0).map_or(0, |m| m.start())].lines().count() + 1;
-                found.push(format!(
-                    "{}:{line}: pub use {first}::...",
-                    file.strip_prefix(root()).unwrap_or(&file).display()
-                ));
+    for src in crate_sources() {
+        let manifest = src.parent().unwrap_or(&src).join("Cargo.toml");
+        let deps: BTreeSet<String> =
+            normal_dependencies(&manifest).into_iter().map(|(name, _, _)| name).collect();
+        for file in rust_files(&src) {
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            for c in re.captures_iter(&text) {
+                let first = &c[1];
+                if deps.contains(first) || first.starts_with("crawlcache_") {
+                    let line = text[..c.get(0).map_or(0, |m| m.start())].lines().count() + 1;
+                    found.push(format!(
+                        "{}:{line}: pub use {first}::...",
+                        file.strip_prefix(root()).unwrap_or(&file).display()
+                    ));
+                }
             }
         }
     }
@@ -717,7 +718,7 @@ fn floor_violations(src: &Path, floors: &[Vec<String>]) -> Vec<String> {
     };
     let mut out = Vec::new();
     let lib = code_before_tests(&fs::read_to_string(src.join("lib.rs")).unwrap_or_default());
-    let mod_re = regex::Regex::new(r"(?m)^\s*(?:pub\s+)?mod\s+(\w+)\s*;").unwrap();
+    let mod_re = regex::Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;").unwrap();
     for c in mod_re.captures_iter(&lib) {
         if floor_of(&c[1]).is_none() {
             out.push(format!(
@@ -771,8 +772,9 @@ fn the_floor_checker_finds_an_upward_import_and_a_two_way_pair() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("wire")).unwrap();
     fs::create_dir_all(dir.join("proxy")).unwrap();
-    fs::write(dir.join("lib.rs"), "pub mod wire;\npub mod proxy;\npub mod a;\npub mod b;\n")
-        .unwrap();
+    let lib = "pub mod wire;\npub mod proxy;\npub mod a;\npub mod b;\npub(crate) mod c;\n";
+    fs::write(dir.join("lib.rs"), lib).unwrap();
+    fs::write(dir.join("c.rs"), "pub fn z() {}\n").unwrap();
     fs::write(dir.join("wire/mod.rs"), "pub mod body;\n").unwrap();
     fs::write(dir.join("wire/body.rs"), "pub fn f() { crate::proxy::state::g(); }\n").unwrap();
     fs::write(dir.join("proxy/mod.rs"), "pub mod state;\n").unwrap();
@@ -780,8 +782,8 @@ fn the_floor_checker_finds_an_upward_import_and_a_two_way_pair() {
         .unwrap();
     fs::write(dir.join("a.rs"), "pub fn x() { crate::b::y(); }\n").unwrap();
     fs::write(dir.join("b.rs"), "pub fn y() { crate::a::x(); }\n").unwrap();
-    let floors = declared_floors("x\n```floors\nwire\na b\nproxy\n```\n");
-    assert_eq!(floors.len(), 3);
+    let floors = declared_floors("x\n```floors\nwire\na b\nproxy\nc\n```\n");
+    assert_eq!(floors.len(), 4);
     let found = floor_violations(&dir, &floors);
     let joined = found.join("\n");
     assert!(
@@ -796,6 +798,7 @@ fn the_floor_checker_finds_an_upward_import_and_a_two_way_pair() {
     let fewer = declared_floors("```floors\nwire\nproxy\n```\n");
     let found = floor_violations(&dir, &fewer);
     assert!(found.iter().any(|f| f.contains("`mod a`, which has no floor")), "{found:?}");
+    assert!(found.iter().any(|f| f.contains("`mod c`, which has no floor")), "{found:?}");
     let _ = fs::remove_dir_all(&dir);
 }
 
