@@ -31,7 +31,7 @@ pub const CONFIG_HINT: &str =
 pub fn load_layered(common: &Common) -> Result<Layered, String> {
     let with_hint = |e: crate::config::ConfigError| {
         let e = e.to_string();
-        if e.contains("crawlcache config defaults") {
+        if e.contains(crate::config::sources::KEYS_HINT) {
             e
         } else {
             format!("{e}\n{CONFIG_HINT}")
