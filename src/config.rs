@@ -333,6 +333,18 @@ pub struct UpstreamConfig {
     pub proxy: ParentProxyUrl,
     /// Origins reached directly even when `proxy` is set.
     pub no_proxy: Vec<NoProxyEntry>,
+    /// Ask `https://` origins for HTTP/2 by ALPN (`h2` first, `http/1.1`
+    /// as the fallback; RFC 9113 section 3.2).
+    pub http2: bool,
+    /// Host patterns always spoken to over HTTP/1.1 (as
+    /// [`host_matches`]).
+    pub http1_hosts: Vec<String>,
+    /// Host patterns of `http://` origins spoken to over HTTP/2 with prior
+    /// knowledge (h2c, RFC 9113 section 3.3).
+    pub h2c_hosts: Vec<String>,
+    /// Most requests in flight to one origin (scheme, host and port) at
+    /// once, whatever the HTTP version; more wait their turn. 0: no cap.
+    pub max_in_flight_per_origin: usize,
 }
 
 /// `upstream.proxy`: the URL of a parent HTTP proxy, checked when the
@@ -459,21 +471,39 @@ pub struct TlsConfig {
     pub intercept: bool,
     /// Host patterns tunnelled untouched.
     pub bypass_hosts: Vec<String>,
+    /// Offer HTTP/2 (ALPN `h2`, RFC 9113 section 3.2) inside intercepted
+    /// tunnels, besides HTTP/1.1.
+    pub http2: bool,
+    /// Host patterns whose intercepted tunnels offer HTTP/1.1 only.
+    pub http1_hosts: Vec<String>,
 }
 
 impl TlsConfig {
     /// Whether `host` matches a `bypass_hosts` pattern (case-insensitive;
     /// `*.example.org` matches `example.org` and its subdomains).
     pub fn is_bypassed(&self, host: &str) -> bool {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.bypass_hosts.iter().any(|p| {
-            let p = p.trim().trim_end_matches('.').to_ascii_lowercase();
-            match p.strip_prefix("*.") {
-                Some(suffix) => host == suffix || host.ends_with(&format!(".{suffix}")),
-                None => host == p,
-            }
-        })
+        host_matches(&self.bypass_hosts, host)
     }
+
+    /// Whether intercepted tunnels to `host` offer HTTP/2: `http2` is on
+    /// and `host` matches no `http1_hosts` pattern (as [`host_matches`]).
+    pub fn offers_http2(&self, host: &str) -> bool {
+        self.http2 && !host_matches(&self.http1_hosts, host)
+    }
+}
+
+/// Whether `host` matches one of `patterns` (case-insensitive, a final dot
+/// ignored): an exact name, or `*.example.org`, which matches
+/// `example.org` and every name below it.
+pub fn host_matches(patterns: &[String], host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    patterns.iter().any(|p| {
+        let p = p.trim().trim_end_matches('.').to_ascii_lowercase();
+        match p.strip_prefix("*.") {
+            Some(suffix) => host == suffix || host.ends_with(&format!(".{suffix}")),
+            None => host == p,
+        }
+    })
 }
 
 /// An IP network in CIDR notation (`127.0.0.0/8`, `::1/128`; a bare address
@@ -781,7 +811,12 @@ mod tests {
         let t = TlsConfig {
             intercept: true,
             bypass_hosts: vec!["*.example.org".into(), "Bank.example".into()],
+            http2: true,
+            http1_hosts: vec!["old.example".into()],
         };
+        assert!(t.offers_http2("new.example"));
+        assert!(!t.offers_http2("Old.Example"));
+        assert!(!TlsConfig { http2: false, ..t.clone() }.offers_http2("new.example"));
         assert!(t.is_bypassed("example.org"));
         assert!(t.is_bypassed("a.b.example.org"));
         assert!(!t.is_bypassed("badexample.org"));

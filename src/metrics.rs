@@ -74,6 +74,10 @@ pub struct Metrics {
     /// Admin requests refused by the access rules (foreign `Host`, another
     /// page's request, no token, not loopback: docs/CASES.md C54).
     pub admin_refused: Counter,
+    /// Intercepted client connections served over HTTP/2 (ALPN `h2`).
+    pub client_h2_connections: Counter,
+    /// Requests that clients sent over HTTP/2.
+    pub client_h2_requests: Counter,
     /// The counters sampled once a second ([`Metrics::sample`]).
     pub history: history::History,
     /// Request latency by class ([`latency`]), observed when a response
@@ -166,6 +170,27 @@ impl Metrics {
                 "crawlcache_admin_refused_total",
                 "Admin requests refused: a Host that does not name the proxy, a request started by another page, no token, or not loopback.",
                 g(&self.admin_refused),
+            ),
+            (
+                "crawlcache_client_h2_connections_total",
+                "Intercepted client connections served over HTTP/2 (the client chose h2 by ALPN).",
+                g(&self.client_h2_connections),
+            ),
+            ("crawlcache_client_h2_requests_total", "Requests clients sent over HTTP/2.", g(&self.client_h2_requests)),
+            (
+                "crawlcache_origin_h2_connections_total",
+                "Connections to origins opened over HTTP/2 (ALPN h2, or h2c with prior knowledge).",
+                crate::upstream::h2::CONNECTIONS_OPENED.load(Ordering::Relaxed),
+            ),
+            (
+                "crawlcache_origin_h2_requests_total",
+                "Requests sent to origins over HTTP/2.",
+                crate::upstream::h2::REQUESTS_SENT.load(Ordering::Relaxed),
+            ),
+            (
+                "crawlcache_origin_h1_connections_total",
+                "Connections to origins opened over HTTP/1.1 by the HTTP/2 client when the origin chose http/1.1 by ALPN (once per origin; later HTTP/1.1 connections are pooled apart).",
+                crate::upstream::h2::H1_FALLBACKS.load(Ordering::Relaxed),
             ),
             (
                 "crawlcache_sendfile_bytes_total",

@@ -179,6 +179,7 @@ pub fn stats_json(state: &ProxyState) -> serde_json::Value {
         "request_duration_seconds": state.metrics.latency.json(),
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
         "connections": status::connections_json(state),
+        "http2": status::http2_json(state),
         "recent": status::windows_json(state),
         "origins": super::origin_figures::origins_json(state),
         "audit": { "mode": state.config.audit.mode, "keep": crawlcache_base::units::format_duration(state.config.audit.keep), "bytes": crate::audit::disk_bytes(state.audit.dir()) },

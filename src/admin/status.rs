@@ -245,6 +245,28 @@ pub fn connections_json(state: &ProxyState) -> Value {
     })
 }
 
+/// HTTP/2 on both sides (also in `/stats` as `"http2"`): the share of
+/// requests clients sent over HTTP/2, intercepted connections served over
+/// it, and the HTTP/2 connections open to origins, by origin.
+pub fn http2_json(state: &ProxyState) -> Value {
+    let g = crate::metrics::Counter::get;
+    let (requests, h2) = (g(&state.metrics.requests), g(&state.metrics.client_h2_requests));
+    let origins: Vec<Value> = state
+        .upstream
+        .h2_connections()
+        .into_iter()
+        .map(|(origin, open)| json!({ "origin": origin, "open": open }))
+        .collect();
+    json!({
+        "client_share": if requests == 0 { 0.0 } else { h2 as f64 / requests as f64 },
+        "client_requests": h2,
+        "client_connections": g(&state.metrics.client_h2_connections),
+        "origin_connections_open": origins.len(),
+        "origin_connections_opened": crate::upstream::h2::CONNECTIONS_OPENED.load(std::sync::atomic::Ordering::Relaxed),
+        "origins": origins,
+    })
+}
+
 /// The outcome shares over the last 1, 5 and 15 minutes (also in `/stats`
 /// as `"recent"`), keyed `1m`, `5m`, `15m`; `null` before the first sample.
 pub fn windows_json(state: &ProxyState) -> Value {
@@ -310,6 +332,7 @@ pub fn status_json(state: &ProxyState, now: SystemTime) -> Value {
         "origins": origins,
         "errors": { "total": crate::metrics::recent::RECENT.total(), "recent": recent.into_iter().take(ERRORS_SHOWN).collect::<Vec<_>>() },
         "connections": connections_json(state),
+        "http2": http2_json(state),
         "fleet": state.fleet.as_ref().map(|f| f.stats_json()),
         "audit": { "bytes": crate::audit::disk_bytes(state.audit.dir()) },
     })
@@ -481,6 +504,19 @@ pub fn page(v: &Value) -> String {
                     (figure(v, "server.max_connections", "connections.max", Format::Int))
                     (figure(v, "refused (503)", "connections.refused", Format::Int))
                     (figure(v, "open-file limit", "connections.open_file_limit.soft", Format::Int))
+                }
+            }
+            section.card #http2 {
+                h2 { "HTTP/2" }
+                div.figs {
+                    (figure(v, "of requests", "http2.client_share", Format::Percent))
+                    (figure(v, "client connections", "http2.client_connections", Format::Int))
+                    (figure(v, "origin connections open", "http2.origin_connections_open", Format::Int))
+                }
+                ul.h2-origins {
+                    @for o in v["http2"]["origins"].as_array().into_iter().flatten().take(ERRORS_SHOWN) {
+                        li { (o["origin"].as_str().unwrap_or("")) " · " (o["open"].as_u64().unwrap_or(0)) " open" }
+                    }
                 }
             }
             (origins_card(v))

@@ -115,7 +115,8 @@ pub struct Exchange {
 impl Exchange {
     /// Reads a request once: its target, key, header size and directives.
     pub fn read(req: Request<Incoming>, peer: SocketAddr) -> Exchange {
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
+        join_cookie_fields(&mut parts.headers);
         let target = classify(&parts.method, &parts.uri);
         let header_bytes = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
         let request_cc = CacheControl::from_headers(&parts.headers);
@@ -323,6 +324,28 @@ fn plain_host(uri: &Uri) -> bool {
     })
 }
 
+/// Joins a request's `cookie` fields into one, separated by `; ` (RFC 9113
+/// section 8.2.3: an HTTP/2 client may split them; they are joined before
+/// the request goes to an HTTP/1.1 origin, and before any cache decision
+/// looks at them, such as a `Vary: Cookie` secondary key). One field, or
+/// none, is left as it is.
+pub fn join_cookie_fields(headers: &mut http::HeaderMap) {
+    let mut values = headers.get_all(http::header::COOKIE).iter();
+    if values.next().is_none() || values.next().is_none() {
+        return;
+    }
+    let mut joined = Vec::new();
+    for v in headers.get_all(http::header::COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(v) = http::HeaderValue::from_bytes(&joined) {
+        headers.insert(http::header::COOKIE, v);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +379,20 @@ mod tests {
         let odd: Uri = "http://a@b[c:80]/".parse().expect("the URI parser accepts it");
         assert!(!plain_host(&odd));
         assert!(matches!(classify(&Method::GET, &odd), Target::Unusable));
+    }
+
+    #[test]
+    fn split_cookie_fields_are_joined_as_rfc_9113_section_8_2_3_says() {
+        let mut h = http::HeaderMap::new();
+        h.append(http::header::COOKIE, "a=1".parse().unwrap());
+        h.append(http::header::COOKIE, "b=2".parse().unwrap());
+        h.append(http::header::COOKIE, "c=3".parse().unwrap());
+        join_cookie_fields(&mut h);
+        let all: Vec<_> = h.get_all(http::header::COOKIE).iter().collect();
+        assert_eq!(all, ["a=1; b=2; c=3"]);
+        let mut one = http::HeaderMap::new();
+        one.append(http::header::COOKIE, "a=1; b=2".parse().unwrap());
+        join_cookie_fields(&mut one);
+        assert_eq!(one.get(http::header::COOKIE).unwrap(), "a=1; b=2");
     }
 }

@@ -10,6 +10,7 @@
 pub mod body_cache;
 pub mod conn;
 pub mod exchange;
+pub mod in_tunnel;
 pub mod invalidate;
 pub mod lookup;
 pub mod meta_cache;

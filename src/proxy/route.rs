@@ -456,7 +456,7 @@ pub async fn handle(
 
 /// Marks `req` as an OPTIONS about the whole server when its request line
 /// had an empty path (RFC 9112 section 3.2.4), as the connection noted it.
-fn mark_whole_server(req: &mut Request<Incoming>, interim: &InterimSender) {
+pub(super) fn mark_whole_server(req: &mut Request<Incoming>, interim: &InterimSender) {
     if let Some(target) = stages::options_trace::whole_server_candidate(req) {
         if interim.take_whole_server(&target) {
             req.extensions_mut().insert(stages::options_trace::WholeServer);
@@ -464,89 +464,8 @@ fn mark_whole_server(req: &mut Request<Incoming>, interim: &InterimSender) {
     }
 }
 
-/// Requests inside a CONNECT tunnel to `authority`: decrypted from an
-/// intercepted TLS tunnel (`scheme` "https") or sent in clear inside it
-/// (`scheme` "http", C50). An origin-form target becomes
-/// `scheme://authority/path` (`OPTIONS *` becomes `scheme://authority/`,
-/// marked as about the whole server), then the request takes the same
-/// route as a plain-HTTP one.
-pub async fn handle_in_tunnel(
-    state: Arc<ProxyState>,
-    mut req: Request<Incoming>,
-    authority: http::uri::Authority,
-    scheme: &'static str,
-    peer: SocketAddr,
-    interim: InterimSender,
-) -> Result<Response<ProxyBody>, Infallible> {
-    let bypass = CacheStatus::forward(Fwd::Bypass);
-    mark_whole_server(&mut req, &interim);
-    // OPTIONS for the whole server, asked in asterisk-form: it goes out as
-    // `OPTIONS *` again (RFC 9112 section 3.2.4).
-    let asterisk = req.method() == http::Method::OPTIONS && req.uri() == "*";
-    if asterisk {
-        req.extensions_mut().insert(stages::options_trace::WholeServer);
-    }
-    if req.uri().scheme().is_none() {
-        // From parts already parsed: no text is copied or parsed again.
-        let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(if scheme == "https" {
-            http::uri::Scheme::HTTPS
-        } else {
-            http::uri::Scheme::HTTP
-        });
-        parts.authority = Some(authority.clone());
-        parts.path_and_query = match req.uri().path_and_query() {
-            Some(p) if !asterisk => Some(p.clone()),
-            _ => Some(http::uri::PathAndQuery::from_static("/")),
-        };
-        match Uri::from_parts(parts) {
-            Ok(u) => *req.uri_mut() = u,
-            Err(e) => {
-                return Ok(error_response(
-                    StatusCode::BAD_REQUEST,
-                    &format!("crawlcache: bad request target: {e}"),
-                    &bypass,
-                ))
-            }
-        }
-    }
-    if req.uri().authority() != Some(&authority) || req.uri().scheme_str() != Some(scheme) {
-        return Ok(error_response(
-            StatusCode::MISDIRECTED_REQUEST,
-            &format!("crawlcache: this tunnel is for {scheme}://{authority} only"),
-            &bypass,
-        ));
-    }
-    let default_port = if scheme == "https" { 443 } else { 80 };
-    let misdirected = misdirected_host(req.headers(), &authority, default_port);
-    let mut ex = Exchange::read(req, peer);
-    ex.apply_key_rules(&state.config.cache.key_rules);
-    ex.misdirected = misdirected;
-    ex.interim = Some(interim);
-    Ok(drive(state, ex).await)
-}
-
-/// The `Host` of a request inside a tunnel to `authority`, when it names
-/// another host or port (the scheme's `default_port` may be omitted).
-fn misdirected_host(
-    headers: &http::HeaderMap,
-    authority: &http::uri::Authority,
-    default_port: u16,
-) -> Option<String> {
-    let host = headers.get(http::header::HOST)?;
-    if host.as_bytes().eq_ignore_ascii_case(authority.as_str().as_bytes()) {
-        return None;
-    }
-    let text = String::from_utf8_lossy(host.as_bytes()).into_owned();
-    let same = text.parse::<http::uri::Authority>().is_ok_and(|a| {
-        a.host().eq_ignore_ascii_case(authority.host())
-            && a.port_u16().unwrap_or(default_port) == authority.port_u16().unwrap_or(default_port)
-    });
-    (!same).then_some(text)
-}
-
 /// Routes `ex` until a stage answers, then finishes the response.
-async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> {
+pub(super) async fn drive(state: Arc<ProxyState>, mut ex: Exchange) -> Response<ProxyBody> {
     let mut lookup: Option<Lookup> = None;
     // Read again after every step that may have waited.
     let mut now = ex.arrived;
@@ -741,6 +660,9 @@ fn finish(
     mut ex: Exchange,
     mut response: Response<ProxyBody>,
 ) -> Response<ProxyBody> {
+    if ex.parts.version == http::Version::HTTP_2 {
+        crate::metrics::Metrics::inc(&state.metrics.client_h2_requests);
+    }
     if ex.is_cacheable_method()
         && matches!(ex.target, Target::Absolute { .. })
         && ex.status.key.is_none()

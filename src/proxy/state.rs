@@ -236,6 +236,7 @@ impl ProxyState {
     ) -> Result<ProxyState, ServeError> {
         let dir = &config.server.data_dir;
         let ca = crate::tls::CertificateAuthority::load_or_create(dir).map_err(ServeError::Ca)?;
+        ca.offer_http2(&config.tls);
         let upstream = origin_client(&config)?;
         let robots = robots_registry(&config, &store, upstream.clone())?;
         let pacer = Arc::new(crawlcache_robots::politeness::Pacer::new());
@@ -339,12 +340,18 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, ServeError> 
         up.connect_timeout,
         up.response_timeout,
         up.pool_idle_timeout,
-        upstream::HeadLimits {
+        crate::upstream::error::HeadLimits {
             max_bytes: usize::try_from(up.max_head_bytes).unwrap_or(usize::MAX),
             max_fields: up.max_head_fields,
         },
         parent,
-    ))
+    )
+    .with_versions(upstream::Versions {
+        alpn: up.http2,
+        http1_hosts: up.http1_hosts.clone(),
+        h2c_hosts: up.h2c_hosts.clone(),
+    })
+    .with_in_flight_cap(up.max_in_flight_per_origin))
 }
 
 /// The robots.txt registry over the store's index, fetching through

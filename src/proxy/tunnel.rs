@@ -2,7 +2,8 @@
 //!
 //! With `tls.intercept` (the default) the tunnel is terminated here: the
 //! client's TLS is accepted with a leaf certificate for `host` signed by
-//! crawlcache's local CA, and the HTTP/1.1 requests inside go through the
+//! crawlcache's local CA, and the requests inside (HTTP/1.1, or HTTP/2 when
+//! the client chooses `h2` by ALPN and `tls.http2` allows it) go through the
 //! same cache path as plain HTTP, keyed as `https://host[:port]/...`.
 //! Hosts matching `tls.bypass_hosts` (or every host, with interception off)
 //! get a blind tunnel: bytes are copied both ways and nothing is cached.
@@ -27,7 +28,7 @@
 //! HTTP"), not as a certificate problem; offline, it is closed (no origin
 //! may be contacted).
 
-use super::route::handle_in_tunnel;
+use super::in_tunnel::handle_in_tunnel;
 use super::state::ProxyState;
 use crate::wire::body::ProxyBody;
 use crate::wire::error::error_response;
@@ -431,7 +432,43 @@ async fn serve_tls<IO>(
             return;
         }
     };
-    serve_http(state, tls, authority, "https", peer).await
+    if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+        serve_h2(state, tls, authority, peer).await
+    } else {
+        serve_http(state, tls, authority, "https", peer).await
+    }
+}
+
+/// Serves the HTTP/2 streams of an intercepted TLS connection `io` whose
+/// client chose `h2` by ALPN (RFC 9113 section 3.2), each as a request to
+/// `https://authority/...` through the same route as an HTTP/1.1 one
+/// ([`handle_in_tunnel`]); with the limits of [`super::conn::client_http2`].
+/// Interim responses (1xx) are not relayed on HTTP/2: the HTTP library's
+/// server cannot send them.
+async fn serve_h2<IO>(
+    state: Arc<ProxyState>,
+    io: IO,
+    authority: http::uri::Authority,
+    peer: SocketAddr,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let st = state.clone();
+    let auth = authority.clone();
+    let svc =
+        service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), "https", peer, None));
+    let conn = super::conn::client_http2().serve_connection(TokioIo::new(io), svc);
+    let _guard = state.conns.enter();
+    crate::metrics::Metrics::inc(&state.metrics.client_h2_connections);
+    let result = super::shutdown::serve_until_closing(conn, state.closing.subscribe(), |c| {
+        c.graceful_shutdown()
+    })
+    .await;
+    if let Err(e) = result {
+        tracing::debug!(
+            "intercepted HTTP/2 connection from {peer} to {authority} ended with an error: {e}"
+        );
+    }
 }
 
 /// Serves the HTTP/1.1 requests on a tunnel's connection `io` through the
@@ -450,7 +487,7 @@ async fn serve_http<IO>(
     let auth = authority.clone();
     let (io, interim) = crate::wire::interim::InterimIo::new(TokioIo::new(io));
     let svc = service_fn(move |r| {
-        handle_in_tunnel(st.clone(), r, auth.clone(), scheme, peer, interim.clone())
+        handle_in_tunnel(st.clone(), r, auth.clone(), scheme, peer, Some(interim.clone()))
     });
     let conn = super::conn::client_http1().serve_connection(io, svc).with_upgrades();
     // Counted and closed gracefully at shutdown, like plain connections.

@@ -12,7 +12,8 @@
 //! text needs. A body that does not decode is
 //! [`FetchError::Undecodable`]. Bodies of other statuses are not read.
 
-use crate::upstream::origin::{Upstream, UpstreamErrorKind};
+use crate::upstream::error::UpstreamErrorKind;
+use crate::upstream::origin::Upstream;
 use crate::wire::body::ProxyBody;
 use crawlcache_robots::decode::{decode, parse_content_encoding, ACCEPT_ENCODING};
 use crawlcache_robots::fetch::{FetchError, FetchFuture, RawRobotsResponse, RobotsFetch};

@@ -62,6 +62,9 @@ struct Authority {
     key: KeyPair,
     provider: Arc<CryptoProvider>,
     leaves: Mutex<LruCache<String, CachedLeaf>>,
+    /// Which hosts' leaves offer HTTP/2 by ALPN (`tls.http2`,
+    /// `tls.http1_hosts`); none until [`CertificateAuthority::offer_http2`].
+    http2: std::sync::RwLock<Option<crate::config::TlsConfig>>,
 }
 
 struct CachedLeaf {
@@ -140,8 +143,28 @@ impl CertificateAuthority {
                 key,
                 provider,
                 leaves: Mutex::new(LruCache::new(capacity)),
+                http2: std::sync::RwLock::new(None),
             }),
         })
+    }
+
+    /// Makes the leaves minted from now on offer HTTP/2 (ALPN `h2`, then
+    /// `http/1.1`; RFC 9113 section 3.2) to the hosts `tls` allows it for
+    /// ([`crate::config::TlsConfig::offers_http2`]); the others, and every
+    /// leaf until this is called, offer `http/1.1` only. Leaves cached
+    /// before the call are dropped, so the next handshake mints them anew.
+    pub fn offer_http2(&self, tls: &crate::config::TlsConfig) {
+        *self.inner.http2.write().unwrap_or_else(|p| p.into_inner()) = Some(tls.clone());
+        self.lock_leaves().clear();
+    }
+
+    /// The ALPN protocols a leaf for `host` offers, most preferred first.
+    fn alpn_for(&self, host: &str) -> Vec<Vec<u8>> {
+        let policy = self.inner.http2.read().unwrap_or_else(|p| p.into_inner());
+        match policy.as_ref() {
+            Some(tls) if tls.offers_http2(host) => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            _ => vec![b"http/1.1".to_vec()],
+        }
     }
 
     /// Where the CA certificate of `data_dir` is kept, or will be once the
@@ -239,7 +262,7 @@ impl CertificateAuthority {
             .with_no_client_auth()
             .with_single_cert(vec![leaf_der], PrivateKeyDer::Pkcs8(key_der))
             .map_err(|source| TlsError::Config { what: what(), source })?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = self.alpn_for(&name.cache_key());
         config.session_storage = ServerSessionMemoryCache::new(SESSIONS_PER_LEAF);
         // The provider's order of cipher suites decides (AES-128-GCM first,
         // see interception_provider).

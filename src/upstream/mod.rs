@@ -6,8 +6,12 @@
 //!
 //! - [`origin`]: the one client for origins ([`origin::Upstream`]): pooled
 //!   connections, timeouts, response-head limits, the errors a 502 names.
+//! - [`error`]: why an exchange with an origin failed ([`error::UpstreamError`]),
+//!   as a 502 or 504 names it.
 //! - [`parent`]: the parent (upstream) proxy the origin client may go
 //!   through, and the connector that goes direct or via it.
+//! - [`h2`]: HTTP/2 to origins, one multiplexed connection per origin.
+//! - [`in_flight`]: the cap on requests in flight to one origin.
 //! - [`asterisk`]: OPTIONS for a whole server, sent as `OPTIONS *` on a
 //!   connection of its own (RFC 9112 section 3.2.4).
 //! - [`upstream_client_config`] and [`upstream_connector`] (`tls.rs`)
@@ -22,6 +26,9 @@
 //! explicitly; nothing relies on a process-wide default provider.
 
 pub mod asterisk;
+pub mod error;
+pub mod h2;
+pub mod in_flight;
 pub mod origin;
 pub mod parent;
 mod pinned;

@@ -2,7 +2,10 @@
 //! the proxy and by the robots.txt fetcher (an OPTIONS for a whole server
 //! takes a connection of its own through [`super::asterisk`]).
 
-use super::parent::{find_parent_error, OriginConnector, ParentError, ParentProxy};
+use super::error::{classify, head_too_large, HeadLimits, UpstreamError, UpstreamErrorKind};
+use super::h2::{H2Mode, H2Pool, Sent};
+use super::in_flight::InFlight;
+use super::parent::{Connector, ParentProxy};
 use crate::wire::body::ProxyBody;
 use crawlcache_base::locks::lock;
 use crawlcache_policy::upstream_fields::upstream_fields;
@@ -12,75 +15,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The connector used for origins: plain TCP for `http://`, verified TLS for
-/// `https://`, either directly or through the parent proxy.
-pub type Connector = hyper_rustls::HttpsConnector<OriginConnector>;
-
-/// Why an upstream exchange failed, with a sentence for the client.
-#[derive(Debug, Clone)]
-pub struct UpstreamError {
-    /// What kind of failure this was.
-    pub kind: UpstreamErrorKind,
-    /// Human-readable cause, used in the error body and logs.
-    pub message: String,
-}
-
-/// Kinds of upstream failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamErrorKind {
-    /// The host name did not resolve.
-    Dns,
-    /// The TCP connection could not be opened (refused, unreachable, connect timeout).
-    Connect,
-    /// The origin did not send its response head in time.
-    Timeout,
-    /// The origin's TLS certificate could not be verified.
-    Tls,
-    /// The origin broke the protocol or closed the connection.
-    Protocol,
-}
-
-impl UpstreamError {
-    /// True when the origin could not be reached at all: the cache is then
-    /// disconnected in the sense of RFC 9111 section 4.2.4.
-    pub fn unreachable(&self) -> bool {
-        matches!(
-            self.kind,
-            UpstreamErrorKind::Dns | UpstreamErrorKind::Connect | UpstreamErrorKind::Timeout
-        )
-    }
-
-    /// The status to answer the client with: 504 for a timeout, 502 otherwise.
-    pub fn status(&self) -> StatusCode {
-        match self.kind {
-            UpstreamErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
-            _ => StatusCode::BAD_GATEWAY,
-        }
-    }
-}
-
-impl std::fmt::Display for UpstreamError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-/// Bounds on an origin's response head. Real sites send heads with more
-/// than 100 fields (cookies, security headers); peers bound a head by bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeadLimits {
-    /// Largest response head, in bytes (`upstream.max_head_bytes`).
-    pub max_bytes: usize,
-    /// Most fields in a response head (`upstream.max_head_fields`).
-    pub max_fields: usize,
-}
-
-impl Default for HeadLimits {
-    fn default() -> HeadLimits {
-        HeadLimits { max_bytes: 256 * 1024, max_fields: 3000 }
-    }
-}
 
 /// The pooled HTTP client for origins.
 ///
@@ -124,6 +58,29 @@ pub struct Upstream {
     response_timeout: Duration,
     limits: HeadLimits,
     parent: Option<Arc<ParentProxy>>,
+    h2: Arc<H2Pool>,
+    versions: Arc<Versions>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Which origins are spoken to over HTTP/2 (`[upstream]` `http2`,
+/// `http1_hosts`, `h2c_hosts`); none by default.
+#[derive(Debug, Clone, Default)]
+pub struct Versions {
+    /// Ask `https://` origins for `h2` by ALPN.
+    pub alpn: bool,
+    /// Host patterns always spoken to over HTTP/1.1.
+    pub http1_hosts: Vec<String>,
+    /// Host patterns of `http://` origins spoken to with prior knowledge.
+    pub h2c_hosts: Vec<String>,
+}
+
+/// Why [`Upstream::send_h2`] did not give a response.
+enum Http1Instead {
+    /// The origin chose HTTP/1.1: the request, unsent, for those clients.
+    Request(Box<Request<ProxyBody>>),
+    /// It failed.
+    Error(UpstreamError),
 }
 
 impl Upstream {
@@ -167,6 +124,11 @@ impl Upstream {
         parent: Option<ParentProxy>,
     ) -> Upstream {
         let parent = parent.map(Arc::new);
+        let mut h2_tls = (*tls).clone();
+        h2_tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let h2_connector =
+            crate::upstream::origin_connector(Arc::new(h2_tls), connect_timeout, parent.clone());
+        let h2 = Arc::new(H2Pool::new(h2_connector, limits, pool_idle_timeout));
         let connector = crate::upstream::origin_connector(tls, connect_timeout, parent.clone());
         let pools = Arc::new(PoolSettings {
             connector,
@@ -175,7 +137,34 @@ impl Upstream {
             roomy_origins: std::sync::Mutex::new(std::collections::HashSet::new()),
             roomy_count: std::sync::atomic::AtomicUsize::new(0),
         });
-        Upstream { pools, response_timeout, limits, parent }
+        Upstream {
+            pools,
+            response_timeout,
+            limits,
+            parent,
+            h2,
+            versions: Arc::new(Versions::default()),
+            in_flight: Arc::new(InFlight::new(0)),
+        }
+    }
+
+    /// This client speaking HTTP/2 to the origins `versions` names (see
+    /// [`super::h2`]); by default every origin gets HTTP/1.1.
+    pub fn with_versions(mut self, versions: Versions) -> Upstream {
+        self.versions = Arc::new(versions);
+        self
+    }
+
+    /// This client sending at most `per_origin` requests at once to each
+    /// origin, waiting for a turn beyond that (0: no cap, the default).
+    pub fn with_in_flight_cap(mut self, per_origin: usize) -> Upstream {
+        self.in_flight = Arc::new(InFlight::new(per_origin));
+        self
+    }
+
+    /// Open HTTP/2 connections to origins, by origin, for the status page.
+    pub fn h2_connections(&self) -> Vec<(String, usize)> {
+        self.h2.open_connections()
     }
 
     /// Starts sending `req` with this thread's client (see [`Upstream`]):
@@ -222,18 +211,117 @@ impl Upstream {
 
     /// Sends `req` (absolute URI) and waits for the response head, at most the
     /// configured response timeout (for both attempts together when the
-    /// request is resent, see [`Upstream`]).
+    /// request is resent, see [`Upstream`]; waiting for a turn under
+    /// `upstream.max_in_flight_per_origin` included). Over HTTP/2 when the
+    /// origin is asked for it and chooses it ([`super::h2`]), else over
+    /// HTTP/1.1.
     pub async fn send(
         &self,
         mut req: Request<ProxyBody>,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
         let (parent, plain_via_parent) = self.parent_leg(&mut req);
+        let key = origin_key(req.uri());
+        let mode = self.h2_mode(req.uri(), &key, plain_via_parent);
+        let exchange = async {
+            let _turn = self.in_flight.enter(&key).await;
+            let req = match mode {
+                Some(mode) => match self.send_h2(&key, req, mode, &host).await {
+                    Ok(resp) => return self.check_response(resp, &host, None),
+                    Err(Http1Instead::Error(e)) => return Err(e),
+                    Err(Http1Instead::Request(req)) => *req,
+                },
+                None => req,
+            };
+            self.send_http1(req, &host, parent.filter(|_| plain_via_parent)).await
+        };
+        match tokio::time::timeout(self.response_timeout, exchange).await {
+            Err(_) => Err(self.timed_out(&host, parent)),
+            Ok(result) => result,
+        }
+    }
+
+    /// How `uri` (of origin `key`) is sent over HTTP/2, if it is:
+    /// `https://` by ALPN when `upstream.http2` is on and the origin has not
+    /// chosen `http/1.1` before, `http://` with prior knowledge when its host
+    /// is in `upstream.h2c_hosts` and it does not go to a parent proxy in
+    /// plain (`plain_via_parent`); never for a host in `upstream.http1_hosts`.
+    fn h2_mode(&self, uri: &Uri, key: &str, plain_via_parent: bool) -> Option<H2Mode> {
+        let v = &self.versions;
+        if !v.alpn && v.h2c_hosts.is_empty() {
+            return None;
+        }
+        let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+        if crate::config::host_matches(&v.http1_hosts, host) {
+            return None;
+        }
+        match uri.scheme_str() {
+            Some("https") if v.alpn && !self.h2.chose_http1(key) => Some(H2Mode::Alpn),
+            Some("http")
+                if !plain_via_parent && crate::config::host_matches(&v.h2c_hosts, host) =>
+            {
+                Some(H2Mode::PriorKnowledge)
+            }
+            _ => None,
+        }
+    }
+
+    /// Sends `req` to origin `key` over HTTP/2 ([`super::h2::H2Pool`]),
+    /// once more when the first attempt failed in a way that left it
+    /// unprocessed (`REFUSED_STREAM`, `GOAWAY`, a closed connection) and it
+    /// may be resent (an idempotent method without a body). Errors: the
+    /// request back when the origin chose HTTP/1.1 meanwhile, or the
+    /// failure as a 502/504 names it.
+    async fn send_h2(
+        &self,
+        key: &str,
+        req: Request<ProxyBody>,
+        mode: H2Mode,
+        host: &str,
+    ) -> Result<Response<Incoming>, Http1Instead> {
+        let replay = replayable(&req);
+        let failure = match self.h2.send(key, req, mode).await {
+            Ok(Sent::Response(r)) => return Ok(r),
+            Ok(Sent::UseHttp1(r)) => return Err(Http1Instead::Request(r)),
+            Err(f) => f,
+        };
+        let again = match replay {
+            Some((parts, ())) if failure.retryable() => {
+                tracing::debug!(
+                    "HTTP/2 request to {host} was not processed ({failure}); sending it once more"
+                );
+                Request::from_parts(parts, ProxyBody::empty())
+            }
+            _ => {
+                return Err(Http1Instead::Error(classify(
+                    host,
+                    &failure,
+                    failure.connect,
+                    &self.limits,
+                )))
+            }
+        };
+        match self.h2.send(key, again, mode).await {
+            Ok(Sent::Response(r)) => Ok(r),
+            Ok(Sent::UseHttp1(r)) => Err(Http1Instead::Request(r)),
+            Err(f) => Err(Http1Instead::Error(classify(host, &f, f.connect, &self.limits))),
+        }
+    }
+
+    /// Sends `req` over HTTP/1.1 with this thread's pooled clients, resent
+    /// once when that is safe (see [`Upstream`]), and checks the response
+    /// (`plain_parent`: the parent proxy a plain request went to).
+    async fn send_http1(
+        &self,
+        req: Request<ProxyBody>,
+        host: &str,
+        plain_parent: Option<&ParentProxy>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let roomy = self.pools.is_roomy(req.uri());
         let uri = req.uri().clone();
         let mut replay = replayable(&req);
         let mut not_resent = false;
-        let attempts = async {
+        let result = {
             let first = match self.request(req, roomy).await {
                 Err(e) if replay.is_some() && failed_before_response(&e) => {
                     tracing::debug!("request to {host} failed on a pooled connection before any response ({e}); sending it once more");
@@ -263,10 +351,10 @@ impl Upstream {
                     match replay.take() {
                         Some((parts, ())) => {
                             tracing::debug!(
-                                "origin {host} sent a response head with more than {} fields; sending the request again with room for {}",
-                                self.pools.compact_fields(),
-                                self.limits.max_fields
-                            );
+                            "origin {host} sent a response head with more than {} fields; sending the request again with room for {}",
+                            self.pools.compact_fields(),
+                            self.limits.max_fields
+                        );
                             self.request(Request::from_parts(parts, ProxyBody::empty()), true).await
                         }
                         None => {
@@ -278,20 +366,19 @@ impl Upstream {
                 other => other,
             }
         };
-        match tokio::time::timeout(self.response_timeout, attempts).await {
-            Err(_) => Err(self.timed_out(&host, parent)),
-            Ok(Ok(resp)) => self.check_response(resp, &host, parent.filter(|_| plain_via_parent)),
-            Ok(Err(e)) if not_resent => Err(UpstreamError {
+        match result {
+            Ok(resp) => self.check_response(resp, host, plain_parent),
+            Err(e) if not_resent => Err(UpstreamError {
                 kind: UpstreamErrorKind::Protocol,
                 message: format!(
                     "origin {host} sent a response head larger than the first parse has room for ({} fields), and this request cannot be sent again (not idempotent, or it has a body); later requests to {host} are parsed with room for upstream.max_head_fields = {} fields and upstream.max_head_bytes = {} bytes: {}",
                     self.pools.compact_fields(),
                     self.limits.max_fields,
                     self.limits.max_bytes,
-                    classify(&host, &e, e.is_connect(), &self.limits).message
+                    classify(host, &e, e.is_connect(), &self.limits).message
                 ),
             }),
-            Ok(Err(e)) => Err(classify(&host, &e, e.is_connect(), &self.limits)),
+            Err(e) => Err(classify(host, &e, e.is_connect(), &self.limits)),
         }
     }
 
@@ -496,19 +583,6 @@ fn over_head_bytes(err: &hyper_util::client::legacy::Error, max_bytes: usize) ->
     extras.get::<super::parent::ReadSinceWrite>().is_some_and(|r| r.bytes() >= max_bytes)
 }
 
-/// True when `err` is the HTTP library refusing a response head as too
-/// large: more fields than its parser had room for, or more bytes.
-fn head_too_large(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = src {
-        if e.downcast_ref::<hyper::Error>().is_some_and(|h| h.is_parse_too_large()) {
-            return true;
-        }
-        src = e.source();
-    }
-    false
-}
-
 thread_local! {
     /// This thread's clients, one per live [`Upstream`] (by its settings).
     static THREAD_CLIENTS: ThreadClients = const { std::cell::RefCell::new(Vec::new()) };
@@ -597,97 +671,4 @@ pub fn forward_request(
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
     req
-}
-
-/// Turns a client error into a kind and a sentence naming the cause;
-/// `connect_failed` when the connection could not be opened at all.
-fn classify(
-    host: &str,
-    err: &(dyn std::error::Error + 'static),
-    connect_failed: bool,
-    limits: &HeadLimits,
-) -> UpstreamError {
-    let mut chain = String::new();
-    let mut io_kind = None;
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = src {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            io_kind = Some(io.kind());
-        }
-        if e.is::<ParentError>() {
-            // Its sentence leads the message instead (see below).
-            src = e.source();
-            continue;
-        }
-        let s = e.to_string();
-        if !s.is_empty() && !chain.contains(&s) {
-            if !chain.is_empty() {
-                chain.push_str(": ");
-            }
-            chain.push_str(&s);
-        }
-        src = e.source();
-    }
-    if let Some(sentence) = crate::upstream::describe_tls_error(err) {
-        return UpstreamError {
-            kind: UpstreamErrorKind::Tls,
-            message: format!("TLS with origin {host} failed: {sentence}"),
-        };
-    }
-    // hyper-util's connector says "dns error" only in its message (its
-    // ConnectError has no kind to ask), so resolution failures are told by
-    // their text; timeouts by the I/O error kind first.
-    let lower = chain.to_ascii_lowercase();
-    let dns = lower.contains("dns error")
-        || lower.contains("failed to lookup")
-        || lower.contains("name or service not known");
-    let timed_out = io_kind == Some(std::io::ErrorKind::TimedOut) || lower.contains("timed out");
-    if let Some(p) = find_parent_error(err) {
-        // The parent, not the origin, could not be reached or refused the tunnel.
-        let parent = &p.parent;
-        if p.failure != super::parent::ParentFailure::Connect {
-            // A refused or broken CONNECT: its sentence names the origin already.
-            return UpstreamError {
-                kind: UpstreamErrorKind::Connect,
-                message: format!("{p}: {chain}"),
-            };
-        }
-        let (kind, sentence) = if dns {
-            (UpstreamErrorKind::Dns, format!("could not resolve the parent proxy host {parent}"))
-        } else if timed_out {
-            (
-                UpstreamErrorKind::Timeout,
-                format!("connecting to the parent proxy {parent} timed out"),
-            )
-        } else {
-            (UpstreamErrorKind::Connect, p.to_string())
-        };
-        return UpstreamError { kind, message: format!("{sentence} (for origin {host}): {chain}") };
-    }
-    if head_too_large(err) {
-        return UpstreamError {
-            kind: UpstreamErrorKind::Protocol,
-            message: format!(
-                "origin {host} sent a response head beyond the limits (upstream.max_head_bytes = {} bytes, upstream.max_head_fields = {}): {chain}",
-                limits.max_bytes, limits.max_fields
-            ),
-        };
-    }
-    let kind = if dns {
-        UpstreamErrorKind::Dns
-    } else if timed_out {
-        UpstreamErrorKind::Timeout
-    } else if connect_failed {
-        UpstreamErrorKind::Connect
-    } else {
-        UpstreamErrorKind::Protocol
-    };
-    let message = match kind {
-        UpstreamErrorKind::Dns => format!("could not resolve origin host {host}: {chain}"),
-        UpstreamErrorKind::Connect => format!("could not connect to origin {host}: {chain}"),
-        UpstreamErrorKind::Timeout => format!("connecting to origin {host} timed out: {chain}"),
-        UpstreamErrorKind::Tls => format!("TLS with origin {host} failed: {chain}"),
-        UpstreamErrorKind::Protocol => format!("origin {host} failed: {chain}"),
-    };
-    UpstreamError { kind, message }
 }

@@ -30,6 +30,10 @@ use tokio::net::TcpStream;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 
+/// The connector used for origins: plain TCP for `http://`, verified TLS for
+/// `https://`, either directly or through the parent proxy.
+pub type Connector = hyper_rustls::HttpsConnector<OriginConnector>;
+
 /// hyper-util's `TunnelError` (public, but not re-exported by name).
 type TunnelError = <Tunnel<HttpConnector> as tower_service::Service<Uri>>::Error;
 

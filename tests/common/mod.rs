@@ -25,6 +25,9 @@
 //! - [`tls`]: a test CA and leaf for TLS origins (and a self-signed one);
 //! - [`tls_origin`]: [`tls_origin::TlsOrigin`], an HTTPS (and plain HTTP)
 //!   origin answering with a closure;
+//! - [`h2_origin`]: [`h2_origin::H2Origin`], an origin speaking HTTP/2
+//!   and/or HTTP/1.1 as its ALPN list says (or h2c), counting connections
+//!   and recording each request's version and fields;
 //! - [`redis`]: [`RedisServer`], a throw-away `redis-server` (fleet tests);
 //! - [`s3`]: [`S3Server`], a throw-away one-node Garage (a real
 //!   S3-compatible object store) with a key and a bucket (fleet tests).
@@ -47,6 +50,7 @@ pub mod bulk_store;
 pub mod client;
 pub mod crawl;
 pub mod dirs;
+pub mod h2_origin;
 pub mod nginx;
 pub mod origin;
 pub mod process;

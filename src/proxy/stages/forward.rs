@@ -7,7 +7,7 @@ use super::super::state::ProxyState;
 use super::tee::{self, TeeJob};
 use super::Step;
 use crate::metrics::Metrics;
-use crate::upstream::origin::UpstreamError;
+use crate::upstream::error::UpstreamError;
 use crate::wire::body::ProxyBody;
 use crate::wire::error::error_response;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};

@@ -1,0 +1,250 @@
+//! HTTP/2 end to end (issue 43): h2 inside intercepted tunnels, h2 to
+//! origins, one multiplexed origin connection, the per-origin cap, h2c,
+//! and the translation rules of RFC 9113 section 8 that a real client can
+//! show. Clients: curl (`--http2`, `--parallel` multiplexes its requests on
+//! one tunnel); origins: [`H2Origin`] (hyper, ALPN as each test says).
+//! Everything listens on 127.0.0.1.
+
+mod common;
+
+use common::h2_origin::{H2Origin, Speaks};
+use common::tls::{test_pki, TestPki};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const CLIENT_LIMIT: Duration = Duration::from_secs(90);
+
+/// A proxy trusting `pki`'s CA for origins, robots off, with `upstream`
+/// lines added to `[upstream]` and `rest` after.
+fn proxy_for(dir: &TestDir, pki: &TestPki, upstream: &str, rest: &str) -> Proxy {
+    let ca = dir.join("origin-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).expect("writing the origin CA");
+    let config = format!(
+        "[robots]\nmode = \"off\"\n\n[upstream]\nresponse_timeout = \"20s\"\nextra_ca_file = {:?}\n{upstream}\n{rest}\n",
+        ca.display().to_string()
+    );
+    Proxy::start_with_config(&dir.subdir("data"), &config, &[])
+}
+
+fn crawlcache_ca(proxy: &Proxy) -> PathBuf {
+    proxy.data_dir().join("ca/ca.pem")
+}
+
+fn curl_bin() -> PathBuf {
+    find_tool(
+        "curl",
+        "CRAWLCACHE_TEST_CURL",
+        &["/usr/bin/curl"],
+        "Install curl (apt-get install curl).",
+    )
+}
+
+/// One transfer as curl reported it: HTTP version, status, `Cache-Status`.
+#[derive(Debug, Clone, PartialEq)]
+struct Transfer {
+    version: String,
+    status: u16,
+    cache_status: String,
+}
+
+/// `curl --http2 [--parallel]` through `proxy` (CONNECT, then TLS trusting
+/// `ca`), `extra` arguments before the URLs; one [`Transfer`] per URL.
+fn curl(proxy: &Proxy, ca: &Path, extra: &[&str], urls: &[String]) -> (Vec<Transfer>, String) {
+    let mut cmd = Command::new(curl_bin());
+    cmd.args(["-q", "-sS", "--max-time", "60", "--noproxy", "", "--http2"])
+        .arg("--proxy")
+        .arg(proxy.url())
+        .arg("--cacert")
+        .arg(ca)
+        .args(["-w", "%{http_version} %{http_code} [%header{cache-status}]\\n"])
+        .args(extra);
+    if urls.len() > 1 {
+        cmd.args(["--parallel", "--parallel-max", "64"]);
+    }
+    for u in urls {
+        cmd.args(["-o", "/dev/null", u]);
+    }
+    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+    {
+        cmd.env_remove(var);
+    }
+    let out = run_bounded(&mut cmd, CLIENT_LIMIT, "curl --http2 through the proxy");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let transfers = stdout
+        .lines()
+        .filter_map(|l| {
+            let (version, rest) = l.split_once(' ')?;
+            let (code, status) = rest.split_once(' ')?;
+            Some(Transfer {
+                version: version.to_string(),
+                status: code.parse().ok()?,
+                cache_status: status.trim_matches(|c| c == '[' || c == ']').to_string(),
+            })
+        })
+        .collect();
+    (transfers, format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn is_hit(cache_status: &str) -> bool {
+    cache_status.contains("hit") && !cache_status.contains("fwd=")
+}
+
+/// Item 1 (curl) and item 2 (nginx-like h2 origin): `curl --http2` gets
+/// HTTP/2 inside the tunnel, crawlcache reaches the origin over HTTP/2,
+/// and the second request is a hit, answered over HTTP/2 too.
+#[test]
+fn curl_http2_in_the_tunnel_reaches_an_h2_origin_and_the_second_request_is_a_hit() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2", "http/1.1"]), Duration::ZERO);
+    let dir = TestDir::new("h2-curl");
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let url = format!("https://localhost:{}/page", origin.port());
+    let ca = crawlcache_ca(&proxy);
+    let (first, log1) = curl(&proxy, &ca, &[], std::slice::from_ref(&url));
+    let (second, log2) = curl(&proxy, &ca, &[], std::slice::from_ref(&url));
+    assert_eq!(first.len(), 1, "{log1}");
+    assert_eq!(second.len(), 1, "{log2}");
+    assert_eq!((first[0].version.as_str(), first[0].status), ("2", 200), "{log1}");
+    assert!(!is_hit(&first[0].cache_status), "the first is a miss: {log1}");
+    assert_eq!((second[0].version.as_str(), second[0].status), ("2", 200), "{log2}");
+    assert!(is_hit(&second[0].cache_status), "the second is a hit: {log2}");
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 1, "the origin saw one request: {seen:?}");
+    assert_eq!(seen[0].version, "HTTP/2.0", "crawlcache spoke HTTP/2 to the origin: {seen:?}");
+    assert!(proxy.metric("crawlcache_client_h2_requests_total") >= 2);
+    assert!(proxy.metric("crawlcache_origin_h2_connections_total") >= 1);
+}
+
+/// Item 2: an origin that offers only `h2` by ALPN refuses an HTTP/1.1
+/// client, and is reached through crawlcache, by an HTTP/1.1 client too.
+#[test]
+fn an_h2_only_origin_is_reached_through_crawlcache_while_an_http1_client_fails() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2"]), Duration::ZERO);
+    let dir = TestDir::new("h2-only");
+    let ca_file = dir.join("direct-ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+    let url = format!("https://localhost:{}/only", origin.port());
+    let mut direct = Command::new(curl_bin());
+    direct.args(["-q", "-sS", "--max-time", "20", "--noproxy", "*", "--http1.1", "--cacert"]);
+    direct.arg(&ca_file).arg(&url);
+    let out =
+        run_bounded(&mut direct, CLIENT_LIMIT, "curl --http1.1 straight to the h2-only origin");
+    assert!(
+        !out.status.success(),
+        "an HTTP/1.1 client is refused by the h2-only origin: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    let (t, log) = curl(&proxy, &ca, &["--http1.1"], std::slice::from_ref(&url));
+    assert_eq!(t.len(), 1, "{log}");
+    assert_eq!((t[0].version.as_str(), t[0].status), ("1.1", 200), "{log}");
+    assert_eq!(origin.seen().len(), 1);
+    assert_eq!(origin.seen()[0].version, "HTTP/2.0");
+}
+
+/// Item 2: 64 concurrent misses to one h2 origin, cold (no connection yet)
+/// and then warm, are carried by one origin connection.
+#[test]
+fn sixty_four_concurrent_misses_share_one_origin_connection_cold_and_warm() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin =
+        H2Origin::start(&pki, Speaks::Tls(&["h2", "http/1.1"]), Duration::from_millis(300));
+    let dir = TestDir::new("h2-64");
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    for round in ["cold", "warm"] {
+        let urls: Vec<String> =
+            (0..64).map(|i| format!("https://localhost:{}/{round}/{i}", origin.port())).collect();
+        let (t, log) = curl(&proxy, &ca, &[], &urls);
+        assert_eq!(t.len(), 64, "{log}");
+        assert!(t.iter().all(|t| t.status == 200 && t.version == "2"), "{round}: {log}");
+        println!(
+            "{round}: 64 misses, origin connections accepted so far {}, most in flight at once {}",
+            origin.accepted(),
+            origin.max_in_flight()
+        );
+        assert_eq!(origin.accepted(), 1, "{round}: one origin connection carries all");
+    }
+    assert_eq!(origin.seen().len(), 128);
+    assert!(origin.seen().iter().all(|s| s.version == "HTTP/2.0"));
+    assert!(
+        origin.max_in_flight() > 8,
+        "the requests were multiplexed (in flight at once: {})",
+        origin.max_in_flight()
+    );
+}
+
+/// Item 2: to an HTTP/1.1 origin, no more requests at once than
+/// `upstream.max_in_flight_per_origin`, and all are answered.
+#[test]
+fn the_per_origin_cap_bounds_requests_in_flight_to_an_http1_origin() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["http/1.1"]), Duration::from_millis(200));
+    let dir = TestDir::new("h2-cap");
+    let proxy = proxy_for(&dir, &pki, "max_in_flight_per_origin = 8", "");
+    let ca = crawlcache_ca(&proxy);
+    let urls: Vec<String> =
+        (0..64).map(|i| format!("https://localhost:{}/capped/{i}", origin.port())).collect();
+    let (t, log) = curl(&proxy, &ca, &[], &urls);
+    assert_eq!(t.len(), 64, "{log}");
+    assert!(t.iter().all(|t| t.status == 200), "{log}");
+    println!(
+        "HTTP/1.1 origin: most in flight at once {}, connections accepted {}",
+        origin.max_in_flight(),
+        origin.accepted()
+    );
+    assert!(origin.max_in_flight() <= 8, "at most 8 at once, saw {}", origin.max_in_flight());
+    assert!(origin.seen().iter().all(|s| s.version == "HTTP/1.1"));
+    // The first connection learned that the origin chose http/1.1; the
+    // pooled HTTP/1.1 connections are per serving thread, at most the cap each.
+    assert!(origin.accepted() <= 1 + 8 * 2, "connections accepted: {}", origin.accepted());
+}
+
+/// `upstream.h2c_hosts`: a plain-http origin listed there is spoken to
+/// over HTTP/2 with prior knowledge.
+#[test]
+fn h2c_prior_knowledge_for_a_listed_plain_origin() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::H2c, Duration::ZERO);
+    let dir = TestDir::new("h2c");
+    let proxy = proxy_for(&dir, &pki, "h2c_hosts = [\"127.0.0.1\"]", "");
+    let url = format!("http://127.0.0.1:{}/clear", origin.port());
+    let r = proxy.get(&url, &[]);
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(r.text(), "origin /clear");
+    assert_eq!(origin.seen()[0].version, "HTTP/2.0");
+}
+
+/// RFC 9113 section 8.2.3: cookie fields an HTTP/2 client split are sent
+/// to an HTTP/1.1 origin as one field; section 8.2.2: connection-specific
+/// fields from an HTTP/1.1 client never reach an HTTP/2 origin (its
+/// library would refuse the request as malformed).
+#[test]
+fn split_cookies_are_joined_and_connection_fields_stay_off_h2() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let h1 = H2Origin::start(&pki, Speaks::Tls(&["http/1.1"]), Duration::ZERO);
+    let h2 = H2Origin::start(&pki, Speaks::Tls(&["h2"]), Duration::ZERO);
+    let dir = TestDir::new("h2-translate");
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    let url = format!("https://localhost:{}/cookies", h1.port());
+    let (t, log) = curl(&proxy, &ca, &["-H", "cookie: a=1", "-H", "cookie: b=2"], &[url]);
+    assert_eq!((t[0].version.as_str(), t[0].status), ("2", 200), "{log}");
+    let seen = h1.seen();
+    assert_eq!(seen[0].all("cookie"), ["a=1; b=2"], "one joined cookie field: {seen:?}");
+
+    let url = format!("https://localhost:{}/fields", h2.port());
+    let extra = ["--http1.1", "-H", "Keep-Alive: timeout=5", "-H", "TE: trailers, deflate"];
+    let (t, log) = curl(&proxy, &ca, &extra, &[url]);
+    assert_eq!((t[0].version.as_str(), t[0].status), ("1.1", 200), "{log}");
+    let seen = h2.seen();
+    assert_eq!(seen[0].version, "HTTP/2.0");
+    for name in ["keep-alive", "connection", "proxy-connection", "transfer-encoding", "upgrade"] {
+        assert!(seen[0].all(name).is_empty(), "{name} reached the h2 origin: {seen:?}");
+    }
+    assert!(seen[0].all("te").iter().all(|v| *v == "trailers"), "{seen:?}");
+}
