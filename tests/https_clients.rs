@@ -360,6 +360,37 @@ fn python_httpx_with_a_verify_context() {
     });
 }
 
+const PY_HTTPX_H2: &str = r#"
+import json, ssl, sys, httpx
+ctx = ssl.create_default_context(cafile=sys.argv[3])
+with httpx.Client(http2=True, proxy=sys.argv[2], verify=ctx, timeout=30) as c:
+    r = c.get(sys.argv[1])
+# What the client itself negotiated inside the tunnel.
+assert r.http_version == "HTTP/2", f"httpx spoke {r.http_version}"
+print(json.dumps({"status": r.status_code, "cache_status": r.headers.get("Cache-Status"), "body": r.text}))
+"#;
+
+/// Requests the proxy's clients sent over HTTP/2 so far.
+fn client_h2_requests(proxy: &Proxy) -> u64 {
+    proxy.metric("crawlcache_client_h2_requests_total")
+}
+
+/// Issue 43: httpx with `http2=True` gets HTTP/2 inside the tunnel (its
+/// `http_version` says so), the second request a hit.
+#[test]
+fn python_httpx_with_http2_speaks_h2_inside_the_tunnel() {
+    require_python_module("httpx", "httpx");
+    require_python_module("h2", "h2");
+    let s = setup("matrix-httpx-h2");
+    let before = client_h2_requests(&s.proxy);
+    twice(&s, "httpx http2", "/page/httpx-h2", |url| {
+        let mut cmd = client(&python());
+        cmd.args(["-c", PY_HTTPX_H2, url, &s.proxy.url(), &path_str(&s.ca)]);
+        run_json(&mut cmd, "python3 httpx http2=True")
+    });
+    assert!(client_h2_requests(&s.proxy) >= before + 2);
+}
+
 const PY_AIOHTTP: &str = r#"
 import asyncio, json, ssl, sys, aiohttp
 async def main():
@@ -388,7 +419,10 @@ const fs = require("fs");
 const { fetch, ProxyAgent } = require(process.env.UNDICI);
 // With `node -e`, the arguments follow the program name directly.
 const [url, proxy, ca] = process.argv.slice(1);
-const dispatcher = new ProxyAgent({ uri: proxy, requestTls: { ca: fs.readFileSync(ca) } });
+// allowH2 (undici 6): ALPN h2 inside the tunnel, as the client's own
+// connections would use it; without it undici offers http/1.1 only.
+const h2 = process.env.ALLOW_H2 === "1";
+const dispatcher = new ProxyAgent({ uri: proxy, allowH2: h2, requestTls: { ca: fs.readFileSync(ca), allowH2: h2 } });
 fetch(url, { dispatcher }).then(async (r) => {
   const body = await r.text();
   console.log(JSON.stringify({ status: r.status, cache_status: r.headers.get("cache-status"), body }));
@@ -425,6 +459,19 @@ fn node_fetch_through_undici_proxy_agent() {
         cmd.args(["-e", NODE_UNDICI, url, &s.proxy.url(), &path_str(&s.ca)]).env("UNDICI", &undici);
         run_json(&mut cmd, "node undici fetch")
     });
+    // Issue 43: with `allowH2` its ProxyAgent speaks HTTP/2 inside the tunnel.
+    let before = client_h2_requests(&s.proxy);
+    twice(&s, "node undici allowH2", "/page/node-h2", |url| {
+        let mut cmd = client(&node);
+        cmd.args(["-e", NODE_UNDICI, url, &s.proxy.url(), &path_str(&s.ca)])
+            .env("UNDICI", &undici)
+            .env("ALLOW_H2", "1");
+        run_json(&mut cmd, "node undici fetch with allowH2")
+    });
+    assert!(
+        client_h2_requests(&s.proxy) >= before + 2,
+        "undici with allowH2 sent its requests over HTTP/2"
+    );
 }
 
 // ---------------------------------------------------------------------------

