@@ -46,11 +46,37 @@ enum Client {
 }
 
 impl Client {
-    async fn send(&mut self, item: Result<Bytes, std::io::Error>) {
+    /// Hands `item` to the client. A client that takes nothing for `stall`
+    /// (`upstream.response_timeout`, as long as an origin may stall in a
+    /// body) is let go: its body ends, after what it was sent, with an
+    /// error naming the stall, and the copy goes on into the store at the
+    /// origin's pace, so that requests collapsed onto this one and the
+    /// store do not wait on a reader that does not read (an HTTP/2 client
+    /// holding a zero window, an HTTP/1.1 one whose socket stays full).
+    async fn send(&mut self, item: Result<Bytes, std::io::Error>, stall: std::time::Duration) {
         match self {
             Client::Channel { tx, open } => {
-                if *open && tx.send(item).await.is_err() {
-                    *open = false;
+                if !*open {
+                    return;
+                }
+                match tokio::time::timeout(stall, tx.send(item)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => *open = false,
+                    Err(_) => {
+                        *open = false;
+                        let tx = tx.clone();
+                        let why = format!(
+                            "the client read nothing for {} s; its response was cut off and the body goes on into the store",
+                            stall.as_secs_f64()
+                        );
+                        tracing::info!("{why}");
+                        // Queued after what the client has not read yet.
+                        tokio::spawn(async move {
+                            let _ = tx
+                                .send(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)))
+                                .await;
+                        });
+                    }
                 }
             }
             Client::Buffer { chunks, error } => match item {
@@ -150,12 +176,16 @@ async fn copy(
                     "origin stalled for {} s in the middle of the body",
                     idle.as_secs_f64()
                 );
-                client.send(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, msg))).await;
+                client
+                    .send(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, msg)), idle)
+                    .await;
                 break false;
             }
             Ok(None) => break true,
             Ok(Some(Err(e))) => {
-                client.send(Err(std::io::Error::other(format!("origin body failed: {e}")))).await;
+                client
+                    .send(Err(std::io::Error::other(format!("origin body failed: {e}"))), idle)
+                    .await;
                 break false;
             }
             Ok(Some(Ok(f))) => f,
@@ -182,7 +212,7 @@ async fn copy(
                 writer = None;
             }
         }
-        client.send(Ok(data)).await;
+        client.send(Ok(data), idle).await;
         if !client.open() && writer.is_none() {
             break false;
         }
