@@ -2,7 +2,8 @@
 //! origins, one multiplexed origin connection, the per-origin cap, h2c,
 //! and the translation rules of RFC 9113 section 8 that a real client can
 //! show. Clients: curl (`--http2`, `--parallel` multiplexes its requests on
-//! one tunnel); origins: [`H2Origin`] (hyper, ALPN as each test says).
+//! one tunnel); origins: [`H2Origin`] (hyper, ALPN as each test says) and
+//! nginx with `http2` on a TLS listener.
 //! Everything listens on 127.0.0.1.
 
 mod common;
@@ -247,4 +248,47 @@ fn split_cookies_are_joined_and_connection_fields_stay_off_h2() {
         assert!(seen[0].all(name).is_empty(), "{name} reached the h2 origin: {seen:?}");
     }
     assert!(seen[0].all("te").iter().all(|v| *v == "trailers"), "{seen:?}");
+}
+
+/// PEM of one DER item (`CERTIFICATE`, `PRIVATE KEY`), 64 columns.
+fn pem(label: &str, der: &[u8]) -> String {
+    let b64 = data_encoding::BASE64.encode(der);
+    let lines: Vec<&str> =
+        b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap()).collect();
+    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+}
+
+/// Item 2: nginx with `http2` on a TLS listener is reached over HTTP/2
+/// (its access log's `$request` ends in `HTTP/2.0`, the protocol it
+/// served), by a client speaking HTTP/1.1 to crawlcache; the second
+/// request is a hit.
+#[test]
+fn nginx_with_http2_on_tls_is_reached_over_h2() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let dir = TestDir::new("h2-nginx");
+    let root = dir.subdir("www");
+    std::fs::write(root.join("file.txt"), "served by nginx\n").unwrap();
+    let (cert, key) = (dir.join("leaf.pem"), dir.join("leaf.key"));
+    std::fs::write(&cert, pem("CERTIFICATE", &pki.leaf)).unwrap();
+    std::fs::write(&key, pem("PRIVATE KEY", pki.leaf_key.secret_pkcs8_der())).unwrap();
+    let tls_port = free_port();
+    let nginx = Nginx::start_with(
+        &root,
+        &format!(
+            "listen 127.0.0.1:{tls_port} ssl http2;\nssl_certificate {:?};\nssl_certificate_key {:?};\nexpires 1h;",
+            cert.display().to_string(),
+            key.display().to_string()
+        ),
+    );
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    let url = format!("https://localhost:{tls_port}/file.txt");
+    let (first, log1) = curl(&proxy, &ca, &["--http1.1"], std::slice::from_ref(&url));
+    let (second, log2) = curl(&proxy, &ca, &["--http1.1"], std::slice::from_ref(&url));
+    assert_eq!(first.first().map(|t| t.status), Some(200), "{log1}");
+    assert!(second.first().is_some_and(|t| is_hit(&t.cache_status)), "{log2}");
+    let lines = nginx.settled_access_log_lines();
+    let served: Vec<&String> = lines.iter().filter(|l| l.contains("/file.txt")).collect();
+    assert_eq!(served.len(), 1, "nginx served the file once: {lines:?}");
+    assert!(served[0].contains("HTTP/2.0\""), "nginx served it over HTTP/2: {}", served[0]);
 }
