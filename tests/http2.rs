@@ -116,6 +116,44 @@ fn curl_http2_in_the_tunnel_reaches_an_h2_origin_and_the_second_request_is_a_hit
     assert_eq!(seen[0].version, "HTTP/2.0", "crawlcache spoke HTTP/2 to the origin: {seen:?}");
     assert!(proxy.metric("crawlcache_client_h2_requests_total") >= 2);
     assert!(proxy.metric("crawlcache_origin_h2_connections_total") >= 1);
+    // The audit lines say which version each side spoke (written within
+    // the audit's flush interval).
+    let lines = audit_lines(&proxy, "/page", 2);
+    assert!(
+        lines[0].contains("\"client_version\":\"HTTP/2\"")
+            && lines[0].contains("\"upstream_version\":\"HTTP/2\""),
+        "the miss: {}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("\"client_version\":\"HTTP/2\"")
+            && !lines[1].contains("upstream_version"),
+        "the hit (no origin contacted): {}",
+        lines[1]
+    );
+}
+
+/// The audit lines of `proxy` whose URL contains `part`, waiting (bounded)
+/// until there are `n` of them.
+fn audit_lines(proxy: &Proxy, part: &str, n: usize) -> Vec<String> {
+    let dir = proxy.data_dir().join("audit");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut lines: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>())
+            .filter(|l| l.contains(part))
+            .collect();
+        lines.sort();
+        if lines.len() >= n || std::time::Instant::now() > deadline {
+            assert!(lines.len() >= n, "{n} audit lines for {part} in {}: {lines:?}", dir.display());
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Item 2: an origin that offers only `h2` by ALPN refuses an HTTP/1.1

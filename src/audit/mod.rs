@@ -105,6 +105,15 @@ pub struct AuditRecord {
     /// (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// `HTTP/2` when the client sent the request over HTTP/2 (absent:
+    /// HTTP/1.x).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_version: Option<Cow<'static, str>>,
+    /// `HTTP/2` when crawlcache spoke HTTP/2 to the origin (absent:
+    /// HTTP/1.1, or the origin was not contacted, as `upstream_status`
+    /// says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_version: Option<Cow<'static, str>>,
 }
 
 impl AuditRecord {
@@ -148,6 +157,8 @@ impl AuditRecord {
             robots_fetched_as: None,
             robots_warning: None,
             key: None,
+            client_version: None,
+            upstream_version: None,
         };
         if let Some(r) = robots {
             record.disposition = Some(Cow::Borrowed(r.disposition.as_str()));
@@ -181,7 +192,8 @@ impl AuditRecord {
 
     /// Appends the record as one compact JSON object (no newline) to `out`:
     /// the bytes `serde_json::to_writer` writes for it (same field order,
-    /// `null` for absent values, `key` left out when absent, strings escaped
+    /// `null` for absent values, `key`, `client_version` and
+    /// `upstream_version` left out when absent, strings escaped
     /// as RFC 8259 section 7 and serde_json do: `"`, `\` and control
     /// characters only), written directly, as the audit line of every
     /// request is; the serializer's generic path cost twice as much.
@@ -219,6 +231,14 @@ impl AuditRecord {
         if let Some(key) = &self.key {
             out.extend_from_slice(b",\"key\":");
             json_str(out, key);
+        }
+        if let Some(v) = &self.client_version {
+            out.extend_from_slice(b",\"client_version\":");
+            json_str(out, v);
+        }
+        if let Some(v) = &self.upstream_version {
+            out.extend_from_slice(b",\"upstream_version\":");
+            json_str(out, v);
         }
         out.push(b'}');
     }
@@ -725,6 +745,8 @@ mod tests {
             robots_fetched_as: Some("ExampleBot/1.0".into()),
             robots_warning: None,
             key: None,
+            client_version: None,
+            upstream_version: None,
         }
     }
 
@@ -757,6 +779,8 @@ mod tests {
             r.ms = i;
             r.robots_warning = (i % 9 == 0).then(|| text(30).into());
             r.key = (i % 2 == 1).then(|| text(12));
+            r.client_version = (i % 3 == 1).then(|| "HTTP/2".into());
+            r.upstream_version = (i % 4 == 1).then(|| text(6).into());
             records.push(r);
         }
         for r in records {

@@ -695,6 +695,13 @@ fn finish(
         cache_status,
     );
     record.upstream_status = ex.status.fwd_status;
+    let h2 = || Some(std::borrow::Cow::Borrowed("HTTP/2"));
+    if ex.parts.version == http::Version::HTTP_2 {
+        record.client_version = h2();
+    }
+    if ex.upstream_version == Some(http::Version::HTTP_2) {
+        record.upstream_version = h2();
+    }
     if ex.exact_url.is_some() {
         record.key = Some(ex.primary().to_string());
     }
