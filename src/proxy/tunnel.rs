@@ -442,7 +442,8 @@ async fn serve_tls<IO>(
 /// Serves the HTTP/2 streams of an intercepted TLS connection `io` whose
 /// client chose `h2` by ALPN (RFC 9113 section 3.2), each as a request to
 /// `https://authority/...` through the same route as an HTTP/1.1 one
-/// ([`handle_in_tunnel`]); with the limits of [`super::conn::client_http2`].
+/// ([`handle_in_tunnel`]); with the limits of [`super::conn::client_http2`]
+/// and the SETTINGS and PING flood limit of [`crate::wire::h2_guard`].
 /// Interim responses (1xx) are not relayed on HTTP/2: the HTTP library's
 /// server cannot send them.
 async fn serve_h2<IO>(
@@ -457,6 +458,7 @@ async fn serve_h2<IO>(
     let auth = authority.clone();
     let svc =
         service_fn(move |r| handle_in_tunnel(st.clone(), r, auth.clone(), "https", peer, None));
+    let io = crate::wire::h2_guard::FrameGuard::new(io, crate::wire::h2_guard::CLIENT_PREFACE_LEN);
     let conn = super::conn::client_http2().serve_connection(TokioIo::new(io), svc);
     let _guard = state.conns.enter();
     crate::metrics::Metrics::inc(&state.metrics.client_h2_connections);

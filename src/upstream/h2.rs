@@ -25,17 +25,20 @@
 //! Our settings: [`H2_STREAM_WINDOW`], [`H2_CONNECTION_WINDOW`], a PING
 //! every [`H2_PING_INTERVAL`] (the connection closed when one is not
 //! answered within [`H2_PING_TIMEOUT`]), response field sections bounded
-//! by `upstream.max_head_bytes`, and idle connections closed after
-//! `upstream.pool_idle_timeout`.
+//! by `upstream.max_head_bytes`, idle connections closed after
+//! `upstream.pool_idle_timeout`, and SETTINGS and PING floods refused
+//! ([`crate::wire::h2_guard`]).
 
 use super::error::HeadLimits;
 use super::parent::Connector;
 use crate::wire::body::ProxyBody;
+use crate::wire::h2_guard::FrameGuard;
 use crawlcache_base::locks::lock;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::client::legacy::connect::Connection;
+use hyper_util::rt::TokioIo;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,6 +122,21 @@ impl H2Failure {
     }
 }
 
+impl H2Failure {
+    /// True when only the request's stream failed (`RST_STREAM`), not the
+    /// connection under it.
+    fn stream_only(&self) -> bool {
+        let mut src: Option<&(dyn std::error::Error + 'static)> = Some(self.error.as_ref());
+        while let Some(e) = src {
+            if let Some(h2) = e.downcast_ref::<h2::Error>() {
+                return h2.is_reset();
+            }
+            src = e.source();
+        }
+        false
+    }
+}
+
 impl std::fmt::Display for H2Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.error.fmt(f)
@@ -160,21 +178,33 @@ struct Slot {
 struct Live {
     sender: SendRequest<ProxyBody>,
     used: Instant,
+    /// Which connection this is ([`CONNECTIONS_OPENED`] when it opened).
+    id: u64,
 }
 
 impl Slot {
     /// The connection, when one is open and was used within `idle`.
-    fn sender(&self, idle: Duration) -> Option<SendRequest<ProxyBody>> {
+    fn sender(&self, idle: Duration) -> Option<(SendRequest<ProxyBody>, u64)> {
         let mut live = lock(&self.live);
         match live.as_mut() {
             Some(l) if !l.sender.is_closed() && l.used.elapsed() < idle => {
                 l.used = Instant::now();
-                Some(l.sender.clone())
+                Some((l.sender.clone(), l.id))
             }
             _ => {
                 *live = None;
                 None
             }
+        }
+    }
+
+    /// Forgets connection `id` (a request on it failed with a connection
+    /// error: the next request opens another rather than meeting it before
+    /// the library has marked it closed).
+    fn forget(&self, id: u64) {
+        let mut live = lock(&self.live);
+        if live.as_ref().is_some_and(|l| l.id == id) {
+            *live = None;
         }
     }
 }
@@ -190,7 +220,8 @@ pub enum Sent {
 
 /// What opening a connection gave.
 enum Opened {
-    H2(SendRequest<ProxyBody>),
+    /// An HTTP/2 connection, and its number.
+    H2(SendRequest<ProxyBody>, u64),
     /// The origin chose `http/1.1` by ALPN: the connection, to send one
     /// request on.
     Http1(Box<<Connector as tower_service::Service<Uri>>::Response>),
@@ -264,7 +295,7 @@ impl H2Pool {
         mode: H2Mode,
     ) -> Result<Sent, H2Failure> {
         let slot = self.slot(key);
-        let mut sender = match slot.sender(self.idle_timeout) {
+        let sender = match slot.sender(self.idle_timeout) {
             Some(s) => s,
             None => {
                 let asked = Instant::now();
@@ -284,11 +315,11 @@ impl H2Pool {
                             )));
                         }
                         match self.open(req.uri().clone(), mode).await {
-                            Ok(Opened::H2(s)) => {
+                            Ok(Opened::H2(s, id)) => {
                                 *lock(&slot.live) =
-                                    Some(Live { sender: s.clone(), used: Instant::now() });
+                                    Some(Live { sender: s.clone(), used: Instant::now(), id });
                                 close_when_idle(Arc::downgrade(&slot), self.idle_timeout);
-                                s
+                                (s, id)
                             }
                             Ok(Opened::Http1(io)) => {
                                 self.remember_http1(key);
@@ -310,8 +341,18 @@ impl H2Pool {
         };
         prepare_h2(&mut req);
         REQUESTS_SENT.fetch_add(1, Ordering::Relaxed);
-        sender.ready().await.map_err(H2Failure::exchange)?;
-        sender.send_request(req).await.map(Sent::Response).map_err(H2Failure::exchange)
+        let (mut sender, id) = sender;
+        let sent = match sender.ready().await {
+            Ok(()) => sender.send_request(req).await,
+            Err(e) => Err(e),
+        };
+        sent.map(Sent::Response).map_err(|e| {
+            let failure = H2Failure::exchange(e);
+            if !failure.stream_only() {
+                slot.forget(id);
+            }
+            failure
+        })
     }
 
     /// Opens a connection to the origin of `uri`: TLS asking for `h2` by
@@ -337,14 +378,16 @@ impl H2Pool {
             .keep_alive_interval(H2_PING_INTERVAL)
             .keep_alive_timeout(H2_PING_TIMEOUT)
             .keep_alive_while_idle(true);
+        // SETTINGS and PING floods from the origin (crate::wire::h2_guard).
+        let io = TokioIo::new(FrameGuard::new(TokioIo::new(io), 0));
         let (sender, conn) = builder.handshake(io).await.map_err(H2Failure::exchange)?;
-        CONNECTIONS_OPENED.fetch_add(1, Ordering::Relaxed);
+        let id = CONNECTIONS_OPENED.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!("HTTP/2 connection to an origin ended with an error: {e}");
             }
         });
-        Ok(Opened::H2(sender))
+        Ok(Opened::H2(sender, id))
     }
 
     /// Sends `req` over HTTP/1.1 on `io`, a connection whose origin chose

@@ -19,6 +19,7 @@
 pub mod body;
 pub mod coarse_timer;
 pub mod error;
+pub mod h2_guard;
 pub mod interim;
 pub mod net;
 pub mod request_line;
