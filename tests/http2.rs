@@ -330,3 +330,64 @@ fn nginx_with_http2_on_tls_is_reached_over_h2() {
     assert_eq!(served.len(), 1, "nginx served the file once: {lines:?}");
     assert!(served[0].contains("HTTP/2.0\""), "nginx served it over HTTP/2: {}", served[0]);
 }
+
+/// A response stored from one version is a hit for the other, with the
+/// same body; a `Vary: Cookie` response stored for an HTTP/1.1 client's one
+/// `Cookie` field is a hit for an HTTP/2 client that split the same
+/// cookies in two fields (RFC 9113 section 8.2.3: the secondary key is
+/// made from the joined field).
+#[test]
+fn a_response_stored_from_either_version_is_a_hit_for_the_other() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2", "http/1.1"]), Duration::ZERO);
+    let dir = TestDir::new("h2-cross");
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    let port = origin.port();
+    let body = |extra: &[&str], url: &str| -> (Transfer, String) {
+        let out = dir.join("body");
+        let mut args: Vec<&str> = extra.to_vec();
+        let out_s = out.display().to_string();
+        args.extend(["-o", &out_s]);
+        let mut cmd = Command::new(curl_bin());
+        cmd.args(["-q", "-sS", "--max-time", "60", "--noproxy", ""])
+            .arg("--proxy")
+            .arg(proxy.url())
+            .arg("--cacert")
+            .arg(&ca)
+            .args(["-w", "%{http_version} %{http_code} [%header{cache-status}]"])
+            .args(&args)
+            .arg(url);
+        let o = run_bounded(&mut cmd, CLIENT_LIMIT, "curl");
+        let line = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut parts = line.splitn(3, ' ');
+        let t = Transfer {
+            version: parts.next().unwrap_or("").to_string(),
+            status: parts.next().and_then(|c| c.parse().ok()).unwrap_or(0),
+            cache_status: parts
+                .next()
+                .unwrap_or("")
+                .trim_matches(|c| c == '[' || c == ']')
+                .to_string(),
+        };
+        (t, std::fs::read_to_string(&out).unwrap_or_default())
+    };
+    for (first, second, path) in
+        [("--http1.1", "--http2", "/h1-then-h2"), ("--http2", "--http1.1", "/h2-then-h1")]
+    {
+        let url = format!("https://localhost:{port}{path}");
+        let (a, body_a) = body(&[first], &url);
+        let (b, body_b) = body(&[second], &url);
+        assert!(!is_hit(&a.cache_status) && is_hit(&b.cache_status), "{path}: {a:?} then {b:?}");
+        assert_ne!(a.version, b.version, "{path}: two versions");
+        assert_eq!(body_a, body_b, "{path}: the same body");
+    }
+    let url = format!("https://localhost:{port}/vary/cookies");
+    let (a, body_a) = body(&["--http1.1", "-H", "Cookie: a=1; b=2"], &url);
+    let (b, body_b) = body(&["--http2", "-H", "cookie: a=1", "-H", "cookie: b=2"], &url);
+    let (c, _) = body(&["--http2", "-H", "cookie: a=1", "-H", "cookie: b=3"], &url);
+    assert_eq!(body_a, format!("origin /vary/cookies cookie [a=1; b=2]"));
+    assert!(is_hit(&b.cache_status), "split cookies select the stored variant: {a:?} {b:?}");
+    assert_eq!(body_a, body_b);
+    assert!(!is_hit(&c.cache_status), "other cookies are another variant: {c:?}");
+}

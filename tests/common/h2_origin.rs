@@ -63,7 +63,8 @@ pub struct H2Origin {
 impl H2Origin {
     /// Starts the origin: every request is answered 200 with
     /// `Cache-Control: max-age=60` and the body `origin <path>` after
-    /// `delay`.
+    /// `delay`; under `/vary/`, with `Vary: Cookie` and the cookie fields
+    /// received in the body.
     pub fn start(pki: &TestPki, speaks: Speaks, delay: Duration) -> H2Origin {
         let mut config = (*pki.server_config()).clone();
         if let Speaks::Tls(alpn) = speaks {
@@ -162,15 +163,23 @@ where
                     .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("?").to_string()))
                     .collect(),
             };
-            let body = format!("origin {}", seen.path);
+            // Paths under /vary/ vary on Cookie and say which they got.
+            let vary = seen.path.starts_with("/vary/");
+            let body = if vary {
+                format!("origin {} cookie [{}]", seen.path, seen.all("cookie").join(" | "))
+            } else {
+                format!("origin {}", seen.path)
+            };
             state.seen.lock().unwrap().push(seen);
             tokio::time::sleep(delay).await;
             state.in_flight.fetch_sub(1, Ordering::SeqCst);
-            let resp = hyper::Response::builder()
+            let mut resp = hyper::Response::builder()
                 .header("cache-control", "max-age=60")
-                .header("content-type", "text/plain")
-                .body(Full::new(Bytes::from(body)))
-                .expect("origin response");
+                .header("content-type", "text/plain");
+            if vary {
+                resp = resp.header("vary", "cookie");
+            }
+            let resp = resp.body(Full::new(Bytes::from(body))).expect("origin response");
             Ok::<_, Infallible>(resp)
         }
     });
