@@ -391,3 +391,33 @@ fn a_response_stored_from_either_version_is_a_hit_for_the_other() {
     assert_eq!(body_a, body_b);
     assert!(!is_hit(&c.cache_status), "other cookies are another variant: {c:?}");
 }
+
+/// HEAD and revalidation over HTTP/2 behave as on HTTP/1.1: a HEAD after a
+/// stored GET is a hit with no body; a response that must be revalidated
+/// (ETag, `max-age=0`) is revalidated with `If-None-Match` over the h2
+/// origin connection and the 304 serves the stored body.
+#[test]
+fn head_and_a_304_revalidation_over_h2_on_both_sides() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2"]), Duration::ZERO);
+    let dir = TestDir::new("h2-head-304");
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    let url = format!("https://localhost:{}/page-for-head", origin.port());
+    let (get, log) = curl(&proxy, &ca, &[], std::slice::from_ref(&url));
+    assert_eq!(get[0].status, 200, "{log}");
+    let (head, log) = curl(&proxy, &ca, &["-I"], std::slice::from_ref(&url));
+    assert_eq!((head[0].version.as_str(), head[0].status), ("2", 200), "{log}");
+    assert!(is_hit(&head[0].cache_status), "HEAD after a stored GET is a hit: {log}");
+
+    let url = format!("https://localhost:{}/etag/page", origin.port());
+    let (first, log1) = curl(&proxy, &ca, &[], std::slice::from_ref(&url));
+    let (second, log2) = curl(&proxy, &ca, &[], std::slice::from_ref(&url));
+    assert_eq!(first[0].status, 200, "{log1}");
+    assert_eq!(second[0].status, 200, "{log2}");
+    assert!(second[0].cache_status.contains("fwd=stale"), "revalidated: {log2}");
+    let seen: Vec<_> = origin.seen().into_iter().filter(|s| s.path == "/etag/page").collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[1].all("if-none-match"), ["\"v1\""], "{seen:?}");
+    assert!(seen.iter().all(|s| s.version == "HTTP/2.0"));
+}

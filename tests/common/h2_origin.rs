@@ -165,6 +165,7 @@ where
             };
             // Paths under /vary/ vary on Cookie and say which they got.
             let vary = seen.path.starts_with("/vary/");
+            let inm = seen.all("if-none-match").first().map(|v| v.to_string());
             let body = if vary {
                 format!("origin {} cookie [{}]", seen.path, seen.all("cookie").join(" | "))
             } else {
@@ -173,11 +174,22 @@ where
             state.seen.lock().unwrap().push(seen);
             tokio::time::sleep(delay).await;
             state.in_flight.fetch_sub(1, Ordering::SeqCst);
+            // Paths under /etag/ must be revalidated every time: ETag,
+            // max-age=0, and 304 to a matching If-None-Match.
+            let etag = body.starts_with("origin /etag/");
             let mut resp = hyper::Response::builder()
-                .header("cache-control", "max-age=60")
+                .header("cache-control", if etag { "max-age=0" } else { "max-age=60" })
                 .header("content-type", "text/plain");
             if vary {
                 resp = resp.header("vary", "cookie");
+            }
+            if etag {
+                resp = resp.header("etag", "\"v1\"");
+                if inm.as_deref() == Some("\"v1\"") {
+                    resp = resp.status(304);
+                    let resp = resp.body(Full::new(Bytes::new())).expect("origin 304");
+                    return Ok::<_, Infallible>(resp);
+                }
             }
             let resp = resp.body(Full::new(Bytes::from(body))).expect("origin response");
             Ok::<_, Infallible>(resp)
