@@ -1,9 +1,9 @@
-//! HTTPS load client for `benches/load.sh` and `benches/tls.sh` (wrk
-//! cannot send CONNECT).
+//! HTTPS load client for `benches/load.sh`, `benches/tls.sh` and
+//! `benches/h2.sh` (wrk cannot send CONNECT; h2load cannot either).
 //!
 //!   cargo bench --bench https_load -- --url https://localhost:8443/1k.bin \
 //!       --ca ca.pem [--proxy 127.0.0.1:3128] [--connections 32] [--duration 10s] \
-//!       [--mode keepalive|tunnels|hosts] [--hosts 1000]
+//!       [--mode keepalive|tunnels|hosts] [--hosts 1000] [--h2 [--streams 32]] [--unique]
 //!
 //! Each connection: TCP -> (with --proxy: `CONNECT host:port` -> 200) -> TLS
 //! (SNI host, trusting only --ca) -> HTTP/1.1 GET, reading every body in
@@ -15,6 +15,17 @@
 //! they went. An `http://` URL is fetched in clear: through --proxy as
 //! absolute-form requests (plain proxied hits, to compare against). A
 //! failed request counts as an error and the connection is rebuilt.
+//!
+//! `--h2` (kept-alive only, https URLs): the TLS offers ALPN `h2` alone and
+//! each of the --connections is one HTTP/2 connection (through the tunnel
+//! with --proxy, straight to the server without) carrying `--streams`
+//! (default 32) request loops at once, each GET its own stream with the
+//! absolute URL (`:scheme`, `:authority`, `:path`); a server that does not
+//! choose `h2` is an error. A failed stream counts as an error; when the
+//! connection itself has closed it is rebuilt. `--unique` appends
+//! `n=COUNTER` to the URL's query, a new value for every request (misses
+//! through a cache).
+//!
 //! Requests still running at the deadline are not counted. Prints
 //! `requests=N errors=E req_per_s=X` (plus bytes and seconds) on stdout.
 //! Loopback benchmarking tool, not a test.
@@ -42,7 +53,15 @@ struct Args {
     duration: Duration,
     mode: Mode,
     hosts: u64,
+    /// HTTP/2 (ALPN h2) connections, `streams` request loops on each.
+    h2: bool,
+    streams: usize,
+    /// A new `n=COUNTER` in the query of every request.
+    unique: bool,
 }
+
+/// The counter `--unique` puts into each request's query.
+static NEXT_UNIQUE: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -80,6 +99,9 @@ fn parse_args() -> Result<Args, String> {
     let mut duration = env("HTTPS_LOAD_DURATION");
     let mut mode = env("HTTPS_LOAD_MODE");
     let mut hosts = env("HTTPS_LOAD_HOSTS");
+    let mut streams = env("HTTPS_LOAD_STREAMS");
+    let mut h2 = false;
+    let mut unique = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
@@ -91,6 +113,9 @@ fn parse_args() -> Result<Args, String> {
             "--duration" | "-d" => duration = Some(val()?),
             "--mode" => mode = Some(val()?),
             "--hosts" => hosts = Some(val()?),
+            "--streams" => streams = Some(val()?),
+            "--h2" => h2 = true,
+            "--unique" => unique = true,
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}")),
@@ -118,6 +143,13 @@ fn parse_args() -> Result<Args, String> {
     let connections =
         connections.as_deref().unwrap_or("32").parse().map_err(|_| "bad --connections")?;
     let duration = parse_duration(duration.as_deref().unwrap_or("10s"))?;
+    let streams: usize = streams.as_deref().unwrap_or("32").parse().map_err(|_| "bad --streams")?;
+    if h2 && (mode != Mode::KeepAlive || url.scheme_str() != Some("https")) {
+        return Err("--h2 needs an https --url and --mode keepalive".into());
+    }
+    if h2 && streams == 0 {
+        return Err("--streams must be at least 1".into());
+    }
     Ok(Args {
         url,
         host,
@@ -128,6 +160,9 @@ fn parse_args() -> Result<Args, String> {
         duration,
         mode,
         hosts,
+        h2,
+        streams,
+        unique,
     })
 }
 
@@ -140,7 +175,7 @@ fn plain_placeholder() -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
-fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+fn tls_config(ca_path: &str, h2: bool) -> Result<Arc<rustls::ClientConfig>, String> {
     let pem = std::fs::read(ca_path).map_err(|e| format!("reading {ca_path}: {e}"))?;
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
@@ -157,7 +192,7 @@ fn tls_config(ca_path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     .map_err(|e| e.to_string())?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = vec![if h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
     Ok(Arc::new(cfg))
 }
 
@@ -179,6 +214,40 @@ async fn connect(
         });
         return Ok(sender);
     }
+    let tls_stream = open_tls(args, tls, sni).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls_stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// Opens one HTTP/2 connection over TLS (ALPN `h2`), through the proxy's
+/// CONNECT when there is one.
+async fn connect_h2(
+    args: &Args,
+    tls: &TlsConnector,
+) -> Result<hyper::client::conn::http2::SendRequest<Empty<Bytes>>, BoxError> {
+    let tls_stream = open_tls(args, tls, None).await?;
+    if tls_stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+        return Err("the server did not choose h2 by ALPN".into());
+    }
+    // hyper's defaults: 2 MiB stream and 5 MiB connection windows.
+    let builder = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    let (sender, conn) = builder.handshake(TokioIo::new(tls_stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// TCP, `CONNECT` through --proxy when there is one, and the TLS handshake.
+async fn open_tls(
+    args: &Args,
+    tls: &TlsConnector,
+    sni: Option<&str>,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, BoxError> {
+    let authority = format!("{}:{}", args.host, args.port);
     let tcp = match &args.proxy {
         None => TcpStream::connect(&authority).await?,
         Some(proxy) => {
@@ -208,12 +277,7 @@ async fn connect(
     };
     tcp.set_nodelay(true)?;
     let name = ServerName::try_from(sni.unwrap_or(&args.host).to_string())?;
-    let tls_stream = tls.connect(name, tcp).await?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls_stream)).await?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+    Ok(tls.connect(name, tcp).await?)
 }
 
 async fn one_request(
@@ -226,7 +290,7 @@ async fn one_request(
         (Some(_), Some("http")) => args.url.to_string(),
         _ => args.url.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string(),
     };
-    let req = http::Request::get(path)
+    let req = http::Request::get(with_unique(args, path))
         .header(http::header::HOST, host_header)
         .body(Empty::<Bytes>::new())?;
     let resp = sender.send_request(req).await?;
@@ -242,6 +306,104 @@ async fn one_request(
         return Err(format!("status {status}").into());
     }
     Ok(n)
+}
+
+/// `target` with `n=COUNTER` added to its query under `--unique`.
+fn with_unique(args: &Args, target: String) -> String {
+    if !args.unique {
+        return target;
+    }
+    let n = NEXT_UNIQUE.fetch_add(1, Ordering::Relaxed);
+    let sep = if target.contains('?') { '&' } else { '?' };
+    format!("{target}{sep}n={n}")
+}
+
+/// One GET on a stream of an HTTP/2 connection, the absolute URL as its
+/// `:scheme`, `:authority` and `:path`; returns the body's length.
+async fn one_request_h2(
+    sender: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    args: &Args,
+) -> Result<u64, BoxError> {
+    sender.ready().await?;
+    let req = http::Request::get(with_unique(args, args.url.to_string()))
+        .version(http::Version::HTTP_2)
+        .body(Empty::<Bytes>::new())?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let mut body = resp.into_body();
+    let mut n = 0u64;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            n += data.len() as u64;
+        }
+    }
+    if !status.is_success() {
+        return Err(format!("status {status}").into());
+    }
+    Ok(n)
+}
+
+/// `--h2`: one HTTP/2 connection at a time with `--streams` request loops
+/// on it until the deadline; a new connection when it closed early.
+async fn h2_worker(args: Arc<Args>, tls: TlsConnector, counters: Arc<Counters>, deadline: Instant) {
+    let per_request = Duration::from_secs(30);
+    let reported = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let report = |what: String| {
+        if !reported.swap(true, Ordering::Relaxed) {
+            eprintln!("https_load: {what}");
+        }
+    };
+    while Instant::now() < deadline {
+        let sender = match tokio::time::timeout(per_request, connect_h2(&args, &tls)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                report(format!("connect: {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Err(_) => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let loops: Vec<_> = (0..args.streams)
+            .map(|_| {
+                let mut sender = sender.clone();
+                let (args, counters, reported) = (args.clone(), counters.clone(), reported.clone());
+                tokio::spawn(async move {
+                    while Instant::now() < deadline {
+                        match tokio::time::timeout(per_request, one_request_h2(&mut sender, &args))
+                            .await
+                        {
+                            Ok(Ok(n)) => {
+                                if Instant::now() <= deadline {
+                                    counters.requests.fetch_add(1, Ordering::Relaxed);
+                                    counters.bytes.fetch_add(n, Ordering::Relaxed);
+                                }
+                            }
+                            res => {
+                                counters.errors.fetch_add(1, Ordering::Relaxed);
+                                if !reported.swap(true, Ordering::Relaxed) {
+                                    match res {
+                                        Ok(Err(e)) => eprintln!("https_load: request: {e}"),
+                                        _ => eprintln!("https_load: request timed out"),
+                                    }
+                                }
+                                if sender.is_closed() {
+                                    return; // the connection is rebuilt
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(sender);
+        for l in loops {
+            let _ = l.await;
+        }
+    }
 }
 
 /// `--mode hosts`: takes the next host number from `next` until `--hosts`
@@ -349,7 +511,7 @@ fn main() {
     let tls = match if args.url.scheme_str() == Some("http") {
         Ok(Arc::new(plain_placeholder()))
     } else {
-        tls_config(&args.ca)
+        tls_config(&args.ca, args.h2)
     } {
         Ok(c) => TlsConnector::from(c),
         Err(e) => {
@@ -391,7 +553,13 @@ fn main() {
     }
     rt.block_on(async {
         let tasks: Vec<_> = (0..args.connections)
-            .map(|_| tokio::spawn(worker(args.clone(), tls.clone(), counters.clone(), deadline)))
+            .map(|_| {
+                if args.h2 {
+                    tokio::spawn(h2_worker(args.clone(), tls.clone(), counters.clone(), deadline))
+                } else {
+                    tokio::spawn(worker(args.clone(), tls.clone(), counters.clone(), deadline))
+                }
+            })
             .collect();
         for t in tasks {
             let _ = t.await;
