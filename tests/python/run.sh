@@ -45,7 +45,7 @@ t=$SECONDS
 rm -rf target/python/venv
 "$python" -m venv target/python/venv
 venv=$PWD/target/python/venv
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'scrapy>=2.10' 'requests>=2.28' 'httpx>=0.26' 'aiohttp>=3.10' 'pytest>=7' 'h2>=4.1'
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'scrapy>=2.10' 'requests>=2.28' 'httpx>=0.26' 'aiohttp>=3.10' 'pytest>=7' 'h2>=4.1' 'cryptography>=41'
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel"
 say "virtual environment with the wheel in $((SECONDS - t)) s"
 
