@@ -40,7 +40,7 @@ use std::time::Duration;
 /// thread, and every exchange on it crossed threads twice (to send, and
 /// with the response): a 16 KiB miss took 130-140 us of CPU instead of
 /// 92-100 (benches/runs/load-2026-12.md). Idle connections are then kept per
-/// thread: up to 32 per origin on each.
+/// thread: up to [`MAX_IDLE_PER_ORIGIN`] per origin on each.
 ///
 /// Response heads are parsed with room for [`COMPACT_FIELDS`] fields
 /// first: the HTTP library allocates and fills room for as many fields as
@@ -481,6 +481,14 @@ impl Upstream {
     }
 }
 
+/// Idle HTTP/1.1 connections kept per origin by each thread's pool: as
+/// many as `upstream.max_in_flight_per_origin`'s default lets be busy at
+/// once. With 32, a sustained 64 requests at once to one HTTP/1.1 origin
+/// closed the connections beyond 32 as they came back and opened them
+/// again with a new TLS handshake (benches/runs/h2-2026-12-07.md: 10 to
+/// 15 requests per connection).
+pub const MAX_IDLE_PER_ORIGIN: usize = 64;
+
 /// Fields the first parse of an origin's response head has room for (see
 /// [`Upstream`]); `upstream.max_head_fields` when that is smaller.
 pub const COMPACT_FIELDS: usize = 256;
@@ -542,7 +550,8 @@ impl PoolSettings {
         self.roomy_count.store(set.len(), std::sync::atomic::Ordering::Release);
     }
 
-    /// A new client with its own connection pool: at most 32 idle
+    /// A new client with its own connection pool: at most
+    /// [`MAX_IDLE_PER_ORIGIN`] idle
     /// connections per origin, each closed after `pool_idle_timeout`, and
     /// room for `fields` fields in a response head.
     fn client(&self, fields: usize) -> Client<Connector, ProxyBody> {
@@ -552,7 +561,7 @@ impl PoolSettings {
             // to the same origin found them expired.
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .pool_idle_timeout(self.pool_idle_timeout)
-            .pool_max_idle_per_host(32)
+            .pool_max_idle_per_host(MAX_IDLE_PER_ORIGIN)
             .http1_allow_spaces_after_header_name_in_responses(true)
             .http1_allow_obsolete_multiline_headers_in_responses(true)
             .http1_max_headers(fields)
