@@ -173,3 +173,37 @@ fn a_missing_extra_ca_file_is_an_error_naming_it() {
     assert!(matches!(err, TlsError::Io { .. }), "{err:?}");
     assert!(err.to_string().contains(&path.display().to_string()), "{err}");
 }
+
+/// Over the HTTP/2 client (`upstream.http2`), requests that wait for the
+/// one connection being opened to an origin fail with the same cause as
+/// the request that opened it: an untrusted certificate is named as a TLS
+/// failure for each of them, not as a failure to connect.
+#[tokio::test]
+async fn every_request_waiting_for_a_failed_h2_connect_names_the_tls_failure() {
+    let pki = test_pki(&["127.0.0.1", "localhost"]);
+    let addr = tls_origin(&pki).await;
+    let config = upstream_client_config(None).unwrap();
+    let up = crawlcache::upstream::origin::Upstream::new(
+        config,
+        Duration::from_secs(5),
+        Duration::from_secs(10),
+        Duration::from_secs(4),
+    )
+    .with_versions(crawlcache::upstream::origin::Versions { alpn: true, ..Default::default() });
+    let url: http::Uri = format!("https://127.0.0.1:{}/page", addr.port()).parse().unwrap();
+    let send = |up: crawlcache::upstream::origin::Upstream, url: http::Uri| async move {
+        let req = crawlcache::upstream::origin::forward_request(
+            &http::Method::GET,
+            &url,
+            &http::HeaderMap::new(),
+            crawlcache::wire::body::ProxyBody::empty(),
+        );
+        up.send(req).await
+    };
+    let waits: Vec<_> = (0..4).map(|_| tokio::spawn(send(up.clone(), url.clone()))).collect();
+    for w in waits {
+        let err = w.await.unwrap().expect_err("the origin is not trusted");
+        assert_eq!(err.kind, crawlcache::upstream::error::UpstreamErrorKind::Tls, "{err}");
+        assert!(err.message.contains("certificate is not trusted"), "{err}");
+    }
+}

@@ -170,7 +170,7 @@ struct Slot {
     /// When opening a connection last failed, and why: requests that
     /// waited for that attempt fail with it instead of trying again one
     /// after the other.
-    failed: Mutex<Option<(Instant, String)>>,
+    failed: Mutex<Option<(Instant, Arc<H2Failure>)>>,
 }
 
 /// An open connection: the handle streams are opened with, and when it
@@ -308,11 +308,9 @@ impl H2Pool {
                             return Ok(Sent::UseHttp1(Box::new(req)));
                         }
                         let failed = lock(&slot.failed).clone();
-                        if let Some((at, why)) = failed.filter(|(at, _)| *at >= asked) {
-                            return Err(H2Failure::connect(format!(
-                                "{why} (the connection this request waited {} ms for)",
-                                at.saturating_duration_since(asked).as_millis()
-                            )));
+                        if let Some((at, first)) = failed.filter(|(at, _)| *at >= asked) {
+                            let waited_ms = at.saturating_duration_since(asked).as_millis();
+                            return Err(H2Failure::connect(WaitedFor { first, waited_ms }));
                         }
                         match self.open(req.uri().clone(), mode).await {
                             Ok(Opened::H2(s, id)) => {
@@ -328,12 +326,12 @@ impl H2Pool {
                                 tracing::debug!("origin {key} chose http/1.1 by ALPN; its requests go over HTTP/1.1 from now on");
                                 return self.send_http1_once(*io, req).await.map(Sent::Response);
                             }
-                            Err(e) => {
-                                if e.connect {
-                                    *lock(&slot.failed) = Some((Instant::now(), describe(&e)));
-                                }
-                                return Err(e);
+                            Err(e) if e.connect => {
+                                let first = Arc::new(e);
+                                *lock(&slot.failed) = Some((Instant::now(), first.clone()));
+                                return Err(H2Failure::connect(WaitedFor { first, waited_ms: 0 }));
                             }
+                            Err(e) => return Err(e),
                         }
                     }
                 }
@@ -436,21 +434,31 @@ fn prepare_h2(req: &mut Request<ProxyBody>) {
     }
 }
 
-/// `e` and its sources, as one sentence.
-fn describe(e: &H2Failure) -> String {
-    let mut text = String::new();
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
-    while let Some(e) = src {
-        let s = e.to_string();
-        if !s.is_empty() && !text.contains(&s) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&s);
+/// A failure to open a connection, shared with the requests that waited
+/// for that attempt: its sources are the original error's, so the 502 or
+/// 504 each of them gets names the same cause (a TLS failure, the parent
+/// proxy, DNS) as the first request's.
+#[derive(Debug)]
+struct WaitedFor {
+    first: Arc<H2Failure>,
+    /// How long the request waited for the attempt, in milliseconds (0 for
+    /// the request that made it).
+    waited_ms: u128,
+}
+
+impl std::fmt::Display for WaitedFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.waited_ms {
+            0 => self.first.fmt(f),
+            ms => write!(f, "{} (the connection this request waited {ms} ms for)", self.first),
         }
-        src = e.source();
     }
-    text
+}
+
+impl std::error::Error for WaitedFor {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.first.error.as_ref())
+    }
 }
 
 /// Closes the connection of `slot` once it has gone `idle` without a
