@@ -342,9 +342,10 @@ pub struct UpstreamConfig {
     /// Host patterns of `http://` origins spoken to over HTTP/2 with prior
     /// knowledge (h2c, RFC 9113 section 3.3).
     pub h2c_hosts: Vec<String>,
-    /// Most requests to one origin (scheme, host and port) waiting for
-    /// their response head at once, whatever the HTTP version; more wait
-    /// their turn. 0: no cap.
+    /// Most requests in flight to one origin (scheme, host and port) at
+    /// once, from sending the request until its response body has arrived
+    /// ([`crate::wire::body::Inbound`]), whatever the HTTP version; more
+    /// wait their turn. 0: no cap.
     pub max_in_flight_per_origin: usize,
 }
 

@@ -243,6 +243,38 @@ fn the_per_origin_cap_bounds_requests_in_flight_to_an_http1_origin() {
     assert!(origin.accepted() <= 1 + 8 * 2, "connections accepted: {}", origin.accepted());
 }
 
+/// Item 2, the cap held through the body: origins that send the head at
+/// once and the body 300 ms later (`/slow/`), `max_in_flight_per_origin =
+/// 8`, 64 misses at once. The origin never has more than 8 requests whose
+/// body it has not finished, over HTTP/1.1 connections or HTTP/2 streams;
+/// a cap that ended with the head would let all 64 in.
+#[test]
+fn the_per_origin_cap_holds_until_the_body_has_arrived() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    for alpn in [&["http/1.1"][..], &["h2"][..]] {
+        let origin = H2Origin::start(&pki, Speaks::Tls(alpn), Duration::from_millis(300));
+        let dir = TestDir::new("h2-cap-body");
+        let proxy = proxy_for(&dir, &pki, "max_in_flight_per_origin = 8", "");
+        let ca = crawlcache_ca(&proxy);
+        let urls: Vec<String> =
+            (0..64).map(|i| format!("https://localhost:{}/slow/{i}", origin.port())).collect();
+        let (t, log) = curl(&proxy, &ca, &[], &urls);
+        assert_eq!(t.len(), 64, "{log}");
+        assert!(t.iter().all(|t| t.status == 200), "{alpn:?}: {log}");
+        println!(
+            "{alpn:?} origin, bodies 300 ms after their heads: most in flight at once {}",
+            origin.max_in_flight()
+        );
+        assert!(
+            origin.max_in_flight() <= 8,
+            "{alpn:?}: at most 8 unfinished at once, saw {}",
+            origin.max_in_flight()
+        );
+        assert!(origin.max_in_flight() >= 2, "{alpn:?}: the requests overlapped");
+        assert_eq!(origin.seen().len(), 64);
+    }
+}
+
 /// `upstream.h2c_hosts`: a plain-http origin listed there is spoken to
 /// over HTTP/2 with prior knowledge.
 #[test]

@@ -1,9 +1,10 @@
-//! A cap on the requests to one origin waiting for their response head at
-//! once (`upstream.max_in_flight_per_origin`), whatever the HTTP version:
+//! A cap on the requests in flight to one origin at once
+//! (`upstream.max_in_flight_per_origin`), whatever the HTTP version:
 //! politeness, as 64 HTTP/2 streams are 64 concurrent requests to the
-//! origin just as 64 HTTP/1.1 connections are. The turn ends with the
-//! response head ([`super::origin::Upstream::send`]): bodies still
-//! arriving are not counted.
+//! origin just as 64 HTTP/1.1 connections are. A turn is taken before the
+//! request is sent ([`super::origin::Upstream::send`]) and ends when the
+//! response's body has arrived whole, failed or been dropped
+//! ([`crate::wire::body::Inbound`]), or when no response came.
 
 use crawlcache_base::locks::lock;
 use std::collections::HashMap;

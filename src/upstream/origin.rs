@@ -6,7 +6,7 @@ use super::error::{classify, head_too_large, HeadLimits, UpstreamError, Upstream
 use super::h2::{H2Mode, H2Pool, Sent};
 use super::in_flight::InFlight;
 use super::parent::{Connector, ParentProxy};
-use crate::wire::body::ProxyBody;
+use crate::wire::body::{Inbound, ProxyBody};
 use crawlcache_base::locks::lock;
 use crawlcache_policy::upstream_fields::upstream_fields;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
@@ -212,28 +212,34 @@ impl Upstream {
     /// Sends `req` (absolute URI) and waits for the response head, at most the
     /// configured response timeout (for both attempts together when the
     /// request is resent, see [`Upstream`]; waiting for a turn under
-    /// `upstream.max_in_flight_per_origin` included). Over HTTP/2 when the
-    /// origin is asked for it and chooses it ([`super::h2`]), else over
-    /// HTTP/1.1.
+    /// `upstream.max_in_flight_per_origin` included). The response's body
+    /// holds that turn until it ends or is dropped ([`Inbound`]). Over
+    /// HTTP/2 when the origin is asked for it and chooses it
+    /// ([`super::h2`]), else over HTTP/1.1.
     pub async fn send(
         &self,
         mut req: Request<ProxyBody>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<Response<Inbound>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
         let (parent, plain_via_parent) = self.parent_leg(&mut req);
         let key = origin_key(req.uri());
         let mode = self.h2_mode(req.uri(), &key, plain_via_parent);
         let exchange = async {
-            let _turn = self.in_flight.enter(&key).await;
-            let req = match mode {
-                Some(mode) => match self.send_h2(&key, req, mode, &host).await {
-                    Ok(resp) => return self.check_response(resp, &host, None),
-                    Err(Http1Instead::Error(e)) => return Err(e),
-                    Err(Http1Instead::Request(req)) => *req,
-                },
-                None => req,
+            let turn = self.in_flight.enter(&key).await;
+            let resp = async {
+                let req = match mode {
+                    Some(mode) => match self.send_h2(&key, req, mode, &host).await {
+                        Ok(resp) => return self.check_response(resp, &host, None),
+                        Err(Http1Instead::Error(e)) => return Err(e),
+                        Err(Http1Instead::Request(req)) => *req,
+                    },
+                    None => req,
+                };
+                self.send_http1(req, &host, parent.filter(|_| plain_via_parent)).await
             };
-            self.send_http1(req, &host, parent.filter(|_| plain_via_parent)).await
+            // The turn goes with the body: the request is in flight until
+            // the body has arrived (or is dropped), not only its head.
+            Ok(resp.await?.map(|body| Inbound::new(body, turn)))
         };
         match tokio::time::timeout(self.response_timeout, exchange).await {
             Err(_) => Err(self.timed_out(&host, parent)),
@@ -387,23 +393,31 @@ impl Upstream {
     /// new connection of its own (see [`super::asterisk`]) as `OPTIONS *`,
     /// or, to a parent proxy for a plain `http://` origin, as `OPTIONS
     /// http://host:port` for the parent to send the asterisk. Bounded by
-    /// the response timeout, checked and failing as [`Upstream::send`];
-    /// never sent twice.
+    /// the response timeout, checked, failing and taking a turn under
+    /// `upstream.max_in_flight_per_origin` as [`Upstream::send`]; never
+    /// sent twice.
     pub async fn send_server_options(
         &self,
         mut req: Request<ProxyBody>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<Response<Inbound>, UpstreamError> {
         let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
         let (parent, plain_via_parent) = self.parent_leg(&mut req);
         let limits = super::asterisk::Limits {
             max_fields: self.limits.max_fields,
             max_bytes: self.limits.max_bytes,
         };
-        let exchange = super::asterisk::send(self.pools.connector.clone(), req, limits);
+        let key = origin_key(req.uri());
+        let exchange = async {
+            let turn = self.in_flight.enter(&key).await;
+            let resp = super::asterisk::send(self.pools.connector.clone(), req, limits).await;
+            (resp, turn)
+        };
         match tokio::time::timeout(self.response_timeout, exchange).await {
             Err(_) => Err(self.timed_out(&host, parent)),
-            Ok(Ok(resp)) => self.check_response(resp, &host, parent.filter(|_| plain_via_parent)),
-            Ok(Err(e)) => Err(classify(&host, e.cause(), e.connect, &self.limits)),
+            Ok((Ok(resp), turn)) => self
+                .check_response(resp, &host, parent.filter(|_| plain_via_parent))
+                .map(|resp| resp.map(|body| Inbound::new(body, turn))),
+            Ok((Err(e), _)) => Err(classify(&host, e.cause(), e.connect, &self.limits)),
         }
     }
 

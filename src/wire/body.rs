@@ -28,8 +28,10 @@ pub const FILE_CHUNK: usize = 256 * 1024;
 pub enum ProxyBody {
     /// A complete, small body (or none).
     Full(Option<Bytes>),
-    /// An upstream body forwarded as it arrives.
-    Upstream(hyper::body::Incoming),
+    /// A body received from a peer, forwarded as it arrives: an origin's
+    /// response body (holding the origin's turn, see [`Inbound`]) or a
+    /// client's request body on its way to the origin.
+    Upstream(Inbound),
     /// Chunks produced by a task (the store tee). An `Err` chunk aborts.
     Channel {
         /// The chunks, in order.
@@ -243,6 +245,63 @@ impl ProxyBody {
         } else {
             ProxyBody::Full(Some(b))
         }
+    }
+}
+
+/// A body arriving from a peer, as the HTTP library delivers it. An
+/// origin's response body holds the origin's turn under
+/// `upstream.max_in_flight_per_origin` (a permit from
+/// [`crate::upstream::in_flight::InFlight`]) until its last frame or an
+/// error has been read, or until it is dropped: politeness counts a request
+/// as in flight until its body has arrived, not only its head. A client's
+/// request body holds none.
+#[derive(Debug)]
+pub struct Inbound {
+    body: hyper::body::Incoming,
+    turn: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Inbound {
+    /// `body`, holding `turn` (if any) until it ends or is dropped (at
+    /// once when there is no body to come: a HEAD's, a 304's).
+    pub fn new(
+        body: hyper::body::Incoming,
+        turn: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Inbound {
+        let turn = turn.filter(|_| !body.is_end_stream());
+        Inbound { body, turn }
+    }
+}
+
+impl From<hyper::body::Incoming> for Inbound {
+    fn from(body: hyper::body::Incoming) -> Inbound {
+        Inbound { body, turn: None }
+    }
+}
+
+impl Body for Inbound {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) || this.body.is_end_stream() {
+            // The exchange with the origin is over: its turn goes to the next.
+            this.turn = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 

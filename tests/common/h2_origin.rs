@@ -4,13 +4,16 @@
 //! It counts the TCP connections it accepted, records every request (its
 //! HTTP version, path and fields), and the most requests it had in flight
 //! at once; each answer may be delayed, so concurrent requests overlap.
+//! Under `/slow/` the head goes out at once and the body after the delay:
+//! the request is in flight until its body's last byte.
 
 use super::tls::TestPki;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -171,7 +174,21 @@ where
             } else {
                 format!("origin {}", seen.path)
             };
+            let slow = seen.path.starts_with("/slow/");
             state.seen.lock().unwrap().push(seen);
+            if slow {
+                let body = SlowBody {
+                    sleep: Box::pin(tokio::time::sleep(delay)),
+                    data: Some(Bytes::from(body)),
+                    state: state.clone(),
+                };
+                let resp = hyper::Response::builder()
+                    .header("cache-control", "max-age=60")
+                    .header("content-type", "text/plain")
+                    .body(body.boxed())
+                    .expect("origin response");
+                return Ok::<_, Infallible>(resp);
+            }
             tokio::time::sleep(delay).await;
             state.in_flight.fetch_sub(1, Ordering::SeqCst);
             // Paths under /etag/ must be revalidated every time: ETag,
@@ -187,11 +204,11 @@ where
                 resp = resp.header("etag", "\"v1\"");
                 if inm.as_deref() == Some("\"v1\"") {
                     resp = resp.status(304);
-                    let resp = resp.body(Full::new(Bytes::new())).expect("origin 304");
+                    let resp = resp.body(Full::new(Bytes::new()).boxed()).expect("origin 304");
                     return Ok::<_, Infallible>(resp);
                 }
             }
-            let resp = resp.body(Full::new(Bytes::from(body))).expect("origin response");
+            let resp = resp.body(Full::new(Bytes::from(body)).boxed()).expect("origin response");
             Ok::<_, Infallible>(resp)
         }
     });
@@ -201,5 +218,45 @@ where
         let _ = b.serve_connection(io, svc).await;
     } else {
         let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+    }
+}
+
+/// A `/slow/` body: nothing until the delay is over, then all of it. The
+/// request stops counting as in flight when its last byte is handed to
+/// the connection, before the client can have read it.
+struct SlowBody {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    data: Option<Bytes>,
+    state: Arc<Shared>,
+}
+
+impl hyper::body::Body for SlowBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        use std::task::Poll;
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        match self.data.take() {
+            Some(data) => {
+                self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(data))))
+            }
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+impl Drop for SlowBody {
+    fn drop(&mut self) {
+        // A body dropped before it was sent still ends its request.
+        if self.data.is_some() {
+            self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }

@@ -8,6 +8,7 @@ use super::tee::{self, TeeJob};
 use super::Step;
 use crate::metrics::Metrics;
 use crate::upstream::error::UpstreamError;
+use crate::wire::body::Inbound;
 use crate::wire::body::ProxyBody;
 use crate::wire::error::error_response;
 use crawlcache_base::collapse::{self, Lead, Outcome, Role};
@@ -20,7 +21,6 @@ use crawlcache_policy::keep::{self, Keep};
 use crawlcache_policy::store_key::RecordKey;
 use crawlcache_store::Entry;
 use http::{Method, Response, Version};
-use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::mpsc;
@@ -193,7 +193,7 @@ async fn tee_response(
     ex: &mut Exchange,
     job: TeeJob,
     rparts: http::response::Parts,
-    body: Incoming,
+    body: Inbound,
     writer: crawlcache_store::BodyWriter,
     content_length: Option<u64>,
 ) -> Response<ProxyBody> {
@@ -227,7 +227,7 @@ async fn tee_response(
 pub async fn respond_with_upstream(
     state: &Arc<ProxyState>,
     ex: &mut Exchange,
-    resp: Response<Incoming>,
+    resp: Response<Inbound>,
     request_time: SystemTime,
     lead: Option<Lead>,
     fwd: Fwd,
@@ -360,7 +360,7 @@ pub fn record_only(
     meta: Vec<u8>,
     request_time_ms: u64,
     rparts: http::response::Parts,
-    body: Incoming,
+    body: Inbound,
     content_length: Option<u64>,
 ) -> Response<ProxyBody> {
     let secondary_key = selection.secondary_key();

@@ -34,7 +34,10 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
         let (b, rx) = crate::record::hash_request_body(ex.body.take(), len);
         (b, Some(rx))
     } else {
-        (ex.body.take().map(ProxyBody::Upstream).unwrap_or_else(ProxyBody::empty), None)
+        (
+            ex.body.take().map(|b| ProxyBody::Upstream(b.into())).unwrap_or_else(ProxyBody::empty),
+            None,
+        )
     };
     let mut up = ex.upstream_request(&ex.parts.method, body);
     // RFC 9110 section 7.6.2 and RFC 9112 section 3.2.4 (see options_trace).

@@ -4,11 +4,11 @@
 
 use super::super::state::ProxyState;
 use crate::metrics::Metrics;
+use crate::wire::body::Inbound;
 use crate::wire::body::ProxyBody;
 use bytes::Bytes;
 use crawlcache_base::collapse::{Lead, Outcome};
 use crawlcache_store::BodyWriter;
-use hyper::body::Incoming;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -101,7 +101,7 @@ impl Client {
 /// `cache.max_object_size`.
 pub async fn run(
     job: TeeJob,
-    body: Incoming,
+    body: Inbound,
     writer: BodyWriter,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
@@ -125,7 +125,7 @@ pub async fn run(
 /// write to the page cache and a rename before the response goes out.
 pub async fn buffered(
     job: TeeJob,
-    body: Incoming,
+    body: Inbound,
     mut writer: BodyWriter,
     len: Option<u64>,
 ) -> (ProxyBody, bool) {
@@ -160,7 +160,7 @@ pub async fn buffered(
 /// the writer if the store still wants it.
 async fn copy(
     job: &TeeJob,
-    mut body: Incoming,
+    mut body: Inbound,
     writer: BodyWriter,
     client: &mut Client,
 ) -> (bool, Option<BodyWriter>) {
