@@ -307,13 +307,30 @@ fn split_cookies_are_joined_and_connection_fields_stay_off_h2() {
     assert_eq!((t[0].version.as_str(), t[0].status), ("2", 200), "{log}");
     let seen = h1.seen();
     assert_eq!(seen[0].all("cookie"), ["a=1; b=2"], "one joined cookie field: {seen:?}");
+    // RFC 9110 section 7.6.3: Via names the protocol the proxy received.
+    let via = seen[0].all("via");
+    assert!(via.len() == 1 && via[0].starts_with("2 crawlcache-"), "{via:?}");
 
     let url = format!("https://localhost:{}/fields", h2.port());
-    let extra = ["--http1.1", "-H", "Keep-Alive: timeout=5", "-H", "TE: trailers, deflate"];
+    let head_file = dir.path().join("fields-head.txt");
+    let head_arg = head_file.to_string_lossy().into_owned();
+    let extra = [
+        "--http1.1",
+        "-H",
+        "Keep-Alive: timeout=5",
+        "-H",
+        "TE: trailers, deflate",
+        "-D",
+        &head_arg,
+    ];
     let (t, log) = curl(&proxy, &ca, &extra, &[url]);
     assert_eq!((t[0].version.as_str(), t[0].status), ("1.1", 200), "{log}");
+    let head = std::fs::read_to_string(&head_file).unwrap().to_ascii_lowercase();
+    assert!(head.contains("\r\nvia: 2 crawlcache-"), "the origin spoke HTTP/2: {head}");
     let seen = h2.seen();
     assert_eq!(seen[0].version, "HTTP/2.0");
+    let via = seen[0].all("via");
+    assert!(via.len() == 1 && via[0].starts_with("1.1 crawlcache-"), "{via:?}");
     for name in ["keep-alive", "connection", "proxy-connection", "transfer-encoding", "upgrade"] {
         assert!(seen[0].all(name).is_empty(), "{name} reached the h2 origin: {seen:?}");
     }

@@ -197,6 +197,7 @@ async fn every_request_waiting_for_a_failed_h2_connect_names_the_tls_failure() {
             &url,
             &http::HeaderMap::new(),
             crawlcache::wire::body::ProxyBody::empty(),
+            http::Version::HTTP_11,
         );
         up.send(req).await
     };

@@ -74,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
             let Ok(upstream) = key.parse::<Uri>() else { return };
             let authority = key_authority(&key);
             assert!(!authority.contains('@'), "userinfo in the key {key:?}");
-            let fields = upstream_fields(&upstream, &request, chunked);
+            let fields = upstream_fields(&upstream, &request, chunked, http::Version::HTTP_11);
             let hosts: Vec<&HeaderValue> = fields.get_all(http::header::HOST).iter().collect();
             assert_eq!(hosts.len(), 1, "{key}: Host {hosts:?}");
             assert_eq!(
@@ -118,7 +118,7 @@ fuzz_target!(|data: &[u8]| {
     for name in HOP_BY_HOP.iter().copied().chain(named.iter().map(String::as_str)) {
         assert!(!stripped.contains_key(name), "{name} survived remove_hop_by_hop");
     }
-    client_response_fields(&mut response);
+    client_response_fields(&mut response, http::Version::HTTP_11);
     let cl: Vec<&HeaderValue> = response.get_all(http::header::CONTENT_LENGTH).iter().collect();
     assert!(
         cl.is_empty() || !response.contains_key(http::header::TRANSFER_ENCODING),

@@ -210,6 +210,7 @@ impl Exchange {
             self.upstream_target(),
             &self.parts.headers,
             body,
+            self.parts.version,
         );
         if let Some(tx) = &self.interim {
             tx.relay_for(&mut req);

@@ -678,16 +678,19 @@ fn failed_before_response(err: &hyper_util::client::legacy::Error) -> bool {
 /// The request to send to the origin for a client's request: `method` on
 /// `uri` with the fields [`upstream_fields`] makes from the client's
 /// `headers` (addressing and framing from what is sent, never from what
-/// was received), as HTTP/1.1.
+/// was received; `Via` names the version the request was `received`
+/// over), as HTTP/1.1 (the version the origin is spoken to over is chosen
+/// when it is sent).
 pub fn forward_request(
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
     body: ProxyBody,
+    received: Version,
 ) -> Request<ProxyBody> {
     let unknown_length = !http_body::Body::is_end_stream(&body)
         && http_body::Body::size_hint(&body).exact().is_none();
-    let headers = upstream_fields(uri, headers, unknown_length);
+    let headers = upstream_fields(uri, headers, unknown_length, received);
     let mut req = Request::new(body);
     *req.method_mut() = method.clone();
     *req.uri_mut() = uri.clone();

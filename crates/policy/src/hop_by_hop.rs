@@ -2,6 +2,7 @@
 //! `Via` (section 7.6.3).
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::Version;
 
 /// The `received-by` name of this process in `Via` (RFC 9110 section
 /// 7.6.3): `crawlcache-` and eight hex digits drawn at start, so that a
@@ -23,19 +24,38 @@ pub fn via_pseudonym() -> &'static str {
     })
 }
 
-/// Our `Via` member. A value over static bytes: a clone of it (one per
-/// response) touches no reference count, where a shared one would move
-/// between the serving threads' cores on every response.
-fn via_value() -> &'static HeaderValue {
-    static VALUE: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
-    VALUE.get_or_init(|| {
-        let text = format!("1.1 {}", via_pseudonym());
-        match HeaderValue::from_str(&text) {
-            // Made once per process.
-            Ok(_) => HeaderValue::from_static(Box::leak(text.into_boxed_str())),
-            Err(_) => HeaderValue::from_static("1.1 crawlcache"),
-        }
-    })
+/// The `received-protocol` of `Via` for a message received over
+/// `version` (RFC 9110 section 7.6.3: the protocol name "HTTP" is
+/// omitted): `1.0`, `1.1`, `2`, `3`; HTTP/0.9 as `0.9`.
+const VIA_PROTOCOLS: [(Version, &str); 5] = [
+    (Version::HTTP_11, "1.1"),
+    (Version::HTTP_2, "2"),
+    (Version::HTTP_10, "1.0"),
+    (Version::HTTP_3, "3"),
+    (Version::HTTP_09, "0.9"),
+];
+
+/// Our `Via` member for a message received over `received`. Values over
+/// static bytes: a clone of one (one per response) touches no reference
+/// count, where a shared one would move between the serving threads'
+/// cores on every response.
+fn via_value(received: Version) -> &'static HeaderValue {
+    static VALUES: std::sync::OnceLock<Vec<HeaderValue>> = std::sync::OnceLock::new();
+    let values = VALUES.get_or_init(|| {
+        VIA_PROTOCOLS
+            .iter()
+            .map(|(_, protocol)| {
+                let text = format!("{protocol} {}", via_pseudonym());
+                match HeaderValue::from_str(&text) {
+                    // Made once per process.
+                    Ok(_) => HeaderValue::from_static(Box::leak(text.into_boxed_str())),
+                    Err(_) => HeaderValue::from_static("1.1 crawlcache"),
+                }
+            })
+            .collect()
+    });
+    let i = VIA_PROTOCOLS.iter().position(|(v, _)| *v == received).unwrap_or(0);
+    &values[i]
 }
 
 /// True when a `Via` field of `headers` names this process: the request
@@ -108,21 +128,30 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends crawlcache's `Via` entry (`1.1 crawlcache-XXXXXXXX`).
+/// Appends crawlcache's `Via` entry (`1.1 crawlcache-XXXXXXXX`) to a
+/// message it makes itself or serves from the store.
 pub fn add_via(headers: &mut HeaderMap) {
-    headers.append(http::header::VIA, via_value().clone());
+    add_via_received(headers, Version::HTTP_11);
+}
+
+/// Appends crawlcache's `Via` entry for a message it received over
+/// `received` and sends on (RFC 9110 section 7.6.3): `2
+/// crawlcache-XXXXXXXX` for one received over HTTP/2.
+pub fn add_via_received(headers: &mut HeaderMap, received: Version) {
+    headers.append(http::header::VIA, via_value(received).clone());
 }
 
 /// The response head to send to a client for an origin response read with
 /// `headers`: hop-by-hop fields removed, a `Content-Length` received beside
 /// `Transfer-Encoding` dropped (RFC 9112 section 6.3: the body was framed by
 /// the transfer coding, so the length is wrong or a smuggling attempt),
-/// `Via` added. The server library then frames what is actually sent.
-pub fn client_response_fields(headers: &mut HeaderMap) {
+/// `Via` added, naming the version the response was `received` over. The
+/// server library then frames what is actually sent.
+pub fn client_response_fields(headers: &mut HeaderMap, received: Version) {
     drop_length_beside_transfer_coding(headers);
     single_content_length(headers);
     remove_hop_by_hop(headers);
-    add_via(headers);
+    add_via_received(headers, received);
 }
 
 /// RFC 9110 section 8.6: a `Content-Length` received as a list or on
@@ -272,15 +301,28 @@ mod tests {
     }
 
     #[test]
+    fn via_names_the_protocol_received_rfc9110_7_6_3() {
+        for (version, protocol) in
+            [(Version::HTTP_2, "2"), (Version::HTTP_11, "1.1"), (Version::HTTP_10, "1.0")]
+        {
+            let mut h = HeaderMap::new();
+            client_response_fields(&mut h, version);
+            let via = h.get("via").unwrap().to_str().unwrap();
+            assert_eq!(via, format!("{protocol} {}", via_pseudonym()));
+            assert!(via_names_us(&h), "{via}");
+        }
+    }
+
+    #[test]
     fn content_length_beside_transfer_encoding_is_dropped_rfc9112_6_3() {
         let mut h = HeaderMap::new();
         h.insert("content-length", HeaderValue::from_static("5"));
         h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
-        client_response_fields(&mut h);
+        client_response_fields(&mut h, Version::HTTP_11);
         assert!(!h.contains_key("content-length") && !h.contains_key("transfer-encoding"));
         let mut h = HeaderMap::new();
         h.insert("content-length", HeaderValue::from_static("5"));
-        client_response_fields(&mut h);
+        client_response_fields(&mut h, Version::HTTP_11);
         assert_eq!(h.get("content-length").unwrap(), "5");
     }
 
@@ -289,12 +331,12 @@ mod tests {
         let mut h = HeaderMap::new();
         h.append("content-length", HeaderValue::from_static("5, 5"));
         h.append("content-length", HeaderValue::from_static("005"));
-        client_response_fields(&mut h);
+        client_response_fields(&mut h, Version::HTTP_11);
         assert_eq!(h.get_all("content-length").iter().collect::<Vec<_>>(), ["5"]);
         for bad in ["5, 6", "+5", "", "5 5", "99999999999999999999999"] {
             let mut h = HeaderMap::new();
             h.append("content-length", HeaderValue::from_static(bad));
-            client_response_fields(&mut h);
+            client_response_fields(&mut h, Version::HTTP_11);
             assert!(!h.contains_key("content-length"), "{bad:?}");
         }
     }

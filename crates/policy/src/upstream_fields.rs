@@ -2,12 +2,13 @@
 //! the target alone: pure, so that the fuzz target `request_target`
 //! compiles it from its source without the HTTP client around it.
 
-use crate::hop_by_hop::{add_via, remove_hop_by_hop};
-use http::{HeaderMap, Uri};
+use crate::hop_by_hop::{add_via_received, remove_hop_by_hop};
+use http::{HeaderMap, Uri, Version};
 
 /// The fields to send upstream for a request to `uri` with the client's
 /// `headers`: hop-by-hop fields removed (RFC 9110 section 7.6.1), `Via`
-/// added (section 7.6.3).
+/// added naming the version the request was `received` over (section
+/// 7.6.3).
 ///
 /// Addressing and framing come from what is sent, never from what was
 /// received: `Host` is generated from `uri` (RFC 9112 section 3.2.2:
@@ -16,7 +17,12 @@ use http::{HeaderMap, Uri};
 /// itself (`Transfer-Encoding` is hop-by-hop and already gone). A body of
 /// unknown length (`unknown_length`) is sent chunked, and says so: the
 /// client library would otherwise send a GET or HEAD without it.
-pub fn upstream_fields(uri: &Uri, headers: &HeaderMap, unknown_length: bool) -> HeaderMap {
+pub fn upstream_fields(
+    uri: &Uri,
+    headers: &HeaderMap,
+    unknown_length: bool,
+    received: Version,
+) -> HeaderMap {
     let mut headers = headers.clone();
     remove_hop_by_hop(&mut headers);
     headers.remove(http::header::CONTENT_LENGTH);
@@ -27,7 +33,7 @@ pub fn upstream_fields(uri: &Uri, headers: &HeaderMap, unknown_length: bool) -> 
     if unknown_length {
         headers.insert(http::header::TRANSFER_ENCODING, http::HeaderValue::from_static("chunked"));
     }
-    add_via(&mut headers);
+    add_via_received(&mut headers, received);
     headers
 }
 

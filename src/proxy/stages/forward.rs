@@ -288,9 +288,11 @@ pub async fn respond_with_upstream(
     } else {
         Vec::new()
     };
-    // The client talks HTTP/1.1 with the proxy, whatever the origin spoke.
-    rparts.version = Version::HTTP_11;
-    client_response_fields(&mut rparts.headers);
+    // The client talks HTTP/1.1 with the proxy, whatever the origin spoke
+    // (the server library sends HTTP/2 to a client that chose it); `Via`
+    // names what the origin spoke.
+    let received = std::mem::replace(&mut rparts.version, Version::HTTP_11);
+    client_response_fields(&mut rparts.headers, received);
 
     match tee_into {
         Some((writer, secondary_key)) => {

@@ -117,7 +117,7 @@ pub async fn run(
         }
     }
     let (mut rparts, body) = resp.into_parts();
-    client_response_fields(&mut rparts.headers);
+    client_response_fields(&mut rparts.headers, rparts.version);
     ex.status =
         CacheStatus { fwd_status: Some(status.as_u16()), detail, ..CacheStatus::forward(fwd) };
     Response::from_parts(rparts, ProxyBody::Upstream(body))

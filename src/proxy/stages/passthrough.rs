@@ -73,8 +73,8 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange, fwd: Fwd) -> Respon
             }
             let (mut rparts, body) = resp.into_parts();
             let origin_headers = rparts.headers.clone();
-            rparts.version = Version::HTTP_11;
-            client_response_fields(&mut rparts.headers);
+            let received = std::mem::replace(&mut rparts.version, Version::HTTP_11);
+            client_response_fields(&mut rparts.headers, received);
             ex.status = CacheStatus { fwd_status: Some(status), ..CacheStatus::forward(fwd) };
             if fwd == Fwd::Request {
                 ex.status.detail = Some(Detail::RequestBody);

@@ -141,7 +141,10 @@ pub async fn run(state: &Arc<ProxyState>, ex: &mut Exchange) -> Response<ProxyBo
         let mut resp = Response::new(ProxyBody::full(bytes::Bytes::from(body)));
         *resp.status_mut() = status;
         *resp.headers_mut() = headers;
-        crawlcache_policy::hop_by_hop::client_response_fields(resp.headers_mut());
+        crawlcache_policy::hop_by_hop::client_response_fields(
+            resp.headers_mut(),
+            http::Version::HTTP_11,
+        );
         return resp;
     }
     let Some(req) = ex.take_request() else {
