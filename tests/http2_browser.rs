@@ -208,3 +208,57 @@ fn chromium_gets_h2_in_the_tunnel_second_load_all_hits_and_a_websocket_works() {
     }
     assert_eq!(*echo.handshakes.lock().unwrap(), 2, "each load opened its WebSocket");
 }
+
+/// The status page's list of origins with an HTTP/2 connection open is
+/// redrawn by its script: opened before any such connection exists, it
+/// shows the origin once a page reached over HTTP/2 has been loaded.
+#[test]
+fn the_status_page_lists_an_h2_origin_once_its_connection_opens() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = common::h2_origin::H2Origin::start(
+        &pki,
+        common::h2_origin::Speaks::Tls(&["h2"]),
+        Duration::ZERO,
+    );
+    let dir = TestDir::new("h2-status-page");
+    let ca = dir.join("origin-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let config = format!(
+        "[robots]\nmode = \"off\"\n\n[upstream]\nextra_ca_file = {:?}\n",
+        ca.display().to_string()
+    );
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), &config, &[]);
+    let mut viewer = Chromium::start();
+    let status = viewer.open(&format!("http://{}/", proxy.addr()), 1280, 900, false);
+    viewer.wait_for(
+        &status,
+        "document.documentElement.dataset.polls >= 1",
+        Duration::from_secs(30),
+        "the status page polls",
+    );
+    let listed = "document.getElementById('h2-origins-list').textContent";
+    assert_eq!(viewer.eval(&status, listed), serde_json::Value::String(String::new()));
+
+    let proxy_flag = format!("--proxy-server={}", proxy.url());
+    let mut crawler = Chromium::start_with(&[
+        &proxy_flag,
+        "--proxy-bypass-list=<-loopback>",
+        "--ignore-certificate-errors",
+    ]);
+    let tab = crawler.open(&format!("https://localhost:{}/page", origin.port()), 800, 600, false);
+    crawler.wait_for(
+        &tab,
+        "document.readyState === 'complete'",
+        Duration::from_secs(30),
+        "the page",
+    );
+    assert_eq!(origin.seen().len(), 1, "the page came from the h2 origin");
+    let name = format!("localhost:{}", origin.port());
+    viewer.wait_for(
+        &status,
+        &format!("{listed}.includes('{name}')"),
+        Duration::from_secs(30),
+        "the script redraws the list of origins with an HTTP/2 connection",
+    );
+    println!("listed: {}", viewer.eval(&status, listed));
+}

@@ -259,6 +259,17 @@
     });
   }
 
+  // The origins with an HTTP/2 connection open, as the server drew them.
+  function drawH2Origins(s) {
+    var list = document.getElementById("h2-origins-list");
+    if (!list) return;
+    clear(list);
+    var origins = (s.http2 && s.http2.origins) || [];
+    origins.slice(0, 20).forEach(function (o) {
+      list.appendChild(el("li", {}, (o.origin || "") + " \u00b7 " + thousands(o.open || 0) + " open"));
+    });
+  }
+
   function drawFleet(s) {
     var section = document.getElementById("fleet");
     if (!section) return;
@@ -293,6 +304,7 @@
     drawSeries(s);
     drawOrigins(s);
     drawErrors(s);
+    drawH2Origins(s);
     drawFleet(s);
     var updated = document.getElementById("updated");
     if (updated) updated.textContent = "updated " + new Date(s.now_ms).toLocaleTimeString();

@@ -513,7 +513,7 @@ pub fn page(v: &Value) -> String {
                     (figure(v, "client connections", "http2.client_connections", Format::Int))
                     (figure(v, "origin connections open", "http2.origin_connections_open", Format::Int))
                 }
-                ul.h2-origins {
+                ul.h2-origins #h2-origins-list {
                     @for o in v["http2"]["origins"].as_array().into_iter().flatten().take(ERRORS_SHOWN) {
                         li { (o["origin"].as_str().unwrap_or("")) " · " (o["open"].as_u64().unwrap_or(0)) " open" }
                     }
