@@ -3,7 +3,8 @@
 //! absolute form with `Proxy-Authorization`, `https://` origins through
 //! `CONNECT`, robots.txt fetches included; hosts in `upstream.no_proxy` go
 //! direct; a parent that cannot be reached, or that wants credentials it
-//! did not get, gives a 502 naming the parent.
+//! did not get, gives a 502 naming the parent. An origin that speaks only
+//! HTTP/2 is spoken to over HTTP/2 inside the parent's tunnel (issue 43).
 //!
 //! The parent here is a small CONNECT-capable proxy written for the test
 //! (std threads on 127.0.0.1): it records every request head it receives,
@@ -496,6 +497,39 @@ fn https_origins_are_reached_through_connect_with_credentials() {
         "{:?}",
         origin.paths()
     );
+}
+
+/// Issue 43: an origin that speaks only HTTP/2 is reached through the
+/// parent's CONNECT tunnel over HTTP/2 (ALPN inside the tunnel, as
+/// direct), and its answer is stored: the second request is a hit.
+#[test]
+fn an_h2_only_origin_is_reached_over_h2_inside_the_parents_tunnel() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = common::h2_origin::H2Origin::start(
+        &pki,
+        common::h2_origin::Speaks::Tls(&["h2"]),
+        Duration::ZERO,
+    );
+    let parent = Parent::start(true);
+    let dir = TestDir::new("parent-h2-ca");
+    let ca_file = dir.join("origin-ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+    let proxy = start(
+        "parent-h2",
+        &config(&format!("http://user:pass@{}", parent.addr), &[], "off", Some(&ca_file)),
+    );
+    let crawlcache_ca = proxy.data_dir().join("ca/ca.pem");
+    let port = origin.port();
+    for round in 1..=2 {
+        let (status, body) = https_get(proxy.addr(), &crawlcache_ca, "localhost", port, "/h2");
+        assert_eq!(status, 200, "round {round}: {body}\n{}", proxy.stderr_tail(30));
+        assert!(body.contains("origin /h2"), "{body}");
+    }
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 1, "the second request was a hit: {seen:?}");
+    assert_eq!(seen[0].version, "HTTP/2.0", "{seen:?}");
+    let connect = parent.wait_for(&format!("CONNECT localhost:{port} HTTP/1.1"));
+    assert_eq!(connect.auth.as_deref(), Some(CREDENTIALS), "{connect:?}");
 }
 
 /// Hosts in `no_proxy` go direct: a name (`localhost`, while `127.0.0.1`
