@@ -51,7 +51,8 @@ struct Transfer {
 }
 
 /// `curl --http2 [--parallel]` through `proxy` (CONNECT, then TLS trusting
-/// `ca`), `extra` arguments before the URLs; one [`Transfer`] per URL.
+/// `ca`), `extra` arguments before the URLs (`-o FILE` keeps the body of
+/// the one URL); one [`Transfer`] per URL.
 fn curl(proxy: &Proxy, ca: &Path, extra: &[&str], urls: &[String]) -> (Vec<Transfer>, String) {
     let mut cmd = Command::new(curl_bin());
     cmd.args(["-q", "-sS", "--max-time", "60", "--noproxy", "", "--http2"])
@@ -64,8 +65,13 @@ fn curl(proxy: &Proxy, ca: &Path, extra: &[&str], urls: &[String]) -> (Vec<Trans
     if urls.len() > 1 {
         cmd.args(["--parallel", "--parallel-max", "64"]);
     }
+    // Bodies are thrown away unless `extra` names a file for the one URL.
+    let kept = extra.contains(&"-o");
     for u in urls {
-        cmd.args(["-o", "/dev/null", u]);
+        if !kept {
+            cmd.args(["-o", "/dev/null"]);
+        }
+        cmd.arg(u);
     }
     for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
     {
@@ -273,6 +279,32 @@ fn the_per_origin_cap_holds_until_the_body_has_arrived() {
         assert!(origin.max_in_flight() >= 2, "{alpn:?}: the requests overlapped");
         assert_eq!(origin.seen().len(), 64);
     }
+}
+
+/// RFC 9113 section 8.1: a trailer section from an HTTP/2 origin is
+/// handled as on HTTP/1.1: not forwarded (the stored response has no place
+/// for it), the body whole, stored, and the second request a hit, for a
+/// client on either version.
+#[test]
+fn trailers_from_an_h2_origin_end_the_body_as_on_http1() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2"]), Duration::ZERO);
+    let dir = TestDir::new("h2-trailers");
+    let proxy = proxy_for(&dir, &pki, "", "");
+    let ca = crawlcache_ca(&proxy);
+    let url = format!("https://localhost:{}/trailers/a", origin.port());
+    for (round, version) in [(1, "--http2"), (2, "--http1.1"), (3, "--http2")] {
+        let out_file = dir.path().join(format!("trailers-{round}.txt"));
+        let out = out_file.to_string_lossy().into_owned();
+        let (t, log) = curl(&proxy, &ca, &[version, "-o", &out], std::slice::from_ref(&url));
+        assert_eq!(t.len(), 1, "{log}");
+        assert_eq!(t[0].status, 200, "round {round}: {log}");
+        assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "origin /trailers/a", "{log}");
+        if round > 1 {
+            assert!(is_hit(&t[0].cache_status), "round {round}: {:?}", t[0]);
+        }
+    }
+    assert_eq!(origin.seen().len(), 1, "stored after the first: {:?}", origin.seen());
 }
 
 /// `upstream.h2c_hosts`: a plain-http origin listed there is spoken to

@@ -5,7 +5,8 @@
 //! HTTP version, path and fields), and the most requests it had in flight
 //! at once; each answer may be delayed, so concurrent requests overlap.
 //! Under `/slow/` the head goes out at once and the body after the delay:
-//! the request is in flight until its body's last byte.
+//! the request is in flight until its body's last byte. Under
+//! `/trailers/` the body ends with a trailer section (`x-checksum`).
 
 use super::tls::TestPki;
 use bytes::Bytes;
@@ -175,6 +176,7 @@ where
                 format!("origin {}", seen.path)
             };
             let slow = seen.path.starts_with("/slow/");
+            let trailers = seen.path.starts_with("/trailers/");
             state.seen.lock().unwrap().push(seen);
             if slow {
                 let body = SlowBody {
@@ -191,6 +193,18 @@ where
             }
             tokio::time::sleep(delay).await;
             state.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if trailers {
+                let mut fields = hyper::HeaderMap::new();
+                fields.insert("x-checksum", hyper::header::HeaderValue::from_static("abc123"));
+                let body = TrailedBody { data: Some(Bytes::from(body)), trailers: Some(fields) };
+                let resp = hyper::Response::builder()
+                    .header("cache-control", "max-age=60")
+                    .header("content-type", "text/plain")
+                    .header("trailer", "x-checksum")
+                    .body(body.boxed())
+                    .expect("origin response");
+                return Ok::<_, Infallible>(resp);
+            }
             // Paths under /etag/ must be revalidated every time: ETag,
             // max-age=0, and 304 to a matching If-None-Match.
             let etag = body.starts_with("origin /etag/");
@@ -258,5 +272,27 @@ impl Drop for SlowBody {
         if self.data.is_some() {
             self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+}
+
+/// A `/trailers/` body: the data, then a trailer section.
+struct TrailedBody {
+    data: Option<Bytes>,
+    trailers: Option<hyper::HeaderMap>,
+}
+
+impl hyper::body::Body for TrailedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        let frame = match self.data.take() {
+            Some(data) => Some(hyper::body::Frame::data(data)),
+            None => self.trailers.take().map(hyper::body::Frame::trailers),
+        };
+        std::task::Poll::Ready(frame.map(Ok))
     }
 }
