@@ -71,6 +71,11 @@ pub fn prometheus(state: &ProxyState) -> String {
         ("crawlcache_store_pack_bytes", "Bytes of the store's pack segments on disk (entry records, live and not yet reclaimed).", s.pack_bytes),
         ("crawlcache_store_max_bytes", "The configured size budget in bytes.", s.max_size),
         (
+            "crawlcache_store_filters_ready",
+            "1 once the filters of stored keys and bodies are built (after a start, from the whole index, in the background), else 0.",
+            u64::from(s.filters_ready),
+        ),
+        (
             "crawlcache_audit_bytes",
             "Bytes of the audit log's files (plain and compressed days; audit.keep bounds them).",
             crate::audit::disk_bytes(state.audit.dir()),

@@ -770,6 +770,7 @@ mod tests {
             max_size: 4000,
             evictions: 1,
             pack_bytes: 77,
+            filters_ready: true,
         };
         let f = store_figures(&s);
         assert_eq!(

@@ -224,7 +224,6 @@ impl Index {
     }
 
     /// Whether the filter of [`Index::may_contain`] answers (was built).
-    #[cfg(test)]
     pub fn presence_ready(&self) -> bool {
         self.presence.is_ready()
     }

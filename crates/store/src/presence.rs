@@ -174,7 +174,6 @@ impl Presence {
     }
 
     /// Whether the filter answers (it was built).
-    #[cfg(test)]
     pub fn is_ready(&self) -> bool {
         crawlcache_base::locks::read(&self.current).ready.load(Ordering::Acquire)
     }

@@ -621,6 +621,7 @@ impl Store {
             max_size: self.inner.max_size,
             evictions: self.inner.evictions.load(Ordering::Relaxed),
             pack_bytes: self.inner.packs.bytes(),
+            filters_ready: self.inner.index.presence_ready() && self.inner.body_filter.is_ready(),
         }
     }
 

@@ -124,6 +124,12 @@ pub struct StoreStats {
     /// Bytes of the pack segments on disk (records of entries, live and
     /// not yet reclaimed).
     pub pack_bytes: u64,
+    /// The in-memory filters of stored primary keys and of stored bodies
+    /// are built (crates/store/src/presence.rs). After an open they are
+    /// built from the whole index in the background, which at millions of
+    /// entries takes seconds of a core; until then a lookup of a key never
+    /// stored reads the index.
+    pub filters_ready: bool,
 }
 
 /// How to open a store ([`crate::Store::open_with`]).
