@@ -43,7 +43,9 @@
 #                  one's end (the proxy's syncs, traced during the crash fill)
 #   PERF=1         records a CPU profile (perf record -g, 30 s) from the
 #                  middle of the last fill step, before its last 10 %, into
-#                  OUT/RUN-perf.txt (symbols need an unstripped binary:
+#                  OUT/RUN-perf.txt, and one of the proxy during the measured
+#                  hot-set hits at every checkpoint into
+#                  OUT/RUN-perf-hits-ENTRIES.txt (symbols need an unstripped binary:
 #                  CRAWLCACHE_BIN=target/profiling/crawlcache after `cargo
 #                  build --profile profiling`)
 #   KEEP_FREE_GB   free disk the run must leave on its file system (15: other
@@ -64,9 +66,11 @@
 # memory and its peak since the proxy started, index bytes per entry (du of
 # the sled index), store bytes per entry beyond the bodies (du of packs/ and
 # bodies/ less the distinct body bytes), then a clean shutdown, `cache
-# verify` (timed, its verdict), a restart timed to its first answer (a hit),
-# hits on the hot set (wrk, uniform over it, after a warm-up) and on entries
-# drawn uniformly from all of them, with the page cache dropped first where
+# verify` (timed, its verdict), a restart timed to its first answer (a hit)
+# and to its filters of stored keys and bodies being built (built from the
+# whole index in the background after a start), then hits on the hot set
+# (wrk, uniform over it, after a warm-up) and on entries drawn uniformly
+# from all of them, with the page cache dropped first where
 # /proc/sys/vm/drop_caches is writable. The 1-minute load average is
 # recorded with every row: the machine is shared, the figures are noisy.
 # At the last checkpoint also: `cache stats` (proxy running and stopped), a
@@ -341,7 +345,7 @@ base_entries=$(metric crawlcache_store_entries)
 CSV=$OUT/$RUN.csv
 FILL_CSV=$OUT/$RUN-fill.csv
 EVICT_CSV=$OUT/$RUN-evict.csv
-echo "entries,bodies,hot_n,fill_rate_last10pct,rss_mib,peak_rss_mib,index_mib,index_B_per_entry,store_mib,payload_mib,referenced_mib,store_overhead_B_per_entry,shutdown_s,verify_s,verify_exit,restart_s,rss_after_restart_mib,hot_rps,hot_hit_pct,random_rps,random_hit_pct,random_page_cache,load1,load5,load15,free_gib" >"$CSV"
+echo "entries,bodies,hot_n,fill_rate_last10pct,rss_mib,peak_rss_mib,index_mib,index_B_per_entry,store_mib,payload_mib,referenced_mib,store_overhead_B_per_entry,shutdown_s,verify_s,verify_exit,restart_s,rss_after_restart_mib,hot_rps,hot_hit_pct,random_rps,random_hit_pct,random_page_cache,load1,load5,load15,free_gib,filters_s" >"$CSV"
 echo "entries,secs,new_per_s,rss_mib,hwm_mib,load1,non2xx,free_gib,note" >"$FILL_CSV"
 
 drop_ok=0
@@ -491,6 +495,28 @@ PY
     printf '%s,0,0,0,0,%s,0,%s,%s\n' "$e_after" "$(load1)" "$(free_gib)" "crash: SIGKILL; restart and verify" >>"$FILL_CSV"
 }
 
+# PERF=1: the proxy's profile during the measured hot-set hits (the
+# self time by symbol, then by shared object).
+perf_hits_start() {
+    PERFH=
+    if [[ $PERF = 1 ]] && command -v perf >/dev/null 2>&1; then
+        perf record -F 499 -g -p "$CCP" -o "$WORK/perf-hits.data" -- sleep "$HIT_SECS" >/dev/null 2>&1 &
+        PERFH=$!
+        BGP+=("$PERFH")
+    fi
+}
+perf_hits_end() { # ENTRIES
+    if [[ -n ${PERFH:-} ]]; then
+        wait "$PERFH" 2>/dev/null || true
+        local f=$OUT/$RUN-perf-hits-$1.txt
+        perf report -i "$WORK/perf-hits.data" --no-children --sort symbol --stdio 2>/dev/null |
+            grep -v '^$' | grep -E '^ +[0-9]' | head -40 >"$f" || true
+        perf report -i "$WORK/perf-hits.data" --no-children --sort dso --stdio 2>/dev/null |
+            grep -E '^ +[0-9]' | head -15 >>"$f" || true
+        say "perf: the hot-set hits at $1 entries, top symbols in $f"
+    fi
+}
+
 perf_start() {
     PERFP=
     if [[ $PERF = 1 ]] && command -v perf >/dev/null 2>&1; then
@@ -562,11 +588,22 @@ for cp in "${CPS[@]}"; do
     wait_answer "$first_url" || die "the proxy did not answer after the restart (see $WORK/cc.log)"
     t1=$(now)
     restart_s=$(calc "round($t1 - $t0, 3)")
+    # The filters of stored keys and bodies are built from the whole index
+    # after a start, in the background (crawlcache_store_filters_ready):
+    # the hits are measured once they are, the time it took is its own
+    # figure (a metric a binary from before it lacks: not waited for).
+    while [[ $(metric crawlcache_store_filters_ready) = 0 ]] && (($(calc "int($(now) - $t0 < 900)"))); do
+        sleep 0.2
+    done
+    filters_s=$(calc "round($(now) - $t0, 2)")
+    [[ -n $(metric crawlcache_store_filters_ready) ]] || filters_s=
     rss_after=$(status_kib VmRSS)
     hot_n=$HOT
     ((hot_n > e_b)) && hot_n=$e_b
     read_run 0 "$hot_n" "$HIT_WARM"
+    perf_hits_start
     read_run 0 "$hot_n" "$HIT_SECS"
+    perf_hits_end "$e_b"
     hot_rps=$READ_RPS
     hot_hit=$READ_HIT
     if [[ $drop_ok = 1 ]]; then
@@ -579,9 +616,9 @@ for cp in "${CPS[@]}"; do
     read_run 0 "$e_b" "$HIT_SECS"
     rnd_rps=$READ_RPS
     rnd_hit=$READ_HIT
-    say "checkpoint $e_b: verify ${verify_s}s (exit $vrc), restart ${restart_s}s, hot set $hot_rps req/s ($hot_hit % hits), random $rnd_rps req/s ($rnd_hit % hits, page cache $pc), load $(loads)"
+    say "checkpoint $e_b: verify ${verify_s}s (exit $vrc), restart ${restart_s}s (filters built after ${filters_s:-?}s), hot set $hot_rps req/s ($hot_hit % hits), random $rnd_rps req/s ($rnd_hit % hits, page cache $pc), load $(loads)"
     read -r l1 l5 l15 < <(loads)
-    printf '%s\n' "$e_b,$bodies,$hot_n,$rate10,$(calc "round($rss / 1024)"),$(calc "round($hwm / 1024)"),$(calc "round($idx / 1024, 1)"),$(calc "round($idx * 1024 / $e_b, 1)"),$(calc "round($sto / 1024, 1)"),$(calc "round($payload / 1048576, 1)"),$(calc "round($referenced / 1048576, 1)"),$(calc "round(($sto * 1024 - $payload) / $e_b, 1)"),$shut,$verify_s,$vrc,$restart_s,$(calc "round($rss_after / 1024)"),$hot_rps,$hot_hit,$rnd_rps,$rnd_hit,$pc,$l1,$l5,$l15,$(free_gib)" >>"$CSV"
+    printf '%s\n' "$e_b,$bodies,$hot_n,$rate10,$(calc "round($rss / 1024)"),$(calc "round($hwm / 1024)"),$(calc "round($idx / 1024, 1)"),$(calc "round($idx * 1024 / $e_b, 1)"),$(calc "round($sto / 1024, 1)"),$(calc "round($payload / 1048576, 1)"),$(calc "round($referenced / 1048576, 1)"),$(calc "round(($sto * 1024 - $payload) / $e_b, 1)"),$shut,$verify_s,$vrc,$restart_s,$(calc "round($rss_after / 1024)"),$hot_rps,$hot_hit,$rnd_rps,$rnd_hit,$pc,$l1,$l5,$l15,$(free_gib),$filters_s" >>"$CSV"
     prev=$cp
 done
 

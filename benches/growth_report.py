@@ -170,12 +170,12 @@ plot "{E}" every ::1 using 1:5 with linespoints pt 7 lw 2 title "packs + bodies 
     w = out.append
     w(f"## {a.run}\n")
     w(f"Commit {a.commit}; {a.machine}; {a.settings}. Elapsed {a.elapsed} s.\n")
-    w("| entries | new/s, last 10 % of step | RSS / peak MiB | index B/entry | store B/entry beyond bodies | restart s | verify s | hot-set hits/s (hit %) | random hits/s (hit %, page cache) | load 1/5/15 |")
+    w("| entries | new/s, last 10 % of step | RSS / peak MiB | index B/entry | store B/entry beyond bodies | restart s (filters built) | verify s | hot-set hits/s (hit %) | random hits/s (hit %, page cache) | load 1/5/15 |")
     w("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for c in cps:
         w(
             f"| {fmt(num(c['entries']))} | {fmt(num(c['fill_rate_last10pct']))} | {c['rss_mib']} / {c['peak_rss_mib']} "
-            f"| {fmt(num(c['index_B_per_entry']))} | {fmt(num(c['store_overhead_B_per_entry']))} | {c['restart_s']} "
+            f"| {fmt(num(c['index_B_per_entry']))} | {fmt(num(c['store_overhead_B_per_entry']))} | {c['restart_s']}{' (' + c['filters_s'] + ')' if c.get('filters_s') else ''} "
             f"| {c['verify_s']}{'' if c['verify_exit'] == '0' else ' (exit ' + c['verify_exit'] + ')'} "
             f"| {fmt(num(c['hot_rps']))} ({c['hot_hit_pct']}) | {fmt(num(c['random_rps']))} ({c['random_hit_pct']}, {c['random_page_cache']}) "
             f"| {c['load1']} / {c['load5']} / {c['load15']} |"
