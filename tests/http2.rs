@@ -307,6 +307,36 @@ fn trailers_from_an_h2_origin_end_the_body_as_on_http1() {
     assert_eq!(origin.seen().len(), 1, "stored after the first: {:?}", origin.seen());
 }
 
+/// robots.txt from an https origin that chooses HTTP/1.1 in ALPN: the first
+/// fetch goes on the connection opened to ask for h2, and carries `Host`
+/// there too (RFC 9112 section 3.2; a fresh-eyes check found nginx
+/// answering it 400, which made every path allowed), so its rules are
+/// enforced from the first request.
+#[test]
+fn robots_txt_from_an_origin_choosing_http1_is_fetched_with_host_and_enforced() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["http/1.1"]), Duration::ZERO);
+    let dir = TestDir::new("h2-robots-h1");
+    let ca = dir.join("origin-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let config = format!(
+        "[robots]\nmode = \"enforce\"\n\n[upstream]\nextra_ca_file = {:?}\n",
+        ca.display().to_string()
+    );
+    let proxy = Proxy::start_with_config(&dir.subdir("data"), &config, &[]);
+    let ca = crawlcache_ca(&proxy);
+    let port = origin.port();
+    let (t, log) = curl(&proxy, &ca, &[], &[format!("https://localhost:{port}/private/x")]);
+    assert_eq!(t[0].status, 403, "disallowed by the origin's robots.txt: {log}");
+    let (t, log) = curl(&proxy, &ca, &[], &[format!("https://localhost:{port}/open")]);
+    assert_eq!(t[0].status, 200, "{log}");
+    let seen = origin.seen();
+    assert_eq!(seen[0].path, "/robots.txt", "{seen:?}");
+    assert_eq!(seen[0].version, "HTTP/1.1");
+    assert_eq!(seen[0].all("host"), [format!("localhost:{port}")], "{seen:?}");
+    assert!(seen.iter().all(|s| s.path != "/private/x"), "{seen:?}");
+}
+
 /// `upstream.h2c_hosts`: a plain-http origin listed there is spoken to
 /// over HTTP/2 with prior knowledge.
 #[test]

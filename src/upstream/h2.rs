@@ -409,8 +409,15 @@ impl H2Pool {
                 tracing::debug!("HTTP/1.1 connection to an origin ended with an error: {e}");
             }
         });
-        // Origin form on the request line (RFC 9112 section 3.2.1); `Host`
-        // is among the fields already.
+        // Origin form on the request line (RFC 9112 section 3.2.1), so
+        // `Host` carries the authority (section 3.2): a request made by
+        // crawlcache itself (a robots.txt fetch) may not have it yet, and
+        // this connection, unlike the pooled clients, adds nothing.
+        if !req.headers().contains_key(http::header::HOST) {
+            if let Some(host) = crawlcache_policy::upstream_fields::host_field(req.uri()) {
+                req.headers_mut().insert(http::header::HOST, host);
+            }
+        }
         let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
         if let Ok(p) = path.parse() {
             *req.uri_mut() = p;

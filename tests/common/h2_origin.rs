@@ -7,6 +7,7 @@
 //! Under `/slow/` the head goes out at once and the body after the delay:
 //! the request is in flight until its body's last byte. Under
 //! `/trailers/` the body ends with a trailer section (`x-checksum`).
+//! `/robots.txt` disallows `/private/` to every crawler.
 
 use super::tls::TestPki;
 use bytes::Bytes;
@@ -172,6 +173,8 @@ where
             let inm = seen.all("if-none-match").first().map(|v| v.to_string());
             let body = if vary {
                 format!("origin {} cookie [{}]", seen.path, seen.all("cookie").join(" | "))
+            } else if seen.path == "/robots.txt" {
+                "User-agent: *\nDisallow: /private/\n".to_string()
             } else {
                 format!("origin {}", seen.path)
             };
