@@ -337,6 +337,32 @@ fn robots_txt_from_an_origin_choosing_http1_is_fetched_with_host_and_enforced() 
     assert!(seen.iter().all(|s| s.path != "/private/x"), "{seen:?}");
 }
 
+/// One HTTP/2 connection per origin also while a body takes longer than
+/// `upstream.pool_idle_timeout`: a connection with a stream open is not
+/// idle (a fresh-eyes check saw a second connection opened for a request
+/// sent 4.5 s after one whose 5 s body was still arriving).
+#[test]
+fn a_connection_with_a_body_still_arriving_is_not_idle() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2"]), Duration::from_millis(2500));
+    let dir = TestDir::new("h2-busy-not-idle");
+    let proxy = proxy_for(&dir, &pki, "pool_idle_timeout = \"1s\"", "");
+    let ca = crawlcache_ca(&proxy);
+    let port = origin.port();
+    let (slow, quick) = std::thread::scope(|s| {
+        let slow =
+            s.spawn(|| curl(&proxy, &ca, &[], &[format!("https://localhost:{port}/slow/a")]));
+        std::thread::sleep(Duration::from_millis(1500));
+        // Sent 1.5 s after the first, whose body is 1 s from its end.
+        let quick = curl(&proxy, &ca, &[], &[format!("https://localhost:{port}/slow/b")]);
+        (slow.join().unwrap(), quick)
+    });
+    assert_eq!(slow.0[0].status, 200, "{}", slow.1);
+    assert_eq!(quick.0[0].status, 200, "{}", quick.1);
+    assert_eq!(origin.accepted(), 1, "both requests on the one connection");
+    assert_eq!(origin.max_in_flight(), 2, "the two overlapped");
+}
+
 /// `upstream.h2c_hosts`: a plain-http origin listed there is spoken to
 /// over HTTP/2 with prior knowledge.
 #[test]

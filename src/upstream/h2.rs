@@ -173,23 +173,60 @@ struct Slot {
     failed: Mutex<Option<(Instant, Arc<H2Failure>)>>,
 }
 
-/// An open connection: the handle streams are opened with, and when it
-/// was last used.
+/// An open connection: the handle streams are opened with, when it was
+/// last used, and how many of its streams are open.
 struct Live {
     sender: SendRequest<ProxyBody>,
     used: Instant,
     /// Which connection this is ([`CONNECTIONS_OPENED`] when it opened).
     id: u64,
+    /// Requests sent on it whose response body has not ended
+    /// ([`OpenStream`]): a connection with any is not idle, however long
+    /// ago its last request was sent.
+    streams: Arc<AtomicUsize>,
 }
 
+impl Live {
+    /// Whether the connection has gone `idle` without a request and has
+    /// no stream open.
+    fn is_idle(&self, idle: Duration) -> bool {
+        self.used.elapsed() >= idle && self.streams.load(Ordering::Acquire) == 0
+    }
+}
+
+/// What a request on an HTTP/2 connection holds: its place among the
+/// connection's open streams ([`Live::streams`]), given up when dropped.
+/// It goes with the response's body (in the response's extensions, taken
+/// out by [`super::origin::Upstream::send`] into
+/// [`crate::wire::body::Inbound`]), or is dropped with a request that
+/// failed.
+pub struct OpenStream(Arc<AtomicUsize>);
+
+impl OpenStream {
+    fn new(streams: &Arc<AtomicUsize>) -> OpenStream {
+        streams.fetch_add(1, Ordering::AcqRel);
+        OpenStream(streams.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection's handle, its number and its count of open streams.
+type Handle = (SendRequest<ProxyBody>, u64, Arc<AtomicUsize>);
+
 impl Slot {
-    /// The connection, when one is open and was used within `idle`.
-    fn sender(&self, idle: Duration) -> Option<(SendRequest<ProxyBody>, u64)> {
+    /// The connection, when one is open and is not idle (used within
+    /// `idle`, or with a stream open).
+    fn sender(&self, idle: Duration) -> Option<Handle> {
         let mut live = lock(&self.live);
         match live.as_mut() {
-            Some(l) if !l.sender.is_closed() && l.used.elapsed() < idle => {
+            Some(l) if !l.sender.is_closed() && !l.is_idle(idle) => {
                 l.used = Instant::now();
-                Some((l.sender.clone(), l.id))
+                Some((l.sender.clone(), l.id, l.streams.clone()))
             }
             _ => {
                 *live = None;
@@ -314,10 +351,15 @@ impl H2Pool {
                         }
                         match self.open(req.uri().clone(), mode).await {
                             Ok(Opened::H2(s, id)) => {
-                                *lock(&slot.live) =
-                                    Some(Live { sender: s.clone(), used: Instant::now(), id });
+                                let streams = Arc::new(AtomicUsize::new(0));
+                                *lock(&slot.live) = Some(Live {
+                                    sender: s.clone(),
+                                    used: Instant::now(),
+                                    id,
+                                    streams: streams.clone(),
+                                });
                                 close_when_idle(Arc::downgrade(&slot), self.idle_timeout);
-                                (s, id)
+                                (s, id, streams)
                             }
                             Ok(Opened::Http1(io)) => {
                                 self.remember_http1(key);
@@ -339,12 +381,17 @@ impl H2Pool {
         };
         prepare_h2(&mut req);
         REQUESTS_SENT.fetch_add(1, Ordering::Relaxed);
-        let (mut sender, id) = sender;
+        let (mut sender, id, streams) = sender;
+        let open = OpenStream::new(&streams);
         let sent = match sender.ready().await {
             Ok(()) => sender.send_request(req).await,
             Err(e) => Err(e),
         };
-        sent.map(Sent::Response).map_err(|e| {
+        sent.map(|mut resp| {
+            resp.extensions_mut().insert(Arc::new(open));
+            Sent::Response(resp)
+        })
+        .map_err(|e| {
             let failure = H2Failure::exchange(e);
             if !failure.stream_only() {
                 slot.forget(id);
@@ -469,9 +516,9 @@ impl std::error::Error for WaitedFor {
 }
 
 /// Closes the connection of `slot` once it has gone `idle` without a
-/// request (the HTTP/2 library closes a connection whose last handle is
-/// dropped, once its streams are done); the task ends with the
-/// connection.
+/// request and with no stream open (the HTTP/2 library closes a
+/// connection whose last handle is dropped, once its streams are done);
+/// the task ends with the connection.
 fn close_when_idle(slot: std::sync::Weak<Slot>, idle: Duration) {
     tokio::spawn(async move {
         let mut wait = idle;
@@ -481,12 +528,13 @@ fn close_when_idle(slot: std::sync::Weak<Slot>, idle: Duration) {
             let mut live = lock(&slot.live);
             match live.as_ref() {
                 Some(l) if !l.sender.is_closed() => {
-                    let unused = l.used.elapsed();
-                    if unused >= idle {
+                    if l.is_idle(idle) {
                         *live = None;
                         return;
                     }
-                    wait = idle - unused;
+                    // Used lately or streams open: looked at again when it
+                    // could be idle, a quarter of `idle` apart at the least.
+                    wait = idle.saturating_sub(l.used.elapsed()).max(idle / 4);
                 }
                 _ => return,
             }

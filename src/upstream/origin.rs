@@ -238,8 +238,12 @@ impl Upstream {
                 self.send_http1(req, &host, parent.filter(|_| plain_via_parent)).await
             };
             // The turn goes with the body: the request is in flight until
-            // the body has arrived (or is dropped), not only its head.
-            Ok(resp.await?.map(|body| Inbound::new(body, turn)))
+            // the body has arrived (or is dropped), not only its head; so
+            // does an HTTP/2 stream's place in its connection's count.
+            let (mut parts, body) = resp.await?.into_parts();
+            let stream = parts.extensions.remove::<Arc<super::h2::OpenStream>>();
+            let stream = stream.map(|s| s as Arc<dyn Send + Sync>);
+            Ok(Response::from_parts(parts, Inbound::new(body, turn, stream)))
         };
         match tokio::time::timeout(self.response_timeout, exchange).await {
             Err(_) => Err(self.timed_out(&host, parent)),
@@ -416,7 +420,7 @@ impl Upstream {
             Err(_) => Err(self.timed_out(&host, parent)),
             Ok((Ok(resp), turn)) => self
                 .check_response(resp, &host, parent.filter(|_| plain_via_parent))
-                .map(|resp| resp.map(|body| Inbound::new(body, turn))),
+                .map(|resp| resp.map(|body| Inbound::new(body, turn, None))),
             Ok((Err(e), _)) => Err(classify(&host, e.cause(), e.connect, &self.limits)),
         }
     }

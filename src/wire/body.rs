@@ -251,31 +251,44 @@ impl ProxyBody {
 /// A body arriving from a peer, as the HTTP library delivers it. An
 /// origin's response body holds the origin's turn under
 /// `upstream.max_in_flight_per_origin` (a permit from
-/// [`crate::upstream::in_flight::InFlight`]) until its last frame or an
-/// error has been read, or until it is dropped: politeness counts a request
-/// as in flight until its body has arrived, not only its head. A client's
-/// request body holds none.
-#[derive(Debug)]
+/// [`crate::upstream::in_flight::InFlight`]) and, over HTTP/2, its place
+/// among its connection's open streams
+/// ([`crate::upstream::h2::OpenStream`]: a connection with a stream open
+/// is not idle) until its last frame or an error has been read, or until
+/// it is dropped: politeness counts a request as in flight until its body
+/// has arrived, not only its head. A client's request body holds none.
 pub struct Inbound {
     body: hyper::body::Incoming,
     turn: Option<tokio::sync::OwnedSemaphorePermit>,
+    stream: Option<std::sync::Arc<dyn Send + Sync>>,
+}
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbound")
+            .field("body", &self.body)
+            .field("turn", &self.turn.is_some())
+            .field("stream", &self.stream.is_some())
+            .finish()
+    }
 }
 
 impl Inbound {
-    /// `body`, holding `turn` (if any) until it ends or is dropped (at
-    /// once when there is no body to come: a HEAD's, a 304's).
+    /// `body`, holding `turn` and `stream` (if any) until it ends or is
+    /// dropped (at once when there is no body to come: a HEAD's, a 304's).
     pub fn new(
         body: hyper::body::Incoming,
         turn: Option<tokio::sync::OwnedSemaphorePermit>,
+        stream: Option<std::sync::Arc<dyn Send + Sync>>,
     ) -> Inbound {
-        let turn = turn.filter(|_| !body.is_end_stream());
-        Inbound { body, turn }
+        let done = body.is_end_stream();
+        Inbound { turn: turn.filter(|_| !done), stream: stream.filter(|_| !done), body }
     }
 }
 
 impl From<hyper::body::Incoming> for Inbound {
     fn from(body: hyper::body::Incoming) -> Inbound {
-        Inbound { body, turn: None }
+        Inbound { body, turn: None, stream: None }
     }
 }
 
@@ -290,8 +303,10 @@ impl Body for Inbound {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.body).poll_frame(cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) || this.body.is_end_stream() {
-            // The exchange with the origin is over: its turn goes to the next.
+            // The exchange with the origin is over: its turn goes to the
+            // next, its stream is no longer open.
             this.turn = None;
+            this.stream = None;
         }
         polled
     }
