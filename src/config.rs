@@ -347,6 +347,11 @@ pub struct UpstreamConfig {
     /// ([`crate::wire::body::Inbound`]), whatever the HTTP version; more
     /// wait their turn. 0: no cap.
     pub max_in_flight_per_origin: usize,
+    /// The longest a request waits for its turn under
+    /// `max_in_flight_per_origin` (`response_timeout` starts once it is
+    /// sent).
+    #[serde(deserialize_with = "de_duration")]
+    pub queue_timeout: Duration,
 }
 
 /// `upstream.proxy`: the URL of a parent HTTP proxy, checked when the

@@ -363,6 +363,38 @@ fn a_connection_with_a_body_still_arriving_is_not_idle() {
     assert_eq!(origin.max_in_flight(), 2, "the two overlapped");
 }
 
+/// A request that gets no turn under the per-origin cap within
+/// `upstream.queue_timeout` is answered 504 saying so (the cap, the key,
+/// that the origin was not asked), and the origin never sees it.
+#[test]
+fn a_request_without_a_turn_in_time_gets_a_504_naming_the_cap() {
+    let pki = test_pki(&["localhost", "127.0.0.1"]);
+    let origin = H2Origin::start(&pki, Speaks::Tls(&["h2"]), Duration::from_millis(2500));
+    let dir = TestDir::new("h2-queue-timeout");
+    let proxy = proxy_for(&dir, &pki, "max_in_flight_per_origin = 1\nqueue_timeout = \"1s\"", "");
+    let ca = crawlcache_ca(&proxy);
+    let port = origin.port();
+    let page = dir.path().join("queued.txt");
+    let page_arg = page.to_string_lossy().into_owned();
+    let (first, queued) = std::thread::scope(|s| {
+        let first =
+            s.spawn(|| curl(&proxy, &ca, &[], &[format!("https://localhost:{port}/slow/a")]));
+        std::thread::sleep(Duration::from_millis(300));
+        let url = format!("https://localhost:{port}/slow/b");
+        let queued = curl(&proxy, &ca, &["-o", &page_arg], &[url]);
+        (first.join().unwrap(), queued)
+    });
+    assert_eq!(first.0[0].status, 200, "{}", first.1);
+    assert_eq!(queued.0[0].status, 504, "{}", queued.1);
+    let text = std::fs::read_to_string(&page).unwrap();
+    println!("{text}");
+    for part in ["upstream.max_in_flight_per_origin", "upstream.queue_timeout", "not asked"] {
+        assert!(text.contains(part), "{part:?} in {text}");
+    }
+    let paths: Vec<String> = origin.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["/slow/a"], "the origin never saw the request that got no turn");
+}
+
 /// `upstream.h2c_hosts`: a plain-http origin listed there is spoken to
 /// over HTTP/2 with prior knowledge.
 #[test]

@@ -351,7 +351,7 @@ pub fn origin_client(config: &Config) -> Result<upstream::Upstream, ServeError> 
         http1_hosts: up.http1_hosts.clone(),
         h2c_hosts: up.h2c_hosts.clone(),
     })
-    .with_in_flight_cap(up.max_in_flight_per_origin))
+    .with_in_flight_cap(up.max_in_flight_per_origin, up.queue_timeout))
 }
 
 /// The robots.txt registry over the store's index, fetching through

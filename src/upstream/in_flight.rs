@@ -9,6 +9,7 @@
 use crawlcache_base::locks::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Origins with a semaphore kept; those with no request in flight are
@@ -19,20 +20,33 @@ const MAX_ORIGINS: usize = 4096;
 /// each; `cap` 0 means no cap.
 pub struct InFlight {
     cap: usize,
+    wait: Duration,
     origins: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
+/// No turn came within the wait ([`InFlight::enter`]): `cap` requests were
+/// in flight to the origin for all of `waited`.
+#[derive(Debug, Clone, Copy)]
+pub struct NoTurn {
+    /// The cap (`upstream.max_in_flight_per_origin`).
+    pub cap: usize,
+    /// How long the request waited (`upstream.queue_timeout`).
+    pub waited: Duration,
+}
+
 impl InFlight {
-    /// At most `cap` requests at once per origin (0: no cap).
-    pub fn new(cap: usize) -> InFlight {
-        InFlight { cap, origins: Mutex::new(HashMap::new()) }
+    /// At most `cap` requests at once per origin (0: no cap), a request
+    /// waiting at most `wait` for its turn.
+    pub fn new(cap: usize, wait: Duration) -> InFlight {
+        InFlight { cap, wait, origins: Mutex::new(HashMap::new()) }
     }
 
-    /// Waits for a turn to send a request to the origin `key`; the turn
-    /// lasts as long as the returned permit (`None` without a cap).
-    pub async fn enter(&self, key: &str) -> Option<OwnedSemaphorePermit> {
+    /// Waits (at most the configured wait) for a turn to send a request to
+    /// the origin `key`; the turn lasts as long as the returned permit
+    /// (`None` without a cap). Errors: [`NoTurn`] when none came in time.
+    pub async fn enter(&self, key: &str) -> Result<Option<OwnedSemaphorePermit>, NoTurn> {
         if self.cap == 0 {
-            return None;
+            return Ok(None);
         }
         let semaphore = {
             let mut origins = lock(&self.origins);
@@ -50,8 +64,11 @@ impl InFlight {
                 }
             }
         };
-        // The semaphore is never closed.
-        semaphore.acquire_owned().await.ok()
+        match tokio::time::timeout(self.wait, semaphore.acquire_owned()).await {
+            // The semaphore is never closed.
+            Ok(permit) => Ok(permit.ok()),
+            Err(_) => Err(NoTurn { cap: self.cap, waited: self.wait }),
+        }
     }
 }
 
@@ -61,16 +78,27 @@ mod tests {
 
     #[tokio::test]
     async fn the_cap_holds_per_origin_and_frees_with_the_permit() {
-        let f = InFlight::new(2);
-        let a1 = f.enter("https://a").await;
-        let _a2 = f.enter("https://a").await;
+        let f = InFlight::new(2, Duration::from_secs(60));
+        let a1 = f.enter("https://a").await.unwrap();
+        let _a2 = f.enter("https://a").await.unwrap();
         // Another origin has turns of its own.
-        assert!(f.enter("https://b").await.is_some());
+        assert!(f.enter("https://b").await.unwrap().is_some());
         let third = f.enter("https://a");
         tokio::pin!(third);
         assert!(futures_util::FutureExt::now_or_never(third.as_mut()).is_none());
         drop(a1);
-        assert!(third.await.is_some());
-        assert!(InFlight::new(0).enter("https://a").await.is_none());
+        assert!(third.await.unwrap().is_some());
+        let none = InFlight::new(0, Duration::ZERO);
+        assert!(none.enter("https://a").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_request_that_gets_no_turn_in_time_says_so() {
+        let f = InFlight::new(1, Duration::from_millis(20));
+        let _held = f.enter("https://a").await.unwrap();
+        match f.enter("https://a").await {
+            Err(NoTurn { cap: 1, waited }) => assert_eq!(waited, Duration::from_millis(20)),
+            other => panic!("expected no turn, got {other:?}"),
+        }
     }
 }

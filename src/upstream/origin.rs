@@ -144,7 +144,7 @@ impl Upstream {
             parent,
             h2,
             versions: Arc::new(Versions::default()),
-            in_flight: Arc::new(InFlight::new(0)),
+            in_flight: Arc::new(InFlight::new(0, Duration::ZERO)),
         }
     }
 
@@ -156,9 +156,10 @@ impl Upstream {
     }
 
     /// This client sending at most `per_origin` requests at once to each
-    /// origin, waiting for a turn beyond that (0: no cap, the default).
-    pub fn with_in_flight_cap(mut self, per_origin: usize) -> Upstream {
-        self.in_flight = Arc::new(InFlight::new(per_origin));
+    /// origin, waiting at most `wait` for a turn beyond that (0: no cap,
+    /// the default).
+    pub fn with_in_flight_cap(mut self, per_origin: usize, wait: Duration) -> Upstream {
+        self.in_flight = Arc::new(InFlight::new(per_origin, wait));
         self
     }
 
@@ -209,13 +210,15 @@ impl Upstream {
         self.parent_for(uri).map(ParentProxy::name)
     }
 
-    /// Sends `req` (absolute URI) and waits for the response head, at most the
-    /// configured response timeout (for both attempts together when the
-    /// request is resent, see [`Upstream`]; waiting for a turn under
-    /// `upstream.max_in_flight_per_origin` included). The response's body
-    /// holds that turn until it ends or is dropped ([`Inbound`]). Over
+    /// Sends `req` (absolute URI) once it has a turn under
+    /// `upstream.max_in_flight_per_origin` (waiting at most
+    /// `upstream.queue_timeout`), then waits for the response head, at
+    /// most the configured response timeout (for both attempts together
+    /// when the request is resent, see [`Upstream`]). The response's body
+    /// holds the turn until it ends or is dropped ([`Inbound`]). Over
     /// HTTP/2 when the origin is asked for it and chooses it
-    /// ([`super::h2`]), else over HTTP/1.1.
+    /// ([`super::h2`]), else over HTTP/1.1. Errors: an [`UpstreamError`]
+    /// (a timeout naming the cap when no turn came).
     pub async fn send(
         &self,
         mut req: Request<ProxyBody>,
@@ -224,31 +227,29 @@ impl Upstream {
         let (parent, plain_via_parent) = self.parent_leg(&mut req);
         let key = origin_key(req.uri());
         let mode = self.h2_mode(req.uri(), &key, plain_via_parent);
+        let turn = self.in_flight.enter(&key).await.map_err(|n| no_turn(&host, n))?;
         let exchange = async {
-            let turn = self.in_flight.enter(&key).await;
-            let resp = async {
-                let req = match mode {
-                    Some(mode) => match self.send_h2(&key, req, mode, &host).await {
-                        Ok(resp) => return self.check_response(resp, &host, None),
-                        Err(Http1Instead::Error(e)) => return Err(e),
-                        Err(Http1Instead::Request(req)) => *req,
-                    },
-                    None => req,
-                };
-                self.send_http1(req, &host, parent.filter(|_| plain_via_parent)).await
+            let req = match mode {
+                Some(mode) => match self.send_h2(&key, req, mode, &host).await {
+                    Ok(resp) => return self.check_response(resp, &host, None),
+                    Err(Http1Instead::Error(e)) => return Err(e),
+                    Err(Http1Instead::Request(req)) => *req,
+                },
+                None => req,
             };
-            // The turn goes with the body: the request is in flight until
-            // the body has arrived (or is dropped), not only its head; so
-            // does an HTTP/2 stream's place in its connection's count.
-            let (mut parts, body) = resp.await?.into_parts();
-            let stream = parts.extensions.remove::<Arc<super::h2::OpenStream>>();
-            let stream = stream.map(|s| s as Arc<dyn Send + Sync>);
-            Ok(Response::from_parts(parts, Inbound::new(body, turn, stream)))
+            self.send_http1(req, &host, parent.filter(|_| plain_via_parent)).await
         };
-        match tokio::time::timeout(self.response_timeout, exchange).await {
-            Err(_) => Err(self.timed_out(&host, parent)),
-            Ok(result) => result,
-        }
+        let resp = match tokio::time::timeout(self.response_timeout, exchange).await {
+            Err(_) => return Err(self.timed_out(&host, parent)),
+            Ok(result) => result?,
+        };
+        // The turn goes with the body: the request is in flight until the
+        // body has arrived (or is dropped), not only its head; so does an
+        // HTTP/2 stream's place in its connection's count.
+        let (mut parts, body) = resp.into_parts();
+        let stream = parts.extensions.remove::<Arc<super::h2::OpenStream>>();
+        let stream = stream.map(|s| s as Arc<dyn Send + Sync>);
+        Ok(Response::from_parts(parts, Inbound::new(body, turn, stream)))
     }
 
     /// How `uri` (of origin `key`) is sent over HTTP/2, if it is:
@@ -411,17 +412,14 @@ impl Upstream {
             max_bytes: self.limits.max_bytes,
         };
         let key = origin_key(req.uri());
-        let exchange = async {
-            let turn = self.in_flight.enter(&key).await;
-            let resp = super::asterisk::send(self.pools.connector.clone(), req, limits).await;
-            (resp, turn)
-        };
+        let turn = self.in_flight.enter(&key).await.map_err(|n| no_turn(&host, n))?;
+        let exchange = super::asterisk::send(self.pools.connector.clone(), req, limits);
         match tokio::time::timeout(self.response_timeout, exchange).await {
             Err(_) => Err(self.timed_out(&host, parent)),
-            Ok((Ok(resp), turn)) => self
+            Ok(Ok(resp)) => self
                 .check_response(resp, &host, parent.filter(|_| plain_via_parent))
                 .map(|resp| resp.map(|body| Inbound::new(body, turn, None))),
-            Ok((Err(e), _)) => Err(classify(&host, e.cause(), e.connect, &self.limits)),
+            Ok(Err(e)) => Err(classify(&host, e.cause(), e.connect, &self.limits)),
         }
     }
 
@@ -677,6 +675,21 @@ fn failed_before_response(err: &hyper_util::client::legacy::Error) -> bool {
         src = e.source();
     }
     false
+}
+
+/// The failure of a request that got no turn to origin `host` within
+/// `upstream.queue_timeout`: a timeout (504; the origin counts as
+/// unreachable for serving stale, RFC 9111 section 4.2.4) whose message
+/// says the origin was not asked and names the cap.
+fn no_turn(host: &str, n: super::in_flight::NoTurn) -> UpstreamError {
+    UpstreamError {
+        kind: UpstreamErrorKind::Timeout,
+        message: format!(
+            "no turn to origin {host} within {} s: {} requests were in flight to it all that time (upstream.max_in_flight_per_origin; upstream.queue_timeout bounds the wait); the origin was not asked",
+            n.waited.as_secs_f64(),
+            n.cap
+        ),
+    }
 }
 
 /// The request to send to the origin for a client's request: `method` on
