@@ -510,7 +510,7 @@ pub fn page(v: &Value) -> String {
                 h2 { "HTTP/2" }
                 div.figs {
                     (figure(v, "of requests", "http2.client_share", Format::Percent))
-                    (figure(v, "client connections", "http2.client_connections", Format::Int))
+                    (figure(v, "client connections since start", "http2.client_connections", Format::Int))
                     (figure(v, "origin connections open", "http2.origin_connections_open", Format::Int))
                 }
                 ul.h2-origins #h2-origins-list {
