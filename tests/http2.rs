@@ -340,7 +340,9 @@ fn robots_txt_from_an_origin_choosing_http1_is_fetched_with_host_and_enforced() 
 /// One HTTP/2 connection per origin also while a body takes longer than
 /// `upstream.pool_idle_timeout`: a connection with a stream open is not
 /// idle (a fresh-eyes check saw a second connection opened for a request
-/// sent 4.5 s after one whose 5 s body was still arriving).
+/// sent 4.5 s after one whose 5 s body was still arriving), and its
+/// idleness counts from the end of its last stream (a re-check saw a new
+/// connection for a request 0.5 s after a 5 s body ended).
 #[test]
 fn a_connection_with_a_body_still_arriving_is_not_idle() {
     let pki = test_pki(&["localhost", "127.0.0.1"]);
@@ -361,6 +363,12 @@ fn a_connection_with_a_body_still_arriving_is_not_idle() {
     assert_eq!(quick.0[0].status, 200, "{}", quick.1);
     assert_eq!(origin.accepted(), 1, "both requests on the one connection");
     assert_eq!(origin.max_in_flight(), 2, "the two overlapped");
+    // Idleness counts from the end of the last stream, not from the last
+    // request sent (2.5 s before): a request just after still finds it.
+    std::thread::sleep(Duration::from_millis(200));
+    let (t, log) = curl(&proxy, &ca, &[], &[format!("https://localhost:{port}/after")]);
+    assert_eq!(t[0].status, 200, "{log}");
+    assert_eq!(origin.accepted(), 1, "the request after the bodies ended reused it");
 }
 
 /// A request that gets no turn under the per-origin cap within

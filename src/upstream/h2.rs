@@ -174,49 +174,61 @@ struct Slot {
 }
 
 /// An open connection: the handle streams are opened with, when it was
-/// last used, and how many of its streams are open.
+/// last used, and its streams.
 struct Live {
     sender: SendRequest<ProxyBody>,
     used: Instant,
     /// Which connection this is ([`CONNECTIONS_OPENED`] when it opened).
     id: u64,
-    /// Requests sent on it whose response body has not ended
-    /// ([`OpenStream`]): a connection with any is not idle, however long
-    /// ago its last request was sent.
-    streams: Arc<AtomicUsize>,
+    /// Its streams open and when the last one ended.
+    streams: Arc<Streams>,
+}
+
+/// The streams of a connection: requests sent on it whose response body
+/// has not ended ([`OpenStream`]), and when the last one ended. A
+/// connection is in use while any is open, and until `idle` after the
+/// last one ended, as after the last request sent.
+#[derive(Default)]
+struct Streams {
+    open: AtomicUsize,
+    last_ended: Mutex<Option<Instant>>,
 }
 
 impl Live {
-    /// Whether the connection has gone `idle` without a request and has
-    /// no stream open.
+    /// Whether the connection has gone `idle` without a request sent or
+    /// a stream ending, and has no stream open.
     fn is_idle(&self, idle: Duration) -> bool {
-        self.used.elapsed() >= idle && self.streams.load(Ordering::Acquire) == 0
+        self.used.elapsed() >= idle
+            && self.streams.open.load(Ordering::Acquire) == 0
+            && lock(&self.streams.last_ended).is_none_or(|t| t.elapsed() >= idle)
     }
 }
 
 /// What a request on an HTTP/2 connection holds: its place among the
-/// connection's open streams ([`Live::streams`]), given up when dropped.
-/// It goes with the response's body (in the response's extensions, taken
-/// out by [`super::origin::Upstream::send`] into
-/// [`crate::wire::body::Inbound`]), or is dropped with a request that
-/// failed.
-pub struct OpenStream(Arc<AtomicUsize>);
+/// connection's open streams ([`Streams`]), given up when dropped (which
+/// counts as using the connection). It goes with the response's body (in
+/// the response's extensions, taken out by
+/// [`super::origin::Upstream::send`] into [`crate::wire::body::Inbound`]),
+/// or is dropped with a request that failed.
+pub struct OpenStream(Arc<Streams>);
 
 impl OpenStream {
-    fn new(streams: &Arc<AtomicUsize>) -> OpenStream {
-        streams.fetch_add(1, Ordering::AcqRel);
+    fn new(streams: &Arc<Streams>) -> OpenStream {
+        streams.open.fetch_add(1, Ordering::AcqRel);
         OpenStream(streams.clone())
     }
 }
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        // When it ended first, so that whoever sees no stream open sees it.
+        *lock(&self.0.last_ended) = Some(Instant::now());
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// A connection's handle, its number and its count of open streams.
-type Handle = (SendRequest<ProxyBody>, u64, Arc<AtomicUsize>);
+/// A connection's handle, its number and its streams.
+type Handle = (SendRequest<ProxyBody>, u64, Arc<Streams>);
 
 impl Slot {
     /// The connection, when one is open and is not idle (used within
@@ -351,7 +363,7 @@ impl H2Pool {
                         }
                         match self.open(req.uri().clone(), mode).await {
                             Ok(Opened::H2(s, id)) => {
-                                let streams = Arc::new(AtomicUsize::new(0));
+                                let streams = Arc::new(Streams::default());
                                 *lock(&slot.live) = Some(Live {
                                     sender: s.clone(),
                                     used: Instant::now(),
@@ -516,7 +528,7 @@ impl std::error::Error for WaitedFor {
 }
 
 /// Closes the connection of `slot` once it has gone `idle` without a
-/// request and with no stream open (the HTTP/2 library closes a
+/// request sent or a stream ending, and with no stream open (the HTTP/2 library closes a
 /// connection whose last handle is dropped, once its streams are done);
 /// the task ends with the connection.
 fn close_when_idle(slot: std::sync::Weak<Slot>, idle: Duration) {
@@ -533,7 +545,8 @@ fn close_when_idle(slot: std::sync::Weak<Slot>, idle: Duration) {
                         return;
                     }
                     // Used lately or streams open: looked at again when it
-                    // could be idle, a quarter of `idle` apart at the least.
+                    // could be idle, a quarter of `idle` apart at the least
+                    // (a stream's end counts from when it ended).
                     wait = idle.saturating_sub(l.used.elapsed()).max(idle / 4);
                 }
                 _ => return,
