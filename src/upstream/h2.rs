@@ -205,7 +205,7 @@ impl Live {
 }
 
 /// What a request on an HTTP/2 connection holds: its place among the
-/// connection's open streams ([`Streams`]), given up when dropped (which
+/// connection's open streams, given up when dropped (which
 /// counts as using the connection). It goes with the response's body (in
 /// the response's extensions, taken out by
 /// [`super::origin::Upstream::send`] into [`crate::wire::body::Inbound`]),
