@@ -293,7 +293,12 @@ async fn one_request(
     let req = http::Request::get(with_unique(args, path))
         .header(http::header::HOST, host_header)
         .body(Empty::<Bytes>::new())?;
-    let resp = sender.send_request(req).await?;
+    body_length(sender.send_request(req).await?).await
+}
+
+/// Reads `resp`'s body to its end; its length in bytes, or an error for a
+/// status other than 2xx (after the body, so the connection stays usable).
+async fn body_length(resp: http::Response<hyper::body::Incoming>) -> Result<u64, BoxError> {
     let status = resp.status();
     let mut body = resp.into_body();
     let mut n = 0u64;
@@ -328,19 +333,7 @@ async fn one_request_h2(
     let req = http::Request::get(with_unique(args, args.url.to_string()))
         .version(http::Version::HTTP_2)
         .body(Empty::<Bytes>::new())?;
-    let resp = sender.send_request(req).await?;
-    let status = resp.status();
-    let mut body = resp.into_body();
-    let mut n = 0u64;
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            n += data.len() as u64;
-        }
-    }
-    if !status.is_success() {
-        return Err(format!("status {status}").into());
-    }
-    Ok(n)
+    body_length(sender.send_request(req).await?).await
 }
 
 /// `--h2`: one HTTP/2 connection at a time with `--streams` request loops
