@@ -235,7 +235,7 @@ fn the_status_page_shows_what_stats_says_after_a_crawl_in_a_real_browser() {
         ("totals.errors", &st["proxy"]["errors"]),
         ("totals.bytes_from_cache", &st["proxy"]["from_cache_bytes"]),
         ("totals.bytes_from_origin", &st["proxy"]["from_origin_bytes"]),
-        ("store.used_bytes", &st["store"]["bytes_stored"]),
+        ("store.used_bytes", &st["store"]["budget_bytes"]),
         ("store.max_bytes", &st["store"]["max_size"]),
         ("store.distinct_body_bytes", &st["store"]["bytes_stored"]),
         ("store.entries", &st["store"]["entries"]),

@@ -62,7 +62,12 @@ pub fn prometheus(state: &ProxyState) -> String {
     let gauges = [
         ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
         ("crawlcache_store_bodies", "Distinct bodies stored, each once however many entries reference it.", s.bodies),
-        ("crawlcache_store_bytes", "Bytes of those distinct bodies, each counted once (what cache.max_size bounds).", s.bytes_stored),
+        ("crawlcache_store_bytes", "Bytes of those distinct bodies, each counted once.", s.bytes_stored),
+        (
+            "crawlcache_store_budget_bytes",
+            "Bytes on disk cache.max_size bounds: the bodies and the records of the entries (pack records and body files; not the index).",
+            s.budget_bytes,
+        ),
         (
             "crawlcache_store_referenced_bytes",
             "Bytes of the bodies of every entry, a shared body counted once per entry (minus crawlcache_store_bytes: what sharing saves).",

@@ -145,12 +145,13 @@ pub struct StoreFigures {
     pub evictions: u64,
 }
 
-/// [`StoreFigures`] of `s`. `bytes_stored` is both the budgeted figure and
-/// the distinct body bytes (the budget counts each body once, docs/SPEC.md
-/// section 3); `bytes_referenced` counts a shared body once per entry.
+/// [`StoreFigures`] of `s`. The budgeted figure is `budget_bytes` (bodies,
+/// each counted once, and the entries' records: docs/SPEC.md section 3);
+/// `bytes_stored` the distinct body bytes; `bytes_referenced` counts a
+/// shared body once per entry.
 pub fn store_figures(s: &StoreStats) -> StoreFigures {
     StoreFigures {
-        used_bytes: s.bytes_stored,
+        used_bytes: s.budget_bytes,
         max_bytes: s.max_size,
         distinct_body_bytes: s.bytes_stored,
         logical_body_bytes: s.bytes_referenced,
@@ -766,6 +767,7 @@ mod tests {
             entries: 3,
             bodies: 2,
             bytes_stored: 1000,
+            budget_bytes: 1200,
             bytes_referenced: 1500,
             max_size: 4000,
             evictions: 1,
@@ -775,7 +777,7 @@ mod tests {
         let f = store_figures(&s);
         assert_eq!(
             (f.used_bytes, f.max_bytes, f.distinct_body_bytes, f.logical_body_bytes),
-            (1000, 4000, 1000, 1500)
+            (1200, 4000, 1000, 1500)
         );
         assert_eq!((f.entries, f.bodies, f.pack_bytes, f.evictions), (3, 2, 77, 1));
     }

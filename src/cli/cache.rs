@@ -301,8 +301,8 @@ fn stats(common: &Common, json: bool) -> Result<ExitCode, CommandError> {
 
 /// The `cache stats --json` object, version 1: `data_dir`,
 /// `proxy_running`, `listen` (null when stopped), `store` (entries,
-/// bodies, bytes_stored, bytes_referenced, max_size, evictions,
-/// pack_bytes: [`crawlcache_store::StoreStats`]) and `requests` (the running
+/// bodies, bytes_stored, budget_bytes, bytes_referenced, max_size,
+/// evictions, pack_bytes, filters_ready: [`crawlcache_store::StoreStats`]) and `requests` (the running
 /// proxy's counters by name, as in `/stats`; null when stopped).
 pub fn stats_object(
     data_dir: &std::path::Path,

@@ -12,8 +12,9 @@ pub fn stats_text(v: &serde_json::Value) -> String {
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     let st = &v["store"];
     let (stored, budget) = (n(st, "bytes_stored"), n(st, "max_size"));
+    let used = n(st, "budget_bytes");
     let share = if budget > 0 {
-        format!(" ({:.1}%)", stored as f64 * 100.0 / budget as f64)
+        format!(" ({:.1}%)", used as f64 * 100.0 / budget as f64)
     } else {
         String::new()
     };
@@ -28,8 +29,8 @@ pub fn stats_text(v: &serde_json::Value) -> String {
         ));
     }
     out.push_str(&format!(
-        "\nbudget    {} of {}{share} used; {} evictions since start\n",
-        format_bytes(stored),
+        "\nbudget    {} of {}{share} used (bodies and entry records); {} evictions since start\n",
+        format_bytes(used),
         format_bytes(budget),
         n(st, "evictions")
     ));
@@ -38,7 +39,7 @@ pub fn stats_text(v: &serde_json::Value) -> String {
     let summary = format!(
         "cache stats: {} entries, {} of {}{share}",
         n(st, "entries"),
-        format_bytes(stored),
+        format_bytes(used),
         format_bytes(budget)
     );
     if r.is_null() {

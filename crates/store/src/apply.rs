@@ -296,11 +296,14 @@ impl Index {
                     (None, Some(place)) => {
                         state.bodies += 1;
                         state.bytes += len;
-                        if let Place::Packed(loc) = place {
-                            state.pack_live += loc.len as u64;
-                            state.log_end = state
-                                .log_end
-                                .max(Pos { seg: loc.seg, off: loc.off + loc.len as u64 });
+                        match place {
+                            Place::Packed(loc) => {
+                                state.pack_live += loc.len as u64;
+                                state.log_end = state
+                                    .log_end
+                                    .max(Pos { seg: loc.seg, off: loc.off + loc.len as u64 });
+                            }
+                            Place::File => state.file_bytes += len,
                         }
                         RefRow { count: 1, len: *len, place }
                     }
@@ -343,7 +346,10 @@ impl Index {
                     state.bytes = state.bytes.saturating_sub(r.len);
                     applied.freed += r.len;
                     match r.place {
-                        Place::File => applied.zero.push(hash),
+                        Place::File => {
+                            state.file_bytes = state.file_bytes.saturating_sub(r.len);
+                            applied.zero.push(hash)
+                        }
                         Place::Packed(loc) => {
                             state.pack_live = state.pack_live.saturating_sub(loc.len as u64)
                         }

@@ -194,18 +194,18 @@ impl Inner {
     /// Evicts entries until the bytes stored fit the budget. Returns how
     /// many entries went.
     pub(super) fn evict_to_budget(&self) -> Result<u64, StoreError> {
-        if self.index.state().bytes <= self.max_size {
+        if self.index.state().budget_bytes() <= self.max_size {
             return Ok(0);
         }
         let _g = lock(&self.evict_lock);
         let mut evicted = 0;
-        while self.index.state().bytes > self.max_size {
+        while self.index.state().budget_bytes() > self.max_size {
             match self.tail_step(true)? {
                 Step::Evicted => evicted += 1,
                 Step::Moved | Step::Skipped => {}
                 Step::End => {
                     tracing::warn!(
-                        bytes = self.index.state().bytes,
+                        bytes = self.index.state().budget_bytes(),
                         "bytes stored exceed the budget but no entry is left (run cache verify)"
                     );
                     break;

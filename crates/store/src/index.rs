@@ -178,6 +178,23 @@ pub(crate) fn corrupt(what: String) -> StoreError {
     StoreError::Index(format!("{what}; run `crawlcache cache verify --repair` to rebuild it"))
 }
 
+/// Bytes of the bodies kept in files, from the reference-count rows in
+/// `tree` (a scan of those rows: one per file and per shared body record).
+/// Errors: `Index` when sled cannot be read or a row is corrupt.
+fn file_bytes_of(tree: &sled::Tree) -> Result<u64, StoreError> {
+    let mut total = 0u64;
+    for item in tree.scan_prefix(REFS) {
+        let (k, v) = item.map_err(sled_err)?;
+        let row = RefRow::decode(&v).ok_or_else(|| {
+            corrupt(format!("the reference count of body {} is corrupt", hex::encode(&k[2..])))
+        })?;
+        if row.place == Place::File {
+            total = total.saturating_add(row.len);
+        }
+    }
+    Ok(total)
+}
+
 impl Index {
     /// Opens the store's tree in `db` and reads its state row.
     /// Errors: `Index` when sled fails or the state row is corrupt.
@@ -187,8 +204,16 @@ impl Index {
         let tree = db.open_tree(TREE).map_err(sled_err)?;
         let state = match tree.get(STATE_KEY).map_err(sled_err)? {
             None => State::default(),
-            Some(v) => State::decode(&v)
-                .ok_or_else(|| corrupt("the store's state row is corrupt".into()))?,
+            Some(v) => {
+                let mut st = State::decode(&v)
+                    .ok_or_else(|| corrupt("the store's state row is corrupt".into()))?;
+                if v.len() < STATE_ROW_LEN {
+                    // Written before the row kept the bytes of body files:
+                    // counted once here, written with the next commit.
+                    st.file_bytes = file_bytes_of(&tree)?;
+                }
+                st
+            }
         };
         let generations = (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect();
         Ok(Index {
@@ -682,10 +707,16 @@ mod tests {
             tail: Pos { seg: 5, off: 6 },
             max_stamp: 7,
             log_end: Pos { seg: 8, off: 9 },
+            file_bytes: 11,
         };
         assert_eq!(State::decode(&st.encode()), Some(st));
-        // A format-3 state row (64 bytes) reads without `referenced`.
-        assert_eq!(State::decode(&st.encode()[..64]), Some(State { referenced: 0, ..st }));
+        // A format-3 state row (64 bytes) reads without `referenced`, an
+        // earlier format-4 row (72 bytes) without `file_bytes`.
+        assert_eq!(
+            State::decode(&st.encode()[..64]),
+            Some(State { referenced: 0, file_bytes: 0, ..st })
+        );
+        assert_eq!(State::decode(&st.encode()[..72]), Some(State { file_bytes: 0, ..st }));
         for place in [Place::File, Place::Packed(Loc { seg: 9, off: 1 << 35, len: 77 })] {
             let r = RefRow { count: 3, len: 1 << 20, place };
             assert_eq!(RefRow::decode(&r.encode()), Some(r));

@@ -274,15 +274,32 @@ pub(crate) struct State {
     /// end as the index knows it; crash recovery compares it with the end
     /// of what reached the disk).
     pub log_end: Pos,
+    /// Bytes of the bodies kept in files of their own (`Place::File`),
+    /// each counted once.
+    pub file_bytes: u64,
 }
 
+/// Length of the state row this code writes.
+pub(crate) const STATE_ROW_LEN: usize = 80;
+
 impl State {
+    /// Bytes on disk the size budget (`cache.max_size`) bounds: the pack
+    /// records entries point at (their framing, metadata and inline
+    /// bodies, and shared body records) plus the body files. Left out: the
+    /// sled index, and dead records not yet reclaimed by the tail walk or
+    /// compaction.
+    pub fn budget_bytes(&self) -> u64 {
+        self.pack_live.saturating_add(self.file_bytes)
+    }
+
     /// Layout: entries, bodies, bytes, pack_live, tail offset, max_stamp,
     /// log_end offset (u64 BE each), then tail segment, log_end segment
-    /// (u32 BE each), then referenced (u64 BE). A 64-byte row (format 3)
-    /// has no `referenced` (read as 0; the migration counts it).
-    pub fn encode(&self) -> [u8; 72] {
-        let mut out = [0u8; 72];
+    /// (u32 BE each), then referenced, file_bytes (u64 BE each). A 64-byte
+    /// row (format 3) has no `referenced` (read as 0; the migration counts
+    /// it); a 72-byte row (format 4 before the budget counted records) has
+    /// no `file_bytes` (read as 0; [`crate::index::Index::new`] counts it).
+    pub fn encode(&self) -> [u8; STATE_ROW_LEN] {
+        let mut out = [0u8; STATE_ROW_LEN];
         let words = [
             self.entries,
             self.bodies,
@@ -297,12 +314,13 @@ impl State {
         }
         out[56..60].copy_from_slice(&self.tail.seg.to_be_bytes());
         out[60..64].copy_from_slice(&self.log_end.seg.to_be_bytes());
-        out[64..].copy_from_slice(&self.referenced.to_be_bytes());
+        out[64..72].copy_from_slice(&self.referenced.to_be_bytes());
+        out[72..80].copy_from_slice(&self.file_bytes.to_be_bytes());
         out
     }
 
     pub fn decode(b: &[u8]) -> Option<State> {
-        if b.len() != 64 && b.len() != 72 {
+        if b.len() != 64 && b.len() != 72 && b.len() != STATE_ROW_LEN {
             return None;
         }
         let u = |i: usize| u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
@@ -310,7 +328,8 @@ impl State {
             entries: u(0),
             bodies: u(1),
             bytes: u(2),
-            referenced: if b.len() == 72 { u(8) } else { 0 },
+            referenced: if b.len() >= 72 { u(8) } else { 0 },
+            file_bytes: if b.len() >= STATE_ROW_LEN { u(9) } else { 0 },
             pack_live: u(3),
             tail: Pos { seg: u32::from_be_bytes(b[56..60].try_into().ok()?), off: u(4) },
             max_stamp: u(5),

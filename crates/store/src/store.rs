@@ -48,7 +48,8 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the store under `dir` with a budget of
-    /// `max_size` bytes of bodies and the other [`StoreOptions`] at their
+    /// `max_size` bytes of bodies and records on disk
+    /// ([`crate::StoreStats::budget_bytes`]) and the other [`StoreOptions`] at their
     /// defaults. See [`crate::Store::open_with`].
     pub fn open(dir: &Path, max_size: u64) -> Result<Store, StoreError> {
         Self::open_with(dir, &StoreOptions::new(max_size))
@@ -249,8 +250,8 @@ impl Store {
     /// `meta` and `body`: appends its record to the pack, then writes its
     /// index row with the reference counts and totals it changes in one
     /// batch (a replaced body loses a reference; a body file whose count
-    /// reaches zero is deleted). Then evicts entries until the bytes stored
-    /// fit the budget. Returns the number of entries evicted.
+    /// reaches zero is deleted). Then evicts entries until the bytes the
+    /// budget counts ([`crate::StoreStats::budget_bytes`]) fit it. Returns the number of entries evicted.
     ///
     /// `body` is one returned by [`crate::BodyWriter::finish`], or the body of an
     /// entry [`crate::Store::lookup`] returned (a body file, or a short body read
@@ -289,7 +290,11 @@ impl Store {
         body: &CommittedBody,
     ) -> Option<Result<u64, StoreError>> {
         let inner = &self.inner;
-        if inner.index.state().bytes.saturating_add(body.len) > inner.max_size {
+        // The record adds its header, keys and metadata to the body.
+        let record = body.len
+            + (crate::packs::HEADER_LEN + primary_key.len() + secondary_key.len() + meta.len())
+                as u64;
+        if inner.index.state().budget_bytes().saturating_add(record) > inner.max_size {
             return None;
         }
         let _m = match inner.maintenance.try_read() {
@@ -617,6 +622,7 @@ impl Store {
             entries: st.entries,
             bodies: st.bodies,
             bytes_stored: st.bytes,
+            budget_bytes: st.budget_bytes(),
             bytes_referenced: st.referenced,
             max_size: self.inner.max_size,
             evictions: self.inner.evictions.load(Ordering::Relaxed),

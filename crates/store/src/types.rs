@@ -109,10 +109,14 @@ pub struct StoreStats {
     /// Number of distinct bodies (each stored once, however many entries
     /// reference it).
     pub bodies: u64,
-    /// Bytes of those distinct bodies, each counted once (what the budget
-    /// bounds, and what the bodies take on disk before file-system blocks
-    /// and pack framing).
+    /// Bytes of those distinct bodies, each counted once (what the bodies
+    /// take on disk before file-system blocks and pack framing).
     pub bytes_stored: u64,
+    /// Bytes on disk the budget bounds: the pack records entries point at
+    /// (framing, keys, metadata, inline bodies, shared body records) plus
+    /// the body files. Not counted: the sled index and dead records not yet
+    /// reclaimed. Kept at or below `max_size` by eviction.
+    pub budget_bytes: u64,
     /// Bytes of the bodies of every entry, a body counted once for each
     /// entry that references it (what the entries would take unshared;
     /// `bytes_referenced - bytes_stored` is what sharing saves).
@@ -135,7 +139,8 @@ pub struct StoreStats {
 /// How to open a store ([`crate::Store::open_with`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// Budget for bodies, in bytes (`cache.max_size`).
+    /// Budget in bytes (`cache.max_size`) for the bodies and the records
+    /// of the entries ([`StoreStats::budget_bytes`]).
     pub max_size: u64,
     /// Bodies shorter than this many bytes live in their entry's pack
     /// record instead of a file of their own (`store.inline_max_bytes`).

@@ -374,6 +374,8 @@ impl<'a> Check<'a> {
                 Place::File => 0,
             })
             .sum::<u64>();
+        d.file_bytes +=
+            self.keep.values().filter(|r| r.place == Place::File).map(|r| r.len).sum::<u64>();
         self.report.missing_bodies = std::mem::take(&mut self.missing).into_iter().collect();
         self.report.corrupt_bodies = std::mem::take(&mut self.corrupt).into_iter().collect();
         for (h, f) in &self.files {
@@ -439,14 +441,14 @@ impl<'a> Check<'a> {
             ..self.derived
         };
         self.derived = d;
-        if (kept.entries, kept.bodies, kept.bytes, kept.referenced, kept.pack_live)
-            != (d.entries, d.bodies, d.bytes, d.referenced, d.pack_live)
-            && self.bad_keys.is_empty()
-        {
+        let totals =
+            |s: &State| (s.entries, s.bodies, s.bytes, s.referenced, s.pack_live, s.file_bytes);
+        if totals(&kept) != totals(&d) && self.bad_keys.is_empty() {
             self.report.index_problems.push(format!(
-                "kept totals ({} entries, {} bodies, {} bytes, {} referenced bytes, {} live pack bytes) disagree with the index \
-                 ({} entries, {} bodies, {} bytes, {} referenced bytes, {} live pack bytes)",
-                kept.entries, kept.bodies, kept.bytes, kept.referenced, kept.pack_live, d.entries, d.bodies, d.bytes, d.referenced, d.pack_live
+                "kept totals ({} entries, {} bodies, {} bytes, {} referenced bytes, {} live pack bytes, {} body file bytes) \
+                 disagree with the index ({} entries, {} bodies, {} bytes, {} referenced bytes, {} live pack bytes, {} body file bytes)",
+                kept.entries, kept.bodies, kept.bytes, kept.referenced, kept.pack_live, kept.file_bytes,
+                d.entries, d.bodies, d.bytes, d.referenced, d.pack_live, d.file_bytes
             ));
         }
         if d.log_end > kept.log_end {

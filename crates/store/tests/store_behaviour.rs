@@ -49,6 +49,19 @@ fn store_url(store: &Store, url: &str, bytes: &[u8]) -> CommittedBody {
     body
 }
 
+/// Bytes the budget counts for `url` stored by [`store_url`] with a short
+/// body of `len` bytes (its pack record: framing, key, metadata, body),
+/// as a store with room to spare counts it. URLs of one length make
+/// records of one length, so a budget of `n * slot(..)` holds `n` of them.
+fn slot(url: &str, len: usize) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), 1 << 20).unwrap();
+    store_url(&store, url, &vec![9u8; len]);
+    let st = store.stats();
+    assert!(st.budget_bytes > len as u64, "the record's framing is counted: {st:?}");
+    st.budget_bytes
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     if let Ok(rd) = fs::read_dir(dir) {
@@ -244,12 +257,14 @@ fn a_dropped_writer_leaves_no_temporary_file() {
 #[test]
 fn a_body_larger_than_the_whole_budget_is_refused_without_evicting_anything() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), 100).unwrap();
+    let budget = slot("http://example.com/small", 60);
+    assert!(budget < 240, "{budget}");
+    let store = Store::open(dir.path(), budget).unwrap();
     store_url(&store, "http://example.com/small", &[1u8; 60]);
     let mut w = store.begin_body().unwrap();
-    w.write(&[2u8; 80]).unwrap();
-    match w.write(&[2u8; 80]) {
-        Err(StoreError::TooLarge { len: 160, max_size: 100 }) => {}
+    w.write(&[2u8; 120]).unwrap();
+    match w.write(&[2u8; 120]) {
+        Err(StoreError::TooLarge { len: 240, max_size }) if max_size == budget => {}
         other => panic!("expected TooLarge, got {other:?}"),
     }
     assert!(w.write(b"more").is_err(), "a failed writer stays failed");
@@ -262,7 +277,8 @@ fn a_body_larger_than_the_whole_budget_is_refused_without_evicting_anything() {
 #[test]
 fn entries_not_used_since_they_were_stored_are_evicted_first_to_fit_the_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), 300).unwrap();
+    // Room for three entries stored by store_url with bodies of 100 bytes.
+    let store = Store::open(dir.path(), 3 * slot("http://e/a", 100)).unwrap();
     store_url(&store, "http://e/a", &[b'a'; 100]);
     store_url(&store, "http://e/b", &[b'b'; 100]);
     store_url(&store, "http://e/c", &[b'c'; 100]);
@@ -308,8 +324,9 @@ fn a_shared_body_is_freed_only_when_its_last_entry_is_evicted() {
 #[test]
 fn entries_and_lru_order_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
+    let budget = 3 * slot("http://e/a", 100);
     {
-        let store = Store::open(dir.path(), 300).unwrap();
+        let store = Store::open(dir.path(), budget).unwrap();
         store_url(&store, "http://e/a", &[b'a'; 100]);
         store_url(&store, "http://e/b", &[b'b'; 100]);
         store_url(&store, "http://e/c", &[b'c'; 100]);
@@ -317,7 +334,7 @@ fn entries_and_lru_order_survive_a_restart() {
         store.touch("http://e/b", b"");
         store.flush().unwrap();
     }
-    let store = Store::open(dir.path(), 300).unwrap();
+    let store = Store::open(dir.path(), budget).unwrap();
     assert_eq!(urls(&store), vec!["http://e/a", "http://e/b", "http://e/c"]);
     assert_eq!(store.lookup("http://e/b").unwrap()[0].meta, b"meta of http://e/b");
     let stats = store.stats();
@@ -334,13 +351,14 @@ fn entries_and_lru_order_survive_a_restart() {
 #[test]
 fn touches_are_kept_by_a_close_without_an_explicit_flush() {
     let dir = tempfile::tempdir().unwrap();
+    let budget = 2 * slot("http://e/a", 100);
     {
-        let store = Store::open(dir.path(), 200).unwrap();
+        let store = Store::open(dir.path(), budget).unwrap();
         store_url(&store, "http://e/a", &[b'a'; 100]);
         store_url(&store, "http://e/b", &[b'b'; 100]);
         store.touch("http://e/a", b"");
     }
-    let store = Store::open(dir.path(), 200).unwrap();
+    let store = Store::open(dir.path(), budget).unwrap();
     store_url(&store, "http://e/c", &[b'c'; 100]);
     assert_eq!(urls(&store), vec!["http://e/a", "http://e/c"]);
 }
@@ -543,7 +561,7 @@ fn concurrent_inserts_under_a_tight_budget_respect_it() {
         h.join().unwrap();
     }
     let stats = store.stats();
-    assert!(stats.bytes_stored <= 2000, "{stats:?}");
+    assert!(stats.budget_bytes <= 2000, "records and bodies within the budget: {stats:?}");
     assert!(stats.evictions > 0);
     store.flush().unwrap();
     let held: u64 =

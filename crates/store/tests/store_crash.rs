@@ -277,7 +277,7 @@ fn a_process_killed_at_any_moment_leaves_a_consistent_store() {
         let report = store.verify(false).unwrap();
         assert!(report.is_clean(), "round {round} (killed after {ms} ms): {report:?}");
         let stats = store.stats();
-        assert!(stats.bytes_stored <= BUDGET, "{stats:?}");
+        assert!(stats.budget_bytes <= BUDGET, "{stats:?}");
         eprintln!("round {round}: killed after {ms} ms: {stats:?}");
         for e in store.entries().unwrap() {
             assert_eq!(e.meta, e.primary_key.as_bytes(), "an entry is never half written");
@@ -391,7 +391,7 @@ fn twenty_sigkills_at_random_moments_under_mixed_load_leave_verify_clean() {
         let report = store.verify(false).unwrap();
         assert!(report.is_clean(), "round {round} (killed after {ms} ms): {report:?}");
         let stats = store.stats();
-        assert!(stats.bytes_stored <= MIXED_BUDGET, "{stats:?}");
+        assert!(stats.budget_bytes <= MIXED_BUDGET, "{stats:?}");
         let mut identical = 0;
         for e in store.entries().unwrap() {
             let meta = String::from_utf8(e.meta.clone()).unwrap();
