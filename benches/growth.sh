@@ -657,11 +657,14 @@ exported=$(grep -oE '[0-9,]+ (exchanges|responses|entries)' "$WORK/export_host.o
 
 # --- a fill past the budget ---------------------------------------------------
 EVICT_SECS=${EVICT_SECS:-$(calc "max(30, int($fill_secs_total))")}
-echo "t_s,entries,bytes_stored_mib,max_size_mib,store_du_mib,index_du_mib,evictions,evict_per_s,new_per_s,hot_rps,hot_hit_pct,rss_mib,load1,free_gib" >"$EVICT_CSV"
+echo "t_s,entries,bytes_stored_mib,max_size_mib,store_du_mib,index_du_mib,evictions,evict_per_s,new_per_s,hot_rps,hot_hit_pct,rss_mib,load1,free_gib,budget_bytes_mib" >"$EVICT_CSV"
 if ((EVICT_SECS > 0)); then
     start
     wait_answer "$first_url" || die "the proxy did not start"
-    stored_now=$(metric crawlcache_store_bytes)
+    # What cache.max_size counts (bodies and records; a binary before it
+    # counted records reports bodies only).
+    stored_now=$(metric crawlcache_store_budget_bytes)
+    [[ -n $stored_now ]] || stored_now=$(metric crawlcache_store_bytes)
     stop
     budget_mib=$(calc "int($stored_now * $BUDGET_PCT / 100 / 1048576)")
     say "past the budget: cache.max_size ${budget_mib}MiB ($BUDGET_PCT % of $(calc "round($stored_now / 1048576)") MiB stored), ${EVICT_SECS}s of new entries with the hot set read beside them ..."
@@ -675,7 +678,7 @@ if ((EVICT_SECS > 0)); then
     # A sample of the hot set before the fill starts (row t_s = 0).
     ev0=$(metric crawlcache_evictions_total)
     read_run 0 "$evict_hot" "$SAMPLE_SECS" 4 1 "$purge_host"
-    printf '%s\n' "0,$(metric crawlcache_store_entries),$(calc "round($(metric crawlcache_store_bytes) / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index") / 1024, 1)"),$(metric crawlcache_evictions_total),0,0,$READ_RPS,$READ_HIT,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib)" >>"$EVICT_CSV"
+    printf '%s\n' "0,$(metric crawlcache_store_entries),$(calc "round($(metric crawlcache_store_bytes) / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index") / 1024, 1)"),$(metric crawlcache_evictions_total),0,0,$READ_RPS,$READ_HIT,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib),$(bb=$(metric crawlcache_store_budget_bytes); calc "round(${bb:-0} / 1048576, 1)")" >>"$EVICT_CSV"
     say "past the budget, before the fill: $(tail -n 1 "$EVICT_CSV")"
     # New entries start after every index the fill used.
     fill_from=$((NEXT + 1000))
@@ -698,8 +701,9 @@ if ((EVICT_SECS > 0)); then
         ev=$(metric crawlcache_evictions_total)
         st=$(metric crawlcache_stored_total)
         bs=$(metric crawlcache_store_bytes)
+        bb=$(metric crawlcache_store_budget_bytes)
         en=$(metric crawlcache_store_entries)
-        printf '%s\n' "$(calc "round($t - $t_start, 1)"),$en,$(calc "round($bs / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index") / 1024, 1)"),$ev,$(calc "round(($ev - $ev0) / ($t - $t_prev))"),$(calc "round(($st - $st0) / ($t - $t_prev))"),$h_rps,$h_hit,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib)" >>"$EVICT_CSV"
+        printf '%s\n' "$(calc "round($t - $t_start, 1)"),$en,$(calc "round($bs / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index") / 1024, 1)"),$ev,$(calc "round(($ev - $ev0) / ($t - $t_prev))"),$(calc "round(($st - $st0) / ($t - $t_prev))"),$h_rps,$h_hit,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib),$(calc "round(${bb:-0} / 1048576, 1)")" >>"$EVICT_CSV"
         say "past the budget: $(tail -n 1 "$EVICT_CSV")"
         ev0=$ev
         st0=$st

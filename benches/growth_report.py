@@ -242,13 +242,17 @@ plot "{E}" every ::1 using 1:5 with linespoints pt 7 lw 2 title "packs + bodies 
         mx = num(evict[0]["max_size_mib"])
         du_dev = max(num(r["store_du_mib"]) / mx - 1 for r in settled)
         du_min = min(num(r["store_du_mib"]) / mx - 1 for r in settled)
-        bs_dev = max(num(r["bytes_stored_mib"]) / mx - 1 for r in settled)
+        # The budget's own count: bodies and records (budget_bytes_mib), or
+        # bodies only in runs of a binary before records were counted.
+        counted = "budget_bytes_mib" if settled[0].get("budget_bytes_mib") not in (None, "", "0", "0.0") else "bytes_stored_mib"
+        bs_dev = max(num(r[counted]) / mx - 1 for r in settled)
+        all_dev = max((num(r["store_du_mib"]) + num(r["index_du_mib"])) / mx - 1 for r in settled)
         hits = [num(r["hot_hit_pct"]) for r in settled]
         evr = [num(r["evict_per_s"]) for r in settled]
         newr = [num(r["new_per_s"]) for r in settled]
         goal(
             "past the budget: disk within 5 % of cache.max_size",
-            f"packs + bodies {du_min * 100:+.1f} % to {du_dev * 100:+.1f} % of {fmt(mx)} MiB; the budget's own count at most {bs_dev * 100:+.1f} %",
+            f"packs + bodies {du_min * 100:+.1f} % to {du_dev * 100:+.1f} % of {fmt(mx)} MiB; the budget's own count at most {bs_dev * 100:+.1f} %; with the index (not budgeted) at most {all_dev * 100:+.1f} %",
             abs(du_dev) <= 0.05 and abs(du_min) <= 0.05,
         )
         goal(
