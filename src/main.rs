@@ -15,6 +15,9 @@ use std::process::ExitCode;
 /// Built without transparent huge pages (`no_thp`): with them resident
 /// memory at 300,000 entries in benches/scale.sh was 141 MiB, without 96
 /// (glibc 74), against the 256 MiB budget of `store.memory_ceiling`.
+/// `--features system-allocator` leaves the system allocator in place, for
+/// heap profilers that interpose malloc.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
