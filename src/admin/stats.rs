@@ -45,21 +45,9 @@ fn origin_series(out: &mut String, state: &ProxyState) {
     }
 }
 
-/// `/metrics` in Prometheus text format.
-pub fn prometheus(state: &ProxyState) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP crawlcache_build_info The running build: its version (always 1).\n# TYPE crawlcache_build_info gauge\ncrawlcache_build_info{{version=\"{}\"}} 1",
-        env!("CARGO_PKG_VERSION")
-    );
-    for (name, help, value) in state.metrics.counters() {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
-    }
-    state.metrics.latency.write_prometheus(&mut out);
-    let s = state.store.stats();
-    let gauges = [
+/// The store's gauges for `/metrics`: (name, help, value).
+fn store_gauges(s: &crawlcache_store::StoreStats) -> [(&'static str, &'static str, u64); 8] {
+    [
         ("crawlcache_store_entries", "Entries (variants) in the cache index.", s.entries),
         ("crawlcache_store_bodies", "Distinct bodies stored, each once however many entries reference it.", s.bodies),
         ("crawlcache_store_bytes", "Bytes of those distinct bodies, each counted once.", s.bytes_stored),
@@ -80,13 +68,29 @@ pub fn prometheus(state: &ProxyState) -> String {
             "1 once the filters of stored keys and bodies are built (after a start, from the whole index, in the background), else 0.",
             u64::from(s.filters_ready),
         ),
-        (
-            "crawlcache_audit_bytes",
-            "Bytes of the audit log's files (plain and compressed days; audit.keep bounds them).",
-            crate::audit::disk_bytes(state.audit.dir()),
-        ),
-    ];
-    for (name, help, value) in gauges {
+    ]
+}
+
+/// `/metrics` in Prometheus text format.
+pub fn prometheus(state: &ProxyState) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP crawlcache_build_info The running build: its version (always 1).\n# TYPE crawlcache_build_info gauge\ncrawlcache_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    for (name, help, value) in state.metrics.counters() {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+    }
+    state.metrics.latency.write_prometheus(&mut out);
+    let audit = (
+        "crawlcache_audit_bytes",
+        "Bytes of the audit log's files (plain and compressed days; audit.keep bounds them).",
+        crate::audit::disk_bytes(state.audit.dir()),
+    );
+    let s = state.store.stats();
+    for (name, help, value) in store_gauges(&s).into_iter().chain([audit]) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
     }
     if let Some(shares) = &state.shares {
