@@ -88,8 +88,12 @@ async fn drain(state: &ProxyState) -> bool {
 /// when store work lags behind a burst of misses the jobs queue instead of
 /// each getting a thread (tokio's default allows 512 per runtime, and every
 /// thread keeps its stack and malloc arena: resident memory grew past the
-/// store.memory_ceiling with them).
-pub const BLOCKING_THREADS: usize = 64;
+/// store.memory_ceiling with them). The jobs are short (a body's last
+/// write and an entry's insert; the group commit that makes them durable
+/// runs on the store's own thread), so a few threads per core keep up:
+/// each thread that allocates keeps a heap of its own in the allocator,
+/// which a fill past the budget grew to hundreds of MiB with 64.
+pub const BLOCKING_THREADS: usize = 16;
 
 /// Raises the soft open-file limit to the hard one and logs the result;
 /// the limit in force (`None` when it cannot be read).
