@@ -223,7 +223,15 @@ plot "{E}" every ::1 using 1:5 with linespoints pt 7 lw 2 title "packs + bodies 
             f"{fmt(lastr)} / {fmt(first)} new/s = {lastr / first:.2f}",
             lastr / first >= 0.8,
         )
-    goal("RSS ≤ 512 MiB (default memory_ceiling)", f"peak {fmt(peak)} MiB", peak <= 512)
+    # Every phase counts: the fill, a restart (rss_after_restart_mib: once
+    # the filters are built) and the fill past the budget.
+    after = max((num(c.get("rss_after_restart_mib"), 0) for c in cps), default=0)
+    past = max((num(r.get("rss_mib"), 0) for r in evict), default=0)
+    worst = max(peak, after, past)
+    said = f"peak {fmt(peak)} MiB in the fill, {fmt(after)} after a restart"
+    if evict:
+        said += f", {fmt(past)} past the budget"
+    goal("RSS ≤ 512 MiB (default memory_ceiling)", said, worst <= 512)
     idx = num(last["index_B_per_entry"])
     goal("index ≤ 150 B/entry", f"{fmt(idx)} B/entry", idx <= 150)
     rs = num(last["restart_s"])
@@ -277,11 +285,12 @@ plot "{E}" every ::1 using 1:5 with linespoints pt 7 lw 2 title "packs + bodies 
     w("")
     if evict:
         w("Past the budget (a row per sample):\n")
-        w("| s | entries | stored MiB | max_size MiB | packs+bodies MiB | index MiB | evictions/s | new/s | hot hits/s | hot hit % | RSS MiB | load1 |")
-        w("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        w("bodies MiB: the distinct bodies' bytes; budget count MiB: what `cache.max_size` bounds (live pack records and body files, `crawlcache_store_budget_bytes`); packs+bodies MiB: their files on disk (`du`, dead records awaiting the tail walk included); the index is outside the budget.\n")
+        w("| s | entries | bodies MiB | budget count MiB | max_size MiB | packs+bodies MiB | index MiB | evictions/s | new/s | hot hits/s | hot hit % | RSS MiB | load1 |")
+        w("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for r in evict:
             w(
-                f"| {r['t_s']} | {fmt(num(r['entries']))} | {r['bytes_stored_mib']} | {r['max_size_mib']} | {r['store_du_mib']} | {r['index_du_mib']} "
+                f"| {r['t_s']} | {fmt(num(r['entries']))} | {r['bytes_stored_mib']} | {r.get('budget_bytes_mib') or '?'} | {r['max_size_mib']} | {r['store_du_mib']} | {r['index_du_mib']} "
                 f"| {fmt(num(r['evict_per_s']))} | {fmt(num(r['new_per_s']))} | {fmt(num(r['hot_rps']))} | {r['hot_hit_pct']} | {r['rss_mib']} | {r['load1']} |"
             )
         w("")
