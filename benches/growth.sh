@@ -26,7 +26,11 @@
 #   DUP_PCT        percent of entries on a shared body (30), DUP_BODIES how
 #                  many shared bodies (1000); bodies are 1 to 8 KiB
 #   HOT            hot set: entries 0 .. HOT-1 (100000; all entries while
-#                  there are fewer)
+#                  there are fewer). Past the budget it is read beside the
+#                  fill (at most half of what fits); in a small run that is
+#                  so large a part of the budget that eviction takes some
+#                  of it between two reads (at 200,000 entries: 81 to 89 %
+#                  hits), which is the run's scale, not the store
 #   HIT_CONNECTIONS, HIT_THREADS   wrk -c/-t of the hit runs (32, 2: as load.sh)
 #   HIT_SECS       measured seconds of each hit run (10); before it the hot
 #                  set is warmed: one pass over its URLs, then rounds of
@@ -37,8 +41,9 @@
 #   BUDGET_PCT     cache.max_size for it, in percent of the bytes stored (70)
 #   SAMPLE_SECS    its sampling period (10)
 #   CRASH          1 (default) kills the proxy with SIGKILL during the fill of
-#                  the last step; 0 skips it. CRASH_AFTER seconds of that fill
-#                  before the kill (default 3)
+#                  the last step; 0 skips it. The kill comes once half of
+#                  that fill is in or after CRASH_AFTER seconds of it
+#                  (default 3), whichever is first
 #   COMMIT_BOUND_MS  what a crash may lose, in milliseconds of fill, where
 #                  `perf trace` cannot time the commits (default 110); where
 #                  it can: the longest from one commit's start to the next
@@ -63,6 +68,9 @@
 #   CRAWLCACHE_BIN measures that binary instead of building one
 #   CONFIG         lays that configuration over the bench's own
 #   DROP_CACHES=0  does not drop the page cache before the random reads
+#                  (the whole machine's: once at the start to see whether it
+#                  can, then before each checkpoint's uniform reads; other
+#                  work on the machine reads from disk again after it)
 #
 # At each checkpoint: the fill rate of the last 10 % of the step, resident
 # memory and its peak since the proxy started, index bytes per entry (du of
@@ -379,7 +387,7 @@ drop_ok=0
 if [[ $DROP_CACHES = 1 && -w /proc/sys/vm/drop_caches ]] && (echo 1 >/proc/sys/vm/drop_caches) 2>/dev/null; then
     drop_ok=1
 fi
-say "run $RUN: $ENTRIES entries (checkpoints ${CPS[*]}), $HOSTS hosts, $DUP_PCT % on $DUP_BODIES shared bodies, bodies 1-8 KiB; fill wrk -t$THREADS -c$CONNECTIONS in rows of $STEP; hits wrk -t$HIT_THREADS -c$HIT_CONNECTIONS ${HIT_SECS}s; page cache drop $([[ $drop_ok = 1 ]] && echo possible || echo 'NOT possible (drop_caches not writable)'); work $WORK ($(free_gib) GiB free); load $(loads)"
+say "run $RUN: $ENTRIES entries (checkpoints ${CPS[*]}), $HOSTS hosts, $DUP_PCT % on $DUP_BODIES shared bodies, bodies 1-8 KiB; fill wrk -t$THREADS -c$CONNECTIONS in rows of $STEP; hits wrk -t$HIT_THREADS -c$HIT_CONNECTIONS ${HIT_SECS}s; page cache drop $(if [[ $drop_ok = 1 ]]; then echo possible; elif [[ $DROP_CACHES != 1 ]]; then echo 'not asked (DROP_CACHES=0)'; else echo 'NOT possible (drop_caches not writable)'; fi); work $WORK ($(free_gib) GiB free); load $(loads)"
 
 # Fill row: entries now, secs, new/s, memory, load. Args: e0 secs non2xx note
 fill_row() {
@@ -659,7 +667,7 @@ timed() { # NAME CMD...: runs CMD, appends "NAME secs exit" to EXTRA
     "$@" >"$WORK/$name.out" 2>&1 || rc=$?
     t1=$(now)
     echo "$name $(calc "round($t1 - $t0, 2)") $rc" >>"$EXTRA"
-    say "$name: $(calc "round($t1 - $t0, 2)") s, exit $rc: $(tail -n 2 "$WORK/$name.out" | tr '\n' ' ')"
+    say "$name: $(calc "round($t1 - $t0, 2)") s, exit $rc: $(tr -s ' \n' ' ' <"$WORK/$name.out" | cut -c1-240)"
 }
 export_host=$((HOSTS / 2 - 1))
 ((export_host < 0)) && export_host=0
