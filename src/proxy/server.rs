@@ -83,16 +83,16 @@ async fn drain(state: &ProxyState) -> bool {
     .is_ok()
 }
 
-/// Most threads each serving thread's runtime runs blocking work on
-/// (finishing and indexing bodies, verify), all serving threads together:
-/// when store work lags behind a burst of misses the jobs queue instead of
-/// each getting a thread (tokio's default allows 512 per runtime, and every
-/// thread keeps its stack and malloc arena: resident memory grew past the
-/// store.memory_ceiling with them). The jobs are short (a body's last
-/// write and an entry's insert; the group commit that makes them durable
-/// runs on the store's own thread), so a few threads per core keep up:
-/// each thread that allocates keeps a heap of its own in the allocator,
-/// which a fill past the budget grew to hundreds of MiB with 64.
+/// Most threads the serving threads' runtimes run blocking work on
+/// (finishing and indexing bodies, verify), all serving threads together;
+/// the start-up runtime (`crate::cli::serve`) takes as many. The jobs are
+/// short (a body's last write and an entry's insert; the group commit that
+/// makes them durable runs on the store's own thread), so when store work
+/// lags behind a burst of misses they queue rather than each getting a
+/// thread: every thread that allocates keeps its stack and a heap of its
+/// own in the allocator (tokio's default of 512 per runtime, and later 64,
+/// let resident memory grow past `store.memory_ceiling` by hundreds of MiB
+/// in a fill past the budget).
 pub const BLOCKING_THREADS: usize = 16;
 
 /// Raises the soft open-file limit to the hard one and logs the result;
