@@ -9,7 +9,7 @@ use crawlcache_base::locks::lock;
 
 use crate::error::StoreError;
 use crate::hash::Hash;
-use crate::index::{corrupt, sled_err, Index, Mem, SPILL_ROWS};
+use crate::index::{corrupt, Index, Mem, SPILL_ROWS};
 use crate::packs::{Loc, Pos};
 use crate::rows::{primary_key_bytes, refs_key, Place, RefRow, Slot, SlotBody, State};
 
@@ -229,7 +229,7 @@ impl Index {
             slots.insert(key.to_vec(), None);
             return Ok(None);
         }
-        let s = match self.tree.get(key).map_err(sled_err)? {
+        let s = match self.tree.get(key)? {
             None => None,
             Some(v) => match Slot::decode(&v) {
                 Some(s) => Some(s),
@@ -263,7 +263,7 @@ impl Index {
         if let Some(r) = over {
             return Ok(r);
         }
-        let r = match self.tree.get(refs_key(hash)).map_err(sled_err)? {
+        let r = match self.tree.get(&refs_key(hash))? {
             None => None,
             Some(v) => Some(RefRow::decode(&v).ok_or_else(|| {
                 corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))

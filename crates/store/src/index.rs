@@ -57,6 +57,9 @@ use crawlcache_base::locks::lock;
 
 use crate::error::StoreError;
 pub(crate) use crate::hash::{fnv1a, parse_hash, Hash};
+use crate::kv::{Batch, IndexTree, SledTree};
+pub(crate) use crate::kv::Rows;
+pub(crate) use crate::kv::sled_err;
 use crate::presence;
 pub(crate) use crate::rows::*;
 
@@ -80,19 +83,19 @@ impl Overlay {
         self.refs.extend(newer.refs);
     }
 
-    /// The sled batch writing these rows.
-    fn batch(&self) -> sled::Batch {
-        let mut batch = sled::Batch::default();
+    /// The batch writing these rows.
+    fn batch(&self) -> Batch {
+        let mut batch = Batch::default();
         for (k, v) in &self.slots {
             match v {
-                Some(slot) => batch.insert(k.as_slice(), slot.encode()),
-                None => batch.remove(k.as_slice()),
+                Some(slot) => batch.insert(k, slot.encode()),
+                None => batch.remove(k),
             }
         }
         for (h, row) in &self.refs {
             match row {
-                Some(r) => batch.insert(&refs_key(h)[..], r.encode()),
-                None => batch.remove(&refs_key(h)[..]),
+                Some(r) => batch.insert(refs_key(h), r.encode()),
+                None => batch.remove(refs_key(h)),
             }
         }
         batch
@@ -128,8 +131,11 @@ fn generation_slot(primary: &[u8]) -> usize {
 
 /// The open sled database and the store's tree.
 pub(crate) struct Index {
+    /// sled's database: the store's tree and the other named trees
+    /// ([`crate::Store::extra_tree`]).
     pub db: sled::Db,
-    pub tree: sled::Tree,
+    /// The tree of the store's rows ([`crate::kv`]).
+    pub tree: Box<dyn IndexTree>,
     pub(crate) mem: Mutex<Mem>,
     /// Change counters by primary key (see [`Index::generation`]).
     pub(crate) generations: Box<[AtomicU64]>,
@@ -169,22 +175,17 @@ impl CommitBatch {
     }
 }
 
-/// Converts a sled error into a store error.
-pub(crate) fn sled_err(e: sled::Error) -> StoreError {
-    StoreError::Index(e.to_string())
-}
-
 pub(crate) fn corrupt(what: String) -> StoreError {
     StoreError::Index(format!("{what}; run `crawlcache cache verify --repair` to rebuild it"))
 }
 
 /// Bytes of the bodies kept in files, from the reference-count rows in
 /// `tree` (a scan of those rows: one per file and per shared body record).
-/// Errors: `Index` when sled cannot be read or a row is corrupt.
-fn file_bytes_of(tree: &sled::Tree) -> Result<u64, StoreError> {
+/// Errors: `Index` when the tree cannot be read or a row is corrupt.
+fn file_bytes_of(tree: &dyn IndexTree) -> Result<u64, StoreError> {
     let mut total = 0u64;
-    for item in tree.scan_prefix(REFS) {
-        let (k, v) = item.map_err(sled_err)?;
+    for item in tree.scan_prefix(&REFS) {
+        let (k, v) = item?;
         let row = RefRow::decode(&v).ok_or_else(|| {
             corrupt(format!("the reference count of body {} is corrupt", hex::encode(&k[2..])))
         })?;
@@ -202,7 +203,17 @@ impl Index {
     /// ([`Index::may_contain`]), built by [`Index::build_presence`].
     pub fn new(db: sled::Db, presence_bytes: usize) -> Result<Index, StoreError> {
         let tree = db.open_tree(TREE).map_err(sled_err)?;
-        let state = match tree.get(STATE_KEY).map_err(sled_err)? {
+        Index::with_tree(db.clone(), Box::new(SledTree { db, tree }), presence_bytes)
+    }
+
+    /// [`Index::new`] with the store's rows in `tree` (crates/store/src/kv.rs)
+    /// instead of sled's tree of `db`.
+    pub fn with_tree(
+        db: sled::Db,
+        tree: Box<dyn IndexTree>,
+        presence_bytes: usize,
+    ) -> Result<Index, StoreError> {
+        let state = match tree.get(&STATE_KEY)? {
             None => State::default(),
             Some(v) => {
                 let mut st = State::decode(&v)
@@ -210,7 +221,7 @@ impl Index {
                 if v.len() < STATE_ROW_LEN {
                     // Written before the row kept the bytes of body files:
                     // counted once here, written with the next commit.
-                    st.file_bytes = file_bytes_of(&tree)?;
+                    st.file_bytes = file_bytes_of(tree.as_ref())?;
                 }
                 st
             }
@@ -286,11 +297,11 @@ impl Index {
         }
         let Some(b) = build.as_mut() else { return Ok(true) };
         let range = match &b.after {
-            None => self.tree.range(..&ENTRIES_END[..]),
-            Some(k) => self.tree.range::<&[u8], _>((
+            None => self.entry_rows(),
+            Some(k) => self.tree.range(
                 std::ops::Bound::Excluded(k.as_slice()),
                 std::ops::Bound::Excluded(&ENTRIES_END[..]),
-            )),
+            ),
         };
         let mut seen = 0;
         for item in range {
@@ -299,7 +310,7 @@ impl Index {
                 Err(e) => {
                     self.presence.abandon_build();
                     *build = None;
-                    return Err(sled_err(e));
+                    return Err(e);
                 }
             };
             if let Some(p) = primary_key_bytes(&k) {
@@ -366,7 +377,7 @@ impl Index {
         if let Some(s) = self.overlaid(key) {
             return Ok(s);
         }
-        match self.tree.get(key).map_err(sled_err)? {
+        match self.tree.get(key)? {
             None => Ok(None),
             Some(v) => Slot::decode(&v).map(Some).ok_or_else(|| {
                 corrupt(format!("the index row of {:?} is corrupt", String::from_utf8_lossy(key)))
@@ -402,7 +413,7 @@ impl Index {
         // sled yields its rows in key order; the overlay is merged in.
         let mut out: Vec<RawRow> = Vec::new();
         for item in self.tree.scan_prefix(prefix) {
-            let (k, v) = item.map_err(sled_err)?;
+            let (k, v) = item?;
             out.push((k.to_vec(), v.to_vec()));
         }
         for (k, v) in over {
@@ -420,8 +431,14 @@ impl Index {
 
     /// Every entry row in sled, in key order (callers make sure the overlay
     /// is written first: [`Index::spill`]).
-    pub fn entry_rows(&self) -> sled::Iter {
-        self.tree.range(..&ENTRIES_END[..])
+    pub fn entry_rows(&self) -> Rows {
+        self.tree.range(std::ops::Bound::Unbounded, std::ops::Bound::Excluded(&ENTRIES_END[..]))
+    }
+
+    /// Makes every change written to the tree (and to sled's other trees)
+    /// durable. Errors: `Index` when the engine cannot flush.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.tree.flush()
     }
 
     /// Moves the changes held in memory into sled (not a commit: nothing
@@ -448,7 +465,7 @@ impl Index {
         if let Err(e) = self.tree.apply_batch(batch) {
             // Keep them for the next attempt.
             mem.flushing = Some(Arc::new(all));
-            return Err(sled_err(e));
+            return Err(e);
         }
         Ok(())
     }
@@ -516,10 +533,10 @@ impl Index {
                 b.insert(&STATE_KEY[..], &commit.state.encode()[..]);
                 b
             } else {
-                sled::Batch::default()
+                Batch::default()
             };
-            batch.insert(&CHECKPOINT_KEY[..], &checkpoint.encode()[..]);
-            let written = self.tree.apply_batch(batch).map_err(sled_err);
+            batch.insert(CHECKPOINT_KEY, checkpoint.encode());
+            let written = self.tree.apply_batch(batch);
             let mut mem = lock(&self.mem);
             mem.committing = false;
             if mine
@@ -530,16 +547,15 @@ impl Index {
             }
             written?;
         }
-        self.db.flush().map_err(sled_err)?;
-        Ok(())
+        self.flush()
     }
 
     /// Every reference-count row in sled: (hash, row or `None` if
     /// undecodable). Callers write the overlay first ([`Index::spill`]).
     pub fn ref_rows(&self) -> Result<Vec<RawRefRow>, StoreError> {
         let mut out = Vec::new();
-        for item in self.tree.scan_prefix(REFS) {
-            let (k, v) = item.map_err(sled_err)?;
+        for item in self.tree.scan_prefix(&REFS) {
+            let (k, v) = item?;
             out.push((k[2..].to_vec(), RefRow::decode(&v)));
         }
         Ok(out)
@@ -558,7 +574,7 @@ impl Index {
                 return Ok(*r);
             }
         }
-        match self.tree.get(refs_key(hash)).map_err(sled_err)? {
+        match self.tree.get(&refs_key(hash))? {
             None => Ok(None),
             Some(v) => RefRow::decode(&v).map(Some).ok_or_else(|| {
                 corrupt(format!("the reference count of body {} is corrupt", hex::encode(hash)))
@@ -579,12 +595,12 @@ impl Index {
         use std::ops::Bound;
         let end = [0xFF, b'r' + 1];
         let start = match after {
-            Some(k) => Bound::Excluded(k.to_vec()),
-            None => Bound::Included(REFS.to_vec()),
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Included(&REFS[..]),
         };
         let mut out = Vec::new();
-        for item in self.tree.range::<Vec<u8>, _>((start, Bound::Excluded(end.to_vec()))) {
-            let (k, _) = item.map_err(sled_err)?;
+        for item in self.tree.range(start, Bound::Excluded(&end[..])) {
+            let (k, _) = item?;
             if let Ok(h) = <Hash>::try_from(&k[2..]) {
                 out.push(h);
             }
@@ -604,7 +620,7 @@ impl Index {
 
     /// The last commit checkpoint (zero when none was written).
     pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
-        Ok(match self.tree.get(CHECKPOINT_KEY).map_err(sled_err)? {
+        Ok(match self.tree.get(&CHECKPOINT_KEY)? {
             Some(v) => Checkpoint::decode(&v)
                 .ok_or_else(|| corrupt("the commit checkpoint row is corrupt".into()))?,
             None => Checkpoint::default(),
@@ -615,7 +631,7 @@ impl Index {
     /// the caller flushes). For the migration, which commits once.
     pub fn put_checkpoint(&self, cp: Checkpoint) -> Result<(), StoreError> {
         self.spill()?;
-        self.tree.insert(CHECKPOINT_KEY, &cp.encode()[..]).map_err(sled_err)?;
+        self.tree.insert(&CHECKPOINT_KEY, &cp.encode()[..])?;
         Ok(())
     }
 
@@ -625,7 +641,7 @@ impl Index {
         let _writes = lock(&self.commit_writes);
         let mut mem = lock(&self.mem);
         self.spill_locked(&mut mem)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for (k, _) in self.ref_rows()? {
             if <Hash>::try_from(k.as_slice()).map(|h| !refs.contains_key(&h)).unwrap_or(true) {
                 let mut key = REFS.to_vec();
@@ -634,10 +650,10 @@ impl Index {
             }
         }
         for (h, row) in refs {
-            batch.insert(&refs_key(h)[..], row.encode());
+            batch.insert(refs_key(h), row.encode());
         }
-        batch.insert(&STATE_KEY[..], &state.encode()[..]);
-        self.tree.apply_batch(batch).map_err(sled_err)?;
+        batch.insert(STATE_KEY, state.encode());
+        self.tree.apply_batch(batch)?;
         mem.state = state;
         self.changed_all();
         Ok(())
@@ -649,11 +665,11 @@ impl Index {
         let _writes = lock(&self.commit_writes);
         let mut mem = lock(&self.mem);
         self.spill_locked(&mut mem)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for k in keys {
-            batch.remove(k.as_slice());
+            batch.remove(k);
         }
-        let r = self.tree.apply_batch(batch).map_err(sled_err);
+        let r = self.tree.apply_batch(batch);
         self.changed_all();
         r
     }

@@ -90,7 +90,8 @@
 //!   files and their pins), `record_cache.rs` (records read recently),
 //!   `hash.rs` (SHA-256 names), `fsops.rs` (file operations that name their
 //!   path in errors);
-//! - the index: `index.rs` (sled's tree and how a body is kept), `rows.rs`
+//! - the index: `index.rs` (the store's tree and how a body is kept),
+//!   `kv.rs` (the ordered key-value engine under it: sled's tree), `rows.rs`
 //!   (every row's encoding), `apply.rs` (changes as `Op`s applied under
 //!   the index lock), `presence.rs` (the Bloom filters: of primary keys, and of stored short bodies),
 //!   `stamp.rs` (the store's hybrid clock);
@@ -112,6 +113,7 @@ mod hash;
 mod hints;
 mod index;
 mod inner;
+mod kv;
 mod legacy;
 mod maintenance;
 mod migrate;

@@ -59,7 +59,7 @@ use crate::blobs::{hash_file, Blobs, BodyFile};
 use crate::error::StoreError;
 use crate::fsops::{drop_cached_pages, io_err, sync_dir};
 use crate::hash::Hash;
-use crate::index::{sled_err, split_entry_key, Checkpoint, Index, Place, RefRow, Slot, SlotBody};
+use crate::index::{split_entry_key, Checkpoint, Index, Place, RefRow, Slot, SlotBody};
 use crate::inner::Inner;
 use crate::open::note_closed;
 use crate::packs::{self, inline_intact, Packs, Pos, ReadError, RecBody};
@@ -217,7 +217,7 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
             })
             .collect();
         for item in index.entry_rows() {
-            let (k, v) = item.map_err(sled_err)?;
+            let (k, v) = item?;
             let Some(slot) = Slot::decode(&v) else { continue };
             let past =
                 (Pos { seg: slot.loc.seg, off: slot.loc.off + slot.loc.len as u64 }) > valid_end;
@@ -234,7 +234,7 @@ fn recover(blobs: &Blobs, index: &Index, packs: &Packs, cp: Checkpoint) -> Resul
     if !doomed.is_empty() {
         index.apply(&doomed)?;
         index.spill()?;
-        index.db.flush().map_err(sled_err)?;
+        index.flush()?;
     }
     if checked > 0 || !doomed.is_empty() {
         tracing::info!(
@@ -603,7 +603,7 @@ impl Drop for Inner {
             // The next open walks the last segment for them instead.
             tracing::warn!(error = %e, "cannot write the hints of the last pack segment at close");
         }
-        match self.index.db.flush() {
+        match self.index.flush() {
             Ok(_) => {
                 let marker = self.dir.join(CLEAN_MARKER);
                 if let Err(e) = fs::write(&marker, b"") {

@@ -243,7 +243,7 @@ pub(crate) fn merge_duplicates(
     let mut last_progress = Instant::now();
     let mut seen = 0u64;
     for item in index.entry_rows() {
-        let (k, v) = item.map_err(sled_err)?;
+        let (k, v) = item?;
         let Some(slot) = Slot::decode(&v) else { continue };
         referenced += slot.body.len();
         if let SlotBody::Inline { .. } = slot.body {
@@ -271,7 +271,7 @@ pub(crate) fn merge_duplicates(
     let mut merged = 0u64;
     for pass in 0..2 {
         for item in index.entry_rows() {
-            let (k, v) = item.map_err(sled_err)?;
+            let (k, v) = item?;
             let Some(slot) = Slot::decode(&v) else { continue };
             let SlotBody::Inline { len } = slot.body else { continue };
             let Ok(rec) = packs.read(&slot.loc) else { continue };

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::index::{self, sled_err};
+use crate::index;
 use crate::inner::Inner;
 use crate::types::Entry;
 
@@ -14,7 +14,7 @@ use crate::types::Entry;
 /// each item is read: entries inserted or removed meanwhile may or may not
 /// appear. Undecodable rows are skipped with a warning.
 pub struct Scan {
-    rows: sled::Iter,
+    rows: index::Rows,
     prefix: Vec<u8>,
     inner: Arc<Inner>,
     /// An error met before the first row (moving the in-memory changes
@@ -26,7 +26,7 @@ impl Scan {
     /// A scan of `rows` (the index's entry rows) keeping those under
     /// `prefix`; `failed` is reported first.
     pub(crate) fn new(
-        rows: sled::Iter,
+        rows: index::Rows,
         prefix: &str,
         inner: Arc<Inner>,
         failed: Option<StoreError>,
@@ -45,7 +45,7 @@ impl Iterator for Scan {
         loop {
             let (k, v) = match self.rows.next()? {
                 Ok(row) => row,
-                Err(e) => return Some(Err(sled_err(e))),
+                Err(e) => return Some(Err(e)),
             };
             if !self.prefix.is_empty()
                 && !index::primary_key_bytes(&k).is_some_and(|pk| pk.starts_with(&self.prefix))
@@ -98,15 +98,15 @@ pub(crate) fn page(
     let start = after.map(|c| crate::rows::entry_key(&c.primary_key, &c.secondary_key));
     let rows = match &start {
         None => inner.index.entry_rows(),
-        Some(k) => inner.index.tree.range::<&[u8], _>((
-            std::ops::Bound::Excluded(k.as_slice()),
-            std::ops::Bound::Excluded(end),
-        )),
+        Some(k) => inner
+            .index
+            .tree
+            .range(std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end)),
     };
     let mut page = Page::default();
     let mut last: Option<Vec<u8>> = None;
     for row in rows {
-        let (k, v) = row.map_err(sled_err)?;
+        let (k, v) = row?;
         page.examined += 1;
         let kept = index::primary_key_bytes(&k)
             .and_then(|pk| std::str::from_utf8(pk).ok())
@@ -126,10 +126,7 @@ pub(crate) fn page(
         Some(k) => inner
             .index
             .tree
-            .range::<&[u8], _>((
-                std::ops::Bound::Excluded(k.as_slice()),
-                std::ops::Bound::Excluded(end),
-            ))
+            .range(std::ops::Bound::Excluded(k.as_slice()), std::ops::Bound::Excluded(end))
             .next()
             .is_some(),
         None => false,

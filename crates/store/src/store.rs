@@ -685,7 +685,7 @@ impl Store {
         self.inner.apply_touches();
         self.inner.reap();
         self.inner.commit()?;
-        self.inner.index.db.flush().map_err(sled_err)?;
+        self.inner.index.flush()?;
         Ok(())
     }
 }

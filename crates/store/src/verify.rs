@@ -37,7 +37,7 @@ use crate::blobs::{hash_file, BodyFile};
 use crate::error::StoreError;
 use crate::fsops::io_err;
 use crate::hash::Hash;
-use crate::index::{sled_err, split_entry_key, Place, RefRow, Slot, SlotBody, State};
+use crate::index::{split_entry_key, Place, RefRow, Slot, SlotBody, State};
 use crate::inner::Inner;
 use crate::packs::{self, inline_intact, ReadError, RecBody};
 use crate::segment_files::{list_segments, segment_name};
@@ -125,7 +125,7 @@ pub(crate) fn run(
 ) -> Result<VerifyReport, StoreError> {
     let mut check = Check::new(inner, progress)?;
     for item in inner.index.entry_rows() {
-        let (k, v) = item.map_err(sled_err)?;
+        let (k, v) = item?;
         check.entry(&k, &v)?;
     }
     check.counts();
@@ -465,7 +465,7 @@ impl<'a> Check<'a> {
         let index = &self.inner.index;
         index.remove_raw(&self.bad_keys)?;
         index.rewrite(self.derived, &self.keep)?;
-        index.db.flush().map_err(sled_err)?;
+        index.flush()?;
         for (h, path) in &self.on_disk {
             if !self.file_named(h) && !self.pinned.contains(h) {
                 remove_path(path)?;
