@@ -131,8 +131,8 @@ fn generation_slot(primary: &[u8]) -> usize {
 
 /// The open sled database and the store's tree.
 pub(crate) struct Index {
-    /// sled's database: the store's tree and the other named trees
-    /// ([`crate::Store::extra_tree`]).
+    /// sled's database: the store's tree in every build but `index-fjall`'s,
+    /// and the other named trees ([`crate::Store::extra_tree`]).
     pub db: sled::Db,
     /// The tree of the store's rows ([`crate::kv`]).
     pub tree: Box<dyn IndexTree>,
@@ -438,7 +438,11 @@ impl Index {
     /// Makes every change written to the tree (and to sled's other trees)
     /// durable. Errors: `Index` when the engine cannot flush.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.tree.flush()
+        self.tree.flush()?;
+        if cfg!(feature = "index-fjall") {
+            self.db.flush().map_err(sled_err)?;
+        }
+        Ok(())
     }
 
     /// Moves the changes held in memory into sled (not a commit: nothing

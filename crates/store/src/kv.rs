@@ -1,12 +1,14 @@
 //! The ordered key-value tree the store's index rows live in
-//! ([`IndexTree`]): sled's tree, behind a trait so that another engine can
-//! be measured under the same store (issue 44 asks for that row). The store
-//! asks of it only what an ordered engine gives: a point read, a write, an
-//! atomic batch, ordered range scans and a durable flush.
+//! ([`IndexTree`]): sled's tree in every build, or a keyspace of fjall (an
+//! LSM tree) in a build with the `index-fjall` feature, so that the growth
+//! bench can measure both engines under the same store (benches/growth.sh,
+//! docs/performance.md, "Another index engine"). The store asks of it only
+//! what both give: a point read, a write, an atomic batch, ordered range
+//! scans and a durable flush.
 //!
-//! The sled database also holds the other named trees (the robots.txt
-//! snapshots, the WARC digests: [`crate::Store::extra_tree`]) and is what
-//! the migration of older formats reads.
+//! Either way the sled database stays open beside it: the other named trees
+//! (the robots.txt snapshots, the WARC digests: [`crate::Store::extra_tree`])
+//! and the migration of older formats are sled's.
 
 use std::ops::Bound;
 
@@ -64,7 +66,7 @@ pub(crate) fn sled_err(e: sled::Error) -> StoreError {
     StoreError::Index(e.to_string())
 }
 
-/// The store's tree in sled.
+/// The store's tree in sled (every build but `index-fjall`'s).
 pub(crate) struct SledTree {
     pub(crate) db: sled::Db,
     pub(crate) tree: sled::Tree,
@@ -105,5 +107,96 @@ impl IndexTree for SledTree {
 
     fn flush(&self) -> Result<(), StoreError> {
         self.db.flush().map(drop).map_err(sled_err)
+    }
+}
+
+#[cfg(feature = "index-fjall")]
+pub(crate) use fjall_tree::FjallTree;
+
+#[cfg(feature = "index-fjall")]
+mod fjall_tree {
+    use std::ops::Bound;
+    use std::path::Path;
+
+    use sled::IVec;
+
+    use super::{Batch, IndexTree, Rows};
+    use crate::error::StoreError;
+
+    /// Converts a fjall error into a store error.
+    fn fjall_err(e: fjall::Error) -> StoreError {
+        StoreError::Index(format!("fjall: {e}"))
+    }
+
+    /// The store's tree in a keyspace of fjall, in `index-fjall/` beside
+    /// sled's `index/` (a build with the `index-fjall` feature).
+    pub(crate) struct FjallTree {
+        db: fjall::Database,
+        keyspace: fjall::Keyspace,
+    }
+
+    /// How large one memtable of the keyspace grows (bytes) before it is
+    /// written out as a table: a quarter of fjall's default, so that what
+    /// it holds in memory compares with sled's page cache.
+    const MEMTABLE: u64 = 16 << 20;
+
+    impl FjallTree {
+        /// Opens (or creates) the tree in `dir` with a block cache of
+        /// `cache` bytes. Errors: `Index` when fjall cannot open it.
+        pub(crate) fn open(dir: &Path, cache: u64) -> Result<FjallTree, StoreError> {
+            let db = fjall::Database::builder(dir)
+                .cache_size(cache.max(1 << 20))
+                .max_journaling_size(128 << 20)
+                .open()
+                .map_err(fjall_err)?;
+            let keyspace = db
+                .keyspace("store", || {
+                    fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE)
+                })
+                .map_err(fjall_err)?;
+            Ok(FjallTree { db, keyspace })
+        }
+
+        fn rows(iter: fjall::Iter) -> Rows {
+            Box::new(iter.map(|g| {
+                g.into_inner()
+                    .map(|(k, v)| (IVec::from(&*k), IVec::from(&*v)))
+                    .map_err(fjall_err)
+            }))
+        }
+    }
+
+    impl IndexTree for FjallTree {
+        fn get(&self, key: &[u8]) -> Result<Option<IVec>, StoreError> {
+            Ok(self.keyspace.get(key).map_err(fjall_err)?.map(|v| IVec::from(&*v)))
+        }
+
+        fn insert(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+            self.keyspace.insert(key, value).map_err(fjall_err)
+        }
+
+        fn apply_batch(&self, batch: Batch) -> Result<(), StoreError> {
+            let mut b = self.db.batch();
+            for (k, v) in batch.ops {
+                match v {
+                    Some(v) => b.insert(&self.keyspace, k, v),
+                    None => b.remove(&self.keyspace, k),
+                }
+            }
+            b.commit().map_err(fjall_err)
+        }
+
+        fn range(&self, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Rows {
+            let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
+            Self::rows(self.keyspace.range::<Vec<u8>, _>((owned(from), owned(to))))
+        }
+
+        fn scan_prefix(&self, prefix: &[u8]) -> Rows {
+            Self::rows(self.keyspace.prefix(prefix))
+        }
+
+        fn flush(&self) -> Result<(), StoreError> {
+            self.db.persist(fjall::PersistMode::SyncAll).map_err(fjall_err)
+        }
     }
 }

@@ -91,7 +91,8 @@
 //!   `hash.rs` (SHA-256 names), `fsops.rs` (file operations that name their
 //!   path in errors);
 //! - the index: `index.rs` (the store's tree and how a body is kept),
-//!   `kv.rs` (the ordered key-value engine under it: sled's tree), `rows.rs`
+//!   `kv.rs` (the ordered key-value engine under it: sled's tree, or
+//!   fjall's with the `index-fjall` feature, for measuring), `rows.rs`
 //!   (every row's encoding), `apply.rs` (changes as `Op`s applied under
 //!   the index lock), `presence.rs` (the Bloom filters: of primary keys, and of stored short bodies),
 //!   `stamp.rs` (the store's hybrid clock);

@@ -25,6 +25,47 @@ use crate::types::*;
 use crate::verify::VerifyReport;
 use crate::{format, hints, index, legacy, migrate, presence, record_cache, verify};
 
+/// The directory of the store's tree in a build with the `index-fjall`
+/// feature (crates/store/src/kv.rs), beside sled's `index/`.
+const FJALL_DIR: &str = "index-fjall";
+
+/// The index of the store in `dir` over sled's `db`: the store's rows in
+/// sled's tree, or in fjall's in a build with the `index-fjall` feature.
+/// A store made by one kind of build is refused by the other (the rows
+/// would be missing): `Format`.
+fn open_tree(
+    dir: &Path,
+    db: sled::Db,
+    cache: u64,
+    found: format::Found,
+    filter_bytes: usize,
+) -> Result<Index, StoreError> {
+    let fjall_dir = dir.join(FJALL_DIR);
+    let refuse = |made: &str| {
+        Err(StoreError::Format(format!(
+            "the cache in {} was made by a build with {made}; this build keeps its index in {}",
+            dir.display(),
+            if cfg!(feature = "index-fjall") { "fjall" } else { "sled" }
+        )))
+    };
+    #[cfg(feature = "index-fjall")]
+    {
+        if found != format::Found::New && !fjall_dir.exists() {
+            return refuse("its index in sled");
+        }
+        let tree = crate::kv::FjallTree::open(&fjall_dir, cache)?;
+        Index::with_tree(db, Box::new(tree), filter_bytes)
+    }
+    #[cfg(not(feature = "index-fjall"))]
+    {
+        let _ = (cache, found);
+        if fjall_dir.exists() {
+            return refuse("the index-fjall feature");
+        }
+        Index::new(db, filter_bytes)
+    }
+}
+
 /// Handle to an open store. Cheap to clone; all clones share one index.
 /// The store closes (pending touches written, everything synced, index
 /// flushed, clean-shutdown marker left) when the last clone and the last
@@ -85,7 +126,7 @@ impl Store {
         // The filters of stored keys and of stored bodies: half the record
         // cache's size each (a thirty-second of `store.memory_ceiling`).
         let filter_bytes = usize::try_from(options.record_cache / 2).unwrap_or(usize::MAX);
-        let index = Index::new(db, filter_bytes)?;
+        let index = open_tree(dir, db, options.index_cache, found, filter_bytes)?;
         let packs =
             Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
         let mut recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
