@@ -74,7 +74,8 @@
 #
 # At each checkpoint: the fill rate of the last 10 % of the step, resident
 # memory and its peak since the proxy started, index bytes per entry (du of
-# the sled index), store bytes per entry beyond the bodies (du of packs/ and
+# the index: sled's, and fjall's in a build with the index-fjall
+# feature), store bytes per entry beyond the bodies (du of packs/ and
 # bodies/ less the distinct body bytes), then a clean shutdown, `cache
 # verify` (timed, its verdict), a restart timed to its first answer (a hit)
 # and to its filters of stored keys and bodies being built (built from the
@@ -605,7 +606,7 @@ for cp in "${CPS[@]}"; do
     bodies=$(metric crawlcache_store_bodies)
     payload=$(metric crawlcache_store_bytes)
     referenced=$(metric crawlcache_store_referenced_bytes)
-    idx=$(du_kib "$DATA/index")
+    idx=$(du_kib "$DATA/index" "$DATA/index-fjall")
     sto=$(du_kib "$DATA/packs" "$DATA/bodies")
     rss=$(status_kib VmRSS)
     hwm=$(status_kib VmHWM)
@@ -713,7 +714,7 @@ if ((EVICT_SECS > 0)); then
     # A sample of the hot set before the fill starts (row t_s = 0).
     ev0=$(metric crawlcache_evictions_total)
     read_run 0 "$evict_hot" "$SAMPLE_SECS" 4 1 "$purge_host"
-    printf '%s\n' "0,$(metric crawlcache_store_entries),$(calc "round($(metric crawlcache_store_bytes) / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index") / 1024, 1)"),$(metric crawlcache_evictions_total),0,0,$READ_RPS,$READ_HIT,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib),$(bb=$(metric crawlcache_store_budget_bytes); calc "round(${bb:-0} / 1048576, 1)")" >>"$EVICT_CSV"
+    printf '%s\n' "0,$(metric crawlcache_store_entries),$(calc "round($(metric crawlcache_store_bytes) / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index" "$DATA/index-fjall") / 1024, 1)"),$(metric crawlcache_evictions_total),0,0,$READ_RPS,$READ_HIT,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib),$(bb=$(metric crawlcache_store_budget_bytes); calc "round(${bb:-0} / 1048576, 1)")" >>"$EVICT_CSV"
     say "past the budget, before the fill: $(tail -n 1 "$EVICT_CSV")"
     # New entries start after every index the fill used.
     fill_from=$((NEXT + 1000))
@@ -738,7 +739,7 @@ if ((EVICT_SECS > 0)); then
         bs=$(metric crawlcache_store_bytes)
         bb=$(metric crawlcache_store_budget_bytes)
         en=$(metric crawlcache_store_entries)
-        printf '%s\n' "$(calc "round($t - $t_start, 1)"),$en,$(calc "round($bs / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index") / 1024, 1)"),$ev,$(calc "round(($ev - $ev0) / ($t - $t_prev))"),$(calc "round(($st - $st0) / ($t - $t_prev))"),$h_rps,$h_hit,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib),$(calc "round(${bb:-0} / 1048576, 1)")" >>"$EVICT_CSV"
+        printf '%s\n' "$(calc "round($t - $t_start, 1)"),$en,$(calc "round($bs / 1048576, 1)"),$budget_mib,$(calc "round($(du_kib "$DATA/packs" "$DATA/bodies") / 1024, 1)"),$(calc "round($(du_kib "$DATA/index" "$DATA/index-fjall") / 1024, 1)"),$ev,$(calc "round(($ev - $ev0) / ($t - $t_prev))"),$(calc "round(($st - $st0) / ($t - $t_prev))"),$h_rps,$h_hit,$(calc "round($(status_kib VmRSS) / 1024)"),$(load1),$(free_gib),$(calc "round(${bb:-0} / 1048576, 1)")" >>"$EVICT_CSV"
         say "past the budget: $(tail -n 1 "$EVICT_CSV")"
         ev0=$ev
         st0=$st
