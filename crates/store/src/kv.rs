@@ -142,8 +142,16 @@ mod fjall_tree {
 
     impl FjallTree {
         /// Opens (or creates) the tree in `dir` with a block cache of
-        /// `cache` bytes. Errors: `Index` when fjall cannot open it.
+        /// `cache` bytes, or of `CRAWLCACHE_FJALL_CACHE_MIB` MiB when that
+        /// is set (the bench's knob for this build only: sled's page state
+        /// is outside its cache, so the same cache is not the same memory).
+        /// Errors: `Index` when fjall cannot open it.
         pub(crate) fn open(dir: &Path, cache: u64) -> Result<FjallTree, StoreError> {
+            let cache = std::env::var("CRAWLCACHE_FJALL_CACHE_MIB")
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(cache, |mib| mib << 20);
+            tracing::info!(cache_bytes = cache, "the store's index is in fjall (index-fjall build)");
             let db = fjall::Database::builder(dir)
                 .cache_size(cache.max(1 << 20))
                 .max_journaling_size(128 << 20)
