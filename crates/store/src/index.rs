@@ -57,9 +57,9 @@ use crawlcache_base::locks::lock;
 
 use crate::error::StoreError;
 pub(crate) use crate::hash::{fnv1a, parse_hash, Hash};
-use crate::kv::{Batch, IndexTree, SledTree};
-pub(crate) use crate::kv::Rows;
 pub(crate) use crate::kv::sled_err;
+pub(crate) use crate::kv::Rows;
+use crate::kv::{Batch, IndexTree, SledTree};
 use crate::presence;
 pub(crate) use crate::rows::*;
 
@@ -132,7 +132,7 @@ fn generation_slot(primary: &[u8]) -> usize {
 /// The open sled database and the store's tree.
 pub(crate) struct Index {
     /// sled's database: the store's tree in every build but `index-fjall`'s,
-    /// and the other named trees ([`crate::Store::extra_tree`]).
+    /// and the other named trees (`Store::extra_tree`).
     pub db: sled::Db,
     /// The tree of the store's rows ([`crate::kv`]).
     pub tree: Box<dyn IndexTree>,

@@ -7,7 +7,7 @@
 //! scans and a durable flush.
 //!
 //! Either way the sled database stays open beside it: the other named trees
-//! (the robots.txt snapshots, the WARC digests: [`crate::Store::extra_tree`])
+//! (the robots.txt snapshots, the WARC digests: `Store::extra_tree`)
 //! and the migration of older formats are sled's.
 
 use std::ops::Bound;
@@ -120,8 +120,8 @@ mod fjall_tree {
 
     use sled::IVec;
 
-    use super::{Batch, IndexTree, Rows};
     use crate::error::StoreError;
+    use crate::kv::{Batch, IndexTree, Rows};
 
     /// Converts a fjall error into a store error.
     fn fjall_err(e: fjall::Error) -> StoreError {
@@ -151,7 +151,10 @@ mod fjall_tree {
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map_or(cache, |mib| mib << 20);
-            tracing::info!(cache_bytes = cache, "the store's index is in fjall (index-fjall build)");
+            tracing::info!(
+                cache_bytes = cache,
+                "the store's index is in fjall (index-fjall build)"
+            );
             let db = fjall::Database::builder(dir)
                 .cache_size(cache.max(1 << 20))
                 .max_journaling_size(128 << 20)
@@ -167,9 +170,7 @@ mod fjall_tree {
 
         fn rows(iter: fjall::Iter) -> Rows {
             Box::new(iter.map(|g| {
-                g.into_inner()
-                    .map(|(k, v)| (IVec::from(&*k), IVec::from(&*v)))
-                    .map_err(fjall_err)
+                g.into_inner().map(|(k, v)| (IVec::from(&*k), IVec::from(&*v))).map_err(fjall_err)
             }))
         }
     }
