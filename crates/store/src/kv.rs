@@ -151,9 +151,10 @@ mod fjall_tree {
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map_or(cache, |mib| mib << 20);
-            tracing::info!(
+            tracing::warn!(
                 cache_bytes = cache,
-                "the store's index is in fjall (index-fjall build)"
+                "the store's index is in fjall: an index-fjall build is for measuring only (its crash \
+                 safety is not established: docs/performance.md, \"Another index engine\")"
             );
             let db = fjall::Database::builder(dir)
                 .cache_size(cache.max(1 << 20))

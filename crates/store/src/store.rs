@@ -29,39 +29,40 @@ use crate::{format, hints, index, legacy, migrate, presence, record_cache, verif
 /// feature (crates/store/src/kv.rs), beside sled's `index/`.
 const FJALL_DIR: &str = "index-fjall";
 
+/// Refuses a store in `dir` made by the other kind of build: one whose
+/// rows are in fjall when this build keeps them in sled, or the reverse
+/// (the rows would be missing). Checked before anything is opened, so a
+/// refused store is left as it was. Errors: `Format`.
+fn check_engine(dir: &Path, found: format::Found) -> Result<(), StoreError> {
+    let fjall_rows = dir.join(FJALL_DIR).exists();
+    let made_by = match (cfg!(feature = "index-fjall"), fjall_rows) {
+        (false, true) => "the index-fjall feature (its index in fjall)",
+        (true, false) if found != format::Found::New => "its index in sled",
+        _ => return Ok(()),
+    };
+    Err(StoreError::Format(format!(
+        "it was made by a build with {made_by}; this build keeps its index in {}",
+        if cfg!(feature = "index-fjall") { "fjall" } else { "sled" }
+    )))
+}
+
 /// The index of the store in `dir` over sled's `db`: the store's rows in
-/// sled's tree, or in fjall's in a build with the `index-fjall` feature.
-/// A store made by one kind of build is refused by the other (the rows
-/// would be missing): `Format`.
+/// sled's tree, or in fjall's in a build with the `index-fjall` feature
+/// ([`check_engine`] has refused a store of the other kind).
 fn open_tree(
     dir: &Path,
     db: sled::Db,
     cache: u64,
-    found: format::Found,
     filter_bytes: usize,
 ) -> Result<Index, StoreError> {
-    let fjall_dir = dir.join(FJALL_DIR);
-    let refuse = |made: &str| {
-        Err(StoreError::Format(format!(
-            "the cache in {} was made by a build with {made}; this build keeps its index in {}",
-            dir.display(),
-            if cfg!(feature = "index-fjall") { "fjall" } else { "sled" }
-        )))
-    };
     #[cfg(feature = "index-fjall")]
     {
-        if found != format::Found::New && !fjall_dir.exists() {
-            return refuse("its index in sled");
-        }
-        let tree = crate::kv::FjallTree::open(&fjall_dir, cache)?;
+        let tree = crate::kv::FjallTree::open(&dir.join(FJALL_DIR), cache)?;
         Index::with_tree(db, Box::new(tree), filter_bytes)
     }
     #[cfg(not(feature = "index-fjall"))]
     {
-        let _ = (cache, found);
-        if fjall_dir.exists() {
-            return refuse("the index-fjall feature");
-        }
+        let _ = (dir, cache);
         Index::new(db, filter_bytes)
     }
 }
@@ -112,6 +113,7 @@ impl Store {
         for d in [blobs.bodies.as_path(), blobs.tmp.as_path()] {
             fs::create_dir_all(d).map_err(io_err("create store directory", d))?;
         }
+        check_engine(dir, found)?;
         let db = open_index(dir, options.index_cache)?;
         if let format::Found::Previous(v) = found {
             if v < 3 {
@@ -126,7 +128,7 @@ impl Store {
         // The filters of stored keys and of stored bodies: half the record
         // cache's size each (a thirty-second of `store.memory_ceiling`).
         let filter_bytes = usize::try_from(options.record_cache / 2).unwrap_or(usize::MAX);
-        let index = open_tree(dir, db, options.index_cache, found, filter_bytes)?;
+        let index = open_tree(dir, db, options.index_cache, filter_bytes)?;
         let packs =
             Packs::open(&dir.join("packs"))?.keeping_written_pages(options.keep_written_pages);
         let mut recovered = maintenance::open_sweep(dir, &blobs, &index, &packs)?;
