@@ -26,8 +26,9 @@ pub(crate) type Rows = Box<dyn Iterator<Item = Result<Row, StoreError>> + Send>;
 /// Writes and removals applied together by [`IndexTree::apply_batch`].
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
-    /// (key, new value or `None` to remove), in the order given; a later
-    /// change of the same key wins.
+    /// (key, new value or `None` to remove), in the order given. The store
+    /// never names a key twice in one batch: sled would keep the later
+    /// change, fjall gives both the same sequence number and no order.
     ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
